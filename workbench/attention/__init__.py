@@ -1,0 +1,33 @@
+"""Attention backends behind one call.
+
+``torch``  : ``reference.py``, the specification; runs anywhere.
+``triton`` : ``triton_tree.py``, a flash-style kernel (GPU, or the CPU under TRITON_INTERPRET=1).
+Both take ``(q, k_pool, v_pool, meta, scale)`` and return ``[T, Hq, Dh]``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from workbench.attention.meta import AttentionMeta, build_meta
+from workbench.attention.reference import attention_reference
+
+BACKENDS = ("torch", "triton")
+
+
+def default_backend(device: torch.device | str) -> str:
+    """Triton on a GPU (the kernel reads the prefix once for all tree nodes); torch on a CPU."""
+    return "triton" if torch.device(device).type == "cuda" else "torch"
+
+
+def attend(q, k_pool, v_pool, meta: AttentionMeta, scale: float, backend: str = "torch"):
+    if backend == "torch":
+        return attention_reference(q, k_pool, v_pool, meta, scale)
+    if backend == "triton":
+        from workbench.attention.triton_tree import tree_attention  # lazy: imports triton
+
+        return tree_attention(q, k_pool, v_pool, meta, scale)
+    raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+
+
+__all__ = ["AttentionMeta", "BACKENDS", "attend", "attention_reference", "build_meta", "default_backend"]

@@ -1,0 +1,128 @@
+"""The accept walk: which drafts the target agrees with, and the bonus token.
+
+Logits row i of the verify forward is the target's distribution of the token **after** node i
+(the shift by one), so row i is compared with the *children* of i, never with i itself. From the
+root, the walk scans the children of the current node along ``retrieve_next_token`` (first
+child) then ``retrieve_next_sibling`` (next sibling); a match is accepted and the walk descends;
+no match, or a leaf, stops it. The target's choice at the last accepted node is the bonus, so
+every step emits between 1 and ``num_steps + 1`` tokens.
+
+Three rules, all lossless:
+
+* ``greedy_walk``: match = the child is the target's argmax.
+* ``sampling_walk`` (EAGLE-2 / SGLang for trees, drafts chosen by top-k): accept child c with
+  probability p(c) / (remaining mass); on a miss set p(c) = 0; if every child misses, the bonus
+  is drawn from what is left (the residual); at a leaf, from p.
+* ``leviathan_chain`` (Leviathan et al. / Chen et al. Algorithm 1, a chain *sampled* from the
+  draft distribution q): accept x with min(1, p(x)/q(x)); on the first miss draw the bonus from
+  norm(max(0, p - q)); if all are accepted draw it from p after the last draft.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class Move:
+    """One pointer move of the walk: ``child`` was tried under ``node``."""
+
+    node: int
+    child: int
+    via: str  # "next_token" (first child) or "next_sibling"
+    match: bool
+    target_prob: float | None = None  # sampling: p(child) before the coin (renormalised)
+    draft_prob: float | None = None  # leviathan: q(child)
+    coin: float | None = None  # sampling: the uniform draw compared with the acceptance probability
+
+
+@dataclass
+class AcceptResult:
+    path: list[int]  # accepted node indices, root (0) first
+    bonus: int  # token id of the bonus
+    moves: list[Move] = field(default_factory=list)
+    bonus_from: str = "target"  # "target" (argmax or p at the last node) or "residual"
+    residual_top: list[tuple[int, float]] = field(default_factory=list)  # sampling: top of the residual
+
+    @property
+    def num_accepted(self) -> int:
+        """Correct drafts n; the step emits n + 1 tokens."""
+        return len(self.path) - 1
+
+
+def _children(node: int, next_token: list[int], next_sibling: list[int]):
+    child, via = next_token[node], "next_token"
+    while child != -1:
+        yield child, via
+        child, via = next_sibling[child], "next_sibling"
+
+
+def greedy_walk(tokens: list[int], next_token: list[int], next_sibling: list[int],
+                target_argmax: list[int]) -> AcceptResult:
+    """``target_argmax[i]``: the target's argmax at row i (the token after node i)."""
+    path, moves, node = [0], [], 0
+    while True:
+        for child, via in _children(node, next_token, next_sibling):
+            hit = tokens[child] == target_argmax[node]
+            moves.append(Move(node, child, via, hit))
+            if hit:
+                path.append(child)
+                node = child
+                break
+        else:  # no child matched, or a leaf
+            return AcceptResult(path, target_argmax[node], moves)
+
+
+def sampling_walk(tokens: list[int], next_token: list[int], next_sibling: list[int],
+                  probs: torch.Tensor, generator: torch.Generator | None) -> AcceptResult:
+    """``probs`` [N, V]: the target distribution at each node (temperature/top-k/top-p applied)."""
+    path, moves, node = [0], [], 0
+    while True:
+        p = probs[node].clone()
+        missed = False
+        for child, via in _children(node, next_token, next_sibling):
+            tok = tokens[child]
+            accept_prob = float(p[tok] / p.sum())
+            coin = float(torch.rand((), generator=generator))
+            hit = coin < accept_prob
+            moves.append(Move(node, child, via, hit, target_prob=accept_prob, coin=coin))
+            if hit:
+                path.append(child)
+                node = child
+                break
+            p[tok] = 0.0  # a rejected child cannot be the bonus either
+            missed = True
+        else:
+            residual = p / p.sum()
+            bonus = int(torch.multinomial(residual, 1, generator=generator))
+            return AcceptResult(path, bonus, moves, "residual" if missed else "target", _top(residual))
+
+
+def leviathan_chain(tokens: list[int], probs: torch.Tensor, draft_probs: torch.Tensor,
+                    generator: torch.Generator | None) -> AcceptResult:
+    """Chain only: ``tokens`` = [root, x1..xn] with x_i ~ q_i = ``draft_probs[i-1]`` [n, V];
+    ``probs`` [n+1, V] the target distribution at each node."""
+    path, moves = [0], []
+    for i in range(1, len(tokens)):
+        p, q, x = probs[i - 1], draft_probs[i - 1], tokens[i]
+        ratio = float(p[x] / q[x]) if q[x] > 0 else 0.0
+        coin = float(torch.rand((), generator=generator))
+        hit = coin < min(1.0, ratio)
+        moves.append(Move(i - 1, i, "next_token", hit, target_prob=float(p[x]), draft_prob=float(q[x]), coin=coin))
+        if not hit:
+            residual = (p - q).clamp_min(0.0)
+            if float(residual.sum()) <= 0.0:  # p == q: nothing left to correct, sample p
+                residual = p
+            residual = residual / residual.sum()
+            bonus = int(torch.multinomial(residual, 1, generator=generator))
+            return AcceptResult(path, bonus, moves, "residual", _top(residual))
+        path.append(i)
+    bonus = int(torch.multinomial(probs[len(tokens) - 1], 1, generator=generator))
+    return AcceptResult(path, bonus, moves, "target")
+
+
+def _top(dist: torch.Tensor, k: int = 5) -> list[tuple[int, float]]:
+    vals, ids = torch.topk(dist, min(k, dist.shape[-1]))
+    return [(int(i), float(v)) for i, v in zip(ids, vals) if v > 0]

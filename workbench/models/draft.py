@@ -1,0 +1,134 @@
+"""The EAGLE draft head (EAGLE-1/2 checkpoint format).
+
+    x_t = fc(concat(embed(x_{t+1}), f_t))      fc: Linear(2H, H), bias per config, no activation
+    h_t = DecoderLayer(x_t)                    no input_layernorm, no final norm
+    logits = target.lm_head(h_t)               predicts x_{t+2}; h_t also stands in for f_{t+1}
+
+``embed_tokens`` and ``lm_head`` are the target's (frozen, borrowed, never copied). Checkpoint
+keys: ``fc.weight``, ``fc.bias`` (optional), ``layers.0.self_attn.{q,k,v,o}_proj.weight``,
+``layers.0.mlp.{gate,up,down}_proj.weight``, ``layers.0.post_attention_layernorm.weight``,
+``embed_tokens.weight`` (optional, ignored: the target's is used).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from workbench.engine.batch import ForwardBatch
+from workbench.kv.pool import KVPool
+from workbench.models.config import ModelConfig
+from workbench.models.llama import DecoderLayer, TargetModel
+
+
+class DraftHead(nn.Module):
+    def __init__(self, cfg: ModelConfig, fc_bias: bool):
+        super().__init__()
+        self.config = cfg
+        self.fc = nn.Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=fc_bias)
+        self.layers = nn.ModuleList([DecoderLayer(cfg, 0, input_norm=False)])
+        self.target: TargetModel | None = None  # set by attach(); not a submodule (not saved)
+        self.hot_tokens: torch.Tensor | None = None  # optional pruned draft vocabulary [V_hot]
+        self._hot_w: torch.Tensor | None = None  # lm_head rows of the hot tokens [V_hot, H]
+        self._rotary = None
+
+    def attach(self, target: TargetModel) -> "DraftHead":
+        """Borrow the target's embeddings and lm_head after checking the head fits it."""
+        t, d = target.config, self.config
+        if d.hidden_size != t.hidden_size:
+            raise ValueError(f"draft head hidden size {d.hidden_size} does not fit the target's {t.hidden_size}")
+        if d.vocab_size != t.vocab_size:
+            raise ValueError(f"draft head vocabulary {d.vocab_size} does not fit the target's {t.vocab_size}")
+        object.__setattr__(self, "target", target)  # keep it out of self._modules
+        return self
+
+    def new_kv_pool(self, num_slots: int) -> KVPool:
+        p = self.fc.weight
+        return KVPool(1, num_slots, self.config.num_kv_heads, self.config.head_dim, p.dtype, p.device)
+
+    @torch.inference_mode()
+    def forward(self, features: torch.Tensor, batch: ForwardBatch, kv: KVPool) -> torch.Tensor:
+        """features [T, H] (f_t, or the parent's draft output inside the tree); batch.input_ids
+        are x_{t+1}. Returns draft hidden states [T, H]."""
+        target = self.target
+        emb = target.model.embed_tokens(batch.input_ids)  # [T, H]
+        x = self.fc(torch.cat([emb, features.to(emb.dtype)], dim=-1))  # [T, 2H] -> [T, H]
+        cos, sin = target.rope(batch.positions, x.dtype) if _same_rope(target.config, self.config) else \
+            self._own_rope(batch.positions, x.dtype)
+        return self.layers[0](x, cos, sin, batch, kv, target.attention_backend)
+
+    def _own_rope(self, positions, dtype):
+        from workbench.models.rope import Rotary
+
+        if self._rotary is None:
+            self._rotary = Rotary(self.config.head_dim, self.config.rope_theta, self.config.rope_scaling, positions.device)
+        return self._rotary(positions, dtype)
+
+    @torch.inference_mode()
+    def log_probs(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Draft distribution over the vocabulary, fp32 log-probabilities [R, V'] and the token
+        id of each column (None = the full vocabulary; else the pruned hot-token list)."""
+        w = self.target.lm_head.weight if self.hot_tokens is None else self._hot_w  # [V', H]
+        logits = torch.nn.functional.linear(hidden.to(w.dtype), w).float()
+        return torch.log_softmax(logits, dim=-1), self.hot_tokens
+
+    def set_hot_tokens(self, hot: torch.Tensor | None) -> None:
+        """Restrict drafting to ``hot`` token ids (FR-Spec / SGLang "hot token map"). Only the
+        draft's proposals change; verification still uses the target's full vocabulary."""
+        self.hot_tokens = None if hot is None else hot.to(self.fc.weight.device, torch.int64)
+        self._hot_w = None if hot is None else self.target.lm_head.weight[self.hot_tokens].contiguous()
+
+
+def _same_rope(a: ModelConfig, b: ModelConfig) -> bool:
+    return a.head_dim == b.head_dim and a.rope_theta == b.rope_theta and a.rope_scaling == b.rope_scaling
+
+
+def draft_config_for(target_cfg: ModelConfig) -> dict:
+    """config.json of a one-layer head that fits ``target_cfg`` (EAGLE's format)."""
+    t = target_cfg
+    return {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 1,
+        "hidden_size": t.hidden_size, "intermediate_size": t.intermediate_size,
+        "num_attention_heads": t.num_heads, "num_key_value_heads": t.num_kv_heads, "head_dim": t.head_dim,
+        "vocab_size": t.vocab_size, "rms_norm_eps": t.rms_norm_eps, "rope_theta": t.rope_theta,
+        "rope_scaling": t.rope_scaling, "max_position_embeddings": t.max_position_embeddings,
+        "bias": False, "hidden_act": "silu", "tie_word_embeddings": False,
+    }
+
+
+def random_head(target: TargetModel, seed: int = 0, std: float = 0.02) -> DraftHead:
+    """A seeded random head (accepts little; for tests before a trained head exists)."""
+    head = DraftHead(ModelConfig.from_dict(draft_config_for(target.config)), fc_bias=False)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in head.named_parameters():
+            if name.endswith("layernorm.weight"):
+                p.fill_(1.0)
+            else:
+                p.copy_(torch.randn(p.shape, generator=gen) * std)
+    p = target.lm_head.weight
+    return head.to(device=p.device, dtype=p.dtype).eval().attach(target)
+
+
+def load_draft(path: str | Path, target: TargetModel) -> DraftHead:
+    """Load an EAGLE-1/2 head directory (config.json + safetensors or pytorch_model.bin)."""
+    from workbench.models.loading import load_strict, read_state_dict
+
+    path = Path(path)
+    if not (path / "config.json").exists():
+        raise ValueError(f"draft head {path}: no config.json")
+    raw = json.loads((path / "config.json").read_text())
+    raw.setdefault("model_type", "llama")
+    cfg = ModelConfig.from_dict(raw)
+    if cfg.num_layers != 1:
+        raise ValueError(f"draft head {path}: expected num_hidden_layers 1, got {cfg.num_layers}")
+    state = read_state_dict(path)
+    state.pop("embed_tokens.weight", None)
+    head = DraftHead(cfg, fc_bias="fc.bias" in state)
+    head.attach(target)  # refuses a head that does not fit before loading weights
+    load_strict(head, state)
+    p = target.lm_head.weight
+    return head.to(device=p.device, dtype=p.dtype).eval()

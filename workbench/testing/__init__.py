@@ -1,0 +1,1 @@
+"""Tiny random-weight models and helpers for tests, notebooks and demos without the real model."""
