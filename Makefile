@@ -1,0 +1,47 @@
+# make app   - set up, fetch the model, start the web app on http://127.0.0.1:7860
+# make test  - set up, fetch the model, run the test suite
+#
+# TORCH_SPEC picks the torch build installed first (before the project's own
+# requirements), so that pip never reaches for a large CUDA build on its own.
+
+PYTHON     ?= python3
+VENV       ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+PYTEST_ARGS ?=
+CHROMIUM   ?= /usr/bin/chromium
+
+PY    := $(VENV)/bin/python
+STAMP := $(VENV)/.workbench-installed
+
+.PHONY: venv fetch app test chromium
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@if ! $(PY) -c "import torch" >/dev/null 2>&1; then \
+		echo "installing $(TORCH_SPEC) first" >&2; \
+		$(PY) -m pip install "$(TORCH_SPEC)"; \
+	fi
+	$(PY) -m pip install -e '.[test]'
+	@touch $(STAMP)
+
+fetch: venv
+	$(PY) -m workbench fetch
+
+app: venv fetch
+	$(PY) app.py
+
+chromium:
+	@if [ -x $(CHROMIUM) ]; then \
+		:; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian chromium for the browser tests" >&2; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	else \
+		echo "note: $(CHROMIUM) is missing and this is not root with apt-get;" \
+		     "the browser tests will be skipped (install the Debian package chromium to run them)" >&2; \
+	fi
+
+test: venv fetch chromium
+	$(PY) -m pytest -q $(PYTEST_ARGS)

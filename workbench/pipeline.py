@@ -1,0 +1,114 @@
+"""Load a target (+ tokenizer, + draft head) once, then generate: the one entry point the CLI,
+the app, the benchmark and the notebooks share.
+
+Device and dtype are decided here, once: CUDA when present, else the CPU; fp32 by default
+(bit-comparable with transformers), bf16 for speed (this CPU has AVX-512 BF16).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from workbench.engine.config import SpecConfig
+from workbench.engine.engine import Engine
+from workbench.engine.sampling import SamplingParams
+from workbench.models.draft import DraftHead, load_draft, random_head
+from workbench.models.llama import TargetModel
+from workbench.models.loading import load_target, parse_dtype
+
+
+@dataclass
+class Workbench:
+    target: TargetModel
+    tokenizer: object
+    draft: DraftHead | None
+    draft_source: str  # path of the head, or "random (seed N)"
+    target_dir: Path
+    dtype_name: str
+
+    @classmethod
+    def load(cls, target: str | None = None, draft: str | None = None, dtype: str = "fp32",
+             device: str | None = None, attention: str | None = None, need_draft: bool = True) -> "Workbench":
+        from transformers import AutoTokenizer
+
+        from workbench import store
+        from workbench.attention import BACKENDS, default_backend
+
+        target_dir = store.resolve_target(target)
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        model = load_target(target_dir, parse_dtype(dtype), device)
+        attention = attention or default_backend(device)
+        if attention not in BACKENDS:
+            raise ValueError(f"unknown attention backend {attention!r}; choose one of {', '.join(BACKENDS)}")
+        model.attention_backend = attention
+        tokenizer = AutoTokenizer.from_pretrained(target_dir)
+        head, source = (None, "none") if not need_draft else _load_head(draft, model, target is None)
+        return cls(model, tokenizer, head, source, Path(target_dir), dtype)
+
+    @property
+    def stop_ids(self) -> tuple[int, ...]:
+        ids = {self.tokenizer.eos_token_id}
+        cfg = Path(self.target_dir) / "generation_config.json"
+        if cfg.exists():
+            eos = json.loads(cfg.read_text()).get("eos_token_id")
+            ids.update(eos if isinstance(eos, list) else [eos])
+        return tuple(sorted(i for i in ids if i is not None))
+
+    def encode(self, prompt: str, raw: bool = False) -> list[int]:
+        """A user message through the chat template (``raw``: the text as is)."""
+        if not prompt or not prompt.strip():
+            raise ValueError("the prompt is empty")
+        if raw:
+            return self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        ids = self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True)
+        return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+
+    def token_text(self, token: int) -> str:
+        return self.tokenizer.decode([token])
+
+    def engine(self, spec: SpecConfig, sampling: SamplingParams, trace: bool = False) -> Engine:
+        return Engine(self.target, self.draft if spec.speculative else None, spec, sampling, self.stop_ids,
+                      trace=trace, token_text=self.token_text)
+
+    def generate(self, prompt_ids: list[list[int]], spec: SpecConfig, sampling: SamplingParams,
+                 max_new_tokens: int, trace_sink=None) -> tuple[list, float]:
+        """Decode a batch together; returns (requests, seconds). ``trace_sink(dict)`` gets every
+        step trace when given."""
+        eng = self.engine(spec, sampling, trace=trace_sink is not None)
+        eng.add_requests(prompt_ids, max_new_tokens)
+        _sync()
+        t0 = time.perf_counter()
+        while not eng.done:
+            for t in eng.step():
+                trace_sink(t)
+        _sync()
+        return eng.requests, time.perf_counter() - t0
+
+
+def _load_head(draft: str | None, target: TargetModel, default_target: bool) -> tuple[DraftHead, str]:
+    if draft is not None:
+        if draft.startswith("random"):
+            seed = int(draft.split(":")[1]) if ":" in draft else 0
+            return random_head(target, seed), f"random (seed {seed})"
+        return load_draft(draft, target), str(draft)
+    try:
+        from workbench.models.heads import default_draft_dir
+    except ImportError:  # no trained head in this checkout
+        return random_head(target, 0), "random (seed 0)"
+    path = default_draft_dir()
+    if not default_target:
+        try:
+            return load_draft(path, target), str(path)
+        except ValueError:
+            return random_head(target, 0), "random (seed 0): the shipped head does not fit this target"
+    return load_draft(path, target), str(path)
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
