@@ -1,0 +1,164 @@
+"""The engine's promises on tiny random models: greedy output is unchanged by speculation,
+the KV cache always equals a fresh prefill, no slot leaks, bad knobs get clear errors."""
+
+import pytest
+import torch
+
+from helpers import fresh_prefill, random_prompts, tiny_pair
+from workbench.engine.accept import AcceptResult
+from workbench.engine.batch import extend_batch
+from workbench.engine.config import SpecConfig
+from workbench.engine.engine import Engine
+from workbench.engine.request import Request
+from workbench.engine.tree import build_tree
+from workbench.models.draft import random_head
+from workbench.models.loading import load_target
+from workbench.testing.tiny import make_tiny_checkpoint
+from test_tree import score_driven_candidates
+
+SHAPES = [SpecConfig.linear(1), SpecConfig.linear(3), SpecConfig.linear(6),
+          SpecConfig("eagle2", 1, 4, 5), SpecConfig("eagle2", 2, 2, 2), SpecConfig("eagle2", 3, 2, 6),
+          SpecConfig("eagle2", 4, 4, 16), SpecConfig("eagle2", 5, 4, 8), SpecConfig("eagle2", 6, 10, 64),
+          SpecConfig("eagle2", 2, 10, 30)]
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    return tiny_pair(tmp_path_factory.mktemp("tiny"))
+
+
+def decode(target, head, spec, prompts, n=24, check=False):
+    eng = Engine(target, head, spec)
+    eng.add_requests(prompts, n)
+    while not eng.done:
+        eng.step()
+        if check:
+            eng.check_integrity()
+    return eng
+
+
+def test_vanilla_matches_transformers_generate(pair, tmp_path_factory):
+    from transformers import AutoModelForCausalLM
+
+    target, _ = pair
+    path = tmp_path_factory.getbasetemp() / "tiny0"
+    hf = AutoModelForCausalLM.from_pretrained(path).eval()
+    prompts = random_prompts(4, 16, seed=3)
+    ours = decode(target, None, SpecConfig("vanilla"), prompts)
+    for p, r in zip(prompts, ours.requests):
+        ref = hf.generate(torch.tensor([p]), max_new_tokens=24, min_new_tokens=24, do_sample=False,
+                          eos_token_id=None, pad_token_id=0)[0, len(p):].tolist()
+        assert r.output_ids == ref
+
+
+@pytest.mark.parametrize("spec", SHAPES, ids=lambda s: s.describe())
+def test_greedy_speculation_is_lossless(pair, spec):
+    target, head = pair
+    for bsz in (1, 4):  # B = 1 and a ragged batch of 4
+        prompts = random_prompts(bsz, 16, seed=bsz)
+        plain = decode(target, None, SpecConfig("vanilla"), prompts)
+        spec_run = decode(target, head, spec, prompts, check=True)
+        for a, b in zip(plain.requests, spec_run.requests):
+            assert b.output_ids == a.output_ids
+            assert all(1 <= n <= spec.num_steps + 1 for n in b.accept_lengths)
+
+
+def test_drafts_really_get_accepted(pair):
+    """Guards the losslessness tests against passing only because nothing is ever accepted."""
+    target, head = pair
+    eng = decode(target, head, SpecConfig("eagle2", 4, 4, 16), random_prompts(4, 16, seed=9), n=40)
+    lengths = [n for r in eng.requests for n in r.accept_lengths]
+    assert max(lengths) >= 3 and sum(lengths) / len(lengths) > 1.2
+
+
+def test_kv_equals_fresh_prefill_after_50_steps(pair):
+    target, head = pair
+    prompts = random_prompts(2, 16, seed=5)
+    eng = Engine(target, head, SpecConfig("eagle2", 3, 2, 6))
+    eng.add_requests(prompts, 400)
+    for _ in range(50):
+        eng.step()
+        a = eng.table.allocator
+        assert a.num_used + a.num_free == a.num_slots
+        eng.check_integrity()
+    for r in eng.requests:
+        seq = r.prompt_ids + r.output_ids[:-1]  # the last output (the next root) has no KV yet
+        slots = eng.table.slots(r.rid)
+        assert len(slots) == len(seq)
+        kv, fresh_slots, hidden = fresh_prefill(target, seq)
+        for layer in range(target.config.num_layers):
+            torch.testing.assert_close(eng.target_kv.k[layer][slots], kv.k[layer][fresh_slots], atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(eng.target_kv.v[layer][slots], kv.v[layer][fresh_slots], atol=1e-4, rtol=1e-4)
+        # Draft KV: pairs (f_t, x_{t+1}) for every committed t, from a fresh target prefill,
+        # except the last step's root + accepted drafts: their pairs are the next draft extend.
+        dkv = head.new_kv_pool(len(seq))
+        pairs = seq[1:] + [r.output_ids[-1]]
+        head(hidden, extend_batch([pairs], [[]], [fresh_slots], [0], "cpu"), dkv)
+        assert r.pending_tokens == pairs[len(seq) - len(r.pending_tokens):]
+        done = len(seq) - len(r.pending_tokens)
+        ours, fresh = slots[:done], fresh_slots[:done]
+        torch.testing.assert_close(eng.draft_kv.k[0][ours], dkv.k[0][fresh], atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(eng.draft_kv.v[0][ours], dkv.v[0][fresh], atol=1e-4, rtol=1e-4)
+
+
+def test_commit_of_the_score_driven_example(pair):
+    """REFERENCE §3: accept B, E, bonus X; keep r, B, E; free A, C, G; L 10 -> 13."""
+    target, head = pair
+    eng = Engine(target, head, SpecConfig("eagle2", 3, 2, 6))
+    eng.add_requests([list(range(3, 13))], 20)  # L = 10 once prefilled
+    eng.step()
+    r = eng.requests[0]
+    tree = build_tree(r.root, score_driven_candidates(), [0, 1, 2, 4, 6], 10)
+    slots = eng.table.allocator.alloc(6)
+    res = AcceptResult(path=[0, 2, 4], bonus=5)
+    hidden = torch.arange(6.0)[:, None].expand(6, target.config.hidden_size)
+    kept, freed, emitted = eng._commit(r, tree, res, slots, hidden)
+    assert kept == [slots[0], slots[2], slots[4]] and freed == [slots[1], slots[3], slots[5]]
+    assert eng.table.length(r.rid) == 13
+    assert emitted == [21, 24, 5] and r.root == 5
+    assert r.pending_tokens == [21, 24, 5]  # next extend: tokens B, E, X at positions 10, 11, 12
+    assert r.pending_features[:, 0].tolist() == [0.0, 2.0, 4.0]  # with f(r), f(B), f(E)
+    eng.check_integrity()
+
+
+def test_stop_token_mid_step_truncates():
+    r = Request(0, [1, 2], max_new_tokens=10)
+    assert r.emit([5, 2, 7], ["accepted", "accepted", "bonus"], stop_ids={2}) == [5, 2]
+    assert r.finish_reason == "stop" and r.output_ids == [5, 2]
+    r = Request(1, [1], max_new_tokens=2)
+    assert r.emit([5, 6, 7], ["accepted"] * 3, stop_ids=set()) == [5, 6] and r.finish_reason == "length"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(method="eagle2", num_steps=0), "num_steps must be in"),
+    (dict(method="eagle2", topk=0), "topk must be in"),
+    (dict(method="eagle2", num_steps=2, topk=2, num_draft_tokens=8), "at most 7 nodes"),
+    (dict(method="eagle2", num_draft_tokens=1), "num_draft_tokens must be in"),
+    (dict(method="beam"), "unknown method"),
+    (dict(method="linear", num_steps=3, topk=2, num_draft_tokens=4), "linear means topk=1"),
+    (dict(method="eagle2", topk=2, chain_rule="leviathan"), "needs topk=1"),
+])
+def test_bad_knobs_get_clear_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SpecConfig(**kwargs)
+
+
+def test_mismatched_head_is_refused(pair, tmp_path):
+    target, _ = pair
+    other = load_target(make_tiny_checkpoint(tmp_path / "wide", hidden_size=32, vocab_size=16))
+    with pytest.raises(ValueError, match="hidden size 32 does not fit the target's 64"):
+        random_head(other).attach(target)
+    other = load_target(make_tiny_checkpoint(tmp_path / "vocab", vocab_size=20))
+    with pytest.raises(ValueError, match="vocabulary 20 does not fit"):
+        random_head(other).attach(target)
+
+
+def test_engine_rejects_bad_requests(pair):
+    target, head = pair
+    eng = Engine(target, head, SpecConfig())
+    with pytest.raises(ValueError, match="at least one token"):
+        eng.add_requests([[]], 8)
+    with pytest.raises(ValueError, match="exceeds the model's context"):
+        eng.add_requests([[3] * 1020], 8)
+    with pytest.raises(ValueError, match="needs a draft head"):
+        Engine(target, None, SpecConfig("eagle2"))

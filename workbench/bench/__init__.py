@@ -1,0 +1,1 @@
+"""Benchmarks: ``python -m workbench.bench <command> [options]`` (see ``__main__.py``)."""

@@ -1,0 +1,36 @@
+"""``python -m workbench.bench <command> [options]``: run one benchmark by name.
+
+Each command is a module with ``main(argv: list[str]) -> int``, imported only when chosen
+(so that, e.g., the kernel benchmark can set Triton's environment before triton loads).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# name -> module holding main(argv); add new benchmarks here.
+COMMANDS: dict[str, str] = {
+    "kernel": "workbench.bench.kernel",
+}
+
+
+def _usage() -> str:
+    names = "\n".join(f"  {name:<10} {COMMANDS[name]}" for name in sorted(COMMANDS))
+    return f"usage: python -m workbench.bench <command> [options]\n\ncommands:\n{names}\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        (sys.stdout if argv else sys.stderr).write(_usage())
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        sys.stderr.write(f"error: unknown benchmark {name!r}; choose one of {', '.join(sorted(COMMANDS))}\n")
+        return 2
+    return int(importlib.import_module(COMMANDS[name]).main(rest) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
