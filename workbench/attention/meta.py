@@ -20,7 +20,7 @@ compute the attention itself.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -39,6 +39,8 @@ class AttentionMeta:
     q_lens: list[int] | None = None
     kv_lens: list[int] | None = None
     prefix_list: list[int] | None = None
+    # Per-forward memo for backends (e.g. the reference's visibility masks), shared by all layers.
+    cache: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.q_lens is None:

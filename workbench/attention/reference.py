@@ -20,7 +20,15 @@ from workbench.attention.meta import AttentionMeta
 
 
 def visibility(meta: AttentionMeta, b: int, device: torch.device) -> torch.Tensor:
-    """``[N_b, P_b + E_b]`` bool: which keys each query of request b may attend."""
+    """``[N_b, P_b + E_b]`` bool: which keys each query of request b may attend. Built once per
+    forward and reused by every layer (``meta.cache``)."""
+    key = ("visibility", b)
+    if key not in meta.cache:
+        meta.cache[key] = _visibility(meta, b, device)
+    return meta.cache[key]
+
+
+def _visibility(meta: AttentionMeta, b: int, device: torch.device) -> torch.Tensor:
     n, k, p = meta.q_lens[b], meta.kv_lens[b], meta.prefix_list[b]
     e = k - p
     if meta.mask is None:
@@ -61,8 +69,8 @@ def attention_reference(
         kb = k_pool[slots].float()  # [K, Hkv, Dh]
         vb = v_pool[slots].float()  # [K, Hkv, Dh]
         scores = torch.einsum("nhgd,khd->hgnk", qb, kb) * scale  # [Hkv, G, N, K]
-        vis = visibility(meta, b, q.device)  # [N, K]
-        scores = scores.masked_fill(~vis, float("-inf"))
+        if n > 1 or meta.mask is not None:  # a lone causal query sees every key: nothing to mask
+            scores = scores.masked_fill(~visibility(meta, b, q.device), float("-inf"))
         probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # rows with no key -> 0
         ob = torch.einsum("hgnk,khd->nhgd", probs, vb)  # [N, Hkv, G, Dh]
         out[cu_q[b] : cu_q[b + 1]] = ob.reshape(n, hq, dh).to(q.dtype)
