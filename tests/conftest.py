@@ -15,3 +15,25 @@ if not torch.cuda.is_available():
 # 2-core machine, an idle OpenMP worker can stall each op by a scheduler tick). Tests on the
 # real model raise it again (see ``real_threads``).
 torch.set_num_threads(1)
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir():
+    """The default target, fetched by ``make test`` (``python -m workbench fetch``)."""
+    from workbench import store
+
+    path = store.default_model_dir()
+    if not (path / "config.json").exists():
+        pytest.skip("SmolLM2 not fetched: run `python -m workbench fetch`")
+    return path
+
+
+@pytest.fixture
+def real_threads():
+    """Two threads for real-model tests (one is faster for tiny models)."""
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(1)

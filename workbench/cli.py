@@ -97,6 +97,9 @@ def read_prompts(args) -> list[dict]:
 def cmd_generate(args) -> int:
     spec, sampling = spec_from_args(args)
     items = read_prompts(args)
+    for it in items:
+        if not isinstance(it["prompt"], str) or not it["prompt"].strip():
+            raise UserError(f"prompt {it['id']!r}: the prompt is empty")
     from workbench.pipeline import Workbench
 
     try:

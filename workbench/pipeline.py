@@ -101,6 +101,8 @@ def _load_head(draft: str | None, target: TargetModel, default_target: bool) -> 
     except ImportError:  # no trained head in this checkout
         return random_head(target, 0), "random (seed 0)"
     path = default_draft_dir()
+    if not (path / "config.json").exists():
+        return random_head(target, 0), f"random (seed 0): no trained head at {path}"
     if not default_target:
         try:
             return load_draft(path, target), str(path)

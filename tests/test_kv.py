@@ -1,0 +1,75 @@
+"""Allocator and slot-table property tests: random allocate / commit / free / roll back."""
+
+import random
+
+import pytest
+
+from workbench.kv import OutOfSlots, SlotAllocator, SlotTable
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_operations_never_lose_or_share_a_slot(seed):
+    rng = random.Random(seed)
+    table = SlotTable(SlotAllocator(64))
+    scratch: list[int] = []
+    next_rid = 0
+    for _ in range(400):
+        op = rng.choice(["add", "commit", "scratch", "drop_scratch", "rollback", "release"])
+        rids = list(table.tables)
+        if op == "add" or not rids:
+            table.add_request(next_rid)
+            next_rid += 1
+        elif op == "commit":
+            n = rng.randint(0, 6)
+            try:
+                table.commit(rng.choice(rids), table.allocator.alloc(n))
+            except OutOfSlots:
+                assert n > table.allocator.num_free
+        elif op == "scratch":
+            n = min(rng.randint(0, 4), table.allocator.num_free)
+            scratch.extend(table.allocator.alloc(n))
+        elif op == "drop_scratch" and scratch:
+            keep = rng.randint(0, len(scratch))
+            table.allocator.free(scratch[keep:])
+            del scratch[keep:]
+        elif op == "rollback":
+            rid = rng.choice(rids)
+            table.rollback(rid, rng.randint(0, table.length(rid)))
+        elif op == "release":
+            table.release(rng.choice(rids))
+        table.check_integrity(scratch)
+        assert table.allocator.num_used + table.allocator.num_free == 64
+
+
+def test_out_of_slots_is_clear_and_changes_nothing():
+    alloc = SlotAllocator(4)
+    got = alloc.alloc(3)
+    with pytest.raises(OutOfSlots, match="KV cache full: 2 slots requested, 1 of 4 free"):
+        alloc.alloc(2)
+    assert alloc.num_free == 1 and alloc.used() == set(got)
+
+
+def test_double_free_and_bad_rollback_are_refused():
+    table = SlotTable(SlotAllocator(8))
+    table.add_request(0)
+    slots = table.allocator.alloc(3)
+    table.commit(0, slots)
+    with pytest.raises(ValueError, match="not allocated"):
+        table.allocator.free([7])
+    with pytest.raises(ValueError, match="cannot roll request 0 back to 5"):
+        table.rollback(0, 5)
+    assert table.rollback(0, 1) == slots[1:]
+    table.check_integrity()
+
+
+def test_integrity_check_catches_a_leak_and_a_shared_slot():
+    table = SlotTable(SlotAllocator(8))
+    table.add_request(0)
+    table.add_request(1)
+    leaked = table.allocator.alloc(2)
+    with pytest.raises(AssertionError, match="leaked"):
+        table.check_integrity()
+    table.commit(0, leaked)
+    table.commit(1, leaked[:1])
+    with pytest.raises(AssertionError, match="is in request 0 and in request 1"):
+        table.check_integrity()
