@@ -31,7 +31,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     """Flags shared by every command that loads a model."""
     p.add_argument("--target", help="local HF Llama/Qwen2/Mistral directory (default: SmolLM2-135M-Instruct)")
     p.add_argument("--draft", help="EAGLE head directory, or random[:SEED] (default: the shipped head)")
-    p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
+    p.add_argument("--dtype", choices=["fp32", "bf16", "fp16", "auto"], default="fp32",
+                   help="fp32 (default, comparable with transformers), bf16, fp16, or auto: the fastest on this machine")
     p.add_argument("--attention", choices=["torch", "triton"], help="attention backend (default: triton on GPU, torch on CPU)")
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
 

@@ -1,8 +1,8 @@
 """Load a target (+ tokenizer, + draft head) once, then generate: the one entry point the CLI,
 the app, the benchmark and the notebooks share.
 
-Device and dtype are decided here, once: CUDA when present, else the CPU; fp32 by default
-(bit-comparable with transformers), bf16 for speed (this CPU has AVX-512 BF16).
+Device and dtype are decided here, once (``device.py``): CUDA when present, else the CPU;
+``dtype="auto"`` picks bf16 where the hardware computes it natively, else fp32.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from workbench.device import default_device, resolve_dtype
 from workbench.engine.config import SpecConfig
 from workbench.engine.engine import Engine
 from workbench.engine.sampling import SamplingParams
@@ -40,7 +41,8 @@ class Workbench:
         from workbench.attention import BACKENDS, default_backend
 
         target_dir = store.resolve_target(target)
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        device = device or default_device()
+        dtype = resolve_dtype(dtype, device)
         model = load_target(target_dir, parse_dtype(dtype), device)
         attention = attention or default_backend(device)
         if attention not in BACKENDS:
