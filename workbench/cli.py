@@ -116,15 +116,17 @@ def cmd_generate(args) -> int:
     print(f"target {wb.target_dir} ({args.dtype}), draft {wb.draft_source}, {spec.describe()}", file=sys.stderr)
     trace_file = open(args.trace, "w", encoding="utf-8") if args.trace else None
     sink = (lambda t: trace_file.write(json.dumps(t) + "\n")) if trace_file else None
-    for it, ids in zip(items, encoded):
-        (req,), seconds = wb.generate([ids], spec, sampling, args.max_new_tokens, sink)
-        out = result_record(wb, it, req, seconds, spec)
-        if args.json:
-            print(json.dumps(out), flush=True)
-        else:
-            print(out["text"], flush=True)
-            print(f"[{out['new_tokens']} tokens, {out['tokens_per_s']} tok/s" +
-                  (f", tau {out['tau']}]" if "tau" in out else "]"), file=sys.stderr)
+    bs = args.batch_size
+    for start in range(0, len(items), bs):  # each batch decodes together, ragged lengths and all
+        reqs, seconds = wb.generate(encoded[start : start + bs], spec, sampling, args.max_new_tokens, sink)
+        for it, req in zip(items[start : start + bs], reqs):
+            out = result_record(wb, it, req, seconds, spec)
+            if args.json:
+                print(json.dumps(out), flush=True)
+            else:
+                print(out["text"], flush=True)
+                print(f"[{out['new_tokens']} tokens, {out['tokens_per_s']} tok/s" +
+                      (f", tau {out['tau']}]" if "tau" in out else "]"), file=sys.stderr)
     if trace_file:
         trace_file.close()
     return 0
@@ -156,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_spec_args(gen)
     add_model_args(gen)
     gen.add_argument("--raw", action="store_true", help="skip the chat template")
+    gen.add_argument("--batch-size", type=_positive("--batch-size"), default=1,
+                     help="prompts decoded together (seconds and tok/s are then per batch)")
     gen.add_argument("--json", action="store_true", help="one JSON object per prompt on stdout")
     gen.add_argument("--trace", help="write every step trace (JSONL) to this file")
     gen.set_defaults(func=cmd_generate)
