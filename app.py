@@ -1,36 +1,45 @@
-"""Web app (minimal for now): type a prompt, get SmolLM2's greedy reply."""
+"""The web app: ``python app.py`` serves the EAGLE-2 Workbench on http://127.0.0.1:7860.
+
+The target, its tokenizer and the draft head are loaded once, before the server starts (progress
+on stderr); every browser session then gets its own Engine and KV cache. Options::
+
+    --host 127.0.0.1 --port 7860   where to listen
+    --dtype bf16                   bf16 (default: faster on this CPU) or fp32
+    --target DIR                   a local HF directory (default: SmolLM2-135M-Instruct, fetched once)
+    --draft PATH | random[:SEED]   a draft head checkpoint (default: the shipped head, else random)
+"""
 
 from __future__ import annotations
 
-import gradio as gr
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+import argparse
+import os
+import sys
 
-from workbench import store
-
-MODEL_DIR = store.resolve_target(None)
-tokenizer = AutoTokenizer.from_pretrained(MODEL_DIR)
-model = AutoModelForCausalLM.from_pretrained(MODEL_DIR, dtype=torch.float32).eval()
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no calls home from a local tool
 
 
-def generate(prompt: str, max_new_tokens: int) -> str:
-    enc = tokenizer.apply_chat_template(
-        [{"role": "user", "content": prompt}], add_generation_prompt=True, return_tensors="pt", return_dict=True
-    )
-    with torch.inference_mode():
-        out = model.generate(
-            **enc, max_new_tokens=int(max_new_tokens), do_sample=False, pad_token_id=tokenizer.pad_token_id
-        )
-    return tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
+    p = argparse.ArgumentParser(description="EAGLE-2 Workbench web app")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=7860)
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
+    p.add_argument("--target", default=None, help="local HF model directory (default: SmolLM2-135M-Instruct)")
+    p.add_argument("--draft", default=None, help="draft head directory, or random[:SEED]")
+    return p.parse_args(argv)
 
 
-with gr.Blocks(title="EAGLE-2 Workbench") as demo:
-    gr.Markdown(f"# EAGLE-2 Workbench\nModel: `{MODEL_DIR}` (greedy decoding)")
-    prompt = gr.Textbox(label="Prompt", value="What is speculative decoding?", lines=3)
-    max_new = gr.Slider(1, 256, value=64, step=1, label="Max new tokens")
-    button = gr.Button("Generate", variant="primary")
-    output = gr.Textbox(label="Output", lines=8)
-    button.click(generate, inputs=[prompt, max_new], outputs=output)
+def main(argv=None) -> None:
+    """Load once, then serve until interrupted."""
+    args = parse_args(argv)
+    from workbench.app.load import load_workbench
+
+    wb, info = load_workbench(args.target, args.draft, args.dtype)
+    from workbench.app.ui import build_app, launch
+
+    print(f"[app] serving on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+    launch(build_app(wb, info), args.host, args.port)
+
 
 if __name__ == "__main__":
-    demo.launch(server_name="127.0.0.1", server_port=7860)
+    main()

@@ -35,6 +35,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="fp32 (default, comparable with transformers), bf16, fp16, or auto: the fastest on this machine")
     p.add_argument("--attention", choices=["torch", "triton"], help="attention backend (default: triton on GPU, torch on CPU)")
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--hot-tokens", type=_positive("--hot-tokens", int, allow_zero=True),
+                   help="shipped head: draft among the N most frequent tokens (default 4096; 0 = full vocabulary)")
 
 
 def add_spec_args(p: argparse.ArgumentParser) -> None:
@@ -104,7 +106,8 @@ def cmd_generate(args) -> int:
     from workbench.pipeline import Workbench
 
     try:
-        wb = Workbench.load(args.target, args.draft, args.dtype, args.device, args.attention, spec.speculative)
+        wb = Workbench.load(args.target, args.draft, args.dtype, args.device, args.attention, spec.speculative,
+                            args.hot_tokens)
         encoded = [wb.encode(it["prompt"], args.raw) for it in items]
     except ValueError as err:
         raise UserError(str(err)) from None
@@ -163,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--json", action="store_true", help="one JSON object per prompt on stdout")
     gen.add_argument("--trace", help="write every step trace (JSONL) to this file")
     gen.set_defaults(func=cmd_generate)
+    __import__("workbench.bench.suite", fromlist=["add_bench_parser"]).add_bench_parser(sub)
     return parser
 
 

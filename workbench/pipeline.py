@@ -23,6 +23,9 @@ from workbench.models.llama import TargetModel
 from workbench.models.loading import load_target, parse_dtype
 
 
+HOT_TOKENS_DEFAULT = 4096
+
+
 @dataclass
 class Workbench:
     target: TargetModel
@@ -34,7 +37,11 @@ class Workbench:
 
     @classmethod
     def load(cls, target: str | None = None, draft: str | None = None, dtype: str = "fp32",
-             device: str | None = None, attention: str | None = None, need_draft: bool = True) -> "Workbench":
+             device: str | None = None, attention: str | None = None, need_draft: bool = True,
+             hot_tokens: int | None = None) -> "Workbench":
+        """``hot_tokens``: draft only among the N most frequent tokens of the shipped head's
+        training responses (None = the default, HOT_TOKENS_DEFAULT where the head ships a list;
+        0 = the full vocabulary). Verification always uses the full vocabulary."""
         from transformers import AutoTokenizer
 
         from workbench import store
@@ -50,6 +57,8 @@ class Workbench:
         model.attention_backend = attention
         tokenizer = AutoTokenizer.from_pretrained(target_dir)
         head, source = (None, "none") if not need_draft else _load_head(draft, model, target is None)
+        if head is not None and draft is None:
+            source += _apply_hot_tokens(head, hot_tokens)
         return cls(model, tokenizer, head, source, Path(target_dir), dtype)
 
     @property
@@ -111,6 +120,19 @@ def _load_head(draft: str | None, target: TargetModel, default_target: bool) -> 
         except ValueError:
             return random_head(target, 0), "random (seed 0): the shipped head does not fit this target"
     return load_draft(path, target), str(path)
+
+
+def _apply_hot_tokens(head: DraftHead, n: int | None) -> str:
+    """Prune the shipped head's draft vocabulary (FR-Spec / SGLang's hot-token map): the draft's
+    lm_head is the biggest matmul of a draft step, and on a CPU it is read once per tree level."""
+    from workbench.models.heads import load_hot_tokens
+
+    n = HOT_TOKENS_DEFAULT if n is None else n
+    hot = load_hot_tokens(n=n) if n else None
+    if hot is None:
+        return ""
+    head.set_hot_tokens(hot)
+    return f", {len(hot)} hot draft tokens"
 
 
 def _sync() -> None:

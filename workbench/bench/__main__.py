@@ -13,6 +13,8 @@ import sys
 COMMANDS: dict[str, str] = {
     "kernel": "workbench.bench.kernel",
     "plain": "workbench.bench.plain",
+    "run": "workbench.bench.suite",
+    "tune": "workbench.bench.tune",
 }
 
 

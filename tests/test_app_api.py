@@ -1,0 +1,180 @@
+"""The app's API through ``gradio_client``, on a tiny random model (``workbench.app.tiny``):
+Step / Back / the step slider / Run to end / Reset / Compare, separate sessions, bad input that
+gets a message instead of an error, and ``app.py`` itself started as a process."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+gradio_client = pytest.importorskip("gradio_client")
+from gradio_client import Client  # noqa: E402
+
+from workbench.app.tiny import make_tiny_app_model  # noqa: E402
+
+# Gradio's queue calls pandas APIs that pandas 3 deprecates: not this project's to fix.
+pytestmark = [pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),
+              pytest.mark.filterwarnings("ignore:The copy keyword is deprecated")]
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPT = "tell me about the cat"
+DEFAULTS = dict(prompt=PROMPT, method="eagle2", num_steps=5, topk=4, num_draft_tokens=8, temperature=0.0,
+                top_p=1.0, top_k=0, seed=0, max_new_tokens=64)
+VIEWS = ("status", "summary", "step_slider", "tree", "mask", "logits", "pointers", "moves", "walk_slider",
+         "sampling", "output", "kv_plot", "kv_table", "trace")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def inputs(**changes) -> list:
+    return list(dict(DEFAULTS, **changes).values())
+
+
+def views(out) -> dict:
+    return dict(zip(VIEWS, out))
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    return make_tiny_app_model(tmp_path_factory.mktemp("tiny-app"), seed=1)
+
+
+@pytest.fixture(scope="module")
+def app_url(tiny_model):
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    from workbench.app.ui import build_app, launch
+    from workbench.pipeline import Workbench
+
+    wb = Workbench.load(target=str(tiny_model), draft="random:1", dtype="fp32")
+    demo = build_app(wb, "tiny test model")
+    port = free_port()
+    launch(demo, port=port, block=False)
+    yield f"http://127.0.0.1:{port}/"
+    demo.close()
+
+
+def client(url) -> Client:
+    return Client(url, verbose=False)
+
+
+@pytest.fixture(scope="module")
+def shared(app_url) -> Client:
+    """One session for the bad-input cases (a Client costs a second to connect)."""
+    return client(app_url)
+
+
+def test_step_back_and_goto(app_url):
+    c = client(app_url)
+    for n in (1, 2, 3):
+        v = views(c.predict(*inputs(), api_name="/step"))
+        assert v["summary"].startswith(f"**Step {n}** of {n} recorded")
+    tr = v["trace"]
+    assert tr["kind"] == "spec" and tr["step"] == 3
+    tree = json.loads(v["tree"]["plot"])  # the figure holds every verified node once
+    kept = sum(len(t["x"]) for t in tree["data"] if t.get("meta") in ("root", "accepted", "missed", "unreached"))
+    assert kept == len(tr["tree"]["nodes"])
+    accepted = next((t["customdata"] for t in tree["data"] if t.get("meta") == "accepted"), [])
+    assert sorted(int(k) for k in accepted) == sorted(tr["accept"]["path"][1:])
+    assert v["logits"].count("<tr data-node=") == len(tr["tree"]["nodes"])
+    assert v["moves"].count("<li data-move=") == len(tr["accept"]["moves"]) + 1
+    back = views(c.predict(api_name="/back"))
+    assert back["trace"]["step"] == 2 and back["summary"].startswith("**Step 2** of 3")
+    first = views(c.predict(1, api_name="/goto"))
+    assert first["trace"]["kind"] == "prefill"
+    again = views(c.predict(*inputs(), api_name="/step"))  # Step after Back replays the recorded step
+    assert again["trace"]["step"] == 2 and again["summary"].startswith("**Step 2** of 3")
+    walk = c.predict(1, api_name="/walk")
+    assert walk[1].count("<li data-move=") == 1
+    animated = c.predict(api_name="/animate_walk")  # the last frame: every move shown
+    assert animated[1].count("<li data-move=") == len(again["trace"]["accept"]["moves"]) + 1
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(prompt="   "), "prompt is empty"),
+    (dict(prompt="cat " * 1600), "characters long"),
+    (dict(prompt="cat " * 1000), "in the model's context"),
+    (dict(num_draft_tokens=800), "num_draft_tokens must be in 2..69"),
+    (dict(num_steps=0), "num_steps must be in 1..16"),
+    (dict(topk=None), "topk is empty"),
+    (dict(temperature=-1.0), "temperature must be in [0, 100]"),
+    (dict(top_p=0.0), "top_p must be in (0, 1]"),
+    (dict(max_new_tokens=0), "max_new_tokens must be in 1..512"),
+], ids=lambda x: x if isinstance(x, str) else None)
+def test_bad_input_gives_a_message(shared, changes, message):
+    ok = views(shared.predict(*inputs(), api_name="/step"))
+    bad = views(shared.predict(*inputs(**changes), api_name="/step"))
+    assert message in bad["status"] and bad["status"].startswith("⚠️")
+    assert bad["trace"] == ok["trace"]  # what was on screen stays
+    after = views(shared.predict(*inputs(), api_name="/step"))  # and the app keeps working
+    assert after["trace"]["step"] == ok["trace"]["step"] + 1 and not after["status"].startswith("⚠️")
+
+
+def test_sessions_are_separate_and_a_long_run_blocks_no_one(app_url):
+    a, b = client(app_url), client(app_url)
+    job = a.submit(*inputs(max_new_tokens=400), api_name="/run_to_end")
+    deadline = time.time() + 60
+    while not job.outputs() and time.time() < deadline:  # a's run is under way
+        time.sleep(0.1)
+    t0 = time.time()
+    v = views(b.predict(*inputs(), api_name="/step"))
+    assert v["summary"].startswith("**Step 1** of 1") and time.time() - t0 < 20
+    assert not job.done(), "b's Step had to wait for a's whole run"
+    job.cancel()
+    a.predict(api_name="/reset")
+
+
+def test_run_to_end_and_reset(app_url):
+    c = client(app_url)
+    v = views(c.predict(*inputs(max_new_tokens=6), api_name="/run_to_end"))
+    assert v["status"].startswith("Finished") and v["trace"]["finished"] in ("length", "stop")
+    v = views(c.predict(*inputs(max_new_tokens=6), api_name="/step"))
+    assert "finished" in v["status"]
+    reset = views(c.predict(api_name="/reset")[:-2])
+    assert reset["trace"] is None and reset["summary"] == "No step yet."
+    sampled = views(c.predict(*inputs(temperature=0.8, seed=2), api_name="/step"))
+    sampled = views(c.predict(*inputs(temperature=0.8, seed=2), api_name="/step"))
+    assert sampled["trace"]["accept"]["rule"] == "target-only" and "coin u" in sampled["sampling"]
+
+
+def test_compare(app_url):
+    c = client(app_url)
+    out = c.predict(*inputs(max_new_tokens=6), 6, False, api_name="/compare")
+    status, summary = out[0], out[1]
+    assert status.startswith("Done: 4 runs")
+    for name in ("vanilla", "linear", "linear (same verify budget)", "eagle2"):
+        assert f"data-method='{name}'" in summary
+    assert "same tokens" in summary
+    bad = c.predict(*inputs(num_draft_tokens=1), 6, False, api_name="/compare")
+    assert bad[0].startswith("⚠️") and "num_draft_tokens" in bad[0]
+
+
+def test_app_py_serves_a_tiny_model(tiny_model):
+    port = free_port()
+    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False")
+    proc = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--target", str(tiny_model), "--draft", "random:1",
+                             "--dtype", "fp32", "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stdout.read()
+                time.sleep(0.5)
+        v = views(client(f"http://127.0.0.1:{port}/").predict(*inputs(), api_name="/step"))
+        assert v["trace"]["kind"] == "prefill"
+    finally:
+        proc.terminate()
+        log = proc.communicate(timeout=30)[0]
+    assert "warmed up" in log and f"serving on http://127.0.0.1:{port}" in log

@@ -1,0 +1,150 @@
+"""End to end in a real browser (Playwright driving Debian's chromium): open the page, enter a
+prompt, press Step three times, check that the tree, mask, logits, walk, KV and output views show
+what the engine's trace of that step holds, open Compare, and save screenshots.
+
+The expected trace comes from a separate run of the same settings (greedy decoding is
+deterministic). Environment:
+
+* ``WORKBENCH_SCREENSHOTS=docs/screenshots`` saves the screenshots there (else a temp dir);
+* ``WORKBENCH_BROWSER_MODEL=default`` serves the real default model and head in bf16 (for the
+  README's screenshots) instead of the tiny random model.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} missing (Debian package chromium)"),
+              pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),
+              pytest.mark.filterwarnings("ignore:The copy keyword is deprecated")]
+sync_api = pytest.importorskip("playwright.sync_api")
+
+REAL = os.environ.get("WORKBENCH_BROWSER_MODEL") == "default"
+PROMPT = "Tell me about Paris." if REAL else "tell me about the cat"
+STEPS = 3
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    """(url, Workbench) of an app served in this process on a free port."""
+    import socket
+
+    from workbench.app.ui import build_app, launch
+
+    if REAL:
+        from workbench.app.load import load_workbench
+
+        wb, info = load_workbench()
+    else:
+        from workbench.app.tiny import make_tiny_app_model
+        from workbench.pipeline import Workbench
+
+        wb = Workbench.load(target=str(make_tiny_app_model(tmp_path_factory.mktemp("tiny-app"), seed=1)),
+                            draft="random:1", dtype="fp32")
+        info = "tiny random test model"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo = build_app(wb, info)
+    launch(demo, port=port, block=False)
+    yield f"http://127.0.0.1:{port}/", wb
+    demo.close()
+
+
+@pytest.fixture
+def shots(tmp_path) -> Path:
+    out = Path(os.environ.get("WORKBENCH_SCREENSHOTS") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def expected_trace(wb) -> dict:
+    """Step ``STEPS`` of the page's default inputs with PROMPT, decoded outside the app."""
+    from workbench.app.state import Session, Settings
+
+    session = Session.start(wb, Settings(prompt=PROMPT))
+    for _ in range(STEPS):
+        session.step()
+    return session.traces
+
+
+def save(page, shots: Path, name: str, selectors: list[str]) -> None:
+    """Screenshot the box around ``selectors``, stored as a 256-colour PNG (small for the README)."""
+    page.evaluate("window.scrollTo(0, 0)")  # bounding boxes are viewport-relative: make them page-relative
+    boxes = [page.locator(s).first.bounding_box() for s in selectors]
+    x0, y0 = min(b["x"] for b in boxes), min(b["y"] for b in boxes)
+    x1, y1 = max(b["x"] + b["width"] for b in boxes), max(b["y"] + b["height"] for b in boxes)
+    path = shots / f"{name}.png"
+    clip = dict(x=x0 - 8, y=y0 - 8, width=x1 - x0 + 16, height=y1 - y0 + 16)
+    page.screenshot(path=str(path), full_page=True, clip=clip)
+    try:
+        from PIL import Image
+    except ImportError:
+        return
+    Image.open(path).convert("RGB").quantize(colors=256).save(path, optimize=True)
+
+
+def plot_data(page, elem_id: str) -> list[dict]:
+    return page.evaluate(f"""() => document.querySelector('#{elem_id} .js-plotly-plot').data.map(t => (
+        {{meta: t.meta || null, n: (t.x || []).length, keys: t.customdata || [], z: t.z || null}}))""")
+
+
+def rows(page, selector: str, attr: str) -> list[str]:
+    return page.eval_on_selector_all(selector, f"els => els.map(e => e.getAttribute('{attr}'))")
+
+
+def test_step_views_match_the_trace_and_compare(app, shots):
+    url, wb = app
+    traces = expected_trace(wb)
+    tr = traces[-1]
+    assert tr["kind"] == "spec"
+    n, path = len(tr["tree"]["nodes"]), tr["accept"]["path"]
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(120_000)
+        page.goto(url)
+        page.fill("#prompt textarea", PROMPT)
+        for step in range(1, STEPS + 1):
+            page.click("#step-btn")
+            page.wait_for_function(f"document.querySelector('#summary').innerText.includes('Step {step} of')")
+        page.wait_for_function(f"(document.querySelector('#tree-plot .gtitle') || {{}}).textContent"
+                               f"?.startsWith('Step {STEPS}:')")
+
+        tree = {t["meta"]: t for t in plot_data(page, "tree-plot") if t["meta"]}
+        assert sum(tree[s]["n"] for s in ("root", "accepted", "missed", "unreached") if s in tree) == n
+        assert sorted(int(k) for k in tree.get("accepted", {"keys": []})["keys"]) == sorted(path[1:])
+        assert tree["bonus"]["n"] == 1
+        mask = plot_data(page, "mask-plot")[0]["z"]
+        assert [[int(c == 1) for c in row[1:]] for row in mask] == tr["tree"]["mask"]
+        assert rows(page, "#logits-view tr[data-node]", "data-consulted") == [str(int(i in path)) for i in range(n)]
+        statuses = rows(page, "#walk-pointers tr[data-node]", "data-status")
+        assert [i for i, s in enumerate(statuses) if s == "accepted"] == sorted(path[1:]) and len(statuses) == n
+        assert len(rows(page, "#walk-moves li[data-move]", "data-kind")) == len(tr["accept"]["moves"]) + 1
+        counts = page.eval_on_selector_all("#kv-table tr[data-key] td:last-child", "es => es.map(e => e.innerText)")
+        kv = dict(zip(rows(page, "#kv-table tr[data-key]", "data-key"), counts))
+        assert (kv["written"], kv["kept"], kv["rolled_back"]) == (str(n), str(len(path)), str(n - len(path)))
+        accepted = sum(len(t["accept"]["accepted"]) for t in traces if t["kind"] == "spec")
+        assert len(rows(page, "#output-view span[data-prov='accepted']", "data-step")) == accepted
+
+        save(page, shots, "step", ["#prompt", "#step-btn", "#summary", "#output-view"])
+        save(page, shots, "tree", ["#tree-plot"])
+        save(page, shots, "mask-logits", ["#mask-plot", "#logits-view"])
+        save(page, shots, "walk", ["#walk-pointers", "#walk-moves"])
+        save(page, shots, "kv", ["#kv-plot", "#kv-table"])
+
+        page.get_by_role("tab", name="Compare").click()
+        page.fill("#compare-max-new input", "16" if REAL else "8")
+        page.click("#compare-btn")
+        page.wait_for_function("document.querySelector('#compare-status').innerText.startsWith('Done')",
+                               timeout=600_000)
+        page.wait_for_selector("#compare-eagle2-tree .gtitle")
+        assert len(rows(page, "#compare-summary tr[data-method]", "data-method")) == 4
+        save(page, shots, "compare", ["#compare-summary", "#compare-tau", "#compare-tokens"])
+        save(page, shots, "compare-cost", ["#compare-cost", "#compare-linear-tree", "#compare-eagle2-tree"])
+        browser.close()

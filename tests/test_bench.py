@@ -1,0 +1,157 @@
+"""The Spec-Bench benchmark: its numbers (speedup, tau, per-depth acceptance, equality), the
+question subsets, the transformers baselines counted like our engine, and the whole suite end to
+end on a tiny model (random draft head, a few prompts, a few tokens)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workbench.bench import metrics, specbench, tune
+from workbench.bench.hf_baselines import hf_generate, load_hf_model
+from workbench.bench.suite import parse_methods
+
+
+def _rec(qid: int, tokens: int, seconds: float, outputs=None, lengths=None, task: str = "qa") -> dict:
+    r = {"question_id": qid, "task": task, "new_tokens": tokens, "seconds": seconds, "output_ids": outputs or [[qid]]}
+    if lengths is not None:
+        r["accept_lengths"] = lengths
+    return r
+
+
+# ---- numbers ----------------------------------------------------------------------------------
+def test_speedup_is_mean_speed_over_baseline_mean_speed():
+    method = [_rec(1, 100, 10.0), _rec(2, 60, 2.0)]  # 10 and 30 tok/s
+    base = [_rec(2, 60, 6.0), _rec(1, 50, 10.0)]  # 10 and 5 tok/s, other order: matched by question id
+    assert metrics.speed(method) == pytest.approx(20.0)
+    assert metrics.speedup(method, base) == pytest.approx(20.0 / 7.5)  # Spec-Bench: ratio of the means
+    assert metrics.speedup_mean_of_ratios(method, base) == pytest.approx((10 / 5 + 30 / 10) / 2)
+    with pytest.raises(ValueError):
+        metrics.speedup(method, [_rec(9, 1, 1.0)])
+
+
+def test_per_depth_acceptance_and_tau_from_accept_lengths():
+    lengths = [1, 2, 3, 3, 4]  # accepted drafts 0, 1, 2, 2, 3
+    # depth 1: 4 of 5 steps; depth 2: 3 of those 4; depth 3: 1 of those 3
+    assert metrics.per_depth_acceptance(lengths, 3) == pytest.approx([4 / 5, 3 / 4, 1 / 3])
+    assert metrics.per_depth_acceptance([1, 1], 3) == [0.0, None, None]
+    recs = [_rec(1, 0, 1.0, lengths=[[1, 2], [3]]), _rec(2, 0, 1.0, lengths=[[3, 4]])]
+    assert metrics.accept_lengths(recs) == [1, 2, 3, 3, 4]
+    assert metrics.accept_lengths(recs, first_turn_only=True) == [1, 2, 3, 4]
+    assert metrics.tau(metrics.accept_lengths(recs)) == pytest.approx(13 / 5)
+    assert metrics.tau([]) is None
+
+
+def test_equal_fraction_compares_every_turn():
+    base = [_rec(1, 2, 1.0, [[5, 6], [7]]), _rec(2, 1, 1.0, [[8]])]
+    assert metrics.equal_fraction([_rec(1, 2, 1.0, [[5, 6], [7]]), _rec(2, 1, 1.0, [[8]])], base) == 1.0
+    assert metrics.equal_fraction([_rec(1, 2, 1.0, [[5, 6], [9]]), _rec(2, 1, 1.0, [[8]])], base) == 0.5
+
+
+# ---- questions, methods, trees ----------------------------------------------------------------
+def test_subsets():
+    qs = specbench.load_questions()
+    assert len(qs) == 480
+    quick = specbench.select(qs, "quick")
+    assert [q.task for q in quick] == ["mt_bench", *specbench.TASKS[1:]]
+    assert all(len(q.turns) == 1 for q in quick)
+    two = specbench.select(qs, "quick", per_category=2)
+    assert len(two) == 12 and [q.category for q in two[:2]] == ["writing", "roleplay"]  # MT-bench goes round
+    mt = specbench.select(qs, "mtbench")
+    assert len(mt) == 80 and {q.task for q in mt} == {"mt_bench"} and all(len(q.turns) == 1 for q in mt)
+    one_each = specbench.select(qs, "mtbench", per_category=1)
+    assert {q.category for q in one_each} == set(specbench.MT_BENCH_CATEGORIES) and len(one_each) == 8
+    every = specbench.select(qs, "all")
+    assert {q.task for q in every} == set(specbench.TASKS)
+    assert all(len(q.turns) == 2 for q in every if q.task == "mt_bench")
+
+
+def test_method_names_and_trees():
+    spec = tune.parse_tree("60/6/10")
+    assert (spec.num_draft_tokens, spec.num_steps, spec.topk) == (60, 6, 10)
+    names = [m.name for m in parse_methods("vanilla,linear:3,eagle2:8/5/4,eagle2:best,hf-greedy,hf-pld")]
+    assert names == ["vanilla", "linear:3", "eagle2:8/5/4", "hf-greedy", "hf-pld"]  # best unknown: left out
+    for bad in ("eagle2:8/5", "medusa", "vanilla,vanilla", "linear:x"):
+        with pytest.raises(ValueError):
+            parse_methods(bad)
+
+
+def test_tree_prediction_uses_the_cost_curves():
+    costs = {"decode_ms": 10.0, "verify": [{"tokens": 1, "ms": 10.0}, {"tokens": 9, "ms": 30.0}],
+             "draft": [{"rows": 1, "ms": 1.0}, {"rows": 4, "ms": 4.0}]}
+    pred = tune.predict(costs, tune.parse_tree("5/3/2"))  # 3 draft forwards of 2 rows + verify of 5
+    assert pred["step_ms"] == pytest.approx(3 * 2.0 + 20.0)
+    assert pred["bound"] == pytest.approx(4 * 10.0 / 26.0, abs=1e-3)
+
+
+# ---- on a tiny model --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    from workbench.app.tiny import make_tiny_app_model
+
+    return make_tiny_app_model(tmp_path_factory.mktemp("tiny-bench"))
+
+
+def test_hf_baselines_count_tokens_like_our_engine(tiny_dir):
+    import torch
+
+    from workbench.engine.config import SpecConfig
+    from workbench.engine.engine import Engine
+    from workbench.engine.sampling import SamplingParams
+    from workbench.pipeline import Workbench
+
+    wb = Workbench.load(str(tiny_dir), "random", "fp32")
+    hf = load_hf_model(tiny_dir, torch.float32)
+    prompt = wb.encode("tell me about the cat")
+    free = Engine(wb.target, None, SpecConfig("vanilla"), SamplingParams(), ())
+    free.add_requests([prompt], 12)
+    full = free.run()[0].output_ids
+    stop = full[4]  # pretend this token ends a turn: both must stop right after it, and count it
+    cut = full[: full.index(stop) + 1]
+    ours = Engine(wb.target, None, SpecConfig("vanilla"), SamplingParams(), (stop,))
+    ours.add_requests([prompt], 12)
+    assert ours.run()[0].output_ids == cut
+    assert hf_generate(hf, prompt, 12, (stop,)).output_ids == cut
+    assert hf_generate(hf, prompt, 12, (stop,), prompt_lookup=3).output_ids == cut
+    assert hf_generate(hf, prompt, 12, (999,)).output_ids == full  # no stop: max_new_tokens, all counted
+
+
+def test_tuner_measures_and_picks_a_tree(tiny_dir):
+    from workbench.pipeline import Workbench
+
+    wb = Workbench.load(str(tiny_dir), "random", "fp32")
+    costs = tune.measure_costs(wb, prefix_len=16, repeats=1)
+    assert [c["tokens"] for c in costs["verify"]] == list(tune.VERIFY_SIZES)
+    res = tune.search(wb, costs, grid=("4/2/2", "6/3/2"), max_new_tokens=6)
+    assert res["best"] in {"4/2/2", "6/3/2"} and len(res["trees"]) == 2
+    assert res["best"] == max(res["trees"], key=lambda t: t["tokens_per_s"])["tree"]
+
+
+def test_suite_end_to_end_on_a_tiny_model(tiny_dir, tmp_path):
+    from workbench.cli import main
+
+    out = tmp_path / "out"
+    methods = "vanilla,linear:3,eagle2:8/3/2,eagle2:best,hf-greedy,hf-pld"
+    rc = main(["bench", "--target", str(tiny_dir), "--draft", "random", "--dtype", "fp32", "--limit", "2",
+               "--max-new-tokens", "6", "--methods", methods, "--best", "6/3/2", "--tau-questions", "1",
+               "--threads", "1", "--out", str(out)])
+    assert rc == 0
+    res = json.loads((out / "results.json").read_text())
+    assert set(res) >= {"meta", "costs", "best_tree", "methods", "summary", "goals", "records", "records_t1"}
+    assert res["best_tree"] == "6/3/2" and res["meta"]["questions"] == 2
+    assert list(res["summary"]) == methods.split(",")
+    for name, s in res["summary"].items():
+        assert {"tokens_per_s", "speedup_vs_vanilla", "speedup_vs_hf_greedy", "equal_to_vanilla", "per_task"} <= set(s)
+        assert s["equal_to_vanilla"] == 1.0, name  # fp32: every method reproduces greedy decoding
+        assert len(res["records"][name]) == 2
+    for name in ("linear:3", "eagle2:8/3/2", "eagle2:best"):
+        s = res["summary"][name]
+        assert s["tau"] >= 1.0 and s["tau_t1"] >= 1.0 and len(s["per_depth"]) == 3
+    assert res["summary"]["vanilla"]["speedup_vs_vanilla"] == 1.0
+    assert [c["tokens"] for c in res["costs"]["verify"]][:2] == [1, 2]
+    assert any(g["goal"].startswith("tau >= 4.0") for g in res["goals"])
+    md = (out / "report.md").read_text()
+    assert "| `eagle2:best` |" in md and "## Verify cost" in md and "## Goals" in md
+    page = (out / "figures.html").read_text()
+    assert page.count("plotly-graph-div") >= 5 and "Verify cost" in page

@@ -1,0 +1,144 @@
+"""Draft-head training: the training forward is the engine's inference forward; the chunked
+loss is the plain loss; the training prompts are ours, not Spec-Bench's."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from workbench.engine.batch import extend_batch
+from workbench.models.draft import random_head
+from workbench.models.loading import load_target
+from workbench.testing.tiny import make_tiny_checkpoint
+from workbench.train.forward import eagle_loss_backward, feature_loss, soft_ce, train_forward
+from workbench.train.prompts import build_prompts
+
+SPEC_BENCH = Path("/work/shared/data/spec_bench_questions.jsonl")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    target = load_target(make_tiny_checkpoint(tmp_path_factory.mktemp("tiny"), num_kv_heads=2), torch.float32)
+    return target, random_head(target, seed=3, std=0.2)
+
+
+def engine_forward(head, features: list[torch.Tensor], ids: list[list[int]]) -> list[torch.Tensor]:
+    """DraftHead.forward through the paged KV cache: one extend batch holding every sequence."""
+    sizes = [len(s) for s in ids]
+    slots, start = [], 0
+    for n in sizes:
+        slots.append(list(range(start, start + n)))
+        start += n
+    kv = head.new_kv_pool(start)
+    batch = extend_batch(ids, [[] for _ in ids], slots, [0] * len(ids), "cpu")
+    return list(head(torch.cat(features), batch, kv).split(sizes))
+
+
+def test_training_forward_equals_inference_forward(tiny):
+    target, head = tiny
+    gen = torch.Generator().manual_seed(0)
+    lens = [11, 7]
+    feats = [torch.randn(n, target.config.hidden_size, generator=gen) for n in lens]
+    ids = [torch.randint(0, target.config.vocab_size, (n,), generator=gen).tolist() for n in lens]
+    want = engine_forward(head, feats, ids)
+    # right-padded batch of both sequences
+    pad_f = torch.zeros(2, max(lens), target.config.hidden_size)
+    pad_i = torch.zeros(2, max(lens), dtype=torch.long)
+    for b, n in enumerate(lens):
+        pad_f[b, :n], pad_i[b, :n] = feats[b], torch.tensor(ids[b])
+    got = train_forward(head, target.model.embed_tokens, pad_f, pad_i)
+    for b, n in enumerate(lens):
+        torch.testing.assert_close(got[b, :n], want[b], rtol=1e-5, atol=1e-5)
+
+
+def test_training_forward_has_gradients(tiny):
+    target, head = tiny
+    head = head.train()
+    feats = torch.randn(1, 5, target.config.hidden_size)
+    out = train_forward(head, target.model.embed_tokens, feats, torch.tensor([[1, 2, 3, 4, 5]]))
+    out.sum().backward()
+    assert all(p.grad is not None for p in head.parameters())
+    head.zero_grad(set_to_none=True)
+    head.eval()
+
+
+def test_chunked_loss_matches_plain_loss():
+    torch.manual_seed(0)
+    lm_head = torch.randn(50, 8)
+    x = torch.randn(13, 8, requires_grad=True)
+    target = torch.randn(13, 8)
+    pred = x * 2  # a graph in front of the loss, as the head is
+    out = eagle_loss_backward(pred, target, lm_head, chunk=4)
+    chunked = x.grad.clone()
+    x.grad = None
+    ce, _ = soft_ce(x * 2, target, lm_head)
+    (feature_loss(x * 2, target) + 0.1 * ce).backward()
+    torch.testing.assert_close(chunked, x.grad)
+    assert out["ce"] == pytest.approx(float(ce.detach()), rel=1e-5)
+
+
+def test_prompts_are_deterministic_and_distinct():
+    a, b = build_prompts(0), build_prompts(0)
+    assert a == b and len(set(a)) == len(a) >= 1000
+    assert build_prompts(1) != a
+    assert build_prompts(0, 50) == a[:50]
+
+
+@pytest.mark.skipif(not SPEC_BENCH.exists(), reason="Spec-Bench questions not present")
+def test_no_training_prompt_is_a_spec_bench_question():
+    def key(text: str) -> str:
+        return " ".join(text.lower().split())[:60]
+
+    bench = [json.loads(line)["turns"][0] for line in SPEC_BENCH.read_text().splitlines() if line.strip()]
+    bench_keys = {key(t) for t in bench}
+    bench_full = {" ".join(t.lower().split()) for t in bench}
+    for p in build_prompts(0):
+        assert key(p) not in bench_keys and " ".join(p.lower().split()) not in bench_full, p
+
+
+def test_export_round_trip(tiny, tmp_path):
+    from safetensors.torch import load_file
+
+    from workbench.models.draft import load_draft
+    from workbench.train.export import export_head
+
+    target, head = tiny
+    export_head(head, tmp_path, torch.float32)
+    keys = set(load_file(str(tmp_path / "model.safetensors")))
+    assert "embed_tokens.weight" not in keys and "fc.weight" in keys and "layers.0.mlp.up_proj.weight" in keys
+    back = load_draft(tmp_path, target)
+    for (name, a), (_, b) in zip(head.state_dict().items(), back.state_dict().items()):
+        torch.testing.assert_close(a, b, msg=name)
+
+
+def test_loss_pairs_cover_response_tokens_only():
+    from workbench.train.batches import Sequence, collate
+
+    seq = Sequence(torch.arange(10), torch.arange(10).float()[:, None].repeat(1, 4).half(), prompt_len=4)
+    b = collate([seq])
+    # pairs t = 3..7 (P-1 .. T-3) predict f_4..f_8
+    assert b.loss_mask[0].nonzero().flatten().tolist() == [3, 4, 5, 6, 7]
+    assert b.targets[:, 0].tolist() == [4, 5, 6, 7, 8]
+    assert b.next_ids[0].tolist() == list(range(1, 10)) and seq.num_targets == 5
+
+
+def test_recorded_features_equal_our_prefill(tmp_path):
+    """The features recorded while transformers decodes (left-padded batch) are our target's
+    post-norm prefill features of the finished sequence."""
+    from transformers import AutoModelForCausalLM
+
+    from workbench.train.data import FeatureRecorder, generate_batch
+
+    path = make_tiny_checkpoint(tmp_path / "t", seed=1)
+    hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    ours = load_target(path, torch.float32)
+    rec = FeatureRecorder(hf.model.norm)
+    rows = generate_batch(hf, [[5, 6, 7, 8, 9, 10], [11, 12, 13]], 6, eos=2, pad=0, rec=rec)
+    rec.close()
+    for seq, plen, feats in rows:
+        assert plen in (6, 3) and len(seq) > plen
+        batch = extend_batch([seq], [[]], [list(range(len(seq)))], [0], "cpu")
+        want = ours(batch, ours.new_kv_pool(len(seq)))
+        torch.testing.assert_close(feats[:-1].float(), want[:-1], rtol=2e-3, atol=2e-3)
+        assert seq[plen:] == ours.logits(want[plen - 1 : -1]).argmax(-1).tolist()  # greedy

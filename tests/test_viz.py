@@ -1,0 +1,254 @@
+"""The figure and table builders of ``workbench.viz``, on traces from the real engine (tiny random
+models) and on the REFERENCE §3 seed tree written out by hand: node counts, one marker symbol
+and colour per status, mask cells equal to the trace's mask, walk moves, KV counts."""
+
+import pytest
+
+from helpers import tiny_pair
+from workbench.engine.config import SpecConfig
+from workbench.engine.engine import Engine
+from workbench.engine.sampling import SamplingParams
+from workbench.viz.compare import cost_figure, run_summary, speedups, summary_html, tau_figure, tokens_figure
+from workbench.viz.kv import kv_figure, kv_summary, kv_table_html
+from workbench.viz.logits import children, logits_html, logits_rows
+from workbench.viz.mask import MASKED, PREFIX, TREE, mask_figure, mask_matrix
+from workbench.viz.output import output_html, output_tokens, tau_per_step
+from workbench.viz.sampling import coin_rows, sampling_html
+from workbench.viz.style import NODE, SLOT
+from workbench.viz.tree import node_status, tree_figure, tree_graph
+from workbench.viz.walk import moves_html, moves_upto, pointer_rows, pointer_table_html, walk_moves, walk_position
+
+RUNS = {
+    "eagle2": (SpecConfig("eagle2", 3, 3, 7), SamplingParams()),
+    "wide": (SpecConfig("eagle2", 4, 4, 10), SamplingParams()),
+    "sampling": (SpecConfig("eagle2", 3, 3, 7), SamplingParams(temperature=1.0, seed=3)),
+    "linear": (SpecConfig.linear(3), SamplingParams()),
+    "leviathan": (SpecConfig.linear(3, "leviathan"), SamplingParams(temperature=1.0, seed=1)),
+    "vanilla": (SpecConfig("vanilla"), SamplingParams()),
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """name -> (traces, request) from 12-token decodes of one prompt."""
+    target, head = tiny_pair(tmp_path_factory.mktemp("tiny"))
+    out = {}
+    for name, (spec, sampling) in RUNS.items():
+        eng = Engine(target, head, spec, sampling, trace=True, token_text=lambda t: f"t{t}")
+        eng.add_requests([[3, 5, 7, 9, 11]], 12)
+        traces = []
+        while not eng.done:
+            traces.extend(eng.step())
+        out[name] = (traces, eng.requests[0])
+    return out
+
+
+def spec_steps(runs, name):
+    return [t for t in runs[name][0] if t["kind"] == "spec"]
+
+
+def seed_tree_trace() -> dict:
+    """REFERENCE §3 "seed tree" as a trace: root 0, A 1, B 2 (children of the root), C 3, D 4
+    (of A), E 5 (of B); target root->A, A->D; a dropped candidate F under B."""
+    names = ["the", "A", "B", "C", "D", "E"]
+    parents, depths = [-1, 0, 0, 1, 1, 2], [0, 1, 1, 2, 2, 2]
+    cand = [-1, 0, 1, 2, 3, 4]  # flat candidate index of each node; candidate 5 (F) was dropped
+    nodes = [{"node": i, "token": 100 + i, "text": names[i], "score": 0.5 ** depths[i], "prob": 0.5,
+              "parent": parents[i], "depth": depths[i], "position": 10 + depths[i], "candidate": cand[i]}
+             for i in range(6)]
+    candidates = [{"index": c, "token": 101 + c, "text": names[c + 1], "prob": 0.5, "score": 0.5 ** depths[c + 1],
+                   "parent": [-1, -1, 0, 0, 1][c], "level": depths[c + 1]} for c in range(5)]
+    candidates.append({"index": 5, "token": 99, "text": "F", "prob": 0.1, "score": 0.05, "parent": 1, "level": 2})
+    mask = [[int(j in (0, i, parents[i])) for j in range(6)] for i in range(6)]  # depth <= 2: parent = ancestor
+    top = [[{"token": 100 + t, "text": names[t], "prob": 0.9}] for t in [1, 4, 0, 0, 0, 0]]
+    return {
+        "kind": "spec", "step": 2, "request": 0, "method": "eagle2", "L": 10,
+        "draft": {"levels": [], "candidates": candidates, "kept": [0, 1, 2, 3, 4], "dropped": []},
+        "tree": {"nodes": nodes, "mask": mask, "retrieve_index": list(range(6)),
+                 "retrieve_next_token": [1, 3, 5, -1, -1, -1], "retrieve_next_sibling": [-1, 2, -1, 4, -1, -1]},
+        "verify": {"top": top},
+        "accept": {"moves": [{"node": 0, "child": 1, "via": "next_token", "match": True},
+                             {"node": 1, "child": 3, "via": "next_token", "match": False},
+                             {"node": 1, "child": 4, "via": "next_sibling", "match": True}],
+                   "path": [0, 1, 4], "accepted": [101, 104], "bonus": {"token": 100, "text": "the", "after_node": 4},
+                   "bonus_from": "target", "residual_top": [], "rule": "greedy"},
+        "kv": {"target": {"committed_before": 10, "written": [10, 11, 12, 13, 14, 15], "kept": [10, 11, 14],
+                          "freed": [12, 13, 15], "moved": []},
+               "draft": {"extend_written": [8, 9], "scratch": [16, 17, 18, 19], "scratch_freed": [16, 17, 18, 19]},
+               "rollback": "slot-table remap", "allocated": 13, "free": 7, "total": 20},
+        "emitted": [101, 104, 100], "accept_length": 3, "finished": None,
+        "timing_ms": {"draft_extend_ms": 1.0, "draft_tree_ms": 2.0, "build_ms": 0.1, "verify_ms": 3.0,
+                      "accept_ms": 0.1, "commit_ms": 0.1},
+    }
+
+
+def markers(fig) -> dict:
+    """status (trace.meta) -> marker trace."""
+    return {t.meta: t for t in fig.data if t.meta}
+
+
+# ---- tree ------------------------------------------------------------------------------------
+def test_seed_tree_statuses_and_figure():
+    tr = seed_tree_trace()
+    assert node_status(tr) == ["root", "accepted", "unreached", "missed", "accepted", "unreached"]
+    by = markers(tree_figure(tr))
+    assert set(by) == {"root", "accepted", "missed", "unreached", "dropped", "bonus"}
+    assert sorted(by["accepted"].customdata) == ["1", "4"] and list(by["missed"].customdata) == ["3"]
+    assert sorted(by["unreached"].customdata) == ["2", "5"] and list(by["dropped"].customdata) == ["c5"]
+    for status, t in by.items():  # each status its own symbol AND colour
+        assert (t.marker.symbol, t.marker.color) == (NODE[status].symbol, NODE[status].colour)
+    g = tree_graph(tr)
+    assert list(g.predecessors("bonus")) == [4] and list(g.predecessors("c5")) == [2]
+
+
+def test_tree_figure_counts_match_the_trace(runs):
+    for name in ("eagle2", "wide", "sampling", "linear"):
+        for tr in spec_steps(runs, name)[:4]:  # a figure costs ~50 ms: a few steps of each run
+            fig = tree_figure(tr)
+            by = markers(fig)
+            n = sum(len(t.x) for s, t in by.items() if s not in ("dropped", "bonus"))
+            assert n == len(tr["tree"]["nodes"])
+            assert len(by.get("dropped", {"x": []})["x"]) == len(tr["draft"]["candidates"]) - (n - 1)
+            accepted = sorted(int(k) for k in by["accepted"].customdata) if "accepted" in by else []
+            assert accepted == sorted(tr["accept"]["path"][1:])
+            assert len(by["bonus"].x) == 1 and len(by["root"].x) == 1
+            assert f"Step {tr['step']}: {n} verified nodes" in fig.layout.title.text
+            without = markers(tree_figure(tr, show_dropped=False))
+            assert "dropped" not in without
+
+
+def test_some_candidates_are_dropped_at_rerank(runs):
+    assert any(len(t["draft"]["candidates"]) > len(t["tree"]["nodes"]) - 1 for t in spec_steps(runs, "wide"))
+
+
+def test_prefill_and_vanilla_steps_draw_no_tree(runs):
+    for tr in [runs["eagle2"][0][0], runs["vanilla"][0][1]]:
+        for fig in (tree_figure(tr), mask_figure(tr)):
+            assert not fig.data and fig.layout.annotations
+        assert len(logits_rows(tr)) == 1
+
+
+# ---- mask ------------------------------------------------------------------------------------
+def test_mask_cells_equal_the_trace(runs):
+    for tr in spec_steps(runs, "wide") + [seed_tree_trace()]:
+        z, cols, rows = mask_matrix(tr)
+        n = len(tr["tree"]["nodes"])
+        assert len(z) == n and all(len(r) == n + 1 for r in z) and len(cols) == n + 1 and len(rows) == n
+        assert all(r[0] == PREFIX for r in z)
+        assert [[int(c == TREE) for c in r[1:]] for r in z] == tr["tree"]["mask"]
+        fig = mask_figure(tr)
+        assert [list(r) for r in fig.data[0].z] == z
+        dots = fig.data[1]  # the "·" layer covers exactly the masked cells
+        assert len(dots.x) == sum(c == MASKED for r in z for c in r)
+        ticks = list(fig.layout.yaxis.ticktext)
+        assert ticks[0].startswith("0 ") and len(ticks) == n
+
+
+# ---- logits ----------------------------------------------------------------------------------
+def test_logits_rows_are_shifted_by_one():
+    tr = seed_tree_trace()
+    rows = logits_rows(tr)
+    assert [r["after"] for r in rows] == ["the", "A", "B", "C", "D", "E"]
+    assert children(tr, 0) == [1, 2] and children(tr, 1) == [3, 4] and children(tr, 3) == []
+    assert [(k["node"], k["verdict"]) for k in rows[0]["children"]] == [(1, "match"), (2, "not compared")]
+    assert [(k["node"], k["verdict"]) for k in rows[1]["children"]] == [(3, "miss"), (4, "match")]
+    assert [r["consulted"] for r in rows] == [True, True, False, False, True, False]
+    html = logits_html(tr)
+    assert html.count("<tr data-node=") == 6
+
+
+def test_logits_table_has_a_row_per_node(runs):
+    for tr in spec_steps(runs, "eagle2"):
+        rows = logits_rows(tr)
+        assert len(rows) == len(tr["tree"]["nodes"])
+        assert all(r["top"] == tr["verify"]["top"][r["node"]] for r in rows)
+        assert logits_html(tr).count("<tr data-node=") == len(rows)
+
+
+# ---- walk ------------------------------------------------------------------------------------
+def test_seed_tree_walk():
+    tr = seed_tree_trace()
+    moves = walk_moves(tr)
+    assert [(m.get("pointer"), m.get("read"), m.get("child"), m.get("match")) for m in moves[:3]] == [
+        ("retrieve_next_token", 0, 1, True), ("retrieve_next_token", 1, 3, False),
+        ("retrieve_next_sibling", 3, 4, True)]
+    assert moves[-1]["kind"] == "stop" and moves[-1]["reason"].startswith("a leaf")
+    assert moves_upto(tr, 2) == moves[:2] and moves_upto(tr, 99) == moves
+    assert walk_position(tr, 0) == (0, 1) and walk_position(tr, 2) == (1, 4) and walk_position(tr, 4) == (4, None)
+    rows = pointer_rows(tr)
+    assert [r["retrieve_next_token"] for r in rows] == [1, 3, 5, -1, -1, -1]
+    assert [r["retrieve_next_sibling"] for r in rows] == [-1, 2, -1, 4, -1, -1]
+    assert moves_html(tr, 2).count("<li data-move=") == 2
+    assert pointer_table_html(tr).count("<tr data-node=") == 6
+
+
+def test_walk_moves_follow_the_trace(runs):
+    for name in ("eagle2", "sampling", "leviathan"):
+        for tr in spec_steps(runs, name):
+            moves = walk_moves(tr)
+            assert len(moves) == len(tr["accept"]["moves"]) + 1
+            assert sum(m.get("match", False) for m in moves) == len(tr["accept"]["path"]) - 1
+            assert moves[-1]["bonus"] == tr["accept"]["bonus"]
+            assert moves_html(tr).count("<li data-move=") == len(moves)
+
+
+# ---- sampling --------------------------------------------------------------------------------
+def test_coin_rows(runs):
+    assert all(coin_rows(t) == [] for t in spec_steps(runs, "eagle2"))
+    for name in ("sampling", "leviathan"):
+        for tr in spec_steps(runs, name):
+            rows = coin_rows(tr)
+            assert len(rows) == len(tr["accept"]["moves"])
+            assert all((r["coin"] < r["threshold"]) == (r["verdict"] == "match") for r in rows)
+            assert sampling_html(tr).count("<tr data-node=") == len(rows)
+    assert "greedy" in sampling_html(spec_steps(runs, "eagle2")[0])
+
+
+# ---- KV --------------------------------------------------------------------------------------
+def test_kv_counts(runs):
+    for tr in spec_steps(runs, "eagle2") + [seed_tree_trace()]:
+        s = kv_summary(tr)
+        n, path = len(tr["tree"]["nodes"]), tr["accept"]["path"]
+        assert (s["written"], s["kept"], s["rolled_back"], s["moved"]) == (n, len(path), n - len(path), 0)
+        assert s["committed_after"] == s["committed_before"] + len(path)
+        by = markers(kv_figure(tr))
+        assert len(by["kept"].x) == len(path) and len(by.get("freed", {"x": []})["x"]) == n - len(path)
+        assert by["kept"].marker.color == SLOT["kept"].colour
+        assert "data-key='rolled_back'" in kv_table_html(tr)
+
+
+def test_kv_of_the_seed_tree_draws_every_slot():
+    by = markers(kv_figure(seed_tree_trace()))
+    assert {k: len(t.x) for k, t in by.items()} == {"kept": 3, "freed": 3, "extend": 2, "scratch": 4}
+
+
+# ---- output ----------------------------------------------------------------------------------
+def test_output_tokens_and_provenance(runs):
+    for name in ("eagle2", "sampling", "vanilla"):
+        traces, request = runs[name]
+        toks = output_tokens(traces)
+        assert [t["token"] for t in toks] == request.output_ids
+        prov = ["bonus" if p == "prefill" else p for p in request.provenance]
+        assert [t["provenance"] for t in toks] == prov
+        assert [t["tau"] for t in tau_per_step(traces)] == request.accept_lengths
+        html = output_html("a prompt", traces)
+        assert html.count("data-prov='accepted'") == prov.count("accepted")
+        assert html.count("data-prov='bonus'") == prov.count("bonus")
+
+
+# ---- compare ---------------------------------------------------------------------------------
+def test_compare_summary(runs):
+    cmp = {name: {"config": RUNS[name][0].describe(), "traces": runs[name][0]}
+           for name in ("vanilla", "linear", "eagle2")}
+    s = run_summary(cmp["eagle2"]["traces"])
+    req = runs["eagle2"][1]
+    assert s["tau"] == pytest.approx(sum(req.accept_lengths) / len(req.accept_lengths))
+    assert s["tokens"] == len(req.output_ids) and s["target_forwards"] == req.target_forwards
+    sp = speedups(cmp)
+    assert sp["vanilla"]["measured"] == pytest.approx(1.0) and sp["vanilla"]["predicted"] == pytest.approx(1.0)
+    assert all(v["predicted"] > 0 for v in sp.values())
+    assert summary_html(cmp).count("<tr data-method=") == 3
+    assert "same tokens" in summary_html(cmp)  # greedy speculation is lossless
+    for fig in (tau_figure(cmp), tokens_figure(cmp)):
+        assert [t.name for t in fig.data] == list(cmp)
+    assert len(cost_figure(cmp, [{"tokens": 1, "ms": 1.0}, {"tokens": 8, "ms": 2.0}]).data) == 4

@@ -1,0 +1,128 @@
+"""The Compare tab: one prompt decoded by vanilla, linear (same ``num_steps``), linear (same verify
+budget) and eagle2, side by side, with the verify cost measured on this machine.
+
+Each run is a fresh Engine with tracing on; everything shown comes from those traces (and from
+``workbench.bench.cost.measure_verify_cost`` for the cost curve, when that module is present).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import gradio as gr
+
+from workbench.app import explain
+from workbench.app.state import Settings
+from workbench.app.views import error
+from workbench.engine.config import MAX_STEPS, SpecConfig
+from workbench.viz.compare import cost_figure, summary_html, tau_figure, tokens_figure
+from workbench.viz.style import empty_figure
+from workbench.viz.tree import tree_figure
+
+COST_SIZES = (1, 2, 4, 8, 16, 32)
+
+
+@dataclass
+class CompareResult:
+    """Traces per method (``viz.compare`` run format) and the measured verify cost, if any."""
+
+    runs: dict
+    measured: list[dict] | None
+
+
+def methods(spec: SpecConfig) -> dict[str, SpecConfig]:
+    """The configurations compared for the eagle2 knobs in ``spec``."""
+    out = {"vanilla": SpecConfig("vanilla"), "linear": SpecConfig.linear(spec.num_steps)}
+    budget = spec.num_draft_tokens - 1  # linear verifying as many tokens as eagle2
+    if budget != spec.num_steps and budget <= MAX_STEPS:
+        out["linear (same verify budget)"] = SpecConfig.linear(budget)
+    out["eagle2"] = SpecConfig("eagle2", spec.num_steps, spec.topk, spec.num_draft_tokens)
+    return out
+
+
+def decode(wb, spec: SpecConfig, sampling, ids: list[int], max_new: int) -> list[dict]:
+    """Every step trace of one run."""
+    engine = wb.engine(spec, sampling, trace=True)
+    engine.add_requests([ids], max_new)
+    traces = []
+    while not engine.done:
+        traces.extend(engine.step())
+    return traces
+
+
+def measure_cost(wb, prefix_len: int) -> list[dict] | None:
+    """Verify cost per block size on this machine, or None when the benchmark module is absent."""
+    try:
+        from workbench.bench.cost import measure_verify_cost
+    except ImportError:
+        return None
+    return measure_verify_cost(wb.target, sizes=COST_SIZES, prefix_len=prefix_len, repeats=3, warmup=1)
+
+
+def structures(result: CompareResult | None, step: int) -> tuple:
+    """The linear and eagle2 trees at the same step (1-based; step 1 is the prefill)."""
+    if result is None:
+        return (empty_figure("Press Compare.", 220),) * 2
+    figs = []
+    for name in ("linear", "eagle2"):
+        traces = result.runs[name]["traces"]
+        fig = tree_figure(traces[min(int(step), len(traces)) - 1], height=380, compact=True)
+        fig.update_layout(title_text=f"{name} · {fig.layout.title.text}")
+        figs.append(fig)
+    return tuple(figs)
+
+
+def build_compare_tab(wb, inputs: list) -> None:
+    """The tab's components and its two events (Compare, and the step slider)."""
+    gr.Markdown(explain.COMPARE, elem_classes=["wb-explain"])
+    result = gr.State(None)
+    with gr.Row(equal_height=True):
+        max_new = gr.Number(32, label="max_new_tokens (each run)", precision=0, elem_id="compare-max-new")
+        measure = gr.Checkbox(True, label="measure the verify cost on this machine", elem_id="compare-measure")
+        button = gr.Button("Compare", variant="primary", elem_id="compare-btn")
+    status = gr.Markdown(elem_id="compare-status")
+    summary = gr.HTML(elem_id="compare-summary")
+    with gr.Row():
+        tau = gr.Plot(label="τ per step", elem_id="compare-tau")
+        tokens = gr.Plot(label="tokens against target forwards", elem_id="compare-tokens")
+    cost = gr.Plot(label="verify cost", elem_id="compare-cost")
+    step = gr.Slider(1, 2, value=2, step=1, label="structures at step", elem_id="compare-step")
+    with gr.Row():
+        linear_tree = gr.Plot(label="linear", elem_id="compare-linear-tree")
+        eagle_tree = gr.Plot(label="eagle2", elem_id="compare-eagle2-tree")
+    outs = [result, status, summary, tau, tokens, cost, step, linear_tree, eagle_tree]
+    def on_compare(*values):  # a generator function, so Gradio streams its progress
+        """Decode the prompt with each method, measure the verify cost, draw the comparison."""
+        yield from run_compare(wb, *values)
+
+    button.click(on_compare, [*inputs, max_new, measure], outs, api_name="compare",
+                 show_progress="minimal", show_progress_on=[status])
+    step.release(structures, [result, step], [linear_tree, eagle_tree], api_name="compare_step")
+
+
+def run_compare(wb, *values):
+    """Generator for the Compare button: progress lines, then every figure and the table."""
+    *settings_values, max_new, measure = values
+    skip = (gr.skip(),) * 7
+    try:
+        settings = replace(Settings(*settings_values), method="eagle2", max_new_tokens=max_new)
+        spec, sampling, ids, max_new = settings.build(wb)
+    except ValueError as e:
+        yield (gr.skip(), error(str(e)), *skip)
+        return
+    runs = {}
+    todo = methods(spec)
+    for i, (name, cfg) in enumerate(todo.items(), start=1):
+        yield (gr.skip(), f"Decoding with {name} ({i}/{len(todo)}): `{cfg.describe()}`…", *skip)
+        runs[name] = {"config": cfg.describe(), "traces": decode(wb, cfg, sampling, ids, max_new)}
+    measured = None
+    if measure:
+        yield (gr.skip(), "Measuring the verify cost on this machine…", *skip)
+        measured = measure_cost(wb, len(ids) + max_new // 2)
+    res = CompareResult(runs, measured)
+    shortest = min(len(runs["linear"]["traces"]), len(runs["eagle2"]["traces"]))
+    note = "" if measure and measured is not None else " (verify cost not measured)"
+    yield (res, f"Done: {len(runs)} runs of up to {max_new} tokens{note}.", summary_html(runs),
+           tau_figure(runs), tokens_figure(runs), cost_figure(runs, measured),
+           gr.Slider(minimum=1, maximum=max(2, shortest), value=min(2, shortest), interactive=shortest > 1),
+           *structures(res, min(2, shortest)))

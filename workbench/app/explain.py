@@ -1,0 +1,83 @@
+"""The words on the page: a short explanation beside each view, and the glossary.
+
+The glossary uses the project's words (REFERENCE §1) and nothing else, so the page, the code and
+the notebooks name every thing the same way.
+"""
+
+from __future__ import annotations
+
+INTRO = """\
+# EAGLE-2 Workbench
+Step through EAGLE-2 speculative decoding one target forward at a time. Each **Step** runs one
+cycle: the **draft head** grows a tree of guesses, the **target** checks the whole tree in one
+forward, the accept walk keeps the longest path the target agrees with and adds a **bonus** token.
+Every view below is drawn from that step's trace, nothing else."""
+
+TREE = """\
+**Draft tree.** Every candidate the draft head proposed, left to right by depth. The rerank
+keeps the best `num_draft_tokens` − 1 by **path score** (product of draft probabilities from
+the root); the rest are *dropped at rerank* (▽, never verified). Each kept node shows its token,
+its draft probability *p* and path score *s*. ■ root, ✓ accepted, ✗ tried and missed, ○ not
+reached, ★ bonus. Hover a node for details."""
+
+MASK = """\
+**Tree mask.** One row per query node of the verify forward. Every node sees the whole committed
+prefix (one band) and, inside the tree, only the **root**, its own ancestors and itself (✓);
+everything else is masked (·). So sibling branches never see each other, and one forward
+verifies all of them at once."""
+
+LOGITS = """\
+**Shifted by one.** Row *i* of the target's output is its prediction of the token **after**
+node *i*. It judges the *children* of *i*, never *i* itself. Only rows of nodes on the accepted
+path are consulted; ✓ child marks a child among the target's top tokens."""
+
+WALK = """\
+**Accept walk.** From the root, try the first child (`retrieve_next_token`), then the next
+siblings (`retrieve_next_sibling`). A match is accepted and the walk descends; a leaf, or no
+matching child, stops it, and the target's token there is the **bonus**. Drag the slider or
+press *Animate walk* to replay the moves."""
+
+SAMPLING = """\
+**Sampling verification** (temperature > 0). Each tried child is accepted with probability
+p(child) of the mass left (a coin *u* below it); a rejected child is removed and the rest
+renormalised; when every child is rejected the bonus is drawn from that **residual**. The output
+follows the target's distribution exactly."""
+
+OUTPUT = """\
+**Output so far.** Each token coloured by where it came from: the prompt, an **accepted** draft
+(free: no target forward of its own), or a **bonus** (the target's own token). **Accept length
+τ** = tokens emitted per target forward = correct drafts + 1."""
+
+KV = """\
+**KV cache.** The target writes one slot per verified node; the root and the accepted drafts are
+kept, the rest rolled back (freed). Rollback edits the slot table: no row is moved. The draft
+head keeps its extend slots and throws away the scratch slots of the tree levels."""
+
+COMPARE = """\
+**Compare** decodes the prompt with `vanilla`, `linear` (a chain: `topk` = 1) at the same
+`num_steps`, `linear` at the same verify budget (`num_steps` = `num_draft_tokens` − 1, so it
+verifies as many tokens as EAGLE-2), and `eagle2`. A tree spends the same verify forward on
+several alternatives per level instead of one long guess. On this CPU a forward of more tokens
+costs more, so the best tree is small; the verify-cost chart shows how much."""
+
+GLOSSARY = """\
+| word | meaning |
+|---|---|
+| target | the model whose output distribution must be reproduced exactly |
+| draft head | EAGLE head: `fc(concat(embed(x_{t+1}), f_t))` → one decoder layer → the target's `lm_head` |
+| feature `f_t` | the target's last hidden state at position t, **after** the final RMSNorm |
+| root | first node of every verify block: the token emitted last step (bonus), which has no KV yet |
+| `num_steps` | draft levels (tree depth) |
+| `topk` | children kept per expansion and nodes expanded per level (tree width) |
+| `num_draft_tokens` (D) | verify block size **including the root**: D − 1 real drafts |
+| path score | product of draft probabilities from the root to a node (or the sum of log-probs; same ranking) |
+| `retrieve_index[i]` | row of node i in the flattened verify batch |
+| `retrieve_next_token[i]` | first child of node i, −1 if none |
+| `retrieve_next_sibling[i]` | next sibling of node i, −1 if none |
+| correct drafts (n) | drafts accepted this step; `accept_tokens` = the n drafts + 1 bonus |
+| accept length τ | tokens emitted per target forward = n + 1 |
+| draft acceptance rate | accepted drafts / proposed drafts: misleading for trees (most nodes are siblings) |
+| per-depth rate | P(accept at depth k given depth k − 1 accepted) |
+
+`topk` = 1 gives a chain: the `linear` special case, with `num_draft_tokens` = `num_steps` + 1.
+Most tokens per step = `num_steps` + 1."""

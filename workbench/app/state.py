@@ -1,0 +1,150 @@
+"""Per-session decoding state: the settings a run was started with, its Engine (with its own KV
+cache) and every step trace so far, plus the step being shown.
+
+The model weights are shared by every session (read-only); an Engine and its KV pools belong to
+one session. ``Settings.build`` turns the raw values of the page's inputs into validated
+``SpecConfig`` / ``SamplingParams`` and prompt ids, raising ``ValueError`` with a message a
+user can act on; the UI shows that message instead of failing.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+
+from workbench.engine.config import SpecConfig
+from workbench.engine.engine import Engine
+from workbench.engine.sampling import SamplingParams
+
+MAX_PROMPT_CHARS = 6000
+MAX_NEW_TOKENS = 512
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The page's inputs, as typed (numbers may arrive as floats or None from number boxes)."""
+
+    prompt: str = ""
+    method: str = "eagle2"
+    num_steps: object = 5
+    topk: object = 4
+    num_draft_tokens: object = 8
+    temperature: object = 0.0
+    top_p: object = 1.0
+    top_k: object = 0
+    seed: object = 0
+    max_new_tokens: object = 64
+
+    def build(self, wb) -> tuple[SpecConfig, SamplingParams, list[int], int]:
+        """(spec, sampling, prompt ids, max_new_tokens), or ValueError with the reason."""
+        prompt = (self.prompt or "").strip()
+        if not prompt:
+            raise ValueError("The prompt is empty: type a question or pick an example.")
+        if len(prompt) > MAX_PROMPT_CHARS:
+            raise ValueError(f"The prompt is {len(prompt)} characters long; at most {MAX_PROMPT_CHARS} are accepted.")
+        max_new = _int("max_new_tokens", self.max_new_tokens, 1, MAX_NEW_TOKENS)
+        spec = self.spec()
+        sampling = SamplingParams(temperature=_number("temperature", self.temperature),
+                                  top_p=_number("top_p", self.top_p), top_k=_int("top_k", self.top_k, 0, None),
+                                  seed=_int("seed", self.seed, 0, None))
+        ids = wb.encode(prompt)
+        room = wb.target.config.max_position_embeddings - max_new - (spec.num_draft_tokens if spec.speculative else 1)
+        if len(ids) > room:
+            raise ValueError(f"The prompt is {len(ids)} tokens; with max_new_tokens={max_new} at most {room} fit "
+                             f"in the model's context of {wb.target.config.max_position_embeddings}.")
+        return spec, sampling, ids, max_new
+
+    def spec(self) -> SpecConfig:
+        """The method and its tree knobs (linear: topk 1, D = num_steps + 1, set for you)."""
+        if self.method == "vanilla":
+            return SpecConfig("vanilla")
+        steps = _int("num_steps", self.num_steps, None, None)
+        if self.method == "linear":
+            return SpecConfig.linear(steps)
+        return SpecConfig(self.method, steps, _int("topk", self.topk, None, None),
+                          _int("num_draft_tokens", self.num_draft_tokens, None, None))
+
+
+def _number(name: str, value) -> float:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise ValueError(f"{name} is empty: enter a number.")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}.") from None
+    if not math.isfinite(x):
+        raise ValueError(f"{name} must be a finite number, got {value!r}.")
+    return x
+
+
+def _int(name: str, value, lo: int | None, hi: int | None) -> int:
+    x = _number(name, value)
+    if x != int(x):
+        raise ValueError(f"{name} must be a whole number, got {value!r}.")
+    if (lo is not None and x < lo) or (hi is not None and x > hi):
+        bounds = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+        raise ValueError(f"{name} must be in {bounds}, got {int(x)}.")
+    return int(x)
+
+
+@dataclass
+class Session:
+    """One browser session's run. ``cursor`` indexes ``traces`` (the step on screen)."""
+
+    settings: Settings
+    prompt_text: str
+    engine: Engine
+    traces: list[dict] = field(default_factory=list)
+    cursor: int = -1
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def start(cls, wb, settings: Settings) -> "Session":
+        """A new run: validated settings, a fresh Engine with the prompt queued (nothing run yet)."""
+        spec, sampling, ids, max_new = settings.build(wb)
+        engine = wb.engine(spec, sampling, trace=True)
+        engine.add_requests([ids], max_new)
+        return cls(settings, settings.prompt.strip(), engine)
+
+    @property
+    def current(self) -> dict | None:
+        """The trace of the step on screen (None before the first step)."""
+        return self.traces[self.cursor] if self.traces else None
+
+    @property
+    def at_end(self) -> bool:
+        """Is the last recorded step on screen?"""
+        return self.cursor == len(self.traces) - 1
+
+    def step(self) -> bool:
+        """Show the next step: a recorded one after Back, else run the engine once. False when
+        the run has finished and there is nothing further to show."""
+        with self.lock:
+            if not self.at_end:
+                self.cursor += 1
+                return True
+            if self.engine.done:
+                return False
+            self.traces.extend(self.engine.step())  # B = 1: one trace per step
+            self.cursor = len(self.traces) - 1
+            return True
+
+    def back(self) -> bool:
+        """Show the previous step; False at the first."""
+        with self.lock:
+            if self.cursor <= 0:
+                return False
+            self.cursor -= 1
+            return True
+
+    def goto(self, step: int) -> None:
+        """Show step ``step`` (1-based, as the slider), clamped to what has been recorded."""
+        with self.lock:
+            if self.traces:
+                self.cursor = max(0, min(int(step) - 1, len(self.traces) - 1))
+
+    @property
+    def finish_reason(self) -> str | None:
+        """"stop", "length" or None while running."""
+        return self.engine.requests[0].finish_reason

@@ -1,0 +1,99 @@
+"""What the Step-through page shows for a session: one value per view, from the current trace.
+
+``render`` is the single place that turns a session into component values; every event of the
+page (Step, Back, the slider, Run to end, autoplay) ends in it, so all views always show the
+same step. The figures and tables themselves come from ``workbench.viz``.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from workbench.app.state import Session
+from workbench.viz.kv import kv_figure, kv_table_html
+from workbench.viz.logits import logits_html
+from workbench.viz.mask import mask_figure
+from workbench.viz.output import output_html
+from workbench.viz.sampling import sampling_html
+from workbench.viz.style import empty_figure
+from workbench.viz.tokens import show
+from workbench.viz.tree import tree_figure
+from workbench.viz.walk import moves_html, pointer_table_html, walk_moves
+
+# Output order of every Step-like event (after the session state).
+VIEWS = ("status", "summary", "step_slider", "tree", "mask", "logits", "pointers", "moves", "walk_slider",
+         "sampling", "output", "kv_plot", "kv_table", "trace")
+
+
+def render(session: Session | None, wb, message: str = "") -> tuple:
+    """Values for ``VIEWS``: the step under the cursor, or placeholders before the first step."""
+    tr = session.current if session else None
+    if tr is None:
+        return blank(message)
+    n_moves = len(walk_moves(tr)) if tr["kind"] == "spec" else 0
+    no_walk = "<p>No accept walk at this step: the prefill and vanilla steps verify nothing.</p>"
+    values = {
+        "status": message,
+        "summary": summary(session),
+        "step_slider": gr.Slider(minimum=1, maximum=max(2, len(session.traces)), value=session.cursor + 1,
+                                 interactive=len(session.traces) > 1),
+        "tree": tree_figure(tr),
+        "mask": mask_figure(tr),
+        "logits": logits_html(tr),
+        "pointers": pointer_table_html(tr) if n_moves else no_walk,
+        "moves": moves_html(tr) if n_moves else "",
+        "walk_slider": gr.Slider(minimum=0, maximum=max(1, n_moves), value=n_moves, interactive=n_moves > 0),
+        "sampling": sampling_html(tr),
+        "output": output_html(session.prompt_text, session.traces[: session.cursor + 1], wb.token_text),
+        "kv_plot": kv_figure(tr),
+        "kv_table": kv_table_html(tr),
+        "trace": tr,
+    }
+    return tuple(values[k] for k in VIEWS)
+
+
+def blank(message: str = "") -> tuple:
+    """Placeholders before the first step (after Reset, or when a run could not start)."""
+    wait = "Press <b>Step</b> to run the prefill, then Step again for each EAGLE-2 step."
+    values = {"status": message, "summary": "No step yet.",
+              "step_slider": gr.Slider(minimum=1, maximum=2, value=1, interactive=False),
+              "tree": empty_figure("Press Step: the first step is the prefill, the draft tree comes next.", 220),
+              "mask": empty_figure("The tree mask appears with the first EAGLE-2 step.", 220),
+              "logits": f"<p>{wait}</p>", "pointers": f"<p>{wait}</p>", "moves": "",
+              "walk_slider": gr.Slider(minimum=0, maximum=1, value=0, interactive=False),
+              "sampling": "", "output": "", "kv_plot": empty_figure("No KV slot written yet.", 220),
+              "kv_table": "", "trace": None}
+    return tuple(values[k] for k in VIEWS)
+
+
+def walk_views(session: Session | None, k: int) -> tuple[str, str]:
+    """(pointer table, moves) after the first ``k`` moves of the current step's walk."""
+    tr = session.current if session else None
+    if tr is None or tr["kind"] != "spec":
+        return gr.skip(), gr.skip()
+    return pointer_table_html(tr, int(k)), moves_html(tr, int(k))
+
+
+def summary(session: Session) -> str:
+    """One line about the step on screen: which step, the method, L, what was accepted, τ, time."""
+    tr = session.current
+    head = (f"**Step {tr['step']}** of {len(session.traces)} recorded · `{session.engine.spec.describe()}` · "
+            f"L = {tr['L']}")
+    ms = sum(tr["timing_ms"].values())
+    if tr["kind"] == "prefill":
+        body = f"prefill of {tr['prompt_len']} prompt tokens → first token · {ms:.0f} ms"
+    elif tr["kind"] == "decode":
+        body = f"vanilla decode: 1 token, τ = 1 · {ms:.0f} ms"
+    else:
+        n = len(tr["accept"]["accepted"])
+        t = tr["timing_ms"]
+        bonus = show(tr["accept"]["bonus"]["text"])
+        body = (f"{n} correct draft(s) + bonus `{bonus}` → τ = {tr['accept_length']} · "
+                f"{ms:.0f} ms (draft {t['draft_extend_ms'] + t['draft_tree_ms']:.0f}, verify {t['verify_ms']:.0f})")
+    end = f" · finished ({session.finish_reason})" if session.engine.done and session.at_end else ""
+    return f"{head} · {body}{end}"
+
+
+def error(message: str) -> str:
+    """A problem with the input, as the status line shows it."""
+    return f"⚠️ **{message}**"

@@ -1,0 +1,85 @@
+"""The benchmark's numbers, from per-question records: plain Python, no torch, unit-tested.
+
+A record is one question run by one method: ``question_id``, ``task``, ``new_tokens`` and
+``seconds`` (summed over the turns run), ``output_ids`` (one list per turn) and, for speculative
+methods, ``accept_lengths`` (one list per turn: tokens per verify step, n + 1).
+
+Speedup, Spec-Bench style (``evaluation/speed.py``): per question, tokens/s = new tokens over
+seconds, both summed over turns; a method's speed is the **mean over questions** of that; the
+speedup is the method's speed over the baseline's, on the same questions. The mean of the
+per-question ratios is kept beside it: it weighs every question alike instead of favouring
+the fast ones, and the two differ when speed varies a lot between questions.
+"""
+
+from __future__ import annotations
+
+from statistics import mean
+
+
+def tokens_per_s(rec: dict) -> float:
+    return rec["new_tokens"] / max(rec["seconds"], 1e-9)
+
+
+def speed(records: list[dict]) -> float:
+    """Mean over questions of tokens/s (Spec-Bench's ``np.array(speeds).mean()``)."""
+    return mean(tokens_per_s(r) for r in records)
+
+
+def _paired(records: list[dict], base: list[dict]) -> tuple[list[dict], list[dict]]:
+    by_id = {r["question_id"]: r for r in base}
+    pairs = [(r, by_id[r["question_id"]]) for r in records if r["question_id"] in by_id]
+    if not pairs:
+        raise ValueError("no question was run by both the method and the baseline")
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def speedup(records: list[dict], base: list[dict]) -> float:
+    """Spec-Bench speedup: mean tokens/s of the method over the baseline's, same questions."""
+    mine, theirs = _paired(records, base)
+    return speed(mine) / speed(theirs)
+
+
+def speedup_mean_of_ratios(records: list[dict], base: list[dict]) -> float:
+    """Mean over questions of (method tokens/s / baseline tokens/s)."""
+    mine, theirs = _paired(records, base)
+    return mean(tokens_per_s(a) / tokens_per_s(b) for a, b in zip(mine, theirs))
+
+
+def accept_lengths(records: list[dict], first_turn_only: bool = False) -> list[int]:
+    """Every verify step's accept length, pooled over questions (and turns)."""
+    out: list[int] = []
+    for r in records:
+        turns = r.get("accept_lengths") or []
+        for lengths in turns[:1] if first_turn_only else turns:
+            out.extend(lengths)
+    return out
+
+
+def tau(lengths: list[int]) -> float | None:
+    """Accept length tau: tokens per target forward, the mean over pooled verify steps
+    (Spec-Bench's ``np.mean(accept_lengths_list)``); None without steps."""
+    return mean(lengths) if lengths else None
+
+
+def per_depth_acceptance(lengths: list[int], num_steps: int) -> list[float | None]:
+    """P(accept at depth k | depth k-1 accepted), k = 1..num_steps, from accept lengths.
+
+    A step of accept length a accepted drafts down to depth a - 1 (the root is depth 0, always
+    "accepted"). Among the steps that reached depth k - 1, the share that reached depth k. None
+    where no step reached depth k - 1. A tree without a node at depth k counts as a miss there.
+    """
+    reached = [sum(1 for a in lengths if a - 1 >= k) for k in range(num_steps + 1)]
+    return [reached[k] / reached[k - 1] if reached[k - 1] else None for k in range(1, num_steps + 1)]
+
+
+def equal_fraction(records: list[dict], base: list[dict]) -> float:
+    """Share of questions whose output ids (every turn) equal the baseline's."""
+    mine, theirs = _paired(records, base)
+    return sum(a["output_ids"] == b["output_ids"] for a, b in zip(mine, theirs)) / len(mine)
+
+
+def by_task(records: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in records:
+        out.setdefault(r["task"], []).append(r)
+    return out

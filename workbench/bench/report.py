@@ -1,0 +1,174 @@
+"""Render a benchmark result (the dict ``suite.py`` builds) as JSON, Markdown and plotly HTML.
+
+Nothing is computed here that ``suite.py`` / ``metrics.py`` did not already record; this file
+only lays the numbers out:
+
+- ``results.json``  everything, per-question records included
+- ``report.md``     headline table, per-task speedups, per-depth acceptance, verify cost, tuner, goals
+- ``figures.html``  tokens/s per method, speedup per task, tau per method, per-depth acceptance,
+                    verify cost curve (plotly.js embedded once, so the page works offline)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def write_all(out_dir: Path, result: dict) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / "results.json", out_dir / "report.md", out_dir / "figures.html"]
+    paths[0].write_text(json.dumps(result, indent=1), encoding="utf-8")
+    paths[1].write_text(markdown(result), encoding="utf-8")
+    paths[2].write_text(html(result), encoding="utf-8")
+    return paths
+
+
+def _fmt(x, spec: str = ".2f", suffix: str = "") -> str:
+    return "–" if x is None else f"{x:{spec}}{suffix}"
+
+
+def headline_table(result: dict) -> str:
+    """One row per method: tau (T=0, T=1), tokens/s, speedups, equality with vanilla."""
+    rows = ["| method | config | τ (T=0) | τ (T=1) | tokens/s | × vanilla | × HF greedy | = vanilla |",
+            "|---|---|---|---|---|---|---|---|"]
+    for name, s in result["summary"].items():
+        rows.append(f"| `{name}` | {s['label']} | {_fmt(s.get('tau'))} | {_fmt(s.get('tau_t1'))} | "
+                    f"{_fmt(s['tokens_per_s'], '.1f')} | {_fmt(s.get('speedup_vs_vanilla'), '.2f', 'x')} | "
+                    f"{_fmt(s.get('speedup_vs_hf_greedy'), '.2f', 'x')} | {_fmt(s.get('equal_to_vanilla'), '.0%')} |")
+    return "\n".join(rows)
+
+
+def _task_table(result: dict) -> str:
+    tasks = sorted({t for s in result["summary"].values() for t in s["per_task"]})
+    rows = ["| method | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
+    for name, s in result["summary"].items():
+        cells = []
+        for t in tasks:
+            pt = s["per_task"].get(t, {})
+            cells.append(_fmt(pt.get("speedup_vs_vanilla"), ".2f", "x") +
+                         (f" (τ {pt['tau']:.2f})" if pt.get("tau") is not None else ""))
+        rows.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def _depth_table(result: dict) -> str:
+    spec = {n: s for n, s in result["summary"].items() if s.get("per_depth")}
+    if not spec:
+        return "(no speculative method was run)"
+    depth = max(len(s["per_depth"]) for s in spec.values())
+    rows = ["| method | T | " + " | ".join(f"d{k}" for k in range(1, depth + 1)) + " |", "|---|---|" + "---|" * depth]
+    for name, s in spec.items():
+        for t, key in (("0", "per_depth"), ("1", "per_depth_t1")):
+            if s.get(key):
+                cells = [_fmt(x, ".2f") for x in s[key]] + [""] * (depth - len(s[key]))
+                rows.append(f"| `{name}` | {t} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def _cost_table(costs: dict) -> str:
+    rows = ["| verify tokens | " + " | ".join(str(c["tokens"]) for c in costs["verify"]) + " |",
+            "|---|" + "---|" * len(costs["verify"]),
+            "| ms | " + " | ".join(f"{c['ms']:.1f}" for c in costs["verify"]) + " |",
+            "| × decode | " + " | ".join(f"{c['ms'] / costs['decode_ms']:.2f}" for c in costs["verify"]) + " |"]
+    if costs.get("draft"):
+        rows += ["", "| draft rows | " + " | ".join(str(c["rows"]) for c in costs["draft"]) + " |",
+                 "|---|" + "---|" * len(costs["draft"]),
+                 "| ms | " + " | ".join(f"{c['ms']:.1f}" for c in costs["draft"]) + " |"]
+    return "\n".join(rows)
+
+
+def _tune_table(tuned: dict | None) -> str:
+    if not tuned:
+        return "(not tuned in this run: eagle2:best was given or not asked for)"
+    rows = [f"On {len(tuned['prompts'])} tuning prompts (not from Spec-Bench), {tuned['max_new_tokens']} new tokens; "
+            f"vanilla {tuned['vanilla_tokens_per_s']} tok/s. Best: **{tuned['best']}** (D/S/K).", "",
+            "| tree D/S/K | step ms predicted | step ms measured | bound | τ | tokens/s | × vanilla | predicted × |",
+            "|---|---|---|---|---|---|---|---|"]
+    for t in tuned["trees"]:
+        rows.append(f"| {t['tree']} | {t['step_ms']:.0f} | {t['measured_step_ms']:.0f} | {t['bound']:.2f} | "
+                    f"{t['tau']:.2f} | {t['tokens_per_s']:.1f} | {t['measured_speedup']:.2f}x | "
+                    f"{t['predicted_speedup']:.2f}x |")
+    rows += ["", "Predicted step = num_steps draft forwards of topk rows + one verify of num_draft_tokens (from the "
+             "cost curves); measured = seconds per target forward, prefill included, so engine overhead shows as "
+             "the gap. bound = speedup if every draft were accepted."]
+    if tuned.get("skipped"):
+        rows.append(f"\nSkipped (cannot beat decoding even if every draft were accepted, or over the "
+                    f"limit of trees): {', '.join(tuned['skipped'])}")
+    return "\n".join(rows)
+
+
+def goals_list(result: dict) -> str:
+    lines = []
+    for g in result["goals"]:
+        mark = "met" if g["met"] else "**missed**"
+        lines.append(f"- {g['goal']}: {_fmt(g['value'], '.2f')} (goal {g['target']}) — {mark}"
+                     + (f". {g['note']}" if g["note"] else ""))
+    return "\n".join(lines)
+
+
+def markdown(result: dict) -> str:
+    m = result["meta"]
+    mach = m["machine"]
+    return "\n".join([
+        "# Spec-Bench benchmark", "",
+        f"`{m['command']}` — {m['date']}, {mach['cpu']} ({mach['cores']} cores, {mach['torch_threads']} torch "
+        f"threads, {mach['cuda'] or 'no GPU'}), {m['dtype']}, {m['questions']} questions ({m['subset']}), "
+        f"{m['max_new_tokens']} new tokens, draft {m['draft']}. Wall time {m['wall_s']:.0f} s. Load average "
+        f"{mach['load_average_start']} at start, {mach.get('load_average_end')} at the end.", "",
+        "Speedup = mean over questions of tokens/s, over the baseline's (Spec-Bench). Temperature 0 "
+        f"everywhere except τ (T=1), on {m['tau_questions']} questions × {m.get('tau_max_new_tokens')} new tokens. "
+        "`= vanilla`: share of questions whose "
+        "output ids equal vanilla's.", "",
+        headline_table(result), "",
+        "## Goals", "", goals_list(result), "",
+        "## Speedup over vanilla per Spec-Bench task", "", _task_table(result), "",
+        "## Per-depth acceptance", "",
+        "P(accept at depth k | depth k-1 accepted), pooled over verify steps.", "", _depth_table(result), "",
+        "## Verify cost", "",
+        f"One target forward of N tokens after a {result['costs']['prefix_len']}-token prefix (logits included), "
+        "median ms.", "", _cost_table(result["costs"]), "",
+        "## Best tree for this machine", "", _tune_table(result.get("tune")), "",
+    ])
+
+
+def figures(result: dict) -> list:
+    import plotly.graph_objects as go
+
+    summ = result["summary"]
+    names = list(summ)
+    figs = [go.Figure(go.Bar(x=names, y=[summ[n]["tokens_per_s"] for n in names]),
+                      layout=dict(title="Tokens/s per method (temperature 0)", yaxis_title="tokens/s"))]
+    tasks = sorted({t for s in summ.values() for t in s["per_task"]})
+    fig = go.Figure(layout=dict(title="Speedup over vanilla per Spec-Bench task", barmode="group",
+                                yaxis_title="× vanilla"))
+    for n in names:
+        fig.add_bar(name=n, x=tasks, y=[summ[n]["per_task"].get(t, {}).get("speedup_vs_vanilla") for t in tasks])
+    figs.append(fig)
+    spec = [n for n in names if summ[n].get("tau") is not None]
+    fig = go.Figure(layout=dict(title="Accept length τ per method", barmode="group", yaxis_title="τ"))
+    fig.add_bar(name="T=0", x=spec, y=[summ[n]["tau"] for n in spec])
+    fig.add_bar(name="T=1", x=spec, y=[summ[n].get("tau_t1") for n in spec])
+    figs.append(fig)
+    fig = go.Figure(layout=dict(title="Per-depth acceptance: P(accept at depth k | depth k-1 accepted)",
+                                xaxis_title="depth k", yaxis_title="rate", yaxis_range=[0, 1.05]))
+    for n in spec:
+        fig.add_scatter(name=f"{n} T=0", x=list(range(1, len(summ[n]["per_depth"]) + 1)), y=summ[n]["per_depth"])
+    figs.append(fig)
+    costs = result["costs"]
+    fig = go.Figure(layout=dict(title=f"Verify cost (target forward of N tokens, {result['meta']['dtype']})",
+                                xaxis_title="verify tokens N", yaxis_title="ms"))
+    fig.add_scatter(name="verify", x=[c["tokens"] for c in costs["verify"]], y=[c["ms"] for c in costs["verify"]])
+    if costs.get("draft"):
+        fig.add_scatter(name="draft forward (rows)", x=[c["rows"] for c in costs["draft"]],
+                        y=[c["ms"] for c in costs["draft"]])
+    figs.append(fig)
+    return figs
+
+
+def html(result: dict) -> str:
+    parts = [fig.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, fig in enumerate(figures(result))]
+    m = result["meta"]
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>Spec-Bench benchmark</title></head><body>"
+            f"<h1>Spec-Bench benchmark</h1><p>{m['date']}, {m['machine']['cpu']}, {m['dtype']}, "
+            f"{m['questions']} questions ({m['subset']}), draft {m['draft']}</p>" + "".join(parts) + "</body></html>")

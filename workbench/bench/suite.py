@@ -1,0 +1,333 @@
+"""``python -m workbench bench``: every method on the same Spec-Bench prompts, Spec-Bench style.
+
+Methods (``--methods``, comma list; trees are ``D/S/K`` = num_draft_tokens/num_steps/topk):
+
+==================  ==============================================================
+``vanilla``         our engine, one target forward per token: the baseline
+``linear:S``        a chain of S drafts (topk 1, S + 1 verify tokens)
+``eagle2:D/S/K``    an EAGLE-2 tree; 60/6/10 is the EAGLE-2 paper's, 8/5/4 SGLang's default
+``eagle2:best``     the tree ``tune.py`` finds best for this machine (or ``--best D/S/K``)
+``hf-greedy``       transformers ``generate``, greedy
+``hf-pld``          transformers prompt lookup decoding (``prompt_lookup_num_tokens=10``)
+==================  ==============================================================
+
+Order of work: load, verify/draft cost curves, tune (if ``eagle2:best``), one short warm-up run
+per method, then for each question every method in turn (interleaved, so a change in machine
+load hits all methods alike), temperature 0; then temperature 1 on a few questions for tau.
+Outputs in ``--out``: ``results.json``, ``report.md``, ``figures.html`` (``report.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.bench import metrics, specbench
+
+# torch and the engine are imported inside the functions that use them: ``cli.py`` builds this
+# command's parser on every start-up, and ``python -m workbench fetch`` must stay light.
+
+DEFAULT_METHODS = "vanilla,linear:3,linear:5,linear:6,eagle2:60/6/10,eagle2:8/5/4,eagle2:best,hf-greedy,hf-pld"
+BASELINES = {"vanilla": "vanilla", "hf-greedy": "hf_greedy"}  # method -> key suffix; speedups over each present
+WARMUP_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str  # as given in --methods
+    spec: SpecConfig | None  # engine methods; None for the transformers baselines
+    prompt_lookup: int | None = None  # hf-pld only
+
+    @property
+    def hf(self) -> bool:
+        return self.name.startswith("hf-")
+
+    @property
+    def speculative(self) -> bool:
+        return self.spec is not None and self.spec.speculative
+
+    def describe(self) -> str:
+        if self.hf:
+            return "transformers generate" + (f", prompt lookup {self.prompt_lookup}" if self.prompt_lookup else "")
+        return self.spec.describe()
+
+
+def parse_methods(text: str, best=None) -> list[Method]:
+    """Methods from the ``--methods`` list; ``eagle2:best`` needs ``best`` (None: left out)."""
+    from workbench.bench import tune
+    from workbench.bench.hf_baselines import PROMPT_LOOKUP_TOKENS
+    from workbench.engine.config import SpecConfig
+
+    out, names = [], [n.strip() for n in text.split(",") if n.strip()]
+    for name in names:
+        if name == "vanilla":
+            out.append(Method(name, SpecConfig("vanilla")))
+        elif name == "hf-greedy":
+            out.append(Method(name, None))
+        elif name == "hf-pld":
+            out.append(Method(name, None, PROMPT_LOOKUP_TOKENS))
+        elif name.startswith("linear:") and name[7:].isdigit():
+            out.append(Method(name, SpecConfig.linear(int(name[7:]))))
+        elif name == "eagle2:best":
+            if best is not None:
+                out.append(Method(name, best))
+        elif name.startswith("eagle2:"):
+            out.append(Method(name, tune.parse_tree(name[7:])))
+        else:
+            raise ValueError(f"unknown method {name!r}; use vanilla, linear:S, eagle2:D/S/K, eagle2:best, "
+                             "hf-greedy or hf-pld")
+    if len({m.name for m in out}) != len(out):
+        raise ValueError(f"a method is listed twice in {text!r}")
+    if not names:
+        raise ValueError("--methods is empty")
+    return out
+
+
+@dataclass
+class Runner:
+    """What every run needs: the workbench (target, draft, tokenizer), the HF model if any."""
+    wb: object
+    hf_model: object | None
+    max_new_tokens: int
+
+    def decode(self, method: Method, ids: list[int], sampling, max_new_tokens: int):
+        """One turn -> (output ids, seconds, accept lengths or None)."""
+        if method.hf:
+            from workbench.bench.hf_baselines import hf_generate
+
+            res = hf_generate(self.hf_model, ids, max_new_tokens, self.wb.stop_ids, method.prompt_lookup)
+            return res.output_ids, res.seconds, None
+        (req,), seconds = self.wb.generate([ids], method.spec, sampling, max_new_tokens)
+        return req.output_ids, seconds, (list(req.accept_lengths) if method.speculative else None)
+
+    def question(self, method: Method, q: specbench.Question, sampling, max_new_tokens: int | None = None) -> dict:
+        """Every turn of ``q``; a later turn follows the method's own earlier answer."""
+        tok = self.wb.tokenizer
+        messages, outputs, lengths, seconds = [], [], [], 0.0
+        for turn in q.turns:
+            messages.append({"role": "user", "content": turn})
+            out, s, acc = self.decode(method, specbench.chat_ids(tok, messages), sampling,
+                                      max_new_tokens or self.max_new_tokens)
+            outputs.append(out)
+            lengths.append(acc)
+            seconds += s
+            messages.append({"role": "assistant", "content": tok.decode(out, skip_special_tokens=True)})
+        rec = {"question_id": q.question_id, "category": q.category, "task": q.task, "output_ids": outputs,
+               "new_tokens": sum(len(o) for o in outputs), "seconds": round(seconds, 4)}
+        rec["tokens_per_s"] = round(metrics.tokens_per_s(rec), 2)
+        if method.speculative:
+            rec["accept_lengths"] = lengths
+            rec["tau"] = round(metrics.tau(metrics.accept_lengths([rec])) or 0.0, 3)
+        return rec
+
+
+def run_all(runner: Runner, methods: list[Method], questions: list[specbench.Question],
+            tau_questions: list[specbench.Question], tau_max_new_tokens: int, log) -> tuple[dict, dict]:
+    """Warm-up, then temperature 0 on ``questions`` (interleaved), then temperature 1 on
+    ``tau_questions`` for the speculative methods (only tau is read from these, so they may be
+    shorter). Returns (records, records at T=1)."""
+    from workbench.engine.sampling import SamplingParams
+
+    greedy, hot = SamplingParams(), SamplingParams(temperature=1.0, seed=0)
+    warm_ids = specbench.chat_ids(runner.wb.tokenizer, [{"role": "user", "content": questions[0].turns[0]}])
+    for m in methods:
+        runner.decode(m, warm_ids, greedy, WARMUP_TOKENS)
+    log(f"warm-up done ({len(methods)} methods)")
+    records: dict[str, list[dict]] = {m.name: [] for m in methods}
+    for i, q in enumerate(questions, 1):
+        for m in methods:
+            rec = runner.question(m, q, greedy)
+            records[m.name].append(rec)
+            log(f"[{i:>3}/{len(questions)}] q{q.question_id:<4} {q.category:<14} {m.name:<16} "
+                f"{rec['new_tokens']:>4} tok {rec['tokens_per_s']:>7.2f} tok/s" +
+                (f"  tau {rec['tau']:.2f}" if "tau" in rec else ""))
+    hot_records: dict[str, list[dict]] = {}
+    for m in [m for m in methods if m.speculative and tau_questions]:
+        hot_records[m.name] = [runner.question(m, q, hot, tau_max_new_tokens) for q in tau_questions]
+        log(f"T=1 {m.name:<16} tau {metrics.tau(metrics.accept_lengths(hot_records[m.name])):.2f} "
+            f"on {len(tau_questions)} questions")
+    return records, hot_records
+
+
+def summarize(methods: list[Method], records: dict, hot_records: dict) -> dict:
+    """Per method: speed, speedups over each baseline (overall and per task), tau at T=0 (all,
+    MT-bench first turns) and T=1, per-depth acceptance, equality with vanilla."""
+    out = {}
+    for m in methods:
+        recs = records[m.name]
+        s = {"label": m.describe(), "tokens_per_s": round(metrics.speed(recs), 2),
+             "new_tokens": sum(r["new_tokens"] for r in recs), "questions": len(recs)}
+        for base, key in BASELINES.items():
+            if base in records:
+                s[f"speedup_vs_{key}"] = round(metrics.speedup(recs, records[base]), 3)
+                s[f"speedup_vs_{key}_mean_of_ratios"] = round(metrics.speedup_mean_of_ratios(recs, records[base]), 3)
+        if "vanilla" in records:
+            s["equal_to_vanilla"] = round(metrics.equal_fraction(recs, records["vanilla"]), 3)
+        s["per_task"] = {}
+        for task, trecs in metrics.by_task(recs).items():
+            t = {"questions": len(trecs), "tokens_per_s": round(metrics.speed(trecs), 2)}
+            if "vanilla" in records:
+                t["speedup_vs_vanilla"] = round(metrics.speedup(trecs, records["vanilla"]), 3)
+            if m.speculative:
+                t["tau"] = _round(metrics.tau(metrics.accept_lengths(trecs)))
+            s["per_task"][task] = t
+        if m.speculative:
+            lengths = metrics.accept_lengths(recs)
+            mt = metrics.accept_lengths([r for r in recs if r["task"] == "mt_bench"], first_turn_only=True)
+            s.update(tau=_round(metrics.tau(lengths)), tau_mtbench_turn1=_round(metrics.tau(mt)),
+                     per_depth=[_round(x) for x in metrics.per_depth_acceptance(lengths, m.spec.num_steps)])
+            if m.name in hot_records:
+                hot = metrics.accept_lengths(hot_records[m.name])
+                s.update(tau_t1=_round(metrics.tau(hot)),
+                         per_depth_t1=[_round(x) for x in metrics.per_depth_acceptance(hot, m.spec.num_steps)])
+        out[m.name] = s
+    return out
+
+
+def _round(x, nd: int = 3):
+    return None if x is None else round(x, nd)
+
+
+# ---- command line -------------------------------------------------------------------------------
+def machine_info(threads: int) -> dict:
+    import torch
+
+    cpu = next((ln.split(":", 1)[1].strip() for ln in _read("/proc/cpuinfo").splitlines()
+                if ln.startswith("model name")), platform.processor())
+    flags = next((ln.split(":", 1)[1].split() for ln in _read("/proc/cpuinfo").splitlines()
+                  if ln.startswith("flags")), [])
+    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": threads, "torch": torch.__version__,
+            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            "simd": sorted(f for f in flags if f.startswith(("avx", "amx"))), "platform": platform.platform(),
+            "load_average_start": [round(x, 2) for x in os.getloadavg()]}
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def add_bench_parser(sub) -> None:
+    """Register ``bench`` on ``python -m workbench``'s subparsers."""
+    p = sub.add_parser("bench", help="Spec-Bench: tau, tokens/s and speedup of every method")
+    add_arguments(p)
+    p.set_defaults(func=cmd_bench)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from workbench.cli import _positive, add_model_args
+
+    p.add_argument("--subset", choices=specbench.SUBSETS, default="quick",
+                   help="quick: one question of each of the six Spec-Bench tasks (default); mtbench: MT-bench "
+                        "first turns; all: 480 questions, MT-bench with both turns")
+    p.add_argument("--per-category", type=_positive("--per-category"),
+                   help="questions per task (quick, default 1) or per MT-bench category (mtbench, default 10)")
+    p.add_argument("--limit", type=_positive("--limit"), help="run only the first N questions of the subset")
+    p.add_argument("--methods", default=DEFAULT_METHODS, help=f"comma list (default {DEFAULT_METHODS})")
+    p.add_argument("--best", help="use this D/S/K tree as eagle2:best instead of tuning")
+    p.add_argument("--max-new-tokens", type=_positive("--max-new-tokens"), default=128)
+    p.add_argument("--temperature-tau", action=argparse.BooleanOptionalAction, default=True,
+                   help="also run the speculative methods at temperature 1 for tau (default on)")
+    p.add_argument("--tau-questions", type=_positive("--tau-questions"), default=2,
+                   help="questions for the temperature-1 runs (MT-bench first)")
+    p.add_argument("--tau-max-new-tokens", type=_positive("--tau-max-new-tokens"), default=64,
+                   help="new tokens per temperature-1 run")
+    p.add_argument("--tune-trees", type=_positive("--tune-trees"), default=5, help="trees the tuner measures")
+    p.add_argument("--threads", type=_positive("--threads"), default=2, help="torch CPU threads")
+    p.add_argument("--out", default="bench_out", help="output directory (default bench_out/)")
+    add_model_args(p)
+    p.set_defaults(dtype="bf16")
+
+
+def cmd_bench(args) -> int:
+    import torch
+
+    from workbench.bench import report, tune
+    from workbench.bench.goals import goals
+    from workbench.cli import UserError
+    from workbench.pipeline import Workbench
+
+    t_start = time.perf_counter()
+
+    def log(msg: str) -> None:
+        print(f"[bench {time.perf_counter() - t_start:6.0f}s] {msg}", file=sys.stderr, flush=True)
+
+    torch.set_num_threads(args.threads)
+    try:
+        parse_methods(args.methods)  # names checked before anything loads
+        best = tune.parse_tree(args.best) if args.best else None
+        questions = specbench.select(specbench.load_questions(), args.subset, args.per_category)[: args.limit]
+        names = [n.strip() for n in args.methods.split(",")]
+        speculative = any(n.startswith(("linear", "eagle2")) for n in names)
+        wb = Workbench.load(args.target, args.draft, args.dtype, args.device, args.attention, speculative)
+    except (ValueError, FileNotFoundError) as err:
+        raise UserError(str(err)) from None
+    info = machine_info(args.threads)
+    log(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}; {len(questions)} questions "
+        f"({args.subset}); load average {info['load_average_start']}")
+    hf_model = None
+    if any(n.startswith("hf-") for n in names):
+        from workbench.bench.hf_baselines import load_hf_model
+        from workbench.models.loading import parse_dtype
+
+        hf_model = load_hf_model(wb.target_dir, parse_dtype(wb.dtype_name)).to(wb.target.lm_head.weight.device)
+    costs = tune.measure_costs(wb)
+    log("verify cost " + ", ".join(f"{c['tokens']}:{c['ms']:.0f}ms" for c in costs["verify"]))
+    tuned = None
+    if "eagle2:best" in names and best is None:
+        tuned = tune.search(wb, costs, max_trees=args.tune_trees, log=log)
+        best = tune.parse_tree(tuned["best"])
+    methods = parse_methods(args.methods, best)
+    mt = [q for q in questions if q.task == "mt_bench"] + [q for q in questions if q.task != "mt_bench"]
+    tau_questions = mt[: args.tau_questions] if args.temperature_tau else []
+    records, hot = run_all(Runner(wb, hf_model, args.max_new_tokens), methods, questions, tau_questions,
+                           args.tau_max_new_tokens, log)
+    summary = summarize(methods, records, hot)
+    info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    result = {
+        "meta": {"command": _command_line(), "options": {k: v for k, v in vars(args).items() if k != "func"},
+                 "date": datetime.datetime.now().isoformat(timespec="seconds"),
+                 "machine": info, "dtype": wb.dtype_name, "subset": args.subset, "questions": len(questions),
+                 "tau_questions": len(tau_questions), "tau_max_new_tokens": args.tau_max_new_tokens,
+                 "max_new_tokens": args.max_new_tokens,
+                 "target": str(wb.target_dir), "draft": wb.draft_source,
+                 "wall_s": round(time.perf_counter() - t_start, 1)},
+        "costs": costs, "tune": tuned, "best_tree": tune.tree_name(best) if best else None,
+        "methods": {m.name: m.describe() for m in methods}, "summary": summary,
+        "goals": goals(summary, methods, costs, wb.dtype_name),
+        "records": records, "records_t1": hot,
+    }
+    paths = report.write_all(Path(args.out), result)
+    log("wrote " + ", ".join(str(p) for p in paths))
+    print(report.headline_table(result))
+    return 0
+
+
+def _command_line() -> str:
+    """How this run was started, for the report (argv as the shell saw it)."""
+    import shlex
+
+    prefix = {"bench": "python -m workbench", "run": "python -m workbench.bench"}.get(sys.argv[1] if len(sys.argv) > 1
+                                                                                      else "")
+    return f"{prefix} {shlex.join(sys.argv[1:])}" if prefix else "python -m workbench bench (called from Python)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m workbench.bench run [options]``: the same as ``python -m workbench bench``."""
+    from workbench.cli import UserError
+
+    p = argparse.ArgumentParser(prog="python -m workbench.bench run", description=__doc__.splitlines()[0])
+    add_arguments(p)
+    try:
+        return cmd_bench(p.parse_args(argv))
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2

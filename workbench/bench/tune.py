@@ -1,0 +1,156 @@
+"""The best EAGLE-2 tree for this machine: measure what a forward costs, then try a few trees.
+
+On a GPU, verifying 60 tokens costs about what decoding 1 does, so big trees pay off. On a small
+CPU the verify cost grows with every token (``measure_verify_cost``), and so does the draft's
+(every tree level runs the head and its lm_head on ``topk`` rows). The best tree is where the
+extra tokens accepted stop paying for the extra tokens verified. Steps:
+
+1. **Costs.** ms of one target forward of N verify tokens (N = 1 is a decode step) and of one
+   draft forward of ``rows`` tokens.
+2. **Predict.** One step costs about ``num_steps`` draft forwards of ``topk`` rows plus one verify
+   of ``num_draft_tokens``; it emits at most ``num_steps + 1`` tokens. ``bound`` = the speedup
+   over decoding if every draft were accepted: trees with ``bound < 1`` cannot win and are
+   skipped (unless nothing is left).
+3. **Measure.** Run each remaining tree, and plain decoding, on a few short prompts (not
+   Spec-Bench's: those are for evaluation) and keep the tree with the best tokens/s.
+
+``python -m workbench.bench tune [--dtype bf16] [--grid 8/5/4,12/5/4]`` prints the result as JSON.
+Trees are written ``D/S/K`` = ``num_draft_tokens/num_steps/topk`` throughout the benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from statistics import mean
+
+from workbench.bench.cost import measure_draft_cost, measure_verify_cost
+from workbench.engine.config import SpecConfig
+from workbench.engine.sampling import SamplingParams
+
+VERIFY_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
+DRAFT_ROWS = (1, 2, 4, 8, 10)
+# Small to medium trees, D/S/K: what a 2-core CPU can afford (where a verify of 8 tokens may
+# cost several decode steps, only the smallest trees can pay).
+GRID = ("3/2/2", "4/2/2", "4/3/2", "6/3/2", "6/4/2", "8/4/2", "8/3/4", "8/5/4", "10/4/3", "12/4/4", "12/5/4",
+        "16/5/4", "16/6/4")
+TUNE_PROMPTS = (  # chat-style requests written for tuning; none comes from Spec-Bench
+    "Explain in a few sentences how a refrigerator keeps food cold.",
+    "Write a short friendly email inviting my team to a picnic on Saturday.",
+)
+
+
+def parse_tree(text: str) -> SpecConfig:
+    """``"D/S/K"`` (num_draft_tokens/num_steps/topk) -> an eagle2 SpecConfig."""
+    try:
+        d, s, k = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ValueError(f"a tree is written D/S/K (num_draft_tokens/num_steps/topk), got {text!r}") from None
+    return SpecConfig("eagle2", num_steps=s, topk=k, num_draft_tokens=d)
+
+
+def tree_name(spec: SpecConfig) -> str:
+    return f"{spec.num_draft_tokens}/{spec.num_steps}/{spec.topk}"
+
+
+def measure_costs(wb, prefix_len: int = 256, repeats: int = 3) -> dict:
+    """Verify cost curve (ms against verify tokens) and draft cost (ms against rows)."""
+    verify = measure_verify_cost(wb.target, VERIFY_SIZES, prefix_len, repeats, warmup=1)
+    draft = measure_draft_cost(wb.target, wb.draft, DRAFT_ROWS, prefix_len, repeats, warmup=1) if wb.draft else []
+    return {"prefix_len": prefix_len, "verify": verify, "draft": draft, "decode_ms": verify[0]["ms"]}
+
+
+def _interp(points: list[tuple[float, float]], x: float) -> float:
+    """Piecewise-linear through (x, y) points sorted by x; straight line beyond the ends."""
+    if len(points) == 1:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x <= x1 or (x1, y1) == points[-1]:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return points[-1][1]
+
+
+def verify_ms(costs: dict, tokens: int) -> float:
+    """ms of one verify forward of ``tokens``, interpolated on the measured curve."""
+    return _interp([(p["tokens"], p["ms"]) for p in costs["verify"]], tokens)
+
+
+def draft_ms(costs: dict, rows: int) -> float:
+    """ms of one draft forward of ``rows`` tokens (0 without a measured head)."""
+    return _interp([(p["rows"], p["ms"]) for p in costs["draft"]] or [(1, 0.0)], rows)
+
+
+def predict(costs: dict, spec: SpecConfig) -> dict:
+    """Predicted ms of one step and the speedup bound if every draft were accepted."""
+    # num_steps draft forwards: the extend (about one row per accepted token), then a level of topk rows each
+    step = spec.num_steps * draft_ms(costs, spec.topk) + verify_ms(costs, spec.num_draft_tokens)
+    return {"step_ms": round(step, 2), "bound": round((spec.num_steps + 1) * costs["decode_ms"] / step, 3)}
+
+
+def _run(wb, spec: SpecConfig, prompts: list[list[int]], max_new_tokens: int) -> dict:
+    """Mean tokens/s over the prompts, tau, and measured ms per target forward (prefill included)."""
+    speeds, lengths, seconds, forwards = [], [], 0.0, 0
+    for ids in prompts:
+        (req,), s = wb.generate([ids], spec, SamplingParams(), max_new_tokens)
+        speeds.append(len(req.output_ids) / max(s, 1e-9))
+        lengths.extend(req.accept_lengths if spec.speculative else [])
+        seconds, forwards = seconds + s, forwards + req.target_forwards
+    return {"tokens_per_s": mean(speeds), "tau": mean(lengths) if lengths else None,
+            "measured_step_ms": 1e3 * seconds / max(forwards, 1)}
+
+
+def search(wb, costs: dict, grid=GRID, max_new_tokens: int = 40, max_trees: int = 5, log=None) -> dict:
+    """Measure the trees of ``grid`` that can win (at most ``max_trees``, best bound first) and
+    plain decoding; returns {"vanilla_tokens_per_s", "trees": [...], "best"}."""
+    log = log or (lambda msg: None)
+    prompts = [wb.encode(p) for p in TUNE_PROMPTS]
+    specs = [parse_tree(g) if isinstance(g, str) else g for g in grid]
+    predicted = [(spec, predict(costs, spec)) for spec in specs]
+    hopeful = [sp for sp in predicted if sp[1]["bound"] >= 1.0] or predicted
+    hopeful = sorted(hopeful, key=lambda sp: -sp[1]["bound"])[:max_trees]
+    wb.generate([prompts[0]], SpecConfig("vanilla"), SamplingParams(), 8)  # warm-up
+    base = _run(wb, SpecConfig("vanilla"), prompts, max_new_tokens)["tokens_per_s"]
+    log(f"tune: vanilla {base:.1f} tok/s; trying {len(hopeful)} of {len(specs)} trees")
+    trees = []
+    for spec, pred in hopeful:
+        wb.generate([prompts[0]], spec, SamplingParams(), 8)  # warm-up
+        got = _run(wb, spec, prompts, max_new_tokens)
+        trees.append({"tree": tree_name(spec), "num_draft_tokens": spec.num_draft_tokens, "num_steps": spec.num_steps,
+                      "topk": spec.topk, **pred, "measured_step_ms": round(got["measured_step_ms"], 2),
+                      "tau": round(got["tau"], 3), "tokens_per_s": round(got["tokens_per_s"], 2),
+                      "predicted_speedup": round(got["tau"] * costs["decode_ms"] / pred["step_ms"], 3),
+                      "measured_speedup": round(got["tokens_per_s"] / base, 3)})
+        t = trees[-1]
+        log(f"tune: {t['tree']:>8}  tau {t['tau']:.2f}  {t['tokens_per_s']:.1f} tok/s  x{t['measured_speedup']:.2f} "
+            f"(predicted x{t['predicted_speedup']:.2f}; step {t['measured_step_ms']:.0f} ms, "
+            f"predicted {t['step_ms']:.0f})")
+    best = max(trees, key=lambda t: t["tokens_per_s"])
+    return {"max_new_tokens": max_new_tokens, "prompts": list(TUNE_PROMPTS), "vanilla_tokens_per_s": round(base, 2),
+            "skipped": [tree_name(s) for s, _ in predicted if all(tree_name(s) != t["tree"] for t in trees)],
+            "trees": trees, "best": best["tree"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    from workbench.cli import add_model_args
+    from workbench.pipeline import Workbench
+
+    p = argparse.ArgumentParser(prog="python -m workbench.bench tune", description=__doc__.splitlines()[0])
+    add_model_args(p)
+    p.set_defaults(dtype="bf16")
+    p.add_argument("--grid", default=",".join(GRID), help="comma list of D/S/K trees to consider")
+    p.add_argument("--max-trees", type=int, default=5, help="measure at most this many trees")
+    p.add_argument("--max-new-tokens", type=int, default=40)
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    grid = [parse_tree(g) for g in args.grid.split(",") if g.strip()]
+    wb = Workbench.load(args.target, args.draft, args.dtype, args.device, args.attention)
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    costs = measure_costs(wb)
+    log(f"tune: verify cost {[(c['tokens'], c['ms']) for c in costs['verify']]}")
+    result = search(wb, costs, grid, args.max_new_tokens, args.max_trees, log)
+    print(json.dumps({"costs": costs, "tune": result}, indent=1))
+    return 0

@@ -1,0 +1,45 @@
+"""The draft head shipped with the package: EAGLE-2 for SmolLM2-135M-Instruct.
+
+It lives in ``workbench/assets/eagle-smollm2-135m/`` (``config.json``, ``model.safetensors`` in
+fp16 without ``embed_tokens``, ``README.md``; optionally ``hot_tokens.json``), trained by
+``python -m workbench.train``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from workbench.models.draft import DraftHead, load_draft
+from workbench.models.llama import TargetModel
+
+DEFAULT_HEAD = "eagle-smollm2-135m"
+HOT_TOKENS_FILE = "hot_tokens.json"
+
+
+def assets_dir() -> Path:
+    return Path(__file__).resolve().parent.parent / "assets"
+
+
+def default_draft_dir() -> Path:
+    """Directory of the shipped head (it may be missing in a checkout that never trained one)."""
+    return assets_dir() / DEFAULT_HEAD
+
+
+def load_default_draft(target: TargetModel) -> DraftHead:
+    """The shipped head, attached to ``target`` (raises ValueError if it does not fit)."""
+    path = default_draft_dir()
+    if not (path / "config.json").exists():
+        raise FileNotFoundError(f"no shipped draft head at {path}; train one with python -m workbench.train")
+    return load_draft(path, target)
+
+
+def load_hot_tokens(path: Path | None = None, n: int | None = None) -> torch.Tensor | None:
+    """The head's frequent-token list (most frequent first), cut to ``n``; None if absent."""
+    f = (path or default_draft_dir()) / HOT_TOKENS_FILE
+    if not f.exists():
+        return None
+    ids = json.loads(f.read_text())["token_ids"]
+    return torch.tensor(ids if n is None else ids[:n], dtype=torch.int64)

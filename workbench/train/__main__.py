@@ -1,0 +1,124 @@
+"""python -m workbench.train: self-distillation data, then EAGLE-2 head training, then export.
+
+    python -m workbench.train                      # everything, into ~/.cache/workbench/train
+    python -m workbench.train --phase train --resume --steps 1500
+    python -m workbench.train --phase export       # write the head of the last checkpoint
+
+Phases: ``data`` (greedy answers + features, shards in <out>/data, finished shards are kept),
+``train`` (checkpoints in <out>/ckpt.pt every --ckpt-every steps; --resume continues),
+``export`` (config.json + fp16 model.safetensors + hot_tokens.json into --export).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import time
+from dataclasses import fields
+from pathlib import Path
+
+import torch
+
+from workbench.models.heads import default_draft_dir
+from workbench.train.loop import TrainConfig
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m workbench.train", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=Path.home() / ".cache" / "workbench" / "train", help="work directory")
+    ap.add_argument("--target", default=None, help="target model directory (default: SmolLM2-135M-Instruct)")
+    ap.add_argument("--phase", choices=("all", "data", "train", "export"), default="all")
+    ap.add_argument("--resume", action="store_true", help="continue from <out>/ckpt.pt")
+    ap.add_argument("--export", type=Path, default=default_draft_dir(), help="where the trained head goes")
+    ap.add_argument("--prompts", type=int, default=None, help="use the first N training prompts (default: all)")
+    ap.add_argument("--gen-batch", type=int, default=48, help="prompts decoded together")
+    ap.add_argument("--max-new", type=int, default=256, help="new tokens per answer at most")
+    ap.add_argument("--gen-minutes", type=float, default=30.0, help="stop starting new data batches after this")
+    ap.add_argument("--gen-workers", type=int, default=2, help="data processes (one thread each)")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads for training")
+    ap.add_argument("--val", type=int, default=24, help="held-out sequences for the validation loss")
+    ap.add_argument("--hot", type=int, default=8192, help="length of the exported hot-token list")
+    defaults = TrainConfig()
+    for f in fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        if f.name == "dtype":
+            ap.add_argument(flag, choices=("fp32", "bf16"), default=defaults.dtype)
+        else:
+            ap.add_argument(flag, type=type(getattr(defaults, f.name)), default=getattr(defaults, f.name))
+    return ap.parse_args(argv)
+
+
+def _data_worker(args: argparse.Namespace, target_dir: Path, worker: int) -> None:
+    torch.set_num_threads(1)
+    from workbench.train.data import make_data
+    from workbench.train.prompts import build_prompts
+
+    make_data(args.out, target_dir, build_prompts(args.seed, args.prompts), args.gen_batch, args.max_new,
+              args.gen_minutes, args.seed, worker, args.gen_workers)
+
+
+def run_data(args, target_dir: Path) -> None:
+    if args.gen_workers == 1:
+        return _data_worker(args, target_dir, 0)
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_data_worker, args=(args, target_dir, w)) for w in range(args.gen_workers)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    if any(p.exitcode for p in procs):
+        raise SystemExit("a data worker failed")
+
+
+def load_sequences(args):
+    from workbench.train.batches import sequences_from_shards, split
+    from workbench.train.data import load_shards
+
+    seqs = sequences_from_shards(load_shards(args.out))
+    if not seqs:
+        raise SystemExit(f"no data in {args.out / 'data'}: run the data phase first")
+    return seqs, *split(seqs, args.val, args.seed)
+
+
+def run_train_export(args, target_dir: Path, train: bool) -> None:
+    from workbench.models.loading import load_target
+    from workbench.train.export import export_head, export_hot_tokens
+    from workbench.train.loop import init_head, train as train_loop
+
+    target = load_target(target_dir, torch.float32).requires_grad_(False)
+    seqs, train_seqs, val_seqs = load_sequences(args)
+    cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+    if train:
+        t0 = time.time()
+        head = train_loop(args.out, target, train_seqs, val_seqs, cfg, args.resume)
+        print(f"trained {cfg.steps} steps in {time.time() - t0:.0f}s", flush=True)
+    else:
+        head = init_head(target, cfg.seed)
+        head.load_state_dict(torch.load(args.out / "ckpt.pt", weights_only=False)["head"])
+    export_head(head, args.export)
+    export_hot_tokens(seqs, args.export, args.hot)
+    stats = {"sequences": len(seqs), "train_sequences": len(train_seqs), "val_sequences": len(val_seqs),
+             "tokens": sum(len(s.tokens) for s in seqs), "loss_pairs": sum(s.num_targets for s in train_seqs)}
+    (args.out / "data_stats.json").write_text(json.dumps(stats, indent=2) + "\n")
+    print(f"exported to {args.export}: {stats}", flush=True)
+
+
+def main(argv=None) -> None:
+    from workbench import store
+
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    target_dir = store.resolve_target(args.target)
+    t0 = time.time()
+    if args.phase in ("all", "data"):
+        run_data(args, target_dir)
+        print(f"data phase: {time.time() - t0:.0f}s", flush=True)
+    if args.phase in ("all", "train", "export"):
+        run_train_export(args, target_dir, train=args.phase != "export")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""Accept length τ of a draft head on MT-bench first turns (Spec-Bench questions 81-160).
+
+    python -m workbench.train.evaluate                     # shipped head, bf16, 20 questions
+    python -m workbench.train.evaluate --dtype fp32 --hot 8192
+
+Greedy, batched (all questions decode together), ``--max-new`` tokens. For each method it prints
+τ = mean over every verify step of every question of the tokens emitted by that step, the
+per-question mean τ, how many outputs equal plain greedy decoding, and the wall time.
+Evaluation only: these questions are never used for training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from workbench.engine.config import SpecConfig
+from workbench.engine.sampling import SamplingParams
+
+QUESTIONS = Path("/work/shared/data/spec_bench_questions.jsonl")
+METHODS = {
+    "linear(5)": SpecConfig.linear(5),
+    "eagle2(5,4,8)": SpecConfig("eagle2", 5, 4, 8),
+    "eagle2(6,10,60)": SpecConfig("eagle2", 6, 10, 60),
+}
+
+
+def mt_bench_first_turns(path: Path, n: int) -> list[str]:
+    """``n`` first turns spread evenly over question ids 81-160 (all eight categories)."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    mt = sorted((r for r in rows if 81 <= r["question_id"] <= 160), key=lambda r: r["question_id"])
+    step = max(1, len(mt) // n)
+    return [r["turns"][0] for r in mt[::step][:n]]
+
+
+def run(wb, prompts: list[list[int]], spec: SpecConfig, max_new: int) -> dict:
+    reqs, secs = wb.generate(prompts, spec, SamplingParams(), max_new)
+    steps = [a for r in reqs for a in r.accept_lengths]
+    per_q = [sum(r.accept_lengths) / len(r.accept_lengths) for r in reqs if r.accept_lengths]
+    return {"outputs": [r.output_ids for r in reqs], "tau": sum(steps) / max(1, len(steps)),
+            "tau_per_question": sum(per_q) / max(1, len(per_q)), "seconds": secs,
+            "tokens": sum(len(r.output_ids) for r in reqs)}
+
+
+def main(argv=None) -> None:
+    from workbench.models.heads import default_draft_dir, load_hot_tokens
+    from workbench.pipeline import Workbench
+
+    ap = argparse.ArgumentParser(prog="python -m workbench.train.evaluate", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--head", type=Path, default=default_draft_dir())
+    ap.add_argument("--dtype", choices=("fp32", "bf16"), default="bf16")
+    ap.add_argument("--questions", type=Path, default=QUESTIONS)
+    ap.add_argument("-n", type=int, default=20, help="number of questions")
+    ap.add_argument("--max-new", type=int, default=128)
+    ap.add_argument("--hot", type=int, default=None, help="draft only among the N most frequent tokens")
+    ap.add_argument("--methods", nargs="*", default=list(METHODS), choices=list(METHODS))
+    ap.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    wb = Workbench.load(draft=str(args.head), dtype=args.dtype)
+    if args.hot:
+        wb.draft.set_hot_tokens(load_hot_tokens(args.head, args.hot))
+    prompts = [wb.encode(q) for q in mt_bench_first_turns(args.questions, args.n)]
+    base = run(wb, prompts, SpecConfig("vanilla"), args.max_new)
+    print(f"head {args.head}, {args.dtype}, {len(prompts)} MT-bench first turns, {args.max_new} new tokens, "
+          f"greedy, hot tokens: {args.hot or 'full vocabulary'}")
+    print("| method | τ (all steps) | τ (mean per question) | outputs = greedy | tokens | seconds |")
+    print("|---|---|---|---|---|---|")
+    print(f"| vanilla | 1.00 | 1.00 | - | {base['tokens']} | {base['seconds']:.1f} |")
+    for name in args.methods:
+        r = run(wb, prompts, METHODS[name], args.max_new)
+        same = sum(a == b for a, b in zip(r["outputs"], base["outputs"]))
+        print(f"| {name} | {r['tau']:.2f} | {r['tau_per_question']:.2f} | {same}/{len(prompts)} | {r['tokens']} "
+              f"| {r['seconds']:.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

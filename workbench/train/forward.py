@@ -1,0 +1,86 @@
+"""The draft head's training forward and the EAGLE loss.
+
+``train_forward`` runs the same function as ``DraftHead.forward`` (the engine's inference path
+through the paged KV cache) but on padded whole sequences, with plain causal attention
+(``scaled_dot_product_attention(is_causal=True)``) and autograd. It reuses the head's own
+submodules and the target's RoPE tables, so there is one set of weights and one definition;
+``tests/test_train.py`` checks that both forwards agree.
+
+Pairs: position t of a sequence sees ``(f_t, x_{t+1})`` at RoPE position t and regresses
+``f_{t+1}`` (REFERENCE §6).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from workbench.models.draft import DraftHead
+from workbench.models.rope import apply_rotary
+
+
+def train_forward(head: DraftHead, embed: torch.nn.Embedding, features: torch.Tensor,
+                  next_ids: torch.Tensor) -> torch.Tensor:
+    """features [B, T, H] (f_t), next_ids [B, T] (x_{t+1}) -> draft hidden states [B, T, H].
+
+    Sequences are right-padded: causal attention keeps padding out of every real position."""
+    bsz, t, _ = features.shape
+    x = head.fc(torch.cat([embed(next_ids).to(features.dtype), features], dim=-1))  # [B, T, H]
+    layer = head.layers[0]
+    attn = layer.self_attn
+    cos, sin = head.target.rope(torch.arange(t, device=x.device), x.dtype)  # [T, 1, Dh]
+
+    def heads(proj, n):  # [B, T, H'] -> [B, n, T, Dh]
+        return proj(x).view(bsz, t, n, attn.dh)
+
+    q = apply_rotary(heads(attn.q_proj, attn.hq), cos, sin).transpose(1, 2)
+    k = apply_rotary(heads(attn.k_proj, attn.hkv), cos, sin).transpose(1, 2)
+    v = heads(attn.v_proj, attn.hkv).transpose(1, 2)
+    g = attn.hq // attn.hkv
+    k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)  # GQA: [B, Hq, T, Dh]
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=attn.dh**-0.5)
+    x = x + attn.o_proj(o.transpose(1, 2).reshape(bsz, t, attn.hq * attn.dh))
+    return x + layer.mlp(layer.post_attention_layernorm(x))
+
+
+def feature_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """SmoothL1 per position averaged over the hidden size, then over positions. [N, H] -> []"""
+    return F.smooth_l1_loss(pred, target, reduction="none").mean(-1).mean()
+
+
+def soft_ce(pred: torch.Tensor, target: torch.Tensor, lm_head: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Cross-entropy of lm_head(pred) against softmax(lm_head(target)), mean over positions,
+    and how many rows share their argmax. pred, target [N, H]; lm_head [V, H]."""
+    with torch.no_grad():
+        target_logits = F.linear(target, lm_head).float()  # [N, V]
+        p = torch.softmax(target_logits, dim=-1)
+    logq = torch.log_softmax(F.linear(pred, lm_head).float(), dim=-1)
+    hits = int((logq.detach().argmax(-1) == target_logits.argmax(-1)).sum())
+    return -(p * logq).sum(-1).mean(), hits
+
+
+def eagle_loss_backward(pred: torch.Tensor, target: torch.Tensor, lm_head: torch.Tensor, w_feat: float = 1.0,
+                        w_ce: float = 0.1, chunk: int = 1024, ce_frac: float = 1.0,
+                        gen: torch.Generator | None = None) -> dict[str, float]:
+    """Backpropagate ``w_feat * SmoothL1 + w_ce * soft CE`` from pred [N, H] (response
+    positions only). The [N, V] logits are built ``chunk`` rows at a time so memory stays
+    bounded: the CE gradient is accumulated on a detached copy of pred, then pushed through the
+    head in one backward. ``ce_frac`` < 1 takes the CE over a random subset of the rows (an
+    unbiased estimate at a fraction of the lm_head cost). Returns the losses and the top-1
+    agreement of the CE rows."""
+    leaf = pred.detach().requires_grad_(True)
+    rows = torch.arange(pred.shape[0])
+    if ce_frac < 1.0:
+        keep = max(1, round(ce_frac * len(rows)))
+        rows = torch.randperm(len(rows), generator=gen)[:keep].sort().values
+    ce_sum, top1, n = 0.0, 0, len(rows)
+    for s in range(0, n, chunk):
+        idx = rows[s : s + chunk]
+        ce, hits = soft_ce(leaf[idx], target[idx], lm_head)
+        ce = ce * (len(idx) / n)
+        (w_ce * ce).backward()
+        ce_sum, top1 = ce_sum + float(ce.detach()), top1 + hits
+    feat = feature_loss(pred, target)
+    grad = leaf.grad if leaf.grad is not None else torch.zeros_like(pred)
+    torch.autograd.backward([w_feat * feat, pred], [None, grad])
+    return {"feat": float(feat.detach()), "ce": ce_sum, "top1": top1 / max(n, 1)}

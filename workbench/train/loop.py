@@ -1,0 +1,148 @@
+"""The training loop: seeded, resumable, with a tqdm bar and a JSON-lines log.
+
+Work directory layout: ``data/`` (shards, ``data.py``), ``ckpt.pt`` (head + optimiser + RNG +
+step, written every ``ckpt_every`` steps and at the end), ``log.jsonl`` (one line per step).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from workbench.models.config import ModelConfig
+from workbench.models.draft import DraftHead, draft_config_for
+from workbench.models.llama import TargetModel
+from workbench.train.batches import collate, plan_batches
+from workbench.train.forward import eagle_loss_backward, train_forward
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 1200
+    lr: float = 6e-4
+    warmup: int = 60
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.0
+    max_tokens: int = 3072  # padded pairs per batch
+    noise: float = 0.1  # half-width of the uniform noise on input features, in units of their RMS
+    clip_value: float = 0.5
+    w_ce: float = 0.1
+    ce_frac: float = 0.35  # share of the loss positions that get the (costly) CE term each step
+    ckpt_every: int = 200
+    seed: int = 0
+    dtype: str = "fp32"  # bf16 = autocast for the head's matmuls
+
+
+def init_head(target: TargetModel, seed: int) -> DraftHead:
+    """A head that starts as the identity on f_t: fc = [small random | I], every other linear
+    layer small random (std 0.02), norm weights 1. (A copy of the target's last layer is a
+    poor start here: without its input norm it blows the post-norm features up ~20x.)"""
+    torch.manual_seed(seed)
+    head = DraftHead(ModelConfig.from_dict(draft_config_for(target.config)), fc_bias=False)
+    h = target.config.hidden_size
+    with torch.no_grad():
+        for name, p in head.named_parameters():
+            p.fill_(1.0) if name.endswith("layernorm.weight") else p.normal_(0, 0.02)
+        head.fc.weight[:, h:] += torch.eye(h)
+    return head.float().attach(target)
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warm-up, then cosine decay to ``min_lr_ratio * lr``."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    frac = min(1.0, (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup))
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+def batch_schedule(seqs, cfg: TrainConfig):
+    """Endless stream of (epoch, index batch): each epoch re-plans with seed + epoch."""
+    epoch = 0
+    while True:
+        for idx in plan_batches(seqs, cfg.max_tokens, cfg.seed + epoch):
+            yield epoch, idx
+        epoch += 1
+
+
+def train_step(head, target, batch, cfg: TrainConfig, feat_rms: float, gen: torch.Generator) -> dict:
+    """One optimisation step's forward + backward (no optimiser update). Returns the losses."""
+    feats = batch.features
+    noise = (torch.rand(feats.shape, generator=gen) * 2 - 1) * (cfg.noise * feat_rms)
+    with torch.autocast("cpu", torch.bfloat16, enabled=cfg.dtype == "bf16"):
+        out = train_forward(head, target.model.embed_tokens, feats + noise, batch.next_ids)
+    pred = out.float()[batch.loss_mask]  # [N, H]
+    return eagle_loss_backward(pred, batch.targets, target.lm_head.weight.float(), w_ce=cfg.w_ce,
+                               ce_frac=cfg.ce_frac, gen=gen)
+
+
+@torch.no_grad()
+def evaluate_loss(head, target, seqs, cfg: TrainConfig) -> dict:
+    """Mean losses and top-1 agreement on held-out sequences (no noise)."""
+    from workbench.train.forward import feature_loss, soft_ce
+
+    tot, n = {"feat": 0.0, "ce": 0.0, "top1": 0.0}, 0
+    for idx in plan_batches(seqs, cfg.max_tokens, 0):
+        b = collate([seqs[i] for i in idx])
+        pred = train_forward(head, target.model.embed_tokens, b.features, b.next_ids)[b.loss_mask]
+        ce, hits = soft_ce(pred, b.targets, target.lm_head.weight.float())
+        k = pred.shape[0]
+        tot["feat"] += float(feature_loss(pred, b.targets)) * k
+        tot["ce"] += float(ce) * k
+        tot["top1"] += hits
+        n += k
+    return {k: v / max(n, 1) for k, v in tot.items()}
+
+
+def save_ckpt(path: Path, head, opt, step: int, gen: torch.Generator, cfg: TrainConfig) -> None:
+    state = {"head": head.state_dict(), "opt": opt.state_dict(), "step": step, "gen": gen.get_state(),
+             "py_rng": random.getstate(), "cfg": asdict(cfg)}
+    torch.save(state, path.with_suffix(".tmp"))
+    path.with_suffix(".tmp").rename(path)
+
+
+def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfig, resume: bool) -> DraftHead:
+    """Train (or continue) a head on ``train_seqs``; returns it (fp32)."""
+    head = init_head(target, cfg.seed).train()
+    opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    ckpt, log_path, start = work / "ckpt.pt", work / "log.jsonl", 0
+    if resume and ckpt.exists():
+        state = torch.load(ckpt, weights_only=False)
+        head.load_state_dict(state["head"])
+        opt.load_state_dict(state["opt"])
+        gen.set_state(state["gen"])
+        start = state["step"]
+        if log_path.exists():  # drop log lines of steps after the checkpoint (they are redone)
+            keep = [ln for ln in log_path.read_text().splitlines() if json.loads(ln)["step"] <= start]
+            log_path.write_text("".join(ln + "\n" for ln in keep))
+    elif log_path.exists():
+        log_path.unlink()
+    feat_rms = float(torch.cat([s.features[:-1].float() for s in train_seqs[:64]]).pow(2).mean().sqrt())
+    stream = batch_schedule(train_seqs, cfg)
+    for _ in range(start):  # resume: skip the batches already seen (cheap: indices only)
+        next(stream)
+    bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, desc="train", unit="step")
+    with log_path.open("a") as log:
+        for step in bar:
+            epoch, idx = next(stream)
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step, cfg)
+            opt.zero_grad(set_to_none=True)
+            losses = train_step(head, target, collate([train_seqs[i] for i in idx]), cfg, feat_rms, gen)
+            torch.nn.utils.clip_grad_value_(head.parameters(), cfg.clip_value)
+            opt.step()
+            rec = {"step": step + 1, "epoch": epoch, "lr": opt.param_groups[0]["lr"], **losses}
+            if (step + 1) % cfg.ckpt_every == 0 or step + 1 == cfg.steps:
+                rec["val"] = evaluate_loss(head.eval(), target, val_seqs, cfg)
+                head.train()
+                save_ckpt(ckpt, head, opt, step + 1, gen, cfg)
+            log.write(json.dumps(rec) + "\n")
+            log.flush()
+            bar.set_postfix(feat=f"{losses['feat']:.3f}", ce=f"{losses['ce']:.2f}", top1=f"{losses['top1']:.2f}")
+    return head.eval()

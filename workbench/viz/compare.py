@@ -1,0 +1,144 @@
+"""Compare decoding methods on one prompt, from their step traces: τ per step, tokens per target
+forward, what a verify forward costs here, and predicted against measured speedup.
+
+``runs`` maps a name ("vanilla", "linear", "linear (same verify budget)", "eagle2") to
+``{"config": str, "traces": [...]}``. All times come from the traces' ``timing_ms`` (real
+timings of these very steps). The prefill is left out of every time and rate: it is the same
+forward for every method.
+
+    predicted speedup = τ · t(1) / (t_draft + t_verify(D))      t(1): a vanilla decode step
+    measured speedup  = (tokens / step time) / (vanilla tokens / vanilla step time)
+"""
+
+from __future__ import annotations
+
+import html
+from statistics import mean, median
+
+import plotly.graph_objects as go
+
+from workbench.viz.html import note, table
+from workbench.viz.style import METHOD, OKABE_ITO, base_layout
+
+
+def _steps(traces: list[dict]) -> list[dict]:
+    return [t for t in traces if t["kind"] != "prefill"]
+
+
+def run_summary(traces: list[dict]) -> dict:
+    """Verify steps, tokens, mean τ, verify block size D, median ms of draft / verify / whole
+    step, and tokens per second over the steps (prefill excluded)."""
+    steps = _steps(traces)
+    if not steps:
+        return {"steps": 0, "tokens": sum(len(t["emitted"]) for t in traces), "tau": None}
+    spec = steps[0]["kind"] == "spec"
+    totals = [sum(t["timing_ms"].values()) for t in steps]
+    tokens = sum(len(t["emitted"]) for t in steps)
+    return {
+        "steps": len(steps), "target_forwards": len(traces), "tokens": sum(len(t["emitted"]) for t in traces),
+        "tau": mean(t["accept_length"] for t in steps),
+        "D": len(steps[0]["tree"]["nodes"]) if spec else 1,
+        "draft_ms": median(t["timing_ms"]["draft_extend_ms"] + t["timing_ms"]["draft_tree_ms"] for t in steps)
+        if spec else 0.0,
+        "verify_ms": median(t["timing_ms"]["verify_ms"] if spec else t["timing_ms"]["decode_ms"] for t in steps),
+        "step_ms": median(totals), "tokens_per_s": 1e3 * tokens / sum(totals) if sum(totals) else 0.0,
+    }
+
+
+def speedups(runs: dict, t1_ms: float | None = None) -> dict[str, dict]:
+    """Per run: predicted speedup τ·t(1)/(t_draft + t_verify) and measured speedup against
+    "vanilla" (None when there is no vanilla run, or no ``t1_ms``)."""
+    base = run_summary(runs["vanilla"]["traces"]) if "vanilla" in runs else None
+    t1 = t1_ms if t1_ms is not None else (base["verify_ms"] if base and base["steps"] else None)
+    out = {}
+    for name, run in runs.items():
+        s = run_summary(run["traces"])
+        if not s["steps"]:
+            out[name] = {"predicted": None, "measured": None}
+            continue
+        predicted = s["tau"] * t1 / (s["draft_ms"] + s["verify_ms"]) if t1 else None
+        measured = s["tokens_per_s"] / base["tokens_per_s"] if base and base["steps"] else None
+        out[name] = {"predicted": predicted, "measured": measured}
+    return out
+
+
+def tau_figure(runs: dict, height: int = 300) -> go.Figure:
+    """τ per verify step, one line per method."""
+    fig = go.Figure()
+    for name, run in runs.items():
+        steps = _steps(run["traces"])
+        fig.add_trace(go.Scatter(x=[t["step"] for t in steps], y=[t["accept_length"] for t in steps],
+                                 mode="lines+markers", name=name, line=dict(color=METHOD.get(name))))
+    fig.update_layout(**base_layout("τ per step (tokens per target forward)", height))
+    fig.update_xaxes(title="step")
+    fig.update_yaxes(title="τ", rangemode="tozero", dtick=1)
+    return fig
+
+
+def tokens_figure(runs: dict, height: int = 300) -> go.Figure:
+    """Tokens emitted so far against target forwards: the steeper, the fewer forwards per token."""
+    fig = go.Figure()
+    for name, run in runs.items():
+        total, xs, ys = 0, [], []
+        for i, t in enumerate(run["traces"], start=1):
+            total += len(t["emitted"])
+            xs.append(i), ys.append(total)
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=name, line=dict(color=METHOD.get(name))))
+    fig.update_layout(**base_layout("Tokens against target forwards", height))
+    fig.update_xaxes(title="target forwards (prefill = 1)")
+    fig.update_yaxes(title="tokens emitted", rangemode="tozero")
+    return fig
+
+
+def cost_figure(runs: dict, measured: list[dict] | None = None, height: int = 300) -> go.Figure:
+    """Verify forward time against verify block size: the median of each run's steps, and the
+    measured curve (``measure_verify_cost``) when given."""
+    fig = go.Figure()
+    if measured:
+        fig.add_trace(go.Scatter(x=[m["tokens"] for m in measured], y=[m["ms"] for m in measured],
+                                 mode="lines+markers", name="measured: one target forward of N tokens",
+                                 line=dict(color=OKABE_ITO["grey"], dash="dot")))
+    for name, run in runs.items():
+        s = run_summary(run["traces"])
+        if s["steps"]:
+            fig.add_trace(go.Scatter(x=[s["D"]], y=[s["verify_ms"]], mode="markers", name=f"{name} (its steps)",
+                                     marker=dict(size=12, color=METHOD.get(name), symbol="diamond")))
+    fig.update_layout(**base_layout("Verify cost on this machine", height))
+    fig.update_xaxes(title="tokens in the verify forward (D)", type="log", tickvals=[1, 2, 4, 8, 16, 32, 64, 128])
+    fig.update_yaxes(title="ms", rangemode="tozero")
+    return fig
+
+
+def _fmt(x, spec: str = ".2f", suffix: str = "") -> str:
+    return "–" if x is None else f"{x:{spec}}{suffix}"
+
+
+def summary_html(runs: dict, t1_ms: float | None = None) -> str:
+    """One row per method: config, forwards, tokens, τ, D, median ms, tokens/s, speedups; and
+    whether the outputs agree (greedy speculation must reproduce vanilla exactly)."""
+    sp = speedups(runs, t1_ms)
+    rows, attrs = [], []
+    for name, run in runs.items():
+        s = run_summary(run["traces"])
+        rows.append([f"<b>{html.escape(name)}</b>", html.escape(run["config"]), str(s.get("target_forwards", "–")),
+                     str(s["tokens"]), _fmt(s["tau"]), str(s.get("D", "–")), _fmt(s.get("draft_ms"), ".0f"),
+                     _fmt(s.get("verify_ms"), ".0f"), _fmt(s.get("step_ms"), ".0f"), _fmt(s.get("tokens_per_s"), ".1f"),
+                     _fmt(sp[name]["predicted"], ".2f", "×"), _fmt(sp[name]["measured"], ".2f", "×")])
+        attrs.append({"method": name, "tau": _fmt(s["tau"]), "forwards": s.get("target_forwards", 0)})
+    out = table(["method", "config", "target forwards", "tokens", "mean τ", "D", "draft ms", "verify ms",
+                 "step ms", "tokens/s", "predicted speedup", "measured speedup"], rows, attrs, name="summary")
+    return out + note(_agreement(runs) +
+                      " Times are medians over steps; the prefill is excluded. Predicted speedup = "
+                      "τ · t(1) / (t_draft + t_verify(D)), t(1) = a vanilla decode step.")
+
+
+def _agreement(runs: dict) -> str:
+    """Do the methods emit the same tokens? Where do they first differ?"""
+    outputs = {name: [tok for t in run["traces"] for tok in t["emitted"]] for name, run in runs.items()}
+    ref_name, ref = next(iter(outputs.items()))
+    for name, toks in outputs.items():
+        first = next((i for i, (a, b) in enumerate(zip(ref, toks)) if a != b), None)
+        if first is not None:
+            return (f"{name} differs from {ref_name} from token {first} on (expected when sampling; at "
+                    "temperature 0, a near-tie rounded differently by a bigger forward in bf16).")
+    return "All methods emitted the same tokens."

@@ -1,0 +1,112 @@
+"""KV cache slots touched by one step, for the target and the draft head.
+
+Both share one slot allocator (two physical buffers, same slot ids; REFERENCE §2.1). In a spec
+step the target writes one slot per verified node; the slots of the root and the accepted drafts
+are kept (committed), the others rolled back: freed. Rollback here is a slot-table remap (page
+size 1), so no row is moved; an engine that copies accepted rows down would list them in
+``moved``. The draft writes its extend slots (kept: the next steps attend to them) and scratch
+slots for the tree levels (freed at once).
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from workbench.viz.html import chip, note, table
+from workbench.viz.style import SLOT, base_layout
+from workbench.viz.tokens import show
+
+BAND_OVER = 16  # more cells than this in one group are drawn as one band
+BAND_WIDTH = 3.0
+
+
+def kv_summary(trace: dict) -> dict:
+    """Counts: committed before the step, target written / kept / rolled back / moved, draft
+    extend / scratch, and the allocator after the step."""
+    t = trace["kv"]["target"]
+    d = trace["kv"].get("draft", {})
+    return {"committed_before": trace["L"], "written": len(t["written"]), "kept": len(t["kept"]),
+            "rolled_back": len(t["freed"]), "moved": len(t.get("moved", [])),
+            "draft_extend": len(d.get("extend_written", [])), "draft_scratch": len(d.get("scratch", [])),
+            "allocated": trace["kv"]["allocated"], "free": trace["kv"]["free"], "total": trace["kv"]["total"],
+            "committed_after": trace["L"] + len(t["kept"])}
+
+
+def _group(slots: list[int], status: str, labels: list[str] | None = None) -> list[dict]:
+    """Cells for ``slots`` (one per slot), or one band when there are many."""
+    if not slots:
+        return []
+    if len(slots) > BAND_OVER:
+        return [{"band": True, "status": status, "count": len(slots), "slots": slots}]
+    return [{"band": False, "status": status, "slot": s, "label": labels[i] if labels else ""}
+            for i, s in enumerate(slots)]
+
+
+def kv_rows(trace: dict) -> dict[str, list[dict]]:
+    """{"target KV": groups, "draft KV": groups} in drawing order; a group is a cell (one slot)
+    or a band (many slots, e.g. the committed prefix)."""
+    t, d = trace["kv"]["target"], trace["kv"].get("draft", {})
+    committed = [{"band": True, "status": "committed", "count": trace["L"], "slots": []}] if trace["L"] else []
+    if trace["kind"] != "spec":
+        return {"target KV": committed + _group(t["written"], "kept"), "draft KV": []}
+    kept, nodes = set(t["kept"]), trace["tree"]["nodes"]
+    labels = [f"node {i} {show(nodes[i]['text'])}" for i in range(len(t["written"]))]
+    written = [{"band": False, "status": "kept" if s in kept else "freed", "slot": s, "label": labels[i]}
+               for i, s in enumerate(t["written"])]
+    return {"target KV": committed + written,
+            "draft KV": _group(d.get("extend_written", []), "extend") + _group(d.get("scratch", []), "scratch")}
+
+
+def kv_figure(trace: dict, height: int = 210) -> go.Figure:
+    """Two strips of slots (target above, draft below): a marker per slot, a band for long runs.
+    One marker trace per status (``meta`` = the status); the table below carries the legend."""
+    fig = go.Figure()
+    points: dict[str, dict] = {k: {"x": [], "y": [], "hover": []} for k in SLOT}
+    rows = kv_rows(trace)
+    for y, (name, groups) in enumerate(rows.items()):
+        x = 0.0
+        for g in groups:
+            look = SLOT[g["status"]]
+            if g["band"]:
+                fig.add_shape(type="rect", x0=x - 0.4, x1=x + BAND_WIDTH - 0.6, y0=-y - 0.3, y1=-y + 0.3,
+                              fillcolor=look.colour, line=dict(color=look.colour), opacity=0.85)
+                fig.add_annotation(x=x + BAND_WIDTH / 2 - 0.5, y=-y, showarrow=False, font=dict(color="white"),
+                                   text=f"{g['count']} {'committed' if g['status'] == 'committed' else look.glyph}")
+                x += BAND_WIDTH
+                continue
+            p = points[g["status"]]
+            p["x"].append(x), p["y"].append(-y)
+            p["hover"].append(f"{name} slot {g['slot']}: {look.label}<br>{g['label']}")
+            x += 1
+    for status, p in points.items():
+        if p["x"]:
+            look = SLOT[status]
+            fig.add_trace(go.Scatter(
+                x=p["x"], y=p["y"], mode="markers+text", text=[look.glyph] * len(p["x"]), textposition="top center",
+                marker=dict(symbol=look.symbol, size=18, color=look.colour, line=dict(width=2, color=look.colour)),
+                name=look.label, meta=status, hovertext=p["hover"], hoverinfo="text", showlegend=False))
+    s = kv_summary(trace)
+    fig.update_layout(**base_layout(f"KV slots, step {trace['step']}: target wrote {s['written']}, kept {s['kept']}, "
+                                    f"rolled back {s['rolled_back']}; draft wrote {s['draft_extend']} + "
+                                    f"{s['draft_scratch']} scratch", height, axes=False))
+    fig.update_yaxes(tickvals=[0, -1], ticktext=list(rows), range=[-1.5, 0.6], showgrid=False)
+    fig.update_xaxes(visible=False)
+    return fig
+
+
+def kv_table_html(trace: dict) -> str:
+    """The counts as a table, with how rollback was done."""
+    s = kv_summary(trace)
+    rows = [["target", "committed before the step (L)", str(s["committed_before"])],
+            ["target", f"{SLOT['kept'].glyph} written this step", str(s["written"])],
+            ["target", f"{SLOT['kept'].glyph} kept (root + accepted drafts)", str(s["kept"])],
+            ["target", f"{SLOT['freed'].glyph} rolled back (freed)", str(s["rolled_back"])],
+            ["target", "moved (rows copied)", str(s["moved"])],
+            ["draft", f"{SLOT['extend'].glyph} draft extend: written, kept", str(s["draft_extend"])],
+            ["draft", f"{SLOT['scratch'].glyph} tree scratch: written, freed", str(s["draft_scratch"])],
+            ["allocator", "slots allocated / free / total after the step",
+             f"{s['allocated']} / {s['free']} / {s['total']}"]]
+    keys = ["committed_before", "written", "kept", "rolled_back", "moved", "draft_extend", "draft_scratch", "allocated"]
+    out = table(["pool", "slots", "count"], rows, [{"key": k} for k in keys], name="kv")
+    how = trace["kv"].get("rollback", "no rollback: every written slot is kept")
+    return out + note(f"Rollback: {how}.") + "".join(chip(look) for look in SLOT.values())

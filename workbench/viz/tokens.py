@@ -1,0 +1,30 @@
+"""How a token's text and a probability are shown: whitespace made visible, short numbers."""
+
+from __future__ import annotations
+
+import html
+
+_VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
+
+
+def show(text: str, limit: int = 16) -> str:
+    """Token text with whitespace made visible (``" the"`` -> ``"␣the"``), cut at ``limit``."""
+    if text == "":
+        return "∅"
+    shown = "".join(_VISIBLE.get(ch, ch) for ch in text)
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+
+def show_html(text: str, limit: int = 16) -> str:
+    """``show`` for HTML: escaped, safe inside a table cell."""
+    return html.escape(show(text, limit))
+
+
+def node_label(trace: dict, node: int) -> str:
+    """``"3 ␣cat"``: the node index and its token, as the mask and the tables label rows."""
+    return f"{node} {show(trace['tree']['nodes'][node]['text'])}"
+
+
+def num(x: float) -> str:
+    """A probability in 2 significant digits, small ones in e-notation (0.31, 0.045, 3.1e-05)."""
+    return f"{x:.2f}" if x >= 0.1 else f"{x:.2g}" if x >= 0.001 else f"{x:.1e}"
