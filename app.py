@@ -4,7 +4,7 @@ The target, its tokenizer and the draft head are loaded once, before the server 
 on stderr); every browser session then gets its own Engine and KV cache. Options::
 
     --host 127.0.0.1 --port 7860   where to listen
-    --dtype bf16                   bf16 (default: faster on this CPU) or fp32
+    --dtype auto                   auto (default: bf16 where the CPU computes it natively, else fp32), bf16 or fp32
     --target DIR                   a local HF directory (default: SmolLM2-135M-Instruct, fetched once)
     --draft PATH | random[:SEED]   a draft head checkpoint (default: the shipped head, else random)
 """
@@ -23,7 +23,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="EAGLE-2 Workbench web app")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=7860)
-    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
+    p.add_argument("--dtype", default="auto", choices=["auto", "bf16", "fp32"])
     p.add_argument("--target", default=None, help="local HF model directory (default: SmolLM2-135M-Instruct)")
     p.add_argument("--draft", default=None, help="draft head directory, or random[:SEED]")
     return p.parse_args(argv)

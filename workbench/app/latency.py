@@ -1,6 +1,6 @@
 """How long a Step takes in the app: ``python -m workbench.app.latency [--steps 20] [--browser]``.
 
-Loads the app's default model (bf16, the default head) and warms up as the app does, starts a
+Loads the app's default model (dtype auto, the default head) and warms up as the app does, starts a
 run with the page's default inputs and presses Step ``--steps`` times (restarting the run when
 it finishes). Each Step is timed as the app does it:
 
@@ -81,7 +81,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--browser", action="store_true", help="time in chromium, click to drawn figure")
-    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
+    ap.add_argument("--dtype", default="auto", choices=["auto", "bf16", "fp32"])
     args = ap.parse_args(argv)
     from workbench.app.load import load_workbench
 

@@ -16,7 +16,7 @@ def default_draft() -> str | None:
     return None if (default_draft_dir() / "config.json").exists() else "random"
 
 
-def load_workbench(target: str | None = None, draft: str | None = None, dtype: str = "bf16", say=None):
+def load_workbench(target: str | None = None, draft: str | None = None, dtype: str = "auto", say=None):
     """(Workbench, one line for the page: what was loaded and how long it took). ``say(msg)``
     gets progress lines (default: stderr). Without ``target`` and ``draft``: the default model
     and the shipped head, or a random head (with a warning) where none was trained yet."""

@@ -244,7 +244,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=_positive("--threads"), default=2, help="torch CPU threads")
     p.add_argument("--out", default="bench_out", help="output directory (default bench_out/)")
     add_model_args(p)
-    p.set_defaults(dtype="bf16")
+    p.set_defaults(dtype="auto")
 
 
 def cmd_bench(args) -> int:

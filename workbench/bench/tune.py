@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(prog="python -m workbench.bench tune", description=__doc__.splitlines()[0])
     add_model_args(p)
-    p.set_defaults(dtype="bf16")
+    p.set_defaults(dtype="auto")
     p.add_argument("--grid", default=",".join(GRID), help="comma list of D/S/K trees to consider")
     p.add_argument("--max-trees", type=int, default=5, help="measure at most this many trees")
     p.add_argument("--max-new-tokens", type=int, default=40)
