@@ -2,11 +2,11 @@
 loss is the plain loss; the training prompts are ours, not Spec-Bench's."""
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
+from workbench.bench.specbench import DATA_FILE
 from workbench.engine.batch import extend_batch
 from workbench.models.draft import random_head
 from workbench.models.loading import load_target
@@ -14,7 +14,7 @@ from workbench.testing.tiny import make_tiny_checkpoint
 from workbench.train.forward import eagle_loss_backward, feature_loss, soft_ce, train_forward
 from workbench.train.prompts import build_prompts
 
-SPEC_BENCH = Path("/work/shared/data/spec_bench_questions.jsonl")
+SPEC_BENCH = DATA_FILE
 
 
 @pytest.fixture(scope="module")
@@ -142,3 +142,24 @@ def test_recorded_features_equal_our_prefill(tmp_path):
         want = ours(batch, ours.new_kv_pool(len(seq)))
         torch.testing.assert_close(feats[:-1].float(), want[:-1], rtol=2e-3, atol=2e-3)
         assert seq[plen:] == ours.logits(want[plen - 1 : -1]).argmax(-1).tolist()  # greedy
+
+
+def test_warm_start_loads_an_exported_head(tiny, tmp_path):
+    """--init: the head starts from exported weights (lr 0 keeps them), and a missing path is a
+    clear error before any step runs."""
+    from workbench.train.batches import Sequence
+    from workbench.train.export import export_head
+    from workbench.train.loop import TrainConfig, train
+
+    target, head = tiny
+    export_head(head, tmp_path / "head", torch.float32)
+    h = target.config.hidden_size
+    gen = torch.Generator().manual_seed(0)
+    seqs = [Sequence(torch.randint(3, 60, (12,), generator=gen), torch.randn(12, h, generator=gen).half(), 4)
+            for _ in range(3)]
+    cfg = TrainConfig(steps=1, lr=0.0, warmup=1, ckpt_every=1, max_tokens=64, init=str(tmp_path / "head"))
+    out = train(tmp_path / "work", target, seqs, seqs[:1], cfg, resume=False)
+    for (name, a), (_, b) in zip(head.state_dict().items(), out.state_dict().items()):
+        torch.testing.assert_close(a, b, msg=name)
+    with pytest.raises(FileNotFoundError, match="no such checkpoint"):
+        train(tmp_path / "work", target, seqs, seqs[:1], TrainConfig(steps=1, init=str(tmp_path / "nope")), False)

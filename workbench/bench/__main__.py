@@ -12,6 +12,7 @@ import sys
 # name -> module holding main(argv); add new benchmarks here.
 COMMANDS: dict[str, str] = {
     "kernel": "workbench.bench.kernel",
+    "linear": "workbench.bench.linear",
     "plain": "workbench.bench.plain",
     "run": "workbench.bench.suite",
     "tune": "workbench.bench.tune",

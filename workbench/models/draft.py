@@ -21,6 +21,7 @@ from torch import nn
 from workbench.engine.batch import ForwardBatch
 from workbench.kv.pool import KVPool
 from workbench.models.config import ModelConfig
+from workbench.models.linear import Linear, linear
 from workbench.models.llama import DecoderLayer, TargetModel
 
 
@@ -28,7 +29,7 @@ class DraftHead(nn.Module):
     def __init__(self, cfg: ModelConfig, fc_bias: bool):
         super().__init__()
         self.config = cfg
-        self.fc = nn.Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=fc_bias)
+        self.fc = Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=fc_bias)
         self.layers = nn.ModuleList([DecoderLayer(cfg, 0, input_norm=False)])
         self.target: TargetModel | None = None  # set by attach(); not a submodule (not saved)
         self.hot_tokens: torch.Tensor | None = None  # optional pruned draft vocabulary [V_hot]
@@ -72,7 +73,7 @@ class DraftHead(nn.Module):
         """Draft distribution over the vocabulary, fp32 log-probabilities [R, V'] and the token
         id of each column (None = the full vocabulary; else the pruned hot-token list)."""
         w = self.target.lm_head.weight if self.hot_tokens is None else self._hot_w  # [V', H]
-        logits = torch.nn.functional.linear(hidden.to(w.dtype), w).float()
+        logits = linear(hidden.to(w.dtype), w).float()
         return torch.log_softmax(logits, dim=-1), self.hot_tokens
 
     def set_hot_tokens(self, hot: torch.Tensor | None) -> None:

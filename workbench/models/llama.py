@@ -17,6 +17,7 @@ from workbench.attention import attend
 from workbench.engine.batch import ForwardBatch
 from workbench.kv.pool import KVPool
 from workbench.models.config import ModelConfig
+from workbench.models.linear import Linear
 from workbench.models.rope import Rotary, apply_rotary
 
 
@@ -38,10 +39,10 @@ class Attention(nn.Module):
         super().__init__()
         self.layer_idx = layer_idx
         self.hq, self.hkv, self.dh = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-        self.q_proj = nn.Linear(cfg.hidden_size, self.hq * self.dh, bias=cfg.qkv_bias)
-        self.k_proj = nn.Linear(cfg.hidden_size, self.hkv * self.dh, bias=cfg.qkv_bias)
-        self.v_proj = nn.Linear(cfg.hidden_size, self.hkv * self.dh, bias=cfg.qkv_bias)
-        self.o_proj = nn.Linear(self.hq * self.dh, cfg.hidden_size, bias=cfg.o_bias)
+        self.q_proj = Linear(cfg.hidden_size, self.hq * self.dh, bias=cfg.qkv_bias)
+        self.k_proj = Linear(cfg.hidden_size, self.hkv * self.dh, bias=cfg.qkv_bias)
+        self.v_proj = Linear(cfg.hidden_size, self.hkv * self.dh, bias=cfg.qkv_bias)
+        self.o_proj = Linear(self.hq * self.dh, cfg.hidden_size, bias=cfg.o_bias)
 
     def forward(self, x, cos, sin, batch: ForwardBatch, kv: KVPool, backend: str) -> torch.Tensor:
         t = x.shape[0]
@@ -59,9 +60,9 @@ class MLP(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         h, i, bias = cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias
-        self.gate_proj = nn.Linear(h, i, bias=bias)
-        self.up_proj = nn.Linear(h, i, bias=bias)
-        self.down_proj = nn.Linear(i, h, bias=bias)
+        self.gate_proj = Linear(h, i, bias=bias)
+        self.up_proj = Linear(h, i, bias=bias)
+        self.down_proj = Linear(i, h, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))  # SwiGLU
@@ -99,7 +100,7 @@ class TargetModel(nn.Module):
         super().__init__()
         self.config = cfg
         self.model = LlamaBody(cfg)
-        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.lm_head = Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
         self.rotary: Rotary | None = None  # built on first use, on the model's device

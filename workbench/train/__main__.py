@@ -2,10 +2,12 @@
 
     python -m workbench.train                      # everything, into ~/.cache/workbench/train
     python -m workbench.train --phase train --resume --steps 1500
+    python -m workbench.train --phase train --init ckpt_old.pt --steps 1000   # warm start
     python -m workbench.train --phase export       # write the head of the last checkpoint
 
 Phases: ``data`` (greedy answers + features, shards in <out>/data, finished shards are kept),
-``train`` (checkpoints in <out>/ckpt.pt every --ckpt-every steps; --resume continues),
+``train`` (checkpoints in <out>/ckpt.pt every --ckpt-every steps; --resume continues the same
+run; --init starts a new run from another checkpoint's or an exported head's weights),
 ``export`` (config.json + fp16 model.safetensors + hot_tokens.json into --export).
 """
 
@@ -50,20 +52,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def _data_worker(args: argparse.Namespace, target_dir: Path, worker: int) -> None:
-    torch.set_num_threads(1)
-    from workbench.train.data import make_data
-    from workbench.train.prompts import build_prompts
-
-    make_data(args.out, target_dir, build_prompts(args.seed, args.prompts), args.gen_batch, args.max_new,
-              args.gen_minutes, args.seed, worker, args.gen_workers)
-
-
 def run_data(args, target_dir: Path) -> None:
+    from workbench.train.data import data_worker
+
+    job = dict(work=args.out, target_dir=target_dir, seed=args.seed, num_prompts=args.prompts,
+               batch_size=args.gen_batch, max_new=args.max_new, minutes=args.gen_minutes, workers=args.gen_workers)
     if args.gen_workers == 1:
-        return _data_worker(args, target_dir, 0)
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_data_worker, args=(args, target_dir, w)) for w in range(args.gen_workers)]
+        return data_worker(job, 0)
+    ctx = mp.get_context("spawn")  # the worker lives in an importable module: spawn pickles it by name
+    procs = [ctx.Process(target=data_worker, args=(job, w)) for w in range(args.gen_workers)]
     for p in procs:
         p.start()
     for p in procs:
@@ -109,6 +106,8 @@ def main(argv=None) -> None:
     from workbench import store
 
     args = parse_args(argv)
+    if args.init and not Path(args.init).exists():
+        raise SystemExit(f"error: --init {args.init}: no such checkpoint or head directory")
     if args.threads:
         torch.set_num_threads(args.threads)
     target_dir = store.resolve_target(args.target)

@@ -123,6 +123,15 @@ def make_data(work: Path, target_dir: Path, prompts: list[str], batch_size: int,
     rec.close()
 
 
+def data_worker(job: dict, worker: int) -> None:
+    """One data process (one torch thread): ``make_data`` on every ``workers``-th batch."""
+    from workbench.train.prompts import build_prompts
+
+    torch.set_num_threads(1)
+    make_data(job["work"], job["target_dir"], build_prompts(job["seed"], job["num_prompts"]), job["batch_size"],
+              job["max_new"], job["minutes"], job["seed"], worker, job["workers"])
+
+
 def load_shards(work: Path) -> list[dict[str, torch.Tensor]]:
     from safetensors.torch import load_file
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import torch
 
+from workbench.bench.specbench import DATA_FILE as QUESTIONS
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
 
-QUESTIONS = Path("/work/shared/data/spec_bench_questions.jsonl")
 METHODS = {
     "linear(5)": SpecConfig.linear(5),
     "eagle2(5,4,8)": SpecConfig("eagle2", 5, 4, 8),

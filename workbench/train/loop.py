@@ -37,6 +37,7 @@ class TrainConfig:
     ckpt_every: int = 200
     seed: int = 0
     dtype: str = "fp32"  # bf16 = autocast for the head's matmuls
+    init: str = ""  # start from these weights (a ckpt.pt or an exported head directory), fresh schedule
 
 
 def init_head(target: TargetModel, seed: int) -> DraftHead:
@@ -51,6 +52,22 @@ def init_head(target: TargetModel, seed: int) -> DraftHead:
             p.fill_(1.0) if name.endswith("layernorm.weight") else p.normal_(0, 0.02)
         head.fc.weight[:, h:] += torch.eye(h)
     return head.float().attach(target)
+
+
+def init_weights(path: Path) -> dict[str, torch.Tensor]:
+    """The head's weights from a training checkpoint (``ckpt.pt``) or an exported head directory
+    (``model.safetensors``), as fp32."""
+    if path.is_dir():
+        from safetensors.torch import load_file
+
+        if not (path / "model.safetensors").exists():
+            raise FileNotFoundError(f"--init {path}: no model.safetensors in this directory")
+        state = load_file(str(path / "model.safetensors"))
+    elif path.is_file():
+        state = torch.load(path, map_location="cpu", weights_only=False)["head"]
+    else:
+        raise FileNotFoundError(f"--init {path}: no such checkpoint or head directory")
+    return {k: v.float() for k, v in state.items()}
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -111,6 +128,7 @@ def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfi
     head = init_head(target, cfg.seed).train()
     opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     gen = torch.Generator().manual_seed(cfg.seed)
+    work.mkdir(parents=True, exist_ok=True)
     ckpt, log_path, start = work / "ckpt.pt", work / "log.jsonl", 0
     if resume and ckpt.exists():
         state = torch.load(ckpt, weights_only=False)
@@ -121,8 +139,11 @@ def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfi
         if log_path.exists():  # drop log lines of steps after the checkpoint (they are redone)
             keep = [ln for ln in log_path.read_text().splitlines() if json.loads(ln)["step"] <= start]
             log_path.write_text("".join(ln + "\n" for ln in keep))
-    elif log_path.exists():
-        log_path.unlink()
+    else:
+        if cfg.init:  # warm start: weights only; optimiser, schedule and data order start afresh
+            head.load_state_dict(init_weights(Path(cfg.init)))
+        if log_path.exists():
+            log_path.unlink()
     feat_rms = float(torch.cat([s.features[:-1].float() for s in train_seqs[:64]]).pow(2).mean().sqrt())
     stream = batch_schedule(train_seqs, cfg)
     for _ in range(start):  # resume: skip the batches already seen (cheap: indices only)

@@ -1,0 +1,83 @@
+"""Few-row linear layers on this CPU: ``F.linear(x, W)`` against ``(W @ x^T)^T``.
+
+    python -m workbench.bench linear [--rows 1,2,4,8,16,32,64,128] [--threads 2]
+
+For SmolLM2's shapes (a layer's seven projections, and the 49152 x 576 lm_head), fp32, median ms
+over repeats, each weight a separate tensor so it is read from memory as in a real forward. The
+rows are the tokens of one forward: 1 for a decode step, the tree size for a verify.
+``workbench.models.linear`` uses the second order for the rows where it measured faster here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+# (out, in) of a SmolLM2-135M layer's projections (q, k, v, o, gate, up, down) and its lm_head
+LAYER_SHAPES = ((576, 576), (192, 576), (192, 576), (576, 576), (1536, 576), (1536, 576), (576, 1536))
+LM_HEAD = (49152, 576)
+
+
+def _median_ms(fn, repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def measure(rows: list[int], layers: int = 30, repeats: int = 7, seed: int = 0) -> list[dict]:
+    """ms of ``layers`` layers' projections and of the lm_head, both orders, for each row count."""
+    gen = torch.Generator().manual_seed(seed)
+    weights = [torch.randn(shape, generator=gen) for _ in range(layers) for shape in LAYER_SHAPES]
+    head = torch.randn(LM_HEAD, generator=gen)
+    out = []
+    for m in rows:
+        xs = {w.shape[1]: torch.randn(m, w.shape[1], generator=gen) for w in weights}
+        x_head = torch.randn(m, LM_HEAD[1], generator=gen)
+        out.append({
+            "rows": m,
+            "layers_linear_ms": _median_ms(lambda: [F.linear(xs[w.shape[1]], w) for w in weights], repeats),
+            "layers_weight_left_ms": _median_ms(
+                lambda: [(w @ xs[w.shape[1]].t()).t().contiguous() for w in weights], repeats),
+            "lm_head_linear_ms": _median_ms(lambda: F.linear(x_head, head), repeats),
+            "lm_head_weight_left_ms": _median_ms(lambda: (head @ x_head.t()).t().contiguous(), repeats),
+        })
+    return out
+
+
+def table(results: list[dict]) -> str:
+    lines = ["| rows | 30 layers: F.linear | 30 layers: (W @ x^T)^T | lm_head: F.linear | lm_head: (W @ x^T)^T |",
+             "|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['rows']} | {r['layers_linear_ms']:.1f} ms | {r['layers_weight_left_ms']:.1f} ms | "
+                     f"{r['lm_head_linear_ms']:.1f} ms | {r['lm_head_weight_left_ms']:.1f} ms |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m workbench.bench linear", description=__doc__.splitlines()[0])
+    p.add_argument("--rows", default="1,2,4,8,16,32,64,128", help="comma list of row counts")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=7)
+    args = p.parse_args(argv)
+    try:
+        rows = [int(x) for x in args.rows.split(",")]
+        if any(r < 1 for r in rows) or args.threads < 1 or args.repeats < 1:
+            raise ValueError
+    except ValueError:
+        p.error(f"--rows takes positive integers separated by commas, got {args.rows!r}; "
+                "--threads and --repeats must be positive")
+    torch.set_num_threads(args.threads)
+    print(table(measure(rows, repeats=args.repeats)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
