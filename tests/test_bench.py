@@ -155,3 +155,25 @@ def test_suite_end_to_end_on_a_tiny_model(tiny_dir, tmp_path):
     assert "| `eagle2:best` |" in md and "## Verify cost" in md and "## Goals" in md
     page = (out / "figures.html").read_text()
     assert page.count("plotly-graph-div") >= 5 and "Verify cost" in page
+
+
+@pytest.mark.parametrize("argv", [["bench", "--hot-tokens", "0"], ["tune", "--hot-tokens", "0"]])
+def test_hot_tokens_option_reaches_the_model_load(argv, monkeypatch):
+    """``--hot-tokens`` is passed to ``Workbench.load`` (0 = the draft's full vocabulary)."""
+    from workbench import pipeline
+    from workbench.bench import tune as tune_cmd
+    from workbench.cli import main
+
+    seen = {}
+
+    def fake_load(*args, **kwargs):
+        seen.update(kwargs)
+        raise FileNotFoundError("stop here")
+
+    monkeypatch.setattr(pipeline.Workbench, "load", fake_load)
+    if argv[0] == "bench":
+        assert main(argv) == 2  # the stop-here error is reported as a user error
+    else:
+        with pytest.raises(FileNotFoundError):
+            tune_cmd.main(argv[1:])
+    assert seen.get("hot_tokens") == 0

@@ -163,3 +163,6 @@ def test_warm_start_loads_an_exported_head(tiny, tmp_path):
         torch.testing.assert_close(a, b, msg=name)
     with pytest.raises(FileNotFoundError, match="no such checkpoint"):
         train(tmp_path / "work", target, seqs, seqs[:1], TrainConfig(steps=1, init=str(tmp_path / "nope")), False)
+    (tmp_path / "junk.pt").write_text("not a checkpoint")
+    with pytest.raises(ValueError, match="not a training checkpoint"):
+        train(tmp_path / "work", target, seqs, seqs[:1], TrainConfig(steps=1, init=str(tmp_path / "junk.pt")), False)

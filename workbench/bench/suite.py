@@ -267,7 +267,8 @@ def cmd_bench(args) -> int:
         questions = specbench.select(specbench.load_questions(), args.subset, args.per_category)[: args.limit]
         names = [n.strip() for n in args.methods.split(",")]
         speculative = any(n.startswith(("linear", "eagle2")) for n in names)
-        wb = Workbench.load(args.target, args.draft, args.dtype, args.device, args.attention, speculative)
+        wb = Workbench.load(args.target, args.draft, args.dtype, args.device, args.attention, speculative,
+                            hot_tokens=args.hot_tokens)
     except (ValueError, FileNotFoundError) as err:
         raise UserError(str(err)) from None
     info = machine_info(args.threads)

@@ -116,7 +116,10 @@ def main(argv=None) -> None:
         run_data(args, target_dir)
         print(f"data phase: {time.time() - t0:.0f}s", flush=True)
     if args.phase in ("all", "train", "export"):
-        run_train_export(args, target_dir, train=args.phase != "export")
+        try:
+            run_train_export(args, target_dir, train=args.phase != "export")
+        except (ValueError, FileNotFoundError) as err:
+            raise SystemExit(f"error: {err}") from None
 
 
 if __name__ == "__main__":

@@ -64,7 +64,10 @@ def init_weights(path: Path) -> dict[str, torch.Tensor]:
             raise FileNotFoundError(f"--init {path}: no model.safetensors in this directory")
         state = load_file(str(path / "model.safetensors"))
     elif path.is_file():
-        state = torch.load(path, map_location="cpu", weights_only=False)["head"]
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=False)["head"]
+        except Exception as err:  # not a torch file, or not one of our checkpoints
+            raise ValueError(f"--init {path}: not a training checkpoint with a 'head' ({err!r})") from None
     else:
         raise FileNotFoundError(f"--init {path}: no such checkpoint or head directory")
     return {k: v.float() for k, v in state.items()}
@@ -141,7 +144,10 @@ def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfi
             log_path.write_text("".join(ln + "\n" for ln in keep))
     else:
         if cfg.init:  # warm start: weights only; optimiser, schedule and data order start afresh
-            head.load_state_dict(init_weights(Path(cfg.init)))
+            try:
+                head.load_state_dict(init_weights(Path(cfg.init)))
+            except RuntimeError as err:
+                raise ValueError(f"--init {cfg.init}: these weights do not fit this target's head ({err})") from None
         if log_path.exists():
             log_path.unlink()
     feat_rms = float(torch.cat([s.features[:-1].float() for s in train_seqs[:64]]).pow(2).mean().sqrt())
