@@ -11,25 +11,15 @@ rows are the tokens of one forward: 1 for a decode step, the tree size for a ver
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 
+from workbench.bench.cost import _time
+
 # (out, in) of a SmolLM2-135M layer's projections (q, k, v, o, gate, up, down) and its lm_head
 LAYER_SHAPES = ((576, 576), (192, 576), (192, 576), (576, 576), (1536, 576), (1536, 576), (576, 1536))
 LM_HEAD = (49152, 576)
-
-
-def _median_ms(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
 
 
 def measure(rows: list[int], layers: int = 30, repeats: int = 7, seed: int = 0) -> list[dict]:
@@ -43,11 +33,11 @@ def measure(rows: list[int], layers: int = 30, repeats: int = 7, seed: int = 0) 
         x_head = torch.randn(m, LM_HEAD[1], generator=gen)
         out.append({
             "rows": m,
-            "layers_linear_ms": _median_ms(lambda: [F.linear(xs[w.shape[1]], w) for w in weights], repeats),
-            "layers_weight_left_ms": _median_ms(
-                lambda: [(w @ xs[w.shape[1]].t()).t().contiguous() for w in weights], repeats),
-            "lm_head_linear_ms": _median_ms(lambda: F.linear(x_head, head), repeats),
-            "lm_head_weight_left_ms": _median_ms(lambda: (head @ x_head.t()).t().contiguous(), repeats),
+            "layers_linear_ms": _time(lambda: [F.linear(xs[w.shape[1]], w) for w in weights], repeats, 1),
+            "layers_weight_left_ms": _time(
+                lambda: [(w @ xs[w.shape[1]].t()).t().contiguous() for w in weights], repeats, 1),
+            "lm_head_linear_ms": _time(lambda: F.linear(x_head, head), repeats, 1),
+            "lm_head_weight_left_ms": _time(lambda: (head @ x_head.t()).t().contiguous(), repeats, 1),
         })
     return out
 
