@@ -1,0 +1,151 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 2. The verify forward
+#
+# One target forward checks the whole draft tree. Its **queries** are the tree's nodes (root
+# first); its **keys/values** are the committed prefix, read from the KV cache, plus the nodes
+# themselves. A node may attend the whole prefix, itself and its ancestors, never a sibling
+# branch: the **tree mask**. Node i sits at position `L + depth(i)`, as if its branch were
+# the only continuation. Logits row i is the target's distribution of the token **after**
+# node i.
+
+# %%
+from workbench.engine.config import SpecConfig
+from workbench.engine.sampling import SamplingParams
+from workbench.lessons.start import start
+
+wb = start(dtype="fp32")
+
+# %% [markdown]
+# ## The tree mask on a small example
+#
+# Root `the`; depth 1: `mat`, `rug`; children of `mat`: `and`, `on`; child of `rug`: `soft`.
+# `build_tree` derives the mask and positions from the parents alone.
+
+# %%
+import plotly.graph_objects as go
+import pandas as pd
+from IPython.display import Markdown, display
+
+from workbench.engine.tree import Candidates, build_tree
+
+words = ["the", "mat", "rug", "and", "on", "soft"]  # token id = index here
+cands = Candidates()
+for word, prob, parent, level in [("mat", .5, -1, 1), ("rug", .3, -1, 1), ("and", .4, 0, 2),
+                                  ("on", .3, 0, 2), ("soft", .6, 1, 2)]:
+    cands.add(words.index(word), prob, prob * (1.0 if parent == -1 else cands.scores[parent]), parent, level)
+L = 10
+tree = build_tree(words.index("the"), cands, [0, 1, 2, 3, 4], L)
+rows = ["".join(str(int(v)) for v in row) for row in tree.mask]
+print("mask rows:", dict(zip(words, rows)))
+print("positions:", tree.positions, "= L +", [p - L for p in tree.positions])
+assert rows == ["100000", "110000", "101000", "110100", "110010", "101001"]
+
+def draw_mask(mask, labels, title):
+    fig = go.Figure(go.Heatmap(z=mask, x=labels, y=labels, colorscale=[[0, "white"], [1, "seagreen"]],
+                               showscale=False, xgap=1, ygap=1))
+    fig.update_layout(title=title, height=360, width=420, yaxis=dict(autorange="reversed", title="query"),
+                      xaxis=dict(title="key", side="top"))
+    return fig
+
+draw_mask(tree.mask.int().tolist(), words, "Tree mask (1 = may attend)").show()
+
+# %% [markdown]
+# **Takeaway.** `soft` sees `the` and `rug` only: not `mat` or `and`, which are another branch.
+# `and` and `on` are siblings and do not see each other. Both depth-2 branches sit at position
+# `L + 2`: positions follow depth, not node index.
+#
+# ## A real verify step
+#
+# One EAGLE-2 step of the engine on the real target (the first step after the prefill).
+
+# %%
+from workbench.viz.mask import mask_figure
+
+SPEC = SpecConfig("eagle2", num_steps=5, topk=4, num_draft_tokens=8)
+eng = wb.engine(SPEC, SamplingParams(), trace=True)
+(req,) = eng.add_requests([wb.encode("What are the three primary colors?")], max_new_tokens=32)
+eng.step()  # prefill: the prompt's K/V, and the first token (the root of the next step)
+(step,) = eng.step()
+nodes = pd.DataFrame(step["tree"]["nodes"])
+L = step["L"]
+nodes["position - L"] = nodes.position - L
+nodes["parent text"] = [repr(nodes.text[p]) if p >= 0 else "" for p in nodes.parent]
+display(nodes[["node", "text", "parent", "parent text", "depth", "position", "position - L"]])
+mask_figure(step).show()
+assert (nodes.position == L + nodes.depth).all()
+
+# %% [markdown]
+# ## Keys and values: the prefix is read, not prefilled again
+#
+# The verify forward feeds only the `N` tree nodes to the target. `build_meta` describes what
+# they attend: the request's committed slots (the prefix, never masked) then the `N` new slots
+# (under the tree mask). `visibility` is what the attention reference computes from it.
+
+# %%
+import torch
+
+from workbench.attention.meta import build_meta
+from workbench.attention.reference import visibility
+
+prefix_slots = eng.table.slots(req.rid)[:L]  # committed before the step (kept slots were appended after)
+written = step["kv"]["target"]["written"]
+meta = build_meta([len(written)], [prefix_slots], [written], [torch.tensor(step["tree"]["mask"], dtype=torch.bool)])
+vis = visibility(meta, 0, torch.device("cpu"))  # [N, L + N]
+print(f"queries: {vis.shape[0]} nodes; keys/values: {L} prefix + {len(written)} nodes = {vis.shape[1]}")
+print(f"every node sees the whole prefix: {bool(vis[:, :L].all())}; "
+      f"the node columns are the tree mask: {vis[:, L:].int().tolist() == step['tree']['mask']}")
+
+# %% [markdown]
+# If the verify forward is right, row i equals what a plain forward over the committed text
+# followed by the path from the root to node i predicts. Check it, node by node, with fresh
+# forwards that recompute everything from scratch:
+
+# %%
+from workbench.lessons.ancestors import branch_tokens
+from workbench.lessons.exact_law import next_token_laws
+
+committed = (req.prompt_ids + req.output_ids)[:L]
+branches = [committed + branch_tokens(step, i) for i in range(len(nodes))]  # prefix + root..node i
+fresh = next_token_laws(wb.target, branches, SamplingParams(temperature=1.0))  # [N, V], new caches
+worst, same_top = 0.0, 0
+for i, top in enumerate(step["verify"]["top"]):
+    same_top += int(fresh[i].argmax()) == top[0]["token"]
+    worst = max(worst, max(abs(float(fresh[i, t["token"]]) - t["prob"]) for t in top))
+display(Markdown(
+    f"**Takeaway.** For all {len(nodes)} nodes, the verify row and a fresh forward over "
+    f"{L} + depth + 1 tokens agree: same top token for {same_top} of {len(nodes)}, top-5 "
+    f"probabilities within {worst:.1e}. The verify forward computed {len(nodes)} tokens, "
+    f"the fresh forwards {sum(L + d + 1 for d in nodes.depth)}: the history is read from the "
+    f"cache, not prefilled again."))
+
+# %% [markdown]
+# ## Logits are `[nodes, vocab]`, and row i predicts the token after node i
+#
+# So row i is compared with the **children** of node i, never with node i itself.
+
+# %%
+V = wb.target.config.vocab_size
+rows = []
+for i, node in nodes.iterrows():
+    children = nodes[nodes.parent == i]
+    best = step["verify"]["top"][i][0]
+    rows.append({"row": i, "node": repr(node.text), "target's next token": repr(best["text"]),
+                 "prob": best["prob"], "children": [repr(t) for t in children.text],
+                 "a child matches": best["token"] in set(children.token)})
+table = pd.DataFrame(rows)
+display(table)
+display(Markdown(
+    f"**Takeaway.** The verify forward returns {len(nodes)} rows over a vocabulary of {V:,} "
+    f"(`[nodes, vocab]`). In {int(table['a child matches'].sum())} rows one of the node's children "
+    f"is the target's choice; the accept walk (notebook 3) follows those matches from the root, and "
+    f"the walk accepted {step['accept_length'] - 1} drafts in this step."))

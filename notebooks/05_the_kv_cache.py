@@ -1,0 +1,146 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 5. The KV cache
+#
+# The target and the draft head each keep K/V for every committed token, in two physical
+# buffers that share **one** slot allocator and one request → slots table (page size 1). A
+# step writes the verify block's K/V into fresh target slots; afterwards the slots of the root
+# and the accepted drafts are appended to the request's table (their positions `L + depth` are
+# already `L, L+1, ...` along the accepted path) and the others are freed: rollback is a table
+# edit, no K/V row is copied. The draft's tree levels use scratch slots, freed after the draft
+# phase; the next step's **draft extend** writes the draft K/V of the newly committed tokens at
+# the same slot ids as the target's.
+
+# %%
+from workbench.engine.config import SpecConfig
+from workbench.engine.sampling import SamplingParams
+from workbench.lessons.start import start
+
+wb = start(dtype="fp32")
+
+# %%
+import pandas as pd
+import plotly.graph_objects as go
+from IPython.display import Markdown, display
+
+from workbench.viz.mask import mask_figure
+
+SPEC = SpecConfig("eagle2", num_steps=5, topk=4, num_draft_tokens=8)
+eng = wb.engine(SPEC, SamplingParams(), trace=True)
+(req,) = eng.add_requests([wb.encode("Describe a sunrise over the ocean.")], max_new_tokens=48)
+traces = [t for _ in range(5) for t in eng.step()]  # the prefill, then 4 steps
+eng.check_integrity()
+
+sizes = []
+for name, model, pool in [("target", wb.target, eng.target_kv), ("draft head", wb.draft, eng.draft_kv)]:
+    c = model.config
+    per_token = pool.nbytes() / pool.num_slots
+    sizes.append({"cache": name, "layers": len(pool.k), "kv heads": c.num_kv_heads, "head dim": c.head_dim,
+                  "dtype": str(pool.k[0].dtype), "bytes per token": int(per_token),
+                  f"MB at {wb.target.config.max_position_embeddings} tokens":
+                      round(per_token * wb.target.config.max_position_embeddings / 1e6, 1),
+                  "slots in this engine": pool.num_slots})
+sizes = pd.DataFrame(sizes)
+sizes
+
+# %%
+t, d = sizes["bytes per token"]
+display(Markdown(
+    f"**Takeaway.** One token costs {t:,} bytes of target K/V (2 × layers × kv heads × head dim × "
+    f"bytes) and {d:,} of draft K/V: the one-layer head adds {d / t:.1%} to the cache. The engine "
+    f"sized both pools once, for the prompt, the new tokens and one step's worth of tree slots."))
+
+# %% [markdown]
+# ## Slots written, kept and rolled back in one step
+
+# %%
+spec_steps = [t for t in traces if t["kind"] == "spec"]
+step = max(spec_steps, key=lambda t: t["accept_length"])
+kv = step["kv"]
+L = step["L"]
+prefix = eng.table.slots(req.rid)[:L]
+roles = [("target", "committed prefix", prefix, "lightsteelblue"),
+         ("target", "verify: kept", kv["target"]["kept"], "seagreen"),
+         ("target", "verify: freed (rolled back)", kv["target"]["freed"], "indianred"),
+         ("draft", "draft extend (kept)", kv["draft"]["extend_written"], "darkorange"),
+         ("draft", "tree levels (scratch, freed)", kv["draft"]["scratch"], "khaki")]
+fig = go.Figure()
+for buffer, label, slots, color in roles:
+    fig.add_scatter(x=slots, y=[buffer] * len(slots), mode="markers", name=label,
+                    marker=dict(symbol="square", size=9, color=color))
+fig.update_layout(title=f"Step {step['step']}: slot ids by role (L = {L} before the step)", height=300,
+                  xaxis_title="slot id", yaxis=dict(categoryorder="array", categoryarray=["draft", "target"]))
+fig.show()
+display(pd.DataFrame([{"what": label, "slots": slots} for _, label, slots, _ in roles[1:]]))
+
+# %%
+kept, freed = kv["target"]["kept"], kv["target"]["freed"]
+table_after = eng.table.slots(req.rid)[L: L + len(kept)]
+reused = sorted(set(kv["draft"]["scratch"]) & set(kv["target"]["written"]))
+display(Markdown(
+    f"**Takeaway.** Verify wrote {len(kv['target']['written'])} target slots; the walk accepted "
+    f"{step['accept_length'] - 1} drafts, so the slots of root + accepted, {kept}, became positions "
+    f"{L}..{L + len(kept) - 1} of the request (the table now reads {table_after} there) and the other "
+    f"{len(freed)} went back to the free list. The kept slots need not be contiguous: the table maps "
+    f"positions to slots, so nothing was copied. {len(reused)} slot ids served first as draft scratch "
+    f"and then as verify slots: freed after the draft phase, reused in the other buffer. After the "
+    f"step: {kv['allocated']} slots allocated, {kv['free']} free; `check_integrity` finds no leak."))
+
+# %% [markdown]
+# ## Extend after decode
+#
+# The target's K/V of the root and the accepted drafts was written during verify. The draft's
+# K/V for those tokens is written by the **next** step's draft extend, at the same slot ids:
+# pairs (feature of each kept token, the token after it), ending with the bonus.
+
+# %%
+rows = []
+for before, after in zip(spec_steps, spec_steps[1:]):
+    rows.append({"step": before["step"], "target kept": before["kv"]["target"]["kept"],
+                 "next step's draft extend": after["kv"]["draft"]["extend_written"],
+                 "same slots": before["kv"]["target"]["kept"] == after["kv"]["draft"]["extend_written"]})
+display(pd.DataFrame(rows))
+first = spec_steps[0]["kv"]["draft"]["extend_written"]
+display(Markdown(
+    f"**Takeaway.** The first draft extend after the prefill wrote {len(first)} slots: the whole "
+    f"prompt (it has {len(req.prompt_ids)} tokens). Then each step's draft extend wrote exactly the "
+    f"slots the previous step kept for the target: {all(r['same slots'] for r in rows)} for all "
+    f"{len(rows)} pairs of steps."))
+
+# %% [markdown]
+# ## After the steps, the cache equals a fresh prefill
+#
+# Every committed token (the prompt and the output so far, all but the last token, which is
+# the next root) is run again through the target in a new cache; its K/V must match what
+# the engine kept, layer by layer.
+
+# %%
+import torch
+
+from workbench.engine.batch import extend_batch
+from workbench.kv import SlotAllocator
+
+committed = eng.table.slots(req.rid)
+tokens = (req.prompt_ids + req.output_ids)[: len(committed)]
+fresh = wb.target.new_kv_pool(len(tokens))
+fresh_slots = SlotAllocator(len(tokens)).alloc(len(tokens))
+wb.target(extend_batch([tokens], [[]], [fresh_slots], [0], wb.target.lm_head.weight.device), fresh)
+index = torch.tensor(committed)
+diff = max(float((eng.target_kv.k[i][index] - fresh.k[i][fresh_slots]).abs().max()) for i in range(len(fresh.k)))
+diff = max(diff, max(float((eng.target_kv.v[i][index] - fresh.v[i][fresh_slots]).abs().max())
+                     for i in range(len(fresh.v))))
+display(Markdown(
+    f"**Takeaway.** After {len(spec_steps)} steps the request holds {len(committed)} committed tokens; "
+    f"their target K/V over all {len(fresh.k)} layers "
+    + ("equals a fresh prefill's bit for bit" if diff == 0 else
+       f"differs from a fresh prefill's by at most {diff:.1e} (rounding of a differently batched computation)")
+    + ": nothing the rolled-back branches wrote survived."))
