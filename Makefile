@@ -1,5 +1,7 @@
 # make app   - set up, fetch the model, start the web app on http://127.0.0.1:7860
 # make test  - set up, fetch the model, run the test suite
+# make notebooks - execute every notebooks/NN_*.py from a clean kernel and store its .ipynb
+#                  with outputs and a PNG of each figure (NOTEBOOKS='00 04' for a few)
 #
 # TORCH_SPEC picks the torch build installed first (before the project's own
 # requirements), so that pip never reaches for a large CUDA build on its own.
@@ -8,12 +10,14 @@ PYTHON     ?= python3
 VENV       ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
+NOTEBOOKS  ?=
 CHROMIUM   ?= /usr/bin/chromium
 
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.workbench-installed
+NB_STAMP := $(VENV)/.workbench-notebooks
 
-.PHONY: venv fetch app test chromium
+.PHONY: venv fetch app test chromium notebooks
 
 venv: $(STAMP)
 
@@ -45,3 +49,11 @@ chromium:
 
 test: venv fetch chromium
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+$(NB_STAMP): $(STAMP)
+	$(PY) -m pip install -e '.[test,notebooks]'
+	@touch $(NB_STAMP)
+
+# One thread per kernel (the notebooks set it too); nice, so a shared machine stays usable.
+notebooks: $(NB_STAMP) fetch chromium
+	OMP_NUM_THREADS=1 nice -n 5 $(PY) -m workbench.lessons.notebooks refresh $(NOTEBOOKS)

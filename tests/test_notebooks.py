@@ -1,58 +1,54 @@
-"""The notebooks: stored without outputs, exactly as ``notebooks/build.py`` writes them, and each
-runs from a clean kernel without an error (slow: they load the real target).
+"""The notebooks: every ``notebooks/NN_*.py`` Jupytext script is paired with a stored ``.ipynb``
+holding the same cells and the outputs of its last run (figures with a PNG a plain file viewer
+shows, the machine and date on top), and each runs from a clean kernel without an error (slow:
+they load the real target).
 
-The kernel starts in ``notebooks/`` as a reader's would. Each notebook takes at most about two
-minutes on a quiet 2-core CPU; the cell timeout is generous because a shared machine can be
-several times slower.
+The execution test never rewrites the stored copies: it runs the script's cells in memory, in a
+kernel started in a temporary directory. Each notebook takes about two minutes on a quiet 2-core
+CPU; the cell timeout is generous because a shared machine can be several times slower.
 """
-
-import importlib.util
-from pathlib import Path
 
 import nbformat
 import pytest
 
-NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
-NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
-CELL_TIMEOUT_S = 900
+from workbench.lessons.notebooks import NOTEBOOK_DIR, execute, out_of_sync, paired, read_script, sources
+
+SCRIPTS = sources()
+FIGURE = "application/vnd.plotly.v1+json"
+REFRESH = "run `make notebooks` (or `python -m workbench.lessons.notebooks refresh NN`)"
 
 
-def _build_script():
-    spec = importlib.util.spec_from_file_location("notebook_build", NOTEBOOK_DIR / "build.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def test_every_notebook_has_a_source_and_the_lessons_come_in_order():
+    numbers = [p.name[:2] for p in SCRIPTS]
+    assert numbers[:8] == [f"{i:02d}" for i in range(8)], numbers
+    assert len(set(numbers)) == len(numbers), "two notebooks share a number"
+    orphans = {p.stem for p in NOTEBOOK_DIR.glob("*.ipynb")} - {p.stem for p in SCRIPTS}
+    assert not orphans, f"stored notebooks without a percent script: {sorted(orphans)}"
 
 
-def test_the_seven_notebooks_are_there():
-    assert [p.name for p in NOTEBOOKS] == sorted(_build_script().NOTEBOOKS)
-    assert len(NOTEBOOKS) == 7
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_pair_in_sync(script):
+    problem = out_of_sync(script)
+    assert problem is None, f"{problem}: {REFRESH}"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_stored_without_outputs(path):
-    nb = nbformat.read(path, as_version=4)
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: clear the outputs"
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_stored_notebook_is_what_build_writes(path):
-    built = _build_script().build(path.name)
-    stored = nbformat.read(path, as_version=4)
-    assert [c.source for c in stored.cells] == [c.source for c in built.cells], \
-        f"{path.name} differs from notebooks/build.py: run `python notebooks/build.py`"
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_stored_copy_shows_its_results(script):
+    nb = nbformat.read(paired(script), as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.execution_count is not None for c in code), f"{paired(script).name} was not executed: {REFRESH}"
+    outputs = [o for c in code for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"], f"{paired(script).name} stored an error"
+    first = "".join(o.get("text", "") for o in code[0].outputs if o.output_type == "stream")
+    assert first.startswith("Ran on "), "the first output must say which machine and when"
+    figures = [o for o in outputs if FIGURE in o.get("data", {})]
+    assert all("image/png" in o["data"] for o in figures), f"a figure of {paired(script).name} has no PNG: {REFRESH}"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs_from_a_clean_kernel(path, smollm2_dir):
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                            resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
-    client.execute()  # raises CellExecutionError, with the cell and its traceback, on the first error
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_notebook_runs_from_a_clean_kernel(script, smollm2_dir, tmp_path):
+    nb = read_script(script)
+    execute(nb, tmp_path)  # raises CellExecutionError, with the cell and its traceback, on the first error
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors

@@ -1,0 +1,194 @@
+"""The notebooks' helpers (``workbench/lessons``): what each figure and takeaway sentence is
+computed from, tested on plain numbers and tiny random models."""
+
+import datetime
+import tempfile
+from types import SimpleNamespace
+
+import nbformat
+import pytest
+import torch
+
+from workbench.engine.config import SpecConfig
+from workbench.engine.engine import Engine
+from workbench.engine.sampling import SamplingParams
+from workbench.lessons import figures, takeaways
+from workbench.lessons.ancestors import ancestors, branch_tokens
+from workbench.lessons.chi_square import chi_square_pvalue, total_variation
+from workbench.lessons.cost_curve import CostCurve
+from workbench.lessons.draft_law import draft_next_token_law
+from workbench.lessons.exact_law import next_token_laws, sequence_counts, sequence_law
+from workbench.lessons.lossless import (acceptance_parts, chain_rule_law, skip_residual_law,
+                                        target_only_law)
+from workbench.lessons.machine import machine_label
+from workbench.lessons.notebooks import out_of_sync, paired, read_script, sources
+from workbench.lessons.tau import tau
+from workbench.lessons.timing import spread
+from workbench.models.draft import random_head
+from workbench.models.loading import load_target
+from workbench.testing.tiny import make_tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    target = load_target(make_tiny_checkpoint(tempfile.mkdtemp(), vocab_size=8, seed=0))
+    return target, random_head(target, seed=1, std=0.1)
+
+
+def test_machine_label_names_cpu_cores_torch_and_date():
+    label = machine_label(datetime.datetime(2026, 1, 2, 3, 4, tzinfo=datetime.timezone.utc))
+    assert label.startswith("Ran on ") and "cores" in label and torch.__version__ in label
+    assert label.endswith("2026-01-02 03:04 UTC")
+
+
+def test_figures_store_a_png_only_when_asked():
+    import plotly.io as pio
+
+    before = pio.renderers.default
+    try:
+        assert figures.configure(images=False) == "plotly_mimetype"
+        assert figures.configure(images=True) == "plotly_mimetype+png"
+    finally:
+        pio.renderers.default = before
+
+
+def test_spread_is_median_and_range():
+    s = spread([3.0, 1.0, 2.0, 10.0])
+    assert (s.median, s.low, s.high, s.runs) == (2.5, 1.0, 10.0, 4)
+    assert str(spread([2.0])) == "2 (2–2, 1 runs)"
+    r = spread([4.0, 6.0]).ratio(spread([1.0, 2.0]))
+    assert (r.low, r.high) == (2.0, 6.0)
+    with pytest.raises(ValueError, match="at least one"):
+        spread([])
+
+
+def test_cost_curve_interpolates_and_never_extrapolates():
+    curve = CostCurve.from_rows([{"tokens": 4, "ms": 20.0}, {"tokens": 1, "ms": 10.0}, {"tokens": 8, "ms": 40.0}])
+    assert curve.at(1) == 10.0 and curve.at(2.5) == 15.0 and curve.at(6) == 30.0
+    assert curve.extra_token_cost() == pytest.approx(30.0 / 7 / 10.0)
+    with pytest.raises(ValueError, match="outside the measured range"):
+        curve.at(9)
+    with pytest.raises(ValueError, match="increase"):
+        CostCurve((1, 1), (1.0, 2.0))
+
+
+def test_ancestors_walk_up_to_the_root():
+    parents = [-1, 0, 0, 1, 3]
+    assert ancestors(parents, 4) == [0, 1, 3, 4] and ancestors(parents, 0) == [0]
+    trace = {"tree": {"nodes": [{"token": 10 + i, "parent": p} for i, p in enumerate(parents)]}}
+    assert branch_tokens(trace, 4) == [10, 11, 13, 14]
+    with pytest.raises(ValueError, match="not in a tree"):
+        ancestors(parents, 5)
+    with pytest.raises(ValueError, match="cycle"):
+        ancestors([1, 0], 0)
+
+
+def test_chi_square_accepts_the_law_and_rejects_another():
+    probs = torch.tensor([0.5, 0.25, 0.125, 0.125], dtype=torch.float64)
+    gen = torch.Generator().manual_seed(0)
+    draws = torch.multinomial(probs, 4000, replacement=True, generator=gen)
+    counts = torch.bincount(draws, minlength=4)
+    # a correct sampler fails at level 1e-3 with probability 1e-3; the seed makes it deterministic
+    assert chi_square_pvalue(counts, probs) > 1e-3
+    assert chi_square_pvalue(counts, torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=torch.float64)) < 1e-6
+    assert total_variation(torch.tensor([2.0, 1.0, 1.0, 0.0]), probs) == pytest.approx(0.125)
+    assert chi_square_pvalue(torch.tensor([1.0, 9.0]), torch.tensor([0.0, 1.0])) == 0.0  # mass where p = 0
+    with pytest.raises(ValueError, match="sum to 1"):
+        chi_square_pvalue(counts, probs * 2)
+
+
+def test_acceptance_parts_and_both_rules_give_p():
+    p = torch.tensor([0.5, 0.3, 0.2, 0.0])
+    q = torch.tensor([0.2, 0.2, 0.1, 0.5])
+    parts = acceptance_parts(p, q)
+    assert parts.accept_prob == pytest.approx(0.5)
+    torch.testing.assert_close(parts.residual, torch.tensor([0.6, 0.2, 0.2, 0.0], dtype=torch.float64))
+    torch.testing.assert_close(chain_rule_law(p, q), p.double())
+    for children in ([0], [3, 1], [2, 0, 1], [0, 1, 2, 3]):
+        torch.testing.assert_close(target_only_law(p, children), p.double())
+    wrong = skip_residual_law(p, q)
+    assert float((wrong - p.double()).abs().max()) > 0.05 and float(wrong.sum()) == pytest.approx(1.0)
+    torch.testing.assert_close(skip_residual_law(p, p), p.double())  # harmless only when q = p
+    with pytest.raises(ValueError, match="probability vector"):
+        acceptance_parts(p, q * 2)
+    with pytest.raises(ValueError, match="distinct"):
+        target_only_law(p, [1, 1])
+
+
+def test_sequence_law_is_the_chain_of_next_token_laws(tiny):
+    target, _ = tiny
+    params = SamplingParams(temperature=1.0)
+    law = sequence_law(target, [3, 5], params, 2)  # [8, 8]
+    assert law.shape == (8, 8) and float(law.sum()) == pytest.approx(1.0)
+    first = next_token_laws(target, [[3, 5]], params)[0]
+    torch.testing.assert_close(law.sum(1), first, atol=1e-6, rtol=1e-5)  # fp32 forwards, batched differently
+    torch.testing.assert_close(law[4] / law[4].sum(), next_token_laws(target, [[3, 5, 4]], params)[0],
+                               atol=1e-6, rtol=1e-5)
+    counts = sequence_counts([[1, 2, 7], [1, 2], [0, 0]], 8, 2)
+    assert counts[1, 2] == 2 and counts[0, 0] == 1 and float(counts.sum()) == 3
+    with pytest.raises(ValueError, match="too many"):
+        sequence_law(target, [3], params, 6)
+
+
+def test_draft_law_is_what_the_engine_drafts(tiny):
+    target, head = tiny
+    eng = Engine(target, head, SpecConfig("eagle2", num_steps=2, topk=3, num_draft_tokens=4), SamplingParams(),
+                 trace=True)
+    (req,) = eng.add_requests([[3, 5, 1, 6]], 4)
+    eng.step()  # prefill
+    (step,) = eng.step()
+    q = draft_next_token_law(target, head, req.prompt_ids + req.output_ids[:1], SamplingParams(temperature=1.0))
+    level1 = [c for c in step["draft"]["candidates"] if c["level"] == 1]
+    for c in level1:
+        assert float(q[c["token"]]) == pytest.approx(c["prob"], abs=1e-4)
+    assert sorted(c["token"] for c in level1) == sorted(torch.topk(q, 3).indices.tolist())
+    with pytest.raises(ValueError, match="at least 2 tokens"):
+        draft_next_token_law(target, head, [3], SamplingParams(temperature=1.0))
+
+
+def test_tau_counts_what_the_walk_accepted():
+    cut = SimpleNamespace(accept_lengths=[2, 4])  # the last step may have been cut at max_new_tokens
+    assert tau(cut) == 3.0 and tau([cut, SimpleNamespace(accept_lengths=[1])]) == pytest.approx(7 / 3)
+    with pytest.raises(ValueError, match="no verify step"):
+        tau(SimpleNamespace(accept_lengths=[]))
+
+
+def test_takeaway_sentences_follow_the_numbers():
+    assert takeaways.regime(0.01).startswith("close to memory-bound")
+    assert takeaways.regime(0.5).startswith("compute-bound")
+    assert takeaways.regime(0.1).startswith("between")
+    assert takeaways.trend(1.0, 0.9) == "shrinks" and takeaways.trend(1.0, 1.01) == "hardly changes"
+    assert takeaways.batch_sentence([1, 2, 4], [1.2, 1.1, 1.05]) == "it stays above 1 over this range"
+    assert takeaways.batch_sentence([1, 2, 4], [1.2, 0.9, 0.8]).startswith("from batch 2 on")
+    assert "every batch size" in takeaways.batch_sentence([1, 2], [0.9, 0.8])
+    assert takeaways.lossless_verdict([0.3, 0.5], 1e-3).startswith("match")
+    assert "1-in-1000" in takeaways.lossless_verdict([0.3, 1e-5], 1e-3)
+    assert takeaways.plural(1) == "" and takeaways.plural(2) == "s"
+
+
+SCRIPT = '''# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+# ---
+
+# %% [markdown]
+# # A lesson
+
+# %%
+print(1 + 1)
+'''
+
+
+def test_any_numbered_script_is_paired_and_checked(tmp_path):
+    (tmp_path / "09_new_lesson.py").write_text(SCRIPT)
+    (tmp_path / "helper.py").write_text("x = 1\n")  # not a notebook: no NN_ prefix
+    (script,) = sources(tmp_path)
+    assert script.name == "09_new_lesson.py" and paired(script).name == "09_new_lesson.ipynb"
+    assert "missing" in out_of_sync(script)
+    nb = read_script(script)
+    assert [c.id for c in nb.cells] == ["cell-00", "cell-01"] and nb.metadata["jupytext"]["formats"]
+    nbformat.write(nb, paired(script))
+    assert out_of_sync(script) is None
+    script.write_text(SCRIPT.replace("1 + 1", "2 + 2"))
+    assert out_of_sync(script) == "cell 1 differs between 09_new_lesson.py and 09_new_lesson.ipynb"
