@@ -14,7 +14,7 @@
 # One target forward checks the whole draft tree. Its **queries** are the tree's nodes (root
 # first); its **keys/values** are the committed prefix, read from the KV cache, plus the nodes
 # themselves. A node may attend the whole prefix, itself and its ancestors, never a sibling
-# branch: the **tree mask**. Node i sits at position `L + depth(i)`, as if its branch were
+# branch: the **tree mask**. Node $i$ sits at position $L + \mathrm{depth}(i)$, as if its branch were
 # the only continuation. Logits row i is the target's distribution of the token **after**
 # node i.
 

@@ -18,18 +18,18 @@
 # the last accepted node is the **bonus** token: every step emits at least 1 token (the bonus
 # alone) and at most `num_steps + 1`.
 
-# %% [markdown]
-# ## A chain
-#
-# Root `the`, drafts `cat, sat, on` (topk = 1). The target's argmax per row: after `the` comes
-# `cat`, after `cat` comes `sat`, after `sat` comes `the`.
-
 # %%
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
 from workbench.lessons.start import start
 
 wb = start(dtype="auto")  # the real target, for the last part
+
+# %% [markdown]
+# ## A chain
+#
+# Root `the`, drafts `cat, sat, on` (topk = 1). The target's argmax per row: after `the` comes
+# `cat`, after `cat` comes `sat`, after `sat` comes `the`.
 
 # %%
 import pandas as pd

@@ -14,8 +14,8 @@
 # The target and the draft head each keep K/V for every committed token, in two physical
 # buffers that share **one** slot allocator and one request → slots table (page size 1). A
 # step writes the verify block's K/V into fresh target slots; afterwards the slots of the root
-# and the accepted drafts are appended to the request's table (their positions `L + depth` are
-# already `L, L+1, ...` along the accepted path) and the others are freed: rollback is a table
+# and the accepted drafts are appended to the request's table (their positions $L + \mathrm{depth}$ are
+# already $L, L+1, \dots$ along the accepted path) and the others are freed: rollback is a table
 # edit, no K/V row is copied. The draft's tree levels use scratch slots, freed after the draft
 # phase; the next step's **draft extend** writes the draft K/V of the newly committed tokens at
 # the same slot ids as the target's.

@@ -100,7 +100,7 @@ big = SIZES[-1]
 extra = verify.extra_token_cost()
 doubled = next((k for k in SIZES if verify.at(k) >= 2 * verify.at(1)), None)
 display(Markdown(
-    f"**Takeaway.** Here a decode step takes {verify_spread[1]} ms; a forward over 8 tokens costs "
+    f"**Takeaway.** Here a decode step takes {verify_spread[1].with_unit('ms')}; a forward over 8 tokens costs "
     f"{verify.at(8) / verify.at(1):.1f}× a decode step and one over {big} tokens {verify.at(big) / verify.at(1):.1f}×. "
     f"Each extra token costs about {max(extra, 0):.0%} of a decode step, so this machine is {regime(extra)} "
     f"(the threshold for *nearly free* is {NEARLY_FREE:.0%} per token). "
@@ -150,7 +150,8 @@ c_spread = spread(run[0]["ms"] / verify_runs[k][0]["ms"] for k, run in enumerate
 c = c_spread.median
 measured_speedup = speedup.median
 print(f"alpha = {alpha:.3f}   tau (chain of {GAMMA}) = {tau:.2f}   c = {c_spread}")
-print(f"tokens/s: vanilla {speed['vanilla']}, chain {speed['chain']}; speedup {speedup}")
+print(f"vanilla {speed['vanilla'].with_unit('tok/s')}; chain {speed['chain'].with_unit('tok/s')}; "
+      f"speedup {speedup.with_unit('×')}")
 
 # %% [markdown]
 # The formula's $S$ assumes the verify forward costs one decode step whatever its size (the GPU

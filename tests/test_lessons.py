@@ -56,6 +56,7 @@ def test_spread_is_median_and_range():
     s = spread([3.0, 1.0, 2.0, 10.0])
     assert (s.median, s.low, s.high, s.runs) == (2.5, 1.0, 10.0, 4)
     assert str(spread([2.0])) == "2 (2–2, 1 runs)"
+    assert spread([1.0, 2.0, 4.0]).with_unit("ms") == "2 ms (1–4 ms over 3 runs)"
     r = spread([4.0, 6.0]).ratio(spread([1.0, 2.0]))
     assert (r.low, r.high) == (2.0, 6.0)
     with pytest.raises(ValueError, match="at least one"):

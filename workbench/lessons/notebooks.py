@@ -90,6 +90,8 @@ def refresh(script: Path, images: bool = True) -> float:
     execute(nb, script.parent)
     seconds = time.perf_counter() - t0
     nb.metadata.pop("widgets", None)
+    for cell in nb.cells:  # per-cell timestamps: churn in every refresh, nothing for a reader
+        cell.metadata.pop("execution", None)
     nbformat.write(nb, paired(script))
     return seconds
 
