@@ -46,7 +46,7 @@ from workbench.engine.sampling import SamplingParams
 from workbench.lessons.takeaways import plural
 
 SPEC = SpecConfig("eagle2", num_steps=4, topk=3, num_draft_tokens=8)
-PROMPT = "Name the planets of the solar system in order."
+PROMPT = "Write a Python function that adds two numbers."
 eng = wb.engine(SPEC, SamplingParams(), trace=True)  # greedy: temperature 0
 (req,) = eng.add_requests([wb.encode(PROMPT)], max_new_tokens=40)
 (prefill,) = eng.step()  # the prompt's K/V in the target's cache, and the first token
@@ -91,6 +91,8 @@ for _ in range(12):
     if step["accept_length"] >= 3 or eng.done:
         break
 nodes = step["tree"]["nodes"]
+if step["accept_length"] < 3:
+    print("no step accepted two drafts within 12 steps: showing the last one")
 print(f"step {step['step']} (step 1 was the prefill): committed length before the step L = {step['L']}; "
       f"{len(step['draft']['candidates'])} candidates "
       f"grown over {SPEC.num_steps} draft levels; {len(nodes)} verify nodes (root included); "
