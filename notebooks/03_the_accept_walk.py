@@ -131,8 +131,7 @@ for r, spec in [(chain_req, CHAIN), (tree_req, TREE)]:
 
 
 # %%
-def tau(r):
-    return sum(r.accept_lengths) / len(r.accept_lengths)
+from workbench.lessons.tau import tau  # mean accept length over the verify steps
 
 same = chain_req.output_ids == tree_req.output_ids
 agreement = ("identical, as greedy speculation promises" if same else "different here: rounding can flip "

@@ -244,14 +244,15 @@ fig.show()
 
 # %%
 p_right, p_wrong = (chi_square_pvalue(c, tiny_p.double()) for c in draws.values())
-predicted = skip_residual_law(tiny_p.double(), tiny_q.double())
-over, under = int(torch.argmax(predicted - tiny_p.double())), int(torch.argmin(predicted - tiny_p.double()))
+p64, q64 = tiny_p.double(), tiny_q.double()
+predicted, beta = skip_residual_law(p64, q64), acceptance_parts(p64, q64).accept_prob
+over, under = int(torch.argmax(predicted - p64)), int(torch.argmin(predicted - p64))
 display(Markdown(
-    f"**Takeaway.** The engine's rule gives p = {p_right:.2g} against the target's law; the shortcut gives "
-    f"p = {p_wrong:.2g} and total variation {total_variation(draws['WRONG: residual skipped'], tiny_p):.3f} "
+    f"**Takeaway.** Against the target's law the engine's rule gets a chi-square p-value of {p_right:.2g}; "
+    f"the shortcut gets {p_wrong:.2g} and a total variation of {total_variation(draws['WRONG: residual skipped'], tiny_p):.3f} "
     f"(its closed form $\\min(p, q) + (1 - \\beta)\\, p$ predicts "
-    f"{0.5 * float((predicted - tiny_p.double()).abs().sum()):.3f}). Token {over}, which the draft over-weights "
-    f"(q = {float(tiny_q[over]):.3f} > p = {float(tiny_p[over]):.3f}), gets {float(predicted[over]):.3f}: it is "
-    f"emitted once through acceptance and again through the resampling, while token {under} (q = "
-    f"{float(tiny_q[under]):.3f} < p = {float(tiny_p[under]):.3f}) gets only {float(predicted[under]):.3f}. The "
-    "residual removes exactly the mass that acceptance already gave each token."))
+    f"{0.5 * float((predicted - p64).abs().sum()):.3f}). Token {over} gets {float(predicted[over]):.3f} instead "
+    f"of {float(p64[over]):.3f}: acceptance alone already emits min(p, q) = {float(torch.minimum(p64, q64)[over]):.3f} "
+    f"of it, more than its share β·p = {beta * float(p64[over]):.3f}, and the resampling adds (1 − β)·p on top. "
+    f"Token {under} gets only {float(predicted[under]):.3f} instead of {float(p64[under]):.3f}. The residual "
+    "draws only what acceptance left short, max(0, p − q), so every token ends at exactly p."))

@@ -12,7 +12,8 @@ With p the target's law and q the draft's at one position:
   p(c), every other token with p too.
 
 ``skip_residual_law`` is the shortcut that draws the bonus from p after a rejection: it emits
-min(p, q) + (1 − β) p, which gives the draft's favourite tokens too much.
+min(p, q) + (1 − β) p: too much wherever acceptance alone already gives a token more
+than its share β·p (always where q ≥ p), too little elsewhere.
 """
 
 from __future__ import annotations
