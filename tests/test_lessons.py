@@ -41,15 +41,24 @@ def test_machine_label_names_cpu_cores_torch_and_date():
     assert label.endswith("2026-01-02 03:04 UTC")
 
 
-def test_figures_store_a_png_only_when_asked():
+def test_figures_store_a_png_only_when_asked(monkeypatch):
     import plotly.io as pio
 
     before = pio.renderers.default
+    monkeypatch.setenv("BROWSER_PATH", "/opt/some/chrome")
     try:
         assert figures.configure(images=False) == "plotly_mimetype"
         assert figures.configure(images=True) == "plotly_mimetype+png"
     finally:
         pio.renderers.default = before
+
+
+def test_figures_without_a_browser_say_what_to_install(monkeypatch):
+    monkeypatch.delenv("BROWSER_PATH", raising=False)
+    monkeypatch.setattr(figures, "CHROMIUM", figures.Path("/nonexistent/chromium"))
+    monkeypatch.setattr(figures.shutil, "which", lambda name: None)
+    with pytest.raises(RuntimeError, match="chromium"):
+        figures.configure(images=True)
 
 
 def test_spread_is_median_and_range():
