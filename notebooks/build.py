@@ -94,7 +94,8 @@ NB1 = [
         exactly as the engine's verify runs it (N = 1 is a plain decode step).
     '''),
     code('''
-        from workbench.bench.cost import measure_draft_cost, measure_verify_cost, predicted_speedup
+        from workbench.bench.cost import measure_draft_cost, measure_verify_cost
+        from workbench.metrics import predicted_speedup, tau as mean_tau
 
         SIZES = (1, 2, 4, 8, 16, 32)
         verify_ms = {r["tokens"]: r["ms"] for r in
@@ -154,7 +155,7 @@ NB1 = [
 
         accepted = [a - 1 for a in runs["chain"]["lens"]]
         alpha = sum(accepted) / (sum(accepted) + sum(a < GAMMA for a in accepted))
-        tau = float(np.mean(runs["chain"]["lens"]))
+        tau = mean_tau(runs["chain"]["lens"])
         draft_ms = {r["rows"]: r["ms"] for r in
                     measure_draft_cost(wb.target, wb.draft, rows=(1, 2, 4, 8), prefix_len=128, repeats=3, warmup=1)}
         c = draft_ms[1] / verify_ms[1]
@@ -539,7 +540,7 @@ NB3 = [
         forwards that recompute everything from scratch:
     '''),
     code('''
-        from workbench.engine.batch import extend_batch
+        from workbench.attention.batch import extend_batch
         from workbench.kv import SlotAllocator
 
         device = wb.target.lm_head.weight.device
@@ -712,8 +713,10 @@ NB4 = [
             assert 1 <= min(r.accept_lengths) and max(r.accept_lengths) <= spec.num_steps + 1
     '''),
     code('''
+        from workbench.metrics import tau as mean_tau
+
         def tau(r):
-            return sum(r.accept_lengths) / len(r.accept_lengths)
+            return mean_tau(r.accept_lengths)
 
         same = chain_req.output_ids == tree_req.output_ids
         agreement = ("identical, as greedy speculation promises" if same else "different here: rounding can flip "
@@ -757,7 +760,7 @@ NB5 = [
         import torch
         from IPython.display import Markdown, display
 
-        from workbench.engine.batch import extend_batch
+        from workbench.attention.batch import extend_batch
         from workbench.engine.config import SpecConfig
         from workbench.engine.engine import Engine
         from workbench.engine.sampling import SamplingParams, target_probs
@@ -1019,7 +1022,7 @@ NB6 = [
     code('''
         import torch
 
-        from workbench.engine.batch import extend_batch
+        from workbench.attention.batch import extend_batch
         from workbench.kv import SlotAllocator
 
         committed = eng.table.slots(req.rid)

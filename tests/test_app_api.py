@@ -101,7 +101,7 @@ def test_step_back_and_goto(app_url):
 @pytest.mark.parametrize("changes, message", [
     (dict(prompt="   "), "prompt is empty"),
     (dict(prompt="cat " * 1600), "characters long"),
-    (dict(prompt="cat " * 1000), "in the model's context"),
+    (dict(prompt="cat " * 1000), "exceeds the model's context"),
     (dict(num_draft_tokens=800), "num_draft_tokens must be in 2..69"),
     (dict(num_steps=0), "num_steps must be in 1..16"),
     (dict(topk=None), "topk is empty"),

@@ -6,7 +6,7 @@ import torch
 
 from helpers import fresh_prefill, random_prompts, tiny_pair
 from workbench.engine.accept import AcceptResult
-from workbench.engine.batch import extend_batch
+from workbench.attention.batch import extend_batch
 from workbench.engine.config import SpecConfig
 from workbench.engine.engine import Engine
 from workbench.engine.request import Request

@@ -71,6 +71,7 @@ def _inputs() -> list:
     """Prompt, examples, method and knobs, in ``Settings`` field order. Number boxes (not
     sliders) so that any value reaches ``Settings.build`` and gets a readable message."""
     examples = load_examples()
+    default = Settings()  # the defaults live in SpecConfig (and Settings), not here
     labels = [f"{e['category']}: {e['prompt'][:70]}…" for e in examples]
     small = dict(min_width=90)
     with gr.Row():
@@ -79,13 +80,13 @@ def _inputs() -> list:
             example = gr.Dropdown(labels, value=None, label="Spec-Bench examples (first turns)", elem_id="examples")
         with gr.Column(scale=3):
             with gr.Row():
-                method = gr.Radio(["eagle2", "linear", "vanilla"], value="eagle2", label="method", elem_id="method",
+                method = gr.Radio(["eagle2", "linear", "vanilla"], value=default.method, label="method", elem_id="method",
                                   scale=2)
-                max_new = gr.Number(64, label="max_new_tokens", precision=0, elem_id="max-new-tokens", **small)
+                max_new = gr.Number(default.max_new_tokens, label="max_new_tokens", precision=0, elem_id="max-new-tokens", **small)
             with gr.Row():
-                num_steps = gr.Number(5, label="num_steps", precision=0, elem_id="num-steps", **small)
-                topk = gr.Number(4, label="topk", precision=0, elem_id="topk", **small)
-                num_draft = gr.Number(8, label="num_draft_tokens", precision=0, elem_id="num-draft-tokens", **small)
+                num_steps = gr.Number(default.num_steps, label="num_steps", precision=0, elem_id="num-steps", **small)
+                topk = gr.Number(default.topk, label="topk", precision=0, elem_id="topk", **small)
+                num_draft = gr.Number(default.num_draft_tokens, label="num_draft_tokens", precision=0, elem_id="num-draft-tokens", **small)
             with gr.Row():
                 temperature = gr.Number(0.0, label="temperature", elem_id="temperature", **small)
                 top_p = gr.Number(1.0, label="top-p", elem_id="top-p", **small)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from workbench.attention.meta import build_meta
-from workbench.engine.batch import ForwardBatch, extend_batch
+from workbench.attention.batch import ForwardBatch, extend_batch
 from workbench.engine.sampling import SamplingParams, target_probs
 from workbench.engine.tree import Candidates
 from workbench.kv import SlotTable

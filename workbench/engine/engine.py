@@ -22,8 +22,8 @@ import torch
 
 from workbench.engine import trace as tr
 from workbench.engine.accept import AcceptResult, greedy_walk, leviathan_chain, sampling_walk
-from workbench.engine.batch import ForwardBatch, extend_batch
-from workbench.engine.config import SpecConfig
+from workbench.attention.batch import ForwardBatch, extend_batch
+from workbench.engine.config import SpecConfig, check_context
 from workbench.engine.draft import draft_extend, grow_tree
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams, choose, target_probs
@@ -60,12 +60,8 @@ class Engine:
             raise ValueError("every prompt needs at least one token")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        limit = self.target.config.max_position_embeddings
-        spare = self.spec.num_draft_tokens if self.spec.speculative else 1
         for p in prompts:
-            if len(p) + max_new_tokens + spare > limit:
-                raise ValueError(f"prompt of {len(p)} tokens + {max_new_tokens} new tokens exceeds the "
-                                 f"model's context of {limit}")
+            check_context(self.spec, self.target.config.max_position_embeddings, len(p), max_new_tokens)
         per_step = (self.spec.num_draft_tokens + self.spec.num_steps * self.spec.topk) if self.spec.speculative else 1
         num_slots = sum(len(p) + max_new_tokens + per_step + 1 for p in prompts)
         self.table = SlotTable(SlotAllocator(num_slots))
