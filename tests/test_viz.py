@@ -1,5 +1,5 @@
 """The figure and table builders of ``workbench.viz``, on traces from the real engine (tiny random
-models) and on the REFERENCE §3 seed tree written out by hand: node counts, one marker symbol
+models) and on the docs/design.md §5 seed tree written out by hand: node counts, one marker symbol
 and colour per status, mask cells equal to the trace's mask, walk moves, KV counts."""
 
 import pytest
@@ -48,7 +48,7 @@ def spec_steps(runs, name):
 
 
 def seed_tree_trace() -> dict:
-    """REFERENCE §3 "seed tree" as a trace: root 0, A 1, B 2 (children of the root), C 3, D 4
+    """The "seed tree" of docs/design.md §5 as a trace: root 0, A 1, B 2 (children of the root), C 3, D 4
     (of A), E 5 (of B); target root->A, A->D; a dropped candidate F under B."""
     names = ["the", "A", "B", "C", "D", "E"]
     parents, depths = [-1, 0, 0, 1, 1, 2], [0, 1, 1, 2, 2, 2]

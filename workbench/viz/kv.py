@@ -1,6 +1,6 @@
 """KV cache slots touched by one step, for the target and the draft head.
 
-Both share one slot allocator (two physical buffers, same slot ids; REFERENCE §2.1). In a spec
+Both share one slot allocator (two physical buffers, same slot ids; docs/design.md §2). In a spec
 step the target writes one slot per verified node; the slots of the root and the accepted drafts
 are kept (committed), the others rolled back: freed. Rollback here is a slot-table remap (page
 size 1), so no row is moved; an engine that copies accepted rows down would list them in

@@ -2,7 +2,7 @@
 
 Rows are the query nodes (root first), columns are the keys: the committed prefix, collapsed to
 one band because every node sees all of it, then the tree nodes. Cell (i, j) is "node i may
-attend to node j": the root, node i's ancestors and node i itself (REFERENCE §2.4). Because the
+attend to node j": the root, node i's ancestors and node i itself (docs/design.md §3). Because the
 rerank sorts nodes by flat index, parents come first and the mask is lower-triangular.
 
 Cells carry a glyph as well as a colour: ✓ may attend, · masked.
