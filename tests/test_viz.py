@@ -2,6 +2,8 @@
 models) and on the docs/design.md §5 seed tree written out by hand: node counts, one marker symbol
 and colour per status, mask cells equal to the trace's mask, walk moves, KV counts."""
 
+import re
+
 import pytest
 
 from helpers import tiny_pair
@@ -9,9 +11,9 @@ from workbench.engine.config import SpecConfig
 from workbench.engine.engine import Engine
 from workbench.engine.sampling import SamplingParams
 from workbench.viz.compare import cost_figure, run_summary, speedups, summary_html, tau_figure, tokens_figure
-from workbench.viz.kv import kv_figure, kv_summary, kv_table_html
+from workbench.viz.kv import kv_figure, kv_slots_html, kv_summary, kv_table_html
 from workbench.viz.logits import children, logits_html, logits_rows
-from workbench.viz.mask import MASKED, PREFIX, TREE, mask_figure, mask_matrix
+from workbench.viz.mask import MASKED, PREFIX, TREE, mask_figure, mask_html, mask_matrix
 from workbench.viz.output import output_html, output_tokens, tau_per_step
 from workbench.viz.sampling import coin_rows, sampling_html
 from workbench.viz.style import NODE, SLOT
@@ -136,6 +138,9 @@ def test_mask_cells_equal_the_trace(runs):
         assert len(z) == n and all(len(r) == n + 1 for r in z) and len(cols) == n + 1 and len(rows) == n
         assert all(r[0] == PREFIX for r in z)
         assert [[int(c == TREE) for c in r[1:]] for r in z] == tr["tree"]["mask"]
+        grid = mask_html(tr)  # what the app shows: the same cells as a table
+        cells = re.findall(r"<td data-v='(\d)'", grid)
+        assert [int(v) for v in cells] == [v for r in z for v in r] and grid.count("<tr data-node=") == n
         fig = mask_figure(tr)
         assert [list(r) for r in fig.data[0].z] == z
         dots = fig.data[1]  # the "·" layer covers exactly the masked cells
@@ -215,11 +220,17 @@ def test_kv_counts(runs):
         assert len(by["kept"].x) == len(path) and len(by.get("freed", {"x": []})["x"]) == n - len(path)
         assert by["kept"].marker.color == SLOT["kept"].colour
         assert "data-key='rolled_back'" in kv_table_html(tr)
+        strips = kv_slots_html(tr)
+        assert strips.count("data-status='kept'") == len(path) and strips.count("data-status='freed'") == n - len(path)
 
 
 def test_kv_of_the_seed_tree_draws_every_slot():
     by = markers(kv_figure(seed_tree_trace()))
     assert {k: len(t.x) for k, t in by.items()} == {"kept": 3, "freed": 3, "extend": 2, "scratch": 4}
+    strips = kv_slots_html(seed_tree_trace())
+    assert {s: strips.count(f"data-status='{s}' data-slot=") for s in ("kept", "freed", "extend", "scratch")} == \
+        {"kept": 3, "freed": 3, "extend": 2, "scratch": 4}
+    assert "data-status='committed' data-band='10'" in strips
 
 
 # ---- output ----------------------------------------------------------------------------------
