@@ -19,7 +19,7 @@ from statistics import mean
 
 def tau(accept_lengths: list[int]) -> float | None:
     """Mean tokens per verify step over pooled accept lengths; None without a verify step."""
-    return mean(accept_lengths) if accept_lengths else None
+    return float(mean(accept_lengths)) if accept_lengths else None
 
 
 def speedup(tokens_per_s: float, base_tokens_per_s: float) -> float:

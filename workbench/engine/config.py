@@ -112,6 +112,9 @@ def check_context(spec: SpecConfig, context_len: int, prompt_len: int, max_new_t
     """Does a prompt of ``prompt_len`` tokens plus ``max_new_tokens`` (and a step's spare
     positions) fit the model's context? ValueError with the numbers otherwise."""
     room = context_len - max_new_tokens - spec.spare_positions
+    if room < 1:
+        raise ValueError(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in the model's context of "
+                         f"{context_len}")
     if prompt_len > room:
         raise ValueError(f"the prompt has {prompt_len} tokens: with max_new_tokens={max_new_tokens} it exceeds the "
-                         f"model's context of {context_len} (at most {max(room, 0)} prompt tokens fit)")
+                         f"model's context of {context_len} (at most {room} prompt tokens fit)")
