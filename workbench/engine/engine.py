@@ -32,8 +32,8 @@ from workbench.attention.meta import build_meta
 from workbench.engine import trace as tr
 from workbench.engine.accept import AcceptResult, greedy_walk, leviathan_chain, sampling_walk
 from workbench.engine.config import SpecConfig, check_context
-from workbench.engine.draft import DraftLevel, draft_extend, grow_tree, scratch_slots_per_step
-from workbench.engine.record import KVChange, StepRecord
+from workbench.engine.draft import draft_extend, grow_tree, scratch_slots_per_step
+from workbench.engine.record import DraftLevel, KVChange, StepRecord
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams, choose, target_probs
 from workbench.engine.tree import DraftTree, build_tree, rerank
@@ -179,10 +179,7 @@ class Engine:
         rids = [r.rid for r in reqs]
         timing: dict[str, float] = {}
         lens = [self.table.length(rid) for rid in rids]  # L per request, before this step
-        for r, L in zip(reqs, lens):  # the extend writes the pending pairs at the last committed slots
-            if r.draft_length + len(r.pending_tokens) != L:
-                raise AssertionError(f"request {r.rid}: draft KV covers {r.draft_length} positions + "
-                                     f"{len(r.pending_tokens)} pending pairs, but {L} are committed")
+        _check_pending(reqs, lens)
 
         t = self._clock()
         h_last, extend_slots = draft_extend(self.draft, self.draft_kv, self.table, rids,
@@ -306,6 +303,15 @@ class Engine:
 
     def check_integrity(self) -> None:
         self.table.check_integrity()
+
+
+def _check_pending(reqs: list[Request], lens: list[int]) -> None:
+    """The draft extend writes the pending pairs at the last committed slots: the draft KV must
+    cover exactly the committed positions before them (docs/design.md §4)."""
+    for r, L in zip(reqs, lens):
+        if r.draft_length + len(r.pending_tokens) != L:
+            raise AssertionError(f"request {r.rid}: draft KV covers {r.draft_length} positions + "
+                                 f"{len(r.pending_tokens)} pending pairs, but {L} are committed")
 
 
 def _check_positions(trees: list[DraftTree], levels: list[list[DraftLevel]], lens: list[int]) -> None:
