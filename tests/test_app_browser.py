@@ -126,7 +126,8 @@ def test_step_views_match_the_trace_and_compare(app, shots):
         cells = [int(v) for v in rows(page, "#mask-view td[data-v]", "data-v")]
         assert [cells[i * (n + 1) + 1 : (i + 1) * (n + 1)] for i in range(n)] == tr["tree"]["mask"]
         assert len(rows(page, "#kv-slots [data-status='freed']", "data-slot")) == n - len(path)
-        page.click("#trace-btn")  # the raw trace comes on demand
+        page.get_by_text("This step's trace (JSON)").click()  # open the accordion: the raw trace comes on demand
+        page.click("#trace-btn")
         page.wait_for_function("document.querySelector('#trace-json').innerText.includes('retrieve_next_token')")
         assert rows(page, "#logits-view tr[data-node]", "data-consulted") == [str(int(i in path)) for i in range(n)]
         statuses = rows(page, "#walk-pointers tr[data-node]", "data-status")
