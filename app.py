@@ -3,7 +3,8 @@
 The target, its tokenizer and the draft head are loaded once, before the server starts (progress
 on stderr); every browser session then gets its own Engine and KV cache. Options::
 
-    --host 127.0.0.1 --port 7860   where to listen
+    --host 127.0.0.1 --port 7860   where to listen (default: $GRADIO_SERVER_NAME / $GRADIO_SERVER_PORT,
+                                   Gradio's own variables, else 127.0.0.1:7860; the flags win)
     --dtype auto                   auto (default: bf16 where the CPU computes it natively, else fp32), bf16 or fp32
     --target DIR                   a local HF directory (default: SmolLM2-135M-Instruct, fetched once)
     --draft PATH | random[:SEED]   a draft head checkpoint (default: the shipped head, else random)
@@ -21,8 +22,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no calls home from
 def parse_args(argv=None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
     p = argparse.ArgumentParser(description="EAGLE-2 Workbench web app")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=7860)
+    p.add_argument("--host", help="address to listen on (default: $GRADIO_SERVER_NAME, else 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default: $GRADIO_SERVER_PORT, else 7860)")
     p.add_argument("--dtype", default="auto", choices=["auto", "bf16", "fp32"])
     p.add_argument("--target", default=None, help="local HF model directory (default: SmolLM2-135M-Instruct)")
     p.add_argument("--draft", default=None, help="draft head directory, or random[:SEED]")
@@ -32,13 +33,17 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> None:
     """Load once, then serve until interrupted."""
     args = parse_args(argv)
+    from workbench.app.ui import build_app, launch, server_address
+
+    try:
+        host, port = server_address(args.host, args.port)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
     from workbench.app.load import load_workbench
 
     wb, info = load_workbench(args.target, args.draft, args.dtype)
-    from workbench.app.ui import build_app, launch
-
-    print(f"[app] serving on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
-    launch(build_app(wb, info), args.host, args.port)
+    print(f"[app] serving on http://{host}:{port}", file=sys.stderr, flush=True)
+    launch(build_app(wb, info), host, port)
 
 
 if __name__ == "__main__":

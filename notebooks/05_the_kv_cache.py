@@ -126,7 +126,7 @@ display(Markdown(
 # %%
 import torch
 
-from workbench.engine.batch import extend_batch
+from workbench.attention.batch import extend_batch
 from workbench.kv import SlotAllocator
 
 committed = eng.table.slots(req.rid)

@@ -70,7 +70,8 @@ for n in (1, 8, 64):
 # the curve is the median, the bars the range.
 
 # %%
-from workbench.bench.cost import measure_draft_cost, measure_verify_cost, predicted_speedup
+from workbench.bench.cost import measure_draft_cost, measure_verify_cost
+from workbench.metrics import predicted_speedup
 from workbench.lessons.cost_curve import CostCurve
 from workbench.lessons.timing import spread
 

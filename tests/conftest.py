@@ -1,4 +1,5 @@
-"""Run Triton kernels in its CPU interpreter when no GPU is present.
+"""Run Triton kernels in its CPU interpreter when no GPU is present, and every Engine with its
+debug invariant checks on (docs/design.md §4).
 
 Triton reads TRITON_INTERPRET when a ``@triton.jit`` function is defined (its own ``tl.*``
 helpers at ``import triton``), so it is set here, before any test module imports triton.
@@ -10,6 +11,7 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+os.environ.setdefault("WORKBENCH_DEBUG", "1")  # inherited by the app and CLI processes the tests start
 
 # Tiny-model tests run many small ops: one thread avoids paying for thread wake-ups (on a busy
 # 2-core machine, an idle OpenMP worker can stall each op by a scheduler tick). Tests on the

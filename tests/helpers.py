@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from workbench.engine.batch import extend_batch
+from workbench.attention.batch import extend_batch
 from workbench.kv import SlotAllocator
 from workbench.models.draft import random_head
 from workbench.models.loading import load_target

@@ -26,7 +26,7 @@ PROMPT = "tell me about the cat"
 DEFAULTS = dict(prompt=PROMPT, method="eagle2", num_steps=5, topk=4, num_draft_tokens=8, temperature=0.0,
                 top_p=1.0, top_k=0, seed=0, max_new_tokens=64)
 VIEWS = ("status", "summary", "step_slider", "tree", "mask", "logits", "pointers", "moves", "walk_slider",
-         "sampling", "output", "kv_plot", "kv_table", "trace")
+         "sampling", "output", "kv_slots", "kv_table")
 
 
 def free_port() -> int:
@@ -39,8 +39,14 @@ def inputs(**changes) -> list:
     return list(dict(DEFAULTS, **changes).values())
 
 
-def views(out) -> dict:
-    return dict(zip(VIEWS, out))
+def views(out, c: Client | None = None) -> dict:
+    """The Step outputs by name; with the client ``c``, plus the trace of the step on screen,
+    which the page fetches on demand (the Step itself does not send it)."""
+    assert len(out) == len(VIEWS)
+    v = dict(zip(VIEWS, out))
+    if c is not None:
+        v["trace"] = c.predict(api_name="/trace")
+    return v
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +81,7 @@ def shared(app_url) -> Client:
 def test_step_back_and_goto(app_url):
     c = client(app_url)
     for n in (1, 2, 3):
-        v = views(c.predict(*inputs(), api_name="/step"))
+        v = views(c.predict(*inputs(), api_name="/step"), c)
         assert v["summary"].startswith(f"**Step {n}** of {n} recorded")
     tr = v["trace"]
     assert tr["kind"] == "spec" and tr["step"] == 3
@@ -86,11 +92,13 @@ def test_step_back_and_goto(app_url):
     assert sorted(int(k) for k in accepted) == sorted(tr["accept"]["path"][1:])
     assert v["logits"].count("<tr data-node=") == len(tr["tree"]["nodes"])
     assert v["moves"].count("<li data-move=") == len(tr["accept"]["moves"]) + 1
-    back = views(c.predict(api_name="/back"))
+    assert v["mask"].count("<tr data-node=") == len(tr["tree"]["nodes"])
+    assert v["kv_slots"].count("data-status='freed'") == len(tr["tree"]["nodes"]) - len(tr["accept"]["path"])
+    back = views(c.predict(api_name="/back"), c)
     assert back["trace"]["step"] == 2 and back["summary"].startswith("**Step 2** of 3")
-    first = views(c.predict(1, api_name="/goto"))
+    first = views(c.predict(1, api_name="/goto"), c)
     assert first["trace"]["kind"] == "prefill"
-    again = views(c.predict(*inputs(), api_name="/step"))  # Step after Back replays the recorded step
+    again = views(c.predict(*inputs(), api_name="/step"), c)  # Step after Back replays the recorded step
     assert again["trace"]["step"] == 2 and again["summary"].startswith("**Step 2** of 3")
     walk = c.predict(1, api_name="/walk")
     assert walk[1].count("<li data-move=") == 1
@@ -101,7 +109,7 @@ def test_step_back_and_goto(app_url):
 @pytest.mark.parametrize("changes, message", [
     (dict(prompt="   "), "prompt is empty"),
     (dict(prompt="cat " * 1600), "characters long"),
-    (dict(prompt="cat " * 1000), "in the model's context"),
+    (dict(prompt="cat " * 1000), "exceeds the model's context"),
     (dict(num_draft_tokens=800), "num_draft_tokens must be in 2..69"),
     (dict(num_steps=0), "num_steps must be in 1..16"),
     (dict(topk=None), "topk is empty"),
@@ -110,11 +118,11 @@ def test_step_back_and_goto(app_url):
     (dict(max_new_tokens=0), "max_new_tokens must be in 1..512"),
 ], ids=lambda x: x if isinstance(x, str) else None)
 def test_bad_input_gives_a_message(shared, changes, message):
-    ok = views(shared.predict(*inputs(), api_name="/step"))
-    bad = views(shared.predict(*inputs(**changes), api_name="/step"))
+    ok = views(shared.predict(*inputs(), api_name="/step"), shared)
+    bad = views(shared.predict(*inputs(**changes), api_name="/step"), shared)
     assert message in bad["status"] and bad["status"].startswith("⚠️")
     assert bad["trace"] == ok["trace"]  # what was on screen stays
-    after = views(shared.predict(*inputs(), api_name="/step"))  # and the app keeps working
+    after = views(shared.predict(*inputs(), api_name="/step"), shared)  # and the app keeps working
     assert after["trace"]["step"] == ok["trace"]["step"] + 1 and not after["status"].startswith("⚠️")
 
 
@@ -134,14 +142,14 @@ def test_sessions_are_separate_and_a_long_run_blocks_no_one(app_url):
 
 def test_run_to_end_and_reset(app_url):
     c = client(app_url)
-    v = views(c.predict(*inputs(max_new_tokens=6), api_name="/run_to_end"))
+    v = views(c.predict(*inputs(max_new_tokens=6), api_name="/run_to_end"), c)
     assert v["status"].startswith("Finished") and v["trace"]["finished"] in ("length", "stop")
     v = views(c.predict(*inputs(max_new_tokens=6), api_name="/step"))
     assert "finished" in v["status"]
-    reset = views(c.predict(api_name="/reset")[:-2])
+    reset = views(c.predict(api_name="/reset")[:-2], c)
     assert reset["trace"] is None and reset["summary"] == "No step yet."
     sampled = views(c.predict(*inputs(temperature=0.8, seed=2), api_name="/step"))
-    sampled = views(c.predict(*inputs(temperature=0.8, seed=2), api_name="/step"))
+    sampled = views(c.predict(*inputs(temperature=0.8, seed=2), api_name="/step"), c)
     assert sampled["trace"]["accept"]["rule"] == "target-only" and "coin u" in sampled["sampling"]
 
 
@@ -159,9 +167,9 @@ def test_compare(app_url):
 
 def test_app_py_serves_a_tiny_model(tiny_model):
     port = free_port()
-    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False")
+    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", GRADIO_SERVER_PORT=str(port))  # Gradio's variable
     proc = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--target", str(tiny_model), "--draft", "random:1",
-                             "--dtype", "fp32", "--port", str(port)], cwd=ROOT, env=env,
+                             "--dtype", "fp32"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.time() + 120
@@ -172,9 +180,23 @@ def test_app_py_serves_a_tiny_model(tiny_model):
             except OSError:
                 assert proc.poll() is None, proc.stdout.read()
                 time.sleep(0.5)
-        v = views(client(f"http://127.0.0.1:{port}/").predict(*inputs(), api_name="/step"))
+        c = client(f"http://127.0.0.1:{port}/")
+        v = views(c.predict(*inputs(), api_name="/step"), c)
         assert v["trace"]["kind"] == "prefill"
     finally:
         proc.terminate()
         log = proc.communicate(timeout=30)[0]
     assert "warmed up" in log and f"serving on http://127.0.0.1:{port}" in log
+
+
+def test_server_address_flags_win_over_gradio_variables():
+    from workbench.app.ui import server_address
+
+    assert server_address(environ={}) == ("127.0.0.1", 7860)
+    env = {"GRADIO_SERVER_NAME": "0.0.0.0", "GRADIO_SERVER_PORT": "8001"}
+    assert server_address(environ=env) == ("0.0.0.0", 8001)
+    assert server_address("127.0.0.1", 9000, env) == ("127.0.0.1", 9000)
+    with pytest.raises(ValueError, match="GRADIO_SERVER_PORT must be a port number, got 'http'"):
+        server_address(environ={"GRADIO_SERVER_PORT": "http"})
+    with pytest.raises(ValueError, match="port must be in 1..65535, got 70000"):
+        server_address(port=70000, environ={})

@@ -1,6 +1,7 @@
 """End to end in a real browser (Playwright driving Debian's chromium): open the page, enter a
 prompt, press Step three times, check that the tree, mask, logits, walk, KV and output views show
-what the engine's trace of that step holds, open Compare, and save screenshots.
+what the engine's trace of that step holds, open Compare, save screenshots, and check that
+no request of the page leaves 127.0.0.1 (no font, script or image from elsewhere).
 
 The expected trace comes from a separate run of the same settings (greedy decoding is
 deterministic). Environment:
@@ -108,6 +109,8 @@ def test_step_views_match_the_trace_and_compare(app, shots):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(120_000)
+        requests = []  # every request the page makes, to check that none leaves this machine
+        page.on("request", lambda r: requests.append(r.url))
         page.goto(url)
         page.fill("#prompt textarea", PROMPT)
         for step in range(1, STEPS + 1):
@@ -120,8 +123,12 @@ def test_step_views_match_the_trace_and_compare(app, shots):
         assert sum(tree[s]["n"] for s in ("root", "accepted", "missed", "unreached") if s in tree) == n
         assert sorted(int(k) for k in tree.get("accepted", {"keys": []})["keys"]) == sorted(path[1:])
         assert tree["bonus"]["n"] == 1
-        mask = plot_data(page, "mask-plot")[0]["z"]
-        assert [[int(c == 1) for c in row[1:]] for row in mask] == tr["tree"]["mask"]
+        cells = [int(v) for v in rows(page, "#mask-view td[data-v]", "data-v")]
+        assert [cells[i * (n + 1) + 1 : (i + 1) * (n + 1)] for i in range(n)] == tr["tree"]["mask"]
+        assert len(rows(page, "#kv-slots [data-status='freed']", "data-slot")) == n - len(path)
+        page.get_by_text("This step's trace (JSON)").click()  # open the accordion: the raw trace comes on demand
+        page.click("#trace-btn")
+        page.wait_for_function("document.querySelector('#trace-json').innerText.includes('retrieve_next_token')")
         assert rows(page, "#logits-view tr[data-node]", "data-consulted") == [str(int(i in path)) for i in range(n)]
         statuses = rows(page, "#walk-pointers tr[data-node]", "data-status")
         assert [i for i, s in enumerate(statuses) if s == "accepted"] == sorted(path[1:]) and len(statuses) == n
@@ -134,9 +141,9 @@ def test_step_views_match_the_trace_and_compare(app, shots):
 
         save(page, shots, "step", ["#prompt", "#step-btn", "#summary", "#output-view"])
         save(page, shots, "tree", ["#tree-plot"])
-        save(page, shots, "mask-logits", ["#mask-plot", "#logits-view"])
+        save(page, shots, "mask-logits", ["#mask-view", "#logits-view"])
         save(page, shots, "walk", ["#walk-pointers", "#walk-moves"])
-        save(page, shots, "kv", ["#kv-plot", "#kv-table"])
+        save(page, shots, "kv", ["#kv-slots", "#kv-table"])
 
         page.get_by_role("tab", name="Compare").click()
         page.fill("#compare-max-new input", "16" if REAL else "8")
@@ -148,3 +155,4 @@ def test_step_views_match_the_trace_and_compare(app, shots):
         save(page, shots, "compare", ["#compare-summary", "#compare-tau", "#compare-tokens"])
         save(page, shots, "compare-cost", ["#compare-cost", "#compare-linear-tree", "#compare-eagle2-tree"])
         browser.close()
+    assert requests and [u for u in requests if not u.startswith(("http://127.0.0.1:", "data:", "blob:"))] == []

@@ -5,11 +5,12 @@ import pytest
 import torch
 
 from helpers import fresh_prefill, random_prompts, tiny_pair
+from workbench.attention.batch import extend_batch
 from workbench.engine.accept import AcceptResult
-from workbench.engine.batch import extend_batch
-from workbench.engine.config import SpecConfig
+from workbench.engine.config import SpecConfig, check_context
 from workbench.engine.engine import Engine
 from workbench.engine.request import Request
+from workbench.engine.trace import step_trace
 from workbench.engine.tree import build_tree
 from workbench.models.draft import random_head
 from workbench.models.loading import load_target
@@ -102,7 +103,7 @@ def test_kv_equals_fresh_prefill_after_50_steps(pair):
 
 
 def test_commit_of_the_score_driven_example(pair):
-    """REFERENCE §3: accept B, E, bonus X; keep r, B, E; free A, C, G; L 10 -> 13."""
+    """docs/design.md §5 example: accept B, E, bonus X; keep r, B, E; free A, C, G; L 10 -> 13."""
     target, head = pair
     eng = Engine(target, head, SpecConfig("eagle2", 3, 2, 6))
     eng.add_requests([list(range(3, 13))], 20)  # L = 10 once prefilled
@@ -110,7 +111,7 @@ def test_commit_of_the_score_driven_example(pair):
     r = eng.requests[0]
     tree = build_tree(r.root, score_driven_candidates(), [0, 1, 2, 4, 6], 10)
     slots = eng.table.allocator.alloc(6)
-    res = AcceptResult(path=[0, 2, 4], bonus=5)
+    res = AcceptResult(path=[0, 2, 4], bonus=5, stop="leaf")
     hidden = torch.arange(6.0)[:, None].expand(6, target.config.hidden_size)
     kept, freed, emitted = eng._commit(r, tree, res, slots, hidden)
     assert kept == [slots[0], slots[2], slots[4]] and freed == [slots[1], slots[3], slots[5]]
@@ -162,3 +163,72 @@ def test_engine_rejects_bad_requests(pair):
         eng.add_requests([[3] * 1020], 8)
     with pytest.raises(ValueError, match="needs a draft head"):
         Engine(target, None, SpecConfig("eagle2"))
+
+
+@pytest.mark.parametrize("kwargs, expected", [
+    (dict(), SpecConfig("eagle2", 5, 4, 8)),
+    (dict(method="linear", num_steps=3), SpecConfig.linear(3)),
+    (dict(method="linear", num_steps=3, topk=1, num_draft_tokens=4), SpecConfig.linear(3)),
+    (dict(method="vanilla", num_steps=99), SpecConfig("vanilla")),
+    (dict(num_steps=3, topk=2), SpecConfig("eagle2", 3, 2, 8)),
+])
+def test_from_knobs_fills_the_defaults(kwargs, expected):
+    assert SpecConfig.from_knobs(**kwargs) == expected
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(method="linear", topk=2), "linear is the chain: topk must be 1"),
+    (dict(method="linear", num_steps=3, num_draft_tokens=8), "leave num_draft_tokens out"),
+    (dict(method="beam"), "unknown method"),
+    (dict(num_steps=0), "num_steps must be in"),
+])
+def test_from_knobs_bad_input(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SpecConfig.from_knobs(**kwargs)
+
+
+def test_context_check_reserves_the_verify_block():
+    check_context(SpecConfig("vanilla"), 100, 89, 10)  # 89 + 10 + 1 fits
+    with pytest.raises(ValueError, match="exceeds the model's context of 100 \\(at most 82 prompt tokens fit\\)"):
+        check_context(SpecConfig("eagle2", 5, 4, 8), 100, 83, 10)
+
+
+def test_step_records_carry_what_the_walk_decided(pair):
+    """The record holds the stop reason and which pointer each move read; the trace copies them."""
+    target, head = pair
+    eng = Engine(target, head, SpecConfig("eagle2", 3, 3, 8), trace=True)
+    eng.add_requests(random_prompts(2, 12, seed=3), 16)
+    seen = set()
+    while not eng.done:
+        for rec in eng.step_records():
+            trace = step_trace(rec)
+            assert trace["L"] == rec.kv.committed_before and trace["emitted"] == rec.emitted
+            if rec.kind != "spec":
+                continue
+            tree, res = rec.tree, rec.result
+            assert trace["accept"]["stop"] == res.stop and [m["read"] for m in trace["accept"]["moves"]] == \
+                [m.read for m in res.moves]
+            last = res.path[-1]
+            children = [m for m in res.moves if m.node == last]
+            if res.stop == "leaf":
+                assert tree.retrieve_next_token[last] == -1 and not children
+            else:
+                assert children and not any(m.match for m in children)
+            for m in res.moves:
+                pointer = tree.retrieve_next_token if m.via == "next_token" else tree.retrieve_next_sibling
+                assert pointer[m.read] == m.child
+            for lv in rec.levels:  # draft levels run one position behind the target's nodes
+                assert lv.position == rec.kv.committed_before + lv.level - 1
+            seen.add(res.stop)
+    assert seen  # at least one spec step was recorded
+
+
+def test_debug_checks_catch_misplaced_pending_pairs(pair):
+    target, head = pair
+    eng = Engine(target, head, SpecConfig("eagle2", 2, 2, 4), debug=True)
+    eng.add_requests(random_prompts(1, 8, seed=1), 8)
+    eng.step()
+    r, L = eng.requests[0], eng.table.length(0)
+    r.draft_length += 1  # as if the pending pairs did not sit in the last committed slots
+    with pytest.raises(AssertionError, match=f"draft KV covers 1 positions \\+ {L} pending pairs, but {L} are"):
+        eng.step()

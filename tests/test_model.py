@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from helpers import fresh_prefill
-from workbench.engine.batch import extend_batch
+from workbench.attention.batch import extend_batch
 from workbench.kv import SlotAllocator
 from workbench.models.loading import load_target
 from workbench.testing.tiny import make_tiny_checkpoint

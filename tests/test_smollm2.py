@@ -75,7 +75,7 @@ def test_greedy_equals_transformers_generate(method, prompt_file, hf_reference):
     (["--prompt", "   "], "the prompt is empty"),
     (["--prompt", "hi", "--target", "/nonexistent"], "--target /nonexistent"),
     (["--prompt", "hi", "--topk", "3", "--num-draft-tokens", "500"], "num_draft_tokens must be in 2..40"),
-    (["--prompt", "hi", "--method", "linear", "--topk", "2"], "--topk must be 1"),
+    (["--prompt", "hi", "--method", "linear", "--topk", "2"], "topk must be 1"),
     (["--prompt", "hi", "--top-p", "1.5"], "top_p must be in"),
     (["--prompt", "hi", "--max-new-tokens", "0"], "--max-new-tokens must be > 0"),
     (["--prompts", "/nonexistent.jsonl"], "--prompts /nonexistent.jsonl"),

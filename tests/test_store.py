@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from workbench import store
-from workbench.cli import UserError
+from workbench.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from workbench.bench.specbench import DATA_FILE
-from workbench.engine.batch import extend_batch
+from workbench.attention.batch import extend_batch
 from workbench.models.draft import random_head
 from workbench.models.loading import load_target
 from workbench.testing.tiny import make_tiny_checkpoint

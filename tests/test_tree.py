@@ -1,4 +1,4 @@
-"""REFERENCE §3 test vectors on the tree builder and the accept walk."""
+"""The test vectors of docs/design.md §5 on the tree builder and the accept walk."""
 
 import torch
 

@@ -1,6 +1,8 @@
 """The figure and table builders of ``workbench.viz``, on traces from the real engine (tiny random
-models) and on the REFERENCE §3 seed tree written out by hand: node counts, one marker symbol
+models) and on the docs/design.md §5 seed tree written out by hand: node counts, one marker symbol
 and colour per status, mask cells equal to the trace's mask, walk moves, KV counts."""
+
+import re
 
 import pytest
 
@@ -9,9 +11,9 @@ from workbench.engine.config import SpecConfig
 from workbench.engine.engine import Engine
 from workbench.engine.sampling import SamplingParams
 from workbench.viz.compare import cost_figure, run_summary, speedups, summary_html, tau_figure, tokens_figure
-from workbench.viz.kv import kv_figure, kv_summary, kv_table_html
+from workbench.viz.kv import kv_figure, kv_slots_html, kv_summary, kv_table_html
 from workbench.viz.logits import children, logits_html, logits_rows
-from workbench.viz.mask import MASKED, PREFIX, TREE, mask_figure, mask_matrix
+from workbench.viz.mask import MASKED, PREFIX, TREE, mask_figure, mask_html, mask_matrix
 from workbench.viz.output import output_html, output_tokens, tau_per_step
 from workbench.viz.sampling import coin_rows, sampling_html
 from workbench.viz.style import NODE, SLOT
@@ -48,7 +50,7 @@ def spec_steps(runs, name):
 
 
 def seed_tree_trace() -> dict:
-    """REFERENCE §3 "seed tree" as a trace: root 0, A 1, B 2 (children of the root), C 3, D 4
+    """The "seed tree" of docs/design.md §5 as a trace: root 0, A 1, B 2 (children of the root), C 3, D 4
     (of A), E 5 (of B); target root->A, A->D; a dropped candidate F under B."""
     names = ["the", "A", "B", "C", "D", "E"]
     parents, depths = [-1, 0, 0, 1, 1, 2], [0, 1, 1, 2, 2, 2]
@@ -67,10 +69,10 @@ def seed_tree_trace() -> dict:
         "tree": {"nodes": nodes, "mask": mask, "retrieve_index": list(range(6)),
                  "retrieve_next_token": [1, 3, 5, -1, -1, -1], "retrieve_next_sibling": [-1, 2, -1, 4, -1, -1]},
         "verify": {"top": top},
-        "accept": {"moves": [{"node": 0, "child": 1, "via": "next_token", "match": True},
-                             {"node": 1, "child": 3, "via": "next_token", "match": False},
-                             {"node": 1, "child": 4, "via": "next_sibling", "match": True}],
-                   "path": [0, 1, 4], "accepted": [101, 104], "bonus": {"token": 100, "text": "the", "after_node": 4},
+        "accept": {"moves": [{"node": 0, "child": 1, "via": "next_token", "read": 0, "match": True},
+                             {"node": 1, "child": 3, "via": "next_token", "read": 1, "match": False},
+                             {"node": 1, "child": 4, "via": "next_sibling", "read": 3, "match": True}],
+                   "path": [0, 1, 4], "accepted": [101, 104], "stop": "leaf", "bonus": {"token": 100, "text": "the", "after_node": 4},
                    "bonus_from": "target", "residual_top": [], "rule": "greedy"},
         "kv": {"target": {"committed_before": 10, "written": [10, 11, 12, 13, 14, 15], "kept": [10, 11, 14],
                           "freed": [12, 13, 15], "moved": []},
@@ -136,6 +138,9 @@ def test_mask_cells_equal_the_trace(runs):
         assert len(z) == n and all(len(r) == n + 1 for r in z) and len(cols) == n + 1 and len(rows) == n
         assert all(r[0] == PREFIX for r in z)
         assert [[int(c == TREE) for c in r[1:]] for r in z] == tr["tree"]["mask"]
+        grid = mask_html(tr)  # what the app shows: the same cells as a table
+        cells = re.findall(r"<td data-v='(\d)'", grid)
+        assert [int(v) for v in cells] == [v for r in z for v in r] and grid.count("<tr data-node=") == n
         fig = mask_figure(tr)
         assert [list(r) for r in fig.data[0].z] == z
         dots = fig.data[1]  # the "·" layer covers exactly the masked cells
@@ -215,11 +220,17 @@ def test_kv_counts(runs):
         assert len(by["kept"].x) == len(path) and len(by.get("freed", {"x": []})["x"]) == n - len(path)
         assert by["kept"].marker.color == SLOT["kept"].colour
         assert "data-key='rolled_back'" in kv_table_html(tr)
+        strips = kv_slots_html(tr)
+        assert strips.count("data-status='kept'") == len(path) and strips.count("data-status='freed'") == n - len(path)
 
 
 def test_kv_of_the_seed_tree_draws_every_slot():
     by = markers(kv_figure(seed_tree_trace()))
     assert {k: len(t.x) for k, t in by.items()} == {"kept": 3, "freed": 3, "extend": 2, "scratch": 4}
+    strips = kv_slots_html(seed_tree_trace())
+    assert {s: strips.count(f"data-status='{s}' data-slot=") for s in ("kept", "freed", "extend", "scratch")} == \
+        {"kept": 3, "freed": 3, "extend": 2, "scratch": 4}
+    assert "data-status='committed' data-band='10'" in strips
 
 
 # ---- output ----------------------------------------------------------------------------------

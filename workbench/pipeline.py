@@ -92,12 +92,12 @@ class Workbench:
         step trace when given."""
         eng = self.engine(spec, sampling, trace=trace_sink is not None)
         eng.add_requests(prompt_ids, max_new_tokens)
-        _sync()
+        _sync(eng.device)
         t0 = time.perf_counter()
         while not eng.done:
             for t in eng.step():
                 trace_sink(t)
-        _sync()
+        _sync(eng.device)
         return eng.requests, time.perf_counter() - t0
 
 
@@ -135,6 +135,7 @@ def _apply_hot_tokens(head: DraftHead, n: int | None) -> str:
     return f", {len(hot)} hot draft tokens"
 
 
-def _sync() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+def _sync(device: torch.device) -> None:
+    """Wait for the device's queued work before reading the clock (CUDA is asynchronous)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

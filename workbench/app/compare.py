@@ -32,11 +32,11 @@ class CompareResult:
 
 def methods(spec: SpecConfig) -> dict[str, SpecConfig]:
     """The configurations compared for the eagle2 knobs in ``spec``."""
-    out = {"vanilla": SpecConfig("vanilla"), "linear": SpecConfig.linear(spec.num_steps)}
+    out = {"vanilla": SpecConfig.from_knobs("vanilla"), "linear": SpecConfig.from_knobs("linear", spec.num_steps)}
     budget = spec.num_draft_tokens - 1  # linear verifying as many tokens as eagle2
     if budget != spec.num_steps and budget <= MAX_STEPS:
-        out["linear (same verify budget)"] = SpecConfig.linear(budget)
-    out["eagle2"] = SpecConfig("eagle2", spec.num_steps, spec.topk, spec.num_draft_tokens)
+        out["linear (same verify budget)"] = SpecConfig.from_knobs("linear", budget)
+    out["eagle2"] = SpecConfig.from_knobs("eagle2", spec.num_steps, spec.topk, spec.num_draft_tokens)
     return out
 
 

@@ -1,6 +1,6 @@
 """The words on the page: a short explanation beside each view, and the glossary.
 
-The glossary uses the project's words (REFERENCE §1) and nothing else, so the page, the code and
+The glossary uses the project's words (docs/design.md §8) and nothing else, so the page, the code and
 the notebooks name every thing the same way.
 """
 

@@ -4,8 +4,8 @@ Loads the app's default model (dtype auto, the default head) and warms up as the
 run with the page's default inputs and presses Step ``--steps`` times (restarting the run when
 it finishes). Each Step is timed as the app does it:
 
-* default: the Step handler's work: one engine step + building every view + serialising the
-  figures and the trace to JSON (what Gradio sends to the page);
+* default: the Step handler's work: one engine step + building every view + serialising them
+  to JSON (what Gradio sends to the page; the raw trace is sent only when asked for);
 * ``--browser``: in chromium (Playwright, Debian's ``/usr/bin/chromium``), from the click on
   Step to the moment the tree figure shows the new step: server, network and plotly drawing.
 
@@ -47,7 +47,8 @@ def handler_times(wb, steps: int) -> tuple[list[float], list[float]]:
 
 
 def browser_times(wb, steps: int, port: int = 7899) -> list[float]:
-    """ms from clicking Step to the tree figure titled with the new step, in chromium."""
+    """ms from clicking Step to the tree figure titled with the new step, in chromium (the tree is
+    the one plotly figure a Step redraws, and the last view to be drawn)."""
     from playwright.sync_api import sync_playwright
 
     from workbench.app.ui import build_app, launch

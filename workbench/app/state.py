@@ -13,7 +13,8 @@ import math
 import threading
 from dataclasses import dataclass, field
 
-from workbench.engine.config import SpecConfig
+from workbench.engine.config import (DEFAULT_NUM_DRAFT_TOKENS, DEFAULT_NUM_STEPS, DEFAULT_TOPK, SpecConfig,
+                                     check_context)
 from workbench.engine.engine import Engine
 from workbench.engine.sampling import SamplingParams
 
@@ -27,9 +28,9 @@ class Settings:
 
     prompt: str = ""
     method: str = "eagle2"
-    num_steps: object = 5
-    topk: object = 4
-    num_draft_tokens: object = 8
+    num_steps: object = DEFAULT_NUM_STEPS
+    topk: object = DEFAULT_TOPK
+    num_draft_tokens: object = DEFAULT_NUM_DRAFT_TOKENS
     temperature: object = 0.0
     top_p: object = 1.0
     top_k: object = 0
@@ -49,21 +50,18 @@ class Settings:
                                   top_p=_number("top_p", self.top_p), top_k=_int("top_k", self.top_k, 0, None),
                                   seed=_int("seed", self.seed, 0, None))
         ids = wb.encode(prompt)
-        room = wb.target.config.max_position_embeddings - max_new - (spec.num_draft_tokens if spec.speculative else 1)
-        if len(ids) > room:
-            raise ValueError(f"The prompt is {len(ids)} tokens; with max_new_tokens={max_new} at most {room} fit "
-                             f"in the model's context of {wb.target.config.max_position_embeddings}.")
+        check_context(spec, wb.target.config.max_position_embeddings, len(ids), max_new)
         return spec, sampling, ids, max_new
 
     def spec(self) -> SpecConfig:
-        """The method and its tree knobs (linear: topk 1, D = num_steps + 1, set for you)."""
-        if self.method == "vanilla":
-            return SpecConfig("vanilla")
-        steps = _int("num_steps", self.num_steps, None, None)
-        if self.method == "linear":
-            return SpecConfig.linear(steps)
-        return SpecConfig(self.method, steps, _int("topk", self.topk, None, None),
-                          _int("num_draft_tokens", self.num_draft_tokens, None, None))
+        """The method and its tree knobs (linear: topk 1, D = num_steps + 1, set for you: the
+        page keeps its topk / num_draft_tokens boxes for eagle2)."""
+        if self.method in ("vanilla", "linear"):
+            steps = None if self.method == "vanilla" else _int("num_steps", self.num_steps, None, None)
+            return SpecConfig.from_knobs(self.method, steps)
+        return SpecConfig.from_knobs(self.method, _int("num_steps", self.num_steps, None, None),
+                                     _int("topk", self.topk, None, None),
+                                     _int("num_draft_tokens", self.num_draft_tokens, None, None))
 
 
 def _number(name: str, value) -> float:

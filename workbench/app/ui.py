@@ -9,6 +9,7 @@ holds up another session's Step. Bad input never raises: the status line says wh
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import gradio as gr
 from workbench.app import explain
 from workbench.app.compare import build_compare_tab
 from workbench.app.state import Session, Settings
-from workbench.app.views import VIEWS, blank, error, render, walk_views
+from workbench.app.views import VIEWS, blank, error, render, trace_view, walk_views
 from workbench.viz.walk import walk_moves
 
 SESSION_TTL_S = 2 * 3600  # a session's Engine (and its KV cache) is dropped after this idle time
@@ -25,6 +26,10 @@ CONCURRENCY = 8  # events of different sessions that may run at once (per event 
 AUTOPLAY_S = 1.2
 ANIMATE_S = 0.6
 CSS = ".wb-explain {font-size: 13px; color: #333} .wb-table code {font-size: 12px}"
+# System fonts only: the page loads no font file, from this server or any other.
+THEME = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"],
+                          font_mono=["ui-monospace", "Consolas", "monospace"])
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 7860
 
 
 def load_examples() -> list[dict]:
@@ -61,9 +66,26 @@ def warm_up(wb) -> float:
     return time.perf_counter() - t0
 
 
-def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int = 7860, block: bool = True):
+def server_address(host: str | None = None, port: int | None = None, environ=None) -> tuple[str, int]:
+    """Where to listen: ``host`` / ``port`` when given (the command line's flags), else Gradio's
+    own ``GRADIO_SERVER_NAME`` / ``GRADIO_SERVER_PORT`` (what hosting platforms set), else
+    127.0.0.1:7860. ValueError for a port that is not a number in 1..65535."""
+    environ = os.environ if environ is None else environ
+    host = host or environ.get("GRADIO_SERVER_NAME") or DEFAULT_HOST
+    if port is None:
+        text = environ.get("GRADIO_SERVER_PORT", "").strip()
+        try:
+            port = int(text) if text else DEFAULT_PORT
+        except ValueError:
+            raise ValueError(f"GRADIO_SERVER_PORT must be a port number, got {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise ValueError(f"the port must be in 1..65535, got {port}")
+    return host, port
+
+
+def launch(demo: gr.Blocks, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, block: bool = True):
     """Serve ``demo``; ``block=False`` returns at once (tests), the server runs in a thread."""
-    return demo.launch(server_name=host, server_port=port, css=CSS, footer_links=["api"],
+    return demo.launch(server_name=host, server_port=port, css=CSS, theme=THEME, footer_links=["api"],
                        prevent_thread_lock=not block, quiet=not block)
 
 
@@ -71,6 +93,7 @@ def _inputs() -> list:
     """Prompt, examples, method and knobs, in ``Settings`` field order. Number boxes (not
     sliders) so that any value reaches ``Settings.build`` and gets a readable message."""
     examples = load_examples()
+    default = Settings()  # the defaults live in SpecConfig (and Settings), not here
     labels = [f"{e['category']}: {e['prompt'][:70]}…" for e in examples]
     small = dict(min_width=90)
     with gr.Row():
@@ -79,13 +102,13 @@ def _inputs() -> list:
             example = gr.Dropdown(labels, value=None, label="Spec-Bench examples (first turns)", elem_id="examples")
         with gr.Column(scale=3):
             with gr.Row():
-                method = gr.Radio(["eagle2", "linear", "vanilla"], value="eagle2", label="method", elem_id="method",
+                method = gr.Radio(["eagle2", "linear", "vanilla"], value=default.method, label="method", elem_id="method",
                                   scale=2)
-                max_new = gr.Number(64, label="max_new_tokens", precision=0, elem_id="max-new-tokens", **small)
+                max_new = gr.Number(default.max_new_tokens, label="max_new_tokens", precision=0, elem_id="max-new-tokens", **small)
             with gr.Row():
-                num_steps = gr.Number(5, label="num_steps", precision=0, elem_id="num-steps", **small)
-                topk = gr.Number(4, label="topk", precision=0, elem_id="topk", **small)
-                num_draft = gr.Number(8, label="num_draft_tokens", precision=0, elem_id="num-draft-tokens", **small)
+                num_steps = gr.Number(default.num_steps, label="num_steps", precision=0, elem_id="num-steps", **small)
+                topk = gr.Number(default.topk, label="topk", precision=0, elem_id="topk", **small)
+                num_draft = gr.Number(default.num_draft_tokens, label="num_draft_tokens", precision=0, elem_id="num-draft-tokens", **small)
             with gr.Row():
                 temperature = gr.Number(0.0, label="temperature", elem_id="temperature", **small)
                 top_p = gr.Number(1.0, label="top-p", elem_id="top-p", **small)
@@ -124,6 +147,7 @@ def _step_tab(wb, session, inputs) -> None:
     autoplay.change(lambda on: gr.Timer(active=on), autoplay, timer, api_visibility="private")
     tick = timer.tick(h.tick, [session, *inputs], outs + [timer, autoplay], trigger_mode="once",
                       api_visibility="private", **quiet)
+    views["trace_btn"].click(trace_view, [session], views["trace"], api_name="trace")
     walk = [views["pointers"], views["moves"]]
     views["walk_slider"].release(h.walk, [session, views["walk_slider"]], walk, api_name="walk")
     animate = animate_btn.click(h.animate, [session], walk + [views["walk_slider"]], api_name="animate_walk")
@@ -137,7 +161,7 @@ def _step_views() -> tuple[dict, gr.Button]:
          "status": gr.Markdown(elem_id="status"), "summary": gr.Markdown("No step yet.", elem_id="summary")}
     v["output"] = _view_row(lambda: gr.HTML(elem_id="output-view"), explain.OUTPUT)
     v["tree"] = _view_row(lambda: gr.Plot(label="draft tree", elem_id="tree-plot"), explain.TREE)
-    v["mask"] = _view_row(lambda: gr.Plot(label="tree mask", elem_id="mask-plot"), explain.MASK)
+    v["mask"] = _view_row(lambda: gr.HTML(elem_id="mask-view"), explain.MASK)
     v["logits"] = _view_row(lambda: gr.HTML(elem_id="logits-view"), explain.LOGITS)
     with gr.Row():
         with gr.Column(scale=4):
@@ -152,11 +176,12 @@ def _step_views() -> tuple[dict, gr.Button]:
     v["sampling"] = _view_row(lambda: gr.HTML(elem_id="sampling-view"), explain.SAMPLING)
     with gr.Row():
         with gr.Column(scale=4):
-            v["kv_plot"] = gr.Plot(label="KV slots", elem_id="kv-plot")
+            v["kv_slots"] = gr.HTML(elem_id="kv-slots")
             v["kv_table"] = gr.HTML(elem_id="kv-table")
         with gr.Column(scale=1, min_width=220):
             gr.Markdown(explain.KV, elem_classes=["wb-explain"])
     with gr.Accordion("This step's trace (JSON): everything the views above are drawn from", open=False):
+        v["trace_btn"] = gr.Button("Show the trace of the step on screen", elem_id="trace-btn", size="sm")
         v["trace"] = gr.JSON(elem_id="trace-json")
     return v, animate_btn
 

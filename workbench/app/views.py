@@ -3,6 +3,10 @@
 ``render`` is the single place that turns a session into component values; every event of the
 page (Step, Back, the slider, Run to end, autoplay) ends in it, so all views always show the
 same step. The figures and tables themselves come from ``workbench.viz``.
+
+What a Step sends is kept small, because the browser's redrawing, not the server, is most of the
+time from click to drawn views: one plotly figure (the tree); the mask and the KV slots are HTML;
+the raw trace is sent only on demand (``trace_view``).
 """
 
 from __future__ import annotations
@@ -10,9 +14,9 @@ from __future__ import annotations
 import gradio as gr
 
 from workbench.app.state import Session
-from workbench.viz.kv import kv_figure, kv_table_html
+from workbench.viz.kv import kv_slots_html, kv_table_html
 from workbench.viz.logits import logits_html
-from workbench.viz.mask import mask_figure
+from workbench.viz.mask import mask_html
 from workbench.viz.output import output_html
 from workbench.viz.sampling import sampling_html
 from workbench.viz.style import empty_figure
@@ -22,7 +26,7 @@ from workbench.viz.walk import moves_html, pointer_table_html, walk_moves
 
 # Output order of every Step-like event (after the session state).
 VIEWS = ("status", "summary", "step_slider", "tree", "mask", "logits", "pointers", "moves", "walk_slider",
-         "sampling", "output", "kv_plot", "kv_table", "trace")
+         "sampling", "output", "kv_slots", "kv_table")
 
 
 def render(session: Session | None, wb, message: str = "") -> tuple:
@@ -38,16 +42,15 @@ def render(session: Session | None, wb, message: str = "") -> tuple:
         "step_slider": gr.Slider(minimum=1, maximum=max(2, len(session.traces)), value=session.cursor + 1,
                                  interactive=len(session.traces) > 1),
         "tree": tree_figure(tr),
-        "mask": mask_figure(tr),
+        "mask": mask_html(tr),
         "logits": logits_html(tr),
         "pointers": pointer_table_html(tr) if n_moves else no_walk,
         "moves": moves_html(tr) if n_moves else "",
         "walk_slider": gr.Slider(minimum=0, maximum=max(1, n_moves), value=n_moves, interactive=n_moves > 0),
         "sampling": sampling_html(tr),
         "output": output_html(session.prompt_text, session.traces[: session.cursor + 1], wb.token_text),
-        "kv_plot": kv_figure(tr),
+        "kv_slots": kv_slots_html(tr),
         "kv_table": kv_table_html(tr),
-        "trace": tr,
     }
     return tuple(values[k] for k in VIEWS)
 
@@ -58,12 +61,17 @@ def blank(message: str = "") -> tuple:
     values = {"status": message, "summary": "No step yet.",
               "step_slider": gr.Slider(minimum=1, maximum=2, value=1, interactive=False),
               "tree": empty_figure("Press Step: the first step is the prefill, the draft tree comes next.", 220),
-              "mask": empty_figure("The tree mask appears with the first EAGLE-2 step.", 220),
+              "mask": "<p>The tree mask appears with the first EAGLE-2 step.</p>",
               "logits": f"<p>{wait}</p>", "pointers": f"<p>{wait}</p>", "moves": "",
               "walk_slider": gr.Slider(minimum=0, maximum=1, value=0, interactive=False),
-              "sampling": "", "output": "", "kv_plot": empty_figure("No KV slot written yet.", 220),
-              "kv_table": "", "trace": None}
+              "sampling": "", "output": "", "kv_slots": "<p>No KV slot written yet.</p>",
+              "kv_table": ""}
     return tuple(values[k] for k in VIEWS)
+
+
+def trace_view(session: Session | None) -> dict | None:
+    """The trace of the step on screen, as the engine recorded it (None before the first step)."""
+    return session.current if session else None
 
 
 def walk_views(session: Session | None, k: int) -> tuple[str, str]:

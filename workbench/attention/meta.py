@@ -27,7 +27,7 @@ import torch
 
 @dataclass
 class AttentionMeta:
-    """Filled by the engine (``engine/batch.py``); read by every attention backend."""
+    """Filled by ``batch.py`` (for the engine); read by every attention backend."""
 
     cu_q: torch.Tensor  # [B+1] int32, query row offsets
     cu_kv: torch.Tensor  # [B+1] int32, offsets into kv_slots

@@ -15,7 +15,7 @@ import time
 import torch
 
 from workbench.attention.meta import build_meta
-from workbench.engine.batch import ForwardBatch, extend_batch
+from workbench.attention.batch import ForwardBatch, extend_batch
 from workbench.kv import SlotAllocator
 
 
@@ -91,7 +91,3 @@ def measure_draft_cost(target, head, rows=(1, 4, 10), prefix_len: int = 256, rep
         out.append({"rows": n, "ms": round(ms, 3)})
     return out
 
-
-def predicted_speedup(tau: float, verify_ms: float, draft_ms: float, decode_ms: float) -> float:
-    """Tokens per ms of a step (tau / (draft + verify)) over plain decoding's (1 / decode)."""
-    return tau * decode_ms / (draft_ms + verify_ms)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-PROMPT_LOOKUP_TOKENS = 10  # drafted tokens per step, the value REFERENCE §7 measured
+PROMPT_LOOKUP_TOKENS = 10  # drafted tokens per step (transformers' prompt_lookup_num_tokens)
 
 
 @dataclass

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from statistics import mean
 
+from workbench.metrics import speedup as _ratio, tau  # noqa: F401 - tau is part of this module's API
+
 
 def tokens_per_s(rec: dict) -> float:
     return rec["new_tokens"] / max(rec["seconds"], 1e-9)
@@ -36,13 +38,13 @@ def _paired(records: list[dict], base: list[dict]) -> tuple[list[dict], list[dic
 def speedup(records: list[dict], base: list[dict]) -> float:
     """Spec-Bench speedup: mean tokens/s of the method over the baseline's, same questions."""
     mine, theirs = _paired(records, base)
-    return speed(mine) / speed(theirs)
+    return _ratio(speed(mine), speed(theirs))
 
 
 def speedup_mean_of_ratios(records: list[dict], base: list[dict]) -> float:
     """Mean over questions of (method tokens/s / baseline tokens/s)."""
     mine, theirs = _paired(records, base)
-    return mean(tokens_per_s(a) / tokens_per_s(b) for a, b in zip(mine, theirs))
+    return mean(_ratio(tokens_per_s(a), tokens_per_s(b)) for a, b in zip(mine, theirs))
 
 
 def accept_lengths(records: list[dict], first_turn_only: bool = False) -> list[int]:
@@ -53,12 +55,6 @@ def accept_lengths(records: list[dict], first_turn_only: bool = False) -> list[i
         for lengths in turns[:1] if first_turn_only else turns:
             out.extend(lengths)
     return out
-
-
-def tau(lengths: list[int]) -> float | None:
-    """Accept length tau: tokens per target forward, the mean over pooled verify steps
-    (Spec-Bench's ``np.mean(accept_lengths_list)``); None without steps."""
-    return mean(lengths) if lengths else None
 
 
 def per_depth_acceptance(lengths: list[int], num_steps: int) -> list[float | None]:

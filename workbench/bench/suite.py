@@ -30,8 +30,8 @@ from pathlib import Path
 
 from workbench.bench import metrics, specbench
 
-# torch and the engine are imported inside the functions that use them: ``cli.py`` builds this
-# command's parser on every start-up, and ``python -m workbench fetch`` must stay light.
+# torch and the engine are imported inside the functions that use them, so that building this
+# command's parser (``cli.py`` does it on every start-up) stays cheap.
 
 DEFAULT_METHODS = "vanilla,linear:3,linear:5,linear:6,eagle2:60/6/10,eagle2:8/5/4,eagle2:best,hf-greedy,hf-pld"
 BASELINES = {"vanilla": "vanilla", "hf-greedy": "hf_greedy"}  # method -> key suffix; speedups over each present
@@ -223,25 +223,25 @@ def add_bench_parser(sub) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from workbench.cli import _positive, add_model_args
+    from workbench.flags import add_model_args, positive
 
     p.add_argument("--subset", choices=specbench.SUBSETS, default="quick",
                    help="quick: one question of each of the six Spec-Bench tasks (default); mtbench: MT-bench "
                         "first turns; all: 480 questions, MT-bench with both turns")
-    p.add_argument("--per-category", type=_positive("--per-category"),
+    p.add_argument("--per-category", type=positive("--per-category"),
                    help="questions per task (quick, default 1) or per MT-bench category (mtbench, default 10)")
-    p.add_argument("--limit", type=_positive("--limit"), help="run only the first N questions of the subset")
+    p.add_argument("--limit", type=positive("--limit"), help="run only the first N questions of the subset")
     p.add_argument("--methods", default=DEFAULT_METHODS, help=f"comma list (default {DEFAULT_METHODS})")
     p.add_argument("--best", help="use this D/S/K tree as eagle2:best instead of tuning")
-    p.add_argument("--max-new-tokens", type=_positive("--max-new-tokens"), default=128)
+    p.add_argument("--max-new-tokens", type=positive("--max-new-tokens"), default=128)
     p.add_argument("--temperature-tau", action=argparse.BooleanOptionalAction, default=True,
                    help="also run the speculative methods at temperature 1 for tau (default on)")
-    p.add_argument("--tau-questions", type=_positive("--tau-questions"), default=2,
+    p.add_argument("--tau-questions", type=positive("--tau-questions"), default=2,
                    help="questions for the temperature-1 runs (MT-bench first)")
-    p.add_argument("--tau-max-new-tokens", type=_positive("--tau-max-new-tokens"), default=64,
+    p.add_argument("--tau-max-new-tokens", type=positive("--tau-max-new-tokens"), default=64,
                    help="new tokens per temperature-1 run")
-    p.add_argument("--tune-trees", type=_positive("--tune-trees"), default=5, help="trees the tuner measures")
-    p.add_argument("--threads", type=_positive("--threads"), default=2, help="torch CPU threads")
+    p.add_argument("--tune-trees", type=positive("--tune-trees"), default=5, help="trees the tuner measures")
+    p.add_argument("--threads", type=positive("--threads"), default=2, help="torch CPU threads")
     p.add_argument("--out", default="bench_out", help="output directory (default bench_out/)")
     add_model_args(p)
     p.set_defaults(dtype="auto")
@@ -252,7 +252,7 @@ def cmd_bench(args) -> int:
 
     from workbench.bench import report, tune
     from workbench.bench.goals import goals
-    from workbench.cli import UserError
+    from workbench.errors import UserError
     from workbench.pipeline import Workbench
 
     t_start = time.perf_counter()
@@ -323,7 +323,7 @@ def _command_line() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m workbench.bench run [options]``: the same as ``python -m workbench bench``."""
-    from workbench.cli import UserError
+    from workbench.errors import UserError
 
     p = argparse.ArgumentParser(prog="python -m workbench.bench run", description=__doc__.splitlines()[0])
     add_arguments(p)

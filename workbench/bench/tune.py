@@ -28,6 +28,7 @@ from statistics import mean
 from workbench.bench.cost import measure_draft_cost, measure_verify_cost
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
+from workbench.metrics import predicted_speedup, speedup, tau
 
 VERIFY_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
 DRAFT_ROWS = (1, 2, 4, 8, 10)
@@ -47,7 +48,7 @@ def parse_tree(text: str) -> SpecConfig:
         d, s, k = (int(x) for x in text.split("/"))
     except ValueError:
         raise ValueError(f"a tree is written D/S/K (num_draft_tokens/num_steps/topk), got {text!r}") from None
-    return SpecConfig("eagle2", num_steps=s, topk=k, num_draft_tokens=d)
+    return SpecConfig.from_knobs("eagle2", num_steps=s, topk=k, num_draft_tokens=d)
 
 
 def tree_name(spec: SpecConfig) -> str:
@@ -84,8 +85,10 @@ def draft_ms(costs: dict, rows: int) -> float:
 def predict(costs: dict, spec: SpecConfig) -> dict:
     """Predicted ms of one step and the speedup bound if every draft were accepted."""
     # num_steps draft forwards: the extend (about one row per accepted token), then a level of topk rows each
-    step = spec.num_steps * draft_ms(costs, spec.topk) + verify_ms(costs, spec.num_draft_tokens)
-    return {"step_ms": round(step, 2), "bound": round((spec.num_steps + 1) * costs["decode_ms"] / step, 3)}
+    draft, verify = spec.num_steps * draft_ms(costs, spec.topk), verify_ms(costs, spec.num_draft_tokens)
+    best_case = predicted_speedup(spec.num_steps + 1, verify, draft, costs["decode_ms"])
+    return {"draft_ms": round(draft, 2), "verify_ms": round(verify, 2), "step_ms": round(draft + verify, 2),
+            "bound": round(best_case, 3)}
 
 
 def _run(wb, spec: SpecConfig, prompts: list[list[int]], max_new_tokens: int) -> dict:
@@ -96,7 +99,7 @@ def _run(wb, spec: SpecConfig, prompts: list[list[int]], max_new_tokens: int) ->
         speeds.append(len(req.output_ids) / max(s, 1e-9))
         lengths.extend(req.accept_lengths if spec.speculative else [])
         seconds, forwards = seconds + s, forwards + req.target_forwards
-    return {"tokens_per_s": mean(speeds), "tau": mean(lengths) if lengths else None,
+    return {"tokens_per_s": mean(speeds), "tau": tau(lengths),
             "measured_step_ms": 1e3 * seconds / max(forwards, 1)}
 
 
@@ -119,8 +122,9 @@ def search(wb, costs: dict, grid=GRID, max_new_tokens: int = 40, max_trees: int 
         trees.append({"tree": tree_name(spec), "num_draft_tokens": spec.num_draft_tokens, "num_steps": spec.num_steps,
                       "topk": spec.topk, **pred, "measured_step_ms": round(got["measured_step_ms"], 2),
                       "tau": round(got["tau"], 3), "tokens_per_s": round(got["tokens_per_s"], 2),
-                      "predicted_speedup": round(got["tau"] * costs["decode_ms"] / pred["step_ms"], 3),
-                      "measured_speedup": round(got["tokens_per_s"] / base, 3)})
+                      "predicted_speedup": round(predicted_speedup(got["tau"], pred["verify_ms"], pred["draft_ms"],
+                                                                   costs["decode_ms"]), 3),
+                      "measured_speedup": round(speedup(got["tokens_per_s"], base), 3)})
         t = trees[-1]
         log(f"tune: {t['tree']:>8}  tau {t['tau']:.2f}  {t['tokens_per_s']:.1f} tok/s  x{t['measured_speedup']:.2f} "
             f"(predicted x{t['predicted_speedup']:.2f}; step {t['measured_step_ms']:.0f} ms, "
@@ -134,7 +138,7 @@ def search(wb, costs: dict, grid=GRID, max_new_tokens: int = 40, max_trees: int 
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from workbench.cli import add_model_args
+    from workbench.flags import add_model_args
     from workbench.pipeline import Workbench
 
     p = argparse.ArgumentParser(prog="python -m workbench.bench tune", description=__doc__.splitlines()[0])

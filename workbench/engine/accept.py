@@ -32,6 +32,7 @@ class Move:
     node: int
     child: int
     via: str  # "next_token" (first child) or "next_sibling"
+    read: int  # whose pointer was read: ``node`` for next_token, the previous sibling for next_sibling
     match: bool
     target_prob: float | None = None  # sampling: p(child) before the coin (renormalised)
     draft_prob: float | None = None  # leviathan: q(child)
@@ -42,6 +43,7 @@ class Move:
 class AcceptResult:
     path: list[int]  # accepted node indices, root (0) first
     bonus: int  # token id of the bonus
+    stop: str  # why the walk ended at path[-1]: "leaf" (no child to try) or "no_match" (every child missed)
     moves: list[Move] = field(default_factory=list)
     bonus_from: str = "target"  # "target" (argmax or p at the last node) or "residual"
     residual_top: list[tuple[int, float]] = field(default_factory=list)  # sampling: top of the residual
@@ -53,10 +55,15 @@ class AcceptResult:
 
 
 def _children(node: int, next_token: list[int], next_sibling: list[int]):
-    child, via = next_token[node], "next_token"
+    """(child, pointer read, whose pointer) for each child of ``node``, best first."""
+    child, via, read = next_token[node], "next_token", node
     while child != -1:
-        yield child, via
-        child, via = next_sibling[child], "next_sibling"
+        yield child, via, read
+        child, via, read = next_sibling[child], "next_sibling", child
+
+
+def _stop(node: int, next_token: list[int]) -> str:
+    return "leaf" if next_token[node] == -1 else "no_match"
 
 
 def greedy_walk(tokens: list[int], next_token: list[int], next_sibling: list[int],
@@ -64,15 +71,15 @@ def greedy_walk(tokens: list[int], next_token: list[int], next_sibling: list[int
     """``target_argmax[i]``: the target's argmax at row i (the token after node i)."""
     path, moves, node = [0], [], 0
     while True:
-        for child, via in _children(node, next_token, next_sibling):
+        for child, via, read in _children(node, next_token, next_sibling):
             hit = tokens[child] == target_argmax[node]
-            moves.append(Move(node, child, via, hit))
+            moves.append(Move(node, child, via, read, hit))
             if hit:
                 path.append(child)
                 node = child
                 break
         else:  # no child matched, or a leaf
-            return AcceptResult(path, target_argmax[node], moves)
+            return AcceptResult(path, target_argmax[node], _stop(node, next_token), moves)
 
 
 def sampling_walk(tokens: list[int], next_token: list[int], next_sibling: list[int],
@@ -82,12 +89,12 @@ def sampling_walk(tokens: list[int], next_token: list[int], next_sibling: list[i
     while True:
         p = probs[node].clone()
         missed = False
-        for child, via in _children(node, next_token, next_sibling):
+        for child, via, read in _children(node, next_token, next_sibling):
             tok = tokens[child]
             accept_prob = float(p[tok] / p.sum())
             coin = float(torch.rand((), generator=generator))
             hit = coin < accept_prob
-            moves.append(Move(node, child, via, hit, target_prob=accept_prob, coin=coin))
+            moves.append(Move(node, child, via, read, hit, target_prob=accept_prob, coin=coin))
             if hit:
                 path.append(child)
                 node = child
@@ -97,7 +104,8 @@ def sampling_walk(tokens: list[int], next_token: list[int], next_sibling: list[i
         else:
             residual = p / p.sum()
             bonus = int(torch.multinomial(residual, 1, generator=generator))
-            return AcceptResult(path, bonus, moves, "residual" if missed else "target", _top(residual))
+            return AcceptResult(path, bonus, _stop(node, next_token), moves, "residual" if missed else "target",
+                                _top(residual))
 
 
 def leviathan_chain(tokens: list[int], probs: torch.Tensor, draft_probs: torch.Tensor,
@@ -110,17 +118,18 @@ def leviathan_chain(tokens: list[int], probs: torch.Tensor, draft_probs: torch.T
         ratio = float(p[x] / q[x]) if q[x] > 0 else 0.0
         coin = float(torch.rand((), generator=generator))
         hit = coin < min(1.0, ratio)
-        moves.append(Move(i - 1, i, "next_token", hit, target_prob=float(p[x]), draft_prob=float(q[x]), coin=coin))
+        moves.append(Move(i - 1, i, "next_token", i - 1, hit, target_prob=float(p[x]), draft_prob=float(q[x]),
+                          coin=coin))
         if not hit:
             residual = (p - q).clamp_min(0.0)
             if float(residual.sum()) <= 0.0:  # p == q: nothing left to correct, sample p
                 residual = p
             residual = residual / residual.sum()
             bonus = int(torch.multinomial(residual, 1, generator=generator))
-            return AcceptResult(path, bonus, moves, "residual", _top(residual))
+            return AcceptResult(path, bonus, "no_match", moves, "residual", _top(residual))
         path.append(i)
     bonus = int(torch.multinomial(probs[len(tokens) - 1], 1, generator=generator))
-    return AcceptResult(path, bonus, moves, "target")
+    return AcceptResult(path, bonus, "leaf", moves, "target")
 
 
 def _top(dist: torch.Tensor, k: int = 5) -> list[tuple[int, float]]:

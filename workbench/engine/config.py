@@ -11,6 +11,11 @@
 ==================  =========================================================================
 
 ``linear`` is the chain special case: topk = 1 and D = num_steps + 1 (set for you).
+
+``SpecConfig.from_knobs`` is the one way from what a user typed (command line, app, benchmark,
+tuner) to a ``SpecConfig``: it owns the defaults (``DEFAULT_*``) and, with ``__post_init__``,
+the bounds. ``check_context`` is the one context-length check (the engine calls it; the command
+line and the app call it early to word the error for their user).
 """
 
 from __future__ import annotations
@@ -24,14 +29,17 @@ CHAIN_RULES = ("target-only", "leviathan")
 MAX_STEPS = 16
 MAX_TOPK = 16
 MAX_DRAFT_TOKENS = 256
+DEFAULT_NUM_STEPS = 5
+DEFAULT_TOPK = 4
+DEFAULT_NUM_DRAFT_TOKENS = 8
 
 
 @dataclass(frozen=True)
 class SpecConfig:
     method: str = "eagle2"
-    num_steps: int = 5
-    topk: int = 4
-    num_draft_tokens: int = 8
+    num_steps: int = DEFAULT_NUM_STEPS
+    topk: int = DEFAULT_TOPK
+    num_draft_tokens: int = DEFAULT_NUM_DRAFT_TOKENS
     # Sampling acceptance for a chain: "target-only" (drafts = top-1, EAGLE-2 / SGLang rule) or
     # "leviathan" (drafts sampled from the draft distribution q, accepted with min(1, p/q)).
     chain_rule: str = "target-only"
@@ -63,6 +71,33 @@ class SpecConfig:
     def linear(cls, num_steps: int, chain_rule: str = "target-only") -> "SpecConfig":
         return cls("linear", num_steps, 1, num_steps + 1, chain_rule)
 
+    @classmethod
+    def from_knobs(cls, method: str = "eagle2", num_steps: int | None = None, topk: int | None = None,
+                   num_draft_tokens: int | None = None, chain_rule: str = "target-only") -> "SpecConfig":
+        """A validated config from user knobs; ``None`` means the default. ``linear`` takes only
+        ``num_steps`` (``topk`` may be 1 and ``num_draft_tokens`` num_steps + 1, nothing else);
+        ``vanilla`` ignores the tree knobs. Raises ``ValueError`` with the reason."""
+        if method not in METHODS:
+            raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+        if method == "vanilla":
+            return cls("vanilla", chain_rule=chain_rule)
+        steps = DEFAULT_NUM_STEPS if num_steps is None else num_steps
+        if method == "linear":
+            if topk not in (None, 1):
+                raise ValueError(f"linear is the chain: topk must be 1 (or left out), got {topk}")
+            if num_draft_tokens not in (None, steps + 1):
+                raise ValueError(f"linear verifies num_steps + 1 = {steps + 1} tokens: leave num_draft_tokens out "
+                                 f"(got {num_draft_tokens})")
+            return cls.linear(steps, chain_rule)
+        return cls(method, steps, DEFAULT_TOPK if topk is None else topk,
+                   DEFAULT_NUM_DRAFT_TOKENS if num_draft_tokens is None else num_draft_tokens, chain_rule)
+
+    @property
+    def spare_positions(self) -> int:
+        """Positions a step may use past the committed length: the verify block (speculative)
+        or the one decoded token (vanilla)."""
+        return self.num_draft_tokens if self.speculative else 1
+
     @property
     def speculative(self) -> bool:
         return self.method != "vanilla"
@@ -71,3 +106,15 @@ class SpecConfig:
         if self.method == "vanilla":
             return "vanilla"
         return f"{self.method}(num_steps={self.num_steps}, topk={self.topk}, num_draft_tokens={self.num_draft_tokens})"
+
+
+def check_context(spec: SpecConfig, context_len: int, prompt_len: int, max_new_tokens: int) -> None:
+    """Does a prompt of ``prompt_len`` tokens plus ``max_new_tokens`` (and a step's spare
+    positions) fit the model's context? ValueError with the numbers otherwise."""
+    room = context_len - max_new_tokens - spec.spare_positions
+    if room < 1:
+        raise ValueError(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in the model's context of "
+                         f"{context_len}")
+    if prompt_len > room:
+        raise ValueError(f"the prompt has {prompt_len} tokens: with max_new_tokens={max_new_tokens} it exceeds the "
+                         f"model's context of {context_len} (at most {room} prompt tokens fit)")

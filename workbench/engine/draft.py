@@ -10,16 +10,23 @@ head with the *parent's draft output* as their feature, at position ``L + depth 
 attending the committed prefix plus their exact ancestors in the tree. Each proposes ``topk``
 children scored ``parent score x child prob``; the global ``topk`` of those ``topk^2``
 candidates is the next frontier. Tree-level KV is scratch: its slots are freed after the phase.
+
+Words: a node's **depth** is its distance from the root (the root is depth 0, its children
+depth 1); draft forward k (k = 1..num_steps) proposes the candidates at depth k, and a
+**level** (``DraftLevel``, the trace's ``draft.levels``) is one forward after the first, named
+by the depth of the frontier it runs. Why positions run one behind the target's, and what must
+hold for the extend: docs/design.md §4.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
+from workbench.attention.batch import ForwardBatch, extend_batch
 from workbench.attention.meta import build_meta
-from workbench.engine.batch import ForwardBatch, extend_batch
+from workbench.engine.record import DraftLevel
 from workbench.engine.sampling import SamplingParams, target_probs
 from workbench.engine.tree import Candidates
 from workbench.kv import SlotTable
@@ -32,20 +39,26 @@ class DraftPhase:
     """What one draft phase produced, per request (filled here, read by the engine and traces)."""
 
     candidates: list[Candidates]
-    levels: list[list[dict]]  # per request, per level: frontier flat indices and their slots
-    extend_slots: list[list[int]]  # draft KV written and kept this step
+    levels: list[list[DraftLevel]]  # per request: the forwards after the first, shallowest first
     scratch_slots: list[list[int]]  # draft KV of tree levels, freed at the end of the phase
     chain_q: list[torch.Tensor] | None = None  # leviathan: per request [num_steps, V] draft distributions
-    forwards: int = 0
-    seconds: dict = field(default_factory=dict)
+
+
+def scratch_slots_per_step(num_steps: int, topk: int) -> int:
+    """Draft-KV slots ``grow_tree`` takes from the allocator per request and step (the engine
+    sizes the pool with this; ``grow_tree`` checks it allocates exactly that)."""
+    return (num_steps - 1) * topk
 
 
 def draft_extend(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int],
                  tokens: list[list[int]], features: list[torch.Tensor]) -> tuple[torch.Tensor, list[list[int]]]:
     """Run the pending pairs; returns the draft hidden state at each request's last pair [B, H]
-    and the slots written. The pairs sit at the last ``len(tokens[b])`` committed positions."""
+    and the slots written. The pairs sit at the last ``len(tokens[b])`` committed positions:
+    the engine checks that before calling (``Request.draft_length``)."""
     prefix, new, starts = [], [], []
-    for rid, toks in zip(rids, tokens):
+    for rid, toks, feats in zip(rids, tokens, features):
+        if len(toks) != feats.shape[0] or not toks:
+            raise AssertionError(f"request {rid}: {len(toks)} pending tokens but {feats.shape[0]} features")
         slots = table.slots(rid)
         cut = len(slots) - len(toks)
         prefix.append(slots[:cut])
@@ -79,7 +92,7 @@ def grow_tree(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int], h_
     """Levels 1..num_steps of every request's tree, batched across requests."""
     bsz, device = len(rids), h_last.device
     cands = [Candidates() for _ in rids]
-    levels: list[list[dict]] = [[] for _ in rids]
+    levels: list[list[DraftLevel]] = [[] for _ in rids]
     logp, cols = head.log_probs(h_last)  # [B, V']
     tokens, probs, q = _pick(logp, cols, topk, sampled_chain, generator)
     chain_q = [[_full(q[b], cols, head)] for b in range(bsz)] if q is not None else None
@@ -91,16 +104,15 @@ def grow_tree(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int], h_
     parent_hidden = h_last.repeat_interleave(topk, dim=0)  # [B*topk, H]: the root's children
     processed: list[list[int]] = [[] for _ in rids]  # flat indices with scratch KV, in slot order
     scratch: list[list[int]] = [[] for _ in rids]
-    forwards = 0
-    for level in range(2, num_steps + 1):
+    for depth in range(2, num_steps + 1):  # this forward runs the frontier at depth - 1, proposes depth
         new_slots = [table.allocator.alloc(topk) for _ in rids]
-        batch = _tree_level_batch(cands, frontier, processed, scratch, new_slots, table, rids, level - 1, device)
+        batch, positions = _tree_level_batch(cands, frontier, processed, scratch, new_slots, table, rids, depth - 1,
+                                             device)
         for b in range(bsz):
-            levels[b].append({"level": level - 1, "frontier": list(frontier[b]), "slots": list(new_slots[b])})
+            levels[b].append(DraftLevel(depth - 1, list(frontier[b]), list(new_slots[b]), positions[b]))
             processed[b].extend(frontier[b])
             scratch[b].extend(new_slots[b])
         hidden = head(parent_hidden, batch, kv)  # [B*topk, H]
-        forwards += 1
         logp, cols = head.log_probs(hidden)  # [B*topk, V']
         tokens, probs, q = _pick(logp, cols, topk, sampled_chain, generator)
         tokens, probs = tokens.view(bsz, topk, topk).tolist(), probs.view(bsz, topk, topk).tolist()
@@ -109,7 +121,7 @@ def grow_tree(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int], h_
             first = len(cands[b].tokens)
             for j, parent in enumerate(frontier[b]):
                 for t, p in zip(tokens[b][j], probs[b][j]):
-                    cands[b].add(t, p, cands[b].scores[parent] * p, parent, level)
+                    cands[b].add(t, p, cands[b].scores[parent] * p, parent, depth)
             if chain_q is not None:
                 chain_q[b].append(_full(q[b], cols, head))
             new = range(first, len(cands[b].tokens))
@@ -118,9 +130,12 @@ def grow_tree(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int], h_
             # a new frontier node's feature is its parent's output from this forward
             next_hidden.append(hidden[[b * topk + frontier[b].index(cands[b].parents[i]) for i in best]])
         frontier, parent_hidden = next_frontier, torch.cat(next_hidden)
+    expected = scratch_slots_per_step(num_steps, topk)
+    if any(len(s) != expected for s in scratch):  # the engine sized the pool for exactly this many
+        raise AssertionError(f"grow_tree took {[len(s) for s in scratch]} scratch slots, the pool allows {expected}")
     return DraftPhase(
-        candidates=cands, levels=levels, extend_slots=[], scratch_slots=scratch,
-        chain_q=None if chain_q is None else [torch.stack(c) for c in chain_q], forwards=forwards,
+        candidates=cands, levels=levels, scratch_slots=scratch,
+        chain_q=None if chain_q is None else [torch.stack(c) for c in chain_q],
     )
 
 
@@ -134,9 +149,10 @@ def _full(q_row: torch.Tensor, cols: torch.Tensor | None, head: DraftHead) -> to
 
 def _tree_level_batch(cands: list[Candidates], frontier: list[list[int]], processed: list[list[int]],
                       scratch: list[list[int]], new_slots: list[list[int]], table: SlotTable, rids: list[int],
-                      depth: int, device) -> ForwardBatch:
-    """Frontier nodes at ``depth`` attend the committed prefix + their exact ancestors + self."""
-    ids, pos, out, prefix, extra, masks = [], [], [], [], [], []
+                      depth: int, device) -> tuple[ForwardBatch, list[int]]:
+    """Frontier nodes at ``depth`` attend the committed prefix + their exact ancestors + self.
+    Returns the batch and each request's position for these nodes."""
+    ids, pos, out, prefix, extra, masks, positions = [], [], [], [], [], [], []
     for b, rid in enumerate(rids):
         committed = table.slots(rid)
         keys = processed[b] + frontier[b]  # flat index of each extra key, in slot order
@@ -147,11 +163,12 @@ def _tree_level_batch(cands: list[Candidates], frontier: list[list[int]], proces
                 mask[r, where[node]] = True
                 node = cands[b].parents[node]
         ids.extend(cands[b].tokens[c] for c in frontier[b])
-        pos.extend([len(committed) + depth - 1] * len(frontier[b]))
+        positions.append(len(committed) + depth - 1)  # one behind the target's L + depth
+        pos.extend([positions[-1]] * len(frontier[b]))
         out.extend(new_slots[b])
         prefix.append(committed)
         extra.append(scratch[b] + new_slots[b])
         masks.append(mask)
     i64 = dict(dtype=torch.int64, device=device)
     meta = build_meta([len(f) for f in frontier], prefix, extra, masks, device)
-    return ForwardBatch(torch.tensor(ids, **i64), torch.tensor(pos, **i64), torch.tensor(out, **i64), meta)
+    return ForwardBatch(torch.tensor(ids, **i64), torch.tensor(pos, **i64), torch.tensor(out, **i64), meta), positions

@@ -1,6 +1,6 @@
 """The decode loop: prefill, then plain decode steps or EAGLE-2 steps, for a batch of requests.
 
-One EAGLE-2 step, for every running request at once (REFERENCE §2)::
+One EAGLE-2 step, for every running request at once (docs/design.md §3)::
 
     draft    extend the draft KV with last step's pairs, grow the tree (num_steps forwards)
     build    rerank to num_draft_tokens - 1, prepend the root, mask / positions / pointers
@@ -10,25 +10,33 @@ One EAGLE-2 step, for every running request at once (REFERENCE §2)::
 
 Rollback is a slot-table edit (page size 1, as SGLang): the kept nodes' slots are appended to
 the request's table in path order (their positions are L, L+1, ... already), the others are
-freed. No KV row is copied. With ``trace=True`` each step returns one JSON-ready dict per
-request (``trace.py``); with tracing off no trace data is built.
+freed. No KV row is copied.
+
+With ``trace=True`` every step also fills one ``StepRecord`` per request (``record.py``):
+``step_records()`` returns them, ``step()`` returns them as JSON-ready traces (``trace.py``).
+With tracing off no record is built. Phase timings read the clock after a
+``torch.cuda.synchronize()`` when the engine runs on CUDA, so each phase's kernels are counted
+in that phase. ``debug=True`` (or ``WORKBENCH_DEBUG=1``; the tests set it) adds the
+invariant checks that cost more than a comparison (docs/design.md §4).
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import torch
 
+from workbench.attention.batch import ForwardBatch, extend_batch
+from workbench.attention.meta import build_meta
 from workbench.engine import trace as tr
 from workbench.engine.accept import AcceptResult, greedy_walk, leviathan_chain, sampling_walk
-from workbench.engine.batch import ForwardBatch, extend_batch
-from workbench.engine.config import SpecConfig
-from workbench.engine.draft import draft_extend, grow_tree
+from workbench.engine.config import SpecConfig, check_context
+from workbench.engine.draft import draft_extend, grow_tree, scratch_slots_per_step
+from workbench.engine.record import DraftLevel, KVChange, StepRecord
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams, choose, target_probs
 from workbench.engine.tree import DraftTree, build_tree, rerank
-from workbench.attention.meta import build_meta
 from workbench.kv import SlotAllocator, SlotTable
 from workbench.models.draft import DraftHead
 from workbench.models.llama import TargetModel
@@ -37,12 +45,13 @@ from workbench.models.llama import TargetModel
 class Engine:
     def __init__(self, target: TargetModel, draft: DraftHead | None = None, spec: SpecConfig = SpecConfig(),
                  sampling: SamplingParams = SamplingParams(), stop_ids: tuple[int, ...] = (),
-                 trace: bool = False, token_text=None):
+                 trace: bool = False, token_text=None, debug: bool | None = None):
         if spec.speculative and draft is None:
             raise ValueError(f"method {spec.method} needs a draft head")
         self.target, self.draft, self.spec, self.sampling = target, draft, spec, sampling
         self.stop_ids = set(stop_ids)
         self.trace, self.token_text = trace, token_text or (lambda t: str(t))
+        self.debug = os.environ.get("WORKBENCH_DEBUG") == "1" if debug is None else debug
         self.device = target.lm_head.weight.device
         self.cpu_gen = torch.Generator().manual_seed(sampling.seed)
         self.dev_gen = self.cpu_gen if self.device.type == "cpu" else \
@@ -60,13 +69,12 @@ class Engine:
             raise ValueError("every prompt needs at least one token")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        limit = self.target.config.max_position_embeddings
-        spare = self.spec.num_draft_tokens if self.spec.speculative else 1
         for p in prompts:
-            if len(p) + max_new_tokens + spare > limit:
-                raise ValueError(f"prompt of {len(p)} tokens + {max_new_tokens} new tokens exceeds the "
-                                 f"model's context of {limit}")
-        per_step = (self.spec.num_draft_tokens + self.spec.num_steps * self.spec.topk) if self.spec.speculative else 1
+            check_context(self.spec, self.target.config.max_position_embeddings, len(p), max_new_tokens)
+        # per request: its committed tokens, plus what one step holds on top of them (the verify
+        # block and the draft's scratch slots, allocated by grow_tree and freed before verify)
+        per_step = (self.spec.num_draft_tokens + scratch_slots_per_step(self.spec.num_steps, self.spec.topk)) \
+            if self.spec.speculative else 1
         num_slots = sum(len(p) + max_new_tokens + per_step + 1 for p in prompts)
         self.table = SlotTable(SlotAllocator(num_slots))
         self.target_kv = self.target.new_kv_pool(num_slots)
@@ -88,7 +96,12 @@ class Engine:
         return self.requests
 
     def step(self) -> list[dict]:
-        """Prefill (first call), then one decode or EAGLE-2 step. Returns traces (if tracing)."""
+        """Prefill (first call), then one decode or EAGLE-2 step. Returns one JSON-ready trace
+        per request stepped when tracing, else []."""
+        return [tr.step_trace(rec, self.token_text) for rec in self.step_records()]
+
+    def step_records(self) -> list[StepRecord]:
+        """Like ``step``, returning the ``StepRecord``s themselves (tracing on; else [])."""
         if self.table is None:
             raise RuntimeError("add_requests first")
         if self.done:
@@ -98,9 +111,19 @@ class Engine:
             return self._prefill()
         return self._spec_step() if self.spec.speculative else self._vanilla_step()
 
+    def _clock(self) -> float:
+        """perf_counter, after the device has finished the work queued so far (CUDA is
+        asynchronous: without the sync, a phase's kernels would be timed in a later phase)."""
+        if self.trace and self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
+    def _ms(self, t0: float) -> float:
+        return (self._clock() - t0) * 1e3
+
     # ---- prefill and plain decoding ------------------------------------------------------------
-    def _prefill(self) -> list[dict]:
-        t0 = time.perf_counter()
+    def _prefill(self) -> list[StepRecord]:
+        t0 = self._clock()
         reqs = self.requests
         for r in reqs:
             self.table.add_request(r.rid)
@@ -111,7 +134,7 @@ class Engine:
         ends = torch.tensor([sum(len(r.prompt_ids) for r in reqs[: i + 1]) - 1 for i in range(len(reqs))])
         logits = self.target.logits(hidden[ends.to(self.device)])
         first = choose(logits, self.sampling, self.dev_gen).tolist()
-        offset = 0
+        offset, emitted, slots = 0, [], [list(self.table.slots(r.rid)) for r in reqs]
         for r, tok in zip(reqs, first):
             n = len(r.prompt_ids)
             r.target_forwards += 1
@@ -119,15 +142,16 @@ class Engine:
             r.pending_tokens = r.prompt_ids[1:] + [tok]  # pairs (f_t, x_{t+1}) for t = 0..P-1
             r.pending_features = hidden[offset : offset + n]
             offset += n
-            r.emit([tok], ["prefill"], self.stop_ids)
+            emitted.append(r.emit([tok], ["prefill"], self.stop_ids))
         self._release_finished()
-        ms = (time.perf_counter() - t0) * 1e3
+        ms = self._ms(t0)
         if not self.trace:
             return []
-        return [tr.prefill_trace(self, r, logits[i], ms) for i, r in enumerate(reqs)]
+        return [self._record("prefill", r, logits[i : i + 1], emitted[i], KVChange(0, slots[i], slots[i], []),
+                             {"prefill_ms": ms}, prompt_len=len(r.prompt_ids)) for i, r in enumerate(reqs)]
 
-    def _vanilla_step(self) -> list[dict]:
-        t0 = time.perf_counter()
+    def _vanilla_step(self) -> list[StepRecord]:
+        t0 = self._clock()
         reqs = self.running
         lens = [self.table.length(r.rid) for r in reqs]
         new = [self.table.allocator.alloc(1) for _ in reqs]
@@ -135,70 +159,89 @@ class Engine:
                              new, lens, self.device)
         logits = self.target.logits(self.target(batch, self.target_kv))  # [B, V]
         nxt = choose(logits, self.sampling, self.dev_gen).tolist()
+        emitted = []
         for r, slots, tok in zip(reqs, new, nxt):
             self.table.commit(r.rid, slots)
             r.target_forwards += 1
             r.accept_lengths.append(1)
             r.root = tok
-            r.emit([tok], ["bonus"], self.stop_ids)
+            emitted.append(r.emit([tok], ["bonus"], self.stop_ids))
         self._release_finished()
-        ms = (time.perf_counter() - t0) * 1e3
+        ms = self._ms(t0)
         if not self.trace:
             return []
-        return [tr.vanilla_trace(self, r, logits[i], slots, ms) for i, (r, slots) in enumerate(zip(reqs, new))]
+        return [self._record("decode", r, logits[i : i + 1], emitted[i], KVChange(lens[i], new[i], new[i], []),
+                             {"decode_ms": ms}) for i, r in enumerate(reqs)]
 
     # ---- one EAGLE-2 step ----------------------------------------------------------------------
-    def _spec_step(self) -> list[dict]:
+    def _spec_step(self) -> list[StepRecord]:
         reqs = self.running
         rids = [r.rid for r in reqs]
         timing: dict[str, float] = {}
         lens = [self.table.length(rid) for rid in rids]  # L per request, before this step
+        _check_pending(reqs, lens)
 
-        t = time.perf_counter()
+        t = self._clock()
         h_last, extend_slots = draft_extend(self.draft, self.draft_kv, self.table, rids,
                                             [r.pending_tokens for r in reqs], [r.pending_features for r in reqs])
-        timing["draft_extend_ms"] = _ms(t)
-        t = time.perf_counter()
+        for r, L in zip(reqs, lens):
+            r.draft_length = L
+        timing["draft_extend_ms"] = self._ms(t)
+        t = self._clock()
         leviathan = self.spec.chain_rule == "leviathan" and not self.sampling.greedy
         phase = grow_tree(self.draft, self.draft_kv, self.table, rids, h_last, self.spec.num_steps, self.spec.topk,
                           self.sampling if leviathan else None, self.dev_gen)
         for slots in phase.scratch_slots:  # tree-level draft KV is scratch: back to the free list
             self.table.allocator.free(slots)
-        timing["draft_tree_ms"] = _ms(t)
+        timing["draft_tree_ms"] = self._ms(t)
 
-        t = time.perf_counter()
-        trees, kept, dropped = [], [], []
+        t = self._clock()
+        trees = []
         for r, c, L in zip(reqs, phase.candidates, lens):
-            k, d = rerank(c, self.spec.num_draft_tokens)
-            trees.append(build_tree(r.root, c, k, L, d))
-            kept.append(k)
+            kept, dropped = rerank(c, self.spec.num_draft_tokens)
+            trees.append(build_tree(r.root, c, kept, L, dropped))
         verify_slots = [self.table.allocator.alloc(tree.num_nodes) for tree in trees]
-        timing["build_ms"] = _ms(t)
+        if self.debug:
+            _check_positions(trees, phase.levels, lens)
+        timing["build_ms"] = self._ms(t)
 
-        t = time.perf_counter()
+        t = self._clock()
         hidden, logits = self._verify(reqs, trees, verify_slots)
-        timing["verify_ms"] = _ms(t)
+        timing["verify_ms"] = self._ms(t)
 
-        t = time.perf_counter()
+        t = self._clock()
         results = self._accept(trees, logits, phase)
-        timing["accept_ms"] = _ms(t)
+        timing["accept_ms"] = self._ms(t)
 
-        t = time.perf_counter()
-        rows, traces = 0, []
-        for i, (r, tree, res, slots) in enumerate(zip(reqs, trees, results, verify_slots)):
-            rows_i = slice(rows, rows + tree.num_nodes)
+        t = self._clock()
+        rows, changes, emitted = 0, [], []
+        for r, tree, res, slots, L in zip(reqs, trees, results, verify_slots, lens):
+            kept_slots, freed, out = self._commit(r, tree, res, slots, hidden[rows : rows + tree.num_nodes])
             rows += tree.num_nodes
-            kept_slots, freed, emitted = self._commit(r, tree, res, slots, hidden[rows_i])
-            if self.trace:
-                traces.append(dict(request=r, tree=tree, result=res, slots=slots, kept=kept_slots, freed=freed,
-                                   emitted=emitted, L=lens[i], logits=logits[rows_i],
-                                   level_info=phase.levels[i], candidates=phase.candidates[i],
-                                   extend_slots=extend_slots[i], scratch=phase.scratch_slots[i]))
+            changes.append(KVChange(L, slots, kept_slots, freed))
+            emitted.append(out)
         self._release_finished()
-        timing["commit_ms"] = _ms(t)
+        timing["commit_ms"] = self._ms(t)
         if not self.trace:
             return []
-        return [tr.spec_trace(self, **d, timing=timing) for d in traces]
+        records, rows = [], 0
+        for i, r in enumerate(reqs):
+            changes[i].draft_extend, changes[i].draft_scratch = extend_slots[i], phase.scratch_slots[i]
+            n = trees[i].num_nodes
+            records.append(self._record("spec", r, logits[rows : rows + n], emitted[i], changes[i], dict(timing),
+                                        candidates=phase.candidates[i], levels=phase.levels[i], tree=trees[i],
+                                        result=results[i]))
+            rows += n
+        return records
+
+    def _record(self, kind: str, r: Request, logits: torch.Tensor, emitted: list[int], kv: KVChange,
+                timing: dict[str, float], **spec_parts) -> StepRecord:
+        """The record of one request's step (tracing only), with the allocator counts after it."""
+        a = self.table.allocator
+        kv.allocated, kv.free, kv.total = a.num_used, a.num_free, a.num_slots
+        rule = "greedy" if self.sampling.greedy else self.spec.chain_rule
+        return StepRecord(kind, self.steps, r.rid, self.spec.method, rule, self.sampling, logits, emitted,
+                          r.finish_reason, kv, timing, **spec_parts)
 
     def _verify(self, reqs: list[Request], trees: list[DraftTree], slots: list[list[int]]):
         """One target forward over every node of every request: prefix from the cache, nodes
@@ -262,5 +305,22 @@ class Engine:
         self.table.check_integrity()
 
 
-def _ms(t0: float) -> float:
-    return (time.perf_counter() - t0) * 1e3
+def _check_pending(reqs: list[Request], lens: list[int]) -> None:
+    """The draft extend writes the pending pairs at the last committed slots: the draft KV must
+    cover exactly the committed positions before them (docs/design.md §4)."""
+    for r, L in zip(reqs, lens):
+        if r.draft_length + len(r.pending_tokens) != L:
+            raise AssertionError(f"request {r.rid}: draft KV covers {r.draft_length} positions + "
+                                 f"{len(r.pending_tokens)} pending pairs, but {L} are committed")
+
+
+def _check_positions(trees: list[DraftTree], levels: list[list[DraftLevel]], lens: list[int]) -> None:
+    """Debug: a verified node at depth d sits at L + d; the draft ran the depth-d frontier at
+    L + d - 1, one behind (its input at position p is paired with the token at p + 1)."""
+    for tree, lv, L in zip(trees, levels, lens):
+        if tree.positions != [L + d for d in tree.depths]:
+            raise AssertionError(f"verify positions {tree.positions} != L + depth (L = {L})")
+        for level in lv:
+            if level.position != L + level.level - 1:
+                raise AssertionError(f"draft level {level.level} ran at {level.position}, not L + level - 1 = "
+                                     f"{L + level.level - 1}")

@@ -20,9 +20,12 @@ class Request:
     target_forwards: int = 0
     # Decoding state. ``root``: the last emitted token, which has no KV yet (next step's root).
     root: int | None = None
-    # Pairs (f_t, x_{t+1}) whose draft KV is missing: next draft extend's input.
+    # Pairs (f_t, x_{t+1}) whose draft KV is missing: next draft extend's input. They belong
+    # to the last len(pending_tokens) committed positions: draft_length + len(pending_tokens)
+    # equals the committed length (docs/design.md §4).
     pending_tokens: list[int] = field(default_factory=list)
     pending_features: torch.Tensor | None = None
+    draft_length: int = 0  # committed positions whose draft KV is written
 
     @property
     def finished(self) -> bool:

@@ -27,14 +27,14 @@ class Candidates:
     probs: list[float] = field(default_factory=list)  # draft probability given the parent
     scores: list[float] = field(default_factory=list)  # path score: product of probs from the root
     parents: list[int] = field(default_factory=list)  # flat index of the parent, -1 = the root
-    levels: list[int] = field(default_factory=list)  # depth, 1..num_steps
+    depths: list[int] = field(default_factory=list)  # 1..num_steps: proposed by draft forward number depth
 
-    def add(self, token: int, prob: float, score: float, parent: int, level: int) -> int:
+    def add(self, token: int, prob: float, score: float, parent: int, depth: int) -> int:
         self.tokens.append(token)
         self.probs.append(prob)
         self.scores.append(score)
         self.parents.append(parent)
-        self.levels.append(level)
+        self.depths.append(depth)
         return len(self.tokens) - 1
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from workbench.engine.batch import extend_batch
+from workbench.attention.batch import extend_batch
 from workbench.engine.sampling import SamplingParams, target_probs
 from workbench.kv import SlotAllocator
 

@@ -8,6 +8,8 @@ whenever it was cut, and biases τ low on short runs.
 
 from __future__ import annotations
 
+from workbench.metrics import tau as pooled_tau
+
 
 def tau(requests) -> float:
     """Mean accept length over every verify step of ``requests`` (one request or several)."""
@@ -15,4 +17,4 @@ def tau(requests) -> float:
     lengths = [n for r in requests for n in r.accept_lengths]
     if not lengths:
         raise ValueError("no verify step recorded: τ needs at least one speculative step")
-    return sum(lengths) / len(lengths)
+    return pooled_tau(lengths)

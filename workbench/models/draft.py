@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from workbench.engine.batch import ForwardBatch
+from workbench.attention.batch import ForwardBatch
 from workbench.kv.pool import KVPool
 from workbench.models.config import ModelConfig
 from workbench.models.linear import Linear, linear

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from workbench.attention import attend
-from workbench.engine.batch import ForwardBatch
+from workbench.attention.batch import ForwardBatch
 from workbench.kv.pool import KVPool
 from workbench.models.config import ModelConfig
 from workbench.models.linear import Linear

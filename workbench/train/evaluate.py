@@ -15,12 +15,14 @@ import argparse
 import json
 import time
 from pathlib import Path
+from statistics import mean
 
 import torch
 
 from workbench.bench.specbench import DATA_FILE as QUESTIONS
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
+from workbench.metrics import tau
 
 METHODS = {
     "linear(5)": SpecConfig.linear(5),
@@ -40,9 +42,9 @@ def mt_bench_first_turns(path: Path, n: int) -> list[str]:
 def run(wb, prompts: list[list[int]], spec: SpecConfig, max_new: int) -> dict:
     reqs, secs = wb.generate(prompts, spec, SamplingParams(), max_new)
     steps = [a for r in reqs for a in r.accept_lengths]
-    per_q = [sum(r.accept_lengths) / len(r.accept_lengths) for r in reqs if r.accept_lengths]
-    return {"outputs": [r.output_ids for r in reqs], "tau": sum(steps) / max(1, len(steps)),
-            "tau_per_question": sum(per_q) / max(1, len(per_q)), "seconds": secs,
+    per_q = [tau(r.accept_lengths) for r in reqs if r.accept_lengths]
+    return {"outputs": [r.output_ids for r in reqs], "tau": tau(steps) or 0.0,
+            "tau_per_question": mean(per_q) if per_q else 0.0, "seconds": secs,
             "tokens": sum(len(r.output_ids) for r in reqs)}
 
 

@@ -7,7 +7,7 @@ submodules and the target's RoPE tables, so there is one set of weights and one 
 ``tests/test_train.py`` checks that both forwards agree.
 
 Pairs: position t of a sequence sees ``(f_t, x_{t+1})`` at RoPE position t and regresses
-``f_{t+1}`` (REFERENCE §6).
+``f_{t+1}`` (docs/design.md §9).
 """
 
 from __future__ import annotations

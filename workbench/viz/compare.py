@@ -13,10 +13,11 @@ forward for every method.
 from __future__ import annotations
 
 import html
-from statistics import mean, median
+from statistics import median
 
 import plotly.graph_objects as go
 
+from workbench.metrics import predicted_speedup, speedup, tau
 from workbench.viz.html import note, table
 from workbench.viz.style import METHOD, OKABE_ITO, base_layout
 
@@ -36,7 +37,7 @@ def run_summary(traces: list[dict]) -> dict:
     tokens = sum(len(t["emitted"]) for t in steps)
     return {
         "steps": len(steps), "target_forwards": len(traces), "tokens": sum(len(t["emitted"]) for t in traces),
-        "tau": mean(t["accept_length"] for t in steps),
+        "tau": tau([t["accept_length"] for t in steps]),
         "D": len(steps[0]["tree"]["nodes"]) if spec else 1,
         "draft_ms": median(t["timing_ms"]["draft_extend_ms"] + t["timing_ms"]["draft_tree_ms"] for t in steps)
         if spec else 0.0,
@@ -56,8 +57,8 @@ def speedups(runs: dict, t1_ms: float | None = None) -> dict[str, dict]:
         if not s["steps"]:
             out[name] = {"predicted": None, "measured": None}
             continue
-        predicted = s["tau"] * t1 / (s["draft_ms"] + s["verify_ms"]) if t1 else None
-        measured = s["tokens_per_s"] / base["tokens_per_s"] if base and base["steps"] else None
+        predicted = predicted_speedup(s["tau"], s["verify_ms"], s["draft_ms"], t1) if t1 else None
+        measured = speedup(s["tokens_per_s"], base["tokens_per_s"]) if base and base["steps"] else None
         out[name] = {"predicted": predicted, "measured": measured}
     return out
 

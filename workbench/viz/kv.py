@@ -1,6 +1,6 @@
 """KV cache slots touched by one step, for the target and the draft head.
 
-Both share one slot allocator (two physical buffers, same slot ids; REFERENCE §2.1). In a spec
+Both share one slot allocator (two physical buffers, same slot ids; docs/design.md §2). In a spec
 step the target writes one slot per verified node; the slots of the root and the accepted drafts
 are kept (committed), the others rolled back: freed. Rollback here is a slot-table remap (page
 size 1), so no row is moved; an engine that copies accepted rows down would list them in
@@ -10,10 +10,12 @@ slots for the tree levels (freed at once).
 
 from __future__ import annotations
 
+import html
+
 import plotly.graph_objects as go
 
 from workbench.viz.html import chip, note, table
-from workbench.viz.style import SLOT, base_layout
+from workbench.viz.style import FONT, SLOT, base_layout
 from workbench.viz.tokens import show
 
 BAND_OVER = 16  # more cells than this in one group are drawn as one band
@@ -92,6 +94,37 @@ def kv_figure(trace: dict, height: int = 210) -> go.Figure:
     fig.update_yaxes(tickvals=[0, -1], ticktext=list(rows), range=[-1.5, 0.6], showgrid=False)
     fig.update_xaxes(visible=False)
     return fig
+
+
+def kv_slots_html(trace: dict) -> str:
+    """``kv_rows`` as two HTML strips (what the app shows: cheaper to redraw on every Step than
+    ``kv_figure``): one cell per slot (``data-status``, ``data-slot``), a band for long runs;
+    hover a cell for the slot and its node."""
+    s = kv_summary(trace)
+    title = (f"KV slots, step {trace['step']}: target wrote {s['written']}, kept {s['kept']}, rolled back "
+             f"{s['rolled_back']}; draft wrote {s['draft_extend']} + {s['draft_scratch']} scratch")
+    cell = "display:inline-block;min-width:22px;height:22px;line-height:22px;margin:1px;text-align:center;" \
+           "font-size:13px;border-radius:3px"
+    lines = []
+    for name, groups in kv_rows(trace).items():
+        cells = []
+        for g in groups:
+            look = SLOT[g["status"]]
+            paint = (f"background:{look.colour};color:white" if not look.symbol.endswith("open") else
+                     f"border:2px solid {look.colour};color:{look.colour};box-sizing:border-box")
+            if g["band"]:
+                text = f"{g['count']} {'committed' if g['status'] == 'committed' else look.glyph}"
+                cells.append(f"<span data-status='{g['status']}' data-band='{g['count']}' "
+                             f"title='{html.escape(look.label)}' style='{cell};padding:0 8px;{paint}'>"
+                             f"{html.escape(text)}</span>")
+                continue
+            tip = f"{name} slot {g['slot']}: {look.label}" + (f" · {g['label']}" if g["label"] else "")
+            cells.append(f"<span data-status='{g['status']}' data-slot='{g['slot']}' title='{html.escape(tip)}' "
+                         f"style='{cell};{paint}'>{look.glyph}</span>")
+        lines.append(f"<div data-pool='{name}' style='margin:2px 0'><span style='display:inline-block;width:80px;"
+                     f"font-size:12px'>{name}</span>{''.join(cells) or '<i>none</i>'}</div>")
+    return (f"<div class='wb-kv' data-step='{trace['step']}' style='font-family:{FONT}'><p style='font-size:14px;"
+            f"margin:4px 0'>{html.escape(title)}</p>{''.join(lines)}</div>")
 
 
 def kv_table_html(trace: dict) -> str:

@@ -2,7 +2,7 @@
 that node the walk compared with it.
 
 Verify row i is the target's distribution of the token that follows node i, so it judges the
-*children* of i, never i itself (REFERENCE §2.5). A row is only consulted when node i is on the
+*children* of i, never i itself (docs/design.md §3). A row is only consulted when node i is on the
 accepted path (the walk never stands on other nodes); the target still computed it, the tree
 attention made that free.
 """

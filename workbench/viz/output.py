@@ -10,8 +10,8 @@ they cost no target forward of their own. τ (accept length) = tokens emitted pe
 from __future__ import annotations
 
 import html
-from statistics import mean
 
+from workbench.metrics import tau
 from workbench.viz.html import chip
 from workbench.viz.style import PROVENANCE
 
@@ -80,5 +80,5 @@ def tau_html(traces: list[dict]) -> str:
                     for t in taus)
     tokens = sum(len(t["emitted"]) for t in traces)
     return (f"<p style='font-size:12px;color:#333;margin:6px 0'>τ per step: {boxes}<br>mean τ "
-            f"{mean(t['tau'] for t in taus):.2f} over {len(taus)} verify steps · {tokens} tokens from "
+            f"{tau([t['tau'] for t in taus]):.2f} over {len(taus)} verify steps · {tokens} tokens from "
             f"{len(traces)} target forwards (prefill included)</p>")

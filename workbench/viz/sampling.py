@@ -1,5 +1,5 @@
 """Sampling verification of one step: per tried child the target probability, the coin, the
-verdict, and the distribution the bonus was drawn from (REFERENCE §4).
+verdict, and the distribution the bonus was drawn from (docs/design.md §7).
 
 Target-only rule (trees): accept child c with probability p(c) / (mass left); on a miss p(c) is
 set to 0 and the rest renormalised; if every child misses, the bonus is drawn from that residual.

@@ -4,8 +4,9 @@
 child and ``retrieve_next_sibling[i]`` its next sibling (-1: none). From the root, the walk tries
 the first child, then follows sibling pointers; a match is accepted and the walk descends to it; a
 leaf, or a node none of whose children match, ends the walk, and the target's token there is the
-bonus (REFERENCE §2.6). ``walk_moves`` lists those moves plus a final "stop" move, so a viewer
-can step through them (``moves_upto``) or animate them.
+bonus (docs/design.md §3). ``walk_moves`` lists the engine's moves plus a final "stop" move
+with the reason the engine recorded, so a viewer can step through them (``moves_upto``) or
+animate them; nothing here decides anything the walk did.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from workbench.viz.logits import VERDICT
 from workbench.viz.style import NODE
 from workbench.viz.tokens import num, show_html
 from workbench.viz.tree import node_status
+
+STOP_REASONS = {"leaf": "a leaf: no child to try", "no_match": "no child matched"}
 
 
 def pointer_rows(trace: dict) -> list[dict]:
@@ -30,18 +33,14 @@ def walk_moves(trace: dict) -> list[dict]:
     """The walk's moves in order: ``pointer`` (the array read), ``node`` (where the walk stands),
     ``child`` (the node tried), ``match``, sampling fields when present; then one ``stop`` move
     with the bonus and why the walk stopped."""
-    nodes, first = trace["tree"]["nodes"], trace["tree"]["retrieve_next_token"]
-    out, prev = [], None
-    for m in trace["accept"]["moves"]:
+    nodes, accept = trace["tree"]["nodes"], trace["accept"]
+    out = []
+    for m in accept["moves"]:
         via = "retrieve_next_token" if m["via"] == "next_token" else "retrieve_next_sibling"
-        read = m["node"] if via == "retrieve_next_token" else prev
-        out.append(dict(m, kind="try", pointer=via, read=read, text=nodes[m["child"]]["text"],
-                        at_text=nodes[m["node"]]["text"]))
-        prev = m["child"]
-    last = trace["accept"]["path"][-1]
-    tried = [m for m in trace["accept"]["moves"] if m["node"] == last]
-    reason = "a leaf: no child to try" if first[last] == -1 else "no child matched"
-    if trace["accept"].get("rule") == "leviathan" and tried and tried[-1]["match"]:
+        out.append(dict(m, kind="try", pointer=via, text=nodes[m["child"]]["text"], at_text=nodes[m["node"]]["text"]))
+    last = accept["path"][-1]
+    reason = STOP_REASONS[accept["stop"]]
+    if accept["stop"] == "leaf" and accept.get("rule") == "leviathan":
         reason = "the end of the chain"
     out.append({"kind": "stop", "node": last, "at_text": nodes[last]["text"], "reason": reason,
                 "bonus": trace["accept"]["bonus"], "bonus_from": trace["accept"]["bonus_from"]})

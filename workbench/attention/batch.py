@@ -1,4 +1,8 @@
-"""``ForwardBatch``: everything one forward (target or draft) needs, built by the engine."""
+"""``ForwardBatch``: everything one forward (target or draft) needs.
+
+The engine fills it; the models read it. It lives in the attention layer, beside the
+``AttentionMeta`` it carries, so that the models never import the engine (docs/design.md §2).
+"""
 
 from __future__ import annotations
 

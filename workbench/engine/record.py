@@ -1,0 +1,66 @@
+"""What one step decided, per request: the engine fills a ``StepRecord``, ``trace.py`` turns it
+into JSON, and nothing downstream recomputes any of it (docs/design.md §3).
+
+Filled by ``engine.py`` only when tracing is on (a record holds the verify logits of its
+request, ``[N, V]``); with tracing off the engine builds none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from workbench.engine.accept import AcceptResult
+from workbench.engine.sampling import SamplingParams
+from workbench.engine.tree import Candidates, DraftTree
+
+
+@dataclass
+class KVChange:
+    """The KV slots one step touched for one request."""
+
+    committed_before: int  # L: committed tokens (target slots in the table) before the step
+    written: list[int]  # target slots written this step, in node order (prefill / decode: the new tokens)
+    kept: list[int]  # the written slots committed (root + accepted drafts, path order)
+    freed: list[int]  # the written slots rolled back: back to the free list, nothing copied
+    draft_extend: list[int] = field(default_factory=list)  # draft KV written at committed slots, kept
+    draft_scratch: list[int] = field(default_factory=list)  # draft KV of the tree levels, freed after drafting
+    allocated: int = 0  # allocator counts after the step
+    free: int = 0
+    total: int = 0
+
+
+@dataclass
+class DraftLevel:
+    """One draft forward after the first: the frontier at depth ``level`` runs through the head
+    (positions ``L + level - 1``, one behind the target's, see docs/design.md §4) and proposes
+    the candidates at depth ``level + 1``."""
+
+    level: int  # depth of the frontier nodes run by this forward
+    frontier: list[int]  # their flat candidate indices, best path score first
+    slots: list[int]  # scratch draft-KV slots they were written to
+    position: int  # their position: L + level - 1
+
+
+@dataclass
+class StepRecord:
+    """Everything one step did for one request. ``kind``: "prefill", "decode" (vanilla) or "spec"."""
+
+    kind: str
+    step: int  # 1 = the prefill
+    request: int  # request id
+    method: str
+    rule: str  # accept rule: "greedy", "target-only" or "leviathan"
+    sampling: SamplingParams  # what the target distribution p shown in ``verify.top`` means
+    logits: torch.Tensor  # [N, V] target logits of this request's rows (row i: the token after node i)
+    emitted: list[int]  # tokens appended to the output (cut after a stop token / max_new_tokens)
+    finish_reason: str | None  # "stop", "length" or None while running
+    kv: KVChange
+    timing_ms: dict[str, float]  # per phase
+    prompt_len: int | None = None  # prefill only
+    # spec only: the draft phase, the verify tree and the accept walk's result
+    candidates: Candidates | None = None
+    levels: list[DraftLevel] = field(default_factory=list)
+    tree: DraftTree | None = None
+    result: AcceptResult | None = None

@@ -1,0 +1,34 @@
+"""The numbers every report of a run uses, defined once: τ, speedup, predicted speedup.
+
+Plain Python, no torch; the command line, the app, the benchmarks, the views and the notebooks
+import these rather than writing the formulas again (docs/design.md §6).
+
+- **τ (accept length)**: tokens emitted per verify step (accepted drafts + the bonus, ``n + 1``),
+  the mean over verify steps; the prefill's first token is not a verify step and is not counted.
+  Steps are pooled: a run (or a set of questions) is one list of accept lengths.
+- **speedup**: tokens/s of a method over tokens/s of the baseline (plain decoding).
+- **predicted speedup**: what τ buys at the measured costs: a step emits τ tokens in
+  ``t_draft + t_verify(D)`` ms where plain decoding emits 1 token in ``t(1)`` ms, so
+  ``τ · t(1) / (t_draft + t_verify(D))``.
+"""
+
+from __future__ import annotations
+
+from statistics import mean
+
+
+def tau(accept_lengths: list[int]) -> float | None:
+    """Mean tokens per verify step over pooled accept lengths; None without a verify step."""
+    return float(mean(accept_lengths)) if accept_lengths else None
+
+
+def speedup(tokens_per_s: float, base_tokens_per_s: float) -> float:
+    """How many times as fast as the baseline."""
+    if base_tokens_per_s <= 0:
+        raise ValueError(f"the baseline's tokens/s must be > 0, got {base_tokens_per_s}")
+    return tokens_per_s / base_tokens_per_s
+
+
+def predicted_speedup(tau: float, verify_ms: float, draft_ms: float, decode_ms: float) -> float:
+    """Tokens per ms of a step (τ / (draft + verify)) over plain decoding's (1 / decode)."""
+    return tau * decode_ms / (draft_ms + verify_ms)
