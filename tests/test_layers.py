@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("engine", ("engine",)),
     ("pipeline", ("store", "pipeline", "flags", "testing")),
     ("tools", ("bench", "train", "viz", "app")),
+    ("notebook helpers", ("lessons",)),
     ("command line", ("cli",)),
     ("entry point", ("__main__",)),
 ]
