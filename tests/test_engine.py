@@ -19,7 +19,10 @@ from test_tree import score_driven_candidates
 SHAPES = [SpecConfig.linear(1), SpecConfig.linear(3), SpecConfig.linear(6),
           SpecConfig("eagle2", 1, 4, 5), SpecConfig("eagle2", 2, 2, 2), SpecConfig("eagle2", 3, 2, 6),
           SpecConfig("eagle2", 4, 4, 16), SpecConfig("eagle2", 5, 4, 8), SpecConfig("eagle2", 6, 10, 64),
-          SpecConfig("eagle2", 2, 10, 30)]
+          SpecConfig("eagle2", 2, 10, 30),
+          SpecConfig.static(8), SpecConfig.static(26), SpecConfig.static(60),
+          SpecConfig.static(tree=[[0], [1], [0, 0], [0, 1], [0, 0, 0]]),
+          SpecConfig.static(tree=[[2], [2, 5], [2, 5, 0], [2, 5, 0, 3]])]  # a chain off the top ranks
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +140,10 @@ def test_stop_token_mid_step_truncates():
     (dict(method="beam"), "unknown method"),
     (dict(method="linear", num_steps=3, topk=2, num_draft_tokens=4), "linear means topk=1"),
     (dict(method="eagle2", topk=2, chain_rule="leviathan"), "needs topk=1"),
+    (dict(method="static"), "method static needs a tree shape"),
+    (dict(method="static", num_steps=1, topk=1, num_draft_tokens=3, tree=((0,),)), "means num_steps=1, topk=1, "
+                                                                                     "num_draft_tokens=2"),
+    (dict(method="eagle2", tree=((0,),)), "a tree shape is for method static"),
 ])
 def test_bad_knobs_get_clear_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -40,7 +40,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_spec_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", choices=["vanilla", "linear", "eagle2"], default="eagle2")
+    p.add_argument("--method", choices=["vanilla", "linear", "eagle2", "static"], default="eagle2",
+                   help="plain decoding, a chain, EAGLE-2's dynamic tree, or a static (EAGLE-1) tree")
+    p.add_argument("--tree", help='static: the tree as JSON rank paths, e.g. "[[0],[1],[0,0],[0,1],[0,0,0]]" '
+                                  "(default: EAGLE-1's tree cut to --num-draft-tokens)")
     p.add_argument("--num-steps", type=_positive("--num-steps"), help="draft levels (default 5)")
     p.add_argument("--topk", type=_positive("--topk"), help="tree width (default 4; linear: 1)")
     p.add_argument("--num-draft-tokens", type=_positive("--num-draft-tokens"),
@@ -67,11 +70,30 @@ def spec_from_args(args):
             if args.num_draft_tokens not in (None, steps + 1):
                 raise ValueError(f"linear verifies num_steps + 1 = {steps + 1} tokens: leave --num-draft-tokens out")
             spec = SpecConfig.linear(steps, args.chain_rule)
+        elif args.method == "static":
+            spec = static_from_args(args)
         else:
+            if getattr(args, "tree", None) is not None:
+                raise ValueError(f"--tree gives a static tree's shape: use it with --method static, not {args.method}")
             spec = SpecConfig(args.method, steps, args.topk or 4, args.num_draft_tokens or 8, args.chain_rule)
     except ValueError as err:
         raise UserError(str(err)) from None
     return spec, sampling
+
+
+def static_from_args(args):
+    """``--method static``: the shape from ``--tree`` or EAGLE-1's default at --num-draft-tokens;
+    the shape fixes the depth and width, so --num-steps / --topk are refused."""
+    from workbench.engine.config import MAX_DRAFT_TOKENS, MAX_STEPS, MAX_TOPK, SpecConfig
+    from workbench.engine.static_tree import parse_tree
+
+    if args.num_steps is not None or args.topk is not None:
+        raise ValueError("a static tree's shape fixes its depth and width: leave --num-steps and --topk out "
+                         "(give --num-draft-tokens or --tree)")
+    if args.chain_rule != "target-only":
+        raise ValueError("--chain-rule leviathan verifies a sampled chain: it needs --method linear")
+    tree = None if args.tree is None else parse_tree(args.tree, MAX_TOPK, MAX_STEPS, MAX_DRAFT_TOKENS - 1)
+    return SpecConfig.static(args.num_draft_tokens, tree)
 
 
 def read_prompts(args) -> list[dict]:
@@ -154,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     from workbench import store
 
     store.add_fetch_parser(sub)
-    gen = sub.add_parser("generate", help="decode prompts with vanilla, linear or eagle2")
+    gen = sub.add_parser("generate", help="decode prompts with vanilla, linear, eagle2 or static")
     src = gen.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="one user message")
     src.add_argument("--prompts", help="JSONL file: 'prompt' or 'turns' (first turn), optional 'id'/'question_id'")

@@ -27,6 +27,7 @@ from workbench.engine.config import SpecConfig
 from workbench.engine.draft import draft_extend, grow_tree
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams, choose, target_probs
+from workbench.engine.static_tree import grow_static_tree
 from workbench.engine.tree import DraftTree, build_tree, rerank
 from workbench.attention.meta import build_meta
 from workbench.kv import SlotAllocator, SlotTable
@@ -66,7 +67,7 @@ class Engine:
             if len(p) + max_new_tokens + spare > limit:
                 raise ValueError(f"prompt of {len(p)} tokens + {max_new_tokens} new tokens exceeds the "
                                  f"model's context of {limit}")
-        per_step = (self.spec.num_draft_tokens + self.spec.num_steps * self.spec.topk) if self.spec.speculative else 1
+        per_step = (self.spec.num_draft_tokens + self.spec.max_scratch_slots) if self.spec.speculative else 1
         num_slots = sum(len(p) + max_new_tokens + per_step + 1 for p in prompts)
         self.table = SlotTable(SlotAllocator(num_slots))
         self.target_kv = self.target.new_kv_pool(num_slots)
@@ -160,8 +161,11 @@ class Engine:
         timing["draft_extend_ms"] = _ms(t)
         t = time.perf_counter()
         leviathan = self.spec.chain_rule == "leviathan" and not self.sampling.greedy
-        phase = grow_tree(self.draft, self.draft_kv, self.table, rids, h_last, self.spec.num_steps, self.spec.topk,
-                          self.sampling if leviathan else None, self.dev_gen)
+        if self.spec.method == "static":  # the same head, a shape fixed in advance
+            phase = grow_static_tree(self.draft, self.draft_kv, self.table, rids, h_last, self.spec.tree)
+        else:
+            phase = grow_tree(self.draft, self.draft_kv, self.table, rids, h_last, self.spec.num_steps,
+                              self.spec.topk, self.sampling if leviathan else None, self.dev_gen)
         for slots in phase.scratch_slots:  # tree-level draft KV is scratch: back to the free list
             self.table.allocator.free(slots)
         timing["draft_tree_ms"] = _ms(t)

@@ -7,7 +7,8 @@ Every view of the app and every notebook figure renders these and nothing else. 
 ``draft.levels``    per draft level: frontier (flat candidate indices) expanded, their scratch slots
 ``draft.candidates`` every candidate: index, token, text, prob, score, parent (flat, -1 root), level
 ``draft.kept`` / ``draft.dropped``  flat indices that survived the rerank / were dropped (parent missing)
-``tree``            nodes (node, token, text, score, prob, parent, depth, position, candidate), mask
+``tree``            nodes (node, token, text, score, prob, parent, depth, position, candidate,
+                    rank_path: the draft rank of each node from the root down, e.g. [0, 2]), mask
                     rows, retrieve_index / retrieve_next_token / retrieve_next_sibling
 ``verify.top``      per node i: the target's top next tokens, i.e. the token **after** node i
 ``accept``          moves (node, child, via, match, [target_prob, draft_prob, coin]), path, accepted
@@ -63,6 +64,15 @@ def vanilla_trace(engine, r, logits_row, slots: list[int], ms: float) -> dict:
     return d
 
 
+def rank_paths(c) -> list[list[int]]:
+    """Per candidate: its rank in its parent's draft top-k, prefixed by its parent's path (the
+    address EAGLE-1's static shapes use). Parents precede children in the flat order."""
+    paths: list[list[int]] = []
+    for parent, rank in zip(c.parents, c.ranks):
+        paths.append(([] if parent == -1 else paths[parent]) + [rank])
+    return paths
+
+
 def spec_trace(engine, request, tree, result, slots, kept, freed, emitted, L, logits, level_info, candidates,
                extend_slots, scratch, timing) -> dict:
     text = engine.token_text
@@ -78,13 +88,16 @@ def spec_trace(engine, request, tree, result, slots, kept, freed, emitted, L, lo
         "kept": [i for i in tree.candidate_index[1:]],
         "dropped": list(tree.dropped),
     }
+    paths = rank_paths(c)
     d["tree"] = {
         "nodes": [
             {"node": i, "token": tree.tokens[i], "text": text(tree.tokens[i]), "score": round(tree.scores[i], 6),
              "prob": round(tree.probs[i], 5), "parent": tree.parents[i], "depth": tree.depths[i],
-             "position": tree.positions[i], "candidate": tree.candidate_index[i]}
+             "position": tree.positions[i], "candidate": tree.candidate_index[i],
+             "rank_path": [] if i == 0 else paths[tree.candidate_index[i]]}
             for i in range(tree.num_nodes)
         ],
+        "shape": "static" if engine.spec.method == "static" else "dynamic",
         "mask": tree.mask.int().tolist(),
         "retrieve_index": list(range(tree.num_nodes)),
         "retrieve_next_token": tree.retrieve_next_token,

@@ -28,8 +28,10 @@ class Candidates:
     scores: list[float] = field(default_factory=list)  # path score: product of probs from the root
     parents: list[int] = field(default_factory=list)  # flat index of the parent, -1 = the root
     levels: list[int] = field(default_factory=list)  # depth, 1..num_steps
+    ranks: list[int] = field(default_factory=list)  # rank among the parent's draft top-k (0 = most likely)
 
-    def add(self, token: int, prob: float, score: float, parent: int, level: int) -> int:
+    def add(self, token: int, prob: float, score: float, parent: int, level: int, rank: int = -1) -> int:
+        self.ranks.append(rank)
         self.tokens.append(token)
         self.probs.append(prob)
         self.scores.append(score)
