@@ -35,6 +35,7 @@ class Settings:
     top_k: object = 0
     seed: object = 0
     max_new_tokens: object = 64
+    tree: object = ""  # static: rank paths as JSON; empty = EAGLE-1's tree cut to num_draft_tokens
 
     def build(self, wb) -> tuple[SpecConfig, SamplingParams, list[int], int]:
         """(spec, sampling, prompt ids, max_new_tokens), or ValueError with the reason."""
@@ -62,8 +63,22 @@ class Settings:
         steps = _int("num_steps", self.num_steps, None, None)
         if self.method == "linear":
             return SpecConfig.linear(steps)
+        if self.method == "static":
+            return self.static_spec()
         return SpecConfig(self.method, steps, _int("topk", self.topk, None, None),
                           _int("num_draft_tokens", self.num_draft_tokens, None, None))
+
+
+    def static_spec(self) -> SpecConfig:
+        """The static tree: the tree box's rank paths, else EAGLE-1's tree at num_draft_tokens
+        (num_steps and topk follow from the shape)."""
+        from workbench.engine.config import MAX_DRAFT_TOKENS, MAX_STEPS, MAX_TOPK
+        from workbench.engine.static_tree import parse_tree
+
+        text = str(self.tree or "").strip()
+        if not text:
+            return SpecConfig.static(_int("num_draft_tokens", self.num_draft_tokens, 2, MAX_DRAFT_TOKENS))
+        return SpecConfig.static(None, parse_tree(text, MAX_TOPK, MAX_STEPS, MAX_DRAFT_TOKENS - 1))
 
 
 def _number(name: str, value) -> float:

@@ -15,6 +15,7 @@ from pathlib import Path
 import gradio as gr
 
 from workbench.app import explain
+from workbench.app.calibration import build_calibration_tab, calibration_views
 from workbench.app.compare import build_compare_tab
 from workbench.app.state import Session, Settings
 from workbench.app.views import VIEWS, blank, error, render, walk_views
@@ -39,11 +40,14 @@ def build_app(wb, info: str = "") -> gr.Blocks:
         session = gr.State(None, time_to_live=SESSION_TTL_S)
         gr.Markdown(explain.INTRO + (f"\n\n{info}" if info else ""))
         inputs = _inputs()
+        calibration = calibration_views()  # filled by the Step events, shown in their own tab
         with gr.Tabs():
             with gr.Tab("Step through", id="step"):
-                _step_tab(wb, session, inputs)
+                _step_tab(wb, session, inputs, calibration)
             with gr.Tab("Compare", id="compare", elem_id="compare-tab"):
                 build_compare_tab(wb, inputs)
+            with gr.Tab("Calibration", id="calibration", elem_id="calibration-tab"):
+                build_calibration_tab(wb, calibration)
             with gr.Tab("Glossary", id="glossary"):
                 gr.Markdown(explain.GLOSSARY)
     demo.queue(default_concurrency_limit=CONCURRENCY)
@@ -79,8 +83,8 @@ def _inputs() -> list:
             example = gr.Dropdown(labels, value=None, label="Spec-Bench examples (first turns)", elem_id="examples")
         with gr.Column(scale=3):
             with gr.Row():
-                method = gr.Radio(["eagle2", "linear", "vanilla"], value="eagle2", label="method", elem_id="method",
-                                  scale=2)
+                method = gr.Radio(["eagle2", "static", "linear", "vanilla"], value="eagle2", label="method",
+                                  elem_id="method", scale=2)
                 max_new = gr.Number(64, label="max_new_tokens", precision=0, elem_id="max-new-tokens", **small)
             with gr.Row():
                 num_steps = gr.Number(5, label="num_steps", precision=0, elem_id="num-steps", **small)
@@ -91,9 +95,11 @@ def _inputs() -> list:
                 top_p = gr.Number(1.0, label="top-p", elem_id="top-p", **small)
                 top_k = gr.Number(0, label="top-k (0 = off)", precision=0, elem_id="top-k", **small)
                 seed = gr.Number(0, label="seed", precision=0, elem_id="seed", **small)
+            tree = gr.Textbox("", label="static tree: rank paths as JSON, e.g. [[0],[1],[0,0]] (empty = EAGLE-1's "
+                                        "tree cut to num_draft_tokens)", max_lines=2, elem_id="tree")
     example.input(lambda label: examples[labels.index(label)]["prompt"] if label in labels else gr.skip(),
                   example, prompt, api_visibility="private")
-    return [prompt, method, num_steps, topk, num_draft, temperature, top_p, top_k, seed, max_new]
+    return [prompt, method, num_steps, topk, num_draft, temperature, top_p, top_k, seed, max_new, tree]
 
 
 def _view_row(component_fn, text: str):
@@ -106,13 +112,15 @@ def _view_row(component_fn, text: str):
     return out
 
 
-def _step_tab(wb, session, inputs) -> None:
-    """Buttons, the views of the current step, and their events."""
+def _step_tab(wb, session, inputs, calibration: dict) -> None:
+    """Buttons, the views of the current step, and their events (the Calibration tab's session
+    views are among their outputs)."""
     with gr.Row(equal_height=True):
         buttons = {name: gr.Button(label, variant="primary" if name == "step" else "secondary", elem_id=f"{name}-btn")
                    for name, label in [("step", "Step"), ("back", "Back"), ("run", "Run to end"), ("reset", "Reset")]}
         autoplay = gr.Checkbox(False, label="autoplay", elem_id="autoplay")
     views, animate_btn = _step_views()
+    views.update(calibration)
     timer = gr.Timer(AUTOPLAY_S, active=False)
     outs = [session] + [views[k] for k in VIEWS]
     h = _Handlers(wb)
@@ -156,6 +164,14 @@ def _step_views() -> tuple[dict, gr.Button]:
             v["kv_table"] = gr.HTML(elem_id="kv-table")
         with gr.Column(scale=1, min_width=220):
             gr.Markdown(explain.KV, elem_classes=["wb-explain"])
+    with gr.Row():
+        with gr.Column(scale=4):
+            v["best_plot"] = gr.Plot(label="the target's greedy continuation on the tree", elem_id="best-plot")
+            with gr.Row():
+                v["best_budget"] = gr.Plot(label="τ per budget", elem_id="best-budget")
+                v["best_table"] = gr.HTML(elem_id="best-table")
+        with gr.Column(scale=1, min_width=220):
+            gr.Markdown(explain.BEST, elem_classes=["wb-explain"])
     with gr.Accordion("This step's trace (JSON): everything the views above are drawn from", open=False):
         v["trace"] = gr.JSON(elem_id="trace-json")
     return v, animate_btn

@@ -10,6 +10,9 @@ from __future__ import annotations
 import gradio as gr
 
 from workbench.app.state import Session
+from workbench.engine.calibration import calibration_table
+from workbench.viz.best_tree import best_tree_figure, budget_figure, continuation_html
+from workbench.viz.calibration import calibration_html, depth_figure, reliability_figure
 from workbench.viz.kv import kv_figure, kv_table_html
 from workbench.viz.logits import logits_html
 from workbench.viz.mask import mask_figure
@@ -22,7 +25,8 @@ from workbench.viz.walk import moves_html, pointer_table_html, walk_moves
 
 # Output order of every Step-like event (after the session state).
 VIEWS = ("status", "summary", "step_slider", "tree", "mask", "logits", "pointers", "moves", "walk_slider",
-         "sampling", "output", "kv_plot", "kv_table", "trace")
+         "sampling", "output", "kv_plot", "kv_table", "trace", "best_plot", "best_budget", "best_table",
+         "calibration_plot", "calibration_depth", "calibration_table")
 
 
 def render(session: Session | None, wb, message: str = "") -> tuple:
@@ -48,8 +52,19 @@ def render(session: Session | None, wb, message: str = "") -> tuple:
         "kv_plot": kv_figure(tr),
         "kv_table": kv_table_html(tr),
         "trace": tr,
+        "best_plot": best_tree_figure(tr),
+        "best_budget": budget_figure(tr),
+        "best_table": continuation_html(tr),
+        **calibration_values(session.traces[: session.cursor + 1]),
     }
     return tuple(values[k] for k in VIEWS)
+
+
+def calibration_values(traces: list[dict]) -> dict:
+    """The Calibration tab's session views over ``traces`` (the steps up to the one on screen)."""
+    cal = calibration_table(traces)
+    return {"calibration_plot": reliability_figure(cal, "This session: draft confidence against acceptance"),
+            "calibration_depth": depth_figure(cal), "calibration_table": calibration_html(cal)}
 
 
 def blank(message: str = "") -> tuple:
@@ -62,7 +77,10 @@ def blank(message: str = "") -> tuple:
               "logits": f"<p>{wait}</p>", "pointers": f"<p>{wait}</p>", "moves": "",
               "walk_slider": gr.Slider(minimum=0, maximum=1, value=0, interactive=False),
               "sampling": "", "output": "", "kv_plot": empty_figure("No KV slot written yet.", 220),
-              "kv_table": "", "trace": None}
+              "kv_table": "", "trace": None,
+              "best_plot": empty_figure("The greedy continuation is drawn on the first EAGLE-2 step's tree.", 220),
+              "best_budget": empty_figure("No tree yet.", 200), "best_table": "",
+              **calibration_values([])}
     return tuple(values[k] for k in VIEWS)
 
 
