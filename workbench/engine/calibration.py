@@ -35,15 +35,21 @@ BINS = 10
 
 
 def calibration_records(traces: list[dict]) -> list[dict]:
-    """One row per verified node of every speculative step trace: step, request, method, node,
-    depth, prob, score, tried, accepted."""
-    rows = []
+    """One row per verified node of every speculative step trace: run, step, request, method,
+    node, depth, prob, score, tried, accepted. ``traces`` may hold several runs one after the
+    other: a run starts at a prefill trace of a request already seen in the current run."""
+    rows, run, prefilled = [], 0, set()
     for t in traces:
+        if t.get("kind") == "prefill":
+            if t["request"] in prefilled:
+                run, prefilled = run + 1, set()
+            prefilled.add(t["request"])
         if t.get("kind") != "spec":
             continue
         path = set(t["accept"]["path"])
         for n in t["tree"]["nodes"][1:]:
-            rows.append({"step": t["step"], "request": t["request"], "method": t.get("method"), "node": n["node"],
+            rows.append({"run": run, "step": t["step"], "request": t["request"], "method": t.get("method"),
+                         "node": n["node"],
                          "depth": n["depth"], "prob": n["prob"], "score": n["score"],
                          "tried": n["parent"] in path, "accepted": n["node"] in path})
     return rows
@@ -97,11 +103,12 @@ def calibration_table(traces: list[dict], bins: int = BINS) -> dict:
         raise ValueError(f"bins must be >= 1, got {bins}")
     rows = calibration_records(traces)
     tried = [r for r in rows if r["tried"]]
-    steps: dict[tuple, set[int]] = {}  # (step, request) -> depths with an accepted node
+    steps: dict[tuple, set[int]] = {}  # (run, step, request) -> depths with an accepted node
     for r in rows:
-        steps.setdefault((r["step"], r["request"]), set())
+        key = (r["run"], r["step"], r["request"])
+        steps.setdefault(key, set())
         if r["accepted"]:
-            steps[(r["step"], r["request"])].add(r["depth"])
+            steps[key].add(r["depth"])
     prob_bins, score_bins = _bins(tried, "prob", bins), _bins(rows, "score", bins)
     accepted = sum(r["accepted"] for r in rows)
     return {
