@@ -97,6 +97,9 @@ GLOSSARY = """\
 | accept length τ | tokens emitted per target forward = n + 1 |
 | draft acceptance rate | accepted drafts / proposed drafts: misleading for trees (most nodes are siblings) |
 | per-depth rate | P(accept at depth k given depth k − 1 accepted) |
+| static tree | EAGLE-1's way: a tree shape fixed in advance, written as rank paths (`[0, 2]` = the third most likely child of the root's most likely child); `eagle2` grows the shape from path scores instead |
+| tried / accepted | a verified node is *tried* when its parent was accepted (the root always is); *accepted* = on the accepted path |
+| calibration | how well the draft's probability predicts P(accept given tried), and the path score P(accept) |
 
 `topk` = 1 gives a chain: the `linear` special case, with `num_draft_tokens` = `num_steps` + 1.
 Most tokens per step = `num_steps` + 1."""

@@ -2,7 +2,8 @@
 
 One EAGLE-2 step, for every running request at once (REFERENCE §2)::
 
-    draft    extend the draft KV with last step's pairs, grow the tree (num_steps forwards)
+    draft    extend the draft KV with last step's pairs, grow the tree (num_steps forwards;
+             method static: a shape fixed in advance, static_tree.py)
     build    rerank to num_draft_tokens - 1, prepend the root, mask / positions / pointers
     verify   ONE target forward over all nodes of all requests, under the tree masks
     accept   walk retrieve_next_token / retrieve_next_sibling; bonus at the last accepted node
