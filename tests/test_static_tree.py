@@ -73,3 +73,26 @@ def test_every_step_drafts_the_shape_from_the_same_head(pair, spec):
                 assert n["token"] == level1[n["rank_path"][0]]
                 if tuple(n["rank_path"]) in d_first:
                     assert d_first[tuple(n["rank_path"])] == n["token"]
+
+
+def test_cli_static_trace_records_method_and_paths(tmp_path, capsys):
+    import json
+
+    from workbench.app.tiny import make_tiny_app_model
+    from workbench.cli import main
+
+    tiny = make_tiny_app_model(tmp_path / "tiny")
+    trace = tmp_path / "trace.jsonl"
+    tree = [[0], [1], [0, 0], [0, 1], [0, 0, 0]]
+    rc = main(["generate", "--target", str(tiny), "--draft", "random", "--method", "static", "--tree", json.dumps(tree),
+               "--prompt", "tell me about the cat", "--max-new-tokens", "8", "--trace", str(trace), "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out.splitlines()[-1])
+    steps = [json.loads(line) for line in trace.read_text().splitlines()]
+    spec = [s for s in steps if s["kind"] == "spec"]
+    assert spec and all(s["method"] == "static" for s in steps)
+    for s in spec:
+        assert sorted(n["rank_path"] for n in s["tree"]["nodes"][1:]) == sorted(tree)
+    assert out["accept_lengths"] == [s["accept_length"] for s in spec]
+    assert main(["generate", "--target", str(tiny), "--method", "static", "--tree", "[[1,0]]", "--prompt", "x"]) == 2
+    assert "tree path [1, 0] has no parent" in capsys.readouterr().err
