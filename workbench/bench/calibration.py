@@ -24,8 +24,9 @@ DEFAULT_METHOD = "eagle2:60/6/10"
 DEFAULT_MAX_NEW_TOKENS = 64
 
 
-def measure(wb, spec, questions: list, max_new_tokens: int, temperature: float = 0.0) -> dict:
-    """{"table", "tau"} from the traces of every question's first turn under ``spec``."""
+def measure(wb, spec, questions: list, max_new_tokens: int, temperature: float = 0.0, log=None) -> dict:
+    """{"table", "tau"} from the traces of every question's first turn under ``spec``;
+    ``log(str)`` hears about each question."""
     from workbench.engine.sampling import SamplingParams
 
     traces: list[dict] = []
@@ -33,6 +34,8 @@ def measure(wb, spec, questions: list, max_new_tokens: int, temperature: float =
     for q in questions:
         ids = specbench.chat_ids(wb.tokenizer, [{"role": "user", "content": q.turns[0]}])
         wb.generate([ids], spec, sampling, max_new_tokens, trace_sink=traces.append)
+        if log:
+            log(f"calibration: q{q.question_id} {q.category} done ({len(traces)} step traces so far)")
     steps = [t["accept_length"] for t in traces if t["kind"] == "spec"]
     return {"table": calibration_table(traces), "tau": sum(steps) / len(steps) if steps else None}
 
@@ -62,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    res = measure(wb, method.spec, questions, args.max_new_tokens, args.temperature)
+    res = measure(wb, method.spec, questions, args.max_new_tokens, args.temperature,
+                  log=lambda msg: print(msg, file=sys.stderr, flush=True))
     argv_text = " ".join(sys.argv[1:]) if argv is None else " ".join(["calibration", *argv])
     out = {"meta": {"command": f"python -m workbench.bench {argv_text}", "method": method.describe(),
                     "questions": len(questions), "subset": args.subset, "max_new_tokens": args.max_new_tokens,

@@ -214,7 +214,7 @@ def run_calibration(wb, methods: list[Method], questions, choice: str, max_new_t
     m = calibration_method(methods, choice)
     if m is None or not m.speculative:
         return None
-    res = calibration.measure(wb, m.spec, questions, max_new_tokens)
+    res = calibration.measure(wb, m.spec, questions, max_new_tokens, log=log)
     s = res["table"]["summary"]
     log(f"calibration {m.name}: {s['nodes']} verified nodes, P(accept | tried) {s['p_accept_given_tried']:.3f}")
     return {"method": m.name, "label": m.describe(), "max_new_tokens": max_new_tokens,
