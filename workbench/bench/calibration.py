@@ -40,6 +40,13 @@ def measure(wb, spec, questions: list, max_new_tokens: int, temperature: float =
     return {"table": calibration_table(traces), "tau": sum(steps) / len(steps) if steps else None}
 
 
+def _portable(source: str) -> str:
+    """The head's source without this machine's path to the package (the file ships)."""
+    from workbench.models.heads import assets_dir
+
+    return source.replace(str(assets_dir()) + "/", "workbench/assets/")
+
+
 def main(argv: list[str] | None = None) -> int:
     from workbench.bench.suite import parse_methods
     from workbench.cli import _positive, add_model_args
@@ -70,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     argv_text = " ".join(sys.argv[1:]) if argv is None else " ".join(["calibration", *argv])
     out = {"meta": {"command": f"python -m workbench.bench {argv_text}", "method": method.describe(),
                     "questions": len(questions), "subset": args.subset, "max_new_tokens": args.max_new_tokens,
-                    "temperature": args.temperature, "draft": wb.draft_source, "dtype": wb.dtype_name,
+                    "temperature": args.temperature, "draft": _portable(wb.draft_source), "dtype": wb.dtype_name,
                     "tau": res["tau"]},
            "table": res["table"]}
     text = json.dumps(out, indent=1)
