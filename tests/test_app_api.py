@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "tell me about the cat"
 DEFAULTS = dict(prompt=PROMPT, method="eagle2", num_steps=5, topk=4, num_draft_tokens=8, temperature=0.0,
-                top_p=1.0, top_k=0, seed=0, max_new_tokens=64)
+                top_p=1.0, top_k=0, seed=0, max_new_tokens=64, tree="")
 VIEWS = ("status", "summary", "step_slider", "tree", "mask", "logits", "pointers", "moves", "walk_slider",
          "sampling", "output", "kv_slots", "kv_table")
 
@@ -116,6 +116,9 @@ def test_step_back_and_goto(app_url):
     (dict(temperature=-1.0), "temperature must be in [0, 100]"),
     (dict(top_p=0.0), "top_p must be in (0, 1]"),
     (dict(max_new_tokens=0), "max_new_tokens must be in 1..512"),
+    (dict(method="static", tree="[[0],[1,0]]"), "tree path [1, 0] has no parent: add [1]"),
+    (dict(method="static", tree="[[0],"), "is not valid JSON"),
+    (dict(method="static", num_draft_tokens=300), "num_draft_tokens must be in 2..256"),
 ], ids=lambda x: x if isinstance(x, str) else None)
 def test_bad_input_gives_a_message(shared, changes, message):
     ok = views(shared.predict(*inputs(), api_name="/step"), shared)
@@ -157,12 +160,47 @@ def test_compare(app_url):
     c = client(app_url)
     out = c.predict(*inputs(max_new_tokens=6), 6, False, api_name="/compare")
     status, summary = out[0], out[1]
-    assert status.startswith("Done: 4 runs")
-    for name in ("vanilla", "linear", "linear (same verify budget)", "eagle2"):
+    assert status.startswith("Done: 5 runs")
+    for name in ("vanilla", "linear", "linear (same verify budget)", "eagle2", "static"):
         assert f"data-method='{name}'" in summary
     assert "same tokens" in summary
+    static_tree = json.loads(out[-1]["plot"])  # the static tree at step 2: EAGLE-1's 7 drafts + the root
+    kept = sum(len(t["x"]) for t in static_tree["data"] if t.get("meta") in ("root", "accepted", "missed", "unreached"))
+    assert kept == 8 and static_tree["layout"]["title"]["text"].startswith("static")
+    tau = json.loads(out[3]["plot"])
+    assert {t["name"] for t in tau["data"]} >= {"eagle2", "static"}
+    custom = c.predict(*inputs(max_new_tokens=4, tree="[[0],[1],[0,0]]"), 4, False, api_name="/compare")
+    assert custom[0].startswith("⚠️") and "set num_draft_tokens to 4" in custom[0]
+    custom = c.predict(*inputs(max_new_tokens=4, num_draft_tokens=4, tree="[[0],[1],[0,0]]"), 4, False,
+                       api_name="/compare")
+    assert custom[0].startswith("Done: 5 runs") and "custom tree" in custom[1]
     bad = c.predict(*inputs(num_draft_tokens=1), 6, False, api_name="/compare")
     assert bad[0].startswith("⚠️") and "num_draft_tokens" in bad[0]
+
+
+def test_static_steps_and_calibration_fill_from_the_traces(app_url):
+    from workbench.engine.calibration import calibration_table
+
+    c = client(app_url)
+    tree = "[[0],[1],[0,0],[0,0,0]]"
+    traces = [views(c.predict(*inputs(method="static", tree=tree), api_name="/step"), c)["trace"] for _ in range(5)]
+    tr = traces[-1]
+    assert tr["method"] == "static" and tr["tree"]["shape"] == "static"
+    assert sorted(n["rank_path"] for n in tr["tree"]["nodes"][1:]) == [[0], [0, 0], [0, 0, 0], [1]]
+    cal = calibration_table(traces)
+    assert cal["summary"]["nodes"] == 4 * 4  # 4 speculative steps x 4 drafts
+    plot, _, table = c.predict(api_name="/calibration")  # what the Calibration tab draws when opened
+    for b in cal["prob_bins"]:  # the session's table lists every bin with the traces' counts
+        assert f"data-prob-count='{b['count']}'" in table
+    series = {t["name"]: t for t in json.loads(plot["plot"])["data"]}
+    assert sum(1 for b in cal["prob_bins"] if b["count"]) == len(series["draft probability → P(accept | tried)"]["x"])
+    assert "perfectly calibrated" in series
+    best_plot, best_budget, best_table = c.predict(api_name="/best_tree")  # the Best tree tab, when opened
+    assert any(t.get("meta") == "left" for t in json.loads(best_plot["plot"])["data"])
+    budget = json.loads(best_budget["plot"])
+    assert budget["data"][0]["x"] == [2, 3, 4, 5]
+    assert budget["data"][0]["y"][-1] == tr["accept_length"]  # greedy: the full tree's τ is the walk's
+    assert "data-status='unknown'" in best_table  # past the first token the tree missed, nothing is known
 
 
 def test_app_py_serves_a_tiny_model(tiny_model):

@@ -1,7 +1,9 @@
 """End to end in a real browser (Playwright driving Debian's chromium): open the page, enter a
 prompt, press Step three times, check that the tree, mask, logits, walk, KV and output views show
-what the engine's trace of that step holds, open Compare, save screenshots, and check that
-no request of the page leaves 127.0.0.1 (no font, script or image from elsewhere).
+what the engine's trace of that step holds, that the Best tree and Calibration tabs show what
+those traces hold, open Compare and check its static row and tree against a static run, save
+screenshots, and check that no request of the page leaves 127.0.0.1 (no font, script or image
+from elsewhere).
 
 The expected trace comes from a separate run of the same settings (greedy decoding is
 deterministic). Environment:
@@ -145,14 +147,75 @@ def test_step_views_match_the_trace_and_compare(app, shots):
         save(page, shots, "walk", ["#walk-pointers", "#walk-moves"])
         save(page, shots, "kv", ["#kv-slots", "#kv-table"])
 
+        page.get_by_role("tab", name="Best tree").click()  # drawn when opened, for the step on screen
+        page.wait_for_function(f"(document.querySelector('#best-plot .gtitle') || {{}}).textContent"
+                               f"?.startsWith('Step {STEPS}:')")
+        best = {t["meta"]: t for t in plot_data(page, "best-plot") if t["meta"]}
+        assert best["left"]["keys"] == ["not drafted"] or best["left"]["keys"] == ["dropped"]
+        assert sorted(int(k) for k in best.get("accepted", {"keys": []})["keys"]) == sorted(path[1:])
+        save(page, shots, "best-tree", ["#best-plot", "#best-budget"])
+
+        check_calibration_tab(page, traces)
+        save(page, shots, "calibration", ["#calibration-plot", "#calibration-depth"])
+
         page.get_by_role("tab", name="Compare").click()
         page.fill("#compare-max-new input", "16" if REAL else "8")
         page.click("#compare-btn")
         page.wait_for_function("document.querySelector('#compare-status').innerText.startsWith('Done')",
                                timeout=600_000)
         page.wait_for_selector("#compare-eagle2-tree .gtitle")
-        assert len(rows(page, "#compare-summary tr[data-method]", "data-method")) == 4
+        methods = rows(page, "#compare-summary tr[data-method]", "data-method")
+        assert methods == ["vanilla", "linear", "linear (same verify budget)", "eagle2", "static"]
+        check_compare_static(page, wb, 16 if REAL else 8)
         save(page, shots, "compare", ["#compare-summary", "#compare-tau", "#compare-tokens"])
-        save(page, shots, "compare-cost", ["#compare-cost", "#compare-linear-tree", "#compare-eagle2-tree"])
+        save(page, shots, "compare-cost", ["#compare-cost", "#compare-linear-tree"])
+        save(page, shots, "compare-static", ["#compare-eagle2-tree", "#compare-static-tree"])
         browser.close()
     assert requests and [u for u in requests if not u.startswith(("http://127.0.0.1:", "data:", "blob:"))] == []
+
+
+def check_calibration_tab(page, traces: list[dict]) -> None:
+    """The session's calibration (steps 1..STEPS) equals the table computed from the traces."""
+    from workbench.engine.calibration import calibration_table
+
+    cal = calibration_table(traces)
+    page.get_by_role("tab", name="Calibration").click()
+    page.wait_for_selector("#calibration-table tr[data-bin]")
+    got = {r: page.eval_on_selector_all("#calibration-table tr[data-bin]", f"es => es.map(e => +e.dataset['{r}'])")
+           for r in ("probCount", "probAccepted", "scoreCount", "scoreAccepted")}
+    assert got["probCount"] == [b["count"] for b in cal["prob_bins"]]
+    assert got["probAccepted"] == [b["accepted"] for b in cal["prob_bins"]]
+    assert got["scoreCount"] == [b["count"] for b in cal["score_bins"]]
+    assert got["scoreAccepted"] == [b["accepted"] for b in cal["score_bins"]]
+    series = page.evaluate("""() => document.querySelector('#calibration-plot .js-plotly-plot').data.map(
+        t => ({name: t.name, y: t.y}))""")
+    named = {t["name"]: t["y"] for t in series}
+    assert named["perfectly calibrated"] == [0, 1]
+    rates = named["draft probability → P(accept | tried)"]
+    assert rates == pytest.approx([b["rate"] for b in cal["prob_bins"] if b["count"]])
+    depths = page.evaluate("() => document.querySelector('#calibration-depth .js-plotly-plot').data[0].x")
+    assert depths == [d["depth"] for d in cal["depths"]]
+
+
+def check_compare_static(page, wb, max_new: int) -> None:
+    """The static row and the static tree at step 2 equal a static run of the same settings."""
+    from workbench.app.compare import decode
+    from workbench.app.state import Settings
+    from workbench.engine.config import SpecConfig
+    from workbench.viz.compare import run_summary
+
+    spec, sampling, ids, _ = Settings(prompt=PROMPT).build(wb)
+    traces = decode(wb, SpecConfig.static(spec.num_draft_tokens), sampling, ids, max_new)
+    tau = page.get_attribute("#compare-summary tr[data-method='static']", "data-tau")
+    forwards = page.get_attribute("#compare-summary tr[data-method='static']", "data-forwards")
+    s = run_summary(traces)
+    assert tau == f"{s['tau']:.2f}" and forwards == str(s["target_forwards"])
+    step2 = traces[1]
+    tree = {t["meta"]: t for t in plot_data(page, "compare-static-tree") if t["meta"]}
+    assert sum(tree[k]["n"] for k in ("root", "accepted", "missed", "unreached") if k in tree) == \
+        len(step2["tree"]["nodes"]) == spec.num_draft_tokens
+    assert sorted(int(k) for k in tree.get("accepted", {"keys": []})["keys"]) == sorted(step2["accept"]["path"][1:])
+    taus = page.evaluate("""() => document.querySelector('#compare-tau .js-plotly-plot').data.map(
+        t => ({name: t.name, y: t.y}))""")
+    static_tau = next(t["y"] for t in taus if t["name"] == "static")
+    assert static_tau == [t["accept_length"] for t in traces if t["kind"] != "prefill"]

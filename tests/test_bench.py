@@ -70,9 +70,10 @@ def test_subsets():
 def test_method_names_and_trees():
     spec = tune.parse_tree("60/6/10")
     assert (spec.num_draft_tokens, spec.num_steps, spec.topk) == (60, 6, 10)
-    names = [m.name for m in parse_methods("vanilla,linear:3,eagle2:8/5/4,eagle2:best,hf-greedy,hf-pld")]
-    assert names == ["vanilla", "linear:3", "eagle2:8/5/4", "hf-greedy", "hf-pld"]  # best unknown: left out
-    for bad in ("eagle2:8/5", "medusa", "vanilla,vanilla", "linear:x"):
+    names = [m.name for m in parse_methods("vanilla,linear:3,eagle2:8/5/4,eagle2:best,static:8,hf-greedy,hf-pld")]
+    assert names == ["vanilla", "linear:3", "eagle2:8/5/4", "static:8", "hf-greedy", "hf-pld"]  # best unknown: out
+    assert parse_methods("static:16")[0].spec.num_draft_tokens == 16
+    for bad in ("eagle2:8/5", "medusa", "vanilla,vanilla", "linear:x", "static:x", "static:1"):
         with pytest.raises(ValueError):
             parse_methods(bad)
 
@@ -158,6 +159,50 @@ def test_suite_end_to_end_on_a_tiny_model(tiny_dir, tmp_path):
     assert "| `eagle2:best` |" in md and "## Verify cost" in md and "## Goals" in md
     page = (out / "figures.html").read_text()
     assert page.count("plotly-graph-div") >= 5 and "Verify cost" in page
+
+
+def test_static_vs_dynamic_table_and_calibration_on_a_tiny_model(tiny_dir, tmp_path):
+    from workbench.cli import main
+
+    out = tmp_path / "out"
+    methods = "vanilla,static:8,eagle2:8/3/2,static:6,eagle2:6/3/2"
+    rc = main(["bench", "--target", str(tiny_dir), "--draft", "random", "--dtype", "fp32", "--limit", "3",
+               "--max-new-tokens", "8", "--methods", methods, "--no-temperature-tau", "--threads", "1",
+               "--calibration-max-new-tokens", "6", "--out", str(out)])
+    assert rc == 0
+    res = json.loads((out / "results.json").read_text())
+    rows = res["static_vs_dynamic"]
+    assert [(r["D"], r["task"]) for r in rows if r["task"] == "all"] == [(8, "all"), (6, "all")]
+    for r in rows:  # every cell recomputed from the per-question records
+        recs = {k: [q for q in res["records"][r[k]] if r["task"] in ("all", q["task"])] for k in ("static", "dynamic")}
+        assert r["tau_static"] == pytest.approx(metrics.tau(metrics.accept_lengths(recs["static"])))
+        assert r["tau_dynamic"] == pytest.approx(metrics.tau(metrics.accept_lengths(recs["dynamic"])))
+        assert r["tau_ratio"] == pytest.approx(r["tau_dynamic"] / r["tau_static"])
+        assert r["speed_ratio"] == pytest.approx(metrics.speed(recs["dynamic"]) / metrics.speed(recs["static"]))
+    assert len({r["task"] for r in rows}) == 4  # all + the 3 questions' tasks
+    assert res["summary"]["static:8"]["equal_to_vanilla"] == 1.0
+    cal = res["calibration"]
+    assert cal["method"] == "static:8" and cal["questions"] == 3  # auto: the first tree method
+    s = cal["table"]["summary"]
+    assert s["nodes"] == 7 * s["steps"] and sum(b["count"] for b in cal["table"]["score_bins"]) == s["nodes"]
+    assert sum(b["count"] for b in cal["table"]["prob_bins"]) == s["tried"] >= s["accepted"]
+    md = (out / "report.md").read_text()
+    assert "## Static against dynamic trees" in md and "| 8 | **all** |" in md and "Dynamic over static" in md
+    assert "## Calibration" in md and "| depth | verified |" in md
+    page = (out / "figures.html").read_text()
+    assert "Static vs dynamic tree" in page and "perfectly calibrated" in page
+
+
+def test_calibration_command_writes_the_asset_format(tiny_dir, tmp_path):
+    from workbench.bench.calibration import main
+
+    out = tmp_path / "cal.json"
+    assert main(["--target", str(tiny_dir), "--draft", "random", "--method", "eagle2:6/3/2", "--limit", "2",
+                 "--max-new-tokens", "6", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["meta"]["method"].startswith("eagle2") and data["meta"]["questions"] == 2
+    assert data["table"]["summary"]["nodes"] == 5 * data["table"]["summary"]["steps"]
+    assert main(["--target", str(tiny_dir), "--draft", "random", "--method", "vanilla"]) == 2
 
 
 @pytest.mark.parametrize("argv", [["bench", "--hot-tokens", "0"], ["tune", "--hot-tokens", "0"]])

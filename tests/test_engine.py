@@ -20,7 +20,10 @@ from test_tree import score_driven_candidates
 SHAPES = [SpecConfig.linear(1), SpecConfig.linear(3), SpecConfig.linear(6),
           SpecConfig("eagle2", 1, 4, 5), SpecConfig("eagle2", 2, 2, 2), SpecConfig("eagle2", 3, 2, 6),
           SpecConfig("eagle2", 4, 4, 16), SpecConfig("eagle2", 5, 4, 8), SpecConfig("eagle2", 6, 10, 64),
-          SpecConfig("eagle2", 2, 10, 30)]
+          SpecConfig("eagle2", 2, 10, 30),
+          SpecConfig.static(8), SpecConfig.static(26), SpecConfig.static(60),
+          SpecConfig.static(tree=[[0], [1], [0, 0], [0, 1], [0, 0, 0]]),
+          SpecConfig.static(tree=[[2], [2, 5], [2, 5, 0], [2, 5, 0, 3]])]  # a chain off the top ranks
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +141,10 @@ def test_stop_token_mid_step_truncates():
     (dict(method="beam"), "unknown method"),
     (dict(method="linear", num_steps=3, topk=2, num_draft_tokens=4), "linear means topk=1"),
     (dict(method="eagle2", topk=2, chain_rule="leviathan"), "needs topk=1"),
+    (dict(method="static"), "method static needs a tree shape"),
+    (dict(method="static", num_steps=1, topk=1, num_draft_tokens=3, tree=((0,),)), "means num_steps=1, topk=1, "
+                                                                                     "num_draft_tokens=2"),
+    (dict(method="eagle2", tree=((0,),)), "a tree shape is for method static"),
 ])
 def test_bad_knobs_get_clear_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -171,6 +178,11 @@ def test_engine_rejects_bad_requests(pair):
     (dict(method="linear", num_steps=3, topk=1, num_draft_tokens=4), SpecConfig.linear(3)),
     (dict(method="vanilla", num_steps=99), SpecConfig("vanilla")),
     (dict(num_steps=3, topk=2), SpecConfig("eagle2", 3, 2, 8)),
+    (dict(method="static"), SpecConfig.static(8)),
+    (dict(method="static", num_draft_tokens=16), SpecConfig.static(16)),
+    (dict(method="static", tree="[[0],[1],[0,0]]"), SpecConfig.static(tree=[[0], [1], [0, 0]])),
+    (dict(method="static", num_draft_tokens=4, tree=[[0, 0], [0], [1]]), SpecConfig.static(4, [[0], [1], [0, 0]])),
+    (dict(method="eagle2", tree="  "), SpecConfig("eagle2", 5, 4, 8)),  # an empty tree box is no tree
 ])
 def test_from_knobs_fills_the_defaults(kwargs, expected):
     assert SpecConfig.from_knobs(**kwargs) == expected
@@ -181,6 +193,12 @@ def test_from_knobs_fills_the_defaults(kwargs, expected):
     (dict(method="linear", num_steps=3, num_draft_tokens=8), "leave num_draft_tokens out"),
     (dict(method="beam"), "unknown method"),
     (dict(num_steps=0), "num_steps must be in"),
+    (dict(method="static", topk=3), "leave num_steps and topk out"),
+    (dict(method="static", chain_rule="leviathan"), "needs method linear"),
+    (dict(method="static", num_draft_tokens=5, tree="[[0],[1]]"), "the root = 3 verify tokens"),
+    (dict(method="static", tree="[[0],[1,0]]"), "tree path \\[1, 0\\] has no parent"),
+    (dict(method="static", tree="[[0"), "the tree is not valid JSON"),
+    (dict(method="eagle2", tree="[[0]]"), "use it with method static, not eagle2"),
 ])
 def test_from_knobs_bad_input(kwargs, message):
     with pytest.raises(ValueError, match=message):

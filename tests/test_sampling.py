@@ -23,6 +23,7 @@ VOCAB = 8
 PROMPT = [3, 5, 1, 6]
 CASES = [
     ("eagle2", SpecConfig("eagle2", 3, 2, 6)),
+    ("static", SpecConfig.static(tree=[[0], [1], [0, 0], [0, 1], [0, 0, 0]])),
     ("linear target-only", SpecConfig.linear(3)),
     ("linear leviathan", SpecConfig.linear(3, "leviathan")),
 ]

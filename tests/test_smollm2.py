@@ -1,6 +1,6 @@
 """The promises on the real target, SmolLM2-135M-Instruct at fp32, through the CLI contract:
 plain greedy decoding equals transformers ``generate`` token for token, and so do ``linear``
-and ``eagle2`` (speculation never changes the greedy output)."""
+``eagle2`` and ``static`` (speculation never changes the greedy output)."""
 
 import json
 import subprocess
@@ -58,9 +58,10 @@ def hf_reference(prompt_file, smollm2_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["vanilla", "linear", "eagle2"])
+@pytest.mark.parametrize("method", ["vanilla", "linear", "eagle2", "static"])
 def test_greedy_equals_transformers_generate(method, prompt_file, hf_reference):
-    results = run_cli("--method", method, "--prompts", str(prompt_file), "--max-new-tokens", str(NEW_TOKENS),
+    sizes = ["--num-draft-tokens", "16"] if method == "static" else []  # EAGLE-1's tree to depth 3
+    results = run_cli("--method", method, *sizes, "--prompts", str(prompt_file), "--max-new-tokens", str(NEW_TOKENS),
                       "--dtype", "fp32")
     assert len(results) == N_PROMPTS
     for r in results:
@@ -77,6 +78,15 @@ def test_greedy_equals_transformers_generate(method, prompt_file, hf_reference):
     (["--prompt", "hi", "--topk", "3", "--num-draft-tokens", "500"], "num_draft_tokens must be in 2..40"),
     (["--prompt", "hi", "--method", "linear", "--topk", "2"], "topk must be 1"),
     (["--prompt", "hi", "--top-p", "1.5"], "top_p must be in"),
+    (["--prompt", "hi", "--method", "static", "--tree", "[[0],[0,1"], "the tree is not valid JSON"),
+    (["--prompt", "hi", "--method", "static", "--tree", "[[0],[1,0]]"], "tree path [1, 0] has no parent: add [1]"),
+    (["--prompt", "hi", "--method", "static", "--tree", "[[0],[0]]"], "tree path [0] is listed twice"),
+    (["--prompt", "hi", "--method", "static", "--tree", "[[0],[16]]"], "ranks must be in 0..15"),
+    (["--prompt", "hi", "--method", "static", "--num-draft-tokens", "300"], "num_draft_tokens must be in 2..256"),
+    (["--prompt", "hi", "--method", "static", "--tree", "[[0],[1]]", "--num-draft-tokens", "5"],
+     "the tree has 2 nodes + the root = 3 verify tokens"),
+    (["--prompt", "hi", "--method", "static", "--topk", "3"], "leave num_steps and topk out"),
+    (["--prompt", "hi", "--method", "eagle2", "--tree", "[[0]]"], "use it with method static"),
     (["--prompt", "hi", "--max-new-tokens", "0"], "--max-new-tokens must be > 0"),
     (["--prompts", "/nonexistent.jsonl"], "--prompts /nonexistent.jsonl"),
 ])

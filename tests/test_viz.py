@@ -10,6 +10,9 @@ from helpers import tiny_pair
 from workbench.engine.config import SpecConfig
 from workbench.engine.engine import Engine
 from workbench.engine.sampling import SamplingParams
+from workbench.engine.calibration import calibration_table
+from workbench.viz.best_tree import best_tree_figure, budget_figure, budget_taus, continuation_html, greedy_continuation
+from workbench.viz.calibration import calibration_html, depth_figure, reliability_figure
 from workbench.viz.compare import cost_figure, run_summary, speedups, summary_html, tau_figure, tokens_figure
 from workbench.viz.kv import kv_figure, kv_slots_html, kv_summary, kv_table_html
 from workbench.viz.logits import children, logits_html, logits_rows
@@ -27,6 +30,7 @@ RUNS = {
     "linear": (SpecConfig.linear(3), SamplingParams()),
     "leviathan": (SpecConfig.linear(3, "leviathan"), SamplingParams(temperature=1.0, seed=1)),
     "vanilla": (SpecConfig("vanilla"), SamplingParams()),
+    "static": (SpecConfig.static(7), SamplingParams()),
 }
 
 
@@ -263,3 +267,81 @@ def test_compare_summary(runs):
     for fig in (tau_figure(cmp), tokens_figure(cmp)):
         assert [t.name for t in fig.data] == list(cmp)
     assert len(cost_figure(cmp, [{"tokens": 1, "ms": 1.0}, {"tokens": 8, "ms": 2.0}]).data) == 4
+
+
+# ---- calibration and the best tree -----------------------------------------------------------
+def test_calibration_of_the_seed_tree():
+    """Path [0, 1, 4]: nodes 1-4 were tried (parent accepted), node 5 (under B) was not."""
+    cal = calibration_table([seed_tree_trace()])
+    s = cal["summary"]
+    assert (s["steps"], s["nodes"], s["tried"], s["accepted"]) == (1, 5, 4, 2)
+    assert s["p_accept_given_tried"] == pytest.approx(0.5) and s["p_accept"] == pytest.approx(0.4)
+    prob = {b["lo"]: (b["count"], b["accepted"]) for b in cal["prob_bins"] if b["count"]}
+    assert prob == {0.5: (4, 2)}  # every draft prob is 0.5
+    score = {b["lo"]: (b["count"], b["accepted"]) for b in cal["score_bins"] if b["count"]}
+    assert score == {0.5: (2, 1), 0.2: (3, 1)}  # scores .5 (depth 1) and .25 (depth 2)
+    assert s["ece_prob"] == pytest.approx(0.0) and s["ece_score"] == pytest.approx((2 * 0 + 3 * abs(1 / 3 - .25)) / 5)
+    d1, d2 = cal["depths"]
+    assert (d1["nodes"], d1["tried"], d1["accepted"], d1["reach"]) == (2, 2, 1, 1.0)
+    assert (d2["nodes"], d2["tried"], d2["accepted"], d2["reach"]) == (3, 2, 1, 1.0)
+
+
+@pytest.mark.parametrize("name", ["eagle2", "wide", "sampling", "static"])
+def test_calibration_counts_equal_the_traces(runs, name):
+    traces, req = runs[name]
+    steps = spec_steps(runs, name)
+    cal = calibration_table(traces + traces)  # two runs one after the other: steps are not merged
+    s = cal["summary"]
+    assert s["steps"] == 2 * len(steps) and s["nodes"] == 2 * sum(len(t["tree"]["nodes"]) - 1 for t in steps)
+    assert s["accepted"] == 2 * sum(t["accept_length"] - 1 for t in steps)
+    assert sum(b["count"] for b in cal["score_bins"]) == s["nodes"]
+    assert sum(b["count"] for b in cal["prob_bins"]) == s["tried"]
+    assert sum(b["accepted"] for b in cal["prob_bins"]) == s["accepted"]  # accepted implies tried
+    for d in cal["depths"]:
+        at = [n for t in steps for n in t["tree"]["nodes"][1:] if n["depth"] == d["depth"]]
+        assert d["nodes"] == 2 * len(at)
+    fig = reliability_figure(cal)
+    series = {t.name: t for t in fig.data}
+    assert list(series["perfectly calibrated"].x) == [0, 1]
+    filled = [b for b in cal["prob_bins"] if b["count"]]
+    assert list(series["draft probability → P(accept | tried)"].y) == [b["rate"] for b in filled]
+    assert len(depth_figure(cal).data) == 3
+    assert calibration_html(cal).count("<tr data-bin=") == 10
+
+
+def test_calibration_of_nothing():
+    cal = calibration_table([])
+    assert cal["summary"]["nodes"] == 0 and cal["summary"]["p_accept"] is None
+    assert reliability_figure(cal).layout.annotations  # says why it is empty
+    with pytest.raises(ValueError, match="bins must be >= 1"):
+        calibration_table([], bins=0)
+
+
+def test_best_tree_of_the_seed_tree():
+    tr = seed_tree_trace()
+    rows = greedy_continuation(tr)
+    assert [(r["status"], r.get("node")) for r in rows] == [("covered", 1), ("covered", 4), ("not drafted", None)]
+    # scores: A .5, B .5, C .25, D .25, E .25 -> best-first 1, 2, 3, 4, 5; D needs the 4 best
+    assert [t["tau"] for t in budget_taus(tr)] == [2, 2, 2, 3, 3]
+    tr["verify"]["top"][0] = [{"token": 102, "text": "B", "prob": 0.9}]  # target: root -> B
+    tr["verify"]["top"][2] = [{"token": 99, "text": "F", "prob": 0.8}]  # B -> F, dropped at rerank
+    rows = greedy_continuation(tr)
+    assert [r["status"] for r in rows] == ["covered", "dropped"]
+    assert rows[-1]["candidate"] == 5 and rows[-1]["needed_D"] == 7  # 6th best score: kept from D = 7
+    html = continuation_html(tr)
+    assert html.count("<tr data-depth=") == 3 and "data-status='unknown'" in html
+    fig = best_tree_figure(tr)
+    assert {t.meta for t in fig.data} >= {"continuation", "left"}
+
+
+@pytest.mark.parametrize("name", ["eagle2", "wide", "static"])
+def test_best_tree_greedy_matches_the_walk(runs, name):
+    """At temperature 0 the covered continuation is the accepted path, and the full budget gives τ."""
+    for tr in spec_steps(runs, name):
+        rows = greedy_continuation(tr)
+        assert [r["node"] for r in rows if r["status"] == "covered"] == tr["accept"]["path"][1:]
+        assert rows[-1]["token"] == tr["accept"]["bonus"]["token"]
+        taus = budget_taus(tr)
+        assert taus[-1] == {"D": len(tr["tree"]["nodes"]), "tau": tr["accept_length"]}
+        assert all(a["tau"] <= b["tau"] for a, b in zip(taus, taus[1:]))  # more budget never hurts here
+        assert list(budget_figure(tr).data[0].y) == [t["tau"] for t in taus]

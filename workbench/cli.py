@@ -18,6 +18,21 @@ from workbench.metrics import tau
 from workbench.pipeline import Workbench
 
 
+def static_from_args(args):
+    """``--method static``: the shape from ``--tree`` or EAGLE-1's default at --num-draft-tokens;
+    the shape fixes the depth and width, so --num-steps / --topk are refused."""
+    from workbench.engine.config import MAX_DRAFT_TOKENS, MAX_STEPS, MAX_TOPK, SpecConfig
+    from workbench.engine.static_tree import parse_tree
+
+    if args.num_steps is not None or args.topk is not None:
+        raise ValueError("a static tree's shape fixes its depth and width: leave --num-steps and --topk out "
+                         "(give --num-draft-tokens or --tree)")
+    if args.chain_rule != "target-only":
+        raise ValueError("--chain-rule leviathan verifies a sampled chain: it needs --method linear")
+    tree = None if args.tree is None else parse_tree(args.tree, MAX_TOPK, MAX_STEPS, MAX_DRAFT_TOKENS - 1)
+    return SpecConfig.static(args.num_draft_tokens, tree)
+
+
 def read_prompts(args) -> list[dict]:
     """[{"id", "prompt"}] from --prompt or a JSONL --prompts file (``prompt`` or ``turns[0]``)."""
     if args.prompt is not None:
@@ -94,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m workbench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     store.add_fetch_parser(sub)
-    gen = sub.add_parser("generate", help="decode prompts with vanilla, linear or eagle2")
+    gen = sub.add_parser("generate", help="decode prompts with vanilla, linear, eagle2 or static")
     src = gen.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="one user message")
     src.add_argument("--prompts", help="JSONL file: 'prompt' or 'turns' (first turn), optional 'id'/'question_id'")

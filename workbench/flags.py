@@ -46,7 +46,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_spec_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", choices=METHODS, default="eagle2")
+    p.add_argument("--method", choices=METHODS, default="eagle2",
+                   help="plain decoding, a chain, EAGLE-2's dynamic tree, or a static (EAGLE-1) tree")
+    p.add_argument("--tree", help='static: the tree as JSON rank paths, e.g. "[[0],[1],[0,0],[0,1],[0,0,0]]" '
+                                  "(default: EAGLE-1's tree cut to --num-draft-tokens)")
     p.add_argument("--num-steps", type=positive("--num-steps"), help=f"draft levels (default {DEFAULT_NUM_STEPS})")
     p.add_argument("--topk", type=positive("--topk"), help=f"tree width (default {DEFAULT_TOPK}; linear: 1)")
     p.add_argument("--num-draft-tokens", type=positive("--num-draft-tokens"),
@@ -63,7 +66,8 @@ def add_spec_args(p: argparse.ArgumentParser) -> None:
 def spec_from_args(args) -> tuple[SpecConfig, SamplingParams]:
     """The method, tree knobs and sampling flags as validated configs (UserError otherwise)."""
     try:
-        spec = SpecConfig.from_knobs(args.method, args.num_steps, args.topk, args.num_draft_tokens, args.chain_rule)
+        spec = SpecConfig.from_knobs(args.method, args.num_steps, args.topk, args.num_draft_tokens, args.chain_rule,
+                                     getattr(args, "tree", None))
         sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.seed)
     except ValueError as err:
         raise UserError(str(err)) from None

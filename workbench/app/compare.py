@@ -1,5 +1,5 @@
 """The Compare tab: one prompt decoded by vanilla, linear (same ``num_steps``), linear (same verify
-budget) and eagle2, side by side, with the verify cost measured on this machine.
+budget), eagle2 and static (same ``num_draft_tokens``), side by side, with the verify cost measured on this machine.
 
 Each run is a fresh Engine with tracing on; everything shown comes from those traces (and from
 ``workbench.bench.cost.measure_verify_cost`` for the cost curve, when that module is present).
@@ -30,13 +30,20 @@ class CompareResult:
     measured: list[dict] | None
 
 
-def methods(spec: SpecConfig) -> dict[str, SpecConfig]:
-    """The configurations compared for the eagle2 knobs in ``spec``."""
+def methods(spec: SpecConfig, static: SpecConfig | None = None) -> dict[str, SpecConfig]:
+    """The configurations compared for the eagle2 knobs in ``spec``; ``static``: the tree box's
+    shape (default: EAGLE-1's tree at the same num_draft_tokens)."""
     out = {"vanilla": SpecConfig.from_knobs("vanilla"), "linear": SpecConfig.from_knobs("linear", spec.num_steps)}
     budget = spec.num_draft_tokens - 1  # linear verifying as many tokens as eagle2
     if budget != spec.num_steps and budget <= MAX_STEPS:
         out["linear (same verify budget)"] = SpecConfig.from_knobs("linear", budget)
     out["eagle2"] = SpecConfig.from_knobs("eagle2", spec.num_steps, spec.topk, spec.num_draft_tokens)
+    out["static"] = static if static is not None else SpecConfig.from_knobs(
+        "static", num_draft_tokens=spec.num_draft_tokens)
+    if out["static"].num_draft_tokens != spec.num_draft_tokens:
+        raise ValueError(f"The tree box holds a static tree of {out['static'].num_draft_tokens} tokens (root "
+                         f"included): set num_draft_tokens to {out['static'].num_draft_tokens} to compare it with "
+                         "eagle2 at the same budget, or empty the tree box.")
     return out
 
 
@@ -59,15 +66,19 @@ def measure_cost(wb, prefix_len: int) -> list[dict] | None:
     return measure_verify_cost(wb.target, sizes=COST_SIZES, prefix_len=prefix_len, repeats=3, warmup=1)
 
 
+TREES = ("linear", "eagle2", "static")  # the structures drawn at one step
+
+
 def structures(result: CompareResult | None, step: int) -> tuple:
-    """The linear and eagle2 trees at the same step (1-based; step 1 is the prefill)."""
+    """The linear, eagle2 and static trees at the same step (1-based; step 1 is the prefill)."""
     if result is None:
-        return (empty_figure("Press Compare.", 220),) * 2
+        return (empty_figure("Press Compare.", 220),) * len(TREES)
     figs = []
-    for name in ("linear", "eagle2"):
+    for name in TREES:
         traces = result.runs[name]["traces"]
         fig = tree_figure(traces[min(int(step), len(traces)) - 1], height=380, compact=True)
-        fig.update_layout(title_text=f"{name} · {fig.layout.title.text}")
+        tr = traces[min(int(step), len(traces)) - 1]
+        fig.update_layout(title_text=f"{name} · L = {tr['L']} · {fig.layout.title.text}")
         figs.append(fig)
     return tuple(figs)
 
@@ -88,30 +99,32 @@ def build_compare_tab(wb, inputs: list) -> None:
     cost = gr.Plot(label="verify cost", elem_id="compare-cost")
     step = gr.Slider(1, 2, value=2, step=1, label="structures at step", elem_id="compare-step")
     with gr.Row():
-        linear_tree = gr.Plot(label="linear", elem_id="compare-linear-tree")
-        eagle_tree = gr.Plot(label="eagle2", elem_id="compare-eagle2-tree")
-    outs = [result, status, summary, tau, tokens, cost, step, linear_tree, eagle_tree]
+        eagle_tree = gr.Plot(label="eagle2 (dynamic)", elem_id="compare-eagle2-tree")
+        static_tree = gr.Plot(label="static (fixed shape)", elem_id="compare-static-tree")
+    linear_tree = gr.Plot(label="linear", elem_id="compare-linear-tree")
+    trees = [linear_tree, eagle_tree, static_tree]  # TREES order
+    outs = [result, status, summary, tau, tokens, cost, step, *trees]
     def on_compare(*values):  # a generator function, so Gradio streams its progress
         """Decode the prompt with each method, measure the verify cost, draw the comparison."""
         yield from run_compare(wb, *values)
 
     button.click(on_compare, [*inputs, max_new, measure], outs, api_name="compare",
                  show_progress="minimal", show_progress_on=[status])
-    step.release(structures, [result, step], [linear_tree, eagle_tree], api_name="compare_step")
+    step.release(structures, [result, step], trees, api_name="compare_step")
 
 
 def run_compare(wb, *values):
     """Generator for the Compare button: progress lines, then every figure and the table."""
     *settings_values, max_new, measure = values
-    skip = (gr.skip(),) * 7
+    skip = (gr.skip(),) * 8
     try:
         settings = replace(Settings(*settings_values), method="eagle2", max_new_tokens=max_new)
         spec, sampling, ids, max_new = settings.build(wb)
+        todo = methods(spec, settings.static_spec() if str(settings.tree or "").strip() else None)
     except ValueError as e:
         yield (gr.skip(), error(str(e)), *skip)
         return
     runs = {}
-    todo = methods(spec)
     for i, (name, cfg) in enumerate(todo.items(), start=1):
         yield (gr.skip(), f"Decoding with {name} ({i}/{len(todo)}): `{cfg.describe()}`…", *skip)
         runs[name] = {"config": cfg.describe(), "traces": decode(wb, cfg, sampling, ids, max_new)}
@@ -120,7 +133,7 @@ def run_compare(wb, *values):
         yield (gr.skip(), "Measuring the verify cost on this machine…", *skip)
         measured = measure_cost(wb, len(ids) + max_new // 2)
     res = CompareResult(runs, measured)
-    shortest = min(len(runs["linear"]["traces"]), len(runs["eagle2"]["traces"]))
+    shortest = min(len(runs[name]["traces"]) for name in TREES)
     note = "" if measure and measured is not None else " (verify cost not measured)"
     yield (res, f"Done: {len(runs)} runs of up to {max_new} tokens{note}.", summary_html(runs),
            tau_figure(runs), tokens_figure(runs), cost_figure(runs, measured),

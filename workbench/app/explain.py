@@ -53,10 +53,29 @@ KV = """\
 kept, the rest rolled back (freed). Rollback edits the slot table: no row is moved. The draft
 head keeps its extend slots and throws away the scratch slots of the tree levels."""
 
+BEST = """\
+**What the best tree would have been.** The verify forward gave the target's next token after
+every node, so its own greedy continuation can be followed down the tree: covered while the
+token is a child, then it **leaves** the tree (a candidate dropped at the rerank, or one the draft
+never proposed). Past that token the continuation is **unknown**: the target never ran on it.
+The bars: τ this step would have had with only the best-scored D − 1 nodes."""
+
+CALIBRATION = """\
+**Calibration.** EAGLE-2 grows its tree by the draft's confidence because confidence predicts
+acceptance. Every verified node counts (dropped-at-rerank ones were never verified). A node is
+**tried** when its parent was accepted (the root always is): the target's verdict on it is then
+known. **Draft probability** is a claim about P(accept | tried); **path score** (their product)
+a claim about P(accept) over all verified nodes. On the diagonal = perfectly calibrated. The
+session view counts the steps up to the one on screen (any speculative method), drawn when you
+open this tab; below it, the benchmark's for the shipped head."""
+
 COMPARE = """\
 **Compare** decodes the prompt with `vanilla`, `linear` (a chain: `topk` = 1) at the same
 `num_steps`, `linear` at the same verify budget (`num_steps` = `num_draft_tokens` − 1, so it
-verifies as many tokens as EAGLE-2), and `eagle2`. A tree spends the same verify forward on
+verifies as many tokens as EAGLE-2), `eagle2`, and `static`: a tree of the same size whose shape
+is fixed in advance (EAGLE-1's, or the tree box), drafted by the same head. The eagle2 and static
+trees of one step number are drawn side by side (after the first step their contexts differ
+when their τ did). A tree spends the same verify forward on
 several alternatives per level instead of one long guess. On this CPU a forward of more tokens
 costs more, so the best tree is small; the verify-cost chart shows how much."""
 
@@ -78,6 +97,9 @@ GLOSSARY = """\
 | accept length τ | tokens emitted per target forward = n + 1 |
 | draft acceptance rate | accepted drafts / proposed drafts: misleading for trees (most nodes are siblings) |
 | per-depth rate | P(accept at depth k given depth k − 1 accepted) |
+| static tree | EAGLE-1's way: a tree shape fixed in advance, written as rank paths (`[0, 2]` = the third most likely child of the root's most likely child); `eagle2` grows the shape from path scores instead |
+| tried / accepted | a verified node is *tried* when its parent was accepted (the root always is); *accepted* = on the accepted path |
+| calibration | how well the draft's probability predicts P(accept given tried), and the path score P(accept) |
 
 `topk` = 1 gives a chain: the `linear` special case, with `num_draft_tokens` = `num_steps` + 1.
 Most tokens per step = `num_steps` + 1."""

@@ -36,6 +36,7 @@ class Settings:
     top_k: object = 0
     seed: object = 0
     max_new_tokens: object = 64
+    tree: object = ""  # static: rank paths as JSON; empty = EAGLE-1's tree cut to num_draft_tokens
 
     def build(self, wb) -> tuple[SpecConfig, SamplingParams, list[int], int]:
         """(spec, sampling, prompt ids, max_new_tokens), or ValueError with the reason."""
@@ -55,13 +56,25 @@ class Settings:
 
     def spec(self) -> SpecConfig:
         """The method and its tree knobs (linear: topk 1, D = num_steps + 1, set for you: the
-        page keeps its topk / num_draft_tokens boxes for eagle2)."""
+        page keeps its topk / num_draft_tokens boxes for eagle2; static: the tree box, see
+        ``static_spec``)."""
+        if self.method == "static":
+            return self.static_spec()
         if self.method in ("vanilla", "linear"):
             steps = None if self.method == "vanilla" else _int("num_steps", self.num_steps, None, None)
             return SpecConfig.from_knobs(self.method, steps)
         return SpecConfig.from_knobs(self.method, _int("num_steps", self.num_steps, None, None),
                                      _int("topk", self.topk, None, None),
                                      _int("num_draft_tokens", self.num_draft_tokens, None, None))
+
+    def static_spec(self) -> SpecConfig:
+        """The static tree: the tree box's rank paths, else EAGLE-1's tree at num_draft_tokens
+        (num_steps and topk follow from the shape; the tree box is read by static only)."""
+        text = str(self.tree or "").strip()
+        if text:
+            return SpecConfig.from_knobs("static", tree=text)
+        return SpecConfig.from_knobs("static", num_draft_tokens=_int("num_draft_tokens", self.num_draft_tokens,
+                                                                     None, None))
 
 
 def _number(name: str, value) -> float:

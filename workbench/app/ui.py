@@ -16,9 +16,10 @@ from pathlib import Path
 import gradio as gr
 
 from workbench.app import explain
+from workbench.app.calibration import build_calibration_tab
 from workbench.app.compare import build_compare_tab
 from workbench.app.state import Session, Settings
-from workbench.app.views import VIEWS, blank, error, render, trace_view, walk_views
+from workbench.app.views import VIEWS, best_tree_views, blank, error, render, trace_view, walk_views
 from workbench.viz.walk import walk_moves
 
 SESSION_TTL_S = 2 * 3600  # a session's Engine (and its KV cache) is dropped after this idle time
@@ -47,8 +48,12 @@ def build_app(wb, info: str = "") -> gr.Blocks:
         with gr.Tabs():
             with gr.Tab("Step through", id="step"):
                 _step_tab(wb, session, inputs)
+            with gr.Tab("Best tree", id="best", elem_id="best-tab") as best:
+                _best_tab(best, session)
             with gr.Tab("Compare", id="compare", elem_id="compare-tab"):
                 build_compare_tab(wb, inputs)
+            with gr.Tab("Calibration", id="calibration", elem_id="calibration-tab") as calibration:
+                build_calibration_tab(wb, calibration, session)
             with gr.Tab("Glossary", id="glossary"):
                 gr.Markdown(explain.GLOSSARY)
     demo.queue(default_concurrency_limit=CONCURRENCY)
@@ -102,7 +107,7 @@ def _inputs() -> list:
             example = gr.Dropdown(labels, value=None, label="Spec-Bench examples (first turns)", elem_id="examples")
         with gr.Column(scale=3):
             with gr.Row():
-                method = gr.Radio(["eagle2", "linear", "vanilla"], value=default.method, label="method", elem_id="method",
+                method = gr.Radio(["eagle2", "static", "linear", "vanilla"], value=default.method, label="method", elem_id="method",
                                   scale=2)
                 max_new = gr.Number(default.max_new_tokens, label="max_new_tokens", precision=0, elem_id="max-new-tokens", **small)
             with gr.Row():
@@ -114,9 +119,11 @@ def _inputs() -> list:
                 top_p = gr.Number(1.0, label="top-p", elem_id="top-p", **small)
                 top_k = gr.Number(0, label="top-k (0 = off)", precision=0, elem_id="top-k", **small)
                 seed = gr.Number(0, label="seed", precision=0, elem_id="seed", **small)
+            tree = gr.Textbox("", label="static tree: rank paths as JSON, e.g. [[0],[1],[0,0]] (empty = EAGLE-1's "
+                                        "tree cut to num_draft_tokens)", max_lines=2, elem_id="tree")
     example.input(lambda label: examples[labels.index(label)]["prompt"] if label in labels else gr.skip(),
                   example, prompt, api_visibility="private")
-    return [prompt, method, num_steps, topk, num_draft, temperature, top_p, top_k, seed, max_new]
+    return [prompt, method, num_steps, topk, num_draft, temperature, top_p, top_k, seed, max_new, tree]
 
 
 def _view_row(component_fn, text: str):
@@ -184,6 +191,19 @@ def _step_views() -> tuple[dict, gr.Button]:
         v["trace_btn"] = gr.Button("Show the trace of the step on screen", elem_id="trace-btn", size="sm")
         v["trace"] = gr.JSON(elem_id="trace-json")
     return v, animate_btn
+
+
+def _best_tab(tab: gr.Tab, session: gr.State) -> None:
+    """What the best tree would have been, for the step on screen (drawn when ``tab`` is selected)."""
+    with gr.Row():
+        with gr.Column(scale=4):
+            plot = gr.Plot(label="the target's greedy continuation on the tree", elem_id="best-plot")
+            with gr.Row():
+                budget = gr.Plot(label="τ per budget", elem_id="best-budget")
+                table = gr.HTML(elem_id="best-table")
+        with gr.Column(scale=1, min_width=220):
+            gr.Markdown(explain.BEST, elem_classes=["wb-explain"])
+    tab.select(best_tree_views, [session], [plot, budget, table], api_name="best_tree", show_progress="minimal")
 
 
 class _Handlers:

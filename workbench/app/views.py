@@ -6,7 +6,8 @@ same step. The figures and tables themselves come from ``workbench.viz``.
 
 What a Step sends is kept small, because the browser's redrawing, not the server, is most of the
 time from click to drawn views: one plotly figure (the tree); the mask and the KV slots are HTML;
-the raw trace is sent only on demand (``trace_view``).
+the raw trace is sent only on demand (``trace_view``), and so are the Best tree and Calibration
+tabs, drawn when they are opened (``best_tree_views``, ``calibration_views``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from __future__ import annotations
 import gradio as gr
 
 from workbench.app.state import Session
+from workbench.engine.calibration import calibration_table
+from workbench.viz.best_tree import best_tree_figure, budget_figure, continuation_html
+from workbench.viz.calibration import calibration_html, depth_figure, reliability_figure
 from workbench.viz.kv import kv_slots_html, kv_table_html
 from workbench.viz.logits import logits_html
 from workbench.viz.mask import mask_html
@@ -72,6 +76,24 @@ def blank(message: str = "") -> tuple:
 def trace_view(session: Session | None) -> dict | None:
     """The trace of the step on screen, as the engine recorded it (None before the first step)."""
     return session.current if session else None
+
+
+def best_tree_views(session: Session | None) -> tuple:
+    """The Best tree tab (drawn when it is opened): the target's greedy continuation on the tree
+    of the step on screen, τ per smaller budget, and the continuation token by token."""
+    tr = session.current if session else None
+    if tr is None:
+        return (empty_figure("Press Step: the greedy continuation is drawn on an EAGLE-2 step's tree.", 220),
+                empty_figure("No tree yet.", 200), "")
+    return best_tree_figure(tr), budget_figure(tr), continuation_html(tr)
+
+
+def calibration_views(session: Session | None) -> tuple:
+    """The Calibration tab's session views (drawn when it is opened) over the steps up to the one
+    on screen: reliability diagram, per-depth acceptance, the table of bins."""
+    cal = calibration_table(session.traces[: session.cursor + 1] if session else [])
+    return (reliability_figure(cal, "This session: draft confidence against acceptance"), depth_figure(cal),
+            calibration_html(cal))
 
 
 def walk_views(session: Session | None, k: int) -> tuple[str, str]:

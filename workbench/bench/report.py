@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from workbench.bench import static_vs_dynamic
+
 
 def write_all(out_dir: Path, result: dict) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -129,7 +131,35 @@ def markdown(result: dict) -> str:
         f"One target forward of N tokens after a {result['costs']['prefix_len']}-token prefix (logits included), "
         "median ms.", "", _cost_table(result["costs"]), "",
         "## Best tree for this machine", "", _tune_table(result.get("tune")), "",
+        "## Static against dynamic trees at the same num_draft_tokens", "",
+        "`static:D` drafts EAGLE-1's fixed tree cut to D tokens, `eagle2` the dynamic tree of the same D, "
+        "from the same head; ratios are dynamic / static (τ at temperature 0; tokens/s as above).", "",
+        static_vs_dynamic.markdown(result.get("static_vs_dynamic") or []), "",
+        "## Calibration: draft confidence against acceptance", "", _calibration_md(result.get("calibration")), "",
     ])
+
+
+def _calibration_md(cal: dict | None) -> str:
+    if not cal:
+        return "(no calibration pass: --calibration none, or no tree method was run)"
+    t, s = cal["table"], cal["table"]["summary"]
+    f = lambda x: "–" if x is None else f"{x:.3f}"  # noqa: E731
+    rows = [f"`{cal['method']}` ({cal['label']}), greedy, first turns of {cal['questions']} questions × "
+            f"{cal['max_new_tokens']} new tokens, traced: {s['steps']} steps, {s['nodes']} verified nodes, "
+            f"{s['tried']} tried (parent accepted), {s['accepted']} accepted. P(accept | tried) "
+            f"{f(s['p_accept_given_tried'])}, P(accept) {f(s['p_accept'])}; ECE draft probability {f(s['ece_prob'])}, "
+            f"path score {f(s['ece_score'])}.", "",
+            "| bin | tried | accepted | P(accept \\| tried) vs draft prob | verified | accepted | P(accept) vs path score |",
+            "|---|---|---|---|---|---|---|"]
+    for pb, sb in zip(t["prob_bins"], t["score_bins"]):
+        rows.append(f"| {pb['lo']:.1f}–{pb['hi']:.1f} | {pb['count']} | {pb['accepted']} | {f(pb['rate'])} | "
+                    f"{sb['count']} | {sb['accepted']} | {f(sb['rate'])} |")
+    rows += ["", "| depth | verified | tried | accepted | P(accept \\| tried) | P(accept) | per-depth rate |",
+             "|---|---|---|---|---|---|---|"]
+    for d in t["depths"]:
+        rows.append(f"| {d['depth']} | {d['nodes']} | {d['tried']} | {d['accepted']} | "
+                    f"{f(d['p_accept_given_tried'])} | {f(d['p_accept'])} | {f(d['reach'])} |")
+    return "\n".join(rows)
 
 
 def figures(result: dict) -> list:
@@ -163,6 +193,18 @@ def figures(result: dict) -> list:
         fig.add_scatter(name="draft forward (rows)", x=[c["rows"] for c in costs["draft"]],
                         y=[c["ms"] for c in costs["draft"]])
     figs.append(fig)
+    rows = [r for r in result.get("static_vs_dynamic") or [] if r["task"] == "all"]
+    if rows:
+        fig = go.Figure(layout=dict(title="Static vs dynamic tree at the same num_draft_tokens", barmode="group",
+                                    xaxis_title="num_draft_tokens D", yaxis_title="τ (temperature 0)"))
+        fig.add_bar(name="static (EAGLE-1 tree)", x=[str(r["D"]) for r in rows], y=[r["tau_static"] for r in rows])
+        fig.add_bar(name="dynamic (EAGLE-2)", x=[str(r["D"]) for r in rows], y=[r["tau_dynamic"] for r in rows])
+        figs.append(fig)
+    if result.get("calibration"):
+        from workbench.viz.calibration import depth_figure, reliability_figure
+
+        figs += [reliability_figure(result["calibration"]["table"], f"Reliability ({result['calibration']['method']})"),
+                 depth_figure(result["calibration"]["table"])]
     return figs
 
 

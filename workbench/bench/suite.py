@@ -7,6 +7,8 @@ Methods (``--methods``, comma list; trees are ``D/S/K`` = num_draft_tokens/num_s
 ``linear:S``        a chain of S drafts (topk 1, S + 1 verify tokens)
 ``eagle2:D/S/K``    an EAGLE-2 tree; 60/6/10 is the EAGLE-2 paper's, 8/5/4 SGLang's default
 ``eagle2:best``     the tree ``tune.py`` finds best for this machine (or ``--best D/S/K``)
+``static:D``        EAGLE-1's static tree cut to D tokens (root included), the same head:
+                    paired with the eagle2 tree of the same D in the static-vs-dynamic table
 ``hf-greedy``       transformers ``generate``, greedy
 ``hf-pld``          transformers prompt lookup decoding (``prompt_lookup_num_tokens=10``)
 ==================  ==============================================================
@@ -14,6 +16,8 @@ Methods (``--methods``, comma list; trees are ``D/S/K`` = num_draft_tokens/num_s
 Order of work: load, verify/draft cost curves, tune (if ``eagle2:best``), one short warm-up run
 per method, then for each question every method in turn (interleaved, so a change in machine
 load hits all methods alike), temperature 0; then temperature 1 on a few questions for tau.
+After the timed runs, one traced pass of ``--calibration`` (greedy, first turns, shorter) gives
+the draft's calibration: traces cost time, so no timing is read from it.
 Outputs in ``--out``: ``results.json``, ``report.md``, ``figures.html`` (``report.py``).
 """
 
@@ -28,65 +32,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.bench import metrics, specbench
+from workbench.bench import metrics, specbench, static_vs_dynamic
+from workbench.bench.methods import Method, parse_methods
 
 # torch and the engine are imported inside the functions that use them, so that building this
 # command's parser (``cli.py`` does it on every start-up) stays cheap.
 
-DEFAULT_METHODS = "vanilla,linear:3,linear:5,linear:6,eagle2:60/6/10,eagle2:8/5/4,eagle2:best,hf-greedy,hf-pld"
+DEFAULT_METHODS = ("vanilla,linear:3,linear:5,linear:6,eagle2:60/6/10,eagle2:8/5/4,eagle2:best,static:60,static:8,"
+                   "hf-greedy,hf-pld")
 BASELINES = {"vanilla": "vanilla", "hf-greedy": "hf_greedy"}  # method -> key suffix; speedups over each present
 WARMUP_TOKENS = 16
-
-
-@dataclass(frozen=True)
-class Method:
-    name: str  # as given in --methods
-    spec: SpecConfig | None  # engine methods; None for the transformers baselines
-    prompt_lookup: int | None = None  # hf-pld only
-
-    @property
-    def hf(self) -> bool:
-        return self.name.startswith("hf-")
-
-    @property
-    def speculative(self) -> bool:
-        return self.spec is not None and self.spec.speculative
-
-    def describe(self) -> str:
-        if self.hf:
-            return "transformers generate" + (f", prompt lookup {self.prompt_lookup}" if self.prompt_lookup else "")
-        return self.spec.describe()
-
-
-def parse_methods(text: str, best=None) -> list[Method]:
-    """Methods from the ``--methods`` list; ``eagle2:best`` needs ``best`` (None: left out)."""
-    from workbench.bench import tune
-    from workbench.bench.hf_baselines import PROMPT_LOOKUP_TOKENS
-    from workbench.engine.config import SpecConfig
-
-    out, names = [], [n.strip() for n in text.split(",") if n.strip()]
-    for name in names:
-        if name == "vanilla":
-            out.append(Method(name, SpecConfig("vanilla")))
-        elif name == "hf-greedy":
-            out.append(Method(name, None))
-        elif name == "hf-pld":
-            out.append(Method(name, None, PROMPT_LOOKUP_TOKENS))
-        elif name.startswith("linear:") and name[7:].isdigit():
-            out.append(Method(name, SpecConfig.linear(int(name[7:]))))
-        elif name == "eagle2:best":
-            if best is not None:
-                out.append(Method(name, best))
-        elif name.startswith("eagle2:"):
-            out.append(Method(name, tune.parse_tree(name[7:])))
-        else:
-            raise ValueError(f"unknown method {name!r}; use vanilla, linear:S, eagle2:D/S/K, eagle2:best, "
-                             "hf-greedy or hf-pld")
-    if len({m.name for m in out}) != len(out):
-        raise ValueError(f"a method is listed twice in {text!r}")
-    if not names:
-        raise ValueError("--methods is empty")
-    return out
 
 
 @dataclass
@@ -190,6 +145,30 @@ def summarize(methods: list[Method], records: dict, hot_records: dict) -> dict:
     return out
 
 
+def calibration_method(methods: list[Method], choice: str) -> Method | None:
+    """``--calibration``: auto = eagle2:60/6/10 if run, else the first eagle2 / static method."""
+    if choice == "none":
+        return None
+    if choice != "auto":
+        return next(m for m in methods if m.name == choice)
+    trees = [m for m in methods if m.speculative and m.spec.method in ("eagle2", "static")]
+    return next((m for m in trees if m.name == "eagle2:60/6/10"), trees[0] if trees else None)
+
+
+def run_calibration(wb, methods: list[Method], questions, choice: str, max_new_tokens: int, log) -> dict | None:
+    """The traced pass: {"method", "max_new_tokens", "questions", "tau", "table"} or None."""
+    from workbench.bench import calibration
+
+    m = calibration_method(methods, choice)
+    if m is None or not m.speculative:
+        return None
+    res = calibration.measure(wb, m.spec, questions, max_new_tokens, log=log)
+    s = res["table"]["summary"]
+    log(f"calibration {m.name}: {s['nodes']} verified nodes, P(accept | tried) {s['p_accept_given_tried']:.3f}")
+    return {"method": m.name, "label": m.describe(), "max_new_tokens": max_new_tokens,
+            "questions": len(questions), **res}
+
+
 def _round(x, nd: int = 3):
     return None if x is None else round(x, nd)
 
@@ -240,6 +219,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="questions for the temperature-1 runs (MT-bench first)")
     p.add_argument("--tau-max-new-tokens", type=positive("--tau-max-new-tokens"), default=64,
                    help="new tokens per temperature-1 run")
+    p.add_argument("--calibration", default="auto",
+                   help="method of the traced calibration pass: auto (eagle2:60/6/10 if listed, else the first "
+                        "eagle2 or static method), a name from --methods, or none")
+    p.add_argument("--calibration-max-new-tokens", type=positive("--calibration-max-new-tokens"), default=64,
+                   help="new tokens per question in the calibration pass (default 64)")
     p.add_argument("--tune-trees", type=positive("--tune-trees"), default=5, help="trees the tuner measures")
     p.add_argument("--threads", type=positive("--threads"), default=2, help="torch CPU threads")
     p.add_argument("--out", default="bench_out", help="output directory (default bench_out/)")
@@ -266,7 +250,9 @@ def cmd_bench(args) -> int:
         best = tune.parse_tree(args.best) if args.best else None
         questions = specbench.select(specbench.load_questions(), args.subset, args.per_category)[: args.limit]
         names = [n.strip() for n in args.methods.split(",")]
-        speculative = any(n.startswith(("linear", "eagle2")) for n in names)
+        speculative = any(n.startswith(("linear", "eagle2", "static")) for n in names)
+        if args.calibration not in ("auto", "none", *names):
+            raise ValueError(f"--calibration {args.calibration}: not among --methods (or auto / none)")
         wb = Workbench.load(args.target, args.draft, args.dtype, args.device, args.attention, speculative,
                             hot_tokens=args.hot_tokens)
     except (ValueError, FileNotFoundError) as err:
@@ -292,6 +278,7 @@ def cmd_bench(args) -> int:
     records, hot = run_all(Runner(wb, hf_model, args.max_new_tokens), methods, questions, tau_questions,
                            args.tau_max_new_tokens, log)
     summary = summarize(methods, records, hot)
+    calibration = run_calibration(wb, methods, questions, args.calibration, args.calibration_max_new_tokens, log)
     info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     result = {
         "meta": {"command": _command_line(), "options": {k: v for k, v in vars(args).items() if k != "func"},
@@ -304,6 +291,7 @@ def cmd_bench(args) -> int:
         "costs": costs, "tune": tuned, "best_tree": tune.tree_name(best) if best else None,
         "methods": {m.name: m.describe() for m in methods}, "summary": summary,
         "goals": goals(summary, methods, costs, wb.dtype_name),
+        "static_vs_dynamic": static_vs_dynamic.compare(methods, records), "calibration": calibration,
         "records": records, "records_t1": hot,
     }
     paths = report.write_all(Path(args.out), result)

@@ -12,6 +12,10 @@
 
 ``linear`` is the chain special case: topk = 1 and D = num_steps + 1 (set for you).
 
+``static`` drafts a fixed tree shape (``tree``: rank paths, ``static_tree.py``; default
+EAGLE-1's tree cut to D nodes); num_steps = its depth, topk = its width (1 + the highest rank),
+D = its nodes + the root: ``SpecConfig.static(num_draft_tokens, tree)`` derives them.
+
 ``SpecConfig.from_knobs`` is the one way from what a user typed (command line, app, benchmark,
 tuner) to a ``SpecConfig``: it owns the defaults (``DEFAULT_*``) and, with ``__post_init__``,
 the bounds. ``check_context`` is the one context-length check (the engine calls it; the command
@@ -22,9 +26,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workbench.engine.static_tree import default_static_tree, parse_tree, tree_shape, validate_tree
 from workbench.engine.tree import max_candidates
 
-METHODS = ("vanilla", "linear", "eagle2")
+METHODS = ("vanilla", "linear", "eagle2", "static")
 CHAIN_RULES = ("target-only", "leviathan")
 MAX_STEPS = 16
 MAX_TOPK = 16
@@ -43,6 +48,8 @@ class SpecConfig:
     # Sampling acceptance for a chain: "target-only" (drafts = top-1, EAGLE-2 / SGLang rule) or
     # "leviathan" (drafts sampled from the draft distribution q, accepted with min(1, p/q)).
     chain_rule: str = "target-only"
+    # static only: the fixed shape as rank paths, breadth first (SpecConfig.static fills it)
+    tree: tuple[tuple[int, ...], ...] | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -51,6 +58,11 @@ class SpecConfig:
             raise ValueError(f"unknown chain rule {self.chain_rule!r}; choose one of {', '.join(CHAIN_RULES)}")
         if self.method == "vanilla":
             return
+        if self.method == "static":
+            self._check_static()
+            return
+        if self.tree is not None:
+            raise ValueError(f"a tree shape is for method static, not {self.method}")
         if not 1 <= self.num_steps <= MAX_STEPS:
             raise ValueError(f"num_steps must be in 1..{MAX_STEPS}, got {self.num_steps}")
         if not 1 <= self.topk <= MAX_TOPK:
@@ -67,20 +79,68 @@ class SpecConfig:
         if self.chain_rule == "leviathan" and self.topk != 1:
             raise ValueError("the leviathan rule verifies a sampled chain: it needs topk=1 (method linear)")
 
+    def _check_static(self) -> None:
+        if self.tree is None:
+            raise ValueError("method static needs a tree shape; use SpecConfig.static(num_draft_tokens, tree)")
+        validate_tree([list(p) for p in self.tree], MAX_TOPK, MAX_STEPS, MAX_DRAFT_TOKENS - 1)
+        depth, width = tree_shape(self.tree)
+        if (self.num_steps, self.topk, self.num_draft_tokens) != (depth, width, len(self.tree) + 1):
+            raise ValueError(f"a static tree of {len(self.tree)} paths, depth {depth}, width {width} means "
+                             f"num_steps={depth}, topk={width}, num_draft_tokens={len(self.tree) + 1}; "
+                             "use SpecConfig.static(num_draft_tokens, tree)")
+        if self.chain_rule == "leviathan":
+            raise ValueError("the leviathan rule verifies a sampled chain: it needs method linear")
+
+    @classmethod
+    def static(cls, num_draft_tokens: int | None = None, tree=None) -> "SpecConfig":
+        """A fixed tree: ``tree`` (rank paths, validated) or EAGLE-1's default cut to
+        ``num_draft_tokens`` (default ``DEFAULT_NUM_DRAFT_TOKENS``). Given both, they must agree on the node count."""
+        if tree is None:
+            d = DEFAULT_NUM_DRAFT_TOKENS if num_draft_tokens is None else num_draft_tokens
+            if not 2 <= d <= MAX_DRAFT_TOKENS:
+                raise ValueError(f"num_draft_tokens must be in 2..{MAX_DRAFT_TOKENS}, got {d}")
+            paths = default_static_tree(d)
+        else:
+            paths = validate_tree(tree, MAX_TOPK, MAX_STEPS, MAX_DRAFT_TOKENS - 1)
+            if num_draft_tokens is not None and num_draft_tokens != len(paths) + 1:
+                raise ValueError(f"the tree has {len(paths)} nodes + the root = {len(paths) + 1} verify tokens, "
+                                 f"but num_draft_tokens is {num_draft_tokens}; leave one of them out")
+        depth, width = tree_shape(paths)
+        return cls("static", depth, width, len(paths) + 1, tree=paths)
+
+    @property
+    def custom_tree(self) -> bool:
+        """A static shape other than EAGLE-1's default at this size."""
+        return self.tree is not None and self.tree != default_static_tree(self.num_draft_tokens)
+
     @classmethod
     def linear(cls, num_steps: int, chain_rule: str = "target-only") -> "SpecConfig":
         return cls("linear", num_steps, 1, num_steps + 1, chain_rule)
 
     @classmethod
     def from_knobs(cls, method: str = "eagle2", num_steps: int | None = None, topk: int | None = None,
-                   num_draft_tokens: int | None = None, chain_rule: str = "target-only") -> "SpecConfig":
+                   num_draft_tokens: int | None = None, chain_rule: str = "target-only",
+                   tree=None) -> "SpecConfig":
         """A validated config from user knobs; ``None`` means the default. ``linear`` takes only
         ``num_steps`` (``topk`` may be 1 and ``num_draft_tokens`` num_steps + 1, nothing else);
+        ``static`` takes ``num_draft_tokens`` (EAGLE-1's tree cut to it) or ``tree`` (rank paths,
+        or their JSON text; both only if they agree), its shape fixing num_steps and topk;
         ``vanilla`` ignores the tree knobs. Raises ``ValueError`` with the reason."""
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+        if isinstance(tree, str):
+            tree = parse_tree(tree, MAX_TOPK, MAX_STEPS, MAX_DRAFT_TOKENS - 1) if tree.strip() else None
+        if tree is not None and method != "static":
+            raise ValueError(f"a tree shape gives a static tree: use it with method static, not {method}")
         if method == "vanilla":
             return cls("vanilla", chain_rule=chain_rule)
+        if method == "static":
+            if num_steps is not None or topk is not None:
+                raise ValueError("a static tree's shape fixes its depth and width: leave num_steps and topk out "
+                                 "(give num_draft_tokens or a tree)")
+            if chain_rule != "target-only":
+                raise ValueError(f"the {chain_rule} rule verifies a sampled chain: it needs method linear")
+            return cls.static(num_draft_tokens, tree)
         steps = DEFAULT_NUM_STEPS if num_steps is None else num_steps
         if method == "linear":
             if topk not in (None, 1):
@@ -105,6 +165,10 @@ class SpecConfig:
     def describe(self) -> str:
         if self.method == "vanilla":
             return "vanilla"
+        if self.method == "static":
+            shape = "custom tree" if self.custom_tree else "EAGLE-1 tree"
+            return (f"static(num_draft_tokens={self.num_draft_tokens}, {shape}, depth {self.num_steps}, "
+                    f"width {self.topk})")
         return f"{self.method}(num_steps={self.num_steps}, topk={self.topk}, num_draft_tokens={self.num_draft_tokens})"
 
 

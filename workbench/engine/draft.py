@@ -98,8 +98,8 @@ def grow_tree(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int], h_
     chain_q = [[_full(q[b], cols, head)] for b in range(bsz)] if q is not None else None
     frontier = []
     for b in range(bsz):
-        for t, p in zip(tokens[b].tolist(), probs[b].tolist()):
-            cands[b].add(t, p, p, -1, 1)
+        for rank, (t, p) in enumerate(zip(tokens[b].tolist(), probs[b].tolist())):
+            cands[b].add(t, p, p, -1, 1, rank)
         frontier.append(list(range(topk)))  # level 1 is exactly topk candidates, best first
     parent_hidden = h_last.repeat_interleave(topk, dim=0)  # [B*topk, H]: the root's children
     processed: list[list[int]] = [[] for _ in rids]  # flat indices with scratch KV, in slot order
@@ -120,8 +120,8 @@ def grow_tree(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int], h_
         for b in range(bsz):
             first = len(cands[b].tokens)
             for j, parent in enumerate(frontier[b]):
-                for t, p in zip(tokens[b][j], probs[b][j]):
-                    cands[b].add(t, p, cands[b].scores[parent] * p, parent, depth)
+                for rank, (t, p) in enumerate(zip(tokens[b][j], probs[b][j])):
+                    cands[b].add(t, p, cands[b].scores[parent] * p, parent, depth, rank)
             if chain_q is not None:
                 chain_q[b].append(_full(q[b], cols, head))
             new = range(first, len(cands[b].tokens))

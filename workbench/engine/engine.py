@@ -2,7 +2,8 @@
 
 One EAGLE-2 step, for every running request at once (docs/design.md §3)::
 
-    draft    extend the draft KV with last step's pairs, grow the tree (num_steps forwards)
+    draft    extend the draft KV with last step's pairs, grow the tree (num_steps forwards;
+             method static: a shape fixed in advance, static_tree.py)
     build    rerank to num_draft_tokens - 1, prepend the root, mask / positions / pointers
     verify   ONE target forward over all nodes of all requests, under the tree masks
     accept   walk retrieve_next_token / retrieve_next_sibling; bonus at the last accepted node
@@ -36,6 +37,7 @@ from workbench.engine.draft import draft_extend, grow_tree, scratch_slots_per_st
 from workbench.engine.record import DraftLevel, KVChange, StepRecord
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams, choose, target_probs
+from workbench.engine.static_tree import grow_static_tree, scratch_slots as static_scratch_slots
 from workbench.engine.tree import DraftTree, build_tree, rerank
 from workbench.kv import SlotAllocator, SlotTable
 from workbench.models.draft import DraftHead
@@ -73,8 +75,12 @@ class Engine:
             check_context(self.spec, self.target.config.max_position_embeddings, len(p), max_new_tokens)
         # per request: its committed tokens, plus what one step holds on top of them (the verify
         # block and the draft's scratch slots, allocated by grow_tree and freed before verify)
-        per_step = (self.spec.num_draft_tokens + scratch_slots_per_step(self.spec.num_steps, self.spec.topk)) \
-            if self.spec.speculative else 1
+        if not self.spec.speculative:
+            per_step = 1
+        elif self.spec.method == "static":
+            per_step = self.spec.num_draft_tokens + static_scratch_slots(self.spec.tree)
+        else:
+            per_step = self.spec.num_draft_tokens + scratch_slots_per_step(self.spec.num_steps, self.spec.topk)
         num_slots = sum(len(p) + max_new_tokens + per_step + 1 for p in prompts)
         self.table = SlotTable(SlotAllocator(num_slots))
         self.target_kv = self.target.new_kv_pool(num_slots)
@@ -189,8 +195,11 @@ class Engine:
         timing["draft_extend_ms"] = self._ms(t)
         t = self._clock()
         leviathan = self.spec.chain_rule == "leviathan" and not self.sampling.greedy
-        phase = grow_tree(self.draft, self.draft_kv, self.table, rids, h_last, self.spec.num_steps, self.spec.topk,
-                          self.sampling if leviathan else None, self.dev_gen)
+        if self.spec.method == "static":  # the same head, a shape fixed in advance
+            phase = grow_static_tree(self.draft, self.draft_kv, self.table, rids, h_last, self.spec.tree)
+        else:
+            phase = grow_tree(self.draft, self.draft_kv, self.table, rids, h_last, self.spec.num_steps,
+                              self.spec.topk, self.sampling if leviathan else None, self.dev_gen)
         for slots in phase.scratch_slots:  # tree-level draft KV is scratch: back to the free list
             self.table.allocator.free(slots)
         timing["draft_tree_ms"] = self._ms(t)

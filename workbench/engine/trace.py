@@ -10,8 +10,9 @@ every notebook figure renders these and nothing else. Keys:
 ``draft.candidates`` every candidate: index, token, text, prob, score, parent (flat, -1 root),
                     level (its depth: the draft forward that proposed it)
 ``draft.kept`` / ``draft.dropped``  flat indices that survived the rerank / were dropped (parent missing)
-``tree``            nodes (node, token, text, score, prob, parent, depth, position, candidate), mask
-                    rows, retrieve_index / retrieve_next_token / retrieve_next_sibling
+``tree``            nodes (node, token, text, score, prob, parent, depth, position, candidate,
+                    rank_path: the draft rank of each node from the root down, e.g. [0, 2]),
+                    shape ("static" | "dynamic"), mask rows, retrieve_index / retrieve_next_token / retrieve_next_sibling
 ``verify.top``      per node i: the target's top next tokens, i.e. the token **after** node i
 ``accept``          moves (node, child, via, read: whose pointer was read, match, [target_prob,
                     draft_prob, coin]), path, accepted tokens, stop ("leaf" | "no_match"), bonus,
@@ -26,6 +27,7 @@ import torch
 
 from workbench.engine.record import StepRecord
 from workbench.engine.sampling import target_probs
+from workbench.engine.tree import Candidates
 
 TOP = 5
 
@@ -39,7 +41,7 @@ def step_trace(rec: StepRecord, token_text=str) -> dict:
         d["prompt_len"] = rec.prompt_len
     if rec.kind == "spec":
         d["draft"] = _draft(rec, token_text)
-        d["tree"] = _tree(rec.tree, token_text)
+        d["tree"] = _tree(rec, token_text)
     d["verify"] = {"top": [_top(rec, row, token_text) for row in rec.logits]}
     if rec.kind == "spec":
         d["accept"] = _accept(rec, token_text)
@@ -77,14 +79,26 @@ def _draft(rec: StepRecord, text) -> dict:
     }
 
 
-def _tree(tree, text) -> dict:
+def rank_paths(c: Candidates) -> list[list[int]]:
+    """Per candidate: its rank in its parent's draft top-k, prefixed by its parent's path (the
+    address EAGLE-1's static shapes use). Parents precede children in the flat order."""
+    paths: list[list[int]] = []
+    for parent, rank in zip(c.parents, c.ranks):
+        paths.append(([] if parent == -1 else paths[parent]) + [rank])
+    return paths
+
+
+def _tree(rec: StepRecord, text) -> dict:
+    tree, paths = rec.tree, rank_paths(rec.candidates)
     return {
         "nodes": [
             {"node": i, "token": tree.tokens[i], "text": text(tree.tokens[i]), "score": round(tree.scores[i], 6),
              "prob": round(tree.probs[i], 5), "parent": tree.parents[i], "depth": tree.depths[i],
-             "position": tree.positions[i], "candidate": tree.candidate_index[i]}
+             "position": tree.positions[i], "candidate": tree.candidate_index[i],
+             "rank_path": [] if i == 0 else paths[tree.candidate_index[i]]}
             for i in range(tree.num_nodes)
         ],
+        "shape": "static" if rec.method == "static" else "dynamic",
         "mask": tree.mask.int().tolist(),
         "retrieve_index": list(range(tree.num_nodes)),
         "retrieve_next_token": tree.retrieve_next_token,

@@ -28,8 +28,10 @@ class Candidates:
     scores: list[float] = field(default_factory=list)  # path score: product of probs from the root
     parents: list[int] = field(default_factory=list)  # flat index of the parent, -1 = the root
     depths: list[int] = field(default_factory=list)  # 1..num_steps: proposed by draft forward number depth
+    ranks: list[int] = field(default_factory=list)  # rank among the parent's draft top-k (0 = most likely; -1 unknown)
 
-    def add(self, token: int, prob: float, score: float, parent: int, depth: int) -> int:
+    def add(self, token: int, prob: float, score: float, parent: int, depth: int, rank: int = -1) -> int:
+        self.ranks.append(rank)
         self.tokens.append(token)
         self.probs.append(prob)
         self.scores.append(score)

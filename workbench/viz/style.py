@@ -49,7 +49,7 @@ SLOT = {
 
 # Methods in the Compare view.
 METHOD = {"vanilla": OKABE_ITO["black"], "linear": OKABE_ITO["vermillion"], "eagle2": OKABE_ITO["blue"],
-          "linear (same verify budget)": OKABE_ITO["reddish_purple"]}
+          "linear (same verify budget)": OKABE_ITO["reddish_purple"], "static": OKABE_ITO["sky_blue"]}
 
 FONT = "Inter, system-ui, sans-serif"
 

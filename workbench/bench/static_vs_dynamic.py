@@ -1,0 +1,84 @@
+"""Static against dynamic trees at the same verify budget: our version of EAGLE-2's ablation.
+
+For every ``static:D`` method of a run, the ``eagle2`` method with the same ``num_draft_tokens``
+(the first one listed) is its partner: both draft from the same head and verify D tokens per
+step; only where the budget goes differs (a shape fixed in advance against the best path scores
+of this step). Per budget and per Spec-Bench task: τ and tokens/s of each, and the ratios
+dynamic / static. Plain Python over the suite's records (``metrics.py``).
+
+The budgets of the EAGLE-2 ablation in the README's command: 8, 16, 32 and 60, with the dynamic
+trees ``DYNAMIC_PARTNERS`` (SGLang's default at 8, the EAGLE-2 paper's tree at 60).
+"""
+
+from __future__ import annotations
+
+from workbench.bench import metrics
+from workbench.metrics import speedup
+
+DYNAMIC_PARTNERS = {8: "eagle2:8/5/4", 16: "eagle2:16/6/4", 32: "eagle2:32/6/8", 60: "eagle2:60/6/10"}
+COMMAND_METHODS = "vanilla," + ",".join(f"static:{d},{name}" for d, name in DYNAMIC_PARTNERS.items())
+
+
+def pairs(methods) -> list[tuple]:
+    """[(D, static method, eagle2 method)] for every static method with an eagle2 partner."""
+    out = []
+    for m in methods:
+        if m.spec is not None and m.spec.method == "static":
+            partner = next((o for o in methods if o.spec is not None and o.spec.method == "eagle2"
+                            and o.spec.num_draft_tokens == m.spec.num_draft_tokens), None)
+            if partner is not None:
+                out.append((m.spec.num_draft_tokens, m, partner))
+    return out
+
+
+def _cell(static: list[dict], dynamic: list[dict]) -> dict:
+    ts, td = metrics.tau(metrics.accept_lengths(static)), metrics.tau(metrics.accept_lengths(dynamic))
+    ss, sd = metrics.speed(static), metrics.speed(dynamic)
+    return {"questions": len(static), "tau_static": ts, "tau_dynamic": td,
+            "tau_ratio": td / ts if ts and td else None,
+            "tokens_per_s_static": ss, "tokens_per_s_dynamic": sd,
+            "speed_ratio": speedup(sd, ss) if ss else None}
+
+
+def compare(methods, records: dict) -> list[dict]:
+    """One row per budget and task ("all" first): τ and tokens/s of static and dynamic, ratios."""
+    rows = []
+    for d, s, e in pairs(methods):
+        srecs, drecs = records[s.name], records[e.name]
+        rows.append({"D": d, "task": "all", "static": s.name, "dynamic": e.name, **_cell(srecs, drecs)})
+        dyn_by_task = metrics.by_task(drecs)
+        for task, trecs in sorted(metrics.by_task(srecs).items()):
+            if task in dyn_by_task:
+                rows.append({"D": d, "task": task, "static": s.name, "dynamic": e.name,
+                             **_cell(trecs, dyn_by_task[task])})
+    return rows
+
+
+def verdict(rows: list[dict]) -> str:
+    """A sentence computed from the rows: where dynamic beats static, on τ and on tokens/s."""
+    if not rows:
+        return "No static method with an eagle2 partner at the same num_draft_tokens was run."
+    overall = [r for r in rows if r["task"] == "all"]
+    cells = [r for r in rows if r["task"] != "all"]
+    tau_wins = [r for r in cells if (r["tau_ratio"] or 0) > 1]
+    speed_wins = [r for r in cells if (r["speed_ratio"] or 0) > 1]
+    budgets = ", ".join(f"D={r['D']}: τ ×{r['tau_ratio']:.2f}, tokens/s ×{r['speed_ratio']:.2f}" for r in overall
+                        if r["tau_ratio"] is not None and r["speed_ratio"] is not None)
+    lose = sorted({f"{r['task']} at D={r['D']}" for r in cells if (r["tau_ratio"] or 0) <= 1})
+    return (f"Dynamic over static (all tasks): {budgets}. Dynamic has the higher τ in {len(tau_wins)} of "
+            f"{len(cells)} (budget, task) cells and the higher tokens/s in {len(speed_wins)}"
+            + (f"; not on τ: {', '.join(lose)}." if lose else "."))
+
+
+def markdown(rows: list[dict]) -> str:
+    if not rows:
+        return "(no static:D method with an eagle2 partner at the same D was run)"
+    out = ["| D | task | static τ | dynamic τ | τ ratio | static tok/s | dynamic tok/s | speed ratio |",
+           "|---|---|---|---|---|---|---|---|"]
+    f = lambda x, s=".2f": "–" if x is None else f"{x:{s}}"  # noqa: E731
+    for r in rows:
+        task = f"**{r['task']}**" if r["task"] == "all" else r["task"]
+        out.append(f"| {r['D']} | {task} | {f(r['tau_static'])} | {f(r['tau_dynamic'])} | {f(r['tau_ratio'])}x | "
+                   f"{f(r['tokens_per_s_static'], '.1f')} | {f(r['tokens_per_s_dynamic'], '.1f')} | "
+                   f"{f(r['speed_ratio'])}x |")
+    return "\n".join(out + ["", verdict(rows)])

@@ -1,0 +1,148 @@
+"""What the best tree would have been, for one step, from what the step already has.
+
+The verify forward gave the target's next-token distribution after every verified node
+(``verify.top``), so the target's own **greedy continuation** can be followed down the tree: from
+the root, the target's argmax after it; if that token is a child in the tree the tree
+**covered** it, and the argmax after that node is known too; the first token that is not a
+child is where the continuation **left** the tree. Beyond it nothing is known: the target never
+ran on a token that was not drafted (so a tree that had covered it could only be judged by
+another forward). The left token is either a candidate **dropped at the rerank** (drafted, never
+verified: a budget of ``needed_D`` would have kept it) or **not drafted** at all.
+
+τ per budget: for each D' <= D the walk is rerun on the best-scored D' - 1 nodes of this tree
+(ties toward the lower node index, as the rerank), with the same target argmaxes. At
+temperature 0 that is exactly the τ a run with that budget would have had on this step (given
+the same tree growth); when sampling it is the greedy reference, not the sampled walk.
+"""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+from workbench.viz.html import note, table
+from workbench.viz.style import NODE, OKABE_ITO, base_layout, empty_figure
+from workbench.viz.tokens import show
+from workbench.viz.tree import tidy_layout, tree_figure, tree_graph
+
+
+def greedy_continuation(trace: dict) -> list[dict]:
+    """The target's argmax continuation over the tree: one row per token, ``status`` "covered"
+    (node, prob, score) until the one that left the tree: "dropped" (candidate, score,
+    needed_D) or "not drafted"."""
+    nodes, top = trace["tree"]["nodes"], trace["verify"]["top"]
+    children: dict[int, list[int]] = {}
+    for n in nodes[1:]:
+        children.setdefault(n["parent"], []).append(n["node"])
+    kept = {n["candidate"] for n in nodes[1:]}
+    cands = trace["draft"]["candidates"]
+    order = sorted(range(len(cands)), key=lambda i: (-cands[i]["score"], i))  # the rerank's order
+    rows, node = [], 0
+    while True:
+        want = top[node][0]
+        child = next((c for c in children.get(node, []) if nodes[c]["token"] == want["token"]), None)
+        row = {"depth": nodes[node]["depth"] + 1, "token": want["token"], "text": want["text"],
+               "target_prob": want["prob"], "after_node": node}
+        if child is not None:
+            n = nodes[child]
+            rows.append({**row, "status": "covered", "node": child, "prob": n["prob"], "score": n["score"],
+                         "rank_path": n.get("rank_path")})
+            node = child
+            continue
+        parent_cand = nodes[node]["candidate"]
+        dropped = next((c for c in cands if c["parent"] == parent_cand and c["token"] == want["token"]
+                        and c["index"] not in kept), None)
+        if dropped is not None:
+            rows.append({**row, "status": "dropped", "candidate": dropped["index"], "prob": dropped["prob"],
+                         "score": dropped["score"], "needed_D": order.index(dropped["index"]) + 2})
+        else:
+            rows.append({**row, "status": "not drafted"})
+        return rows
+
+
+def budget_taus(trace: dict) -> list[dict]:
+    """[{D, tau}] for D = 2..this tree's size: the greedy walk on the best-scored D - 1 nodes."""
+    nodes = trace["tree"]["nodes"]
+    path = [r["node"] for r in greedy_continuation(trace) if r["status"] == "covered"]
+    order = sorted(range(1, len(nodes)), key=lambda i: (-nodes[i]["score"], i))
+    out = []
+    for d in range(2, len(nodes) + 1):
+        keep = set(order[: d - 1])
+        tau = 1
+        for n in path:  # the walk follows the argmax path while its nodes are kept
+            if n not in keep:
+                break
+            tau += 1
+        out.append({"D": d, "tau": tau})
+    return out
+
+
+def best_tree_figure(trace: dict, height: int = 420) -> go.Figure:
+    """The step's tree with the target's greedy continuation drawn on it: a thick line through
+    the covered nodes, and the token where it left the tree."""
+    if trace["kind"] != "spec":
+        return empty_figure("The greedy continuation is drawn on the tree of a speculative step.", 220)
+    rows = greedy_continuation(trace)
+    fig = tree_figure(trace, height=height, compact=True)
+    pos = tidy_layout(tree_graph(trace))
+    xs, ys = [pos[0][0]], [pos[0][1]]
+    for r in rows:
+        if r["status"] == "covered":
+            xs.append(pos[r["node"]][0]), ys.append(pos[r["node"]][1])
+    left = rows[-1]
+    lx, ly = xs[-1] + 1, ys[-1] + 0.6
+    if left["status"] == "dropped" and f"c{left['candidate']}" in pos:
+        lx, ly = pos[f"c{left['candidate']}"]
+    fig.add_trace(go.Scatter(x=xs + [lx], y=ys + [ly], mode="lines", name="target's greedy continuation",
+                             line=dict(color=OKABE_ITO["reddish_purple"], width=6), opacity=0.45,
+                             hoverinfo="skip", meta="continuation"))
+    fig.add_trace(go.Scatter(
+        x=[lx], y=[ly], mode="markers+text", name=f"left the tree ({left['status']})", meta="left",
+        marker=dict(symbol="hexagram", size=16, color=OKABE_ITO["reddish_purple"]),
+        text=[f"<b>{show(left['text'])}</b> ({left['status']})"], textposition="bottom right",
+        customdata=[left["status"]], hoverinfo="text",
+        hovertext=[f"the target's argmax after node {left['after_node']}; beyond it: unknown"]))
+    covered = sum(r["status"] == "covered" for r in rows)
+    fig.update_layout(title_text=f"Step {trace['step']}: the tree covered {covered} token(s) of the target's greedy "
+                                 f"continuation, then left it at “{show(left['text'])}”")
+    return fig
+
+
+def budget_figure(trace: dict, height: int = 280) -> go.Figure:
+    """τ this step would have had with each smaller budget (best-scored prefix of the tree)."""
+    if trace["kind"] != "spec":
+        return empty_figure("No tree at this step.", 200)
+    taus = budget_taus(trace)
+    fig = go.Figure(go.Bar(x=[t["D"] for t in taus], y=[t["tau"] for t in taus], name="τ",
+                           marker_color=NODE["accepted"].colour,
+                           hovertemplate="num_draft_tokens %{x}: τ %{y}<extra></extra>"))
+    fig.update_layout(**base_layout("τ on this step with the best-scored D − 1 nodes of its tree", height))
+    fig.update_xaxes(title="num_draft_tokens D (incl. the root)", dtick=max(1, len(taus) // 12))
+    fig.update_yaxes(title="τ", rangemode="tozero", dtick=1)
+    return fig
+
+
+def continuation_html(trace: dict) -> str:
+    """The continuation token by token, and the smallest budget reaching this step's best τ."""
+    if trace["kind"] != "spec":
+        return ""
+    rows, cells, attrs = greedy_continuation(trace), [], []
+    for r in rows:
+        where = {"covered": f"node {r.get('node')}, p {r.get('prob', 0):.3f}, s {r.get('score', 0):.4f}",
+                 "dropped": f"candidate {r.get('candidate')} dropped at rerank (s {r.get('score', 0):.4f}); "
+                            f"kept from D = {r.get('needed_D')}",
+                 "not drafted": "not among the draft's candidates"}[r["status"]]
+        cells.append([str(r["depth"]), f"<code>{html.escape(show(r['text']))}</code>", f"{r['target_prob']:.3f}",
+                      r["status"], html.escape(where)])
+        attrs.append({"depth": r["depth"], "status": r["status"]})
+    cells.append([str(rows[-1]["depth"] + 1) + "…", "?", "–", "unknown",
+                  "the target never ran after a token that was not verified"])
+    attrs.append({"depth": rows[-1]["depth"] + 1, "status": "unknown"})
+    taus = budget_taus(trace)
+    best = max(t["tau"] for t in taus)
+    smallest = min(t["D"] for t in taus if t["tau"] == best)
+    return (table(["depth", "target's argmax", "target p", "tree", "where"], cells, attrs, name="continuation") +
+            note(f"This tree gave τ = {best}; the best-scored {smallest - 1} draft(s) (num_draft_tokens = {smallest}) "
+                 f"would have given the same. A tree covering the whole continuation would reach τ = D, but past "
+                 f"depth {rows[-1]['depth']} the continuation is unknown."))

@@ -1,0 +1,93 @@
+"""Calibration figures: the draft's confidence against the target's acceptance.
+
+Takes the table ``workbench.engine.calibration.calibration_table`` computes from step traces
+(or the same table stored as JSON by the benchmark) and draws it; nothing is measured here.
+
+* reliability diagram: per bin, the mean confidence (x) against the acceptance rate (y), for
+  draft probability vs P(accept | tried) and path score vs P(accept); the diagonal is a
+  perfectly calibrated draft; marker area grows with the bin's count (hover for the counts);
+* per depth: P(accept | tried), P(accept) and the per-depth rate (reach);
+* a table with every bin's counts.
+"""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+
+from workbench.viz.html import note, table
+from workbench.viz.style import OKABE_ITO, base_layout, empty_figure
+
+SERIES = (  # (bins key, legend, colour, symbol)
+    ("prob_bins", "draft probability → P(accept | tried)", OKABE_ITO["blue"], "circle"),
+    ("score_bins", "path score → P(accept)", OKABE_ITO["orange"], "diamond"),
+)
+
+
+def reliability_figure(cal: dict, title: str = "Reliability: draft confidence against acceptance",
+                       height: int = 420) -> go.Figure:
+    """Both series over their non-empty bins, the diagonal, marker area ~ count."""
+    if not cal["summary"]["nodes"]:
+        return empty_figure("No verified draft nodes yet: step a speculative method.", height)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfectly calibrated",
+                             line=dict(color=OKABE_ITO["grey"], dash="dash"), hoverinfo="skip"))
+    for key, name, colour, symbol in SERIES:
+        bins = [b for b in cal[key] if b["count"]]
+        fig.add_trace(go.Scatter(
+            x=[b["mean_confidence"] for b in bins], y=[b["rate"] for b in bins], mode="lines+markers", name=name,
+            line=dict(color=colour), marker=dict(color=colour, symbol=symbol,
+                                                 size=[6 + 3 * math.sqrt(b["count"]) ** 0.8 for b in bins]),
+            customdata=[[b["lo"], b["hi"], b["count"], b["accepted"]] for b in bins],
+            hovertemplate="bin %{customdata[0]:.1f}–%{customdata[1]:.1f}<br>mean confidence %{x:.3f}<br>"
+                          "acceptance %{y:.3f}<br>%{customdata[3]} accepted of %{customdata[2]}<extra></extra>"))
+    s = cal["summary"]
+    fig.update_layout(**base_layout(f"{title} ({s['nodes']} nodes, {s['steps']} steps)", height))
+    fig.update_xaxes(title="draft confidence (bin mean)", range=[-0.02, 1.02])
+    fig.update_yaxes(title="accepted by the target (fraction)", range=[-0.02, 1.02])
+    return fig
+
+
+def depth_figure(cal: dict, height: int = 320) -> go.Figure:
+    """Per depth: P(accept | tried), P(accept), and reach = P(depth k accepted | depth k-1 accepted)."""
+    depths = cal["depths"]
+    if not depths:
+        return empty_figure("No verified draft nodes yet.", height)
+    fig = go.Figure()
+    for key, name, colour in (("p_accept_given_tried", "P(accept | tried)", OKABE_ITO["blue"]),
+                              ("p_accept", "P(accept), all verified nodes", OKABE_ITO["orange"]),
+                              ("reach", "per-depth rate: accepted at k | accepted at k-1", OKABE_ITO["bluish_green"])):
+        fig.add_trace(go.Bar(x=[d["depth"] for d in depths], y=[d[key] for d in depths], name=name,
+                             marker_color=colour,
+                             customdata=[[d["nodes"], d["tried"], d["accepted"]] for d in depths],
+                             hovertemplate="depth %{x}: %{y:.3f}<br>%{customdata[2]} accepted, %{customdata[1]} "
+                                           "tried, %{customdata[0]} verified<extra>" + name + "</extra>"))
+    fig.update_layout(**base_layout("Acceptance per depth", height), barmode="group")
+    fig.update_xaxes(title="depth", dtick=1)
+    fig.update_yaxes(title="fraction", range=[0, 1])
+    return fig
+
+
+def _f(x, spec: str = ".3f") -> str:
+    return "–" if x is None else f"{x:{spec}}"
+
+
+def calibration_html(cal: dict) -> str:
+    """Every bin with its counts, for both series, and the summary (ECE = count-weighted mean
+    |acceptance - confidence|)."""
+    s = cal["summary"]
+    rows, attrs = [], []
+    for pb, sb in zip(cal["prob_bins"], cal["score_bins"]):
+        rows.append([f"{pb['lo']:.1f}–{pb['hi']:.1f}", str(pb["count"]), str(pb["accepted"]), _f(pb["rate"]),
+                     str(sb["count"]), str(sb["accepted"]), _f(sb["rate"])])
+        attrs.append({"bin": f"{pb['lo']:.1f}", "prob-count": pb["count"], "prob-accepted": pb["accepted"],
+                      "score-count": sb["count"], "score-accepted": sb["accepted"]})
+    head = ["confidence bin", "tried (by draft prob)", "accepted", "P(accept | tried)",
+            "verified (by path score)", "accepted", "P(accept)"]
+    summary = (f"{s['steps']} steps, {s['nodes']} verified nodes, {s['tried']} tried (parent accepted), "
+               f"{s['accepted']} accepted: P(accept | tried) = {_f(s['p_accept_given_tried'])}, "
+               f"P(accept) = {_f(s['p_accept'])}; ECE draft prob {_f(s['ece_prob'])}, "
+               f"path score {_f(s['ece_score'])}.")
+    return (table(head, rows, attrs, name="calibration") +
+            note(summary + " Nodes dropped at the rerank were never verified and are not counted."))
