@@ -28,43 +28,30 @@
 # Every sentence that states a result below is printed from the measurements.
 
 # %%
+from workbench.lessons.start import start
+
+wb = start(dtype="auto")  # bf16 where the hardware computes it natively, else fp32
+
+# %%
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
+from IPython.display import HTML, Markdown, display
 
 import workbench
 from workbench.engine.calibration import calibration_table
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
-from workbench.pipeline import Workbench
+from workbench.metrics import tau as pooled_tau
 from workbench.viz.best_tree import best_tree_figure, budget_taus
 from workbench.viz.calibration import calibration_html, depth_figure, reliability_figure
 
-IN_NOTEBOOK = "ipykernel" in sys.modules
-
-
-def show(fig) -> None:
-    """Draw a figure in a notebook; as a plain script, print its title instead."""
-    if IN_NOTEBOOK:
-        fig.show()
-    else:
-        print("[figure]", fig.layout.title.text)
-
 
 def say(text: str) -> None:
-    """A computed conclusion: Markdown in a notebook, plain text in a script."""
-    if IN_NOTEBOOK:
-        from IPython.display import Markdown, display
+    """A conclusion computed from the measurements, shown as text."""
+    display(Markdown(text))
 
-        display(Markdown(text))
-    else:
-        print(text)
-
-
-wb = Workbench.load(dtype="auto")  # bf16 where the hardware computes it natively, else fp32
-print(f"target {wb.target_dir.name} in {wb.dtype_name}; draft head: {wb.draft_source}")
 
 # %% [markdown]
 # Three Spec-Bench questions of different kinds (the shortest of each category, first turn),
@@ -73,16 +60,17 @@ print(f"target {wb.target_dir.name} in {wb.dtype_name}; draft head: {wb.draft_so
 # 25 paths plus the next 6 breadth first). Static and dynamic draft from the same head.
 
 # %%
-ROOT = Path(workbench.__file__).resolve().parent
-QUESTIONS = [json.loads(line) for line in (ROOT / "data/spec_bench_questions.jsonl").read_text().splitlines()
-             if line.strip()]
+ROOT = Path(workbench.__file__).resolve().parent.parent
+QUESTIONS_FILE = next(p for p in (ROOT / "workbench/data/spec_bench_questions.jsonl",
+                                  ROOT.parent / "shared/data/spec_bench_questions.jsonl") if p.exists())
+QUESTIONS = [json.loads(line) for line in QUESTIONS_FILE.read_text().splitlines() if line.strip()]
 CATEGORIES = ("coding", "translation", "math_reasoning")
 prompts = {}
 for category in CATEGORIES:
     q = min((q for q in QUESTIONS if q["category"] == category), key=lambda q: len(q["turns"][0]))
     prompts[category] = wb.encode(q["turns"][0])
 MAX_NEW = 40
-BUDGETS = {8: SpecConfig("eagle2", 5, 4, 8), 32: SpecConfig("eagle2", 6, 8, 32)}
+BUDGETS = {8: SpecConfig.from_knobs("eagle2", 5, 4, 8), 32: SpecConfig.from_knobs("eagle2", 6, 8, 32)}
 
 
 def run(spec: SpecConfig, ids: list[int]) -> tuple[list[dict], list[int]]:
@@ -94,7 +82,7 @@ def run(spec: SpecConfig, ids: list[int]) -> tuple[list[dict], list[int]]:
 
 runs = []  # one row per (budget, method, category): its traces
 for d, dynamic in BUDGETS.items():
-    for method, spec in (("dynamic", dynamic), ("static", SpecConfig.static(d))):
+    for method, spec in (("dynamic", dynamic), ("static", SpecConfig.from_knobs("static", num_draft_tokens=d))):
         for category, ids in prompts.items():
             traces, out = run(spec, ids)
             runs.append({"D": d, "method": method, "category": category, "config": spec.describe(),
@@ -117,8 +105,8 @@ print(f"{len(runs)} runs; all four configurations emitted the same tokens on {ag
 # %%
 all_traces = [t for r in runs for t in r["traces"]]
 cal = calibration_table(all_traces)
-show(reliability_figure(cal, "Draft confidence against acceptance, both methods"))
-show(depth_figure(cal))
+reliability_figure(cal, "Draft confidence against acceptance, both methods").show()
+depth_figure(cal).show()
 bins = pd.DataFrame([{"bin": f"{p['lo']:.1f}–{p['hi']:.1f}", "tried": p["count"], "accepted | tried": p["accepted"],
                       "P(accept | tried)": p["rate"], "verified": s["count"], "accepted": s["accepted"],
                       "P(accept)": s["rate"]} for p, s in zip(cal["prob_bins"], cal["score_bins"])])
@@ -143,12 +131,14 @@ say(f"Over {s['steps']} steps and {s['nodes']} verified nodes ({s['tried']} trie
 # %% [markdown]
 # ## 2. Dynamic against static at the same budget
 #
-# τ per budget, method and category (the prefill's token is not counted, as everywhere here):
+# τ per budget, method and category (the prefill's token is not counted, as everywhere here).
+# τ is tokens per target forward, not tokens per second: what a bigger verify block costs on
+# this machine is notebook 6's subject, and `python -m workbench bench` times both trees (README).
 
 # %%
 def tau(traces: list[dict]) -> float:
-    steps = [t["accept_length"] for t in traces if t["kind"] == "spec"]
-    return sum(steps) / len(steps)
+    """τ over the verify steps of some traces: the accept lengths the walk recorded."""
+    return pooled_tau([t["accept_length"] for t in traces if t["kind"] == "spec"])
 
 
 table = pd.DataFrame([{"D": r["D"], "method": r["method"], "category": r["category"], "tau": tau(r["traces"])}
@@ -218,7 +208,7 @@ for method in ("dynamic", "static"):
                     line=dict(color=METHOD["eagle2" if method == "dynamic" else "static"]))
 fig.update_xaxes(title="D′ (num_draft_tokens, root included)")
 fig.update_yaxes(title="mean τ", rangemode="tozero")
-show(fig)
+fig.show()
 half = {m: next(i + 2 for i, v in enumerate(h) if v >= 1 + 0.9 * (h[-1] - 1)) for m, h in hindsight.items()}
 say(f"90 % of the gain over τ = 1 that D = 32 brings is reached with the best-scored {half['dynamic'] - 1} "
     f"dynamic nodes (D′ = {half['dynamic']}) and {half['static'] - 1} static ones (D′ = {half['static']}); "
@@ -232,8 +222,10 @@ say(f"90 % of the gain over τ = 1 that D = 32 brings is reached with the best-s
 # %%
 longest = max((t for r in runs if r["D"] == 32 and r["method"] == "dynamic" for t in r["traces"]
                if t["kind"] == "spec"), key=lambda t: t["accept_length"])
-show(best_tree_figure(longest))
-if IN_NOTEBOOK:
-    from IPython.display import HTML, display
+best_tree_figure(longest).show()
 
-    display(HTML(calibration_html(cal)))
+# %% [markdown]
+# The calibration table of section 1, bin by bin:
+
+# %%
+display(HTML(calibration_html(cal)))
