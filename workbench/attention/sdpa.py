@@ -45,13 +45,14 @@ def attention_sdpa(
         start += k
         if n == 0:
             continue
-        qb = q[row : row + n].float().transpose(0, 1)  # [Hq, N, Dh]
-        kb = k_pool.index_select(0, slots).float().transpose(0, 1)  # [Hkv, K, Dh]
-        vb = v_pool.index_select(0, slots).float().transpose(0, 1)  # [Hkv, K, Dh]
+        # 4-D inputs: with 3-D ones the CPU dispatcher falls back to the unfused math path.
+        qb = q[row : row + n].float().transpose(0, 1)[None]  # [1, Hq, N, Dh]
+        kb = k_pool.index_select(0, slots).float().transpose(0, 1)[None]  # [1, Hkv, K, Dh]
+        vb = v_pool.index_select(0, slots).float().transpose(0, 1)[None]  # [1, Hkv, K, Dh]
         causal = meta.mask is None
         mask = None if causal and (p == 0 or n == 1) else visibility(meta, b, q.device)  # [N, K] or None
         ob = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, is_causal=causal and p == 0 and n > 1,
-                                            scale=scale, enable_gqa=hq != hkv)  # [Hq, N, Dh]
+                                            scale=scale, enable_gqa=hq != hkv)[0]  # [Hq, N, Dh]
         if mask is not None:
             ob = ob.nan_to_num(0.0)  # a row with no visible key: zeros, as the reference
         out[row : row + n] = ob.transpose(0, 1).to(q.dtype)
