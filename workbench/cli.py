@@ -117,6 +117,8 @@ def cmd_generate(args) -> int:
             raise UserError(f"prompt {it['id']!r} has {len(ids)} tokens: with --max-new-tokens "
                             f"{args.max_new_tokens} it exceeds the model's context of {limit}")
     print(f"target {wb.target_dir} ({args.dtype}), draft {wb.draft_source}, {spec.describe()}", file=sys.stderr)
+    if wb.attention is not None and wb.attention.ok:  # a fallback already said so, on one line
+        print(wb.attention.message, file=sys.stderr)
     trace_file = open(args.trace, "w", encoding="utf-8") if args.trace else None
     sink = (lambda t: trace_file.write(json.dumps(t) + "\n")) if trace_file else None
     bs = args.batch_size
