@@ -35,6 +35,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="fp32 (default, comparable with transformers), bf16, fp16, or auto: the fastest on this machine")
     p.add_argument("--attention", choices=["torch", "triton"], help="attention backend (default: triton on GPU, torch on CPU)")
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
+                   help="replay decode and verify from CUDA graphs (default: on with CUDA and --attention triton)")
     p.add_argument("--hot-tokens", type=_positive("--hot-tokens", int, allow_zero=True),
                    help="shipped head: draft among the N most frequent tokens (default 4096; 0 = full vocabulary)")
 
@@ -117,6 +119,9 @@ def cmd_generate(args) -> int:
             raise UserError(f"prompt {it['id']!r} has {len(ids)} tokens: with --max-new-tokens "
                             f"{args.max_new_tokens} it exceeds the model's context of {limit}")
     print(f"target {wb.target_dir} ({args.dtype}), draft {wb.draft_source}, {spec.describe()}", file=sys.stderr)
+    if args.cuda_graphs and (wb.target.lm_head.weight.device.type != "cuda" or wb.target.attention_backend != "triton"):
+        raise UserError("--cuda-graphs needs a CUDA device and the triton attention backend")
+    wb.cuda_graphs = args.cuda_graphs
     if wb.attention is not None and wb.attention.ok:  # a fallback already said so, on one line
         print(wb.attention.message, file=sys.stderr)
     trace_file = open(args.trace, "w", encoding="utf-8") if args.trace else None

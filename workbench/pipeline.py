@@ -37,6 +37,7 @@ class Workbench:
     target_dir: Path
     dtype_name: str
     attention: SelfCheck | None = None  # which attention backend runs, and why (start-up self-check)
+    cuda_graphs: bool | None = None  # replay decode/verify from CUDA graphs; None = where possible
 
     @classmethod
     def load(cls, target: str | None = None, draft: str | None = None, dtype: str = "fp32",
@@ -94,7 +95,7 @@ class Workbench:
 
     def engine(self, spec: SpecConfig, sampling: SamplingParams, trace: bool = False) -> Engine:
         return Engine(self.target, self.draft if spec.speculative else None, spec, sampling, self.stop_ids,
-                      trace=trace, token_text=self.token_text)
+                      trace=trace, token_text=self.token_text, cuda_graphs=self.cuda_graphs)
 
     def generate(self, prompt_ids: list[list[int]], spec: SpecConfig, sampling: SamplingParams,
                  max_new_tokens: int, trace_sink=None) -> tuple[list, float]:
