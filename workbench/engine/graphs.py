@@ -100,16 +100,17 @@ class _Captured:
         self.cu_q, self.cu_kv = torch.zeros(b + 1, **i32), torch.zeros(b + 1, **i32)
         self.prefix_lens = torch.zeros(b, **i32)
         self.kv_slots = torch.zeros(max_keys, **i64)
-        # Mask mode: request rows see at most max_keys keys, so t * max_keys mask bits suffice.
-        self.mask = torch.zeros(t * max_keys, dtype=torch.bool, device=device) if masked else None
+        # Mask mode: at most t extra keys per request (the tree nodes): t * t mask bits in all.
+        self.mask = torch.zeros(t * t, dtype=torch.bool, device=device) if masked else None
         self.mask_offsets = torch.zeros(b, **i64) if masked else None
         # The launch plan is made for the worst case: one request with every row and the longest
-        # prefix; the host lists say just that (the device buffers hold the real layout).
-        extra = t if not masked else max_keys
+        # prefix; the host lists say just that (the device buffers hold the real layout). The
+        # prefix must be the longest possible: the kernel's prefix slices are planned from it.
+        # Extra keys are the queries themselves (decode, verify), at most t per request.
         self.meta = AttentionMeta(
             cu_q=self.cu_q, cu_kv=self.cu_kv, prefix_lens=self.prefix_lens, kv_slots=self.kv_slots,
             mask=self.mask, mask_offsets=self.mask_offsets, q_lens=[t] + [0] * (b - 1),
-            kv_lens=[max_keys] + [0] * (b - 1), prefix_list=[max_keys - extra] + [0] * (b - 1))
+            kv_lens=[max_keys] + [0] * (b - 1), prefix_list=[max_keys - t] + [0] * (b - 1))
         self.batch = ForwardBatch(self.input_ids, self.positions, self.out_slots, self.meta)
         self.graph = None
         self.outputs: tuple[torch.Tensor, ...] = ()
@@ -149,7 +150,9 @@ class GraphedTarget:
 
     def __call__(self, batch: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
         bucket = pick_bucket(self.buckets, batch.meta.batch_size, batch.num_tokens)
-        if bucket is None or max(batch.meta.kv_lens, default=0) > self.max_keys:
+        meta = batch.meta
+        if (bucket is None or max(meta.kv_lens, default=0) > self.max_keys
+                or any(k - p > n for n, k, p in zip(meta.q_lens, meta.kv_lens, meta.prefix_list))):
             self.eager += 1
             return self._forward(batch)
         key = (bucket, batch.meta.mask is not None)
