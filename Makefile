@@ -1,5 +1,7 @@
 # make app   - set up, fetch the model, start the web app on http://127.0.0.1:7860
 # make test  - set up, fetch the model, run the test suite
+# make gpu-check - on a CUDA machine, with the python3 that has torch/triton/transformers
+#                  (no venv, no network): GPU tests, kernel benchmark, equality, timings
 #
 # TORCH_SPEC picks the torch build installed first (before the project's own
 # requirements), so that pip never reaches for a large CUDA build on its own.
@@ -13,7 +15,7 @@ CHROMIUM   ?= /usr/bin/chromium
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.workbench-installed
 
-.PHONY: venv fetch app test chromium
+.PHONY: venv fetch app test chromium gpu-check
 
 venv: $(STAMP)
 
@@ -45,3 +47,6 @@ chromium:
 
 test: venv fetch chromium
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+gpu-check:
+	$(PYTHON) -m workbench.bench gpu
