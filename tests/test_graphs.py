@@ -123,3 +123,24 @@ def test_graphs_equal_eager_on_gpu(pair, spec):
     target.attention_backend = "torch"
     target.cpu(), head.cpu()
     assert outs[0] == outs[1]
+
+
+def test_a_failed_capture_runs_eagerly_and_says_so_once(pair, capsys):
+    """On the CPU every capture fails (no CUDA stream): the runner must fall back, not break."""
+    from workbench.engine.graphs import GraphedTarget
+
+    target, _ = pair
+    target.attention_backend = "triton"
+    try:
+        prompts = random_prompts(2, 16, seed=6)
+        kv, alloc, slots = prefilled(target, prompts, spare=8)
+        runner = GraphedTarget(target, kv, alloc.num_slots, alloc.num_slots + 1, make_buckets((1, 2, 4), (2, 4)))
+        batch = decode_batch(prompts, alloc, slots)
+        want = target.logits(target(batch, kv))
+        for _ in range(2):
+            _, got = runner(batch)
+            torch.testing.assert_close(got, want)
+        assert runner.failed and runner.replays == 0 and runner.eager == 2
+        assert capsys.readouterr().err.count("CUDA graph capture failed") == 1
+    finally:
+        target.attention_backend = "torch"

@@ -16,7 +16,8 @@ every shape and every pointer, so:
 * the Triton kernel is launched with a grid for the worst case of the bucket (all query rows in
   one request, the longest prefix the pool can hold); its programs read the real lengths from
   the device tensors and the ones past a request's rows or prefix exit at once;
-* a shape outside every bucket (or a prefill) runs eagerly.
+* a shape outside every bucket (or a prefill) runs eagerly; so does everything after a capture
+  that failed (one warning line on stderr).
 
 Only the ``triton`` attention backend is captured: the ``torch`` backend loops over requests on
 the host with their current lengths, which a graph cannot replay.
@@ -24,6 +25,7 @@ the host with their current lengths, which a graph cannot replay.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -143,6 +145,7 @@ class GraphedTarget:
         self.device = target.lm_head.weight.device
         self.graphs: dict[tuple[Bucket, bool], _Captured] = {}
         self.replays = self.eager = 0  # counters, for tests and benchmarks
+        self.failed: str | None = None  # why a capture failed (that bucket then runs eagerly)
 
     def _forward(self, batch: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
         hidden = self.target(batch, self.kv)
@@ -156,7 +159,17 @@ class GraphedTarget:
             self.eager += 1
             return self._forward(batch)
         key = (bucket, batch.meta.mask is not None)
-        cap = self.graphs.get(key) or self._capture(*key)
+        cap = self.graphs.get(key)
+        if cap is None:
+            try:
+                cap = self._capture(*key)
+            except Exception as exc:  # noqa: BLE001 - a graph that cannot be captured: eager, said once
+                self.failed = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+                print(f"warning: CUDA graph capture failed at {bucket} ({self.failed}); this engine runs "
+                      "eagerly from now on", file=sys.stderr, flush=True)
+                self.buckets = []  # whatever broke one capture is likely to break the others
+                self.eager += 1
+                return self._forward(batch)
         cap.load(pad_batch(batch, bucket, self.scratch_slot))
         cap.graph.replay()
         self.replays += 1
@@ -175,7 +188,10 @@ class GraphedTarget:
         if masked:
             cap.mask[: t * t] = torch.ones(t, t, dtype=torch.bool, device=self.device).tril().reshape(-1)
             cap.mask_offsets.zero_()
-        self.target.rope(torch.tensor([self.max_keys], device=self.device), self.target.lm_head.weight.dtype)
+        # The cos/sin tables are read by address: build them for the whole context now, so that
+        # no later forward (of any engine on this target) regrows them under the graph.
+        longest = max(self.max_keys, self.target.config.max_position_embeddings)
+        self.target.rope(torch.tensor([longest], device=self.device), self.target.lm_head.weight.dtype)
         stream = torch.cuda.Stream(self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):  # warm-up off the default stream (Triton compiles here)
