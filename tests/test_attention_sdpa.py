@@ -68,3 +68,16 @@ def test_row_without_keys_gets_zeros_and_empty_requests_are_skipped():
 def test_torch_backend_is_sdpa():
     q, k, v, meta = ragged_case([3], [5], [4])
     assert torch.equal(attend(q, k, v, meta, 0.25, backend="torch"), attention_sdpa(q, k, v, meta, 0.25))
+
+
+def test_contiguous_slots_are_read_as_a_view():
+    from workbench.attention.sdpa import contiguous_run
+
+    q, k, v, _ = ragged_case([2], [5], [2])
+    meta = build_meta([2, 1], [[3, 4, 5, 6, 7], [9, 1]], [[8, 10], [2]], None)  # 3..8, then a gap
+    assert contiguous_run(meta, 0, meta.kv_slots[:7]) is None
+    meta = build_meta([2, 1], [[3, 4, 5, 6, 7], [9, 1]], [[8, 9], [2]], None)
+    assert contiguous_run(meta, 0, meta.kv_slots[:7]) == slice(3, 10)
+    assert contiguous_run(meta, 1, meta.kv_slots[7:]) is None  # 9, 1, 2: not ascending
+    q = torch.randn(3, 4, 16)
+    assert_matches_reference(q, k, v, meta)

@@ -24,6 +24,22 @@ from workbench.attention.meta import AttentionMeta
 from workbench.attention.reference import visibility
 
 
+def contiguous_run(meta: AttentionMeta, b: int, slots: torch.Tensor) -> slice | None:
+    """``slice(first, first + K)`` when request b's slots are one ascending run (the allocator
+    hands out the lowest free ids, so a lone request's cache usually is): then every layer reads
+    a view of the pool instead of gathering the whole prefix. Decided once per forward, on the
+    CPU only (reading the slot values on a GPU would be a device sync)."""
+    key = ("run", b)
+    if key not in meta.cache:
+        run = None
+        if slots.device.type == "cpu" and slots.numel():
+            first = int(slots[0])
+            if torch.equal(slots, torch.arange(first, first + slots.numel(), dtype=slots.dtype)):
+                run = slice(first, first + slots.numel())
+        meta.cache[key] = run
+    return meta.cache[key]
+
+
 def attention_sdpa(
     q: torch.Tensor,
     k_pool: torch.Tensor,
@@ -47,8 +63,9 @@ def attention_sdpa(
             continue
         # 4-D inputs: with 3-D ones the CPU dispatcher falls back to the unfused math path.
         qb = q[row : row + n].float().transpose(0, 1)[None]  # [1, Hq, N, Dh]
-        kb = k_pool.index_select(0, slots).float().transpose(0, 1)[None]  # [1, Hkv, K, Dh]
-        vb = v_pool.index_select(0, slots).float().transpose(0, 1)[None]  # [1, Hkv, K, Dh]
+        run = contiguous_run(meta, b, slots)
+        kb = (k_pool[run] if run else k_pool.index_select(0, slots)).float().transpose(0, 1)[None]  # [1, Hkv, K, Dh]
+        vb = (v_pool[run] if run else v_pool.index_select(0, slots)).float().transpose(0, 1)[None]  # [1, Hkv, K, Dh]
         causal = meta.mask is None
         mask = None if causal and (p == 0 or n == 1) else visibility(meta, b, q.device)  # [N, K] or None
         ob = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, is_causal=causal and p == 0 and n > 1,
