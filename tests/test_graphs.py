@@ -144,3 +144,18 @@ def test_a_failed_capture_runs_eagerly_and_says_so_once(pair, capsys):
         assert capsys.readouterr().err.count("CUDA graph capture failed") == 1
     finally:
         target.attention_backend = "torch"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU behaviour")
+def test_cli_refuses_cuda_graphs_without_cuda(tmp_path, capsys):
+    from workbench.app.tiny import make_tiny_app_model
+    from workbench.cli import main
+
+    path = make_tiny_app_model(tmp_path / "tiny")
+    code = main(["generate", "--prompt", "hello", "--target", str(path), "--draft", "random", "--cuda-graphs",
+                 "--max-new-tokens", "2"])
+    err = capsys.readouterr().err
+    assert code == 2 and "error: --cuda-graphs needs a CUDA device and the triton attention backend" in err
+    assert main(["generate", "--prompt", "hello", "--target", str(path), "--draft", "random", "--no-cuda-graphs",
+                 "--max-new-tokens", "2", "--json"]) == 0
+    assert "attention backend: torch on cpu" in capsys.readouterr().err
