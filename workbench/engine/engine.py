@@ -77,7 +77,7 @@ class Engine:
         num_slots = sum(len(p) + max_new_tokens + per_step + 1 for p in prompts)
         self.table = SlotTable(SlotAllocator(num_slots))
         # With graphs, one more pool slot that no request owns takes the padding tokens' K/V.
-        self.target_kv = self.target.new_kv_pool(num_slots + self.cuda_graphs)
+        self.target_kv = self.target.new_kv_pool(num_slots + (1 if self.cuda_graphs else 0))
         if self.cuda_graphs:
             from workbench.engine.graphs import GraphedTarget
 
