@@ -17,7 +17,7 @@ from workbench.kv import SlotAllocator
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     # head_dim 32: the Triton kernel needs a power of two >= 16.
-    return tiny_pair(tmp_path_factory.mktemp("tiny"), hidden_size=128, num_heads=4, num_kv_heads=2)
+    return tiny_pair(tmp_path_factory.mktemp("graphs"), hidden_size=128, num_heads=4, num_kv_heads=2)
 
 
 def test_buckets_and_choice():
