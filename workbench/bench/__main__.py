@@ -11,6 +11,7 @@ import sys
 
 # name -> module holding main(argv); add new benchmarks here.
 COMMANDS: dict[str, str] = {
+    "gpu": "workbench.bench.gpu",
     "kernel": "workbench.bench.kernel",
     "linear": "workbench.bench.linear",
     "plain": "workbench.bench.plain",
