@@ -226,7 +226,7 @@ def cpu_taus() -> dict:
 
 def predictions(taus: dict, verify: list[dict], draft: list[dict]) -> list[dict]:
     """τ · t(decode) / (num_steps · t(draft level) + t(verify D)), costs at the nearest measured size."""
-    from workbench.bench.cost import predicted_speedup
+    from workbench.metrics import predicted_speedup
 
     def at(rows, key, n):
         return min(rows, key=lambda r: (abs(r[key] - n), -r[key]))["ms"]
