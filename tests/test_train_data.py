@@ -147,3 +147,24 @@ def test_features_are_the_targets_prefill_and_held_out_is_by_prompt(tiny_target,
     torch.testing.assert_close(again[0].features, s.features)
     few, _ = load_sequences(tmp_path, tiny_target, max_response_tokens=1, val_every=3)
     assert 0 < len(few) < len(train)
+
+
+def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
+    from workbench.train import scaling
+
+    data = tmp_path / "data"
+    run(small_config(data, num_prompts=12), tiny_target, FakeChat(), (95,), log=lambda *a, **k: None)
+    tiny_dir = tmp_path / "tiny"
+    make_tiny_checkpoint(tiny_dir, seed=2)  # the same weights as tiny_target
+    argv = ["--shards", str(data), "--out", str(tmp_path / "curve"), "--points", "20,60", "--epochs", "1",
+            "--val-every", "4", "-n", "0", "--target", str(tiny_dir), "--max-tokens", "64", "--warmup", "1"]
+    scaling.main(argv)
+    rows = json.loads((tmp_path / "curve" / "scaling.json").read_text())
+    assert [r["point"] for r in rows] == [20, 60] and rows[0]["sequences"] < rows[1]["sequences"]
+    assert all(r["response_tokens"] >= r["point"] and "top1_step3" in r["val"] for r in rows)
+    assert (tmp_path / "curve" / "tokens_60" / "head" / "model.safetensors").exists()
+    assert (tmp_path / "curve" / "scaling.md").read_text().count("\n") == 4
+    scaling.main(argv)  # finished points are skipped
+    assert json.loads((tmp_path / "curve" / "scaling.json").read_text()) == rows
+    with pytest.raises(SystemExit):
+        scaling.main(argv[:-6] + ["--points", "x"])
