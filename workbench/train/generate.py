@@ -106,15 +106,26 @@ def shard_seed(cfg: GenConfig, shard: int, what: int) -> int:
 
 
 def make_shard(target, chat: Chat, stop_ids: tuple[int, ...], prompts: list[Prompt], first: int, shard: int,
-               cfg: GenConfig) -> dict[str, torch.Tensor]:
-    """Every sequence of one shard (prompts ``first .. first+len(prompts)-1``)."""
+               cfg: GenConfig, log=None) -> dict[str, torch.Tensor]:
+    """Every sequence of one shard (prompts ``first .. first+len(prompts)-1``); ``log`` gets a
+    line per decoding pass."""
+
+    def decode(contexts, temperature, seed, what):
+        t0 = time.time()
+        answers = decode_batch(target, contexts, temperature, seed, cfg.max_new, stop_ids)
+        if log:
+            n = sum(map(len, answers))
+            log(f"  shard {shard:05d} {what}: {len(answers)} answers, {n:,} tokens, "
+                f"{n / (time.time() - t0):.1f} tok/s", flush=True)
+        return answers
+
     rows = []  # (context ids, answer ids, prompt index, temperature, turn)
     contexts = [chat.encode([{"role": "user", "content": p.text}]) for p in prompts]
-    greedy = decode_batch(target, contexts, 0.0, 0, cfg.max_new, stop_ids)
+    greedy = decode(contexts, 0.0, 0, "greedy")
     rows += [(c, a, first + j, 0.0, 1) for j, (c, a) in enumerate(zip(contexts, greedy))]
     for s in range(cfg.samples):
         temp = cfg.temperatures[(shard + s) % len(cfg.temperatures)]
-        answers = decode_batch(target, contexts, temp, shard_seed(cfg, shard, 1 + s), cfg.max_new, stop_ids)
+        answers = decode(contexts, temp, shard_seed(cfg, shard, 1 + s), f"sampled at T={temp}")
         rows += [(c, a, first + j, temp, 1) for j, (c, a) in enumerate(zip(contexts, answers))]
     rng = random.Random(shard_seed(cfg, shard, 0))
     follow, idx = [], []
@@ -126,7 +137,7 @@ def make_shard(target, chat: Chat, stop_ids: tuple[int, ...], prompts: list[Prom
                                        {"role": "user", "content": followup(p, rng)}]))
             idx.append(j)
     if follow:
-        answers = decode_batch(target, follow, 0.0, 0, cfg.max_new, stop_ids)
+        answers = decode(follow, 0.0, 0, "follow-ups")
         rows += [(c, a, first + j, 0.0, 2) for j, c, a in zip(idx, follow, answers)]
     starts = [0]
     for c, a, *_ in rows:
@@ -216,7 +227,7 @@ def run(cfg: GenConfig, target, chat: Chat, stop_ids: tuple[int, ...], log=print
     t0, made = time.time(), 0
     for k, i in enumerate(todo):
         first = i * cfg.shard_size
-        shard = make_shard(target, chat, stop_ids, prompts[first : first + cfg.shard_size], first, i, cfg)
+        shard = make_shard(target, chat, stop_ids, prompts[first : first + cfg.shard_size], first, i, cfg, log)
         save_atomic(shard_path(cfg.out, i), shard, meta)
         made += response_tokens(shard)
         rate = made / (time.time() - t0)
