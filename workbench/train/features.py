@@ -1,10 +1,12 @@
-"""Training sequences from the token-only shards of ``generate.py``: the target's post-norm
-features ``f_t`` are recomputed from the token ids with our own ``TargetModel`` prefill and
-cached beside the shards (``features/feat_NNNNN.safetensors``, fp16, written then renamed).
+"""Training sequences from the shards of ``generate.py``, with the target's post-norm features
+``f_t`` from ``features/feat_NNNNN.safetensors`` beside them: recorded by the generator while it
+decoded, or, for shards made with ``--no-features``, recomputed here from the token ids with our
+own ``TargetModel`` prefill and cached there (fp16, written then renamed).
 
-Cost: one target forward per token, once; the cache takes ``hidden_size * 2`` bytes per token
-(1152 B for SmolLM2, so about 1.15 GB per million tokens, prompts included), against 4 B per
-token for the ids alone. With ``cache=False`` nothing is written (recomputed on every load).
+Cost of recomputing: one target prefill over every token, once (as many target FLOPs as the
+generation's, though batched better); the cache takes ``hidden_size * 2`` bytes per token
+(1,152 B for SmolLM2, about 1.15 GB per million tokens, prompts included), against 4 B per token
+for the ids alone. With ``cache=False`` nothing is written (recomputed on every load).
 
 Held-out split by prompt: a prompt's greedy answer, sampled answers and follow-up all fall on
 the same side, so "held-out" means conversations on prompts never trained on. Validation keeps

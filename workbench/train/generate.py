@@ -25,8 +25,11 @@ A shard (``shard_NNNNN.safetensors``) stores what training needs, compactly::
     temperature  [S] float32    0 = greedy
     turn         [S] int64      1 = first answer, 2 = answer to the follow-up
 
-4 bytes per token; the target's features are recomputed from the ids (``features.py``), so a
-million tokens take about 4 MB here instead of 1.15 GB of fp16 features. A shard is written to
+about 4 bytes per token. Beside it, ``features/feat_NNNNN.safetensors`` holds the target's
+post-norm features ``f_t`` [N, H] fp16, recorded from the target's own forwards while it decodes
+(free in compute; hidden size x 2 = 1,152 bytes per token for SmolLM2, ~1.15 GB per million
+tokens, prompts included). With ``--no-features`` only the ids are kept and ``features.py``
+recomputes the features, one target prefill per sequence. Each file is written to
 ``.tmp`` and renamed into place, so a run killed at any moment (even ``kill -9``) leaves only
 finished shards, and the next run skips them. Every sampled answer has its own seed (shard,
 pass), so a regenerated shard is identical. One progress line per shard: response tokens/s of
@@ -65,6 +68,7 @@ class GenConfig:
     max_new: int = 384
     max_shards: int | None = None  # stop after this many new shards (None = until done)
     goal_tokens: int = 3_000_000  # response tokens the ETA is reported against
+    features: bool = True  # record the target's features while decoding (features/feat_NNNNN.safetensors)
 
     def __post_init__(self) -> None:
         if self.shard_size < 1 or self.samples < 0 or self.max_new < 1:
@@ -90,15 +94,38 @@ class Chat:
 
 
 def decode_batch(target, contexts: list[list[int]], temperature: float, seed: int, max_new: int,
-                 stop_ids: tuple[int, ...]) -> list[list[int]]:
-    """One batch through the engine's plain decoding; the answers' token ids."""
+                 stop_ids: tuple[int, ...], features: bool = False):
+    """One batch through the engine's plain decoding: the answers' token ids, and with
+    ``features`` also each sequence's post-norm features [T - 1, H] fp16 (f_t for every token
+    the target was fed: the prompt at prefill, then each emitted token but the last), recorded
+    from the target's forwards while it decodes, so training need not run the target again."""
     from workbench.engine.config import SpecConfig
     from workbench.engine.engine import Engine
     from workbench.engine.sampling import SamplingParams
 
     eng = Engine(target, None, SpecConfig("vanilla"), SamplingParams(temperature=temperature, seed=seed), stop_ids)
-    eng.add_requests(contexts, max_new)
-    return [r.output_ids for r in eng.run()]
+    reqs = eng.add_requests(contexts, max_new)
+    if not features:
+        return [r.output_ids for r in eng.run()]
+    rows: list[torch.Tensor] = []
+    hook = target.register_forward_hook(lambda _m, _i, out: rows.append(out.detach().to("cpu", torch.float16)))
+    feats: list[list[torch.Tensor]] = [[] for _ in reqs]
+    try:
+        while not eng.done:
+            fed = [r.rid for r in eng.running]  # plain decoding feeds one row per running request, in this order
+            first = eng.steps == 0
+            eng.step()
+            out = torch.cat(rows)
+            rows.clear()
+            parts = out.split([len(c) for c in contexts]) if first else out.split(1)
+            if len(parts) != len(fed):
+                raise RuntimeError(f"engine fed {out.shape[0]} rows for {len(fed)} requests: feature recording "
+                                   f"assumes the vanilla step's one row per running request")
+            for rid, part in zip(fed, parts):
+                feats[rid].append(part)
+    finally:
+        hook.remove()
+    return [r.output_ids for r in reqs], [torch.cat(f) for f in feats]
 
 
 def shard_seed(cfg: GenConfig, shard: int, what: int) -> int:
@@ -107,12 +134,16 @@ def shard_seed(cfg: GenConfig, shard: int, what: int) -> int:
 
 def make_shard(target, chat: Chat, stop_ids: tuple[int, ...], prompts: list[Prompt], first: int, shard: int,
                cfg: GenConfig, log=None) -> dict[str, torch.Tensor]:
-    """Every sequence of one shard (prompts ``first .. first+len(prompts)-1``); ``log`` gets a
-    line per decoding pass."""
+    """Every sequence of one shard (prompts ``first .. first+len(prompts)-1``), with their
+    features under ``"features"`` when ``cfg.features``; ``log`` gets a line per decoding pass."""
 
     def decode(contexts, temperature, seed, what):
         t0 = time.time()
-        answers = decode_batch(target, contexts, temperature, seed, cfg.max_new, stop_ids)
+        answers, feats = decode_batch(target, contexts, temperature, seed, cfg.max_new, stop_ids, features=True) \
+            if cfg.features else (decode_batch(target, contexts, temperature, seed, cfg.max_new, stop_ids), None)
+        if feats is not None:
+            hid = feats[0].shape[-1]
+            kept.extend(torch.cat([f, torch.zeros(1, hid, dtype=f.dtype)]) for f in feats)  # [T, H], last row unused
         if log:
             n = sum(map(len, answers))
             log(f"  shard {shard:05d} {what}: {len(answers)} answers, {n:,} tokens, "
@@ -120,6 +151,7 @@ def make_shard(target, chat: Chat, stop_ids: tuple[int, ...], prompts: list[Prom
         return answers
 
     rows = []  # (context ids, answer ids, prompt index, temperature, turn)
+    kept = []  # each sequence's features [T, H], in the order of rows
     contexts = [chat.encode([{"role": "user", "content": p.text}]) for p in prompts]
     greedy = decode(contexts, 0.0, 0, "greedy")
     rows += [(c, a, first + j, 0.0, 1) for j, (c, a) in enumerate(zip(contexts, greedy))]
@@ -142,7 +174,7 @@ def make_shard(target, chat: Chat, stop_ids: tuple[int, ...], prompts: list[Prom
     starts = [0]
     for c, a, *_ in rows:
         starts.append(starts[-1] + len(c) + len(a))
-    return {
+    out = {
         "tokens": torch.tensor([t for c, a, *_ in rows for t in c + a], dtype=torch.int32),
         "starts": torch.tensor(starts, dtype=torch.int64),
         "prompt_lens": torch.tensor([len(c) for c, *_ in rows], dtype=torch.int64),
@@ -150,6 +182,9 @@ def make_shard(target, chat: Chat, stop_ids: tuple[int, ...], prompts: list[Prom
         "temperature": torch.tensor([r[3] for r in rows], dtype=torch.float32),
         "turn": torch.tensor([r[4] for r in rows], dtype=torch.int64),
     }
+    if kept:  # [N, H] fp16, row i = f of token i (zero for each sequence's last token)
+        out["features"] = torch.cat(kept)
+    return out
 
 
 def save_atomic(path: Path, tensors: dict[str, torch.Tensor], meta: dict[str, str]) -> None:
@@ -167,6 +202,11 @@ def shard_path(out: Path, i: int) -> Path:
     return out / f"shard_{i:05d}.safetensors"
 
 
+def feature_path(out: Path, i: int) -> Path:
+    """Where ``features.py`` looks for a shard's features (and caches them when it computes them)."""
+    return out / "features" / f"feat_{i:05d}.safetensors"
+
+
 def response_tokens(shard: dict[str, torch.Tensor]) -> int:
     return int(shard["starts"][-1] - shard["prompt_lens"].sum())
 
@@ -175,7 +215,7 @@ def totals(out: Path) -> dict:
     """Shards, sequences, response and all tokens, and bytes on disk of finished shards."""
     from safetensors import safe_open
 
-    t = {"shards": 0, "sequences": 0, "response_tokens": 0, "tokens": 0, "bytes": 0}
+    t = {"shards": 0, "sequences": 0, "response_tokens": 0, "tokens": 0, "bytes": 0, "feature_bytes": 0}
     for p in sorted(out.glob("shard_*.safetensors")):
         with safe_open(str(p), "pt") as f:
             sh = {k: f.get_tensor(k) for k in ("starts", "prompt_lens")}
@@ -184,6 +224,8 @@ def totals(out: Path) -> dict:
         t["response_tokens"] += response_tokens(sh)
         t["tokens"] += int(sh["starts"][-1])
         t["bytes"] += p.stat().st_size
+        f = feature_path(out, int(p.stem.split("_")[1]))
+        t["feature_bytes"] += f.stat().st_size if f.exists() else 0
     return t
 
 
@@ -228,6 +270,10 @@ def run(cfg: GenConfig, target, chat: Chat, stop_ids: tuple[int, ...], log=print
     for k, i in enumerate(todo):
         first = i * cfg.shard_size
         shard = make_shard(target, chat, stop_ids, prompts[first : first + cfg.shard_size], first, i, cfg, log)
+        feats = shard.pop("features", None)
+        if feats is not None:  # before the shard: a shard on disk always has its features beside it
+            feature_path(cfg.out, i).parent.mkdir(exist_ok=True)
+            save_atomic(feature_path(cfg.out, i), {"features": feats}, meta)
         save_atomic(shard_path(cfg.out, i), shard, meta)
         made += response_tokens(shard)
         rate = made / (time.time() - t0)
@@ -256,6 +302,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--max-shards", type=int, default=None, help="stop after N new shards")
     ap.add_argument("--goal-tokens", type=int, default=d.goal_tokens)
     ap.add_argument("--threads", type=int, default=None, help="torch threads")
+    ap.add_argument("--no-features", action="store_true",
+                    help="store token ids only (features.py then recomputes the features: one prefill per sequence)")
     ap.add_argument("--status", action="store_true", help="print the totals of --out and exit")
     return ap.parse_args(argv)
 
@@ -264,13 +312,16 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     if args.status:
         t = totals(args.out)
-        print(json.dumps({**t, "mb_per_million_tokens": round(t["bytes"] / max(1, t["tokens"]), 2)}, indent=2))
+        per_m = {"mb_per_million_tokens": round(t["bytes"] / max(1, t["tokens"]), 2),
+                 "feature_mb_per_million_tokens": round(t["feature_bytes"] / max(1, t["tokens"]), 1)}
+        print(json.dumps({**t, **per_m}, indent=2))
         return
     try:
         temps = tuple(float(x) for x in args.temperatures.split(",") if x.strip())
         cfg = GenConfig(out=args.out, seed=args.seed, num_prompts=args.prompts, shard_size=args.shard_size,
                         samples=args.samples, temperatures=temps, followup_frac=args.followup_frac,
-                        max_new=args.max_new, max_shards=args.max_shards, goal_tokens=args.goal_tokens)
+                        max_new=args.max_new, max_shards=args.max_shards, goal_tokens=args.goal_tokens,
+                        features=not args.no_features)
     except ValueError as err:
         sys.exit(f"error: {err}")
     if args.threads:
