@@ -329,10 +329,12 @@ def main(argv=None) -> None:
     from transformers import AutoTokenizer
 
     from workbench import store
+    from workbench.attention import default_backend
     from workbench.models.loading import load_target
 
     target_dir = store.resolve_target(args.target)
     target = load_target(target_dir, torch.float32, "cpu")
+    target.attention_backend = default_backend("cpu")  # the project's fastest CPU attention, decided in one place
     eos = json.loads((Path(target_dir) / "generation_config.json").read_text()).get("eos_token_id")
     tok = AutoTokenizer.from_pretrained(target_dir)
     stop = {tok.eos_token_id, *(eos if isinstance(eos, list) else [eos])}
