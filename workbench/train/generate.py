@@ -1,8 +1,8 @@
-"""Self-distillation data at scale: the target's own answers to the large prompt set, sharded and
-resumable, token ids only.
+"""Self-distillation data at scale: the target's own answers to the large prompt set and its
+features, sharded and resumable.
 
     nice -n 19 python -m workbench.train.generate                    # into ~/.cache/workbench/train-data-v2
-    python -m workbench.train.generate --out DIR --shard-size 32 --samples 1 --max-new 512
+    python -m workbench.train.generate --out DIR --shard-size 48 --samples 2 --max-new 512
     python -m workbench.train.generate --status                      # totals only, generates nothing
 
 Shard i holds prompts ``[i*G, (i+1)*G)`` of ``build_prompt_set(seed)`` (G = ``--shard-size``).
