@@ -1,7 +1,7 @@
 """Self-distillation data at scale: the target's own answers to the large prompt set and its
 features, sharded and resumable.
 
-    nice -n 19 python -m workbench.train.generate                    # into ~/.cache/workbench/train-data-v2
+    OMP_NUM_THREADS=1 nice -n 19 python -m workbench.train.generate --threads 1   # into ~/.cache/workbench/train-data-v2
     python -m workbench.train.generate --out DIR --shard-size 48 --samples 2 --max-new 512
     python -m workbench.train.generate --status                      # totals only, generates nothing
 
