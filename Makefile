@@ -2,6 +2,8 @@
 # make test  - set up, fetch the model, run the test suite
 # make notebooks - execute every notebooks/NN_*.py from a clean kernel and store its .ipynb
 #                  with outputs and a PNG of each figure (NOTEBOOKS='00 04' for a few)
+# make gpu-check - on a CUDA machine, with the python3 that has torch/triton/transformers
+#                  (no venv, no network): GPU tests, kernel benchmark, equality, timings
 #
 # TORCH_SPEC picks the torch build installed first (before the project's own
 # requirements), so that pip never reaches for a large CUDA build on its own.
@@ -17,7 +19,7 @@ PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.workbench-installed
 NB_STAMP := $(VENV)/.workbench-notebooks
 
-.PHONY: venv fetch app test chromium notebooks
+.PHONY: venv fetch app test chromium notebooks gpu-check
 
 venv: $(STAMP)
 
@@ -57,3 +59,6 @@ $(NB_STAMP): $(STAMP)
 # One thread per kernel (the notebooks set it too); nice, so a shared machine stays usable.
 notebooks: $(NB_STAMP) fetch chromium
 	OMP_NUM_THREADS=1 nice -n 5 $(PY) -m workbench.lessons.notebooks refresh $(NOTEBOOKS)
+
+gpu-check:
+	$(PYTHON) -m workbench.bench gpu

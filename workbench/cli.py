@@ -74,6 +74,11 @@ def cmd_generate(args) -> int:
         except ValueError as err:
             raise UserError(f"prompt {it['id']!r}: {err}") from None
     print(f"target {wb.target_dir} ({args.dtype}), draft {wb.draft_source}, {spec.describe()}", file=sys.stderr)
+    if args.cuda_graphs and (wb.target.lm_head.weight.device.type != "cuda" or wb.target.attention_backend != "triton"):
+        raise UserError("--cuda-graphs needs a CUDA device and the triton attention backend")
+    wb.cuda_graphs = args.cuda_graphs
+    if wb.attention is not None and wb.attention.ok:  # a fallback already said so, on one line
+        print(wb.attention.message, file=sys.stderr)
     trace_file = open(args.trace, "w", encoding="utf-8") if args.trace else None
     sink = (lambda t: trace_file.write(json.dumps(t) + "\n")) if trace_file else None
     bs = args.batch_size

@@ -40,6 +40,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="fp32 (default, comparable with transformers), bf16, fp16, or auto: the fastest on this machine")
     p.add_argument("--attention", choices=["torch", "triton"], help="attention backend (default: triton on GPU, torch on CPU)")
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
+                   help="replay decode and verify from CUDA graphs (default: on with CUDA and --attention triton)")
     p.add_argument("--hot-tokens", type=positive("--hot-tokens", int, allow_zero=True),
                    help=f"shipped head: draft among the N most frequent tokens (default {HOT_TOKENS_DEFAULT}; "
                         "0 = full vocabulary)")

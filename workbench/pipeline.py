@@ -8,12 +8,14 @@ Device and dtype are decided here, once (``device.py``): CUDA when present, else
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from workbench.attention.selfcheck import SelfCheck, choose_attention_backend
 from workbench.device import default_device, resolve_dtype
 from workbench.engine.config import SpecConfig
 from workbench.engine.engine import Engine
@@ -34,12 +36,16 @@ class Workbench:
     draft_source: str  # path of the head, or "random (seed N)"
     target_dir: Path
     dtype_name: str
+    attention: SelfCheck | None = None  # which attention backend runs, and why (start-up self-check)
+    cuda_graphs: bool | None = None  # replay decode/verify from CUDA graphs; None = where possible
 
     @classmethod
     def load(cls, target: str | None = None, draft: str | None = None, dtype: str = "fp32",
              device: str | None = None, attention: str | None = None, need_draft: bool = True,
              hot_tokens: int | None = None) -> "Workbench":
-        """``hot_tokens``: draft only among the N most frequent tokens of the shipped head's
+        """``attention``: ``torch`` or ``triton`` (default: ``default_backend(device)``); ``triton``
+        is checked against the reference on this device first and replaced by ``torch`` (with one
+        line on stderr) if it fails. ``hot_tokens``: draft only among the N most frequent tokens of the shipped head's
         training responses (None = the default, HOT_TOKENS_DEFAULT where the head ships a list;
         0 = the full vocabulary). Verification always uses the full vocabulary."""
         from transformers import AutoTokenizer
@@ -54,12 +60,17 @@ class Workbench:
         attention = attention or default_backend(device)
         if attention not in BACKENDS:
             raise ValueError(f"unknown attention backend {attention!r}; choose one of {', '.join(BACKENDS)}")
-        model.attention_backend = attention
+        cfg = model.config
+        check = choose_attention_backend(attention, device, model.lm_head.weight.dtype, cfg.head_dim,
+                                          cfg.num_heads, cfg.num_kv_heads)
+        if not check.ok:  # the one line a user sees when the Triton kernel cannot be trusted here
+            print(f"warning: {check.message}", file=sys.stderr, flush=True)
+        model.attention_backend = check.backend
         tokenizer = AutoTokenizer.from_pretrained(target_dir)
         head, source = (None, "none") if not need_draft else _load_head(draft, model, target is None)
         if head is not None and draft is None:
             source += _apply_hot_tokens(head, hot_tokens)
-        return cls(model, tokenizer, head, source, Path(target_dir), dtype)
+        return cls(model, tokenizer, head, source, Path(target_dir), dtype, check)
 
     @property
     def stop_ids(self) -> tuple[int, ...]:
@@ -84,7 +95,7 @@ class Workbench:
 
     def engine(self, spec: SpecConfig, sampling: SamplingParams, trace: bool = False) -> Engine:
         return Engine(self.target, self.draft if spec.speculative else None, spec, sampling, self.stop_ids,
-                      trace=trace, token_text=self.token_text)
+                      trace=trace, token_text=self.token_text, cuda_graphs=self.cuda_graphs)
 
     def generate(self, prompt_ids: list[list[int]], spec: SpecConfig, sampling: SamplingParams,
                  max_new_tokens: int, trace_sink=None) -> tuple[list, float]:

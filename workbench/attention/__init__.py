@@ -1,6 +1,7 @@
 """Attention backends behind one call.
 
-``torch``  : ``reference.py``, the specification; runs anywhere.
+``torch``  : ``sdpa.py``, PyTorch's fused ``scaled_dot_product_attention`` per request; runs
+             anywhere and is tested against ``reference.py``, the specification.
 ``triton`` : ``triton_tree.py``, a flash-style kernel (GPU, or the CPU under TRITON_INTERPRET=1).
 Both take ``(q, k_pool, v_pool, meta, scale)`` and return ``[T, Hq, Dh]``.
 """
@@ -11,6 +12,7 @@ import torch
 
 from workbench.attention.meta import AttentionMeta, build_meta
 from workbench.attention.reference import attention_reference
+from workbench.attention.sdpa import attention_sdpa
 
 BACKENDS = ("torch", "triton")
 
@@ -22,7 +24,7 @@ def default_backend(device: torch.device | str) -> str:
 
 def attend(q, k_pool, v_pool, meta: AttentionMeta, scale: float, backend: str = "torch"):
     if backend == "torch":
-        return attention_reference(q, k_pool, v_pool, meta, scale)
+        return attention_sdpa(q, k_pool, v_pool, meta, scale)
     if backend == "triton":
         from workbench.attention.triton_tree import tree_attention  # lazy: imports triton
 
@@ -30,4 +32,4 @@ def attend(q, k_pool, v_pool, meta: AttentionMeta, scale: float, backend: str = 
     raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
 
-__all__ = ["AttentionMeta", "BACKENDS", "attend", "attention_reference", "build_meta", "default_backend"]
+__all__ = ["AttentionMeta", "BACKENDS", "attend", "attention_reference", "attention_sdpa", "build_meta", "default_backend"]

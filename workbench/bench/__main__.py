@@ -12,6 +12,7 @@ import sys
 # name -> module holding main(argv); add new benchmarks here.
 COMMANDS: dict[str, str] = {
     "calibration": "workbench.bench.calibration",
+    "gpu": "workbench.bench.gpu",
     "kernel": "workbench.bench.kernel",
     "linear": "workbench.bench.linear",
     "plain": "workbench.bench.plain",

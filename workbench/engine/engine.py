@@ -47,7 +47,10 @@ from workbench.models.llama import TargetModel
 class Engine:
     def __init__(self, target: TargetModel, draft: DraftHead | None = None, spec: SpecConfig = SpecConfig(),
                  sampling: SamplingParams = SamplingParams(), stop_ids: tuple[int, ...] = (),
-                 trace: bool = False, token_text=None, debug: bool | None = None):
+                 trace: bool = False, token_text=None, debug: bool | None = None,
+                 cuda_graphs: bool | None = None):
+        """``cuda_graphs``: replay decode and verify forwards from CUDA graphs (``graphs.py``);
+        None = on where it can be (a CUDA device and the triton attention backend)."""
         if spec.speculative and draft is None:
             raise ValueError(f"method {spec.method} needs a draft head")
         self.target, self.draft, self.spec, self.sampling = target, draft, spec, sampling
@@ -58,6 +61,11 @@ class Engine:
         self.cpu_gen = torch.Generator().manual_seed(sampling.seed)
         self.dev_gen = self.cpu_gen if self.device.type == "cpu" else \
             torch.Generator(device=self.device).manual_seed(sampling.seed)
+        can_graph = self.device.type == "cuda" and target.attention_backend == "triton"
+        if cuda_graphs and not can_graph:
+            raise ValueError("CUDA graphs need a CUDA device and the triton attention backend")
+        self.cuda_graphs = can_graph if cuda_graphs is None else cuda_graphs
+        self.graphed = None  # GraphedTarget, made with the KV pool
         self.requests: list[Request] = []
         self.table: SlotTable | None = None
         self.steps = 0
@@ -83,7 +91,12 @@ class Engine:
             per_step = self.spec.num_draft_tokens + scratch_slots_per_step(self.spec.num_steps, self.spec.topk)
         num_slots = sum(len(p) + max_new_tokens + per_step + 1 for p in prompts)
         self.table = SlotTable(SlotAllocator(num_slots))
-        self.target_kv = self.target.new_kv_pool(num_slots)
+        # With graphs, one more pool slot that no request owns takes the padding tokens' K/V.
+        self.target_kv = self.target.new_kv_pool(num_slots + (1 if self.cuda_graphs else 0))
+        if self.cuda_graphs:
+            from workbench.engine.graphs import GraphedTarget
+
+            self.graphed = GraphedTarget(self.target, self.target_kv, scratch_slot=num_slots, max_keys=num_slots + 1)
         self.draft_kv = self.draft.new_kv_pool(num_slots) if self.spec.speculative else None
         self.requests = [Request(i, list(p), max_new_tokens) for i, p in enumerate(prompts)]
         return self.requests
@@ -163,7 +176,7 @@ class Engine:
         new = [self.table.allocator.alloc(1) for _ in reqs]
         batch = extend_batch([[r.root] for r in reqs], [list(self.table.slots(r.rid)) for r in reqs],
                              new, lens, self.device)
-        logits = self.target.logits(self.target(batch, self.target_kv))  # [B, V]
+        _, logits = self._target_forward(batch)  # [B, V]
         nxt = choose(logits, self.sampling, self.dev_gen).tolist()
         emitted = []
         for r, slots, tok in zip(reqs, new, nxt):
@@ -264,6 +277,12 @@ class Engine:
                           [t.mask for t in trees], self.device)
         i64 = dict(dtype=torch.int64, device=self.device)
         batch = ForwardBatch(torch.tensor(ids, **i64), torch.tensor(pos, **i64), torch.tensor(out, **i64), meta)
+        return self._target_forward(batch)
+
+    def _target_forward(self, batch: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """hidden [T, H] and logits [T, V]: from a CUDA graph when one fits, else eagerly."""
+        if self.graphed is not None:
+            return self.graphed(batch)
         hidden = self.target(batch, self.target_kv)
         return hidden, self.target.logits(hidden)
 

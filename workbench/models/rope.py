@@ -46,7 +46,10 @@ class Rotary:
 
     def __call__(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """positions [T] -> cos, sin [T, 1, Dh] ready to broadcast over heads."""
-        need = int(positions.max()) + 1 if positions.numel() else 0
+        # While a CUDA graph is captured the max cannot be read (a device sync): the graph runner
+        # grows the table to the longest position first (``engine/graphs.py``).
+        capturing = positions.is_cuda and torch.cuda.is_current_stream_capturing()
+        need = int(positions.max()) + 1 if positions.numel() and not capturing else 0
         if need > self.cos.shape[0]:
             self._build(max(need, 2 * self.cos.shape[0]))
         return self.cos[positions, None].to(dtype), self.sin[positions, None].to(dtype)

@@ -4,6 +4,11 @@
     python -m workbench.train --phase train --resume --steps 1500
     python -m workbench.train --phase train --init ckpt_old.pt --steps 1000   # warm start
     python -m workbench.train --phase export       # write the head of the last checkpoint
+    python -m workbench.train --phase train --shards ~/.cache/workbench/train-data-v2 --ttt-steps 3
+
+``--shards DIR`` trains on the token-only shards of ``python -m workbench.train.generate``
+(features recomputed once and cached in DIR/features; every ``--val-every``-th prompt held out)
+instead of the ``data`` phase's shards in <out>/data.
 
 Phases: ``data`` (greedy answers + features, shards in <out>/data, finished shards are kept),
 ``train`` (checkpoints in <out>/ckpt.pt every --ckpt-every steps; --resume continues the same
@@ -42,6 +47,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=None, help="torch threads for training")
     ap.add_argument("--val", type=int, default=24, help="held-out sequences for the validation loss")
     ap.add_argument("--hot", type=int, default=8192, help="length of the exported hot-token list")
+    ap.add_argument("--shards", type=Path, default=None, help="train on python -m workbench.train.generate shards")
+    ap.add_argument("--max-response-tokens", type=int, default=None, help="with --shards: use this many at most")
+    ap.add_argument("--val-every", type=int, default=50, help="with --shards: hold out every N-th prompt")
     defaults = TrainConfig()
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
@@ -69,8 +77,16 @@ def run_data(args, target_dir: Path) -> None:
         raise SystemExit("a data worker failed")
 
 
-def load_sequences(args):
+def load_sequences(args, target=None):
     from workbench.train.batches import sequences_from_shards, split
+
+    if args.shards is not None:
+        from workbench.train.features import load_sequences as load_token_shards
+
+        train, val = load_token_shards(args.shards, target, args.max_response_tokens, args.val_every, log=print)
+        if not train or not val:
+            raise SystemExit(f"error: {args.shards}: too little data for a training and a held-out set")
+        return train + val, train, val
     from workbench.train.data import load_shards
 
     seqs = sequences_from_shards(load_shards(args.out))
@@ -85,7 +101,7 @@ def run_train_export(args, target_dir: Path, train: bool) -> None:
     from workbench.train.loop import init_head, train as train_loop
 
     target = load_target(target_dir, torch.float32).requires_grad_(False)
-    seqs, train_seqs, val_seqs = load_sequences(args)
+    seqs, train_seqs, val_seqs = load_sequences(args, target)
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
     if train:
         t0 = time.time()
@@ -106,6 +122,10 @@ def main(argv=None) -> None:
     from workbench import store
 
     args = parse_args(argv)
+    if args.shards is not None and args.phase in ("all", "data"):
+        raise SystemExit("error: --shards is data made by python -m workbench.train.generate: use --phase train or export")
+    if args.shards is not None and not args.shards.is_dir():
+        raise SystemExit(f"error: --shards {args.shards}: no such directory")
     if args.init and not Path(args.init).exists():
         raise SystemExit(f"error: --init {args.init}: no such checkpoint or head directory")
     if args.threads:

@@ -48,39 +48,56 @@ def feature_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return F.smooth_l1_loss(pred, target, reduction="none").mean(-1).mean()
 
 
-def soft_ce(pred: torch.Tensor, target: torch.Tensor, lm_head: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """Cross-entropy of lm_head(pred) against softmax(lm_head(target)), mean over positions,
-    and how many rows share their argmax. pred, target [N, H]; lm_head [V, H]."""
+def soft_ce(pred: torch.Tensor, target: torch.Tensor, lm_head: torch.Tensor, topk: int = 0,
+            weights: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
+    """Cross-entropy of lm_head(pred) against softmax(lm_head(target)), mean over positions
+    (``weights`` [N]: a weighted sum instead), and how many rows share their argmax.
+    pred, target [N, H]; lm_head [V, H] (the hot rows only restricts both to that vocabulary).
+    ``topk`` > 0: the target distribution is cut to its k largest logits and renormalised
+    (top-k distillation: the head spends its capacity on the candidates a tree can hold)."""
     with torch.no_grad():
         target_logits = F.linear(target, lm_head).float()  # [N, V]
+        if 0 < topk < target_logits.shape[-1]:
+            kth = target_logits.topk(topk, dim=-1).values[:, -1:]  # [N, 1]
+            target_logits = target_logits.masked_fill(target_logits < kth, float("-inf"))
         p = torch.softmax(target_logits, dim=-1)
     logq = torch.log_softmax(F.linear(pred, lm_head).float(), dim=-1)
     hits = int((logq.detach().argmax(-1) == target_logits.argmax(-1)).sum())
-    return -(p * logq).sum(-1).mean(), hits
+    per_row = -(p * logq.masked_fill(p == 0, 0.0)).sum(-1)  # [N]; 0 * -inf would be nan
+    return (per_row.mean() if weights is None else (per_row * weights).sum()), hits
 
 
 def eagle_loss_backward(pred: torch.Tensor, target: torch.Tensor, lm_head: torch.Tensor, w_feat: float = 1.0,
                         w_ce: float = 0.1, chunk: int = 1024, ce_frac: float = 1.0,
-                        gen: torch.Generator | None = None) -> dict[str, float]:
+                        gen: torch.Generator | None = None, topk: int = 0,
+                        row_weights: torch.Tensor | None = None) -> dict[str, float]:
     """Backpropagate ``w_feat * SmoothL1 + w_ce * soft CE`` from pred [N, H] (response
     positions only). The [N, V] logits are built ``chunk`` rows at a time so memory stays
     bounded: the CE gradient is accumulated on a detached copy of pred, then pushed through the
     head in one backward. ``ce_frac`` < 1 takes the CE over a random subset of the rows (an
-    unbiased estimate at a fraction of the lm_head cost). Returns the losses and the top-1
-    agreement of the CE rows."""
+    unbiased estimate at a fraction of the lm_head cost). ``row_weights`` [N] (summing to 1)
+    replaces the plain mean over rows (training-time test weighs its steps); ``topk`` is
+    ``soft_ce``'s. Returns the losses and the top-1 agreement of the CE rows."""
     leaf = pred.detach().requires_grad_(True)
     rows = torch.arange(pred.shape[0])
     if ce_frac < 1.0:
         keep = max(1, round(ce_frac * len(rows)))
         rows = torch.randperm(len(rows), generator=gen)[:keep].sort().values
+    w = None if row_weights is None else row_weights[rows] / row_weights[rows].sum()
     ce_sum, top1, n = 0.0, 0, len(rows)
     for s in range(0, n, chunk):
         idx = rows[s : s + chunk]
-        ce, hits = soft_ce(leaf[idx], target[idx], lm_head)
-        ce = ce * (len(idx) / n)
+        if w is None:
+            ce, hits = soft_ce(leaf[idx], target[idx], lm_head, topk)
+            ce = ce * (len(idx) / n)
+        else:
+            ce, hits = soft_ce(leaf[idx], target[idx], lm_head, topk, w[s : s + chunk])
         (w_ce * ce).backward()
         ce_sum, top1 = ce_sum + float(ce.detach()), top1 + hits
-    feat = feature_loss(pred, target)
+    if row_weights is None:
+        feat = feature_loss(pred, target)
+    else:
+        feat = (F.smooth_l1_loss(pred, target, reduction="none").mean(-1) * row_weights).sum()
     grad = leaf.grad if leaf.grad is not None else torch.zeros_like(pred)
     torch.autograd.backward([w_feat * feat, pred], [None, grad])
     return {"feat": float(feat.detach()), "ce": ce_sum, "top1": top1 / max(n, 1)}

@@ -20,6 +20,7 @@ from workbench.models.draft import DraftHead, draft_config_for
 from workbench.models.llama import TargetModel
 from workbench.train.batches import collate, plan_batches
 from workbench.train.forward import eagle_loss_backward, train_forward
+from workbench.train.ttt import step_masks, unrolled_forward
 
 
 @dataclass
@@ -34,10 +35,25 @@ class TrainConfig:
     clip_value: float = 0.5
     w_ce: float = 0.1
     ce_frac: float = 0.35  # share of the loss positions that get the (costly) CE term each step
+    w_feat: float = 1.0  # weight of the SmoothL1 feature regression
+    ttt_steps: int = 1  # draft steps unrolled in training (training-time test); 1 = plain EAGLE
+    ttt_decay: float = 0.8  # step k's loss weighs ttt_decay**(k-1) (EAGLE-3: 0.8)
+    hot_vocab: int = 0  # CE over the N most frequent response tokens only (0 = full vocabulary)
+    distill_topk: int = 0  # CE against the target's top-k distribution, renormalised (0 = all of it)
     ckpt_every: int = 200
     seed: int = 0
     dtype: str = "fp32"  # bf16 = autocast for the head's matmuls
     init: str = ""  # start from these weights (a ckpt.pt or an exported head directory), fresh schedule
+
+    def __post_init__(self) -> None:
+        if self.ttt_steps < 1:
+            raise ValueError(f"ttt_steps must be >= 1 (1 = no unrolling), got {self.ttt_steps}")
+        if not 0.0 < self.ttt_decay <= 1.0:
+            raise ValueError(f"ttt_decay must be in (0, 1], got {self.ttt_decay}")
+        if not 0.0 < self.ce_frac <= 1.0:
+            raise ValueError(f"ce_frac must be in (0, 1], got {self.ce_frac}")
+        if self.hot_vocab < 0 or self.distill_topk < 0 or self.w_feat < 0 or self.w_ce < 0:
+            raise ValueError("hot_vocab, distill_topk, w_feat and w_ce must be >= 0")
 
 
 def init_head(target: TargetModel, seed: int) -> DraftHead:
@@ -90,33 +106,55 @@ def batch_schedule(seqs, cfg: TrainConfig):
         epoch += 1
 
 
-def train_step(head, target, batch, cfg: TrainConfig, feat_rms: float, gen: torch.Generator) -> dict:
-    """One optimisation step's forward + backward (no optimiser update). Returns the losses."""
+def train_step(head, target, batch, cfg: TrainConfig, feat_rms: float, gen: torch.Generator,
+               hot: torch.Tensor | None = None) -> dict:
+    """One optimisation step's forward + backward (no optimiser update). Returns the losses.
+    ``hot``: token ids the CE is restricted to (``cfg.hot_vocab``), None = full vocabulary."""
     feats = batch.features
     noise = (torch.rand(feats.shape, generator=gen) * 2 - 1) * (cfg.noise * feat_rms)
+    lm_head = target.lm_head.weight.float() if hot is None else target.lm_head.weight.float()[hot]
+    loss_kw = dict(w_feat=cfg.w_feat, w_ce=cfg.w_ce, ce_frac=cfg.ce_frac, gen=gen, topk=cfg.distill_topk)
+    if cfg.ttt_steps == 1:
+        with torch.autocast("cpu", torch.bfloat16, enabled=cfg.dtype == "bf16"):
+            out = train_forward(head, target.model.embed_tokens, feats + noise, batch.next_ids)
+        pred = out.float()[batch.loss_mask]  # [N, H]
+        return eagle_loss_backward(pred, batch.targets, lm_head, **loss_kw)
     with torch.autocast("cpu", torch.bfloat16, enabled=cfg.dtype == "bf16"):
-        out = train_forward(head, target.model.embed_tokens, feats + noise, batch.next_ids)
-    pred = out.float()[batch.loss_mask]  # [N, H]
-    return eagle_loss_backward(pred, batch.targets, target.lm_head.weight.float(), w_ce=cfg.w_ce,
-                               ce_frac=cfg.ce_frac, gen=gen)
+        outs = unrolled_forward(head, target.model.embed_tokens, feats + noise, batch.next_ids, cfg.ttt_steps)
+    goal = torch.cat([feats[:, 1:], torch.zeros_like(feats[:, :1])], dim=1)  # [B, W, H]: f_{t+1} at t
+    preds, goals, weights = [], [], []
+    for k, (out, mask) in enumerate(zip(outs, step_masks(batch.loss_mask, cfg.ttt_steps))):
+        n = int(mask.sum())
+        if n:  # every row of step k weighs decay**k / n: each step is a mean, steps are weighted
+            preds.append(out.float()[mask])
+            goals.append(goal[mask])
+            weights.append(torch.full((n,), cfg.ttt_decay**k / n))
+    w = torch.cat(weights)
+    return eagle_loss_backward(torch.cat(preds), torch.cat(goals), lm_head, row_weights=w / w.sum(), **loss_kw)
 
 
 @torch.no_grad()
-def evaluate_loss(head, target, seqs, cfg: TrainConfig) -> dict:
-    """Mean losses and top-1 agreement on held-out sequences (no noise)."""
+def evaluate_loss(head, target, seqs, cfg: TrainConfig, steps: int = 3) -> dict:
+    """Mean losses and top-1 agreement on held-out sequences (no noise, full vocabulary), at
+    draft step 1 and, fed the head's own outputs, at steps 2..``steps`` (``top1_step2``, ...)."""
     from workbench.train.forward import feature_loss, soft_ce
 
-    tot, n = {"feat": 0.0, "ce": 0.0, "top1": 0.0}, 0
+    tot, n = {"feat": 0.0, "ce": 0.0, "top1": 0.0}, {}
+    lm_head = target.lm_head.weight.float()
     for idx in plan_batches(seqs, cfg.max_tokens, 0):
         b = collate([seqs[i] for i in idx])
-        pred = train_forward(head, target.model.embed_tokens, b.features, b.next_ids)[b.loss_mask]
-        ce, hits = soft_ce(pred, b.targets, target.lm_head.weight.float())
-        k = pred.shape[0]
-        tot["feat"] += float(feature_loss(pred, b.targets)) * k
-        tot["ce"] += float(ce) * k
-        tot["top1"] += hits
-        n += k
-    return {k: v / max(n, 1) for k, v in tot.items()}
+        outs = unrolled_forward(head, target.model.embed_tokens, b.features, b.next_ids, steps)
+        goal = torch.cat([b.features[:, 1:], torch.zeros_like(b.features[:, :1])], dim=1)
+        for k, (out, mask) in enumerate(zip(outs, step_masks(b.loss_mask, steps))):
+            pred, tgt = out[mask], goal[mask]
+            ce, hits = soft_ce(pred, tgt, lm_head)
+            key = "top1" if k == 0 else f"top1_step{k + 1}"
+            tot[key] = tot.get(key, 0.0) + hits
+            n[key] = n.get(key, 0) + pred.shape[0]
+            if k == 0:
+                tot["feat"] += float(feature_loss(pred, tgt)) * pred.shape[0]
+                tot["ce"] += float(ce) * pred.shape[0]
+    return {k: v / max(n.get("top1" if k in ("feat", "ce") else k, 0), 1) for k, v in tot.items()}
 
 
 def save_ckpt(path: Path, head, opt, step: int, gen: torch.Generator, cfg: TrainConfig) -> None:
@@ -150,6 +188,11 @@ def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfi
                 raise ValueError(f"--init {cfg.init}: these weights do not fit this target's head ({err})") from None
         if log_path.exists():
             log_path.unlink()
+    hot = None
+    if cfg.hot_vocab:
+        from workbench.train.export import hot_tokens, response_counts
+
+        hot = torch.tensor(hot_tokens(response_counts(train_seqs), cfg.hot_vocab), dtype=torch.int64)
     feat_rms = float(torch.cat([s.features[:-1].float() for s in train_seqs[:64]]).pow(2).mean().sqrt())
     stream = batch_schedule(train_seqs, cfg)
     for _ in range(start):  # resume: skip the batches already seen (cheap: indices only)
@@ -161,7 +204,7 @@ def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfi
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, cfg)
             opt.zero_grad(set_to_none=True)
-            losses = train_step(head, target, collate([train_seqs[i] for i in idx]), cfg, feat_rms, gen)
+            losses = train_step(head, target, collate([train_seqs[i] for i in idx]), cfg, feat_rms, gen, hot)
             torch.nn.utils.clip_grad_value_(head.parameters(), cfg.clip_value)
             opt.step()
             rec = {"step": step + 1, "epoch": epoch, "lr": opt.param_groups[0]["lr"], **losses}

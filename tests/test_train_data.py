@@ -1,0 +1,176 @@
+"""Self-distillation data at scale: the prompt set is big, distinct and not Spec-Bench; the
+generator's shards are the target's own decoding, resumable and deterministic; features are
+recomputed from the ids and the held-out split is by prompt."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from workbench.bench.specbench import DATA_FILE as SPEC_BENCH
+from workbench.attention.batch import extend_batch
+from workbench.models.loading import load_target
+from workbench.testing.tiny import make_tiny_checkpoint
+from workbench.train.generate import Chat, GenConfig, decode_batch, feature_path, run, shard_path
+from workbench.train.prompt_set import build_prompt_set, followup
+
+
+def test_prompt_set_is_large_distinct_and_deterministic():
+    a = build_prompt_set(0)
+    texts = [p.text for p in a]
+    assert len(texts) >= 10_000 and len(set(texts)) == len(texts)
+    assert a == build_prompt_set(0) and build_prompt_set(0, 100) == a[:100] and build_prompt_set(1) != a
+    kinds = {p.kind for p in a}
+    assert {"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"} <= kinds
+    assert all(sum(p.kind == k for p in a[:1000]) >= 10 for k in kinds)  # any prefix is a balanced sample
+    with pytest.raises(ValueError, match="n must be"):
+        build_prompt_set(0, 0)
+
+
+def test_followups_fit_the_prompt_kind():
+    import random
+
+    rng = random.Random(0)
+    code = next(p for p in build_prompt_set(0) if p.kind == "coding")
+    asks = {followup(code, rng) for _ in range(200)}
+    assert "Add comments to the code." in asks and "Explain that more simply." in asks
+    assert "Make it funnier." not in asks
+
+
+@pytest.mark.skipif(not SPEC_BENCH.exists(), reason="Spec-Bench questions not present")
+def test_no_prompt_of_the_set_is_a_spec_bench_question():
+    def norm(text: str) -> str:
+        return " ".join(text.lower().split())
+
+    bench = [norm(json.loads(line)["turns"][0]) for line in SPEC_BENCH.read_text().splitlines() if line.strip()]
+    heads = {b[:60] for b in bench}
+    for p in build_prompt_set(0):
+        t = norm(p.text)
+        assert t[:60] not in heads and t not in bench, p.text
+
+
+class FakeChat(Chat):
+    """Characters as token ids 3..62 of the tiny vocabulary; a turn boundary is id 1."""
+
+    def __init__(self):
+        super().__init__(None)
+
+    def encode(self, messages):
+        ids = [1]
+        for m in messages:
+            ids += [3 + ord(c) % 60 for c in m["content"][:12]] + [1]
+        return ids
+
+    def decode(self, ids):
+        return "".join(chr(97 + i % 26) for i in ids)
+
+
+@pytest.fixture(scope="module")
+def tiny_target(tmp_path_factory):
+    return load_target(make_tiny_checkpoint(tmp_path_factory.mktemp("tiny"), seed=2), torch.float32)
+
+
+STOP = tuple(range(40, 96))  # many stop ids: most answers finish, so follow-ups happen
+
+
+def small_config(out: Path, **kw) -> GenConfig:
+    return GenConfig(**{**dict(out=out, num_prompts=6, shard_size=2, samples=2, followup_frac=1.0, max_new=6), **kw})
+
+
+def read(path: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
+
+
+def test_generator_writes_the_targets_own_answers(tiny_target, tmp_path):
+    cfg = small_config(tmp_path)
+    totals = run(cfg, tiny_target, FakeChat(), STOP, log=lambda *a, **k: None)
+    assert totals["shards"] == 3 and (tmp_path / "config.json").exists()
+    sh = read(shard_path(tmp_path, 1))
+    prompts = build_prompt_set(0, 6)[2:4]
+    contexts = [FakeChat().encode([{"role": "user", "content": p.text}]) for p in prompts]
+    greedy = decode_batch(tiny_target, contexts, 0.0, 0, 6, STOP)
+    starts, plens = sh["starts"].tolist(), sh["prompt_lens"].tolist()
+    seqs = [sh["tokens"][s:e].tolist() for s, e in zip(starts, starts[1:])]
+    assert sh["prompt_index"].tolist()[:2] == [2, 3] and sh["temperature"].tolist()[:2] == [0.0, 0.0]
+    assert seqs[:2] == [c + g for c, g in zip(contexts, greedy)] and plens[:2] == [len(c) for c in contexts]
+    assert sorted(set(sh["temperature"].tolist()[2:6])) == pytest.approx([0.85, 1.0])  # shard 1: 2nd and 3rd
+    turn2 = [i for i, t in enumerate(sh["turn"].tolist()) if t == 2]
+    finished = [j for j, g in enumerate(greedy) if g[-1] in STOP]
+    assert len(turn2) == len(finished) > 0  # a follow-up after every finished greedy answer
+    for i in turn2:  # the follow-up context holds the first answer
+        j = sh["prompt_index"][i] - 2
+        assert seqs[i][: len(contexts[j]) - 1] == contexts[j][:-1] and plens[i] > len(contexts[j])
+        assert sh["temperature"][i] == 0.0
+
+
+def test_generator_resumes_and_is_deterministic(tiny_target, tmp_path):
+    cfg = small_config(tmp_path)
+    run(cfg, tiny_target, FakeChat(), STOP, log=lambda *a, **k: None)
+    before = {i: {**read(shard_path(tmp_path, i)), **read(feature_path(tmp_path, i))} for i in range(3)}
+    shard_path(tmp_path, 1).unlink()  # as if killed while writing shard 1
+    shard_path(tmp_path, 1).with_name("shard_00001.safetensors.tmp").write_bytes(b"half a file")
+    lines = []
+    run(cfg, tiny_target, FakeChat(), STOP, log=lambda m, **k: lines.append(m))
+    assert "2 done" in lines[0] and lines[-1].startswith("shard 00001") and len(lines) == 6  # greedy, 2 sampled, follow-ups
+    for i in range(3):
+        for k, v in {**read(shard_path(tmp_path, i)), **read(feature_path(tmp_path, i))}.items():
+            torch.testing.assert_close(v, before[i][k])
+    with pytest.raises(ValueError, match="other settings"):
+        run(small_config(tmp_path, max_new=7), tiny_target, FakeChat(), STOP)
+
+
+def test_generator_rejects_bad_settings(tmp_path):
+    with pytest.raises(ValueError, match="followup-frac"):
+        GenConfig(out=tmp_path, followup_frac=1.5)
+    with pytest.raises(ValueError, match="temperatures"):
+        GenConfig(out=tmp_path, temperatures=(0.0,))
+
+
+def test_features_are_the_targets_prefill_and_held_out_is_by_prompt(tiny_target, tmp_path):
+    from workbench.train.features import load_sequences
+
+    run(small_config(tmp_path), tiny_target, FakeChat(), (95,), log=lambda *a, **k: None)  # long answers
+    assert (tmp_path / "features" / "feat_00000.safetensors").exists()  # recorded while decoding
+    train, val = load_sequences(tmp_path, tiny_target, val_every=3)
+    # prompts 0 and 3 are held out: only their greedy first answers, and none of them in train
+    assert len(val) == 2 and all(len(s.tokens) > s.prompt_len for s in val)
+    val_tokens = {tuple(s.tokens[: s.prompt_len].tolist()) for s in val}
+    assert not any(tuple(s.tokens[: len(next(iter(val_tokens)))].tolist()) in val_tokens for s in train)
+    s = train[0]
+    batch = extend_batch([s.tokens.tolist()], [[]], [list(range(len(s.tokens)))], [0], "cpu")
+    want = tiny_target(batch, tiny_target.new_kv_pool(len(s.tokens)))
+    torch.testing.assert_close(s.features[:-1].float(), want[:-1], rtol=2e-3, atol=2e-3)  # last: never fed
+    ids_only = tmp_path / "ids"  # --no-features: features.py computes them (and caches them)
+    run(small_config(ids_only, features=False), tiny_target, FakeChat(), (95,), log=lambda *a, **k: None)
+    assert not (ids_only / "features").exists()
+    computed, _ = load_sequences(ids_only, tiny_target, val_every=3)
+    assert (ids_only / "features" / "feat_00000.safetensors").exists()
+    for a, b in zip(computed, train):
+        assert torch.equal(a.tokens, b.tokens)
+        torch.testing.assert_close(a.features[:-1].float(), b.features[:-1].float(), rtol=2e-3, atol=2e-3)
+    few, _ = load_sequences(tmp_path, tiny_target, max_response_tokens=1, val_every=3)
+    assert 0 < len(few) < len(train)
+
+
+def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
+    from workbench.train import scaling
+
+    data = tmp_path / "data"
+    run(small_config(data, num_prompts=12), tiny_target, FakeChat(), (95,), log=lambda *a, **k: None)
+    tiny_dir = tmp_path / "tiny"
+    make_tiny_checkpoint(tiny_dir, seed=2)  # the same weights as tiny_target
+    argv = ["--shards", str(data), "--out", str(tmp_path / "curve"), "--points", "20,60", "--epochs", "1",
+            "--val-every", "4", "-n", "0", "--target", str(tiny_dir), "--max-tokens", "64", "--warmup", "1"]
+    scaling.main(argv)
+    rows = json.loads((tmp_path / "curve" / "scaling.json").read_text())
+    assert [r["point"] for r in rows] == [20, 60] and rows[0]["sequences"] < rows[1]["sequences"]
+    assert all(r["response_tokens"] >= r["point"] and "top1_step3" in r["val"] for r in rows)
+    assert (tmp_path / "curve" / "tokens_60" / "head" / "model.safetensors").exists()
+    assert (tmp_path / "curve" / "scaling.md").read_text().count("\n") == 4
+    scaling.main(argv)  # finished points are skipped
+    assert json.loads((tmp_path / "curve" / "scaling.json").read_text()) == rows
+    with pytest.raises(SystemExit):
+        scaling.main(argv[:-6] + ["--points", "x"])

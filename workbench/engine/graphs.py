@@ -1,0 +1,205 @@
+"""CUDA-graph replay of the target forward at padded (batch x tokens) sizes.
+
+At batch 1 on a GPU a 30-layer step is hundreds of small kernel launches, and launch overhead,
+not arithmetic, sets its speed; a speculative step pays it once per draft level and once for
+verify. A CUDA graph records those launches once and replays them with one call. A graph fixes
+every shape and every pointer, so:
+
+* each forward is **padded** up to a bucket ``(batch, tokens)``: the real requests first, then
+  dummy requests. All padding tokens belong to the first dummy request, which has no prefix,
+  attends only its own tokens, and writes its K/V to one reserved scratch slot; attention is
+  per request, so real rows do not change (``tests/test_graphs.py`` runs the padded batch
+  eagerly on the CPU against the unpadded one);
+* the inputs (token ids, positions, slots, the attention bookkeeping) are copied into **static
+  buffers** the graph was captured with; ``kv_slots`` and the flat mask are read only up to what
+  ``cu_kv`` / ``mask_offsets`` say, so their buffers are sized for the most a bucket may hold;
+* the Triton kernel is launched with a grid for the worst case of the bucket (all query rows in
+  one request, the longest prefix the pool can hold); its programs read the real lengths from
+  the device tensors and the ones past a request's rows or prefix exit at once;
+* a shape outside every bucket (or a prefill) runs eagerly; so does everything after a capture
+  that failed (one warning line on stderr).
+
+Only the ``triton`` attention backend is captured: the ``torch`` backend loops over requests on
+the host with their current lengths, which a graph cannot replay.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import torch
+
+from workbench.attention.meta import AttentionMeta
+from workbench.attention.batch import ForwardBatch
+
+DEFAULT_BATCHES = (1, 2, 4, 8)
+DEFAULT_TOKENS = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass(frozen=True)
+class Bucket:
+    batch: int  # requests, dummies included
+    tokens: int  # query tokens, padding included
+
+
+def make_buckets(batches=DEFAULT_BATCHES, tokens=DEFAULT_TOKENS) -> list[Bucket]:
+    """Every (batch, tokens) pair with tokens >= batch (each real request has a token)."""
+    if not batches or not tokens or min(batches) < 1 or min(tokens) < 1:
+        raise ValueError(f"bucket sizes must be positive, got batches {batches}, tokens {tokens}")
+    return sorted((Bucket(b, t) for b in batches for t in tokens if t >= b), key=lambda k: (k.tokens, k.batch))
+
+
+def pick_bucket(buckets: list[Bucket], num_requests: int, num_tokens: int) -> Bucket | None:
+    """The smallest bucket that holds the batch; padding tokens need one dummy request of room.
+    None: run eagerly."""
+    for k in buckets:
+        if k.tokens >= num_tokens and k.batch >= num_requests + (k.tokens > num_tokens):
+            return k
+    return None
+
+
+def pad_batch(batch: ForwardBatch, bucket: Bucket, scratch_slot: int) -> ForwardBatch:
+    """``batch`` grown to ``bucket``: dummy requests after the real ones, every padding token in
+    the first of them (positions 0, token 0, K/V written to ``scratch_slot``, attending only its
+    own padding tokens: causally, or under a lower-triangular mask in mask mode)."""
+    meta = batch.meta
+    b, t = meta.batch_size, batch.num_tokens
+    if pick_bucket([bucket], b, t) is None:
+        raise ValueError(f"a batch of {b} requests and {t} tokens does not fit bucket {bucket}")
+    pad = bucket.tokens - t
+    q_lens = meta.q_lens + [pad] + [0] * (bucket.batch - b - 1) if bucket.batch > b else list(meta.q_lens)
+    extra = [pad] + [0] * (bucket.batch - b - 1) if bucket.batch > b else []
+    dev = batch.input_ids.device
+    i64 = dict(dtype=torch.int64, device=dev)
+    cu_q = torch.tensor([0] + q_lens, **i64).cumsum(0).to(meta.cu_q.dtype)
+    kv_lens = meta.kv_lens + extra
+    cu_kv = torch.tensor([0] + kv_lens, **i64).cumsum(0).to(meta.cu_kv.dtype)
+    prefix = torch.cat([meta.prefix_lens, torch.zeros(len(extra), dtype=meta.prefix_lens.dtype, device=dev)])
+    scratch = torch.full((pad,), scratch_slot, **i64)
+    kv_slots = torch.cat([meta.kv_slots, scratch.to(meta.kv_slots.dtype)])
+    mask = offsets = None
+    if meta.mask is not None:
+        used = sum(n * (k - p) for n, k, p in zip(meta.q_lens, meta.kv_lens, meta.prefix_list))
+        own = torch.ones(pad, pad, dtype=torch.bool, device=dev).tril().reshape(-1)
+        mask = torch.cat([meta.mask[:used], own])
+        offsets = torch.cat([meta.mask_offsets, torch.full((len(extra),), used, **i64).to(meta.mask_offsets.dtype)])
+    padded = AttentionMeta(cu_q=cu_q, cu_kv=cu_kv, prefix_lens=prefix, kv_slots=kv_slots, mask=mask,
+                           mask_offsets=offsets, q_lens=q_lens, kv_lens=kv_lens,
+                           prefix_list=meta.prefix_list + [0] * len(extra))
+    zeros = torch.zeros(pad, **i64)
+    return ForwardBatch(torch.cat([batch.input_ids, zeros]), torch.cat([batch.positions, zeros]),
+                        torch.cat([batch.out_slots, scratch]), padded)
+
+
+class _Captured:
+    """One graph and the static buffers it reads and writes."""
+
+    def __init__(self, bucket: Bucket, masked: bool, max_keys: int, device: torch.device):
+        b, t = bucket.batch, bucket.tokens
+        i32, i64 = dict(dtype=torch.int32, device=device), dict(dtype=torch.int64, device=device)
+        self.input_ids, self.positions, self.out_slots = (torch.zeros(t, **i64) for _ in range(3))
+        self.cu_q, self.cu_kv = torch.zeros(b + 1, **i32), torch.zeros(b + 1, **i32)
+        self.prefix_lens = torch.zeros(b, **i32)
+        self.kv_slots = torch.zeros(max_keys, **i64)
+        # Mask mode: at most t extra keys per request (the tree nodes): t * t mask bits in all.
+        self.mask = torch.zeros(t * t, dtype=torch.bool, device=device) if masked else None
+        self.mask_offsets = torch.zeros(b, **i64) if masked else None
+        # The launch plan is made for the worst case: one request with every row and the longest
+        # prefix; the host lists say just that (the device buffers hold the real layout). The
+        # prefix must be the longest possible: the kernel's prefix slices are planned from it.
+        # Extra keys are the queries themselves (decode, verify), at most t per request.
+        self.meta = AttentionMeta(
+            cu_q=self.cu_q, cu_kv=self.cu_kv, prefix_lens=self.prefix_lens, kv_slots=self.kv_slots,
+            mask=self.mask, mask_offsets=self.mask_offsets, q_lens=[t] + [0] * (b - 1),
+            kv_lens=[max_keys] + [0] * (b - 1), prefix_list=[max_keys - t] + [0] * (b - 1))
+        self.batch = ForwardBatch(self.input_ids, self.positions, self.out_slots, self.meta)
+        self.graph = None
+        self.outputs: tuple[torch.Tensor, ...] = ()
+
+    def load(self, padded: ForwardBatch) -> None:
+        """Copy one padded batch into the static buffers (no allocation the graph could see)."""
+        m = padded.meta
+        self.input_ids.copy_(padded.input_ids)
+        self.positions.copy_(padded.positions)
+        self.out_slots.copy_(padded.out_slots)
+        self.cu_q.copy_(m.cu_q)
+        self.cu_kv.copy_(m.cu_kv)
+        self.prefix_lens.copy_(m.prefix_lens)
+        self.kv_slots[: m.kv_slots.numel()].copy_(m.kv_slots)
+        if self.mask is not None:
+            self.mask[: m.mask.numel()].copy_(m.mask)
+            self.mask_offsets.copy_(m.mask_offsets)
+
+
+class GraphedTarget:
+    """``hidden, logits = runner(batch)``: the target forward + logits, replayed from a CUDA graph
+    when the batch fits a bucket, else run eagerly. ``max_keys``: the most keys one request may
+    see (the pool size is always enough); ``scratch_slot``: a pool slot no request owns."""
+
+    def __init__(self, target, kv, scratch_slot: int, max_keys: int, buckets: list[Bucket] | None = None):
+        if target.attention_backend != "triton":
+            raise ValueError("CUDA graphs need the triton attention backend (the torch one loops on the host)")
+        self.target, self.kv, self.scratch_slot, self.max_keys = target, kv, scratch_slot, max_keys
+        self.buckets = buckets if buckets is not None else make_buckets()
+        self.device = target.lm_head.weight.device
+        self.graphs: dict[tuple[Bucket, bool], _Captured] = {}
+        self.replays = self.eager = 0  # counters, for tests and benchmarks
+        self.failed: str | None = None  # why a capture failed (that bucket then runs eagerly)
+
+    def _forward(self, batch: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden = self.target(batch, self.kv)
+        return hidden, self.target.logits(hidden)
+
+    def __call__(self, batch: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        bucket = pick_bucket(self.buckets, batch.meta.batch_size, batch.num_tokens)
+        meta = batch.meta
+        if (bucket is None or max(meta.kv_lens, default=0) > self.max_keys
+                or any(k - p > n for n, k, p in zip(meta.q_lens, meta.kv_lens, meta.prefix_list))):
+            self.eager += 1
+            return self._forward(batch)
+        key = (bucket, batch.meta.mask is not None)
+        cap = self.graphs.get(key)
+        if cap is None:
+            try:
+                cap = self._capture(*key)
+            except Exception as exc:  # noqa: BLE001 - a graph that cannot be captured: eager, said once
+                self.failed = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+                print(f"warning: CUDA graph capture failed at {bucket} ({self.failed}); this engine runs "
+                      "eagerly from now on", file=sys.stderr, flush=True)
+                self.buckets = []  # whatever broke one capture is likely to break the others
+                self.eager += 1
+                return self._forward(batch)
+        cap.load(pad_batch(batch, bucket, self.scratch_slot))
+        cap.graph.replay()
+        self.replays += 1
+        t = batch.num_tokens
+        return cap.outputs[0][:t], cap.outputs[1][:t]
+
+    def _capture(self, bucket: Bucket, masked: bool) -> _Captured:
+        cap = _Captured(bucket, masked, self.max_keys, self.device)
+        # A valid dummy layout for warm-up and capture: every row in the first request, seeing
+        # only the scratch slot (the static buffers are overwritten before each replay).
+        t = bucket.tokens
+        cap.out_slots.fill_(self.scratch_slot)
+        cap.kv_slots.fill_(self.scratch_slot)
+        cap.cu_q[1:] = t
+        cap.cu_kv[1:] = t
+        if masked:
+            cap.mask[: t * t] = torch.ones(t, t, dtype=torch.bool, device=self.device).tril().reshape(-1)
+            cap.mask_offsets.zero_()
+        # The cos/sin tables are read by address: build them for the whole context now, so that
+        # no later forward (of any engine on this target) regrows them under the graph.
+        longest = max(self.max_keys, self.target.config.max_position_embeddings)
+        self.target.rope(torch.tensor([longest], device=self.device), self.target.lm_head.weight.dtype)
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):  # warm-up off the default stream (Triton compiles here)
+            for _ in range(2):
+                self._forward(cap.batch)
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        cap.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(cap.graph):
+            cap.outputs = self._forward(cap.batch)
+        self.graphs[(bucket, masked)] = cap
+        return cap

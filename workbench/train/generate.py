@@ -1,0 +1,349 @@
+"""Self-distillation data at scale: the target's own answers to the large prompt set and its
+features, sharded and resumable.
+
+    OMP_NUM_THREADS=1 nice -n 19 python -m workbench.train.generate --threads 1   # into ~/.cache/workbench/train-data-v2
+    python -m workbench.train.generate --out DIR --shard-size 48 --samples 2 --max-new 512
+    python -m workbench.train.generate --status                      # totals only, generates nothing
+
+Shard i holds prompts ``[i*G, (i+1)*G)`` of ``build_prompt_set(seed)`` (G = ``--shard-size``).
+For each of them the target, decoding them as one batch with the engine's plain (vanilla) batched
+decoding through the chat template, writes:
+
+- a greedy answer (temperature 0), the answer the draft head must predict at inference;
+- ``--samples`` sampled answers at a temperature from ``--temperatures`` (rotating), which put
+  the target's less likely continuations into the data (the head sees more of p than its argmax);
+- for a ``--followup-frac`` share of the prompts, a second user turn built on the greedy answer
+  ("Explain that more simply.", "Add comments to the code.", ...) and the greedy reply to it.
+
+A shard (``shard_NNNNN.safetensors``) stores what training needs, compactly::
+
+    tokens       [N] int32      all sequences, concatenated (context + answer, the answer ends
+                                with <|im_end|> unless cut at --max-new)
+    starts       [S + 1] int64  sequence boundaries in tokens
+    prompt_lens  [S] int64      context tokens of each sequence (the loss covers the answer only)
+    prompt_index [S] int64      index of the prompt in the prompt set
+    temperature  [S] float32    0 = greedy
+    turn         [S] int64      1 = first answer, 2 = answer to the follow-up
+
+about 4 bytes per token. Beside it, ``features/feat_NNNNN.safetensors`` holds the target's
+post-norm features ``f_t`` [N, H] fp16, recorded from the target's own forwards while it decodes
+(free in compute; hidden size x 2 = 1,152 bytes per token for SmolLM2, ~1.15 GB per million
+tokens, prompts included). With ``--no-features`` only the ids are kept and ``features.py``
+recomputes the features, one target prefill per sequence. Each file is written to
+``.tmp`` and renamed into place, so a run killed at any moment (even ``kill -9``) leaves only
+finished shards, and the next run skips them. Every sampled answer has its own seed (shard,
+pass), so a regenerated shard is identical. One progress line per shard: response tokens/s of
+this run, totals and the ETA to ``--goal-tokens`` and to the last shard.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from workbench.train.prompt_set import Prompt, build_prompt_set, followup
+
+DEFAULT_OUT = Path.home() / ".cache" / "workbench" / "train-data-v2"
+FORMAT = "workbench-selfdistill-v2"
+
+
+@dataclass(frozen=True)
+class GenConfig:
+    out: Path = DEFAULT_OUT
+    seed: int = 0  # prompt-set order and sampling seeds
+    num_prompts: int | None = None  # None = the whole prompt set
+    shard_size: int = 48  # prompts per shard = batch of one decoding pass
+    samples: int = 1  # sampled answers per prompt beside the greedy one
+    temperatures: tuple[float, ...] = (0.7, 0.85, 1.0)
+    followup_frac: float = 0.3
+    max_new: int = 384
+    max_shards: int | None = None  # stop after this many new shards (None = until done)
+    goal_tokens: int = 3_000_000  # response tokens the ETA is reported against
+    features: bool = True  # record the target's features while decoding (features/feat_NNNNN.safetensors)
+
+    def __post_init__(self) -> None:
+        if self.shard_size < 1 or self.samples < 0 or self.max_new < 1:
+            raise ValueError("--shard-size and --max-new must be >= 1 and --samples >= 0")
+        if not 0.0 <= self.followup_frac <= 1.0:
+            raise ValueError(f"--followup-frac must be in [0, 1], got {self.followup_frac}")
+        if self.samples and (not self.temperatures or any(not 0.0 < t <= 2.0 for t in self.temperatures)):
+            raise ValueError(f"--temperatures must be in (0, 2], got {self.temperatures}")
+
+
+class Chat:
+    """The chat template and the tokenizer, as the generator needs them (tests pass a fake)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def encode(self, messages: list[dict]) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def decode_batch(target, contexts: list[list[int]], temperature: float, seed: int, max_new: int,
+                 stop_ids: tuple[int, ...], features: bool = False):
+    """One batch through the engine's plain decoding: the answers' token ids, and with
+    ``features`` also each sequence's post-norm features [T - 1, H] fp16 (f_t for every token
+    the target was fed: the prompt at prefill, then each emitted token but the last), recorded
+    from the target's forwards while it decodes, so training need not run the target again."""
+    from workbench.engine.config import SpecConfig
+    from workbench.engine.engine import Engine
+    from workbench.engine.sampling import SamplingParams
+
+    eng = Engine(target, None, SpecConfig("vanilla"), SamplingParams(temperature=temperature, seed=seed), stop_ids)
+    reqs = eng.add_requests(contexts, max_new)
+    if not features:
+        return [r.output_ids for r in eng.run()]
+    rows: list[torch.Tensor] = []
+    hook = target.register_forward_hook(lambda _m, _i, out: rows.append(out.detach().to("cpu", torch.float16)))
+    feats: list[list[torch.Tensor]] = [[] for _ in reqs]
+    try:
+        while not eng.done:
+            fed = [r.rid for r in eng.running]  # plain decoding feeds one row per running request, in this order
+            first = eng.steps == 0
+            eng.step()
+            out = torch.cat(rows)
+            rows.clear()
+            parts = out.split([len(c) for c in contexts]) if first else out.split(1)
+            if len(parts) != len(fed):
+                raise RuntimeError(f"engine fed {out.shape[0]} rows for {len(fed)} requests: feature recording "
+                                   f"assumes the vanilla step's one row per running request")
+            for rid, part in zip(fed, parts):
+                feats[rid].append(part)
+    finally:
+        hook.remove()
+    return [r.output_ids for r in reqs], [torch.cat(f) for f in feats]
+
+
+def shard_seed(cfg: GenConfig, shard: int, what: int) -> int:
+    return (cfg.seed * 1_000_003 + shard) * 16 + what
+
+
+def make_shard(target, chat: Chat, stop_ids: tuple[int, ...], prompts: list[Prompt], first: int, shard: int,
+               cfg: GenConfig, log=None) -> dict[str, torch.Tensor]:
+    """Every sequence of one shard (prompts ``first .. first+len(prompts)-1``), with their
+    features under ``"features"`` when ``cfg.features``; ``log`` gets a line per decoding pass."""
+
+    def decode(contexts, temperature, seed, what):
+        t0 = time.time()
+        answers, feats = decode_batch(target, contexts, temperature, seed, cfg.max_new, stop_ids, features=True) \
+            if cfg.features else (decode_batch(target, contexts, temperature, seed, cfg.max_new, stop_ids), None)
+        if feats is not None:
+            hid = feats[0].shape[-1]
+            kept.extend(torch.cat([f, torch.zeros(1, hid, dtype=f.dtype)]) for f in feats)  # [T, H], last row unused
+        if log:
+            n = sum(map(len, answers))
+            log(f"  shard {shard:05d} {what}: {len(answers)} answers, {n:,} tokens, "
+                f"{n / (time.time() - t0):.1f} tok/s", flush=True)
+        return answers
+
+    rows = []  # (context ids, answer ids, prompt index, temperature, turn)
+    kept = []  # each sequence's features [T, H], in the order of rows
+    contexts = [chat.encode([{"role": "user", "content": p.text}]) for p in prompts]
+    greedy = decode(contexts, 0.0, 0, "greedy")
+    rows += [(c, a, first + j, 0.0, 1) for j, (c, a) in enumerate(zip(contexts, greedy))]
+    for s in range(cfg.samples):
+        temp = cfg.temperatures[(shard + s) % len(cfg.temperatures)]
+        answers = decode(contexts, temp, shard_seed(cfg, shard, 1 + s), f"sampled at T={temp}")
+        rows += [(c, a, first + j, temp, 1) for j, (c, a) in enumerate(zip(contexts, answers))]
+    rng = random.Random(shard_seed(cfg, shard, 0))
+    follow, idx = [], []
+    for j, (p, a) in enumerate(zip(prompts, greedy)):
+        take = rng.random() < cfg.followup_frac
+        if take and a and a[-1] in stop_ids:  # only after a finished answer
+            follow.append(chat.encode([{"role": "user", "content": p.text},
+                                       {"role": "assistant", "content": chat.decode(a)},
+                                       {"role": "user", "content": followup(p, rng)}]))
+            idx.append(j)
+    if follow:
+        answers = decode(follow, 0.0, 0, "follow-ups")
+        rows += [(c, a, first + j, 0.0, 2) for j, c, a in zip(idx, follow, answers)]
+    starts = [0]
+    for c, a, *_ in rows:
+        starts.append(starts[-1] + len(c) + len(a))
+    out = {
+        "tokens": torch.tensor([t for c, a, *_ in rows for t in c + a], dtype=torch.int32),
+        "starts": torch.tensor(starts, dtype=torch.int64),
+        "prompt_lens": torch.tensor([len(c) for c, *_ in rows], dtype=torch.int64),
+        "prompt_index": torch.tensor([r[2] for r in rows], dtype=torch.int64),
+        "temperature": torch.tensor([r[3] for r in rows], dtype=torch.float32),
+        "turn": torch.tensor([r[4] for r in rows], dtype=torch.int64),
+    }
+    if kept:  # [N, H] fp16, row i = f of token i (zero for each sequence's last token)
+        out["features"] = torch.cat(kept)
+    return out
+
+
+def save_atomic(path: Path, tensors: dict[str, torch.Tensor], meta: dict[str, str]) -> None:
+    """Write beside ``path`` and rename into place: a reader never sees a partial shard."""
+    from safetensors.torch import save_file
+
+    tmp = path.with_name(path.name + ".tmp")
+    save_file(tensors, str(tmp), metadata=meta)
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def shard_path(out: Path, i: int) -> Path:
+    return out / f"shard_{i:05d}.safetensors"
+
+
+def feature_path(out: Path, i: int) -> Path:
+    """Where ``features.py`` looks for a shard's features (and caches them when it computes them)."""
+    return out / "features" / f"feat_{i:05d}.safetensors"
+
+
+def response_tokens(shard: dict[str, torch.Tensor]) -> int:
+    return int(shard["starts"][-1] - shard["prompt_lens"].sum())
+
+
+def totals(out: Path) -> dict:
+    """Shards, sequences, response and all tokens, and bytes on disk of finished shards."""
+    from safetensors import safe_open
+
+    t = {"shards": 0, "sequences": 0, "response_tokens": 0, "tokens": 0, "bytes": 0, "feature_bytes": 0}
+    for p in sorted(out.glob("shard_*.safetensors")):
+        with safe_open(str(p), "pt") as f:
+            sh = {k: f.get_tensor(k) for k in ("starts", "prompt_lens")}
+        t["shards"] += 1
+        t["sequences"] += len(sh["prompt_lens"])
+        t["response_tokens"] += response_tokens(sh)
+        t["tokens"] += int(sh["starts"][-1])
+        t["bytes"] += p.stat().st_size
+        f = feature_path(out, int(p.stem.split("_")[1]))
+        t["feature_bytes"] += f.stat().st_size if f.exists() else 0
+    return t
+
+
+def data_identity(cfg: GenConfig, prompts: list[Prompt]) -> dict:
+    """What fixes a shard's content: the prompt set (a fingerprint of its texts) and the knobs.
+    ``max_shards`` and ``goal_tokens`` only steer a run, so they are left out."""
+    keep = ("seed", "num_prompts", "shard_size", "samples", "temperatures", "followup_frac", "max_new")
+    digest = hashlib.sha256("\n\0".join(p.text for p in prompts).encode()).hexdigest()[:16]
+    return {"format": FORMAT, "prompt_set": digest, "num_prompt_set": len(prompts),
+            **{k: getattr(cfg, k) for k in keep}}
+
+
+def check_same_data(path: Path, identity: str) -> None:
+    """Resume only into a directory made with the same prompt set and knobs (else shard i would
+    mean other prompts); a new directory gets ``config.json``."""
+    if path.exists():
+        if json.loads(path.read_text()) != json.loads(identity):
+            raise ValueError(f"{path.parent} holds data made with other settings ({path.read_text().strip()}); "
+                             f"use the same settings to resume, or another --out")
+        return
+    path.write_text(identity + "\n")
+
+
+def hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
+def run(cfg: GenConfig, target, chat: Chat, stop_ids: tuple[int, ...], log=print) -> dict:
+    """Generate every missing shard (or ``cfg.max_shards`` of them); returns the totals."""
+    prompts = build_prompt_set(cfg.seed, cfg.num_prompts)
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    num_shards = -(-len(prompts) // cfg.shard_size)
+    meta = {"format": FORMAT, "config": json.dumps(data_identity(cfg, prompts), sort_keys=True)}
+    check_same_data(cfg.out / "config.json", meta["config"])
+    done = totals(cfg.out)
+    todo = [i for i in range(num_shards) if not shard_path(cfg.out, i).exists()]
+    log(f"{len(prompts)} prompts in {num_shards} shards of {cfg.shard_size}; {num_shards - len(todo)} done"
+        f" ({done['response_tokens']:,} response tokens); {len(todo)} to go", flush=True)
+    if cfg.max_shards is not None:
+        todo = todo[: cfg.max_shards]
+    t0, made = time.time(), 0
+    for k, i in enumerate(todo):
+        first = i * cfg.shard_size
+        shard = make_shard(target, chat, stop_ids, prompts[first : first + cfg.shard_size], first, i, cfg, log)
+        feats = shard.pop("features", None)
+        if feats is not None:  # before the shard: a shard on disk always has its features beside it
+            feature_path(cfg.out, i).parent.mkdir(exist_ok=True)
+            save_atomic(feature_path(cfg.out, i), {"features": feats}, meta)
+        save_atomic(shard_path(cfg.out, i), shard, meta)
+        made += response_tokens(shard)
+        rate = made / (time.time() - t0)
+        have = done["response_tokens"] + made
+        to_goal = max(0, cfg.goal_tokens - have) / rate
+        to_end = (time.time() - t0) / (k + 1) * (len(todo) - k - 1)
+        log(f"shard {i:05d} ({k + 1}/{len(todo)}): {len(shard['turn'])} sequences, {response_tokens(shard):,} "
+            f"response tokens; {rate:.1f} tok/s; total {have:,} response tokens; ETA {cfg.goal_tokens:,}: "
+            f"{hours(to_goal)}, all shards: {hours(to_end)}", flush=True)
+    return totals(cfg.out)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    d = GenConfig()
+    ap = argparse.ArgumentParser(prog="python -m workbench.train.generate", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=d.out, help="data directory (default: %(default)s)")
+    ap.add_argument("--target", default=None, help="target model directory (default: SmolLM2-135M-Instruct)")
+    ap.add_argument("--seed", type=int, default=d.seed, help="prompt-set order and sampling seeds")
+    ap.add_argument("--prompts", type=int, default=None, help="use the first N prompts of the set")
+    ap.add_argument("--shard-size", type=int, default=d.shard_size, help="prompts per shard = decoding batch")
+    ap.add_argument("--samples", type=int, default=d.samples, help="sampled answers per prompt besides the greedy one")
+    ap.add_argument("--temperatures", default=",".join(map(str, d.temperatures)), help="comma-separated, rotating")
+    ap.add_argument("--followup-frac", type=float, default=d.followup_frac, help="share of prompts with a second turn")
+    ap.add_argument("--max-new", type=int, default=d.max_new, help="new tokens per answer at most")
+    ap.add_argument("--max-shards", type=int, default=None, help="stop after N new shards")
+    ap.add_argument("--goal-tokens", type=int, default=d.goal_tokens, help="response tokens the ETA is counted to")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads")
+    ap.add_argument("--no-features", action="store_true",
+                    help="store token ids only (features.py then recomputes the features: one prefill per sequence)")
+    ap.add_argument("--status", action="store_true", help="print the totals of --out and exit")
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if args.status:
+        t = totals(args.out)
+        per_m = {"mb_per_million_tokens": round(t["bytes"] / max(1, t["tokens"]), 2),
+                 "feature_mb_per_million_tokens": round(t["feature_bytes"] / max(1, t["tokens"]), 1)}
+        print(json.dumps({**t, **per_m}, indent=2))
+        return
+    try:
+        temps = tuple(float(x) for x in args.temperatures.split(",") if x.strip())
+        cfg = GenConfig(out=args.out, seed=args.seed, num_prompts=args.prompts, shard_size=args.shard_size,
+                        samples=args.samples, temperatures=temps, followup_frac=args.followup_frac,
+                        max_new=args.max_new, max_shards=args.max_shards, goal_tokens=args.goal_tokens,
+                        features=not args.no_features)
+    except ValueError as err:
+        sys.exit(f"error: {err}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from transformers import AutoTokenizer
+
+    from workbench import store
+    from workbench.attention import default_backend
+    from workbench.models.loading import load_target
+
+    target_dir = store.resolve_target(args.target)
+    target = load_target(target_dir, torch.float32, "cpu")
+    target.attention_backend = default_backend("cpu")  # the project's fastest CPU attention, decided in one place
+    eos = json.loads((Path(target_dir) / "generation_config.json").read_text()).get("eos_token_id")
+    tok = AutoTokenizer.from_pretrained(target_dir)
+    stop = {tok.eos_token_id, *(eos if isinstance(eos, list) else [eos])}
+    try:
+        t = run(cfg, target, Chat(tok), tuple(sorted(i for i in stop if i is not None)))
+    except ValueError as err:
+        sys.exit(f"error: {err}")
+    print(json.dumps(t), flush=True)
+
+
+if __name__ == "__main__":
+    main()
