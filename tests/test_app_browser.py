@@ -195,6 +195,14 @@ def check_calibration_tab(page, traces: list[dict]) -> None:
     assert rates == pytest.approx([b["rate"] for b in cal["prob_bins"] if b["count"]])
     depths = page.evaluate("() => document.querySelector('#calibration-depth .js-plotly-plot').data[0].x")
     assert depths == [d["depth"] for d in cal["depths"]]
+    from workbench.app.calibration import shipped_calibration
+
+    bench = shipped_calibration()  # the benchmark's view of the shipped head, drawn from its JSON
+    if bench is not None:
+        counts = page.eval_on_selector_all("#calibration-bench-table tr[data-bin]", "es => es.map(e => +e.dataset.probCount)")
+        assert counts == [b["count"] for b in bench["table"]["prob_bins"]]
+        names = page.evaluate("() => document.querySelector('#calibration-bench-plot .js-plotly-plot').data.map(t => t.name)")
+        assert "perfectly calibrated" in names and len(names) == 3
 
 
 def check_compare_static(page, wb, max_new: int) -> None:
