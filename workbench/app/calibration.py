@@ -1,6 +1,7 @@
 """The Calibration tab: the draft's confidence against the target's acceptance, for this
-session's steps up to the one on screen (drawn when the tab is opened: ``views.calibration_views``) and, precomputed by the benchmark, for the
-shipped head (``workbench/assets/eagle-smollm2-135m/calibration.json``, written by
+session's steps up to the one on screen (drawn when the tab is opened: ``views.calibration_views``)
+and, precomputed by the benchmark, for the shipped head
+(``workbench/assets/eagle-smollm2-135m/calibration.json``, written by
 ``python -m workbench.bench calibration``)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The Gradio page: inputs, the Step-through views, Compare and the glossary, and their events.
+"""The Gradio page: inputs, the Step-through views, Best tree, Compare, Calibration and the
+glossary, and their events. Best tree and Calibration are drawn when their tab is opened.
 
 The model is loaded once per process and shared read-only; each browser session keeps its own
 ``Session`` (its Engine and KV cache) in a ``gr.State``. Events run on the queue with room for
