@@ -1,6 +1,7 @@
-"""CUDA-graph replay (``engine/graphs.py``): buckets and padding on the CPU (padded rows must not
-change the real rows, run eagerly), the static-buffer layout with the worst-case launch plan
-through the Triton interpreter, and graph-vs-eager equality on a GPU."""
+"""CUDA-graph replay (``engine/graphs.py``) of the target and of the draft head's levels: buckets
+and padding on the CPU (padded rows must not change the real rows, run eagerly), the
+static-buffer layout with the worst-case launch plan through the Triton interpreter, and
+graph-vs-eager equality on a GPU."""
 
 import pytest
 import torch
@@ -10,7 +11,8 @@ from workbench.attention.meta import build_meta
 from workbench.attention.batch import ForwardBatch, extend_batch
 from workbench.engine.config import SpecConfig
 from workbench.engine.engine import Engine
-from workbench.engine.graphs import Bucket, _Captured, make_buckets, pad_batch, pick_bucket
+from workbench.engine.graphs import (Bucket, GraphedDraft, _Captured, make_buckets, pad_batch, pad_features,
+                                     pick_bucket)
 from workbench.kv import SlotAllocator
 
 
@@ -106,8 +108,8 @@ def test_graphs_refused_without_cuda(pair):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("spec", [SpecConfig("vanilla"), SpecConfig.linear(3), SpecConfig("eagle2", 3, 2, 6)],
-                         ids=lambda s: s.describe())
+@pytest.mark.parametrize("spec", [SpecConfig("vanilla"), SpecConfig.linear(3), SpecConfig("eagle2", 3, 2, 6),
+                                  SpecConfig.static(6)], ids=lambda s: s.describe())
 def test_graphs_equal_eager_on_gpu(pair, spec):
     target, head = pair
     target, head = target.cuda(), head.cuda()
@@ -119,7 +121,9 @@ def test_graphs_equal_eager_on_gpu(pair, spec):
         eng.run()
         outs.append([r.output_ids for r in eng.requests])
         if graphs:
-            assert eng.graphed.replays > 0
+            assert eng.graphed.replays > 0 and eng.graphed.failed is None
+            if spec.speculative:  # the draft levels are replayed too
+                assert eng.graphed_draft.replays > 0 and eng.graphed_draft.failed is None
     target.attention_backend = "torch"
     target.cpu(), head.cpu()
     assert outs[0] == outs[1]
@@ -159,3 +163,164 @@ def test_cli_refuses_cuda_graphs_without_cuda(tmp_path, capsys):
     assert main(["generate", "--prompt", "hello", "--target", str(path), "--draft", "random", "--no-cuda-graphs",
                  "--max-new-tokens", "2", "--json"]) == 0
     assert "attention backend: torch on cpu" in capsys.readouterr().err
+
+
+# ---- draft levels ---------------------------------------------------------------------------------
+def draft_level(head, prompts, seed=7, n=2, device="cpu"):
+    """A draft pool after an eager extend of each prompt, then a depth-2 tree level: per request
+    ``n`` frontier nodes attending the prefix, ``n`` earlier-level nodes (their ancestors) and
+    themselves, so each request has 2n extra keys for its n rows. Returns pool, allocator,
+    the level's batch and features, and the scratch slot."""
+    gen = torch.Generator().manual_seed(seed)
+    hsz = head.config.hidden_size
+    alloc = SlotAllocator(sum(map(len, prompts)) + 2 * n * len(prompts) + 4)
+    kv = head.new_kv_pool(alloc.num_slots + 1)  # + the scratch slot
+    slots = [alloc.alloc(len(p)) for p in prompts]
+    head(torch.randn(sum(map(len, prompts)), hsz, generator=gen).to(device),
+         extend_batch(prompts, [[] for _ in prompts], slots, [0] * len(prompts), device), kv)
+    earlier = [alloc.alloc(n) for _ in prompts]
+    level = [alloc.alloc(n) for _ in prompts]
+    # node r of this level descends from earlier node r (and sees only it among the earlier ones)
+    mask = torch.cat([torch.eye(n, dtype=torch.bool), torch.eye(n, dtype=torch.bool)], dim=1)
+    meta = build_meta([n] * len(prompts), slots, [e + lv for e, lv in zip(earlier, level)], [mask] * len(prompts),
+                      device)
+    ids = torch.randint(3, 16, (n * len(prompts),), generator=gen).to(device)
+    pos = torch.tensor([len(p) for p in prompts for _ in range(n)], device=device)
+    batch = ForwardBatch(ids, pos, torch.tensor(sum(level, []), device=device), meta)
+    return kv, alloc, batch, torch.randn(batch.num_tokens, hsz, generator=gen).to(device), alloc.num_slots
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_padded_draft_level_rows_do_not_change_real_rows(pair, backend):
+    target, head = pair
+    target.attention_backend = backend
+    try:
+        kv, _, batch, feats, scratch = draft_level(head, random_prompts(3, 16, seed=8))
+        want = head(feats, batch, kv)
+        bucket = pick_bucket(make_buckets((1, 2, 4), (4, 8, 16)), batch.meta.batch_size, batch.num_tokens)
+        assert bucket == Bucket(4, 8)  # 3 requests x 2 nodes: 2 padding tokens in one dummy request
+        padded = pad_batch(batch, bucket, scratch)
+        got = head(pad_features(feats, bucket), padded, kv)[: batch.num_tokens]
+        # The head's outputs reach ~200 here, and the CPU's few-row linear sums in an order that
+        # depends on the row count (linear.py): fp32 rounding, ~1e-6 of the values.
+        torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-5)
+    finally:
+        target.attention_backend = "torch"
+
+
+def test_draft_level_static_buffers_hold_the_ancestors(pair):
+    """A level's extra keys (ancestors + self) outnumber its rows: the static mask is sized by
+    ``max_extra``, and the features are one more static buffer."""
+    target, head = pair
+    target.attention_backend = "triton"
+    try:
+        kv, alloc, batch, feats, scratch = draft_level(head, random_prompts(2, 16, seed=9, lengths=(70, 150)))
+        want = head(feats, batch, kv)
+        bucket = Bucket(4, 8)
+        cap = _Captured(bucket, True, max_keys=alloc.num_slots + 1, device=torch.device("cpu"), max_extra=4,
+                        features=head.config.hidden_size)
+        assert cap.mask.numel() == 8 * 8 and cap.features.shape == (8, head.config.hidden_size)
+        cap.load(pad_batch(batch, bucket, scratch), pad_features(feats, bucket))
+        got = head(cap.features, cap.batch, kv)[: batch.num_tokens]
+        torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-5)  # rounding: see the test above
+    finally:
+        target.attention_backend = "torch"
+
+
+def test_bucket_choice_for_draft_levels(pair):
+    target, head = pair
+    target.attention_backend = "triton"
+    try:
+        prompts = random_prompts(3, 16, seed=10)
+        kv, alloc, batch, _, scratch = draft_level(head, prompts)
+        buckets = make_buckets((1, 2, 4), (4, 8, 16))
+        # 3 requests x topk 2 = 6 rows, each with 4 extra keys (2 ancestors + 2 own)
+        runner = GraphedDraft(head, kv, scratch, alloc.num_slots + 1, max_extra=4, buckets=buckets)
+        assert runner.bucket_for(batch) == Bucket(4, 8)
+        # a runner sized for fewer scratch keys than the level has: eager
+        narrow = GraphedDraft(head, kv, scratch, alloc.num_slots + 1, max_extra=2, buckets=buckets)
+        assert narrow.bucket_for(batch) is None
+        # an extend (causal, extra keys = its rows) fits whatever max_extra is
+        ext = extend_batch([[4, 5, 6]], [list(range(10))], [[10, 11, 12]], [10], "cpu")
+        assert runner.bucket_for(ext) == Bucket(2, 4)
+        # more rows than the largest bucket, or keys past max_keys: eager
+        big = extend_batch([[4] * 17], [[]], [list(range(17))], [0], "cpu")
+        assert runner.bucket_for(big) is None
+        small = GraphedDraft(head, kv, scratch, 8, max_extra=4, buckets=buckets)
+        assert small.bucket_for(batch) is None
+        with pytest.raises(ValueError, match="outside the KV pool"):
+            GraphedDraft(head, kv, kv.num_slots, kv.num_slots + 1)
+    finally:
+        target.attention_backend = "torch"
+    with pytest.raises(ValueError, match="CUDA graphs need the triton"):
+        GraphedDraft(head, kv, scratch, alloc.num_slots + 1)
+
+
+def test_a_failed_draft_capture_runs_eagerly_and_says_so_once(pair, capsys):
+    target, head = pair
+    target.attention_backend = "triton"
+    try:
+        kv, alloc, batch, feats, scratch = draft_level(head, random_prompts(2, 16, seed=11))
+        want = head(feats, batch, kv)
+        runner = GraphedDraft(head, kv, scratch, alloc.num_slots + 1, max_extra=4,
+                              buckets=make_buckets((1, 2, 4), (4,)))
+        for _ in range(2):
+            torch.testing.assert_close(runner(feats, batch), want)
+        assert runner.failed and runner.replays == 0 and runner.eager == 2
+        err = capsys.readouterr().err
+        assert err.count("CUDA graph capture failed for the draft forward") == 1
+        with pytest.raises(ValueError, match="feature rows"):
+            runner(feats[:1], batch)
+    finally:
+        target.attention_backend = "torch"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_draft_level_graph_equals_eager_on_gpu(pair):
+    """One tree level (more extra keys than rows) replayed from a graph, twice with different
+    features, against the eager head; then a second level layout in the same bucket."""
+    target, head = pair
+    target, head = target.cuda(), head.cuda()
+    target.attention_backend = "triton"
+    try:
+        kv, alloc, batch, feats, scratch = draft_level(head, random_prompts(3, 16, seed=13), device="cuda")
+        buckets = make_buckets((1, 2, 4), (4, 8))
+        runner = GraphedDraft(head, kv, scratch, alloc.num_slots + 1, max_extra=4, buckets=buckets)
+        for scale in (1.0, 0.5):
+            want = head(feats * scale, batch, kv)
+            got = runner(feats * scale, batch)
+            torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+        assert runner.replays == 2 and runner.failed is None
+        kv2, alloc2, batch2, feats2, scratch2 = draft_level(head, random_prompts(2, 16, seed=14), device="cuda")
+        runner2 = GraphedDraft(head, kv2, scratch2, alloc2.num_slots + 1, max_extra=4, buckets=buckets)
+        torch.testing.assert_close(runner2(feats2, batch2), head(feats2, batch2, kv2), atol=1e-4, rtol=1e-4)
+        assert runner2.replays == 1
+    finally:
+        target.attention_backend = "torch"
+        target.cpu(), head.cpu()
+
+
+@pytest.mark.parametrize("spec", [SpecConfig("eagle2", 3, 2, 6), SpecConfig.static(6)], ids=lambda s: s.describe())
+def test_engine_without_graphs_is_unchanged(pair, spec):
+    """Graphs off: no runner, pools of the old size, and the draft calls take the eager path
+    (the same outputs as an engine whose draft forwards go through a runner that falls back)."""
+    target, head = pair
+    prompts = random_prompts(2, 16, seed=12)
+    eng = Engine(target, head, spec, cuda_graphs=False)
+    eng.add_requests(prompts, 8)
+    assert eng.graphed is None and eng.graphed_draft is None
+    assert eng.draft_kv.num_slots == eng.table.allocator.num_slots == eng.target_kv.num_slots
+    eng.run()
+    target.attention_backend = "triton"
+    try:
+        routed = Engine(target, head, spec, cuda_graphs=False)
+        routed.add_requests(prompts, 8)
+        n = routed.table.allocator.num_slots
+        routed.draft_kv = head.new_kv_pool(n + 1)  # before any draft forward: + the scratch slot
+        routed.graphed_draft = GraphedDraft(head, routed.draft_kv, n, n + 1, max_extra=8)
+        routed.run()
+    finally:
+        target.attention_backend = "torch"
+    assert [r.output_ids for r in routed.requests] == [r.output_ids for r in eng.requests]
+    assert routed.graphed_draft.eager > 0 and routed.graphed_draft.replays == 0

@@ -9,10 +9,10 @@ one GPU. In order, each section timed and kept going if another fails:
 2. ``kernel``: ``python -m workbench.bench kernel`` on a reduced sweep (reference check,
    SDPA-with-dense-mask baseline, % of the HBM roofline);
 3. ``equality``: greedy outputs of the engine on tiny random models, torch vs triton backend
-   and eager vs CUDA graphs, for vanilla, linear and eagle2;
+   and eager vs CUDA graphs (target and draft levels), for vanilla, linear, eagle2 and static;
 4. ``timing``: random weights made on the device at SmolLM2-135M and Llama-3-8B shapes (bf16):
-   a decode step and a verify of N = 1..64 tokens (eager and graph-replayed), one draft level,
-   and the speedup predicted for the accept lengths τ measured on the CPU with the real head
+   a decode step and a verify of N = 1..64 tokens, one draft level of 1, 4 and 10 rows (each
+   eager and graph-replayed), and the speedup predicted for the accept lengths τ measured on the CPU with the real head
    (``docs/bench/cpu-quick.json``).
 
 Writes ``gpu-check.md`` and ``gpu-check.json`` (+ ``kernel.json``) to ``--out``, else ``$OUT``,
@@ -46,6 +46,7 @@ SHAPES = {
 }
 TINY = dict(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16,
             vocab_size=128)
+DRAFT_ROWS = (1, 4, 10)  # a draft level's rows: a chain, eagle2's topk 4 and 10
 TREES = ("linear:5", "eagle2:8/5/4", "eagle2:60/6/10")  # the CPU report's methods whose τ is used
 
 
@@ -114,7 +115,7 @@ def section_equality(ctx: dict) -> dict:
     from workbench.models.loading import load_target
     from workbench.testing.tiny import make_tiny_checkpoint
 
-    specs = [SpecConfig("vanilla"), SpecConfig.linear(3), SpecConfig("eagle2", 3, 2, 6)]
+    specs = [SpecConfig("vanilla"), SpecConfig.linear(3), SpecConfig("eagle2", 3, 2, 6), SpecConfig.static(6)]
     gen = torch.Generator().manual_seed(0)
     prompts = [torch.randint(3, 16, (n,), generator=gen).tolist() for n in (5, 17, 9)]
     modes = [("torch", False), ("triton", False)] + ([("triton", True)] if ctx["device"] == "cuda" else [])
@@ -124,16 +125,23 @@ def section_equality(ctx: dict) -> dict:
         target = load_target(path, device=ctx["device"])
         head = random_head(target, 1, std=0.3)
         for spec in specs:
-            outs = {}
+            outs, replays = {}, {}
             for backend, graphs in modes:
                 target.attention_backend = backend
                 eng = Engine(target, head if spec.speculative else None, spec, cuda_graphs=graphs)
                 eng.add_requests(prompts, 10 if ctx["dry_run"] else 32)
                 eng.run()
                 outs[f"{backend}{' + graphs' if graphs else ''}"] = [r.output_ids for r in eng.requests]
+                if graphs:  # did the graphs really replay (a failed capture runs eagerly)?
+                    replays = {"target": eng.graphed.replays,
+                               "draft": eng.graphed_draft.replays if eng.graphed_draft is not None else None}
             first = next(iter(outs.values()))
-            rows.append({"method": spec.describe(), "modes": list(outs), "equal": all(o == first for o in outs.values())})
-    return {"ok": all(r["equal"] for r in rows), "rows": rows}
+            rows.append({"method": spec.describe(), "modes": list(outs),
+                         "equal": all(o == first for o in outs.values()), "graph_replays": replays or None})
+    # with graphs, the target (and, speculative, the draft) must have replayed at least once
+    replayed = all(g["target"] > 0 and (g["draft"] is None or g["draft"] > 0)
+                   for g in (r["graph_replays"] for r in rows) if g)
+    return {"ok": all(r["equal"] for r in rows) and replayed, "rows": rows}
 
 
 def section_timing(ctx: dict) -> dict:
@@ -154,9 +162,13 @@ def section_timing(ctx: dict) -> dict:
         target.attention_backend = "triton" if ctx["device"] == "cuda" else "torch"
         eager = measure_verify_cost(target, sizes, prefix_len=prefix, repeats=5 if ctx["dry_run"] else 20)
         graphed = graph_costs(target, sizes, prefix) if ctx["device"] == "cuda" else None
-        draft = measure_draft_cost(target, head, rows=(1, 4, 10), prefix_len=prefix, repeats=5 if ctx["dry_run"] else 20)
+        draft = measure_draft_cost(target, head, rows=DRAFT_ROWS, prefix_len=prefix,
+                                   repeats=5 if ctx["dry_run"] else 20)
+        draft_graphed = draft_graph_costs(target, head, DRAFT_ROWS, prefix) if ctx["device"] == "cuda" else None
         model = {"verify_eager_ms": eager, "verify_graph_ms": graphed, "draft_level_ms": draft,
-                 "predicted": predictions(taus, graphed or eager, draft), "setup_s": round(time.perf_counter() - t0, 1)}
+                 "draft_level_graph_ms": draft_graphed,
+                 "predicted": predictions(taus, graphed or eager, draft_graphed or draft),
+                 "setup_s": round(time.perf_counter() - t0, 1)}
         out["models"][name] = model
         del target, head
         if ctx["device"] == "cuda":
@@ -206,6 +218,31 @@ def graph_costs(target, sizes, prefix_len: int) -> list[dict]:
         out.append({"tokens": n, "ms": round(_time(lambda: runner(batch), 20, 3), 3)})
         alloc.free(slots)
     return out
+
+
+def draft_graph_costs(target, head, rows, prefix_len: int) -> list[dict]:
+    """Median ms of a graph-replayed draft level + draft log-probs (``GraphedDraft``) over
+    ``rows`` tokens after the prefix, as ``measure_draft_cost`` does eagerly."""
+    import torch
+
+    from workbench.bench.cost import _chain_batch, _prefilled, _time
+    from workbench.engine.graphs import GraphedDraft, make_buckets
+
+    vocab, hsz = target.config.vocab_size, target.config.hidden_size
+    device, dtype = target.lm_head.weight.device, target.lm_head.weight.dtype
+    kv, alloc, prefix = _prefilled(
+        lambda b, pool: head(torch.zeros(b.num_tokens, hsz, dtype=dtype, device=device), b, pool),
+        head.new_kv_pool, vocab, prefix_len, max(rows) + 1, device)
+    scratch = alloc.alloc(1)[0]
+    runner = GraphedDraft(head, kv, scratch, max_keys=kv.num_slots, buckets=make_buckets((1, 2), rows))
+    out = []
+    for n in rows:
+        slots = alloc.alloc(n)
+        batch = _chain_batch(n, prefix, slots, vocab, device)
+        feats = torch.zeros(n, hsz, dtype=dtype, device=device)
+        out.append({"rows": n, "ms": round(_time(lambda: head.log_probs(runner(feats, batch)), 20, 3), 3)})
+        alloc.free(slots)
+    return out if runner.replays else None  # a failed capture ran eagerly (its warning is on stderr)
 
 
 def cpu_taus() -> dict:
@@ -264,8 +301,12 @@ def markdown(report: dict) -> str:
                              f"| {100 * r['roofline_frac']:.0f}% |")
     eq = report["sections"].get("equality", {})
     if eq.get("rows"):
-        lines += ["", "## Greedy equality on a tiny random model", "", "| method | modes | equal |", "|---|---|---|"]
-        lines += [f"| {r['method']} | {', '.join(r['modes'])} | {'yes' if r['equal'] else 'NO'} |" for r in eq["rows"]]
+        lines += ["", "## Greedy equality on a tiny random model", "",
+                  "| method | modes | equal | graph replays (target / draft) |", "|---|---|---|---|"]
+        for r in eq["rows"]:
+            g = r.get("graph_replays")
+            replays = f"{g['target']} / {'-' if g['draft'] is None else g['draft']}" if g else "-"
+            lines.append(f"| {r['method']} | {', '.join(r['modes'])} | {'yes' if r['equal'] else 'NO'} | {replays} |")
     timing = report["sections"].get("timing", {})
     for name, m in timing.get("models", {}).items():
         graphed = {r["tokens"]: r["ms"] for r in m["verify_graph_ms"] or []}
@@ -273,7 +314,10 @@ def markdown(report: dict) -> str:
                   "| N tokens | forward + logits, eager ms | CUDA graph ms |", "|---|---|---|"]
         lines += [f"| {r['tokens']} | {r['ms']:.3f} | {graphed.get(r['tokens'], float('nan')):.3f} |"
                   for r in m["verify_eager_ms"]]
-        lines += ["", "draft level (eager): " + ", ".join(f"{r['rows']} rows {r['ms']:.3f} ms" for r in m["draft_level_ms"])]
+        draft_graphed = {r["rows"]: r["ms"] for r in m.get("draft_level_graph_ms") or []}
+        lines += ["", "| draft level rows | draft forward + log-probs, eager ms | CUDA graph ms |", "|---|---|---|"]
+        lines += [f"| {r['rows']} | {r['ms']:.3f} | {draft_graphed.get(r['rows'], float('nan')):.3f} |"
+                  for r in m["draft_level_ms"]]
         if m["predicted"]:
             lines += ["", "| tree (τ from the CPU report) | τ | draft ms | verify ms | decode ms | predicted speedup |",
                       "|---|---|---|---|---|---|"]

@@ -20,6 +20,7 @@ hold for the extend: docs/design.md §4.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -50,11 +51,22 @@ def scratch_slots_per_step(num_steps: int, topk: int) -> int:
     return (num_steps - 1) * topk
 
 
+DraftForward = Callable[[torch.Tensor, ForwardBatch], torch.Tensor]  # (features, batch) -> hidden
+
+
+def head_forward(head: DraftHead, kv: KVPool, forward: DraftForward | None = None) -> DraftForward:
+    """How a draft forward runs: ``forward`` when given (the engine's CUDA-graph runner,
+    ``graphs.GraphedDraft``, writing to the same ``kv``), else the head itself, eagerly."""
+    return forward if forward is not None else (lambda features, batch: head(features, batch, kv))
+
+
 def draft_extend(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int],
-                 tokens: list[list[int]], features: list[torch.Tensor]) -> tuple[torch.Tensor, list[list[int]]]:
+                 tokens: list[list[int]], features: list[torch.Tensor],
+                 forward: DraftForward | None = None) -> tuple[torch.Tensor, list[list[int]]]:
     """Run the pending pairs; returns the draft hidden state at each request's last pair [B, H]
     and the slots written. The pairs sit at the last ``len(tokens[b])`` committed positions:
-    the engine checks that before calling (``Request.draft_length``)."""
+    the engine checks that before calling (``Request.draft_length``). ``forward``: see
+    ``head_forward``."""
     prefix, new, starts = [], [], []
     for rid, toks, feats in zip(rids, tokens, features):
         if len(toks) != feats.shape[0] or not toks:
@@ -66,7 +78,7 @@ def draft_extend(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int],
         starts.append(cut)
     device = features[0].device
     batch = extend_batch(tokens, prefix, new, starts, device)
-    hidden = head(torch.cat(features), batch, kv)  # [T, H]
+    hidden = head_forward(head, kv, forward)(torch.cat(features), batch)  # [T, H]
     last = torch.tensor([sum(len(t) for t in tokens[: b + 1]) - 1 for b in range(len(tokens))], device=device)
     return hidden[last], new
 
@@ -88,9 +100,11 @@ def _pick(log_probs: torch.Tensor, cols: torch.Tensor | None, k: int, sampled: S
 
 def grow_tree(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int], h_last: torch.Tensor,
               num_steps: int, topk: int, sampled_chain: SamplingParams | None = None,
-              generator: torch.Generator | None = None) -> DraftPhase:
-    """Levels 1..num_steps of every request's tree, batched across requests."""
+              generator: torch.Generator | None = None, forward: DraftForward | None = None) -> DraftPhase:
+    """Levels 1..num_steps of every request's tree, batched across requests. ``forward``: see
+    ``head_forward``."""
     bsz, device = len(rids), h_last.device
+    run = head_forward(head, kv, forward)
     cands = [Candidates() for _ in rids]
     levels: list[list[DraftLevel]] = [[] for _ in rids]
     logp, cols = head.log_probs(h_last)  # [B, V']
@@ -112,7 +126,7 @@ def grow_tree(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int], h_
             levels[b].append(DraftLevel(depth - 1, list(frontier[b]), list(new_slots[b]), positions[b]))
             processed[b].extend(frontier[b])
             scratch[b].extend(new_slots[b])
-        hidden = head(parent_hidden, batch, kv)  # [B*topk, H]
+        hidden = run(parent_hidden, batch)  # [B*topk, H]
         logp, cols = head.log_probs(hidden)  # [B*topk, V']
         tokens, probs, q = _pick(logp, cols, topk, sampled_chain, generator)
         tokens, probs = tokens.view(bsz, topk, topk).tolist(), probs.view(bsz, topk, topk).tolist()

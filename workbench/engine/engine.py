@@ -49,8 +49,9 @@ class Engine:
                  sampling: SamplingParams = SamplingParams(), stop_ids: tuple[int, ...] = (),
                  trace: bool = False, token_text=None, debug: bool | None = None,
                  cuda_graphs: bool | None = None):
-        """``cuda_graphs``: replay decode and verify forwards from CUDA graphs (``graphs.py``);
-        None = on where it can be (a CUDA device and the triton attention backend)."""
+        """``cuda_graphs``: replay decode, verify and the draft's forwards (tree levels, and the
+        extend when it fits a bucket) from CUDA graphs (``graphs.py``); None = on where it can
+        be (a CUDA device and the triton attention backend)."""
         if spec.speculative and draft is None:
             raise ValueError(f"method {spec.method} needs a draft head")
         self.target, self.draft, self.spec, self.sampling = target, draft, spec, sampling
@@ -65,7 +66,7 @@ class Engine:
         if cuda_graphs and not can_graph:
             raise ValueError("CUDA graphs need a CUDA device and the triton attention backend")
         self.cuda_graphs = can_graph if cuda_graphs is None else cuda_graphs
-        self.graphed = None  # GraphedTarget, made with the KV pool
+        self.graphed = self.graphed_draft = None  # GraphedTarget, GraphedDraft: made with the KV pools
         self.requests: list[Request] = []
         self.table: SlotTable | None = None
         self.steps = 0
@@ -84,11 +85,12 @@ class Engine:
         # per request: its committed tokens, plus what one step holds on top of them (the verify
         # block and the draft's scratch slots, allocated by grow_tree and freed before verify)
         if not self.spec.speculative:
-            per_step = 1
+            draft_scratch = 0
         elif self.spec.method == "static":
-            per_step = self.spec.num_draft_tokens + static_scratch_slots(self.spec.tree)
+            draft_scratch = static_scratch_slots(self.spec.tree)
         else:
-            per_step = self.spec.num_draft_tokens + scratch_slots_per_step(self.spec.num_steps, self.spec.topk)
+            draft_scratch = scratch_slots_per_step(self.spec.num_steps, self.spec.topk)
+        per_step = self.spec.num_draft_tokens + draft_scratch if self.spec.speculative else 1
         num_slots = sum(len(p) + max_new_tokens + per_step + 1 for p in prompts)
         self.table = SlotTable(SlotAllocator(num_slots))
         # With graphs, one more pool slot that no request owns takes the padding tokens' K/V.
@@ -97,7 +99,14 @@ class Engine:
             from workbench.engine.graphs import GraphedTarget
 
             self.graphed = GraphedTarget(self.target, self.target_kv, scratch_slot=num_slots, max_keys=num_slots + 1)
-        self.draft_kv = self.draft.new_kv_pool(num_slots) if self.spec.speculative else None
+        self.draft_kv = self.draft.new_kv_pool(num_slots + (1 if self.cuda_graphs else 0)) \
+            if self.spec.speculative else None
+        if self.cuda_graphs and self.spec.speculative:
+            from workbench.engine.graphs import GraphedDraft
+
+            # A tree level also attends its ancestors' scratch KV: at most a step's scratch slots.
+            self.graphed_draft = GraphedDraft(self.draft, self.draft_kv, scratch_slot=num_slots,
+                                              max_keys=num_slots + 1, max_extra=draft_scratch)
         self.requests = [Request(i, list(p), max_new_tokens) for i, p in enumerate(prompts)]
         return self.requests
 
@@ -202,17 +211,19 @@ class Engine:
 
         t = self._clock()
         h_last, extend_slots = draft_extend(self.draft, self.draft_kv, self.table, rids,
-                                            [r.pending_tokens for r in reqs], [r.pending_features for r in reqs])
+                                            [r.pending_tokens for r in reqs], [r.pending_features for r in reqs],
+                                            self.graphed_draft)
         for r, L in zip(reqs, lens):
             r.draft_length = L
         timing["draft_extend_ms"] = self._ms(t)
         t = self._clock()
         leviathan = self.spec.chain_rule == "leviathan" and not self.sampling.greedy
         if self.spec.method == "static":  # the same head, a shape fixed in advance
-            phase = grow_static_tree(self.draft, self.draft_kv, self.table, rids, h_last, self.spec.tree)
+            phase = grow_static_tree(self.draft, self.draft_kv, self.table, rids, h_last, self.spec.tree,
+                                     self.graphed_draft)
         else:
             phase = grow_tree(self.draft, self.draft_kv, self.table, rids, h_last, self.spec.num_steps,
-                              self.spec.topk, self.sampling if leviathan else None, self.dev_gen)
+                              self.spec.topk, self.sampling if leviathan else None, self.dev_gen, self.graphed_draft)
         for slots in phase.scratch_slots:  # tree-level draft KV is scratch: back to the free list
             self.table.allocator.free(slots)
         timing["draft_tree_ms"] = self._ms(t)

@@ -1,4 +1,5 @@
-"""CUDA-graph replay of the target forward at padded (batch x tokens) sizes.
+"""CUDA-graph replay of the target forward and of the draft head's levels at padded
+(batch x tokens) sizes.
 
 At batch 1 on a GPU a 30-layer step is hundreds of small kernel launches, and launch overhead,
 not arithmetic, sets its speed; a speculative step pays it once per draft level and once for
@@ -7,17 +8,25 @@ every shape and every pointer, so:
 
 * each forward is **padded** up to a bucket ``(batch, tokens)``: the real requests first, then
   dummy requests. All padding tokens belong to the first dummy request, which has no prefix,
-  attends only its own tokens, and writes its K/V to one reserved scratch slot; attention is
-  per request, so real rows do not change (``tests/test_graphs.py`` runs the padded batch
-  eagerly on the CPU against the unpadded one);
-* the inputs (token ids, positions, slots, the attention bookkeeping) are copied into **static
-  buffers** the graph was captured with; ``kv_slots`` and the flat mask are read only up to what
-  ``cu_kv`` / ``mask_offsets`` say, so their buffers are sized for the most a bucket may hold;
+  attends only its own tokens, and writes its K/V to one reserved scratch slot of the module's
+  KV pool; attention is per request, so real rows do not change (``tests/test_graphs.py`` runs
+  the padded batch eagerly on the CPU against the unpadded one);
+* the inputs (token ids, positions, slots, the attention bookkeeping, and the draft head's input
+  features) are copied into **static buffers** the graph was captured with; ``kv_slots`` and the
+  flat mask are read only up to what ``cu_kv`` / ``mask_offsets`` say, so their buffers are
+  sized for the most a bucket may hold (a draft tree level also attends its ancestors from
+  earlier levels: up to a step's draft scratch slots, ``max_extra``);
 * the Triton kernel is launched with a grid for the worst case of the bucket (all query rows in
   one request, the longest prefix the pool can hold); its programs read the real lengths from
   the device tensors and the ones past a request's rows or prefix exit at once;
 * a shape outside every bucket (or a prefill) runs eagerly; so does everything after a capture
-  that failed (one warning line on stderr).
+  that failed (one warning line on stderr, per runner).
+
+``GraphedForward`` holds that machinery for any module with a KV pool; ``GraphedTarget`` runs
+the target forward + logits (decode, verify), ``GraphedDraft`` the draft head's forward (each
+tree level of ``draft.grow_tree`` and ``static_tree.grow_static_tree``, and ``draft_extend``
+when its shape fits a bucket). The engine makes both when ``cuda_graphs`` is on. Nothing here
+has run on a GPU yet: the graph-vs-eager tests are GPU-marked.
 
 Only the ``triton`` attention backend is captured: the ``torch`` backend loops over requests on
 the host with their current lengths, which a graph cannot replay.
@@ -92,33 +101,52 @@ def pad_batch(batch: ForwardBatch, bucket: Bucket, scratch_slot: int) -> Forward
                         torch.cat([batch.out_slots, scratch]), padded)
 
 
-class _Captured:
-    """One graph and the static buffers it reads and writes."""
+def pad_features(features: torch.Tensor, bucket: Bucket) -> torch.Tensor:
+    """A draft forward's input features [T, H] grown to the bucket's tokens with zero rows (the
+    padding tokens' features; their outputs are dropped)."""
+    pad = bucket.tokens - features.shape[0]
+    if pad < 0:
+        raise ValueError(f"{features.shape[0]} feature rows do not fit bucket {bucket}")
+    return torch.cat([features, features.new_zeros(pad, *features.shape[1:])])
 
-    def __init__(self, bucket: Bucket, masked: bool, max_keys: int, device: torch.device):
+
+class _Captured:
+    """One graph and the static buffers it reads and writes. ``max_extra``: the most extra keys
+    (keys after the prefix) one request may have beyond its own query rows (draft tree levels
+    also see their ancestors from earlier levels); ``features``: the width of an input-feature
+    buffer (the draft head's), None for none."""
+
+    def __init__(self, bucket: Bucket, masked: bool, max_keys: int, device: torch.device, max_extra: int = 0,
+                 features: int | None = None, feature_dtype: torch.dtype = torch.float32):
         b, t = bucket.batch, bucket.tokens
         i32, i64 = dict(dtype=torch.int32, device=device), dict(dtype=torch.int64, device=device)
         self.input_ids, self.positions, self.out_slots = (torch.zeros(t, **i64) for _ in range(3))
+        self.features = None if features is None else torch.zeros(t, features, dtype=feature_dtype, device=device)
         self.cu_q, self.cu_kv = torch.zeros(b + 1, **i32), torch.zeros(b + 1, **i32)
         self.prefix_lens = torch.zeros(b, **i32)
-        self.kv_slots = torch.zeros(max_keys, **i64)
-        # Mask mode: at most t extra keys per request (the tree nodes): t * t mask bits in all.
-        self.mask = torch.zeros(t * t, dtype=torch.bool, device=device) if masked else None
+        # Every key of a batch is a distinct pool slot (at most max_keys of them), except the
+        # padding tokens' copies of the scratch slot (fewer than t): the slot list's capacity.
+        self.kv_slots = torch.zeros(max_keys + t, **i64)
+        # Mask mode: a request of n rows has at most max(n, max_extra) extra keys, so the mask
+        # bits of the whole bucket (padding included) are at most t * max(t, max_extra).
+        self.mask = torch.zeros(t * max(t, max_extra), dtype=torch.bool, device=device) if masked else None
         self.mask_offsets = torch.zeros(b, **i64) if masked else None
         # The launch plan is made for the worst case: one request with every row and the longest
-        # prefix; the host lists say just that (the device buffers hold the real layout). The
-        # prefix must be the longest possible: the kernel's prefix slices are planned from it.
-        # Extra keys are the queries themselves (decode, verify), at most t per request.
+        # prefix (max_keys); the host lists say just that (the device buffers hold the real
+        # layout). The prefix must be the longest possible: the kernel's prefix slices are
+        # planned from it. The extra keys are looped over up to the device lengths, so the host
+        # lists' t extras do not bound them.
         self.meta = AttentionMeta(
             cu_q=self.cu_q, cu_kv=self.cu_kv, prefix_lens=self.prefix_lens, kv_slots=self.kv_slots,
             mask=self.mask, mask_offsets=self.mask_offsets, q_lens=[t] + [0] * (b - 1),
-            kv_lens=[max_keys] + [0] * (b - 1), prefix_list=[max_keys - t] + [0] * (b - 1))
+            kv_lens=[max_keys + t] + [0] * (b - 1), prefix_list=[max_keys] + [0] * (b - 1))
         self.batch = ForwardBatch(self.input_ids, self.positions, self.out_slots, self.meta)
         self.graph = None
         self.outputs: tuple[torch.Tensor, ...] = ()
 
-    def load(self, padded: ForwardBatch) -> None:
-        """Copy one padded batch into the static buffers (no allocation the graph could see)."""
+    def load(self, padded: ForwardBatch, features: torch.Tensor | None = None) -> None:
+        """Copy one padded batch (and its padded features) into the static buffers (no
+        allocation the graph could see)."""
         m = padded.meta
         self.input_ids.copy_(padded.input_ids)
         self.positions.copy_(padded.positions)
@@ -130,34 +158,54 @@ class _Captured:
         if self.mask is not None:
             self.mask[: m.mask.numel()].copy_(m.mask)
             self.mask_offsets.copy_(m.mask_offsets)
+        if self.features is not None:
+            self.features.copy_(features)
 
 
-class GraphedTarget:
-    """``hidden, logits = runner(batch)``: the target forward + logits, replayed from a CUDA graph
-    when the batch fits a bucket, else run eagerly. ``max_keys``: the most keys one request may
-    see (the pool size is always enough); ``scratch_slot``: a pool slot no request owns."""
+class GraphedForward:
+    """The bucketing, padding, static buffers, capture and eager fallback shared by the graphed
+    forwards: a module with a KV pool whose forward is ``run(batch)`` (``features=None``) or
+    ``run(batch, features)`` (``features``: the width of the input features, one more static
+    buffer). Subclasses say what runs (``_run``) and how the cos/sin tables are grown
+    (``_grow_rope``). ``max_keys``: the most keys a batch's requests may see in all (the pool
+    size is always enough); ``scratch_slot``: a pool
+    slot no request owns; ``max_extra``: the most extra keys a request may have beyond its own
+    query rows (0: decode, verify and extend have exactly their rows)."""
 
-    def __init__(self, target, kv, scratch_slot: int, max_keys: int, buckets: list[Bucket] | None = None):
-        if target.attention_backend != "triton":
-            raise ValueError("CUDA graphs need the triton attention backend (the torch one loops on the host)")
-        self.target, self.kv, self.scratch_slot, self.max_keys = target, kv, scratch_slot, max_keys
+    name = "forward"
+
+    def __init__(self, device: torch.device, kv, scratch_slot: int, max_keys: int,
+                 buckets: list[Bucket] | None = None, max_extra: int = 0, features: int | None = None,
+                 feature_dtype: torch.dtype = torch.float32):
+        if scratch_slot < 0 or scratch_slot >= kv.num_slots:
+            raise ValueError(f"scratch slot {scratch_slot} is outside the KV pool of {kv.num_slots} slots")
+        self.device, self.kv, self.scratch_slot, self.max_keys = device, kv, scratch_slot, max_keys
+        self.max_extra, self.features, self.feature_dtype = max_extra, features, feature_dtype
         self.buckets = buckets if buckets is not None else make_buckets()
-        self.device = target.lm_head.weight.device
         self.graphs: dict[tuple[Bucket, bool], _Captured] = {}
         self.replays = self.eager = 0  # counters, for tests and benchmarks
-        self.failed: str | None = None  # why a capture failed (that bucket then runs eagerly)
+        self.failed: str | None = None  # why a capture failed (everything then runs eagerly)
 
-    def _forward(self, batch: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        hidden = self.target(batch, self.kv)
-        return hidden, self.target.logits(hidden)
+    def _run(self, batch: ForwardBatch, features: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+        raise NotImplementedError
 
-    def __call__(self, batch: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        bucket = pick_bucket(self.buckets, batch.meta.batch_size, batch.num_tokens)
+    def _grow_rope(self, longest: int) -> None:
+        raise NotImplementedError
+
+    def bucket_for(self, batch: ForwardBatch) -> Bucket | None:
+        """The bucket this batch replays in, or None: it runs eagerly (no bucket holds it, or a
+        request has more keys or extra keys than the static buffers were sized for)."""
         meta = batch.meta
-        if (bucket is None or max(meta.kv_lens, default=0) > self.max_keys
-                or any(k - p > n for n, k, p in zip(meta.q_lens, meta.kv_lens, meta.prefix_list))):
+        if (max(meta.prefix_list, default=0) > self.max_keys or sum(meta.kv_lens) > self.max_keys
+                or any(k - p > max(n, self.max_extra) for n, k, p in zip(meta.q_lens, meta.kv_lens, meta.prefix_list))):
+            return None
+        return pick_bucket(self.buckets, meta.batch_size, batch.num_tokens)
+
+    def _call(self, batch: ForwardBatch, features: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+        bucket = self.bucket_for(batch)
+        if bucket is None:
             self.eager += 1
-            return self._forward(batch)
+            return self._run(batch, features)
         key = (bucket, batch.meta.mask is not None)
         cap = self.graphs.get(key)
         if cap is None:
@@ -165,19 +213,20 @@ class GraphedTarget:
                 cap = self._capture(*key)
             except Exception as exc:  # noqa: BLE001 - a graph that cannot be captured: eager, said once
                 self.failed = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-                print(f"warning: CUDA graph capture failed at {bucket} ({self.failed}); this engine runs "
-                      "eagerly from now on", file=sys.stderr, flush=True)
+                print(f"warning: CUDA graph capture failed for the {self.name} at {bucket} ({self.failed}); the "
+                      f"{self.name} runs eagerly from now on", file=sys.stderr, flush=True)
                 self.buckets = []  # whatever broke one capture is likely to break the others
                 self.eager += 1
-                return self._forward(batch)
-        cap.load(pad_batch(batch, bucket, self.scratch_slot))
+                return self._run(batch, features)
+        cap.load(pad_batch(batch, bucket, self.scratch_slot),
+                 None if features is None else pad_features(features.to(self.feature_dtype), bucket))
         cap.graph.replay()
         self.replays += 1
         t = batch.num_tokens
-        return cap.outputs[0][:t], cap.outputs[1][:t]
+        return tuple(o[:t] for o in cap.outputs)
 
     def _capture(self, bucket: Bucket, masked: bool) -> _Captured:
-        cap = _Captured(bucket, masked, self.max_keys, self.device)
+        cap = _Captured(bucket, masked, self.max_keys, self.device, self.max_extra, self.features, self.feature_dtype)
         # A valid dummy layout for warm-up and capture: every row in the first request, seeing
         # only the scratch slot (the static buffers are overwritten before each replay).
         t = bucket.tokens
@@ -189,17 +238,86 @@ class GraphedTarget:
             cap.mask[: t * t] = torch.ones(t, t, dtype=torch.bool, device=self.device).tril().reshape(-1)
             cap.mask_offsets.zero_()
         # The cos/sin tables are read by address: build them for the whole context now, so that
-        # no later forward (of any engine on this target) regrows them under the graph.
-        longest = max(self.max_keys, self.target.config.max_position_embeddings)
-        self.target.rope(torch.tensor([longest], device=self.device), self.target.lm_head.weight.dtype)
+        # no later forward (of any engine on this model) regrows them under the graph.
+        self._grow_rope(self.max_keys)
         stream = torch.cuda.Stream(self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):  # warm-up off the default stream (Triton compiles here)
             for _ in range(2):
-                self._forward(cap.batch)
+                self._run(cap.batch, cap.features)
         torch.cuda.current_stream(self.device).wait_stream(stream)
         cap.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(cap.graph):
-            cap.outputs = self._forward(cap.batch)
+            cap.outputs = self._run(cap.batch, cap.features)
         self.graphs[(bucket, masked)] = cap
         return cap
+
+
+def _check_triton(target) -> None:
+    if target.attention_backend != "triton":
+        raise ValueError("CUDA graphs need the triton attention backend (the torch one loops on the host)")
+
+
+class GraphedTarget(GraphedForward):
+    """``hidden, logits = runner(batch)``: the target forward + logits, replayed from a CUDA graph
+    when the batch fits a bucket, else run eagerly. ``max_keys``: the most keys a batch may hold
+    (the pool size is always enough); ``scratch_slot``: a pool slot no request owns."""
+
+    name = "target forward"
+
+    def __init__(self, target, kv, scratch_slot: int, max_keys: int, buckets: list[Bucket] | None = None):
+        _check_triton(target)
+        self.target = target
+        super().__init__(target.lm_head.weight.device, kv, scratch_slot, max_keys, buckets)
+
+    def _run(self, batch: ForwardBatch, features=None) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden = self.target(batch, self.kv)
+        return hidden, self.target.logits(hidden)
+
+    def _grow_rope(self, longest: int) -> None:
+        longest = max(longest, self.target.config.max_position_embeddings)
+        self.target.rope(torch.tensor([longest], device=self.device), self.target.lm_head.weight.dtype)
+
+    def __call__(self, batch: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._call(batch)
+
+
+class GraphedDraft(GraphedForward):
+    """``hidden = runner(features, batch)``: the draft head's forward (a tree level, or the extend
+    when it fits a bucket) in its own KV pool, replayed from a CUDA graph when the batch fits a
+    bucket, else run eagerly; the input features are one more static buffer. ``max_extra``: the
+    draft-KV scratch slots of one step (a tree level attends its ancestors from earlier levels).
+    Returns a fresh tensor: the graph's output buffer is reused by the next replay."""
+
+    name = "draft forward"
+
+    def __init__(self, head, kv, scratch_slot: int, max_keys: int, max_extra: int = 0,
+                 buckets: list[Bucket] | None = None):
+        if head.target is None:
+            raise ValueError("the draft head must be attached to its target first")
+        _check_triton(head.target)
+        self.head = head
+        w = head.fc.weight
+        super().__init__(w.device, kv, scratch_slot, max_keys, buckets, max_extra=max_extra,
+                         features=head.config.hidden_size, feature_dtype=w.dtype)
+
+    def _run(self, batch: ForwardBatch, features: torch.Tensor) -> tuple[torch.Tensor]:
+        return (self.head(features, batch, self.kv),)
+
+    def _grow_rope(self, longest: int) -> None:
+        from workbench.models.draft import _same_rope
+
+        head, target = self.head, self.head.target
+        if _same_rope(target.config, head.config):  # the target's table: grown as GraphedTarget grows it
+            longest = max(longest, target.config.max_position_embeddings)
+            target.rope(torch.tensor([longest], device=self.device), self.feature_dtype)
+        else:
+            longest = max(longest, head.config.max_position_embeddings)
+            head._own_rope(torch.tensor([longest], device=self.device), self.feature_dtype)
+
+    def __call__(self, features: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
+        if features.shape[0] != batch.num_tokens:
+            raise ValueError(f"{features.shape[0]} feature rows for {batch.num_tokens} tokens")
+        replays = self.replays
+        (hidden,) = self._call(batch, features)
+        return hidden.clone() if self.replays > replays else hidden

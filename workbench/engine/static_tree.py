@@ -25,7 +25,7 @@ import json
 
 import torch
 
-from workbench.engine.draft import DraftPhase, _tree_level_batch
+from workbench.engine.draft import DraftForward, DraftPhase, _tree_level_batch, head_forward
 from workbench.engine.record import DraftLevel
 from workbench.engine.tree import Candidates
 from workbench.kv import SlotTable
@@ -116,13 +116,15 @@ def scratch_slots(paths: tuple[Path, ...]) -> int:
 
 
 def grow_static_tree(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int], h_last: torch.Tensor,
-                     paths: tuple[Path, ...]) -> DraftPhase:
+                     paths: tuple[Path, ...], forward: DraftForward | None = None) -> DraftPhase:
     """The shape's nodes for every request, one draft forward per depth, batched across requests.
 
     Candidates are added depth by depth, and under each parent in rank order, so a parent comes
     before its children and siblings come in descending draft probability, as in ``grow_tree``.
-    A node's input feature is its parent's draft output (the root's children: ``h_last`` [B, H])."""
+    A node's input feature is its parent's draft output (the root's children: ``h_last`` [B, H]).
+    ``forward``: see ``draft.head_forward``."""
     bsz = len(rids)
+    run = head_forward(head, kv, forward)
     max_depth, width = tree_shape(paths)
     children: dict[Path, list[int]] = {}
     for p in sorted(paths, key=lambda p: (len(p), p)):
@@ -144,7 +146,7 @@ def grow_static_tree(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[i
                 levels[b].append(DraftLevel(depth - 1, list(frontier), list(new_slots[b]), positions[b]))
                 processed[b].extend(frontier)
                 scratch[b].extend(new_slots[b])
-            hidden = head(hidden, batch, kv)  # [B * F, H]
+            hidden = run(hidden, batch)  # [B * F, H]
         logp, cols = head.log_probs(hidden)  # [B * F, V']
         lp, idx = logp.topk(width, dim=-1)  # ranks 0..width-1, descending probability
         tokens = (idx if cols is None else cols[idx]).view(bsz, len(parents), width).tolist()
