@@ -55,8 +55,12 @@ def test_figures_store_a_png_only_when_asked(monkeypatch):
 
 def test_figures_without_a_browser_say_what_to_install(monkeypatch):
     monkeypatch.delenv("BROWSER_PATH", raising=False)
-    monkeypatch.setattr(figures, "CHROMIUM", figures.Path("/nonexistent/chromium"))
-    monkeypatch.setattr(figures.shutil, "which", lambda name: None)
+    from pathlib import Path
+
+    from workbench.viz import png
+
+    monkeypatch.setattr(png, "CHROMIUM", Path("/nonexistent/chromium"))
+    monkeypatch.setattr(png.shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="chromium"):
         figures.configure(images=True)
 

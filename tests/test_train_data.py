@@ -127,6 +127,23 @@ def test_generator_rejects_bad_settings(tmp_path):
         GenConfig(out=tmp_path, followup_frac=1.5)
     with pytest.raises(ValueError, match="temperatures"):
         GenConfig(out=tmp_path, temperatures=(0.0,))
+    with pytest.raises(ValueError, match="dtype"):
+        GenConfig(out=tmp_path, dtype="fp16")
+
+
+def test_bf16_shards_join_an_fp32_directory_and_say_their_dtype(tiny_target, tmp_path):
+    from safetensors import safe_open
+
+    run(small_config(tmp_path, num_prompts=2), tiny_target, FakeChat(), STOP, log=lambda *a, **k: None)
+    bf16 = load_target(make_tiny_checkpoint(tmp_path / "tiny", seed=2), torch.bfloat16)
+    with pytest.raises(ValueError, match="other settings"):  # the prompt count is part of the data's identity
+        run(small_config(tmp_path, num_prompts=4, dtype="bf16"), bf16, FakeChat(), STOP)
+    shard_path(tmp_path, 0).unlink()  # regenerate shard 0 in bf16 into the fp32 directory
+    run(small_config(tmp_path, num_prompts=2, dtype="bf16"), bf16, FakeChat(), STOP, log=lambda *a, **k: None)
+    with safe_open(str(shard_path(tmp_path, 0)), "pt") as f:
+        assert f.metadata()["dtype"] == "bf16"
+    with safe_open(str(feature_path(tmp_path, 0)), "pt") as f:
+        assert f.get_tensor("features").dtype == torch.float16 and f.metadata()["dtype"] == "bf16"
 
 
 def test_features_are_the_targets_prefill_and_held_out_is_by_prompt(tiny_target, tmp_path):
@@ -174,3 +191,6 @@ def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
     assert json.loads((tmp_path / "curve" / "scaling.json").read_text()) == rows
     with pytest.raises(SystemExit):
         scaling.main(argv[:-6] + ["--points", "x"])
+    with pytest.raises(SystemExit):
+        scaling.main(argv + ["--trees", "eagle2(9,9,9)"])
+    assert scaling.parse_args(argv + ["--trees", "eagle2(5,4,8)"]).trees == ("eagle2(5,4,8)",)

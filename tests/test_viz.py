@@ -3,6 +3,7 @@ models) and on the docs/design.md §5 seed tree written out by hand: node counts
 and colour per status, mask cells equal to the trace's mask, walk moves, KV counts."""
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -345,3 +346,23 @@ def test_best_tree_greedy_matches_the_walk(runs, name):
         assert taus[-1] == {"D": len(tr["tree"]["nodes"]), "tau": tr["accept_length"]}
         assert all(a["tau"] <= b["tau"] for a, b in zip(taus, taus[1:]))  # more budget never hurts here
         assert list(budget_figure(tr).data[0].y) == [t["tau"] for t in taus]
+
+
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="kaleido needs Chromium (Debian package chromium)")
+def test_calibration_figures_as_png(tmp_path):
+    from workbench.bench.calibration import write_figures
+
+    paths = write_figures(calibration_table([seed_tree_trace()]), tmp_path)
+    assert [p.name for p in paths] == ["reliability.png", "calibration-depth.png"]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000 for p in paths)
+
+
+def test_png_without_a_browser_says_what_to_install(monkeypatch, tmp_path):
+    from workbench.viz import png
+
+    monkeypatch.delenv("BROWSER_PATH", raising=False)
+    monkeypatch.setattr(png, "CHROMIUM", Path("/nonexistent/chromium"))
+    monkeypatch.setattr(png.shutil, "which", lambda name: None)
+    with pytest.raises(RuntimeError, match="chromium"):
+        png.write_png(reliability_figure(calibration_table([])), tmp_path / "x.png")
+    assert not (tmp_path / "x.png").exists()

@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-new-tokens", type=positive("--max-new-tokens"), default=DEFAULT_MAX_NEW_TOKENS)
     p.add_argument("--temperature", type=positive("--temperature", float, allow_zero=True), default=0.0)
     p.add_argument("--out", help="write {meta, table} JSON here (default: print it)")
+    p.add_argument("--png", metavar="DIR", help="also draw reliability.png and calibration-depth.png there "
+                   "(the app's figures; needs Chromium for kaleido)")
     add_model_args(p)
     args = p.parse_args(argv)
     try:
@@ -90,4 +92,20 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
     else:
         print(text)
+    if args.png:
+        try:
+            for path in write_figures(out["table"], Path(args.png)):
+                print(f"wrote {path}", file=sys.stderr)
+        except RuntimeError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     return 0
+
+
+def write_figures(table: dict, out_dir: Path) -> list[Path]:
+    """The reliability diagram and the per-depth view of ``table`` as PNGs in ``out_dir``."""
+    from workbench.viz.calibration import depth_figure, reliability_figure
+    from workbench.viz.png import write_png
+
+    return [write_png(reliability_figure(table), out_dir / "reliability.png"),
+            write_png(depth_figure(table), out_dir / "calibration-depth.png")]

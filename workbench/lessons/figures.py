@@ -10,21 +10,10 @@ variable (tests, a reader rerunning a cell) no image is made: it costs about a s
 from __future__ import annotations
 
 import os
-import shutil
-from pathlib import Path
+
+from workbench.viz.png import use_browser
 
 IMAGES_ENV = "WORKBENCH_NOTEBOOK_IMAGES"
-CHROMIUM = Path("/usr/bin/chromium")
-BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
-
-
-def find_browser() -> str | None:
-    """The Chromium/Chrome kaleido will drive: $BROWSER_PATH, Debian's, or one on the PATH."""
-    if os.environ.get("BROWSER_PATH"):
-        return os.environ["BROWSER_PATH"]
-    if CHROMIUM.exists():
-        return str(CHROMIUM)
-    return next((found for name in BROWSERS if (found := shutil.which(name))), None)
 
 
 def renderer(images: bool) -> str:
@@ -38,11 +27,7 @@ def configure(images: bool | None = None) -> str:
 
     images = os.environ.get(IMAGES_ENV) == "1" if images is None else images
     if images:
-        browser = find_browser()
-        if browser is None:
-            raise RuntimeError("PNG copies of the figures need Chromium or Chrome for kaleido: install the "
-                               "Debian package chromium, or set BROWSER_PATH to a Chrome binary")
-        os.environ["BROWSER_PATH"] = browser
+        use_browser()
         pio.renderers["png"].width, pio.renderers["png"].height = 900, None
     pio.renderers.default = renderer(images)
     return pio.renderers.default

@@ -39,8 +39,9 @@ def mt_bench_first_turns(path: Path, n: int) -> list[str]:
     return [r["turns"][0] for r in mt[::step][:n]]
 
 
-def run(wb, prompts: list[list[int]], spec: SpecConfig, max_new: int) -> dict:
-    reqs, secs = wb.generate(prompts, spec, SamplingParams(), max_new)
+def run(wb, prompts: list[list[int]], spec: SpecConfig, max_new: int, temperature: float = 0.0,
+        seed: int = 0) -> dict:
+    reqs, secs = wb.generate(prompts, spec, SamplingParams(temperature=temperature, seed=seed), max_new)
     steps = [a for r in reqs for a in r.accept_lengths]
     per_q = [tau(r.accept_lengths) for r in reqs if r.accept_lengths]
     return {"outputs": [r.output_ids for r in reqs], "tau": tau(steps) or 0.0,
@@ -59,26 +60,34 @@ def main(argv=None) -> None:
     ap.add_argument("--questions", type=Path, default=QUESTIONS)
     ap.add_argument("-n", type=int, default=20, help="number of questions")
     ap.add_argument("--max-new", type=int, default=128)
+    ap.add_argument("--temperature", type=float, default=0.0,
+                    help="0 = greedy (outputs are checked against plain decoding); > 0 samples (seeded, "
+                         "lossless in distribution, so outputs are not compared)")
+    ap.add_argument("--seed", type=int, default=0, help="sampling seed (with --temperature > 0)")
     ap.add_argument("--hot", type=int, default=None, help="draft only among the N most frequent tokens")
     ap.add_argument("--methods", nargs="*", default=list(METHODS), choices=list(METHODS))
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args(argv)
+    if args.temperature < 0 or args.n < 1 or args.max_new < 1:
+        ap.error("--temperature must be >= 0, -n and --max-new >= 1")
     if args.threads:
         torch.set_num_threads(args.threads)
     wb = Workbench.load(draft=str(args.head), dtype=args.dtype)
     if args.hot:
         wb.draft.set_hot_tokens(load_hot_tokens(args.head, args.hot))
     prompts = [wb.encode(q) for q in mt_bench_first_turns(args.questions, args.n)]
-    base = run(wb, prompts, SpecConfig("vanilla"), args.max_new)
-    print(f"head {args.head}, {args.dtype}, {len(prompts)} MT-bench first turns, {args.max_new} new tokens, "
-          f"greedy, hot tokens: {args.hot or 'full vocabulary'}")
+    greedy = args.temperature == 0
+    base = run(wb, prompts, SpecConfig("vanilla"), args.max_new, args.temperature, args.seed)
+    mode = "greedy" if greedy else f"temperature {args.temperature:g}, seed {args.seed}"
+    print(f"head {args.head.name}, {args.dtype}, {len(prompts)} MT-bench first turns, {args.max_new} new tokens, "
+          f"{mode}, hot tokens: {args.hot or 'full vocabulary'}")
     print("| method | τ (all steps) | τ (mean per question) | outputs = greedy | tokens | seconds |")
     print("|---|---|---|---|---|---|")
     print(f"| vanilla | 1.00 | 1.00 | - | {base['tokens']} | {base['seconds']:.1f} |")
     for name in args.methods:
-        r = run(wb, prompts, METHODS[name], args.max_new)
-        same = sum(a == b for a, b in zip(r["outputs"], base["outputs"]))
-        print(f"| {name} | {r['tau']:.2f} | {r['tau_per_question']:.2f} | {same}/{len(prompts)} | {r['tokens']} "
+        r = run(wb, prompts, METHODS[name], args.max_new, args.temperature, args.seed)
+        same = f"{sum(a == b for a, b in zip(r['outputs'], base['outputs']))}/{len(prompts)}" if greedy else "sampled"
+        print(f"| {name} | {r['tau']:.2f} | {r['tau_per_question']:.2f} | {same} | {r['tokens']} "
               f"| {r['seconds']:.1f} |", flush=True)
 
 

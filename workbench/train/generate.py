@@ -69,6 +69,7 @@ class GenConfig:
     max_shards: int | None = None  # stop after this many new shards (None = until done)
     goal_tokens: int = 3_000_000  # response tokens the ETA is reported against
     features: bool = True  # record the target's features while decoding (features/feat_NNNNN.safetensors)
+    dtype: str = "fp32"  # the target's weights while decoding (bf16: ~1.7x faster on a CPU with AVX-512 BF16)
 
     def __post_init__(self) -> None:
         if self.shard_size < 1 or self.samples < 0 or self.max_new < 1:
@@ -77,6 +78,8 @@ class GenConfig:
             raise ValueError(f"--followup-frac must be in [0, 1], got {self.followup_frac}")
         if self.samples and (not self.temperatures or any(not 0.0 < t <= 2.0 for t in self.temperatures)):
             raise ValueError(f"--temperatures must be in (0, 2], got {self.temperatures}")
+        if self.dtype not in ("fp32", "bf16"):
+            raise ValueError(f"--dtype must be fp32 or bf16, got {self.dtype!r}")
 
 
 class Chat:
@@ -258,7 +261,7 @@ def run(cfg: GenConfig, target, chat: Chat, stop_ids: tuple[int, ...], log=print
     prompts = build_prompt_set(cfg.seed, cfg.num_prompts)
     cfg.out.mkdir(parents=True, exist_ok=True)
     num_shards = -(-len(prompts) // cfg.shard_size)
-    meta = {"format": FORMAT, "config": json.dumps(data_identity(cfg, prompts), sort_keys=True)}
+    meta = {"format": FORMAT, "config": json.dumps(data_identity(cfg, prompts), sort_keys=True), "dtype": cfg.dtype}
     check_same_data(cfg.out / "config.json", meta["config"])
     done = totals(cfg.out)
     todo = [i for i in range(num_shards) if not shard_path(cfg.out, i).exists()]
@@ -302,6 +305,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--max-shards", type=int, default=None, help="stop after N new shards")
     ap.add_argument("--goal-tokens", type=int, default=d.goal_tokens, help="response tokens the ETA is counted to")
     ap.add_argument("--threads", type=int, default=None, help="torch threads")
+    ap.add_argument("--dtype", choices=("fp32", "bf16"), default=d.dtype,
+                    help="the target's dtype while decoding, recorded in each shard's metadata; shards of "
+                         "either dtype may share a directory (bf16 answers follow the bf16 target's greedy "
+                         "choices, and its features carry bf16 rounding, well under the training noise)")
     ap.add_argument("--no-features", action="store_true",
                     help="store token ids only (features.py then recomputes the features: one prefill per sequence)")
     ap.add_argument("--status", action="store_true", help="print the totals of --out and exit")
@@ -321,7 +328,7 @@ def main(argv=None) -> None:
         cfg = GenConfig(out=args.out, seed=args.seed, num_prompts=args.prompts, shard_size=args.shard_size,
                         samples=args.samples, temperatures=temps, followup_frac=args.followup_frac,
                         max_new=args.max_new, max_shards=args.max_shards, goal_tokens=args.goal_tokens,
-                        features=not args.no_features)
+                        features=not args.no_features, dtype=args.dtype)
     except ValueError as err:
         sys.exit(f"error: {err}")
     if args.threads:
@@ -330,10 +337,10 @@ def main(argv=None) -> None:
 
     from workbench import store
     from workbench.attention import default_backend
-    from workbench.models.loading import load_target
+    from workbench.models.loading import DTYPES, load_target
 
     target_dir = store.resolve_target(args.target)
-    target = load_target(target_dir, torch.float32, "cpu")
+    target = load_target(target_dir, DTYPES[cfg.dtype], "cpu")
     target.attention_backend = default_backend("cpu")  # the project's fastest CPU attention, decided in one place
     eos = json.loads((Path(target_dir) / "generation_config.json").read_text()).get("eos_token_id")
     tok = AutoTokenizer.from_pretrained(target_dir)

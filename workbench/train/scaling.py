@@ -49,8 +49,9 @@ def steps_for(seqs, cfg: TrainConfig, epochs: float) -> int:
     return max(cfg.warmup + 1, round(epochs * len(plan_batches(seqs, cfg.max_tokens, cfg.seed))))
 
 
-def tau(head_dir: Path, n: int, max_new: int, target: str | None = None) -> dict[str, float]:
-    """τ of the head at each tree of ``TAU_METHODS`` ({} when ``n`` is 0); checks losslessness."""
+def tau(head_dir: Path, n: int, max_new: int, target: str | None = None,
+        trees: tuple[str, ...] = TAU_METHODS) -> dict[str, float]:
+    """τ of the head at each of ``trees`` ({} when ``n`` is 0); checks losslessness."""
     from workbench.bench.specbench import DATA_FILE
     from workbench.engine.config import SpecConfig
     from workbench.train.evaluate import METHODS, mt_bench_first_turns, run
@@ -62,7 +63,7 @@ def tau(head_dir: Path, n: int, max_new: int, target: str | None = None) -> dict
     prompts = [wb.encode(q) for q in mt_bench_first_turns(DATA_FILE, n)]
     base = run(wb, prompts, SpecConfig("vanilla"), max_new)["outputs"]
     out = {}
-    for name in TAU_METHODS:
+    for name in trees:
         r = run(wb, prompts, METHODS[name], max_new)
         if r["outputs"] != base:
             raise RuntimeError(f"{name}: outputs differ from greedy decoding")
@@ -93,6 +94,8 @@ def parse_args(argv=None):
     ap.add_argument("--target", default=None, help="target model directory (default: SmolLM2-135M-Instruct)")
     ap.add_argument("-n", type=int, default=20, help="MT-bench questions for τ (0: no τ)")
     ap.add_argument("--max-new", type=int, default=128)
+    ap.add_argument("--trees", nargs="+", default=list(TAU_METHODS), choices=TAU_METHODS,
+                    help="the trees τ is measured at")
     ap.add_argument("--threads", type=int, default=None)
     defaults = TrainConfig()
     for f in fields(TrainConfig):
@@ -104,6 +107,7 @@ def parse_args(argv=None):
         args.points = sorted({int(p) for p in args.points.split(",") if p.strip()})
     except ValueError:
         ap.error(f"--points must be comma-separated integers, got {args.points!r}")
+    args.trees = tuple(args.trees)
     if len(args.points) < 1 or args.points[0] < 1:
         ap.error("--points needs at least one positive number of response tokens")
     return args
@@ -146,7 +150,7 @@ def main(argv=None) -> None:
         last = json.loads((work / "log.jsonl").read_text().splitlines()[-1])
         rows.append({"point": point, "response_tokens": have, "sequences": len(seqs), "steps": cfg.steps,
                      "tokens_seen": round(have * args.epochs), "val": last["val"],
-                     "tau": tau(work / "head", args.n, args.max_new, args.target), "minutes": (time.time() - t0) / 60,
+                     "tau": tau(work / "head", args.n, args.max_new, args.target, args.trees), "minutes": (time.time() - t0) / 60,
                      "config": {k: v for k, v in cfg.__dict__.items()}})
         table.write_text(json.dumps(rows, indent=2) + "\n")
         (args.out / "scaling.md").write_text(markdown(rows))
