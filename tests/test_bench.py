@@ -225,3 +225,33 @@ def test_hot_tokens_option_reaches_the_model_load(argv, monkeypatch):
         with pytest.raises(FileNotFoundError):
             tune_cmd.main(argv[1:])
     assert seen.get("hot_tokens") == 0
+
+
+def test_hot_tokens_come_from_the_loaded_heads_own_list(tmp_path):
+    """A head directory with hot_tokens.json drafts among its own list (default 4,096 or --hot-tokens
+    N); without a list, the default is the full vocabulary and an explicit N is a clear error."""
+    import json
+
+    from workbench.pipeline import HOT_TOKENS_DEFAULT, _apply_hot_tokens
+
+    class Head:
+        hot = None
+
+        def set_hot_tokens(self, ids):
+            self.hot = ids
+
+    with_list, without = tmp_path / "with", tmp_path / "without"
+    with_list.mkdir(), without.mkdir()
+    (with_list / "hot_tokens.json").write_text(json.dumps({"token_ids": list(range(9000, 0, -1))}))
+    h = Head()
+    assert _apply_hot_tokens(h, None, str(with_list)) == f", {HOT_TOKENS_DEFAULT} hot draft tokens"
+    assert h.hot.tolist()[:2] == [9000, 8999] and len(h.hot) == HOT_TOKENS_DEFAULT
+    h = Head()
+    assert _apply_hot_tokens(h, 3, str(with_list)) == ", 3 hot draft tokens" and h.hot.tolist() == [9000, 8999, 8998]
+    h = Head()
+    assert _apply_hot_tokens(h, 0, str(with_list)) == "" and h.hot is None
+    assert _apply_hot_tokens(h, None, str(without)) == "" and h.hot is None
+    with pytest.raises(ValueError, match="no hot_tokens.json"):
+        _apply_hot_tokens(h, 64, str(without))
+    with pytest.raises(ValueError, match="no hot_tokens.json"):
+        _apply_hot_tokens(h, 64, "random:3")

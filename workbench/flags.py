@@ -43,7 +43,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
                    help="replay decode and verify from CUDA graphs (default: on with CUDA and --attention triton)")
     p.add_argument("--hot-tokens", type=positive("--hot-tokens", int, allow_zero=True),
-                   help=f"shipped head: draft among the N most frequent tokens (default {HOT_TOKENS_DEFAULT}; "
+                   help=f"draft among the N most frequent tokens of the head's hot_tokens.json (default "
+                        f"{HOT_TOKENS_DEFAULT} where the head has that file, as the shipped one does; "
                         "0 = full vocabulary)")
 
 

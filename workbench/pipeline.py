@@ -45,9 +45,10 @@ class Workbench:
              hot_tokens: int | None = None) -> "Workbench":
         """``attention``: ``torch`` or ``triton`` (default: ``default_backend(device)``); ``triton``
         is checked against the reference on this device first and replaced by ``torch`` (with one
-        line on stderr) if it fails. ``hot_tokens``: draft only among the N most frequent tokens of the shipped head's
-        training responses (None = the default, HOT_TOKENS_DEFAULT where the head ships a list;
-        0 = the full vocabulary). Verification always uses the full vocabulary."""
+        line on stderr) if it fails. ``hot_tokens``: draft only among the N most frequent tokens of the head's
+        training responses, from ``hot_tokens.json`` beside its weights (None = the default,
+        HOT_TOKENS_DEFAULT where the head has such a list; 0 = the full vocabulary; N > 0 for a head
+        without a list is an error). Verification always uses the full vocabulary."""
         from transformers import AutoTokenizer
 
         from workbench import store
@@ -68,8 +69,8 @@ class Workbench:
         model.attention_backend = check.backend
         tokenizer = AutoTokenizer.from_pretrained(target_dir)
         head, source = (None, "none") if not need_draft else _load_head(draft, model, target is None)
-        if head is not None and draft is None:
-            source += _apply_hot_tokens(head, hot_tokens)
+        if head is not None and not (draft is None and source.startswith("random")):  # not the shipped list
+            source += _apply_hot_tokens(head, hot_tokens, draft)
         return cls(model, tokenizer, head, source, Path(target_dir), dtype, check)
 
     @property
@@ -133,15 +134,22 @@ def _load_head(draft: str | None, target: TargetModel, default_target: bool) -> 
     return load_draft(path, target), str(path)
 
 
-def _apply_hot_tokens(head: DraftHead, n: int | None) -> str:
-    """Prune the shipped head's draft vocabulary (FR-Spec / SGLang's hot-token map): the draft's
-    lm_head is the biggest matmul of a draft step, and on a CPU it is read once per tree level."""
-    from workbench.models.heads import load_hot_tokens
+def _apply_hot_tokens(head: DraftHead, n: int | None, draft: str | None) -> str:
+    """Prune the head's draft vocabulary (FR-Spec / SGLang's hot-token map) to the first ``n`` of
+    its ``hot_tokens.json`` (the shipped head's when ``draft`` is None): the draft's lm_head is
+    the biggest matmul of a draft step, and on a CPU it is read once per tree level."""
+    from workbench.models.heads import HOT_TOKENS_FILE, default_draft_dir, load_hot_tokens
 
-    n = HOT_TOKENS_DEFAULT if n is None else n
-    hot = load_hot_tokens(n=n) if n else None
-    if hot is None:
+    head_dir = default_draft_dir() if draft is None else Path(draft)
+    has_list = head_dir.is_dir() and (head_dir / HOT_TOKENS_FILE).exists()
+    if n is None:
+        n = HOT_TOKENS_DEFAULT if has_list else 0
+    if n and not has_list:
+        raise ValueError(f"--hot-tokens {n}: the draft {draft or head_dir} has no {HOT_TOKENS_FILE} to take "
+                         f"its frequent tokens from (use --hot-tokens 0 for the full vocabulary)")
+    if not n:
         return ""
+    hot = load_hot_tokens(head_dir, n)
     head.set_hot_tokens(hot)
     return f", {len(hot)} hot draft tokens"
 
