@@ -206,3 +206,13 @@ def test_any_numbered_script_is_paired_and_checked(tmp_path):
     assert out_of_sync(script) is None
     script.write_text(SCRIPT.replace("1 + 1", "2 + 2"))
     assert out_of_sync(script) == "cell 1 differs between 09_new_lesson.py and 09_new_lesson.ipynb"
+
+
+def test_notebooks_are_chosen_by_number_name_or_path():
+    from workbench.lessons.notebooks import _select
+
+    first = sources()[0]
+    assert _select([first.name[:2]])[0] == first
+    assert _select([f"notebooks/{first.name}", str(first.with_suffix(".ipynb"))]) == [first]
+    with pytest.raises(SystemExit, match="no notebook matches"):
+        _select(["99_nothing"])

@@ -100,7 +100,8 @@ def _select(names: list[str]) -> list[Path]:
     everything = sources()
     if not names:
         return everything
-    chosen = [p for p in everything if any(p.name.startswith(n) for n in names)]
+    prefixes = [Path(n).stem if n.endswith((".py", ".ipynb")) else n for n in names]  # paths work too
+    chosen = [p for p in everything if any(p.name.startswith(n) for n in prefixes)]
     if not chosen:
         raise SystemExit(f"error: no notebook matches {' '.join(names)} in {NOTEBOOK_DIR}")
     return chosen
