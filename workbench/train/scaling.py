@@ -150,7 +150,8 @@ def main(argv=None) -> None:
         last = json.loads((work / "log.jsonl").read_text().splitlines()[-1])
         rows.append({"point": point, "response_tokens": have, "sequences": len(seqs), "steps": cfg.steps,
                      "tokens_seen": round(have * args.epochs), "val": last["val"],
-                     "tau": tau(work / "head", args.n, args.max_new, args.target, args.trees), "minutes": (time.time() - t0) / 60,
+                     "tau": tau(work / "head", args.n, args.max_new, args.target, args.trees),
+                     "minutes": (time.time() - t0) / 60,
                      "config": {k: v for k, v in cfg.__dict__.items()}})
         table.write_text(json.dumps(rows, indent=2) + "\n")
         (args.out / "scaling.md").write_text(markdown(rows))
