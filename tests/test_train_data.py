@@ -12,7 +12,7 @@ from workbench.bench.specbench import DATA_FILE as SPEC_BENCH
 from workbench.attention.batch import extend_batch
 from workbench.models.loading import load_target
 from workbench.testing.tiny import make_tiny_checkpoint
-from workbench.train.generate import Chat, GenConfig, decode_batch, feature_path, run, shard_path
+from workbench.train.generate import Chat, GenConfig, decode_batch, feature_path, parse_worker, run, shard_path
 from workbench.train.prompt_set import build_prompt_set, followup
 
 
@@ -122,6 +122,21 @@ def test_generator_resumes_and_is_deterministic(tiny_target, tmp_path):
         run(small_config(tmp_path, max_new=7), tiny_target, FakeChat(), STOP)
 
 
+def test_workers_split_the_shards_and_together_make_the_same_data(tiny_target, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    run(small_config(one), tiny_target, FakeChat(), STOP, log=lambda *a, **k: None)
+    lines = []
+    t = run(small_config(two, worker=(1, 2)), tiny_target, FakeChat(), STOP, log=lambda m, **k: lines.append(m))
+    assert t["shards"] == 1 and shard_path(two, 1).exists() and "(1 of them for worker 1/2)" in lines[0]
+    assert run(small_config(two, worker=(0, 2)), tiny_target, FakeChat(), STOP, log=lambda *a, **k: None)["shards"] == 3
+    for i in range(3):
+        for path in (shard_path, feature_path):
+            a, b = read(path(one, i)), read(path(two, i))
+            assert a.keys() == b.keys()
+            for k in a:
+                torch.testing.assert_close(a[k], b[k])
+
+
 def test_generator_rejects_bad_settings(tmp_path):
     with pytest.raises(ValueError, match="followup-frac"):
         GenConfig(out=tmp_path, followup_frac=1.5)
@@ -129,6 +144,10 @@ def test_generator_rejects_bad_settings(tmp_path):
         GenConfig(out=tmp_path, temperatures=(0.0,))
     with pytest.raises(ValueError, match="dtype"):
         GenConfig(out=tmp_path, dtype="fp16")
+    with pytest.raises(ValueError, match="0 <= K < N"):
+        GenConfig(out=tmp_path, worker=(2, 2))
+    with pytest.raises(ValueError, match="K/N"):
+        parse_worker("half")
 
 
 def test_bf16_shards_join_an_fp32_directory_and_say_their_dtype(tiny_target, tmp_path):

@@ -4,6 +4,7 @@ features, sharded and resumable.
     OMP_NUM_THREADS=1 nice -n 19 python -m workbench.train.generate --threads 1   # into ~/.cache/workbench/train-data-v2
     python -m workbench.train.generate --out DIR --shard-size 48 --samples 2 --max-new 512
     python -m workbench.train.generate --status                      # totals only, generates nothing
+    python -m workbench.train.generate --threads 1 --worker 0/2 & python -m workbench.train.generate --threads 1 --worker 1/2
 
 Shard i holds prompts ``[i*G, (i+1)*G)`` of ``build_prompt_set(seed)`` (G = ``--shard-size``).
 For each of them the target, decoding them as one batch with the engine's plain (vanilla) batched
@@ -70,6 +71,7 @@ class GenConfig:
     goal_tokens: int = 3_000_000  # response tokens the ETA is reported against
     features: bool = True  # record the target's features while decoding (features/feat_NNNNN.safetensors)
     dtype: str = "fp32"  # the target's weights while decoding (bf16: ~1.7x faster on a CPU with AVX-512 BF16)
+    worker: tuple[int, int] = (0, 1)  # (k, n): this process makes the shards i with i % n == k
 
     def __post_init__(self) -> None:
         if self.shard_size < 1 or self.samples < 0 or self.max_new < 1:
@@ -80,6 +82,9 @@ class GenConfig:
             raise ValueError(f"--temperatures must be in (0, 2], got {self.temperatures}")
         if self.dtype not in ("fp32", "bf16"):
             raise ValueError(f"--dtype must be fp32 or bf16, got {self.dtype!r}")
+        k, n = self.worker
+        if not 0 <= k < n:
+            raise ValueError(f"--worker K/N needs 0 <= K < N, got {k}/{n}")
 
 
 class Chat:
@@ -264,9 +269,12 @@ def run(cfg: GenConfig, target, chat: Chat, stop_ids: tuple[int, ...], log=print
     meta = {"format": FORMAT, "config": json.dumps(data_identity(cfg, prompts), sort_keys=True), "dtype": cfg.dtype}
     check_same_data(cfg.out / "config.json", meta["config"])
     done = totals(cfg.out)
-    todo = [i for i in range(num_shards) if not shard_path(cfg.out, i).exists()]
-    log(f"{len(prompts)} prompts in {num_shards} shards of {cfg.shard_size}; {num_shards - len(todo)} done"
-        f" ({done['response_tokens']:,} response tokens); {len(todo)} to go", flush=True)
+    k, n = cfg.worker
+    missing = [i for i in range(num_shards) if not shard_path(cfg.out, i).exists()]
+    todo = [i for i in missing if i % n == k]
+    mine = f" ({len(todo)} of them for worker {k}/{n})" if n > 1 else ""
+    log(f"{len(prompts)} prompts in {num_shards} shards of {cfg.shard_size}; {num_shards - len(missing)} done"
+        f" ({done['response_tokens']:,} response tokens); {len(missing)} to go{mine}", flush=True)
     if cfg.max_shards is not None:
         todo = todo[: cfg.max_shards]
     t0, made = time.time(), 0
@@ -280,13 +288,23 @@ def run(cfg: GenConfig, target, chat: Chat, stop_ids: tuple[int, ...], log=print
         save_atomic(shard_path(cfg.out, i), shard, meta)
         made += response_tokens(shard)
         rate = made / (time.time() - t0)
-        have = done["response_tokens"] + made
-        to_goal = max(0, cfg.goal_tokens - have) / rate
+        # with N workers the others' shards count too, and the directory fills ~N times as fast
+        have = totals(cfg.out)["response_tokens"] if n > 1 else done["response_tokens"] + made
+        to_goal = max(0, cfg.goal_tokens - have) / (rate * n)
         to_end = (time.time() - t0) / (k + 1) * (len(todo) - k - 1)
         log(f"shard {i:05d} ({k + 1}/{len(todo)}): {len(shard['turn'])} sequences, {response_tokens(shard):,} "
             f"response tokens; {rate:.1f} tok/s; total {have:,} response tokens; ETA {cfg.goal_tokens:,}: "
             f"{hours(to_goal)}, all shards: {hours(to_end)}", flush=True)
     return totals(cfg.out)
+
+
+def parse_worker(text: str) -> tuple[int, int]:
+    """``"K/N"`` -> ``(K, N)``; a clear error for anything else."""
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--worker takes K/N, e.g. 1/2, got {text!r}") from None
+    return k, n
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -305,6 +323,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--max-shards", type=int, default=None, help="stop after N new shards")
     ap.add_argument("--goal-tokens", type=int, default=d.goal_tokens, help="response tokens the ETA is counted to")
     ap.add_argument("--threads", type=int, default=None, help="torch threads")
+    ap.add_argument("--worker", default="0/1", metavar="K/N",
+                    help="make only the shards i with i %% N == K, so N processes (one per core, each with "
+                         "--threads 1) fill one directory side by side")
     ap.add_argument("--dtype", choices=("fp32", "bf16"), default=d.dtype,
                     help="the target's dtype while decoding, recorded in each shard's metadata; shards of "
                          "either dtype may share a directory (bf16 answers follow the bf16 target's greedy "
@@ -325,10 +346,11 @@ def main(argv=None) -> None:
         return
     try:
         temps = tuple(float(x) for x in args.temperatures.split(",") if x.strip())
+        worker = parse_worker(args.worker)
         cfg = GenConfig(out=args.out, seed=args.seed, num_prompts=args.prompts, shard_size=args.shard_size,
                         samples=args.samples, temperatures=temps, followup_frac=args.followup_frac,
                         max_new=args.max_new, max_shards=args.max_shards, goal_tokens=args.goal_tokens,
-                        features=not args.no_features, dtype=args.dtype)
+                        features=not args.no_features, dtype=args.dtype, worker=worker)
     except ValueError as err:
         sys.exit(f"error: {err}")
     if args.threads:
