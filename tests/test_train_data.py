@@ -193,6 +193,7 @@ def test_features_are_the_targets_prefill_and_held_out_is_by_prompt(tiny_target,
 
 def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
     from workbench.train import scaling
+    from workbench.train.evaluate import held_out
 
     data = tmp_path / "data"
     run(small_config(data, num_prompts=12), tiny_target, FakeChat(), (95,), log=lambda *a, **k: None)
@@ -206,6 +207,15 @@ def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
     assert all(r["response_tokens"] >= r["point"] and "top1_step3" in r["val"] for r in rows)
     assert (tmp_path / "curve" / "tokens_60" / "head" / "model.safetensors").exists()
     assert (tmp_path / "curve" / "scaling.md").read_text().count("\n") == 4
+    # the held-out figures `evaluate --held-out` prints for an exported (fp16) head are training's own
+    v = held_out(tmp_path / "curve" / "tokens_60" / "head", data, tiny_target, 60, 4)
+    from workbench.train.features import load_sequences
+
+    assert v["conversations"] == len(load_sequences(data, tiny_target, 60, 4)[1]) > 0 and v["positions"] > 0
+    for k in ("top1", "top1_step2", "top1_step3", "feat"):
+        assert v[k] == pytest.approx(rows[1]["val"][k], abs=0.02), k
+    with pytest.raises(FileNotFoundError, match="no shard_"):
+        held_out(tmp_path / "curve" / "tokens_60" / "head", tmp_path / "curve", tiny_target, 60, 4)
     scaling.main(argv)  # finished points are skipped
     assert json.loads((tmp_path / "curve" / "scaling.json").read_text()) == rows
     with pytest.raises(SystemExit):

@@ -2,6 +2,13 @@
 
     python -m workbench.train.evaluate                     # shipped head, bf16, 20 questions
     python -m workbench.train.evaluate --dtype fp32 --hot 8192
+    python -m workbench.train.evaluate --head DIR --held-out ~/.cache/workbench/train-data-v2 --methods
+
+``--held-out DATA`` first prints the head's top-1 agreement with the target on the conversations
+``python -m workbench.train`` holds out of a ``workbench.train.generate`` directory (every
+``--val-every``-th prompt's greedy first answer, among the shards that hold the first
+``--held-out-tokens`` training response tokens): at draft step 1 and, fed the head's own
+outputs, at steps 2 and 3. ``--methods`` with no names skips τ.
 
 Greedy, batched (all questions decode together), ``--max-new`` tokens. For each method it prints
 τ = mean over every verify step of every question of the tokens emitted by that step, the
@@ -49,6 +56,21 @@ def run(wb, prompts: list[list[int]], spec: SpecConfig, max_new: int, temperatur
             "tokens": sum(len(r.output_ids) for r in reqs)}
 
 
+def held_out(head_dir: Path, data: Path, target, max_response_tokens: int | None, val_every: int) -> dict:
+    """Top-1 (steps 1-3), feature loss and CE of the head in ``head_dir`` on ``data``'s held-out
+    conversations (the split training uses), with their count."""
+    from workbench.train.features import load_sequences
+    from workbench.train.loop import TrainConfig, evaluate_loss, init_head, init_weights
+
+    _, val = load_sequences(data, target, max_response_tokens, val_every)
+    if not val:
+        raise ValueError(f"{data}: no held-out conversations")
+    head = init_head(target, 0)
+    head.load_state_dict(init_weights(head_dir))
+    return {"conversations": len(val), "positions": sum(s.num_targets for s in val),
+            **evaluate_loss(head.eval(), target, val, TrainConfig())}
+
+
 def main(argv=None) -> None:
     from workbench.models.heads import default_draft_dir, load_hot_tokens
     from workbench.pipeline import Workbench
@@ -65,14 +87,35 @@ def main(argv=None) -> None:
                          "lossless in distribution, so outputs are not compared)")
     ap.add_argument("--seed", type=int, default=0, help="sampling seed (with --temperature > 0)")
     ap.add_argument("--hot", type=int, default=None, help="draft only among the N most frequent tokens")
-    ap.add_argument("--methods", nargs="*", default=list(METHODS), choices=list(METHODS))
+    ap.add_argument("--methods", nargs="*", default=list(METHODS), choices=list(METHODS),
+                    help="τ of these (with no names: no τ at all)")
+    ap.add_argument("--held-out", type=Path, default=None, metavar="DATA",
+                    help="also the held-out top-1 on this workbench.train.generate directory")
+    ap.add_argument("--held-out-tokens", type=int, default=None,
+                    help="with --held-out: the shards up to this many training response tokens (default: all)")
+    ap.add_argument("--val-every", type=int, default=20, help="with --held-out: every N-th prompt is held out")
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args(argv)
     if args.temperature < 0 or args.n < 1 or args.max_new < 1:
         ap.error("--temperature must be >= 0, -n and --max-new >= 1")
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.held_out is not None and not args.held_out.is_dir():
+        ap.error(f"--held-out {args.held_out}: no such directory")
     wb = Workbench.load(draft=str(args.head), dtype=args.dtype)
+    if args.held_out is not None:
+        from workbench.models.loading import load_target
+
+        target = wb.target if args.dtype == "fp32" else load_target(wb.target_dir, torch.float32)
+        try:
+            v = held_out(args.head, args.held_out, target.requires_grad_(False), args.held_out_tokens, args.val_every)
+        except (ValueError, FileNotFoundError) as err:
+            ap.error(str(err))
+        print(f"held out of {args.held_out} (every {args.val_every}th prompt): {v['conversations']} conversations, "
+              f"{v['positions']:,} positions; top-1 step 1 {v['top1']:.3f}, step 2 {v['top1_step2']:.3f}, "
+              f"step 3 {v['top1_step3']:.3f}; feature loss {v['feat']:.3f}, CE {v['ce']:.2f}", flush=True)
+    if not args.methods:
+        return
     if args.hot:
         wb.draft.set_hot_tokens(load_hot_tokens(args.head, args.hot))
     prompts = [wb.encode(q) for q in mt_bench_first_turns(args.questions, args.n)]
