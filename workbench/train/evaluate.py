@@ -100,6 +100,8 @@ def main(argv=None) -> None:
         ap.error("--temperature must be >= 0, -n and --max-new >= 1")
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.val_every < 1:
+        ap.error("--val-every must be >= 1")
     if args.held_out is not None and not args.held_out.is_dir():
         ap.error(f"--held-out {args.held_out}: no such directory")
     wb = Workbench.load(draft=str(args.head), dtype=args.dtype)

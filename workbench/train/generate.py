@@ -269,10 +269,10 @@ def run(cfg: GenConfig, target, chat: Chat, stop_ids: tuple[int, ...], log=print
     meta = {"format": FORMAT, "config": json.dumps(data_identity(cfg, prompts), sort_keys=True), "dtype": cfg.dtype}
     check_same_data(cfg.out / "config.json", meta["config"])
     done = totals(cfg.out)
-    k, n = cfg.worker
+    me, n = cfg.worker  # (``k`` below counts this run's shards)
     missing = [i for i in range(num_shards) if not shard_path(cfg.out, i).exists()]
-    todo = [i for i in missing if i % n == k]
-    mine = f" ({len(todo)} of them for worker {k}/{n})" if n > 1 else ""
+    todo = [i for i in missing if i % n == me]
+    mine = f" ({len(todo)} of them for worker {me}/{n})" if n > 1 else ""
     log(f"{len(prompts)} prompts in {num_shards} shards of {cfg.shard_size}; {num_shards - len(missing)} done"
         f" ({done['response_tokens']:,} response tokens); {len(missing)} to go{mine}", flush=True)
     if cfg.max_shards is not None:
