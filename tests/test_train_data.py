@@ -191,6 +191,24 @@ def test_features_are_the_targets_prefill_and_held_out_is_by_prompt(tiny_target,
     assert 0 < len(few) < len(train)
 
 
+def test_val_positions_caps_the_held_out_conversations_training_validates_on(tiny_target, tmp_path):
+    from workbench.train.__main__ import load_sequences, main, parse_args
+
+    run(small_config(tmp_path, num_prompts=8), tiny_target, FakeChat(), (95,), log=lambda *a, **k: None)
+    base = ["--shards", str(tmp_path), "--val-every", "3"]
+    _, train, val = load_sequences(parse_args(base), tiny_target)
+    assert len(val) >= 2
+    cap = val[0].num_targets + val[1].num_targets
+    _, train2, two = load_sequences(parse_args(base + ["--val-positions", str(cap)]), tiny_target)
+    assert [s.tokens.tolist() for s in two] == [s.tokens.tolist() for s in val[:2]]
+    assert len(train2) == len(train)  # the training side is untouched
+    _, _, one = load_sequences(parse_args(base + ["--val-positions", "1"]), tiny_target)
+    assert len(one) == 1  # never empty
+    for bad in (base + ["--val-positions", "0"], ["--val-positions", "5"]):
+        with pytest.raises(SystemExit, match="--val-positions"):
+            main(["--phase", "train"] + bad)
+
+
 def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
     from workbench.train import scaling
     from workbench.train.evaluate import held_out

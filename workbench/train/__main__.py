@@ -50,6 +50,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--shards", type=Path, default=None, help="train on python -m workbench.train.generate shards")
     ap.add_argument("--max-response-tokens", type=int, default=None, help="with --shards: use this many at most")
     ap.add_argument("--val-every", type=int, default=50, help="with --shards: hold out every N-th prompt")
+    ap.add_argument("--val-positions", type=int, default=None,
+                    help="with --shards: validate on the first held-out conversations up to this many "
+                         "positions (default: all of them; each validation costs time in proportion)")
     defaults = TrainConfig()
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
@@ -77,6 +80,17 @@ def run_data(args, target_dir: Path) -> None:
         raise SystemExit("a data worker failed")
 
 
+def first_positions(seqs: list, positions: int) -> list:
+    """The leading ``seqs`` whose loss positions sum to ``positions`` at most (at least one)."""
+    kept, total = [], 0
+    for s in seqs:
+        if kept and total + s.num_targets > positions:
+            break
+        kept.append(s)
+        total += s.num_targets
+    return kept
+
+
 def load_sequences(args, target=None):
     from workbench.train.batches import sequences_from_shards, split
 
@@ -86,6 +100,8 @@ def load_sequences(args, target=None):
         train, val = load_token_shards(args.shards, target, args.max_response_tokens, args.val_every, log=print)
         if not train or not val:
             raise SystemExit(f"error: {args.shards}: too little data for a training and a held-out set")
+        if args.val_positions is not None:
+            val = first_positions(val, args.val_positions)
         return train + val, train, val
     from workbench.train.data import load_shards
 
@@ -126,6 +142,8 @@ def main(argv=None) -> None:
         raise SystemExit("error: --shards is data made by python -m workbench.train.generate: use --phase train or export")
     if args.shards is not None and not args.shards.is_dir():
         raise SystemExit(f"error: --shards {args.shards}: no such directory")
+    if args.val_positions is not None and (args.shards is None or args.val_positions < 1):
+        raise SystemExit("error: --val-positions takes a count >= 1, with --shards")
     if args.init and not Path(args.init).exists():
         raise SystemExit(f"error: --init {args.init}: no such checkpoint or head directory")
     if args.threads:
