@@ -196,12 +196,12 @@ def test_val_positions_caps_the_held_out_conversations_training_validates_on(tin
 
     run(small_config(tmp_path, num_prompts=8), tiny_target, FakeChat(), (95,), log=lambda *a, **k: None)
     base = ["--shards", str(tmp_path), "--val-every", "3"]
-    _, train, val = load_sequences(parse_args(base), tiny_target)
-    assert len(val) >= 2
+    seqs, train, val = load_sequences(parse_args(base), tiny_target)
+    assert len(val) >= 3
     cap = val[0].num_targets + val[1].num_targets
-    _, train2, two = load_sequences(parse_args(base + ["--val-positions", str(cap)]), tiny_target)
+    seqs2, train2, two = load_sequences(parse_args(base + ["--val-positions", str(cap)]), tiny_target)
     assert [s.tokens.tolist() for s in two] == [s.tokens.tolist() for s in val[:2]]
-    assert len(train2) == len(train)  # the training side is untouched
+    assert len(train2) == len(train) and len(seqs2) == len(seqs)  # only validation is capped
     _, _, one = load_sequences(parse_args(base + ["--val-positions", "1"]), tiny_target)
     assert len(one) == 1  # never empty
     for bad in (base + ["--val-positions", "0"], ["--val-positions", "5"]):

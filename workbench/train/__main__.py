@@ -100,9 +100,8 @@ def load_sequences(args, target=None):
         train, val = load_token_shards(args.shards, target, args.max_response_tokens, args.val_every, log=print)
         if not train or not val:
             raise SystemExit(f"error: {args.shards}: too little data for a training and a held-out set")
-        if args.val_positions is not None:
-            val = first_positions(val, args.val_positions)
-        return train + val, train, val
+        checked = val if args.val_positions is None else first_positions(val, args.val_positions)
+        return train + val, train, checked  # the cap is validation's only: hot tokens count every sequence
     from workbench.train.data import load_shards
 
     seqs = sequences_from_shards(load_shards(args.out))
