@@ -166,3 +166,29 @@ def test_warm_start_loads_an_exported_head(tiny, tmp_path):
     (tmp_path / "junk.pt").write_text("not a checkpoint")
     with pytest.raises(ValueError, match="not a training checkpoint"):
         train(tmp_path / "work", target, seqs, seqs[:1], TrainConfig(steps=1, init=str(tmp_path / "junk.pt")), False)
+
+
+def test_coverage_counts_the_targets_token_among_the_heads_top_k():
+    from workbench.train.forward import coverage_hits
+
+    torch.manual_seed(1)
+    lm_head = torch.randn(40, 8)
+    pred, target = torch.randn(300, 8), torch.randn(300, 8)
+    hits, bins = coverage_hits(pred, target, lm_head, (1, 3, 40), edges=(0.0, 0.2, 1.0), chunk=64)
+    want = (target @ lm_head.T).argmax(-1)
+    rank = ((pred @ lm_head.T) > (pred @ lm_head.T).gather(1, want[:, None])).sum(-1)  # 0 = head's top-1
+    assert hits == {1: int((rank == 0).sum()), 3: int((rank < 3).sum()), 40: 300}
+    assert hits[1] == soft_ce(pred, target, lm_head)[1]
+    p_max = torch.softmax(target @ lm_head.T, -1).max(-1).values
+    low = p_max < 0.2
+    assert bins == [[int(low.sum()), int((low & (rank == 0)).sum())], [int((~low).sum()), int((~low & (rank == 0)).sum())]]
+    assert 0 < bins[0][0] < 300  # both bins hold rows, so the split itself is checked
+
+
+def test_evaluate_rejects_bad_coverage_and_sampled_agreement(capsys):
+    from workbench.train.evaluate import main
+
+    for argv, says in ((["--coverage", "0"], "--coverage"), (["--agreement", "--temperature", "1"], "greedy answers")):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert says in capsys.readouterr().err

@@ -234,6 +234,20 @@ def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
         assert v[k] == pytest.approx(rows[1]["val"][k], abs=0.02), k
     with pytest.raises(FileNotFoundError, match="no shard_"):
         held_out(tmp_path / "curve" / "tokens_60" / "head", tmp_path / "curve", tiny_target, 60, 4)
+    # coverage: k=1 is top-1, larger k catches more, the whole vocabulary catches all; bins share 100 %
+    cov = held_out(tmp_path / "curve" / "tokens_60" / "head", data, tiny_target, 60, 4, (1, 2, 128))
+    assert cov["in_top1"] == pytest.approx(cov["top1"]) and cov["in_top1"] <= cov["in_top2"] <= cov["in_top128"] == 1
+    assert sum(b["share"] for b in cov["confidence"]) == pytest.approx(1)
+    # teacher-forced agreement on given answers = held_out's on the same conversations
+    from workbench.train.evaluate import mt_bench_agreement
+
+    val = load_sequences(data, tiny_target, 60, 4)[1]
+    prompts = [s.tokens[: s.prompt_len].tolist() for s in val]
+    answers = [s.tokens[s.prompt_len :].tolist() for s in val]
+    tf = mt_bench_agreement(tmp_path / "curve" / "tokens_60" / "head", tiny_target, prompts, answers, (1, 2, 128))
+    assert (tf["conversations"], tf["positions"]) == (cov["conversations"], cov["positions"])
+    for k in ("top1", "top1_step2", "in_top2"):
+        assert tf[k] == pytest.approx(cov[k], abs=0.02), k
     scaling.main(argv)  # finished points are skipped
     assert json.loads((tmp_path / "curve" / "scaling.json").read_text()) == rows
     with pytest.raises(SystemExit):

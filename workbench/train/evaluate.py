@@ -10,6 +10,12 @@
 ``--held-out-tokens`` training response tokens): at draft step 1 and, fed the head's own
 outputs, at steps 2 and 3. ``--methods`` with no names skips τ.
 
+``--agreement`` prints the same measures on the MT-bench questions themselves: the target's
+plain greedy answers, its features recomputed in fp32, the head teacher-forced on them. Step-1
+top-1 there is what the engine's depth-1 acceptance measures, without a tree. Both report, at
+step 1, how often the target's token is among the head's ``--coverage`` K most likely (what a
+depth-1 fan of K children can catch) and top-1 per bin of the target's own confidence.
+
 Greedy, batched (all questions decode together), ``--max-new`` tokens. For each method it prints
 τ = mean over every verify step of every question of the tokens emitted by that step, the
 per-question mean τ, how many outputs equal plain greedy decoding, and the wall time.
@@ -32,6 +38,7 @@ from workbench.engine.sampling import SamplingParams
 from workbench.metrics import tau
 
 METHODS = {
+    "linear(1)": SpecConfig.linear(1),  # accepts exactly when the head's top-1 is the target's token
     "linear(5)": SpecConfig.linear(5),
     "eagle2(5,4,8)": SpecConfig("eagle2", 5, 4, 8),
     "eagle2(6,10,60)": SpecConfig("eagle2", 6, 10, 60),
@@ -56,9 +63,10 @@ def run(wb, prompts: list[list[int]], spec: SpecConfig, max_new: int, temperatur
             "tokens": sum(len(r.output_ids) for r in reqs)}
 
 
-def held_out(head_dir: Path, data: Path, target, max_response_tokens: int | None, val_every: int) -> dict:
+def held_out(head_dir: Path, data: Path, target, max_response_tokens: int | None, val_every: int,
+             coverage: tuple[int, ...] = ()) -> dict:
     """Top-1 (steps 1-3), feature loss and CE of the head in ``head_dir`` on ``data``'s held-out
-    conversations (the split training uses), with their count."""
+    conversations (the split training uses), with their count; ``coverage``: ``evaluate_loss``'s."""
     from workbench.train.features import load_sequences
     from workbench.train.loop import TrainConfig, evaluate_loss, init_head, init_weights
 
@@ -68,7 +76,37 @@ def held_out(head_dir: Path, data: Path, target, max_response_tokens: int | None
     head = init_head(target, 0)
     head.load_state_dict(init_weights(head_dir))
     return {"conversations": len(val), "positions": sum(s.num_targets for s in val),
-            **evaluate_loss(head.eval(), target, val, TrainConfig())}
+            **evaluate_loss(head.eval(), target, val, TrainConfig(), coverage=coverage)}
+
+
+def mt_bench_agreement(head_dir: Path, target, prompts: list[list[int]], outputs: list[list[int]],
+                       coverage: tuple[int, ...] = ()) -> dict:
+    """``held_out``'s measures on ``prompts`` + their greedy ``outputs``: features from a target
+    prefill, the head (full vocabulary, no noise) teacher-forced on the answers."""
+    from workbench.train.batches import Sequence
+    from workbench.train.features import target_features
+    from workbench.train.loop import TrainConfig, evaluate_loss, init_head, init_weights
+
+    seqs = [p + o for p, o in zip(prompts, outputs)]
+    val = [Sequence(torch.tensor(s), f.half(), len(p))
+           for s, f, p in zip(seqs, target_features(target, seqs), prompts) if len(s) - 1 - len(p) > 0]
+    head = init_head(target, 0)
+    head.load_state_dict(init_weights(head_dir))
+    return {"conversations": len(val), "positions": sum(s.num_targets for s in val),
+            **evaluate_loss(head.eval(), target, val, TrainConfig(), coverage=coverage)}
+
+
+def report(label: str, v: dict) -> None:
+    print(f"{label}: {v['conversations']} conversations, {v['positions']:,} positions; top-1 step 1 {v['top1']:.3f}, "
+          f"step 2 {v['top1_step2']:.3f}, step 3 {v['top1_step3']:.3f}; feature loss {v['feat']:.3f}, "
+          f"CE {v['ce']:.2f}", flush=True)
+    ks = sorted(int(k[len("in_top"):]) for k in v if k.startswith("in_top"))
+    if ks:
+        print("  step 1, target's token among the head's k most likely: "
+              + ", ".join(f"k={k} {v[f'in_top{k}']:.3f}" for k in ks))
+        print("  step 1 top-1 by the target's confidence p(argmax): "
+              + ", ".join(f"[{b['lo']:.1f}, {b['hi']:.1f}{']' if b['hi'] == 1 else ')'} {b['share']:.0%} of positions, "
+                          + ("-" if b["top1"] is None else f"{b['top1']:.3f}") for b in v["confidence"]), flush=True)
 
 
 def main(argv=None) -> None:
@@ -94,6 +132,11 @@ def main(argv=None) -> None:
     ap.add_argument("--held-out-tokens", type=int, default=None,
                     help="with --held-out: the shards up to this many training response tokens (default: all)")
     ap.add_argument("--val-every", type=int, default=20, help="with --held-out: every N-th prompt is held out")
+    ap.add_argument("--coverage", type=int, nargs="*", default=[2, 4, 10], metavar="K",
+                    help="with --held-out or --agreement: also how often the target's token is among the head's K most likely "
+                         "at step 1 (what a depth-1 fan of K children can catch); none: skip both breakdowns")
+    ap.add_argument("--agreement", action="store_true",
+                    help="also the head's agreement teacher-forced on the target's greedy answers to the questions")
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args(argv)
     if args.temperature < 0 or args.n < 1 or args.max_new < 1:
@@ -102,27 +145,38 @@ def main(argv=None) -> None:
         torch.set_num_threads(args.threads)
     if args.val_every < 1:
         ap.error("--val-every must be >= 1")
+    if any(k < 1 for k in args.coverage):
+        ap.error("--coverage values must be >= 1")
+    if args.agreement and args.temperature != 0:
+        ap.error("--agreement measures on greedy answers: leave --temperature at 0")
     if args.held_out is not None and not args.held_out.is_dir():
         ap.error(f"--held-out {args.held_out}: no such directory")
+    coverage = tuple(sorted(set(args.coverage)))
     wb = Workbench.load(draft=str(args.head), dtype=args.dtype)
-    if args.held_out is not None:
+    target = None
+    if args.held_out is not None or args.agreement:
         from workbench.models.loading import load_target
 
         target = wb.target if args.dtype == "fp32" else load_target(wb.target_dir, torch.float32)
+        target.requires_grad_(False)
+    if args.held_out is not None:
         try:
-            v = held_out(args.head, args.held_out, target.requires_grad_(False), args.held_out_tokens, args.val_every)
+            v = held_out(args.head, args.held_out, target, args.held_out_tokens, args.val_every, coverage)
         except (ValueError, FileNotFoundError) as err:
             ap.error(str(err))
-        print(f"held out of {args.held_out} (every {args.val_every}th prompt): {v['conversations']} conversations, "
-              f"{v['positions']:,} positions; top-1 step 1 {v['top1']:.3f}, step 2 {v['top1_step2']:.3f}, "
-              f"step 3 {v['top1_step3']:.3f}; feature loss {v['feat']:.3f}, CE {v['ce']:.2f}", flush=True)
+        report(f"held out of {args.held_out} (every {args.val_every}th prompt)", v)
+    if not args.methods and not args.agreement:
+        return
+    prompts = [wb.encode(q) for q in mt_bench_first_turns(args.questions, args.n)]
+    greedy = args.temperature == 0
+    base = run(wb, prompts, SpecConfig("vanilla"), args.max_new, args.temperature, args.seed)
+    if args.agreement:
+        v = mt_bench_agreement(args.head, target, prompts, base["outputs"], coverage)
+        report(f"teacher-forced on the greedy answers to {len(prompts)} MT-bench first turns ({args.max_new} tokens)", v)
     if not args.methods:
         return
     if args.hot:
         wb.draft.set_hot_tokens(load_hot_tokens(args.head, args.hot))
-    prompts = [wb.encode(q) for q in mt_bench_first_turns(args.questions, args.n)]
-    greedy = args.temperature == 0
-    base = run(wb, prompts, SpecConfig("vanilla"), args.max_new, args.temperature, args.seed)
     mode = "greedy" if greedy else f"temperature {args.temperature:g}, seed {args.seed}"
     print(f"head {args.head.name}, {args.dtype}, {len(prompts)} MT-bench first turns, {args.max_new} new tokens, "
           f"{mode}, hot tokens: {args.hot or 'full vocabulary'}")

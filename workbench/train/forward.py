@@ -67,6 +67,32 @@ def soft_ce(pred: torch.Tensor, target: torch.Tensor, lm_head: torch.Tensor, top
     return (per_row.mean() if weights is None else (per_row * weights).sum()), hits
 
 
+CONFIDENCE_EDGES = (0.0, 0.5, 0.9, 1.0)
+
+
+@torch.no_grad()
+def coverage_hits(pred: torch.Tensor, target: torch.Tensor, lm_head: torch.Tensor, ks: tuple[int, ...],
+                  edges: tuple[float, ...] = CONFIDENCE_EDGES, chunk: int = 1024) -> tuple[dict[int, int], list[list[int]]]:
+    """Per k in ``ks``: how many rows have the target's argmax among the k largest logits of
+    lm_head(pred), i.e. a tree that drafts the head's top k children would hold the target's
+    choice; and per bin of the target's own confidence (the softmax probability of its argmax,
+    bins between consecutive ``edges``, the last one closed): [rows, top-1 hits].
+    pred, target [N, H]; lm_head [V, H]."""
+    hits, bins = dict.fromkeys(ks, 0), [[0, 0] for _ in edges[1:]]
+    for s in range(0, pred.shape[0], chunk):
+        p_max, want = torch.softmax(F.linear(target[s : s + chunk], lm_head).float(), dim=-1).max(-1)
+        kmax = min(max(ks, default=1), lm_head.shape[0])  # k beyond the vocabulary holds all of it
+        top = F.linear(pred[s : s + chunk], lm_head).topk(kmax, dim=-1).indices  # [n, kmax]
+        for k in ks:
+            hits[k] += int((top[:, :k] == want[:, None]).any(-1).sum())
+        first = top[:, 0] == want
+        for b, (lo, hi) in enumerate(zip(edges, edges[1:])):
+            inside = (p_max >= lo) & ((p_max < hi) if b < len(bins) - 1 else (p_max <= hi))
+            bins[b][0] += int(inside.sum())
+            bins[b][1] += int((first & inside).sum())
+    return hits, bins
+
+
 def eagle_loss_backward(pred: torch.Tensor, target: torch.Tensor, lm_head: torch.Tensor, w_feat: float = 1.0,
                         w_ce: float = 0.1, chunk: int = 1024, ce_frac: float = 1.0,
                         gen: torch.Generator | None = None, topk: int = 0,

@@ -134,12 +134,16 @@ def train_step(head, target, batch, cfg: TrainConfig, feat_rms: float, gen: torc
 
 
 @torch.no_grad()
-def evaluate_loss(head, target, seqs, cfg: TrainConfig, steps: int = 3) -> dict:
+def evaluate_loss(head, target, seqs, cfg: TrainConfig, steps: int = 3, coverage: tuple[int, ...] = ()) -> dict:
     """Mean losses and top-1 agreement on held-out sequences (no noise, full vocabulary), at
-    draft step 1 and, fed the head's own outputs, at steps 2..``steps`` (``top1_step2``, ...)."""
-    from workbench.train.forward import feature_loss, soft_ce
+    draft step 1 and, fed the head's own outputs, at steps 2..``steps`` (``top1_step2``, ...).
+    ``coverage`` (k, ...): also the fraction of step-1 positions whose target token is among the
+    head's k most likely (``in_top{k}``), the most a depth-1 fan of k children can catch, and
+    step-1 top-1 per bin of the target's own confidence (``confidence``: lo, hi, share, top1)."""
+    from workbench.train.forward import CONFIDENCE_EDGES, coverage_hits, feature_loss, soft_ce
 
     tot, n = {"feat": 0.0, "ce": 0.0, "top1": 0.0}, {}
+    bins = [[0, 0] for _ in CONFIDENCE_EDGES[1:]]
     lm_head = target.lm_head.weight.float()
     for idx in plan_batches(seqs, cfg.max_tokens, 0):
         b = collate([seqs[i] for i in idx])
@@ -154,7 +158,18 @@ def evaluate_loss(head, target, seqs, cfg: TrainConfig, steps: int = 3) -> dict:
             if k == 0:
                 tot["feat"] += float(feature_loss(pred, tgt)) * pred.shape[0]
                 tot["ce"] += float(ce) * pred.shape[0]
-    return {k: v / max(n.get("top1" if k in ("feat", "ce") else k, 0), 1) for k, v in tot.items()}
+                if coverage:
+                    hits, in_bins = coverage_hits(pred, tgt, lm_head, coverage)
+                    for kk, h in hits.items():
+                        tot[f"in_top{kk}"] = tot.get(f"in_top{kk}", 0) + h
+                    bins = [[a + c, b + d] for (a, b), (c, d) in zip(bins, in_bins)]
+    same_rows = ("feat", "ce", *(f"in_top{kk}" for kk in coverage))  # counted over step 1's rows
+    out = {k: v / max(n.get("top1" if k in same_rows else k, 0), 1) for k, v in tot.items()}
+    if coverage:
+        rows = max(n.get("top1", 0), 1)
+        out["confidence"] = [{"lo": lo, "hi": hi, "share": c / rows, "top1": h / c if c else None}
+                             for (lo, hi), (c, h) in zip(zip(CONFIDENCE_EDGES, CONFIDENCE_EDGES[1:]), bins)]
+    return out
 
 
 def save_ckpt(path: Path, head, opt, step: int, gen: torch.Generator, cfg: TrainConfig) -> None:
