@@ -68,11 +68,17 @@ def held_out(head_dir: Path, data: Path, target, max_response_tokens: int | None
     """Top-1 (steps 1-3), feature loss and CE of the head in ``head_dir`` on ``data``'s held-out
     conversations (the split training uses), with their count; ``coverage``: ``evaluate_loss``'s."""
     from workbench.train.features import load_sequences
-    from workbench.train.loop import TrainConfig, evaluate_loss, init_head, init_weights
 
     _, val = load_sequences(data, target, max_response_tokens, val_every)
     if not val:
         raise ValueError(f"{data}: no held-out conversations")
+    return _measure(head_dir, target, val, coverage)
+
+
+def _measure(head_dir: Path, target, val: list, coverage: tuple[int, ...]) -> dict:
+    """``evaluate_loss`` of the exported head in ``head_dir`` (no noise, full vocabulary) on ``val``."""
+    from workbench.train.loop import TrainConfig, evaluate_loss, init_head, init_weights
+
     head = init_head(target, 0)
     head.load_state_dict(init_weights(head_dir))
     return {"conversations": len(val), "positions": sum(s.num_targets for s in val),
@@ -85,15 +91,11 @@ def mt_bench_agreement(head_dir: Path, target, prompts: list[list[int]], outputs
     prefill, the head (full vocabulary, no noise) teacher-forced on the answers."""
     from workbench.train.batches import Sequence
     from workbench.train.features import target_features
-    from workbench.train.loop import TrainConfig, evaluate_loss, init_head, init_weights
 
     seqs = [p + o for p, o in zip(prompts, outputs)]
     val = [Sequence(torch.tensor(s), f.half(), len(p))
            for s, f, p in zip(seqs, target_features(target, seqs), prompts) if len(s) - 1 - len(p) > 0]
-    head = init_head(target, 0)
-    head.load_state_dict(init_weights(head_dir))
-    return {"conversations": len(val), "positions": sum(s.num_targets for s in val),
-            **evaluate_loss(head.eval(), target, val, TrainConfig(), coverage=coverage)}
+    return _measure(head_dir, target, val, coverage)
 
 
 def report(label: str, v: dict) -> None:
