@@ -192,3 +192,74 @@ def test_evaluate_rejects_bad_coverage_and_sampled_agreement(capsys):
         with pytest.raises(SystemExit):
             main(argv)
         assert says in capsys.readouterr().err
+
+
+def test_evaluate_measures_several_heads_on_the_same_answers_and_says_their_hot_tokens(
+        smollm2_dir, real_threads, tmp_path, capsys):
+    import shutil
+
+    from workbench.models.heads import default_draft_dir
+    from workbench.train.evaluate import main
+
+    shipped = default_draft_dir()
+    bare = tmp_path / "bare"  # the same weights without hot_tokens.json: drafts from the full vocabulary
+    shutil.copytree(shipped, bare, ignore=shutil.ignore_patterns("hot_tokens.json"))
+    main(["--head", str(shipped), str(bare), "--dtype", "fp32", "-n", "2", "--max-new", "12", "--agreement",
+          "--coverage", "--methods", "linear(1)"])
+    out = capsys.readouterr().out
+    agree = [line for line in out.splitlines() if line.startswith("teacher-forced")]
+    assert len(agree) == 2 and f"[{shipped}]: " in agree[0] and f"[{bare}]: " in agree[1]
+    assert agree[0].split("]: ")[1] == agree[1].split("]: ")[1]  # same weights, same answers: same figures
+    heads = [line for line in out.splitlines() if line.startswith("head ")]
+    assert len(heads) == 2 and "4096 hot draft tokens" in heads[0] and "hot" not in heads[1]
+    assert out.count("| linear(1) |") == 2 and out.count("| 2/2 |") == 2  # lossless with either vocabulary
+    for argv, says in ((["--head", str(tmp_path / "none")], "no head there"), (["--hot", "-1"], "--hot"),
+                       (["--head", str(bare), "--hot", "8"], "hot_tokens.json")):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert says in capsys.readouterr().err
+
+
+def _node(i, depth, ranks, parent):
+    return {"node": i, "depth": depth, "rank_path": ranks, "parent": parent}
+
+
+def test_tree_use_finds_where_accepted_paths_leave_the_top1_spine():
+    from workbench.train.evaluate import tree_use
+
+    # root; spine a (rank 0) -> a0 (rank 0); side b (rank 1) -> b0 (rank 0)
+    nodes = [_node(0, 0, [], -1), _node(1, 1, [0], 0), _node(2, 1, [1], 0), _node(3, 2, [0, 0], 1),
+             _node(4, 2, [1, 0], 2)]
+
+    def step(path):
+        return {"kind": "spec", "tree": {"nodes": nodes}, "accept": {"path": path}, "accept_length": len(path)}
+
+    traces = [{"kind": "prefill"}, step([0, 1, 3]), step([0, 2, 4]), step([0]), step([0, 1])]
+    u = tree_use(traces)
+    assert u["steps"] == 4 and u["spine_depth"] == 2
+    assert u["off_spine"] == 0.25 and u["spine_end"] == 0.25  # [0,2,4] left it; [0,1,3] took all of it
+    assert u["tau"] == (3 + 3 + 1 + 2) / 4 and u["tau_spine"] == (3 + 1 + 1 + 2) / 4
+    assert tree_use([{"kind": "prefill"}]) == {"steps": 0}
+
+
+def test_tree_use_of_a_real_run_counts_its_verify_steps(tiny):
+    from pathlib import Path
+
+    from workbench.engine.config import SpecConfig
+    from workbench.pipeline import Workbench
+    from workbench.train.evaluate import run, tree_use
+
+    class Tok:
+        eos_token_id = None
+
+        def decode(self, ids):
+            return str(ids)
+
+    target, head = tiny
+    wb = Workbench(target, Tok(), head, "random", Path("/nonexistent"), "fp32")
+    traces = []
+    r = run(wb, [[5, 6, 7], [9, 10]], SpecConfig("eagle2", 3, 3, 6), 12, traces=traces)
+    u = tree_use(traces)
+    assert u["steps"] == sum(t["kind"] == "spec" for t in traces) > 0
+    assert u["tau"] == pytest.approx(r["tau"]) and 1 <= u["tau_spine"] <= u["tau"]
+    assert 1 <= u["spine_depth"] <= 3 and 0 <= u["off_spine"] <= 1 and 0 <= u["spine_end"] <= 1

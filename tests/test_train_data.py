@@ -13,7 +13,7 @@ from workbench.attention.batch import extend_batch
 from workbench.models.loading import load_target
 from workbench.testing.tiny import make_tiny_checkpoint
 from workbench.train.generate import Chat, GenConfig, decode_batch, feature_path, parse_worker, run, shard_path
-from workbench.train.prompt_set import build_prompt_set, followup
+from workbench.train.prompt_set import WORD_TEMPLATES, build_prompt_set, build_word_prompt_set, followup, vocabulary_words
 
 
 def test_prompt_set_is_large_distinct_and_deterministic():
@@ -48,6 +48,35 @@ def test_no_prompt_of_the_set_is_a_spec_bench_question():
     for p in build_prompt_set(0):
         t = norm(p.text)
         assert t[:60] not in heads and t not in bench, p.text
+
+
+def test_word_prompt_set_takes_whole_words_of_the_vocabulary_one_prompt_each():
+    vocab = ["Ġvolcano", "Ġtelescope", "Ġquickly", "Ġwalked", "Ġsinging", "Ġcat", "volcano", "ĠParis",
+             "Ġcafeteria", "Ġcafé", "Ġtele2", "Ġvolcano"]
+    assert vocabulary_words(vocab) == ["cafeteria", "telescope", "volcano"]
+    words = [f"topic{chr(97 + i % 26)}{chr(97 + i // 26)}" for i in range(400)]
+    a = build_word_prompt_set(words, 0)
+    assert len(a) == 400 and len({p.text for p in a}) == 400
+    assert sorted(next(w for w in words if w in p.text.split(" ") or w + "?" in p.text or w + "." in p.text
+                       or w + "," in p.text) for p in a) == sorted(words)  # each word is the topic of one prompt
+    assert a == build_word_prompt_set(list(reversed(words)), 0) and build_word_prompt_set(words, 0, 50) == a[:50]
+    assert build_word_prompt_set(words, 1) != a
+    assert {p.kind for p in a} == {k for k, _ in WORD_TEMPLATES}  # 400 draws reach every template
+    with pytest.raises(ValueError, match="n must be"):
+        build_word_prompt_set(words, 0, 0)
+    with pytest.raises(ValueError, match="no words"):
+        build_word_prompt_set([], 0)
+
+
+@pytest.mark.skipif(not SPEC_BENCH.exists(), reason="Spec-Bench questions not present")
+def test_no_word_prompt_is_a_spec_bench_question(smollm2_dir):
+    from transformers import AutoTokenizer
+
+    words = vocabulary_words(AutoTokenizer.from_pretrained(smollm2_dir).get_vocab())
+    assert len(words) >= 10_000
+    bench = {" ".join(json.loads(line)["turns"][0].lower().split())
+             for line in SPEC_BENCH.read_text().splitlines() if line.strip()}
+    assert not {" ".join(p.text.lower().split()) for p in build_word_prompt_set(words, 0)} & bench
 
 
 class FakeChat(Chat):
@@ -137,6 +166,33 @@ def test_workers_split_the_shards_and_together_make_the_same_data(tiny_target, t
                 torch.testing.assert_close(a[k], b[k])
 
 
+class WordChat(FakeChat):
+    """FakeChat with a tokenizer whose vocabulary has 26 whole words."""
+
+    class Vocab:
+        def get_vocab(self):
+            return {f"Ġword{chr(97 + i)}x": i for i in range(26)}
+
+    def __init__(self):
+        super().__init__()
+        self.tokenizer = self.Vocab()
+
+
+def test_first_shard_and_the_word_prompt_set(tiny_target, tmp_path):
+    lines = []
+    t = run(small_config(tmp_path, first_shard=1), tiny_target, FakeChat(), STOP, log=lambda m, **k: lines.append(m))
+    assert t["shards"] == 2 and not shard_path(tmp_path, 0).exists() and shard_path(tmp_path, 2).exists()
+    cfg = small_config(tmp_path / "words", prompt_set="words", num_prompts=None, shard_size=8, samples=0)
+    lines.clear()
+    t = run(cfg, tiny_target, WordChat(), STOP, log=lambda m, **k: lines.append(m))
+    assert t["shards"] == 4 and lines[0].startswith("26 prompts in 4 shards of 8")
+    sh = read(shard_path(tmp_path / "words", 0))
+    first = build_word_prompt_set(vocabulary_words(WordChat.Vocab().get_vocab()), 0)[0]
+    assert sh["tokens"][: sh["prompt_lens"][0]].tolist() == FakeChat().encode([{"role": "user", "content": first.text}])
+    with pytest.raises(ValueError, match="other settings"):  # a template-set run cannot resume a word-set directory
+        run(small_config(tmp_path / "words", num_prompts=None, shard_size=8, samples=0), tiny_target, WordChat(), STOP)
+
+
 def test_generator_rejects_bad_settings(tmp_path):
     with pytest.raises(ValueError, match="followup-frac"):
         GenConfig(out=tmp_path, followup_frac=1.5)
@@ -146,6 +202,10 @@ def test_generator_rejects_bad_settings(tmp_path):
         GenConfig(out=tmp_path, dtype="fp16")
     with pytest.raises(ValueError, match="0 <= K < N"):
         GenConfig(out=tmp_path, worker=(2, 2))
+    with pytest.raises(ValueError, match="prompt-set"):
+        GenConfig(out=tmp_path, prompt_set="wiki")
+    with pytest.raises(ValueError, match="first-shard"):
+        GenConfig(out=tmp_path, first_shard=-1)
     with pytest.raises(ValueError, match="K/N"):
         parse_worker("half")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -72,6 +72,11 @@ class Workbench:
         if head is not None and not (draft is None and source.startswith("random")):  # not the shipped list
             source += _apply_hot_tokens(head, hot_tokens, draft)
         return cls(model, tokenizer, head, source, Path(target_dir), dtype, check)
+
+    def with_draft(self, draft: str, hot_tokens: int | None = None) -> "Workbench":
+        """The same target (not loaded again) with another head directory, hot tokens as ``load``."""
+        head, source = load_draft(draft, self.target), str(draft)
+        return replace(self, draft=head, draft_source=source + _apply_hot_tokens(head, hot_tokens, draft))
 
     @property
     def stop_ids(self) -> tuple[int, ...]:

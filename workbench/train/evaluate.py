@@ -3,6 +3,7 @@
     python -m workbench.train.evaluate                     # shipped head, bf16, 20 questions
     python -m workbench.train.evaluate --dtype fp32 --hot 8192
     python -m workbench.train.evaluate --head DIR --held-out ~/.cache/workbench/train-data-v2 --methods
+    python -m workbench.train.evaluate --head A B C --agreement --methods   # several heads, one set of answers
 
 ``--held-out DATA`` first prints the head's top-1 agreement with the target on the conversations
 ``python -m workbench.train`` holds out of a ``workbench.train.generate`` directory (every
@@ -15,6 +16,14 @@ plain greedy answers, its features recomputed in fp32, the head teacher-forced o
 top-1 there is what the engine's depth-1 acceptance measures, without a tree. Both report, at
 step 1, how often the target's token is among the head's ``--coverage`` K most likely (what a
 depth-1 fan of K children can catch) and top-1 per bin of the target's own confidence.
+
+With several ``--head`` directories, each measure is printed for every head in turn, on the same
+held-out conversations and the same greedy answers (computed once).
+
+For τ, a head that ships a ``hot_tokens.json`` drafts among the 4096 most frequent tokens of
+that list, as the engine does by default (``--hot N``: the first N of them; ``--hot 0``: the full
+vocabulary). Verification always uses the full vocabulary, and so do the agreement and held-out
+measures.
 
 Greedy, batched (all questions decode together), ``--max-new`` tokens. For each method it prints
 τ = mean over every verify step of every question of the tokens emitted by that step, the
@@ -54,8 +63,10 @@ def mt_bench_first_turns(path: Path, n: int) -> list[str]:
 
 
 def run(wb, prompts: list[list[int]], spec: SpecConfig, max_new: int, temperature: float = 0.0,
-        seed: int = 0) -> dict:
-    reqs, secs = wb.generate(prompts, spec, SamplingParams(temperature=temperature, seed=seed), max_new)
+        seed: int = 0, traces: list | None = None) -> dict:
+    """τ of ``spec`` on ``prompts``; ``traces``: a list that gets every step's trace."""
+    sink = traces.append if traces is not None else None
+    reqs, secs = wb.generate(prompts, spec, SamplingParams(temperature=temperature, seed=seed), max_new, sink)
     steps = [a for r in reqs for a in r.accept_lengths]
     per_q = [tau(r.accept_lengths) for r in reqs if r.accept_lengths]
     return {"outputs": [r.output_ids for r in reqs], "tau": tau(steps) or 0.0,
@@ -63,16 +74,49 @@ def run(wb, prompts: list[list[int]], spec: SpecConfig, max_new: int, temperatur
             "tokens": sum(len(r.output_ids) for r in reqs)}
 
 
+def tree_use(traces: list[dict]) -> dict:
+    """Where a tree's accepted paths go, from its verify steps' traces.
+
+    The top-1 spine of a tree is its path of most likely children (rank 0 at every level): what
+    a chain of the same head and that depth drafts. Per verify step: ``spine_depth`` (mean),
+    ``off_spine`` (share of steps whose accepted path takes a child that is not its parent's most
+    likely: a chain could not have accepted it), ``spine_end`` (share that accept the whole spine:
+    a deeper chain might have gone on), ``tau`` and ``tau_spine`` (the τ of the spine alone on the
+    same steps: the accepted path up to its first side branch, + the bonus)."""
+    spines, off, end, got, spine_got = [], 0, 0, [], []
+    for t in traces:
+        if t["kind"] != "spec":
+            continue
+        nodes = t["tree"]["nodes"]
+        spine = max(n["depth"] for n in nodes if not any(n["rank_path"]))
+        ranks = nodes[t["accept"]["path"][-1]]["rank_path"]
+        on = next((i for i, r in enumerate(ranks) if r), len(ranks))  # accepted levels before a side branch
+        spines.append(spine)
+        off += on < len(ranks)
+        end += on == len(ranks) == spine
+        got.append(t["accept_length"])
+        spine_got.append(on + 1)
+    n = len(spines)
+    if not n:
+        return {"steps": 0}
+    return {"steps": n, "spine_depth": mean(spines), "off_spine": off / n, "spine_end": end / n,
+            "tau": mean(got), "tau_spine": mean(spine_got)}
+
+
 def held_out(head_dir: Path, data: Path, target, max_response_tokens: int | None, val_every: int,
              coverage: tuple[int, ...] = ()) -> dict:
     """Top-1 (steps 1-3), feature loss and CE of the head in ``head_dir`` on ``data``'s held-out
     conversations (the split training uses), with their count; ``coverage``: ``evaluate_loss``'s."""
+    return _measure(head_dir, target, held_out_sequences(data, target, max_response_tokens, val_every), coverage)
+
+
+def held_out_sequences(data: Path, target, max_response_tokens: int | None, val_every: int) -> list:
     from workbench.train.features import load_sequences
 
     _, val = load_sequences(data, target, max_response_tokens, val_every)
     if not val:
         raise ValueError(f"{data}: no held-out conversations")
-    return _measure(head_dir, target, val, coverage)
+    return val
 
 
 def _measure(head_dir: Path, target, val: list, coverage: tuple[int, ...]) -> dict:
@@ -89,13 +133,17 @@ def mt_bench_agreement(head_dir: Path, target, prompts: list[list[int]], outputs
                        coverage: tuple[int, ...] = ()) -> dict:
     """``held_out``'s measures on ``prompts`` + their greedy ``outputs``: features from a target
     prefill, the head (full vocabulary, no noise) teacher-forced on the answers."""
+    return _measure(head_dir, target, answer_sequences(target, prompts, outputs), coverage)
+
+
+def answer_sequences(target, prompts: list[list[int]], outputs: list[list[int]]) -> list:
+    """Training sequences of ``prompts`` + ``outputs``, with the target's features (one prefill each)."""
     from workbench.train.batches import Sequence
     from workbench.train.features import target_features
 
     seqs = [p + o for p, o in zip(prompts, outputs)]
-    val = [Sequence(torch.tensor(s), f.half(), len(p))
-           for s, f, p in zip(seqs, target_features(target, seqs), prompts) if len(s) - 1 - len(p) > 0]
-    return _measure(head_dir, target, val, coverage)
+    return [Sequence(torch.tensor(s), f.half(), len(p))
+            for s, f, p in zip(seqs, target_features(target, seqs), prompts) if len(s) - 1 - len(p) > 0]
 
 
 def report(label: str, v: dict) -> None:
@@ -112,12 +160,13 @@ def report(label: str, v: dict) -> None:
 
 
 def main(argv=None) -> None:
-    from workbench.models.heads import default_draft_dir, load_hot_tokens
+    from workbench.models.heads import default_draft_dir
     from workbench.pipeline import Workbench
 
     ap = argparse.ArgumentParser(prog="python -m workbench.train.evaluate", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--head", type=Path, default=default_draft_dir())
+    ap.add_argument("--head", type=Path, nargs="+", default=[default_draft_dir()],
+                    help="one or more head directories (default: the shipped head)")
     ap.add_argument("--dtype", choices=("fp32", "bf16"), default="bf16")
     ap.add_argument("--questions", type=Path, default=QUESTIONS)
     ap.add_argument("-n", type=int, default=20, help="number of questions")
@@ -126,7 +175,9 @@ def main(argv=None) -> None:
                     help="0 = greedy (outputs are checked against plain decoding); > 0 samples (seeded, "
                          "lossless in distribution, so outputs are not compared)")
     ap.add_argument("--seed", type=int, default=0, help="sampling seed (with --temperature > 0)")
-    ap.add_argument("--hot", type=int, default=None, help="draft only among the N most frequent tokens")
+    ap.add_argument("--hot", type=int, default=None,
+                    help="τ: draft only among the N most frequent tokens of each head's hot_tokens.json "
+                         "(default: 4096 where the head has one, as the engine; 0: the full vocabulary)")
     ap.add_argument("--methods", nargs="*", default=list(METHODS), choices=list(METHODS),
                     help="τ of these (with no names: no τ at all)")
     ap.add_argument("--held-out", type=Path, default=None, metavar="DATA",
@@ -139,6 +190,9 @@ def main(argv=None) -> None:
                          "at step 1 (what a depth-1 fan of K children can catch); none: skip both breakdowns")
     ap.add_argument("--agreement", action="store_true",
                     help="also the head's agreement teacher-forced on the target's greedy answers to the questions")
+    ap.add_argument("--tree-use", action="store_true",
+                    help="also, for each tree method, where its accepted paths go: the depth of the top-1 "
+                         "spine, how often the accepted path leaves it, and the τ of the spine alone")
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args(argv)
     if args.temperature < 0 or args.n < 1 or args.max_new < 1:
@@ -153,8 +207,18 @@ def main(argv=None) -> None:
         ap.error("--agreement measures on greedy answers: leave --temperature at 0")
     if args.held_out is not None and not args.held_out.is_dir():
         ap.error(f"--held-out {args.held_out}: no such directory")
+    if args.hot is not None and args.hot < 0:
+        ap.error("--hot must be >= 0")
+    for head in args.head:
+        if not (head / "config.json").exists():
+            ap.error(f"--head {head}: no head there (no config.json)")
     coverage = tuple(sorted(set(args.coverage)))
-    wb = Workbench.load(draft=str(args.head), dtype=args.dtype)
+    heads = args.head
+    named = (lambda label, head: f"{label} [{head}]") if len(heads) > 1 else (lambda label, head: label)
+    try:
+        wb = Workbench.load(draft=str(heads[0]), dtype=args.dtype, hot_tokens=args.hot)
+    except ValueError as err:
+        ap.error(str(err))
     target = None
     if args.held_out is not None or args.agreement:
         from workbench.models.loading import load_target
@@ -163,33 +227,47 @@ def main(argv=None) -> None:
         target.requires_grad_(False)
     if args.held_out is not None:
         try:
-            v = held_out(args.head, args.held_out, target, args.held_out_tokens, args.val_every, coverage)
+            val = held_out_sequences(args.held_out, target, args.held_out_tokens, args.val_every)
         except (ValueError, FileNotFoundError) as err:
             ap.error(str(err))
-        report(f"held out of {args.held_out} (every {args.val_every}th prompt)", v)
+        for head in heads:
+            report(named(f"held out of {args.held_out} (every {args.val_every}th prompt)", head),
+                   _measure(head, target, val, coverage))
     if not args.methods and not args.agreement:
         return
     prompts = [wb.encode(q) for q in mt_bench_first_turns(args.questions, args.n)]
     greedy = args.temperature == 0
     base = run(wb, prompts, SpecConfig("vanilla"), args.max_new, args.temperature, args.seed)
     if args.agreement:
-        v = mt_bench_agreement(args.head, target, prompts, base["outputs"], coverage)
-        report(f"teacher-forced on the greedy answers to {len(prompts)} MT-bench first turns ({args.max_new} tokens)", v)
+        val = answer_sequences(target, prompts, base["outputs"])
+        for head in heads:
+            report(named(f"teacher-forced on the greedy answers to {len(prompts)} MT-bench first turns "
+                         f"({args.max_new} tokens)", head), _measure(head, target, val, coverage))
     if not args.methods:
         return
-    if args.hot:
-        wb.draft.set_hot_tokens(load_hot_tokens(args.head, args.hot))
     mode = "greedy" if greedy else f"temperature {args.temperature:g}, seed {args.seed}"
-    print(f"head {args.head.name}, {args.dtype}, {len(prompts)} MT-bench first turns, {args.max_new} new tokens, "
-          f"{mode}, hot tokens: {args.hot or 'full vocabulary'}")
-    print("| method | τ (all steps) | τ (mean per question) | outputs = greedy | tokens | seconds |")
-    print("|---|---|---|---|---|---|")
-    print(f"| vanilla | 1.00 | 1.00 | - | {base['tokens']} | {base['seconds']:.1f} |")
-    for name in args.methods:
-        r = run(wb, prompts, METHODS[name], args.max_new, args.temperature, args.seed)
-        same = f"{sum(a == b for a, b in zip(r['outputs'], base['outputs']))}/{len(prompts)}" if greedy else "sampled"
-        print(f"| {name} | {r['tau']:.2f} | {r['tau_per_question']:.2f} | {same} | {r['tokens']} "
-              f"| {r['seconds']:.1f} |", flush=True)
+    for k, head in enumerate(heads):
+        if k:  # the same target, another head (with its own hot tokens)
+            wb = wb.with_draft(str(head), args.hot)
+        print(f"head {wb.draft_source}; {args.dtype}, {len(prompts)} MT-bench first turns, {args.max_new} new tokens, "
+              f"{mode}; verified against the full vocabulary")
+        print("| method | τ (all steps) | τ (mean per question) | outputs = greedy | tokens | seconds |")
+        print("|---|---|---|---|---|---|")
+        print(f"| vanilla | 1.00 | 1.00 | - | {base['tokens']} | {base['seconds']:.1f} |")
+        uses = []
+        for name in args.methods:
+            traces = [] if args.tree_use and METHODS[name].method != "linear" else None
+            r = run(wb, prompts, METHODS[name], args.max_new, args.temperature, args.seed, traces)
+            same = f"{sum(a == b for a, b in zip(r['outputs'], base['outputs']))}/{len(prompts)}" if greedy else "sampled"
+            print(f"| {name} | {r['tau']:.2f} | {r['tau_per_question']:.2f} | {same} | {r['tokens']} "
+                  f"| {r['seconds']:.1f} |", flush=True)
+            if traces is not None:
+                uses.append((name, tree_use(traces)))
+        for name, u in uses:
+            if u["steps"]:
+                print(f"{name}: {u['steps']} verify steps; top-1 spine {u['spine_depth']:.2f} deep on average; the "
+                      f"accepted path left the spine in {u['off_spine']:.1%} of the steps and took all of it in "
+                      f"{u['spine_end']:.1%}; τ {u['tau']:.2f}, the spine alone {u['tau_spine']:.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,12 @@ features, sharded and resumable.
     python -m workbench.train.generate --out DIR --shard-size 48 --samples 2 --max-new 512
     python -m workbench.train.generate --status                      # totals only, generates nothing
     python -m workbench.train.generate --threads 1 --worker 0/2 & python -m workbench.train.generate --threads 1 --worker 1/2
+    python -m workbench.train.generate --first-shard 138             # only shards 138.. (ones a head has not seen)
+    python -m workbench.train.generate --prompt-set words --out ~/.cache/workbench/train-data-words
 
-Shard i holds prompts ``[i*G, (i+1)*G)`` of ``build_prompt_set(seed)`` (G = ``--shard-size``).
+Shard i holds prompts ``[i*G, (i+1)*G)`` of ``build_prompt_set(seed)`` (G = ``--shard-size``), or
+with ``--prompt-set words`` of ``build_word_prompt_set``: one prompt per whole word of the
+target's vocabulary, about 11,800 topics where the template set has a few hundred.
 For each of them the target, decoding them as one batch with the engine's plain (vanilla) batched
 decoding through the chat template, writes:
 
@@ -51,10 +55,11 @@ from pathlib import Path
 
 import torch
 
-from workbench.train.prompt_set import Prompt, build_prompt_set, followup
+from workbench.train.prompt_set import Prompt, build_prompt_set, build_word_prompt_set, followup, vocabulary_words
 
 DEFAULT_OUT = Path.home() / ".cache" / "workbench" / "train-data-v2"
 FORMAT = "workbench-selfdistill-v2"
+PROMPT_SETS = ("templates", "words")
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,8 @@ class GenConfig:
     features: bool = True  # record the target's features while decoding (features/feat_NNNNN.safetensors)
     dtype: str = "fp32"  # the target's weights while decoding (bf16: ~1.7x faster on a CPU with AVX-512 BF16)
     worker: tuple[int, int] = (0, 1)  # (k, n): this process makes the shards i with i % n == k
+    prompt_set: str = "templates"  # templates (build_prompt_set) or words (build_word_prompt_set)
+    first_shard: int = 0  # make only the shards i >= first_shard
 
     def __post_init__(self) -> None:
         if self.shard_size < 1 or self.samples < 0 or self.max_new < 1:
@@ -82,6 +89,10 @@ class GenConfig:
             raise ValueError(f"--temperatures must be in (0, 2], got {self.temperatures}")
         if self.dtype not in ("fp32", "bf16"):
             raise ValueError(f"--dtype must be fp32 or bf16, got {self.dtype!r}")
+        if self.prompt_set not in PROMPT_SETS:
+            raise ValueError(f"--prompt-set must be one of {', '.join(PROMPT_SETS)}, got {self.prompt_set!r}")
+        if self.first_shard < 0:
+            raise ValueError(f"--first-shard must be >= 0, got {self.first_shard}")
         k, n = self.worker
         if not 0 <= k < n:
             raise ValueError(f"--worker K/N needs 0 <= K < N, got {k}/{n}")
@@ -134,6 +145,14 @@ def decode_batch(target, contexts: list[list[int]], temperature: float, seed: in
     finally:
         hook.remove()
     return [r.output_ids for r in reqs], [torch.cat(f) for f in feats]
+
+
+def prompts_for(cfg: GenConfig, chat: Chat) -> list[Prompt]:
+    """The prompt set ``cfg.prompt_set`` names: the template set, or one prompt per word of the
+    target's vocabulary."""
+    if cfg.prompt_set == "words":
+        return build_word_prompt_set(vocabulary_words(chat.tokenizer.get_vocab()), cfg.seed, cfg.num_prompts)
+    return build_prompt_set(cfg.seed, cfg.num_prompts)
 
 
 def shard_seed(cfg: GenConfig, shard: int, what: int) -> int:
@@ -263,7 +282,7 @@ def hours(seconds: float) -> str:
 
 def run(cfg: GenConfig, target, chat: Chat, stop_ids: tuple[int, ...], log=print) -> dict:
     """Generate every missing shard (or ``cfg.max_shards`` of them); returns the totals."""
-    prompts = build_prompt_set(cfg.seed, cfg.num_prompts)
+    prompts = prompts_for(cfg, chat)
     cfg.out.mkdir(parents=True, exist_ok=True)
     num_shards = -(-len(prompts) // cfg.shard_size)
     meta = {"format": FORMAT, "config": json.dumps(data_identity(cfg, prompts), sort_keys=True), "dtype": cfg.dtype}
@@ -271,7 +290,7 @@ def run(cfg: GenConfig, target, chat: Chat, stop_ids: tuple[int, ...], log=print
     done = totals(cfg.out)
     me, n = cfg.worker  # (``k`` below counts this run's shards)
     missing = [i for i in range(num_shards) if not shard_path(cfg.out, i).exists()]
-    todo = [i for i in missing if i % n == me]
+    todo = [i for i in missing if i % n == me and i >= cfg.first_shard]
     mine = f" ({len(todo)} of them for worker {me}/{n})" if n > 1 else ""
     log(f"{len(prompts)} prompts in {num_shards} shards of {cfg.shard_size}; {num_shards - len(missing)} done"
         f" ({done['response_tokens']:,} response tokens); {len(missing)} to go{mine}", flush=True)
@@ -330,6 +349,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="the target's dtype while decoding, recorded in each shard's metadata; shards of "
                          "either dtype may share a directory (bf16 answers follow the bf16 target's greedy "
                          "choices, and its features carry bf16 rounding, well under the training noise)")
+    ap.add_argument("--prompt-set", choices=PROMPT_SETS, default=d.prompt_set,
+                    help="templates: the template set (about 10,800 prompts on a few hundred topics); words: "
+                         "one prompt per whole word of the target's vocabulary (about 11,800 topics)")
+    ap.add_argument("--first-shard", type=int, default=d.first_shard,
+                    help="make only shards from this one on (e.g. those a head has not trained on yet)")
     ap.add_argument("--no-features", action="store_true",
                     help="store token ids only (features.py then recomputes the features: one prefill per sequence)")
     ap.add_argument("--status", action="store_true", help="print the totals of --out and exit")
@@ -350,7 +374,8 @@ def main(argv=None) -> None:
         cfg = GenConfig(out=args.out, seed=args.seed, num_prompts=args.prompts, shard_size=args.shard_size,
                         samples=args.samples, temperatures=temps, followup_frac=args.followup_frac,
                         max_new=args.max_new, max_shards=args.max_shards, goal_tokens=args.goal_tokens,
-                        features=not args.no_features, dtype=args.dtype, worker=worker)
+                        features=not args.no_features, dtype=args.dtype, worker=worker,
+                        prompt_set=args.prompt_set, first_shard=args.first_shard)
     except ValueError as err:
         sys.exit(f"error: {err}")
     if args.threads:

@@ -299,3 +299,42 @@ FOLLOWUPS = {
 def followup(p: Prompt, rng: random.Random) -> str:
     """A second user turn that builds on the target's first answer to ``p``."""
     return rng.choice(FOLLOWUPS["any"] + FOLLOWUPS.get(p.kind, []))
+
+
+# The word-seeded prompt set: the template set above names a few hundred topics, and a head
+# trained on it agrees clearly less on topics it never saw (docs/bench/head-training.md §5). Here
+# the topic of each prompt is one whole English word of the target's own vocabulary, so about
+# 11,000 topics, each with a template of some kind.
+WORD_TEMPLATES = [
+    ("stem", "What is {w}?"), ("stem", "Explain {w} to a beginner."), ("stem", "How does {w} work?"),
+    ("humanities", "Tell me three interesting facts about {w}."), ("humanities", "Why does {w} matter?"),
+    ("humanities", "How has {w} changed over time?"), ("reasoning", "What are the pros and cons of {w}?"),
+    ("writing", "Write a short story that involves {w}."), ("writing", "Write a poem about {w}."),
+    ("writing", "Write a short blog post about {w}."), ("writing", "Write an email to a friend about {w}."),
+    ("advice", "Give me practical tips about {w}."), ("coding", "Write a Python class that models {w}, and explain it."),
+    ("roleplay", "Pretend you are an expert on {w}. Introduce yourself and your work."),
+    ("math", "Write and solve a short math word problem about {w}."),
+    ("extraction", "List five words related to {w} and say how each one relates to it."),
+]
+
+
+def vocabulary_words(vocab) -> list[str]:
+    """Whole lower-case English words of a byte-level BPE vocabulary (``Ġword`` tokens of six
+    letters or more), sorted; forms ending in -ed, -ly, -ing are left out as poor topics. Some
+    are word pieces (``earthqu``); the target answers those too."""
+    words = {t[1:] for t in vocab if t.startswith("Ġ") and len(t) >= 7 and t[1:].isascii() and t[1:].isalpha()
+             and t[1:].islower() and not t.endswith(("ed", "ly", "ing"))}
+    return sorted(words)
+
+
+def build_word_prompt_set(words: list[str], seed: int = 0, n: int | None = None) -> list[Prompt]:
+    """One prompt per word, with a template drawn by ``seed``; shuffled; the first ``n``."""
+    if n is not None and n < 1:
+        raise ValueError(f"n must be >= 1 (or None for all), got {n}")
+    if not words:
+        raise ValueError("no words to build prompts from")
+    rng = random.Random(seed)
+    out = [Prompt(kind, template.format(w=w)) for w in sorted(set(words))
+           for kind, template in [rng.choice(WORD_TEMPLATES)]]
+    rng.shuffle(out)
+    return out if n is None else out[:n]
