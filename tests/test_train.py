@@ -188,7 +188,8 @@ def test_coverage_counts_the_targets_token_among_the_heads_top_k():
 def test_evaluate_rejects_bad_coverage_and_sampled_agreement(capsys):
     from workbench.train.evaluate import main
 
-    for argv, says in ((["--coverage", "0"], "--coverage"), (["--agreement", "--temperature", "1"], "greedy answers")):
+    for argv, says in ((["--coverage", "0"], "--coverage"), (["--agreement", "--temperature", "1"], "greedy answers"),
+                       (["--by-category"], "add --agreement"), (["--held-out-answer-tokens", "0"], "must be >= 1")):
         with pytest.raises(SystemExit):
             main(argv)
         assert says in capsys.readouterr().err
@@ -205,11 +206,15 @@ def test_evaluate_measures_several_heads_on_the_same_answers_and_says_their_hot_
     bare = tmp_path / "bare"  # the same weights without hot_tokens.json: drafts from the full vocabulary
     shutil.copytree(shipped, bare, ignore=shutil.ignore_patterns("hot_tokens.json"))
     main(["--head", str(shipped), str(bare), "--dtype", "fp32", "-n", "2", "--max-new", "12", "--agreement",
-          "--coverage", "--methods", "linear(1)"])
+          "--coverage", "--by-category", "--methods", "linear(1)"])
     out = capsys.readouterr().out
     agree = [line for line in out.splitlines() if line.startswith("teacher-forced")]
     assert len(agree) == 2 and f"[{shipped}]: " in agree[0] and f"[{bare}]: " in agree[1]
     assert agree[0].split("]: ")[1] == agree[1].split("]: ")[1]  # same weights, same answers: same figures
+    cats = [line for line in out.splitlines() if "by category" in line]
+    assert len(cats) == 2 and cats[0].split("]: ")[1] == cats[1].split("]: ")[1]
+    # questions 81 and 121 of the 80: one writing, one coding question, each its own group
+    assert cats[0].split("]: ")[1].startswith("writing (1, ") and "; coding (1, " in cats[0]
     heads = [line for line in out.splitlines() if line.startswith("head ")]
     assert len(heads) == 2 and "4096 hot draft tokens" in heads[0] and "hot" not in heads[1]
     assert out.count("| linear(1) |") == 2 and out.count("| 2/2 |") == 2  # lossless with either vocabulary
@@ -218,6 +223,20 @@ def test_evaluate_measures_several_heads_on_the_same_answers_and_says_their_hot_
         with pytest.raises(SystemExit):
             main(argv)
         assert says in capsys.readouterr().err
+
+
+def test_mt_bench_rows_and_by_category_keep_the_question_order():
+    from workbench.bench.specbench import DATA_FILE
+    from workbench.train.evaluate import by_category, mt_bench_first_turns, mt_bench_rows
+
+    rows = mt_bench_rows(DATA_FILE, 80)
+    assert [r["turns"][0] for r in rows] == mt_bench_first_turns(DATA_FILE, 80)
+    cats = [r["category"] for r in rows]
+    assert len(set(cats)) == 8 and all(cats.count(c) == 10 for c in set(cats))
+    groups = by_category(["b", "a", "b"], [[1], [2], [3]], [[10], [20], [30]])
+    assert list(groups) == ["b", "a"] and groups["b"] == ([[1], [3]], [[10], [30]]) and groups["a"] == ([[2]], [[20]])
+    with pytest.raises(ValueError):
+        by_category(["a"], [[1], [2]], [[10], [20]])
 
 
 def _node(i, depth, ranks, parent):

@@ -308,6 +308,18 @@ def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
     assert (tf["conversations"], tf["positions"]) == (cov["conversations"], cov["positions"])
     for k in ("top1", "top1_step2", "in_top2"):
         assert tf[k] == pytest.approx(cov[k], abs=0.02), k
+    # --held-out-answer-tokens 3: each answer cut to its first 3 tokens (3 loss positions at most),
+    # the same as agreement on answers cut there
+    from workbench.train.evaluate import held_out_sequences
+
+    cut = held_out_sequences(data, tiny_target, 60, 4, answer_tokens=3)
+    assert [len(c.tokens) for c in cut] == [min(len(s.tokens), s.prompt_len + 3) for s in val]
+    assert all(0 < c.num_targets <= 3 for c in cut) and sum(c.num_targets for c in cut) < cov["positions"]
+    tf3 = mt_bench_agreement(tmp_path / "curve" / "tokens_60" / "head", tiny_target, prompts, [a[:3] for a in answers])
+    from workbench.train.evaluate import _measure
+
+    v3 = _measure(tmp_path / "curve" / "tokens_60" / "head", tiny_target, cut, ())
+    assert v3["positions"] == tf3["positions"] and v3["top1"] == pytest.approx(tf3["top1"], abs=0.02)
     scaling.main(argv)  # finished points are skipped
     assert json.loads((tmp_path / "curve" / "scaling.json").read_text()) == rows
     with pytest.raises(SystemExit):

@@ -9,13 +9,15 @@
 ``python -m workbench.train`` holds out of a ``workbench.train.generate`` directory (every
 ``--val-every``-th prompt's greedy first answer, among the shards that hold the first
 ``--held-out-tokens`` training response tokens): at draft step 1 and, fed the head's own
-outputs, at steps 2 and 3. ``--methods`` with no names skips τ.
+outputs, at steps 2 and 3; ``--held-out-answer-tokens N`` keeps only the first N tokens of each
+answer, as long as ``--agreement``'s. ``--methods`` with no names skips τ.
 
 ``--agreement`` prints the same measures on the MT-bench questions themselves: the target's
 plain greedy answers, its features recomputed in fp32, the head teacher-forced on them. Step-1
 top-1 there is what the engine's depth-1 acceptance measures, without a tree. Both report, at
 step 1, how often the target's token is among the head's ``--coverage`` K most likely (what a
 depth-1 fan of K children can catch) and top-1 per bin of the target's own confidence.
+``--by-category`` adds, with ``--agreement``, top-1 at steps 1 and 3 per MT-bench category.
 
 With several ``--head`` directories, each measure is printed for every head in turn, on the same
 held-out conversations and the same greedy answers (computed once).
@@ -56,10 +58,25 @@ METHODS = {
 
 def mt_bench_first_turns(path: Path, n: int) -> list[str]:
     """``n`` first turns spread evenly over question ids 81-160 (all eight categories)."""
+    return [r["turns"][0] for r in mt_bench_rows(path, n)]
+
+
+def mt_bench_rows(path: Path, n: int) -> list[dict]:
+    """The question rows (id, category, turns) behind ``mt_bench_first_turns``, in its order."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     mt = sorted((r for r in rows if 81 <= r["question_id"] <= 160), key=lambda r: r["question_id"])
     step = max(1, len(mt) // n)
-    return [r["turns"][0] for r in mt[::step][:n]]
+    return mt[::step][:n]
+
+
+def by_category(categories: list[str], prompts: list, outputs: list) -> dict[str, tuple[list, list]]:
+    """(prompts, outputs) of each category, in the order the categories first appear."""
+    groups: dict[str, tuple[list, list]] = {}
+    for c, p, o in zip(categories, prompts, outputs, strict=True):
+        ps, os_ = groups.setdefault(c, ([], []))
+        ps.append(p)
+        os_.append(o)
+    return groups
 
 
 def run(wb, prompts: list[list[int]], spec: SpecConfig, max_new: int, temperature: float = 0.0,
@@ -110,12 +127,19 @@ def held_out(head_dir: Path, data: Path, target, max_response_tokens: int | None
     return _measure(head_dir, target, held_out_sequences(data, target, max_response_tokens, val_every), coverage)
 
 
-def held_out_sequences(data: Path, target, max_response_tokens: int | None, val_every: int) -> list:
+def held_out_sequences(data: Path, target, max_response_tokens: int | None, val_every: int,
+                       answer_tokens: int | None = None) -> list:
+    """The held-out conversations; ``answer_tokens``: each answer cut to its first N tokens (as
+    ``--agreement`` cuts MT-bench answers at ``--max-new``)."""
+    from workbench.train.batches import Sequence
     from workbench.train.features import load_sequences
 
     _, val = load_sequences(data, target, max_response_tokens, val_every)
     if not val:
         raise ValueError(f"{data}: no held-out conversations")
+    if answer_tokens is not None:
+        val = [Sequence(s.tokens[: s.prompt_len + answer_tokens], s.features[: s.prompt_len + answer_tokens],
+                        s.prompt_len) for s in val]
     return val
 
 
@@ -184,12 +208,17 @@ def main(argv=None) -> None:
                     help="also the held-out top-1 on this workbench.train.generate directory")
     ap.add_argument("--held-out-tokens", type=int, default=None,
                     help="with --held-out: the shards up to this many training response tokens (default: all)")
+    ap.add_argument("--held-out-answer-tokens", type=int, default=None, metavar="N",
+                    help="with --held-out: only the first N tokens of each answer (default: all; "
+                         "--agreement's MT-bench answers stop at --max-new)")
     ap.add_argument("--val-every", type=int, default=20, help="with --held-out: every N-th prompt is held out")
     ap.add_argument("--coverage", type=int, nargs="*", default=[2, 4, 10], metavar="K",
                     help="with --held-out or --agreement: also how often the target's token is among the head's K most likely "
                          "at step 1 (what a depth-1 fan of K children can catch); none: skip both breakdowns")
     ap.add_argument("--agreement", action="store_true",
                     help="also the head's agreement teacher-forced on the target's greedy answers to the questions")
+    ap.add_argument("--by-category", action="store_true",
+                    help="with --agreement: also top-1 per MT-bench category (writing, roleplay, ... 10 questions each in 80)")
     ap.add_argument("--tree-use", action="store_true",
                     help="also, for each tree method, where its accepted paths go: the depth of the top-1 "
                          "spine, how often the accepted path leaves it, and the τ of the spine alone")
@@ -203,6 +232,10 @@ def main(argv=None) -> None:
         ap.error("--val-every must be >= 1")
     if any(k < 1 for k in args.coverage):
         ap.error("--coverage values must be >= 1")
+    if args.held_out_answer_tokens is not None and args.held_out_answer_tokens < 1:
+        ap.error("--held-out-answer-tokens must be >= 1")
+    if args.by_category and not args.agreement:
+        ap.error("--by-category breaks down --agreement: add --agreement")
     if args.agreement and args.temperature != 0:
         ap.error("--agreement measures on greedy answers: leave --temperature at 0")
     if args.held_out is not None and not args.held_out.is_dir():
@@ -227,7 +260,8 @@ def main(argv=None) -> None:
         target.requires_grad_(False)
     if args.held_out is not None:
         try:
-            val = held_out_sequences(args.held_out, target, args.held_out_tokens, args.val_every)
+            val = held_out_sequences(args.held_out, target, args.held_out_tokens, args.val_every,
+                                     args.held_out_answer_tokens)
         except (ValueError, FileNotFoundError) as err:
             ap.error(str(err))
         for head in heads:
@@ -235,7 +269,8 @@ def main(argv=None) -> None:
                    _measure(head, target, val, coverage))
     if not args.methods and not args.agreement:
         return
-    prompts = [wb.encode(q) for q in mt_bench_first_turns(args.questions, args.n)]
+    rows = mt_bench_rows(args.questions, args.n)
+    prompts = [wb.encode(r["turns"][0]) for r in rows]
     greedy = args.temperature == 0
     base = run(wb, prompts, SpecConfig("vanilla"), args.max_new, args.temperature, args.seed)
     if args.agreement:
@@ -243,6 +278,16 @@ def main(argv=None) -> None:
         for head in heads:
             report(named(f"teacher-forced on the greedy answers to {len(prompts)} MT-bench first turns "
                          f"({args.max_new} tokens)", head), _measure(head, target, val, coverage))
+        if args.by_category:
+            groups = {c: answer_sequences(target, ps, os_) for c, (ps, os_) in
+                      by_category([r["category"] for r in rows], prompts, base["outputs"]).items()}
+            for head in heads:
+                cells = []
+                for c, seqs in groups.items():
+                    v = _measure(head, target, seqs, ())
+                    cells.append(f"{c} ({v['conversations']}, {v['positions']:,} positions) "
+                                 f"{v['top1']:.3f} / {v['top1_step3']:.3f}")
+                print(named("  top-1 at step 1 / step 3 by category", head) + ": " + "; ".join(cells), flush=True)
     if not args.methods:
         return
     mode = "greedy" if greedy else f"temperature {args.temperature:g}, seed {args.seed}"
