@@ -189,7 +189,8 @@ def test_evaluate_rejects_bad_coverage_and_sampled_agreement(capsys):
     from workbench.train.evaluate import main
 
     for argv, says in ((["--coverage", "0"], "--coverage"), (["--agreement", "--temperature", "1"], "greedy answers"),
-                       (["--by-category"], "add --agreement"), (["--held-out-answer-tokens", "0"], "must be >= 1")):
+                       (["--by-category"], "add --agreement"), (["--held-out-answer-tokens", "0"], "must be >= 1"),
+                       (["--held-out-answer-tokens", "128"], "add --held-out DATA")):
         with pytest.raises(SystemExit):
             main(argv)
         assert says in capsys.readouterr().err

@@ -234,6 +234,8 @@ def main(argv=None) -> None:
         ap.error("--coverage values must be >= 1")
     if args.held_out_answer_tokens is not None and args.held_out_answer_tokens < 1:
         ap.error("--held-out-answer-tokens must be >= 1")
+    if args.held_out_answer_tokens is not None and args.held_out is None:
+        ap.error("--held-out-answer-tokens cuts the --held-out answers: add --held-out DATA")
     if args.by_category and not args.agreement:
         ap.error("--by-category breaks down --agreement: add --agreement")
     if args.agreement and args.temperature != 0:
