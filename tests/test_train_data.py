@@ -271,7 +271,7 @@ def test_val_positions_caps_the_held_out_conversations_training_validates_on(tin
 
 def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
     from workbench.train import scaling
-    from workbench.train.evaluate import held_out
+    from workbench.train.evaluate import answer_sequences, held_out_sequences, measure_head
 
     data = tmp_path / "data"
     run(small_config(data, num_prompts=12), tiny_target, FakeChat(), (95,), log=lambda *a, **k: None)
@@ -286,39 +286,34 @@ def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
     assert (tmp_path / "curve" / "tokens_60" / "head" / "model.safetensors").exists()
     assert (tmp_path / "curve" / "scaling.md").read_text().count("\n") == 4
     # the held-out figures `evaluate --held-out` prints for an exported (fp16) head are training's own
-    v = held_out(tmp_path / "curve" / "tokens_60" / "head", data, tiny_target, 60, 4)
+    head = tmp_path / "curve" / "tokens_60" / "head"
+    v = measure_head(head, tiny_target, held_out_sequences(data, tiny_target, 60, 4))
     from workbench.train.features import load_sequences
 
     assert v["conversations"] == len(load_sequences(data, tiny_target, 60, 4)[1]) > 0 and v["positions"] > 0
     for k in ("top1", "top1_step2", "top1_step3", "feat"):
         assert v[k] == pytest.approx(rows[1]["val"][k], abs=0.02), k
     with pytest.raises(FileNotFoundError, match="no shard_"):
-        held_out(tmp_path / "curve" / "tokens_60" / "head", tmp_path / "curve", tiny_target, 60, 4)
+        held_out_sequences(tmp_path / "curve", tiny_target, 60, 4)
     # coverage: k=1 is top-1, larger k catches more, the whole vocabulary catches all; bins share 100 %
-    cov = held_out(tmp_path / "curve" / "tokens_60" / "head", data, tiny_target, 60, 4, (1, 2, 128))
+    cov = measure_head(head, tiny_target, held_out_sequences(data, tiny_target, 60, 4), (1, 2, 128))
     assert cov["in_top1"] == pytest.approx(cov["top1"]) and cov["in_top1"] <= cov["in_top2"] <= cov["in_top128"] == 1
     assert sum(b["share"] for b in cov["confidence"]) == pytest.approx(1)
-    # teacher-forced agreement on given answers = held_out's on the same conversations
-    from workbench.train.evaluate import mt_bench_agreement
-
+    # teacher-forced agreement on given answers (features from a fresh prefill) = held-out's
     val = load_sequences(data, tiny_target, 60, 4)[1]
     prompts = [s.tokens[: s.prompt_len].tolist() for s in val]
     answers = [s.tokens[s.prompt_len :].tolist() for s in val]
-    tf = mt_bench_agreement(tmp_path / "curve" / "tokens_60" / "head", tiny_target, prompts, answers, (1, 2, 128))
+    tf = measure_head(head, tiny_target, answer_sequences(tiny_target, prompts, answers), (1, 2, 128))
     assert (tf["conversations"], tf["positions"]) == (cov["conversations"], cov["positions"])
     for k in ("top1", "top1_step2", "in_top2"):
         assert tf[k] == pytest.approx(cov[k], abs=0.02), k
     # --held-out-answer-tokens 3: each answer cut to its first 3 tokens (3 loss positions at most),
     # the same as agreement on answers cut there
-    from workbench.train.evaluate import held_out_sequences
-
     cut = held_out_sequences(data, tiny_target, 60, 4, answer_tokens=3)
     assert [len(c.tokens) for c in cut] == [min(len(s.tokens), s.prompt_len + 3) for s in val]
     assert all(0 < c.num_targets <= 3 for c in cut) and sum(c.num_targets for c in cut) < cov["positions"]
-    tf3 = mt_bench_agreement(tmp_path / "curve" / "tokens_60" / "head", tiny_target, prompts, [a[:3] for a in answers])
-    from workbench.train.evaluate import _measure
-
-    v3 = _measure(tmp_path / "curve" / "tokens_60" / "head", tiny_target, cut, ())
+    tf3 = measure_head(head, tiny_target, answer_sequences(tiny_target, prompts, [a[:3] for a in answers]))
+    v3 = measure_head(head, tiny_target, cut)
     assert v3["positions"] == tf3["positions"] and v3["top1"] == pytest.approx(tf3["top1"], abs=0.02)
     scaling.main(argv)  # finished points are skipped
     assert json.loads((tmp_path / "curve" / "scaling.json").read_text()) == rows

@@ -120,13 +120,6 @@ def tree_use(traces: list[dict]) -> dict:
             "tau": mean(got), "tau_spine": mean(spine_got)}
 
 
-def held_out(head_dir: Path, data: Path, target, max_response_tokens: int | None, val_every: int,
-             coverage: tuple[int, ...] = ()) -> dict:
-    """Top-1 (steps 1-3), feature loss and CE of the head in ``head_dir`` on ``data``'s held-out
-    conversations (the split training uses), with their count; ``coverage``: ``evaluate_loss``'s."""
-    return _measure(head_dir, target, held_out_sequences(data, target, max_response_tokens, val_every), coverage)
-
-
 def held_out_sequences(data: Path, target, max_response_tokens: int | None, val_every: int,
                        answer_tokens: int | None = None) -> list:
     """The held-out conversations; ``answer_tokens``: each answer cut to its first N tokens (as
@@ -143,21 +136,16 @@ def held_out_sequences(data: Path, target, max_response_tokens: int | None, val_
     return val
 
 
-def _measure(head_dir: Path, target, val: list, coverage: tuple[int, ...]) -> dict:
-    """``evaluate_loss`` of the exported head in ``head_dir`` (no noise, full vocabulary) on ``val``."""
+def measure_head(head_dir: Path, target, val: list, coverage: tuple[int, ...] = ()) -> dict:
+    """Top-1 (steps 1-3), feature loss and CE of the exported head in ``head_dir`` (no noise, full
+    vocabulary) teacher-forced on ``val`` (``held_out_sequences`` or ``answer_sequences``), with
+    their count; ``coverage``: ``evaluate_loss``'s."""
     from workbench.train.loop import TrainConfig, evaluate_loss, init_head, init_weights
 
     head = init_head(target, 0)
     head.load_state_dict(init_weights(head_dir))
     return {"conversations": len(val), "positions": sum(s.num_targets for s in val),
             **evaluate_loss(head.eval(), target, val, TrainConfig(), coverage=coverage)}
-
-
-def mt_bench_agreement(head_dir: Path, target, prompts: list[list[int]], outputs: list[list[int]],
-                       coverage: tuple[int, ...] = ()) -> dict:
-    """``held_out``'s measures on ``prompts`` + their greedy ``outputs``: features from a target
-    prefill, the head (full vocabulary, no noise) teacher-forced on the answers."""
-    return _measure(head_dir, target, answer_sequences(target, prompts, outputs), coverage)
 
 
 def answer_sequences(target, prompts: list[list[int]], outputs: list[list[int]]) -> list:
@@ -268,7 +256,7 @@ def main(argv=None) -> None:
             ap.error(str(err))
         for head in heads:
             report(named(f"held out of {args.held_out} (every {args.val_every}th prompt)", head),
-                   _measure(head, target, val, coverage))
+                   measure_head(head, target, val, coverage))
     if not args.methods and not args.agreement:
         return
     rows = mt_bench_rows(args.questions, args.n)
@@ -279,14 +267,14 @@ def main(argv=None) -> None:
         val = answer_sequences(target, prompts, base["outputs"])
         for head in heads:
             report(named(f"teacher-forced on the greedy answers to {len(prompts)} MT-bench first turns "
-                         f"({args.max_new} tokens)", head), _measure(head, target, val, coverage))
+                         f"({args.max_new} tokens)", head), measure_head(head, target, val, coverage))
         if args.by_category:
             groups = {c: answer_sequences(target, ps, os_) for c, (ps, os_) in
                       by_category([r["category"] for r in rows], prompts, base["outputs"]).items()}
             for head in heads:
                 cells = []
                 for c, seqs in groups.items():
-                    v = _measure(head, target, seqs, ())
+                    v = measure_head(head, target, seqs, ())
                     cells.append(f"{c} ({v['conversations']}, {v['positions']:,} positions) "
                                  f"{v['top1']:.3f} / {v['top1_step3']:.3f}")
                 print(named("  top-1 at step 1 / step 3 by category", head) + ": " + "; ".join(cells), flush=True)
