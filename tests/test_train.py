@@ -190,7 +190,9 @@ def test_evaluate_rejects_bad_coverage_and_sampled_agreement(capsys):
 
     for argv, says in ((["--coverage", "0"], "--coverage"), (["--agreement", "--temperature", "1"], "greedy answers"),
                        (["--by-category"], "add --agreement"), (["--held-out-answer-tokens", "0"], "must be >= 1"),
-                       (["--held-out-answer-tokens", "128"], "add --held-out DATA")):
+                       (["--held-out-answer-tokens", "128"], "add --held-out DATA"),
+                       (["--by-source"], "add one of them"), (["--pair-counts", "."], "add --by-source"),
+                       (["--agreement", "--by-source", "--pair-counts", "/nonexistent"], "no such directory")):
         with pytest.raises(SystemExit):
             main(argv)
         assert says in capsys.readouterr().err
@@ -207,11 +209,13 @@ def test_evaluate_measures_several_heads_on_the_same_answers_and_says_their_hot_
     bare = tmp_path / "bare"  # the same weights without hot_tokens.json: drafts from the full vocabulary
     shutil.copytree(shipped, bare, ignore=shutil.ignore_patterns("hot_tokens.json"))
     main(["--head", str(shipped), str(bare), "--dtype", "fp32", "-n", "2", "--max-new", "12", "--agreement",
-          "--coverage", "--by-category", "--methods", "linear(1)"])
+          "--coverage", "--by-category", "--by-source", "--methods", "linear(1)"])
     out = capsys.readouterr().out
     agree = [line for line in out.splitlines() if line.startswith("teacher-forced")]
     assert len(agree) == 2 and f"[{shipped}]: " in agree[0] and f"[{bare}]: " in agree[1]
     assert agree[0].split("]: ")[1] == agree[1].split("]: ")[1]  # same weights, same answers: same figures
+    sources = [line for line in out.splitlines() if "where the target's token:" in line]
+    assert len(sources) == 2 and sources[0] == sources[1] and "copies a token pair of the prompt" in sources[0]
     cats = [line for line in out.splitlines() if "by category" in line]
     assert len(cats) == 2 and cats[0].split("]: ")[1] == cats[1].split("]: ")[1]
     # questions 81 and 121 of the 80: one writing, one coding question, each its own group
@@ -224,6 +228,83 @@ def test_evaluate_measures_several_heads_on_the_same_answers_and_says_their_hot_
         with pytest.raises(SystemExit):
             main(argv)
         assert says in capsys.readouterr().err
+
+
+def test_token_source_tells_a_copy_from_a_repeat_from_a_new_token():
+    from workbench.train.evaluate import token_source
+
+    toks = [1, 7, 8, 9, 2, 5, 6, 5, 6, 7, 8, 4]  # prompt: 1 7 8 9 2; answer from index 5
+    assert token_source(toks, 5, 6) == "new"  # (5, 6) first seen here
+    assert token_source(toks, 5, 8) == "answer"  # (5, 6) again
+    assert token_source(toks, 5, 10) == "prompt"  # (7, 8) is in the prompt
+    assert token_source(toks, 5, 9) == "new"  # (6, 7) nowhere before
+    assert token_source(toks, 5, 11) == "new"  # (8, 4): 8 is in the prompt, the pair is not
+    for bad in (5, 4, 12):  # the first answer token has no answer token before it; 12 is past the end
+        with pytest.raises(ValueError, match="not an answer token"):
+            token_source(toks, 5, bad)
+
+
+def test_top1_by_source_splits_the_step1_top1_of_measure_head(tiny, tmp_path):
+    from collections import Counter
+
+    from workbench.train.evaluate import answer_sequences, measure_head, top1_by_source
+    from workbench.train.export import export_head
+
+    target, head = tiny
+    export_head(head, tmp_path / "head", torch.float32)
+    gen = torch.Generator().manual_seed(4)
+    prompts = [torch.randint(3, 20, (6,), generator=gen).tolist() for _ in range(4)]
+    outputs = [(p[1:4] + torch.randint(3, 20, (5,), generator=gen).tolist()) * 2 for p in prompts]  # copies, repeats
+    val = answer_sequences(target, prompts, outputs)
+    w = target.lm_head.weight.data.clone()
+    try:  # a two-token output layer, so that a random head's top-1 often is the target's: hits to split
+        target.lm_head.weight.data.zero_()
+        target.lm_head.weight.data[5] = 4 * w[5]  # scaled so that some positions are sure (p >= 0.9)
+        target.lm_head.weight.data[6] = -4 * w[5]
+        whole = measure_head(tmp_path / "head", target, val, coverage=(1,))
+        split = top1_by_source(tmp_path / "head", target, val)
+        pair_counts = Counter({pair: 25 for o in outputs[:2] for pair in zip(o, o[1:])})
+        pair_counts.update({pair: 1 for o in outputs[2:3] for pair in zip(o, o[1:]) if pair not in pair_counts})
+        by_pair = top1_by_source(tmp_path / "head", target, val, pair_counts)
+    finally:
+        target.lm_head.weight.data.copy_(w)
+    assert sum(c["positions"] for c in split.values()) == whole["positions"]
+    assert all(c["positions"] > 0 for c in split.values())  # every source occurs, so the split is checked
+    hits = sum(c["top1"] * c["positions"] for c in split.values())
+    assert hits > 0 and hits == pytest.approx(whole["top1"] * whole["positions"])
+    assert sum(c["share"] for c in split.values()) == pytest.approx(1.0)
+    sure = whole["confidence"][-1]  # measure_head's bin [0.9, 1]: the same positions, split by source
+    assert sure["lo"] == 0.9 and sum(c["sure_share"] for c in split.values()) == pytest.approx(sure["share"])
+    assert 0 < sure["share"] < 1
+    sure_hits = sum(c["sure_top1"] * c["sure_positions"] for c in split.values() if c["sure_positions"])
+    assert sure_hits == pytest.approx(sure["top1"] * sure["share"] * whole["positions"])
+    # with pair counts each source splits by familiarity, and the parts add up to the source
+    seen = Counter()
+    for s, c in by_pair.items():
+        parts = c.pop("by_familiarity")
+        seen.update({name: f["positions"] for name, f in parts.items()})
+        assert c == split[s]
+        assert sum(f["positions"] for f in parts.values()) == c["positions"]
+        assert sum(f["sure_positions"] for f in parts.values()) == c["sure_positions"]
+        assert sum((f["top1"] or 0) * f["positions"] for f in parts.values()) == pytest.approx(c["top1"] * c["positions"])
+    assert len(+seen) == 3  # unseen, 1-19 and 20+ pairs all occur, so each bucket is checked
+
+
+def test_response_pair_counts_count_answer_pairs_only(tmp_path):
+    from safetensors.torch import save_file
+
+    from workbench.train.evaluate import familiarity, response_pair_counts
+
+    # two sequences: prompt [1, 2] + answer [3, 4, 3, 4], prompt [3, 4] + answer [5]
+    save_file({"tokens": torch.tensor([1, 2, 3, 4, 3, 4, 3, 4, 5], dtype=torch.int32),
+               "starts": torch.tensor([0, 6, 9]), "prompt_lens": torch.tensor([2, 2])},
+              str(tmp_path / "shard_00000.safetensors"))
+    counts = response_pair_counts(tmp_path)
+    assert counts == {(3, 4): 2, (4, 3): 1}  # the prompts' pairs and (4, 5) across the boundary are not answer pairs
+    assert [familiarity(k) for k in (0, 1, 19, 20, 500)] == ["pair unseen", "seen 1-19 times", "seen 1-19 times",
+                                                             "seen 20+ times", "seen 20+ times"]
+    with pytest.raises(FileNotFoundError, match="no shard"):
+        response_pair_counts(tmp_path / "empty")
 
 
 def test_mt_bench_rows_and_by_category_keep_the_question_order():

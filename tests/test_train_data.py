@@ -12,8 +12,10 @@ from workbench.bench.specbench import DATA_FILE as SPEC_BENCH
 from workbench.attention.batch import extend_batch
 from workbench.models.loading import load_target
 from workbench.testing.tiny import make_tiny_checkpoint
-from workbench.train.generate import Chat, GenConfig, decode_batch, feature_path, parse_worker, run, shard_path
-from workbench.train.prompt_set import WORD_TEMPLATES, build_prompt_set, build_word_prompt_set, followup, vocabulary_words
+from workbench.train.generate import (Chat, GenConfig, data_identity, decode_batch, feature_path, parse_worker, run,
+                                     shard_path, shard_seed)
+from workbench.train.prompt_set import (MATERIAL_TASKS, WORD_TEMPLATES, build_prompt_set, build_word_prompt_set,
+                                        followup, material_prompt, vocabulary_words)
 
 
 def test_prompt_set_is_large_distinct_and_deterministic():
@@ -193,7 +195,75 @@ def test_first_shard_and_the_word_prompt_set(tiny_target, tmp_path):
         run(small_config(tmp_path / "words", num_prompts=None, shard_size=8, samples=0), tiny_target, WordChat(), STOP)
 
 
+class WholeChat(FakeChat):
+    """FakeChat that keeps every character of a turn (a material turn is long)."""
+
+    def encode(self, messages):
+        ids = [1]
+        for m in messages:
+            ids += [3 + ord(c) % 60 for c in m["content"]] + [1]
+        return ids
+
+
+def test_material_rows_hand_the_greedy_answer_back_with_a_task(tiny_target, tmp_path):
+    import random
+
+    cfg = small_config(tmp_path, samples=0, followup_frac=0.0, material_frac=1.0)
+    run(cfg, tiny_target, WholeChat(), STOP, log=lambda *a, **k: None)
+    prompts, chat = build_prompt_set(0, 6), WholeChat()
+    made = 0
+    for i in range(3):
+        sh = read(shard_path(tmp_path, i))
+        starts, plens = sh["starts"].tolist(), sh["prompt_lens"].tolist()
+        seqs = [sh["tokens"][a:b].tolist() for a, b in zip(starts, starts[1:])]
+        material = sh["material"].tolist()
+        assert material[:2] == [0, 0] and sh["turn"].tolist() == [1] * len(seqs)  # a new first turn, not a follow-up
+        greedy = [q[p:] for q, p in zip(seqs[:2], plens[:2])]
+        rng = random.Random(f"material {shard_seed(cfg, i, 0)}")  # the generator's own stream, replayed
+        want = []
+        for j, g in enumerate(greedy):
+            rng.random()
+            if g[-1] in STOP:
+                want.append((2 * i + j, chat.encode([{"role": "user", "content":
+                                                      material_prompt(prompts[2 * i + j], chat.decode(g), rng)}])))
+        rows = [k for k, m in enumerate(material) if m]
+        assert [int(sh["prompt_index"][k]) for k in rows] == [w[0] for w in want]
+        assert [seqs[k][: plens[k]] for k in rows] == [w[1] for w in want]
+        answers = decode_batch(tiny_target, [w[1] for w in want], 0.0, 0, 6, STOP) if want else []
+        assert [seqs[k][plens[k]:] for k in rows] == answers  # the target's greedy reply to the material turn
+        for k in rows:  # the context holds the answer it hands back
+            text = chat.encode([{"role": "user", "content": chat.decode(greedy[int(sh["prompt_index"][k]) - 2 * i])}])
+            inner = text[1:-1]
+            assert any(seqs[k][s : s + len(inner)] == inner for s in range(plens[k]))
+        made += len(rows)
+    assert made > 0
+    # without --material-frac nothing changes: no material rows, and old directories' identity holds
+    plain = small_config(tmp_path / "plain", samples=0, followup_frac=0.0)
+    run(plain, tiny_target, WholeChat(), STOP, log=lambda *a, **k: None)
+    assert read(shard_path(tmp_path / "plain", 0))["material"].tolist() == [0, 0]
+    assert "material_frac" not in data_identity(plain, prompts) and data_identity(cfg, prompts)["material_frac"] == 1.0
+    with pytest.raises(ValueError, match="other settings"):
+        run(small_config(tmp_path / "plain", samples=0, followup_frac=0.0, material_frac=0.5), tiny_target,
+            WholeChat(), STOP)
+
+
+def test_material_prompts_carry_the_text_and_a_task_of_the_kind():
+    import random
+
+    p = build_prompt_set(0, 200)
+    code = next(q for q in p if q.kind == "coding")
+    rng = random.Random(0)
+    texts = [material_prompt(code, "  def f(x):\n    return x + 1\n", rng) for _ in range(60)]
+    assert all("def f(x):\n    return x + 1" in t for t in texts)
+    tasks = MATERIAL_TASKS["any"] + MATERIAL_TASKS["coding"]
+    assert all(any(task in t for task in tasks) for t in texts)
+    assert any(task in t for t in texts for task in MATERIAL_TASKS["coding"])  # the kind's own tasks are drawn
+    assert not any(task in t for t in texts for task in MATERIAL_TASKS["math"])
+
+
 def test_generator_rejects_bad_settings(tmp_path):
+    with pytest.raises(ValueError, match="material-frac"):
+        GenConfig(out=tmp_path, material_frac=-0.1)
     with pytest.raises(ValueError, match="followup-frac"):
         GenConfig(out=tmp_path, followup_frac=1.5)
     with pytest.raises(ValueError, match="temperatures"):

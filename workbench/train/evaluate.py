@@ -18,6 +18,11 @@ top-1 there is what the engine's depth-1 acceptance measures, without a tree. Bo
 step 1, how often the target's token is among the head's ``--coverage`` K most likely (what a
 depth-1 fan of K children can catch) and top-1 per bin of the target's own confidence.
 ``--by-category`` adds, with ``--agreement``, top-1 at steps 1 and 3 per MT-bench category.
+``--by-source`` splits step-1 top-1 by where the target's token comes from (``token_source``):
+it continues a token pair of the prompt (a copy), repeats a pair from earlier in the answer, or
+is new; each also where the target is at least 90 % sure of its token. ``--pair-counts DATA``
+splits each source further by how often its token pair occurs in the answers of the training
+data ``DATA`` (never, 1-19 times, 20 or more).
 
 With several ``--head`` directories, each measure is printed for every head in turn, on the same
 held-out conversations and the same greedy answers (computed once).
@@ -38,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections import Counter
 from pathlib import Path
 from statistics import mean
 
@@ -148,6 +154,109 @@ def measure_head(head_dir: Path, target, val: list, coverage: tuple[int, ...] = 
             **evaluate_loss(head.eval(), target, val, TrainConfig(), coverage=coverage)}
 
 
+SOURCES = ("prompt", "answer", "new")
+SURE = 0.9  # --by-source also splits off the positions where the target is at least this sure
+
+
+def token_source(tokens: list[int], prompt_len: int, i: int) -> str:
+    """Where the answer token ``tokens[i]`` comes from, seen from the token before it: ``"prompt"``
+    if the pair ``(tokens[i-1], tokens[i])`` occurs in the prompt (a copy), else ``"answer"`` if
+    it occurs earlier in the answer (a repeat), else ``"new"``."""
+    if not prompt_len < i < len(tokens):
+        raise ValueError(f"token {i} is not an answer token after the first (prompt {prompt_len}, {len(tokens)} tokens)")
+    pair = (tokens[i - 1], tokens[i])
+    if pair in zip(tokens[: prompt_len - 1], tokens[1:prompt_len]):
+        return "prompt"
+    return "answer" if pair in zip(tokens[prompt_len : i - 1], tokens[prompt_len + 1 : i]) else "new"
+
+
+FAMILIARITY = ((0, "pair unseen"), (1, "seen 1-19 times"), (20, "seen 20+ times"))  # (from count, name)
+
+
+def response_pair_counts(data: Path) -> Counter:
+    """How often each token pair ``(a, b)`` occurs in the answers of a ``generate`` directory."""
+    from safetensors import safe_open
+
+    from workbench.train.features import shard_files
+
+    counts = Counter()
+    for path in shard_files(data):
+        with safe_open(str(path), "pt") as f:
+            tokens, starts, plens = (f.get_tensor(k).tolist() for k in ("tokens", "starts", "prompt_lens"))
+        for i, p in enumerate(plens):
+            answer = tokens[starts[i] + p : starts[i + 1]]
+            counts.update(zip(answer, answer[1:]))
+    return counts
+
+
+def familiarity(count: int) -> str:
+    return next(name for lo, name in reversed(FAMILIARITY) if count >= lo)
+
+
+def _stats(c: list[int], total: int) -> dict:
+    return {"positions": c[0], "share": c[0] / total, "top1": c[1] / c[0] if c[0] else None,
+            "sure_positions": c[2], "sure_share": c[2] / total, "sure_top1": c[3] / c[2] if c[2] else None}
+
+
+def top1_by_source(head_dir: Path, target, val: list, pair_counts: Counter | None = None) -> dict[str, dict]:
+    """Step-1 top-1 of the head in ``head_dir`` (as ``measure_head``: against the target's argmax)
+    split by ``token_source`` of the answer's token there (the same token in a greedy answer): per
+    source, its positions, their share and the top-1 there, and the same where the target is
+    sure of its token (p(argmax) >= ``SURE``): ``sure_positions``, ``sure_share``, ``sure_top1``.
+    With ``pair_counts`` (``response_pair_counts`` of training data), each source also splits by
+    how often its token pair occurs there (``by_familiarity``: ``FAMILIARITY``'s names)."""
+    from workbench.train.loop import init_head, init_weights
+    from workbench.train.ttt import unrolled_forward
+
+    head = init_head(target, 0)
+    head.load_state_dict(init_weights(head_dir))
+    head.eval()
+    lm_head = target.lm_head.weight.float()
+    count = {s: [0, 0, 0, 0] for s in SOURCES}  # positions, hits, sure positions, sure hits
+    by_fam = {s: {name: [0, 0, 0, 0] for _, name in FAMILIARITY} for s in SOURCES}
+    for seq in val:
+        toks, n = seq.tokens.tolist(), len(seq.tokens) - 1
+        feats = seq.features[:n].float()
+        with torch.no_grad():
+            out = unrolled_forward(head, target.model.embed_tokens, feats[None], seq.tokens[1:][None], 1)[0][0]
+            # the output at j guesses f_{j+1}, whose argmax token the target emits after token j + 1
+            guess = (out[seq.prompt_len - 1 : n - 1] @ lm_head.T).argmax(-1).tolist()
+            p = torch.softmax(feats[seq.prompt_len : n] @ lm_head.T, dim=-1).max(-1)
+        for j, (g, t, sure) in enumerate(zip(guess, p.indices.tolist(), (p.values >= SURE).tolist())):
+            i = seq.prompt_len + 1 + j
+            source = token_source(toks, seq.prompt_len, i)
+            cells = [count[source]]
+            if pair_counts is not None:
+                cells.append(by_fam[source][familiarity(pair_counts[(toks[i - 1], toks[i])])])
+            for c in cells:
+                c[0] += 1
+                c[1] += int(g == t)
+                c[2] += int(sure)
+                c[3] += int(sure and g == t)
+    total = max(1, sum(c[0] for c in count.values()))
+    out = {s: _stats(c, total) for s, c in count.items()}
+    if pair_counts is not None:
+        for s in SOURCES:
+            out[s]["by_familiarity"] = {name: _stats(c, total) for name, c in by_fam[s].items()}
+    return out
+
+
+SOURCE_WORDS = {"prompt": "copies a token pair of the prompt", "answer": "repeats a pair of the answer", "new": "new"}
+
+
+def report_sources(label: str, v: dict[str, dict], familiar_in: Path | None = None) -> None:
+    def cell(name, c):
+        top1 = "-" if c["top1"] is None else f"{c['top1']:.3f}"
+        sure = "-" if c["sure_top1"] is None else f"{c['sure_top1']:.3f}"
+        return f"{name} {c['share']:.0%} of positions, {top1} (where p(target) >= {SURE}: {c['sure_share']:.0%}, {sure})"
+
+    print(f"  {label}: " + "; ".join(cell(SOURCE_WORDS[s], c) for s, c in v.items()), flush=True)
+    for s, c in v.items():
+        if "by_familiarity" in c:
+            print(f"    {SOURCE_WORDS[s]}, by how often the pair occurs in the answers of {familiar_in}: "
+                  + "; ".join(cell(name, f) for name, f in c["by_familiarity"].items()), flush=True)
+
+
 def answer_sequences(target, prompts: list[list[int]], outputs: list[list[int]]) -> list:
     """Training sequences of ``prompts`` + ``outputs``, with the target's features (one prefill each)."""
     from workbench.train.batches import Sequence
@@ -207,6 +316,12 @@ def main(argv=None) -> None:
                     help="also the head's agreement teacher-forced on the target's greedy answers to the questions")
     ap.add_argument("--by-category", action="store_true",
                     help="with --agreement: also top-1 per MT-bench category (writing, roleplay, ... 10 questions each in 80)")
+    ap.add_argument("--by-source", action="store_true",
+                    help="with --held-out or --agreement: also step-1 top-1 split by where the target's token "
+                         "comes from (copies a token pair of the prompt, repeats one of the answer, or new)")
+    ap.add_argument("--pair-counts", type=Path, default=None, metavar="DATA",
+                    help="with --by-source: also split each source by how often its token pair occurs in the "
+                         "answers of this workbench.train.generate directory (unseen, 1-19 times, 20+)")
     ap.add_argument("--tree-use", action="store_true",
                     help="also, for each tree method, where its accepted paths go: the depth of the top-1 "
                          "spine, how often the accepted path leaves it, and the τ of the spine alone")
@@ -224,6 +339,12 @@ def main(argv=None) -> None:
         ap.error("--held-out-answer-tokens must be >= 1")
     if args.held_out_answer_tokens is not None and args.held_out is None:
         ap.error("--held-out-answer-tokens cuts the --held-out answers: add --held-out DATA")
+    if args.by_source and not (args.agreement or args.held_out is not None):
+        ap.error("--by-source breaks down --held-out or --agreement: add one of them")
+    if args.pair_counts is not None and not args.by_source:
+        ap.error("--pair-counts splits --by-source further: add --by-source")
+    if args.pair_counts is not None and not args.pair_counts.is_dir():
+        ap.error(f"--pair-counts {args.pair_counts}: no such directory")
     if args.by_category and not args.agreement:
         ap.error("--by-category breaks down --agreement: add --agreement")
     if args.agreement and args.temperature != 0:
@@ -242,6 +363,10 @@ def main(argv=None) -> None:
         wb = Workbench.load(draft=str(heads[0]), dtype=args.dtype, hot_tokens=args.hot)
     except ValueError as err:
         ap.error(str(err))
+    try:
+        pairs = None if args.pair_counts is None else response_pair_counts(args.pair_counts)
+    except FileNotFoundError as err:
+        ap.error(str(err))
     target = None
     if args.held_out is not None or args.agreement:
         from workbench.models.loading import load_target
@@ -257,6 +382,9 @@ def main(argv=None) -> None:
         for head in heads:
             report(named(f"held out of {args.held_out} (every {args.val_every}th prompt)", head),
                    measure_head(head, target, val, coverage))
+            if args.by_source:
+                report_sources("step-1 top-1 where the target's token", top1_by_source(head, target, val, pairs),
+                               args.pair_counts)
     if not args.methods and not args.agreement:
         return
     rows = mt_bench_rows(args.questions, args.n)
@@ -268,6 +396,9 @@ def main(argv=None) -> None:
         for head in heads:
             report(named(f"teacher-forced on the greedy answers to {len(prompts)} MT-bench first turns "
                          f"({args.max_new} tokens)", head), measure_head(head, target, val, coverage))
+            if args.by_source:
+                report_sources("step-1 top-1 where the target's token", top1_by_source(head, target, val, pairs),
+                               args.pair_counts)
         if args.by_category:
             groups = {c: answer_sequences(target, ps, os_) for c, (ps, os_) in
                       by_category([r["category"] for r in rows], prompts, base["outputs"]).items()}

@@ -7,6 +7,7 @@ features, sharded and resumable.
     python -m workbench.train.generate --threads 1 --worker 0/2 & python -m workbench.train.generate --threads 1 --worker 1/2
     python -m workbench.train.generate --first-shard 138             # only shards 138.. (ones a head has not seen)
     python -m workbench.train.generate --prompt-set words --out ~/.cache/workbench/train-data-words
+    python -m workbench.train.generate --material-frac 0.5 --out ~/.cache/workbench/train-data-material
 
 Shard i holds prompts ``[i*G, (i+1)*G)`` of ``build_prompt_set(seed)`` (G = ``--shard-size``), or
 with ``--prompt-set words`` of ``build_word_prompt_set``: one prompt per whole word of the
@@ -18,7 +19,11 @@ decoding through the chat template, writes:
 - ``--samples`` sampled answers at a temperature from ``--temperatures`` (rotating), which put
   the target's less likely continuations into the data (the head sees more of p than its argmax);
 - for a ``--followup-frac`` share of the prompts, a second user turn built on the greedy answer
-  ("Explain that more simply.", "Add comments to the code.", ...) and the greedy reply to it.
+  ("Explain that more simply.", "Add comments to the code.", ...) and the greedy reply to it;
+- for a ``--material-frac`` share of the prompts (0 unless asked), a new first user turn that
+  hands the finished greedy answer back as material with a task on it ("Extract every name ... as
+  JSON", "Edit the following text ...", "Review the following answer's code ..."), and the greedy
+  reply, which copies, condenses or rewrites text of its own prompt as MT-bench's answers do.
 
 A shard (``shard_NNNNN.safetensors``) stores what training needs, compactly::
 
@@ -29,6 +34,7 @@ A shard (``shard_NNNNN.safetensors``) stores what training needs, compactly::
     prompt_index [S] int64      index of the prompt in the prompt set
     temperature  [S] float32    0 = greedy
     turn         [S] int64      1 = first answer, 2 = answer to the follow-up
+    material     [S] int64      1 = the user turn hands back an earlier answer as material
 
 about 4 bytes per token. Beside it, ``features/feat_NNNNN.safetensors`` holds the target's
 post-norm features ``f_t`` [N, H] fp16, recorded from the target's own forwards while it decodes
@@ -55,11 +61,13 @@ from pathlib import Path
 
 import torch
 
-from workbench.train.prompt_set import Prompt, build_prompt_set, build_word_prompt_set, followup, vocabulary_words
+from workbench.train.prompt_set import (Prompt, build_prompt_set, build_word_prompt_set, followup, material_prompt,
+                                        vocabulary_words)
 
 DEFAULT_OUT = Path.home() / ".cache" / "workbench" / "train-data-v2"
 FORMAT = "workbench-selfdistill-v2"
 PROMPT_SETS = ("templates", "words")
+MATERIAL_MAX_TOKENS = 320  # longer answers are not handed back (the reply would start past 350 context tokens)
 
 
 @dataclass(frozen=True)
@@ -79,12 +87,15 @@ class GenConfig:
     worker: tuple[int, int] = (0, 1)  # (k, n): this process makes the shards i with i % n == k
     prompt_set: str = "templates"  # templates (build_prompt_set) or words (build_word_prompt_set)
     first_shard: int = 0  # make only the shards i >= first_shard
+    material_frac: float = 0.0  # share of prompts whose greedy answer comes back as material in a new first turn
 
     def __post_init__(self) -> None:
         if self.shard_size < 1 or self.samples < 0 or self.max_new < 1:
             raise ValueError("--shard-size and --max-new must be >= 1 and --samples >= 0")
         if not 0.0 <= self.followup_frac <= 1.0:
             raise ValueError(f"--followup-frac must be in [0, 1], got {self.followup_frac}")
+        if not 0.0 <= self.material_frac <= 1.0:
+            raise ValueError(f"--material-frac must be in [0, 1], got {self.material_frac}")
         if self.samples and (not self.temperatures or any(not 0.0 < t <= 2.0 for t in self.temperatures)):
             raise ValueError(f"--temperatures must be in (0, 2], got {self.temperatures}")
         if self.dtype not in ("fp32", "bf16"):
@@ -177,15 +188,15 @@ def make_shard(target, chat: Chat, stop_ids: tuple[int, ...], prompts: list[Prom
                 f"{n / (time.time() - t0):.1f} tok/s", flush=True)
         return answers
 
-    rows = []  # (context ids, answer ids, prompt index, temperature, turn)
+    rows = []  # (context ids, answer ids, prompt index, temperature, turn, material)
     kept = []  # each sequence's features [T, H], in the order of rows
     contexts = [chat.encode([{"role": "user", "content": p.text}]) for p in prompts]
     greedy = decode(contexts, 0.0, 0, "greedy")
-    rows += [(c, a, first + j, 0.0, 1) for j, (c, a) in enumerate(zip(contexts, greedy))]
+    rows += [(c, a, first + j, 0.0, 1, 0) for j, (c, a) in enumerate(zip(contexts, greedy))]
     for s in range(cfg.samples):
         temp = cfg.temperatures[(shard + s) % len(cfg.temperatures)]
         answers = decode(contexts, temp, shard_seed(cfg, shard, 1 + s), f"sampled at T={temp}")
-        rows += [(c, a, first + j, temp, 1) for j, (c, a) in enumerate(zip(contexts, answers))]
+        rows += [(c, a, first + j, temp, 1, 0) for j, (c, a) in enumerate(zip(contexts, answers))]
     rng = random.Random(shard_seed(cfg, shard, 0))
     follow, idx = [], []
     for j, (p, a) in enumerate(zip(prompts, greedy)):
@@ -197,7 +208,19 @@ def make_shard(target, chat: Chat, stop_ids: tuple[int, ...], prompts: list[Prom
             idx.append(j)
     if follow:
         answers = decode(follow, 0.0, 0, "follow-ups")
-        rows += [(c, a, first + j, 0.0, 2) for j, c, a in zip(idx, follow, answers)]
+        rows += [(c, a, first + j, 0.0, 2, 0) for j, c, a in zip(idx, follow, answers)]
+    if cfg.material_frac:  # its own random stream: the rows above stay as they were without it
+        rng = random.Random(f"material {shard_seed(cfg, shard, 0)}")
+        material, idx = [], []
+        for j, (p, a) in enumerate(zip(prompts, greedy)):
+            take = rng.random() < cfg.material_frac
+            if take and a and a[-1] in stop_ids and len(a) <= MATERIAL_MAX_TOKENS:
+                text = material_prompt(p, chat.decode(a), rng)
+                material.append(chat.encode([{"role": "user", "content": text}]))
+                idx.append(j)
+        if material:
+            answers = decode(material, 0.0, 0, "material")
+            rows += [(c, a, first + j, 0.0, 1, 1) for j, c, a in zip(idx, material, answers)]
     starts = [0]
     for c, a, *_ in rows:
         starts.append(starts[-1] + len(c) + len(a))
@@ -208,6 +231,7 @@ def make_shard(target, chat: Chat, stop_ids: tuple[int, ...], prompts: list[Prom
         "prompt_index": torch.tensor([r[2] for r in rows], dtype=torch.int64),
         "temperature": torch.tensor([r[3] for r in rows], dtype=torch.float32),
         "turn": torch.tensor([r[4] for r in rows], dtype=torch.int64),
+        "material": torch.tensor([r[5] for r in rows], dtype=torch.int64),
     }
     if kept:  # [N, H] fp16, row i = f of token i (zero for each sequence's last token)
         out["features"] = torch.cat(kept)
@@ -261,8 +285,9 @@ def data_identity(cfg: GenConfig, prompts: list[Prompt]) -> dict:
     ``max_shards`` and ``goal_tokens`` only steer a run, so they are left out."""
     keep = ("seed", "num_prompts", "shard_size", "samples", "temperatures", "followup_frac", "max_new")
     digest = hashlib.sha256("\n\0".join(p.text for p in prompts).encode()).hexdigest()[:16]
+    extra = {"material_frac": cfg.material_frac} if cfg.material_frac else {}  # old directories stay valid
     return {"format": FORMAT, "prompt_set": digest, "num_prompt_set": len(prompts),
-            **{k: getattr(cfg, k) for k in keep}}
+            **{k: getattr(cfg, k) for k in keep}, **extra}
 
 
 def check_same_data(path: Path, identity: str) -> None:
@@ -338,6 +363,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--samples", type=int, default=d.samples, help="sampled answers per prompt besides the greedy one")
     ap.add_argument("--temperatures", default=",".join(map(str, d.temperatures)), help="comma-separated, rotating")
     ap.add_argument("--followup-frac", type=float, default=d.followup_frac, help="share of prompts with a second turn")
+    ap.add_argument("--material-frac", type=float, default=d.material_frac,
+                    help="share of prompts whose finished greedy answer (up to %d tokens) comes back inside a new "
+                         "first user turn with a task on it (extract, edit, summarise, review the code, ...)"
+                         % MATERIAL_MAX_TOKENS)
     ap.add_argument("--max-new", type=int, default=d.max_new, help="new tokens per answer at most")
     ap.add_argument("--max-shards", type=int, default=None, help="stop after N new shards")
     ap.add_argument("--goal-tokens", type=int, default=d.goal_tokens, help="response tokens the ETA is counted to")
@@ -375,7 +404,7 @@ def main(argv=None) -> None:
                         samples=args.samples, temperatures=temps, followup_frac=args.followup_frac,
                         max_new=args.max_new, max_shards=args.max_shards, goal_tokens=args.goal_tokens,
                         features=not args.no_features, dtype=args.dtype, worker=worker,
-                        prompt_set=args.prompt_set, first_shard=args.first_shard)
+                        prompt_set=args.prompt_set, first_shard=args.first_shard, material_frac=args.material_frac)
     except ValueError as err:
         sys.exit(f"error: {err}")
     if args.threads:

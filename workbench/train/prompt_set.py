@@ -338,3 +338,46 @@ def build_word_prompt_set(words: list[str], seed: int = 0, n: int | None = None)
            for kind, template in [rng.choice(WORD_TEMPLATES)]]
     rng.shuffle(out)
     return out if n is None else out[:n]
+
+
+# Prompts that bring material to work on. MT-bench's prompts often hand the assistant a text (a
+# passage to extract from, a paragraph to edit, code to review) and its answers copy from it; ours
+# rarely do, and a head trained on them agrees 0.40 where an MT-bench answer continues a token pair
+# of its prompt against 0.73 on our held-out answers (docs/bench/head-training.md §8). Here the
+# material is one of the target's own finished answers, handed back inside a new first user turn
+# with a task on it, so the reply copies, condenses or rewrites text that sits in its prompt.
+MATERIAL_TASKS = {
+    "any": ["Summarise the following text in two sentences.",
+            "Extract every name, place, number and date from the text below and present them as JSON.",
+            "List the main points of the following text as bullet points.",
+            "Edit the following text to improve its grammar and style, then briefly explain your main changes.",
+            "Rewrite the following text so that a ten-year-old can understand it.",
+            "Give the following text a title, then rate how clear it is from 1 to 10 and explain why.",
+            "Write three questions about the following text, each followed by its answer.",
+            "Rewrite the following text as a formal email to a colleague.",
+            "What is the main idea of the following text? Answer in one paragraph, quoting it where useful.",
+            "Identify one weakness of the following text and suggest how to fix it.",
+            "Turn the following text into a short dialogue between two people.",
+            "Find the three most important sentences in the text below and copy them exactly."],
+    "writing": ["Make the following text more persuasive, keeping its structure.",
+                "Shorten the following text to half its length without losing its key points."],
+    "roleplay": ["Reply to the following message in character as a cheerful pirate.",
+                 "Read the following as a strict editor would and give your feedback in character."],
+    "coding": ["Review the following answer: point out any bugs in its code and suggest improvements.",
+               "Explain what the code in the following text does, line by line.",
+               "Rewrite the code in the following text with clearer variable names and comments."],
+    "math": ["Check the following solution step by step. Is the final answer correct?",
+             "Explain the following solution to a student who found it confusing."],
+    "reasoning": ["Check the reasoning in the following text step by step and point out any flaw."],
+    "extraction": ["Turn the information in the following text into a Markdown table."],
+    "stem": ["Find any scientific mistakes in the following explanation and correct them."],
+    "humanities": ["Which claims in the following text would need a source? List them."],
+}
+MATERIAL_LAYOUTS = ["{task}\n\n{text}", "{task}\n\n\"\"\"\n{text}\n\"\"\"", "Here is a text:\n\n{text}\n\n{task}",
+                    "{text}\n\n---\n{task}"]
+
+
+def material_prompt(p: Prompt, text: str, rng: random.Random) -> str:
+    """A first user turn that hands ``text`` (the target's answer to ``p``) back with a task on it."""
+    task = rng.choice(MATERIAL_TASKS["any"] + MATERIAL_TASKS.get(p.kind, []))
+    return rng.choice(MATERIAL_LAYOUTS).format(task=task, text=text.strip())
