@@ -209,9 +209,9 @@ def test_material_rows_hand_the_greedy_answer_back_with_a_task(tiny_target, tmp_
     import random
 
     cfg = small_config(tmp_path, samples=0, followup_frac=0.0, material_frac=1.0)
-    run(cfg, tiny_target, WholeChat(), STOP, log=lambda *a, **k: None)
+    t = run(cfg, tiny_target, WholeChat(), STOP, log=lambda *a, **k: None)
     prompts, chat = build_prompt_set(0, 6), WholeChat()
-    made = 0
+    made = made_tokens = 0
     for i in range(3):
         sh = read(shard_path(tmp_path, i))
         starts, plens = sh["starts"].tolist(), sh["prompt_lens"].tolist()
@@ -236,11 +236,12 @@ def test_material_rows_hand_the_greedy_answer_back_with_a_task(tiny_target, tmp_
             inner = text[1:-1]
             assert any(seqs[k][s : s + len(inner)] == inner for s in range(plens[k]))
         made += len(rows)
-    assert made > 0
+        made_tokens += sum(len(seqs[k]) - plens[k] for k in rows)
+    assert made > 0 and (t["material_sequences"], t["material_response_tokens"]) == (made, made_tokens)
     # without --material-frac nothing changes: no material rows, and old directories' identity holds
     plain = small_config(tmp_path / "plain", samples=0, followup_frac=0.0)
-    run(plain, tiny_target, WholeChat(), STOP, log=lambda *a, **k: None)
-    assert read(shard_path(tmp_path / "plain", 0))["material"].tolist() == [0, 0]
+    t = run(plain, tiny_target, WholeChat(), STOP, log=lambda *a, **k: None)
+    assert read(shard_path(tmp_path / "plain", 0))["material"].tolist() == [0, 0] and t["material_sequences"] == 0
     assert "material_frac" not in data_identity(plain, prompts) and data_identity(cfg, prompts)["material_frac"] == 1.0
     with pytest.raises(ValueError, match="other settings"):
         run(small_config(tmp_path / "plain", samples=0, followup_frac=0.0, material_frac=0.5), tiny_target,
