@@ -146,12 +146,19 @@ def measure_head(head_dir: Path, target, val: list, coverage: tuple[int, ...] = 
     """Top-1 (steps 1-3), feature loss and CE of the exported head in ``head_dir`` (no noise, full
     vocabulary) teacher-forced on ``val`` (``held_out_sequences`` or ``answer_sequences``), with
     their count; ``coverage``: ``evaluate_loss``'s."""
-    from workbench.train.loop import TrainConfig, evaluate_loss, init_head, init_weights
+    from workbench.train.loop import TrainConfig, evaluate_loss
+
+    return {"conversations": len(val), "positions": sum(s.num_targets for s in val),
+            **evaluate_loss(load_head(head_dir, target), target, val, TrainConfig(), coverage=coverage)}
+
+
+def load_head(head_dir: Path, target):
+    """The exported head in ``head_dir``, fp32, in eval mode, as training builds it."""
+    from workbench.train.loop import init_head, init_weights
 
     head = init_head(target, 0)
     head.load_state_dict(init_weights(head_dir))
-    return {"conversations": len(val), "positions": sum(s.num_targets for s in val),
-            **evaluate_loss(head.eval(), target, val, TrainConfig(), coverage=coverage)}
+    return head.eval()
 
 
 SOURCES = ("prompt", "answer", "new")
@@ -205,12 +212,9 @@ def top1_by_source(head_dir: Path, target, val: list, pair_counts: Counter | Non
     sure of its token (p(argmax) >= ``SURE``): ``sure_positions``, ``sure_share``, ``sure_top1``.
     With ``pair_counts`` (``response_pair_counts`` of training data), each source also splits by
     how often its token pair occurs there (``by_familiarity``: ``FAMILIARITY``'s names)."""
-    from workbench.train.loop import init_head, init_weights
     from workbench.train.ttt import unrolled_forward
 
-    head = init_head(target, 0)
-    head.load_state_dict(init_weights(head_dir))
-    head.eval()
+    head = load_head(head_dir, target)
     lm_head = target.lm_head.weight.float()
     count = {s: [0, 0, 0, 0] for s in SOURCES}  # positions, hits, sure positions, sure hits
     by_fam = {s: {name: [0, 0, 0, 0] for _, name in FAMILIARITY} for s in SOURCES}
