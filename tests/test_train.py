@@ -35,8 +35,10 @@ def engine_forward(head, features: list[torch.Tensor], ids: list[list[int]]) -> 
     return list(head(torch.cat(features), batch, kv).split(sizes))
 
 
-def test_training_forward_equals_inference_forward(tiny):
-    target, head = tiny
+@pytest.mark.parametrize("layers", [1, 2])
+def test_training_forward_equals_inference_forward(tiny, layers):
+    target, _ = tiny
+    head = random_head(target, seed=3, std=0.2, num_layers=layers)
     gen = torch.Generator().manual_seed(0)
     lens = [11, 7]
     feats = [torch.randn(n, target.config.hidden_size, generator=gen) for n in lens]

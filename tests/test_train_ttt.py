@@ -29,13 +29,14 @@ def test_ttt_mask():
     assert (m.sum(1) > 0).all()  # every row sees at least itself: no all-masked softmax
 
 
-def test_unrolled_steps_equal_drafting_one_step_at_a_time(tiny):
+@pytest.mark.parametrize("layers", [1, 2])
+def test_unrolled_steps_equal_drafting_one_step_at_a_time(tiny, layers):
     """Step k at position t = run the head k times on the real prefix ending at r = t-k+1,
-    appending its own output (with the data's next token) each time."""
+    appending its own output (with the data's next token) each time; for every layer's keys."""
     import copy
 
     target, _ = tiny
-    head = random_head(target, seed=5, std=0.2).double()  # fp64: the outputs grow ~10x per step here
+    head = random_head(target, seed=5, std=0.2, num_layers=layers).double()  # fp64: outputs grow ~10x per step
     embed = copy.deepcopy(target.model.embed_tokens).double()
     gen = torch.Generator().manual_seed(1)
     T, H = 9, target.config.hidden_size
@@ -111,6 +112,7 @@ def toy_sequences(target, n: int, seed: int) -> list[Sequence]:
     dict(),
     dict(ttt_steps=3),
     dict(ttt_steps=3, hot_vocab=40, distill_topk=5, ce_frac=1.0, w_ce=0.5, w_feat=0.5),
+    dict(ttt_steps=3, head_layers=2),
 ])
 def test_each_option_trains_a_tiny_head(tiny, tmp_path, options):
     target, _ = tiny

@@ -4,6 +4,13 @@
     h_t = DecoderLayer(x_t)                    no input_layernorm, no final norm
     logits = target.lm_head(h_t)               predicts x_{t+2}; h_t also stands in for f_{t+1}
 
+EAGLE's heads have one decoder layer. A head may have more (``num_hidden_layers`` > 1, our own
+extension): layers 1.. are ordinary pre-norm Llama layers (``layers.i.input_layernorm.weight``)
+stacked on layer 0, each with its own draft KV cache layer; everything else is unchanged. Two
+layers can compose a lookup (layer 0 moves the previous token to each position, layer 1 finds
+the current token earlier in the context); docs/bench/head-training.md §9 measures whether a
+trained one does.
+
 ``embed_tokens`` and ``lm_head`` are the target's (frozen, borrowed, never copied). Checkpoint
 keys: ``fc.weight``, ``fc.bias`` (optional), ``layers.0.self_attn.{q,k,v,o}_proj.weight``,
 ``layers.0.mlp.{gate,up,down}_proj.weight``, ``layers.0.post_attention_layernorm.weight``,
@@ -30,7 +37,9 @@ class DraftHead(nn.Module):
         super().__init__()
         self.config = cfg
         self.fc = Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=fc_bias)
-        self.layers = nn.ModuleList([DecoderLayer(cfg, 0, input_norm=False)])
+        if cfg.num_layers < 1:
+            raise ValueError(f"a draft head needs at least one layer, got {cfg.num_layers}")
+        self.layers = nn.ModuleList(DecoderLayer(cfg, i, input_norm=i > 0) for i in range(cfg.num_layers))
         self.target: TargetModel | None = None  # set by attach(); not a submodule (not saved)
         self.hot_tokens: torch.Tensor | None = None  # optional pruned draft vocabulary [V_hot]
         self._hot_w: torch.Tensor | None = None  # lm_head rows of the hot tokens [V_hot, H]
@@ -48,7 +57,7 @@ class DraftHead(nn.Module):
 
     def new_kv_pool(self, num_slots: int) -> KVPool:
         p = self.fc.weight
-        return KVPool(1, num_slots, self.config.num_kv_heads, self.config.head_dim, p.dtype, p.device)
+        return KVPool(len(self.layers), num_slots, self.config.num_kv_heads, self.config.head_dim, p.dtype, p.device)
 
     @torch.inference_mode()
     def forward(self, features: torch.Tensor, batch: ForwardBatch, kv: KVPool) -> torch.Tensor:
@@ -59,7 +68,9 @@ class DraftHead(nn.Module):
         x = self.fc(torch.cat([emb, features.to(emb.dtype)], dim=-1))  # [T, 2H] -> [T, H]
         cos, sin = target.rope(batch.positions, x.dtype) if _same_rope(target.config, self.config) else \
             self._own_rope(batch.positions, x.dtype)
-        return self.layers[0](x, cos, sin, batch, kv, target.attention_backend)
+        for layer in self.layers:
+            x = layer(x, cos, sin, batch, kv, target.attention_backend)
+        return x
 
     def _own_rope(self, positions, dtype):
         from workbench.models.rope import Rotary
@@ -87,11 +98,12 @@ def _same_rope(a: ModelConfig, b: ModelConfig) -> bool:
     return a.head_dim == b.head_dim and a.rope_theta == b.rope_theta and a.rope_scaling == b.rope_scaling
 
 
-def draft_config_for(target_cfg: ModelConfig) -> dict:
-    """config.json of a one-layer head that fits ``target_cfg`` (EAGLE's format)."""
+def draft_config_for(target_cfg: ModelConfig, num_layers: int = 1) -> dict:
+    """config.json of a head with ``num_layers`` layers that fits ``target_cfg`` (EAGLE's format;
+    EAGLE's own heads have one)."""
     t = target_cfg
     return {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 1,
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": num_layers,
         "hidden_size": t.hidden_size, "intermediate_size": t.intermediate_size,
         "num_attention_heads": t.num_heads, "num_key_value_heads": t.num_kv_heads, "head_dim": t.head_dim,
         "vocab_size": t.vocab_size, "rms_norm_eps": t.rms_norm_eps, "rope_theta": t.rope_theta,
@@ -100,9 +112,9 @@ def draft_config_for(target_cfg: ModelConfig) -> dict:
     }
 
 
-def random_head(target: TargetModel, seed: int = 0, std: float = 0.02) -> DraftHead:
+def random_head(target: TargetModel, seed: int = 0, std: float = 0.02, num_layers: int = 1) -> DraftHead:
     """A seeded random head (accepts little; for tests before a trained head exists)."""
-    head = DraftHead(ModelConfig.from_dict(draft_config_for(target.config)), fc_bias=False)
+    head = DraftHead(ModelConfig.from_dict(draft_config_for(target.config, num_layers)), fc_bias=False)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in head.named_parameters():
@@ -115,7 +127,8 @@ def random_head(target: TargetModel, seed: int = 0, std: float = 0.02) -> DraftH
 
 
 def load_draft(path: str | Path, target: TargetModel) -> DraftHead:
-    """Load an EAGLE-1/2 head directory (config.json + safetensors or pytorch_model.bin)."""
+    """Load an EAGLE-1/2 head directory (config.json + safetensors or pytorch_model.bin), or
+    one of ours with more layers."""
     from workbench.models.loading import load_strict, read_state_dict
 
     path = Path(path)
@@ -124,8 +137,8 @@ def load_draft(path: str | Path, target: TargetModel) -> DraftHead:
     raw = json.loads((path / "config.json").read_text())
     raw.setdefault("model_type", "llama")
     cfg = ModelConfig.from_dict(raw)
-    if cfg.num_layers != 1:
-        raise ValueError(f"draft head {path}: expected num_hidden_layers 1, got {cfg.num_layers}")
+    if cfg.num_layers < 1:
+        raise ValueError(f"draft head {path}: num_hidden_layers must be >= 1, got {cfg.num_layers}")
     state = read_state_dict(path)
     state.pop("embed_tokens.weight", None)
     head = DraftHead(cfg, fc_bias="fc.bias" in state)

@@ -5,6 +5,7 @@
     python -m workbench.train --phase train --init ckpt_old.pt --steps 1000   # warm start
     python -m workbench.train --phase export       # write the head of the last checkpoint
     python -m workbench.train --phase train --shards ~/.cache/workbench/train-data-v2 --ttt-steps 3
+    python -m workbench.train --phase train --head-layers 2 --init workbench/assets/eagle-smollm2-135m
 
 ``--shards DIR`` trains on the token-only shards of ``python -m workbench.train.generate``
 (features recomputed once and cached in DIR/features; every ``--val-every``-th prompt held out)
@@ -12,7 +13,8 @@ instead of the ``data`` phase's shards in <out>/data.
 
 Phases: ``data`` (greedy answers + features, shards in <out>/data, finished shards are kept),
 ``train`` (checkpoints in <out>/ckpt.pt every --ckpt-every steps; --resume continues the same
-run; --init starts a new run from another checkpoint's or an exported head's weights),
+run; --init starts a new run from another checkpoint's or an exported head's weights; with
+--head-layers above the layers it holds, the head grows: each new layer starts as the identity),
 ``export`` (config.json + fp16 model.safetensors + hot_tokens.json into --export).
 """
 
@@ -113,7 +115,7 @@ def load_sequences(args, target=None):
 def run_train_export(args, target_dir: Path, train: bool) -> None:
     from workbench.models.loading import load_target
     from workbench.train.export import export_head, export_hot_tokens
-    from workbench.train.loop import init_head, train as train_loop
+    from workbench.train.loop import init_head, layers_in, train as train_loop
 
     target = load_target(target_dir, torch.float32).requires_grad_(False)
     seqs, train_seqs, val_seqs = load_sequences(args, target)
@@ -123,8 +125,9 @@ def run_train_export(args, target_dir: Path, train: bool) -> None:
         head = train_loop(args.out, target, train_seqs, val_seqs, cfg, args.resume)
         print(f"trained {cfg.steps} steps in {time.time() - t0:.0f}s", flush=True)
     else:
-        head = init_head(target, cfg.seed)
-        head.load_state_dict(torch.load(args.out / "ckpt.pt", weights_only=False)["head"])
+        state = torch.load(args.out / "ckpt.pt", weights_only=False)["head"]
+        head = init_head(target, cfg.seed, layers_in(state))  # as many layers as were trained
+        head.load_state_dict(state)
     export_head(head, args.export)
     export_hot_tokens(seqs, args.export, args.hot)
     stats = {"sequences": len(seqs), "train_sequences": len(train_seqs), "val_sequences": len(val_seqs),

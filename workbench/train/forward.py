@@ -24,21 +24,41 @@ def train_forward(head: DraftHead, embed: torch.nn.Embedding, features: torch.Te
     """features [B, T, H] (f_t), next_ids [B, T] (x_{t+1}) -> draft hidden states [B, T, H].
 
     Sequences are right-padded: causal attention keeps padding out of every real position."""
-    bsz, t, _ = features.shape
+    t = features.shape[1]
     x = head.fc(torch.cat([embed(next_ids).to(features.dtype), features], dim=-1))  # [B, T, H]
-    layer = head.layers[0]
-    attn = layer.self_attn
     cos, sin = head.target.rope(torch.arange(t, device=x.device), x.dtype)  # [T, 1, Dh]
+    for layer in head.layers:
+        x = layer_forward(layer, x, cos, sin, [], [])
+    return x
 
-    def heads(proj, n):  # [B, T, H'] -> [B, n, T, Dh]
-        return proj(x).view(bsz, t, n, attn.dh)
 
-    q = apply_rotary(heads(attn.q_proj, attn.hq), cos, sin).transpose(1, 2)
-    k = apply_rotary(heads(attn.k_proj, attn.hkv), cos, sin).transpose(1, 2)
-    v = heads(attn.v_proj, attn.hkv).transpose(1, 2)
+def layer_forward(layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, keys: list, values: list,
+                  mask: torch.Tensor | None = None) -> torch.Tensor:
+    """One draft ``DecoderLayer`` on whole sequences, with autograd: x [B, T, H] -> [B, T, H].
+
+    This call's keys and values ([B, Hkv, T, Dh], after RoPE) are appended to ``keys`` /
+    ``values``, and the queries attend to all of them: ``mask`` [T, len(keys) * T] (True = may
+    attend) over the concatenation, or None for plain causal attention (then ``keys`` must hold
+    only this call's block)."""
+    bsz, t, _ = x.shape
+    attn = layer.self_attn
+    h = x if layer.input_layernorm is None else layer.input_layernorm(x)
+
+    def heads(proj, n):  # [B, T, H'] -> [B, T, n, Dh]
+        return proj(h).view(bsz, t, n, attn.dh)
+
+    q = apply_rotary(heads(attn.q_proj, attn.hq), cos, sin).transpose(1, 2)  # [B, Hq, T, Dh]
+    keys.append(apply_rotary(heads(attn.k_proj, attn.hkv), cos, sin).transpose(1, 2))
+    values.append(heads(attn.v_proj, attn.hkv).transpose(1, 2))
     g = attn.hq // attn.hkv
-    k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)  # GQA: [B, Hq, T, Dh]
-    o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=attn.dh**-0.5)
+    k = torch.cat(keys, dim=2).repeat_interleave(g, dim=1)  # GQA: [B, Hq, n*T, Dh]
+    v = torch.cat(values, dim=2).repeat_interleave(g, dim=1)
+    if mask is None:
+        if len(keys) != 1:
+            raise ValueError("causal attention takes one block of keys; pass a mask for more")
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=attn.dh**-0.5)
+    else:
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=attn.dh**-0.5)
     x = x + attn.o_proj(o.transpose(1, 2).reshape(bsz, t, attn.hq * attn.dh))
     return x + layer.mlp(layer.post_attention_layernorm(x))
 

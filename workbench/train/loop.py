@@ -44,6 +44,8 @@ class TrainConfig:
     seed: int = 0
     dtype: str = "fp32"  # bf16 = autocast for the head's matmuls
     init: str = ""  # start from these weights (a ckpt.pt or an exported head directory), fresh schedule
+    head_layers: int = 1  # decoder layers in the head (EAGLE's: 1); --init may hold fewer (see grow_from)
+    upper_lr_mult: float = 1.0  # learning rate of layers 1.. (a grown head's new layers) over everything else's
 
     def __post_init__(self) -> None:
         if self.ttt_steps < 1:
@@ -52,16 +54,20 @@ class TrainConfig:
             raise ValueError(f"ttt_decay must be in (0, 1], got {self.ttt_decay}")
         if not 0.0 < self.ce_frac <= 1.0:
             raise ValueError(f"ce_frac must be in (0, 1], got {self.ce_frac}")
+        if self.upper_lr_mult <= 0:
+            raise ValueError(f"upper_lr_mult must be > 0, got {self.upper_lr_mult}")
+        if self.head_layers < 1:
+            raise ValueError(f"head_layers must be >= 1, got {self.head_layers}")
         if self.hot_vocab < 0 or self.distill_topk < 0 or self.w_feat < 0 or self.w_ce < 0:
             raise ValueError("hot_vocab, distill_topk, w_feat and w_ce must be >= 0")
 
 
-def init_head(target: TargetModel, seed: int) -> DraftHead:
+def init_head(target: TargetModel, seed: int, num_layers: int = 1) -> DraftHead:
     """A head that starts as the identity on f_t: fc = [small random | I], every other linear
     layer small random (std 0.02), norm weights 1. (A copy of the target's last layer is a
     poor start here: without its input norm it blows the post-norm features up ~20x.)"""
     torch.manual_seed(seed)
-    head = DraftHead(ModelConfig.from_dict(draft_config_for(target.config)), fc_bias=False)
+    head = DraftHead(ModelConfig.from_dict(draft_config_for(target.config, num_layers)), fc_bias=False)
     h = target.config.hidden_size
     with torch.no_grad():
         for name, p in head.named_parameters():
@@ -87,6 +93,33 @@ def init_weights(path: Path) -> dict[str, torch.Tensor]:
     else:
         raise FileNotFoundError(f"--init {path}: no such checkpoint or head directory")
     return {k: v.float() for k, v in state.items()}
+
+
+def layers_in(state: dict[str, torch.Tensor]) -> int:
+    """How many decoder layers a head's state dict holds."""
+    return 1 + max((int(k.split(".")[1]) for k in state if k.startswith("layers.")), default=-1)
+
+
+def grow_from(head: DraftHead, state: dict[str, torch.Tensor]) -> int:
+    """Load ``state`` into ``head``, which may have more layers than ``state`` holds: the layers
+    it lacks keep their initialisation except ``o_proj`` and ``down_proj``, set to zero, so each
+    new layer starts as the identity and the grown head computes exactly what ``state`` did.
+    Returns how many layers were added. Anything else that does not fit raises RuntimeError."""
+    ours = head.state_dict()
+    have = {int(k.split(".")[1]) for k in state if k.startswith("layers.")}
+    if not have or have != set(range(len(have))) or len(have) > len(head.layers):
+        raise RuntimeError(f"these weights hold layers {sorted(have)}; the head has {len(head.layers)}")
+    added = range(len(have), len(head.layers))
+    new_keys = {k for k in ours if k.startswith("layers.") and int(k.split(".")[1]) in added}
+    if set(ours) - set(state) != new_keys or set(state) - set(ours):
+        raise RuntimeError(f"missing keys {sorted(set(ours) - set(state) - new_keys)}, "
+                           f"unexpected keys {sorted(set(state) - set(ours))}")
+    head.load_state_dict(state, strict=False)  # shapes are still checked
+    with torch.no_grad():
+        for i in added:
+            head.layers[i].self_attn.o_proj.weight.zero_()
+            head.layers[i].mlp.down_proj.weight.zero_()
+    return len(added)
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -181,13 +214,19 @@ def save_ckpt(path: Path, head, opt, step: int, gen: torch.Generator, cfg: Train
 
 def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfig, resume: bool) -> DraftHead:
     """Train (or continue) a head on ``train_seqs``; returns it (fp32)."""
-    head = init_head(target, cfg.seed).train()
-    opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    head = init_head(target, cfg.seed, cfg.head_layers).train()
+    upper = [p for n, p in head.named_parameters() if n.startswith("layers.") and int(n.split(".")[1]) > 0]
+    rest = [p for n, p in head.named_parameters() if all(p is not q for q in upper)]
+    groups = [{"params": rest, "mult": 1.0}] + ([{"params": upper, "mult": cfg.upper_lr_mult}] if upper else [])
+    opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     gen = torch.Generator().manual_seed(cfg.seed)
     work.mkdir(parents=True, exist_ok=True)
     ckpt, log_path, start = work / "ckpt.pt", work / "log.jsonl", 0
     if resume and ckpt.exists():
         state = torch.load(ckpt, weights_only=False)
+        if layers_in(state["head"]) != cfg.head_layers:
+            raise ValueError(f"--resume: {ckpt} holds a head of {layers_in(state['head'])} layers; "
+                             f"--head-layers is {cfg.head_layers}")
         head.load_state_dict(state["head"])
         opt.load_state_dict(state["opt"])
         gen.set_state(state["gen"])
@@ -198,7 +237,7 @@ def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfi
     else:
         if cfg.init:  # warm start: weights only; optimiser, schedule and data order start afresh
             try:
-                head.load_state_dict(init_weights(Path(cfg.init)))
+                grow_from(head, init_weights(Path(cfg.init)))
             except RuntimeError as err:
                 raise ValueError(f"--init {cfg.init}: these weights do not fit this target's head ({err})") from None
         if log_path.exists():
@@ -217,7 +256,7 @@ def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfi
         for step in bar:
             epoch, idx = next(stream)
             for g in opt.param_groups:
-                g["lr"] = lr_at(step, cfg)
+                g["lr"] = lr_at(step, cfg) * g["mult"]
             opt.zero_grad(set_to_none=True)
             losses = train_step(head, target, collate([train_seqs[i] for i in idx]), cfg, feat_rms, gen, hot)
             torch.nn.utils.clip_grad_value_(head.parameters(), cfg.clip_value)

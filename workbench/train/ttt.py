@@ -25,10 +25,9 @@ Loss: step k covers the positions whose real prefix ends in the response,
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from workbench.models.draft import DraftHead
-from workbench.models.rope import apply_rotary
+from workbench.train.forward import layer_forward
 
 
 def ttt_mask(t: int, k: int, device=None) -> torch.Tensor:
@@ -47,28 +46,18 @@ def unrolled_forward(head: DraftHead, embed: torch.nn.Embedding, features: torch
     Step 1 is ``train_forward``'s function (causal attention over real features). Right padding
     stays harmless: a real position never attends a later (padded) one."""
     bsz, t, hid = features.shape
-    layer = head.layers[0]
-    attn = layer.self_attn
     emb = embed(next_ids).to(features.dtype)  # [B, T, H]
     cos, sin = head.target.rope(torch.arange(t, device=features.device), features.dtype)  # [T, 1, Dh]
-    g = attn.hq // attn.hkv
-    keys, values, outs, h = [], [], [], features
+    cache = [([], []) for _ in head.layers]  # per layer: keys and values of every step so far
+    outs, h = [], features
     for k in range(1, steps + 1):
         x = head.fc(torch.cat([emb, h], dim=-1))  # [B, T, H]
-        q = apply_rotary(attn.q_proj(x).view(bsz, t, attn.hq, attn.dh), cos, sin).transpose(1, 2)  # [B, Hq, T, Dh]
-        keys.append(apply_rotary(attn.k_proj(x).view(bsz, t, attn.hkv, attn.dh), cos, sin).transpose(1, 2))
-        values.append(attn.v_proj(x).view(bsz, t, attn.hkv, attn.dh).transpose(1, 2))  # [B, Hkv, T, Dh]
-        kk = torch.cat(keys, dim=2).repeat_interleave(g, dim=1)  # [B, Hq, k*T, Dh]
-        vv = torch.cat(values, dim=2).repeat_interleave(g, dim=1)
-        if k == 1:
-            o = F.scaled_dot_product_attention(q, kk, vv, is_causal=True, scale=attn.dh**-0.5)
-        else:
-            o = F.scaled_dot_product_attention(q, kk, vv, attn_mask=ttt_mask(t, k, x.device), scale=attn.dh**-0.5)
-        x = x + attn.o_proj(o.transpose(1, 2).reshape(bsz, t, attn.hq * attn.dh))
-        out = x + layer.mlp(layer.post_attention_layernorm(x))  # [B, T, H]
-        outs.append(out)
+        mask = None if k == 1 else ttt_mask(t, k, x.device)  # step 1: causal over the real prefix
+        for layer, (keys, values) in zip(head.layers, cache):
+            x = layer_forward(layer, x, cos, sin, keys, values, mask)
+        outs.append(x)  # [B, T, H]
         # next step's input at t is this step's guess of f_t, made at t - 1 (zero at t = 0, never a loss row)
-        h = torch.cat([torch.zeros(bsz, 1, hid, dtype=out.dtype, device=out.device), out[:, :-1]], dim=1)
+        h = torch.cat([torch.zeros(bsz, 1, hid, dtype=x.dtype, device=x.device), x[:, :-1]], dim=1)
     return outs
 
 
