@@ -154,12 +154,11 @@ def measure_head(head_dir: Path, target, val: list, coverage: tuple[int, ...] = 
 
 def load_head(head_dir: Path, target):
     """The exported head in ``head_dir``, fp32, in eval mode, as training builds it."""
-    from workbench.train.loop import init_head, init_weights
+    from workbench.train.loop import init_head, init_weights, layers_in
 
-    config = Path(head_dir) / "config.json"
-    layers = json.loads(config.read_text()).get("num_hidden_layers", 1) if config.exists() else 1
-    head = init_head(target, 0, layers)
-    head.load_state_dict(init_weights(head_dir))
+    state = init_weights(head_dir)
+    head = init_head(target, 0, layers_in(state))
+    head.load_state_dict(state)
     return head.eval()
 
 

@@ -215,8 +215,11 @@ def save_ckpt(path: Path, head, opt, step: int, gen: torch.Generator, cfg: Train
 def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfig, resume: bool) -> DraftHead:
     """Train (or continue) a head on ``train_seqs``; returns it (fp32)."""
     head = init_head(target, cfg.seed, cfg.head_layers).train()
-    upper = [p for n, p in head.named_parameters() if n.startswith("layers.") and int(n.split(".")[1]) > 0]
-    rest = [p for n, p in head.named_parameters() if all(p is not q for q in upper)]
+    def is_upper(name: str) -> bool:  # layers 1.., the ones --upper-lr-mult speeds up
+        return name.startswith("layers.") and int(name.split(".")[1]) > 0
+
+    upper = [p for n, p in head.named_parameters() if is_upper(n)]
+    rest = [p for n, p in head.named_parameters() if not is_upper(n)]
     groups = [{"params": rest, "mult": 1.0}] + ([{"params": upper, "mult": cfg.upper_lr_mult}] if upper else [])
     opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     gen = torch.Generator().manual_seed(cfg.seed)
