@@ -34,31 +34,39 @@ def decode(target, head, spec, prompts, n=24):
 
 @pytest.mark.parametrize("spec", [SpecConfig.linear(3), SpecConfig("eagle2", 3, 2, 6), SpecConfig("eagle2", 4, 4, 16)],
                          ids=lambda s: s.describe())
-def test_two_layer_head_is_lossless_and_accepted(pair2, spec):
+@pytest.mark.parametrize("kind", ["two layers", "fused"])
+def test_two_layer_and_fused_heads_are_lossless_and_accepted(pair2, spec, kind):
     target, head = pair2
+    if kind == "fused":  # reads the residual stream after target layer 0 beside f_t (tests/test_fused_head.py)
+        head = random_head(target, 1, std=0.3, fuse_layers=(0,))
     prompts = random_prompts(4, 16, seed=2)
     plain = decode(target, None, SpecConfig("vanilla"), prompts)
     ours = decode(target, head, spec, prompts)
+    assert ours.capture == head.fuse_layers
     assert [r.output_ids for r in ours.requests] == [r.output_ids for r in plain.requests]
     lengths = [n for r in ours.requests for n in r.accept_lengths]
-    assert max(lengths) >= 2  # drafts of the two-layer head really get accepted, so the walk runs
+    assert max(lengths) >= 2  # drafts of the head really get accepted, so the walk runs
 
 
-def test_every_draft_kv_layer_equals_a_fresh_prefill(pair2):
+@pytest.mark.parametrize("kind", ["two layers", "fused"])
+def test_every_draft_kv_layer_equals_a_fresh_prefill(pair2, kind):
     target, head = pair2
+    if kind == "fused":  # its committed tokens keep the wide target features for the next extend
+        head = random_head(target, 1, std=0.3, fuse_layers=(0,))
     eng = Engine(target, head, SpecConfig("eagle2", 3, 2, 6))
     eng.add_requests(random_prompts(2, 16, seed=5), 400)
     for _ in range(30):
         eng.step()
-    assert len(eng.draft_kv.k) == 2
+    assert len(eng.draft_kv.k) == len(head.layers)
     for r in eng.requests:
         seq = r.prompt_ids + r.output_ids[:-1]
         slots = eng.table.slots(r.rid)
-        _, fresh_slots, hidden = fresh_prefill(target, seq)
+        _, fresh_slots, hidden = fresh_prefill(target, seq, head.fuse_layers)
+        assert r.pending_features.shape[-1] == head.feature_width == hidden.shape[-1]
         dkv = head.new_kv_pool(len(seq))
         head(hidden, extend_batch([seq[1:] + [r.output_ids[-1]]], [[]], [fresh_slots], [0], "cpu"), dkv)
         done = len(seq) - len(r.pending_tokens)
-        for layer in range(2):
+        for layer in range(len(head.layers)):
             torch.testing.assert_close(eng.draft_kv.k[layer][slots[:done]], dkv.k[layer][fresh_slots[:done]],
                                        atol=1e-4, rtol=1e-4)
             torch.testing.assert_close(eng.draft_kv.v[layer][slots[:done]], dkv.v[layer][fresh_slots[:done]],
@@ -137,7 +145,7 @@ def test_upper_layers_get_their_own_learning_rate(pair2, tmp_path):
     cfg1 = TrainConfig(steps=1, warmup=1, ckpt_every=1, max_tokens=96)  # one layer: one group, the plain recipe
     train(tmp_path / "one", target, seqs, seqs[:1], cfg1, resume=False)
     assert len(torch.load(tmp_path / "one" / "ckpt.pt", weights_only=False)["opt"]["param_groups"]) == 1
-    with pytest.raises(ValueError, match="upper_lr_mult must be > 0"):
+    with pytest.raises(ValueError, match="upper_lr_mult and fuse_lr_mult must be > 0"):
         TrainConfig(upper_lr_mult=0)
 
 

@@ -29,25 +29,33 @@ def test_ttt_mask():
     assert (m.sum(1) > 0).all()  # every row sees at least itself: no all-masked softmax
 
 
-@pytest.mark.parametrize("layers", [1, 2])
-def test_unrolled_steps_equal_drafting_one_step_at_a_time(tiny, layers):
+@pytest.mark.parametrize("layers,fuse", [(1, ()), (2, ()), (1, (0,))], ids=["1 layer", "2 layers", "fused"])
+def test_unrolled_steps_equal_drafting_one_step_at_a_time(tiny, layers, fuse):
     """Step k at position t = run the head k times on the real prefix ending at r = t-k+1,
-    appending its own output (with the data's next token) each time; for every layer's keys."""
+    appending its own output (with the data's next token) each time; for every layer's keys.
+    A fused head folds the real prefix's features once (``fuse``); its own outputs skip it."""
     import copy
 
     target, _ = tiny
-    head = random_head(target, seed=5, std=0.2, num_layers=layers).double()  # fp64: outputs grow ~10x per step
+    head = random_head(target, seed=5, std=0.2, num_layers=layers, fuse_layers=fuse).double()  # fp64: outputs grow ~10x per step
     embed = copy.deepcopy(target.model.embed_tokens).double()
     gen = torch.Generator().manual_seed(1)
     T, H = 9, target.config.hidden_size
     feats = torch.randn(1, T, H, generator=gen, dtype=torch.float64)
+    aux = torch.randn(1, T, H * len(fuse), generator=gen, dtype=torch.float64) * 5 if fuse else None
     ids = torch.randint(0, target.config.vocab_size, (1, T), generator=gen)
-    outs = unrolled_forward(head, embed, feats, ids, 3)
-    torch.testing.assert_close(outs[0], train_forward(head, embed, feats, ids))
+    outs = unrolled_forward(head, embed, feats, ids, 3, aux)
+    torch.testing.assert_close(outs[0], train_forward(head, embed, feats, ids, aux))
+    inner = head  # a fused head = the same head without fuse, on the folded features
+    if fuse:
+        feats = head.feature_in(torch.cat([aux, feats], dim=-1)).detach()
+        inner = copy.deepcopy(head)
+        inner.fuse, inner.fuse_layers = None, ()
+        inner.attach(target)
     for r in (2, 4, 5):
         f, x = feats[:, : r + 1], ids[:, : r + 1]
         for k in range(1, 4):
-            guess = train_forward(head, embed, f, x)[:, -1]  # the head's guess of f_{r+k}
+            guess = train_forward(inner, embed, f, x)[:, -1]  # the head's guess of f_{r+k}
             torch.testing.assert_close(outs[k - 1][:, r + k - 1], guess, rtol=1e-10, atol=1e-10)
             f = torch.cat([f, guess[:, None]], dim=1)
             x = torch.cat([x, ids[:, r + k : r + k + 1]], dim=1)
@@ -95,8 +103,9 @@ def test_bad_options_are_clear_errors():
         TrainConfig(ce_frac=0.0)
 
 
-def toy_sequences(target, n: int, seed: int) -> list[Sequence]:
-    """Token sequences with a repeating pattern (learnable), their features from our prefill."""
+def toy_sequences(target, n: int, seed: int, capture: tuple[int, ...] = ()) -> list[Sequence]:
+    """Token sequences with a repeating pattern (learnable), their features from our prefill
+    (``capture``: with the residual streams a fused head reads)."""
     from workbench.train.features import target_features
 
     gen = torch.Generator().manual_seed(seed)
@@ -104,8 +113,10 @@ def toy_sequences(target, n: int, seed: int) -> list[Sequence]:
     for _ in range(n):
         start = int(torch.randint(3, 20, (1,), generator=gen))
         seqs.append([start + (i % 5) * 7 for i in range(24)])
-    feats = target_features(target, seqs)
-    return [Sequence(torch.tensor(s), f.half(), 4) for s, f in zip(seqs, feats)]
+    h = target.config.hidden_size
+    feats = target_features(target, seqs, capture=capture)
+    return [Sequence(torch.tensor(s), f[:, -h:].half(), 4, f[:, :-h].half() if capture else None)
+            for s, f in zip(seqs, feats)]
 
 
 @pytest.mark.parametrize("options", [
@@ -113,10 +124,11 @@ def toy_sequences(target, n: int, seed: int) -> list[Sequence]:
     dict(ttt_steps=3),
     dict(ttt_steps=3, hot_vocab=40, distill_topk=5, ce_frac=1.0, w_ce=0.5, w_feat=0.5),
     dict(ttt_steps=3, head_layers=2),
+    dict(ttt_steps=3, fuse_layers="0"),
 ])
 def test_each_option_trains_a_tiny_head(tiny, tmp_path, options):
     target, _ = tiny
-    seqs = toy_sequences(target, 12, 0)
+    seqs = toy_sequences(target, 12, 0, TrainConfig(**options).capture)
     cfg = TrainConfig(steps=80, lr=3e-3, warmup=2, ckpt_every=80, max_tokens=96, **options)
     train(tmp_path, target, seqs, seqs[:4], cfg, resume=False)
     log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]

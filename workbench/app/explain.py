@@ -83,7 +83,7 @@ GLOSSARY = """\
 | word | meaning |
 |---|---|
 | target | the model whose output distribution must be reproduced exactly |
-| draft head | EAGLE head: `fc(concat(embed(x_{t+1}), f_t))` → one decoder layer (ours may stack more) → the target's `lm_head` |
+| draft head | EAGLE head: `fc(concat(embed(x_{t+1}), f_t))` → one decoder layer (ours may stack more) → the target's `lm_head`; a fused head reads the target's low and middle layers beside `f_t` (`fuse_layers`) |
 | feature `f_t` | the target's last hidden state at position t, **after** the final RMSNorm |
 | root | first node of every verify block: the token emitted last step (bonus), which has no KV yet |
 | `num_steps` | draft levels (tree depth) |

@@ -67,6 +67,8 @@ class Engine:
             raise ValueError("CUDA graphs need a CUDA device and the triton attention backend")
         self.cuda_graphs = can_graph if cuda_graphs is None else cuda_graphs
         self.graphed = self.graphed_draft = None  # GraphedTarget, GraphedDraft: made with the KV pools
+        # a fused head reads the residual stream after some target layers beside f_t
+        self.capture = tuple(draft.fuse_layers) if spec.speculative else ()
         self.requests: list[Request] = []
         self.table: SlotTable | None = None
         self.steps = 0
@@ -98,7 +100,8 @@ class Engine:
         if self.cuda_graphs:
             from workbench.engine.graphs import GraphedTarget
 
-            self.graphed = GraphedTarget(self.target, self.target_kv, scratch_slot=num_slots, max_keys=num_slots + 1)
+            self.graphed = GraphedTarget(self.target, self.target_kv, scratch_slot=num_slots, max_keys=num_slots + 1,
+                                         capture=self.capture)
         self.draft_kv = self.draft.new_kv_pool(num_slots + (1 if self.cuda_graphs else 0)) \
             if self.spec.speculative else None
         if self.cuda_graphs and self.spec.speculative:
@@ -158,7 +161,7 @@ class Engine:
             self.table.commit(r.rid, self.table.allocator.alloc(len(r.prompt_ids)))
         batch = extend_batch([r.prompt_ids for r in reqs], [[] for _ in reqs],
                              [self.table.slots(r.rid) for r in reqs], [0] * len(reqs), self.device)
-        hidden = self.target(batch, self.target_kv)  # [T, H]
+        hidden = self.target(batch, self.target_kv, self.capture)  # [T, H] (fused head: [T, W])
         ends = torch.tensor([sum(len(r.prompt_ids) for r in reqs[: i + 1]) - 1 for i in range(len(reqs))])
         logits = self.target.logits(hidden[ends.to(self.device)])
         first = choose(logits, self.sampling, self.dev_gen).tolist()
@@ -278,7 +281,8 @@ class Engine:
 
     def _verify(self, reqs: list[Request], trees: list[DraftTree], slots: list[list[int]]):
         """One target forward over every node of every request: prefix from the cache, nodes
-        under their tree mask. Returns hidden [T, H] and logits [T, V] (row i: after node i)."""
+        under their tree mask. Returns hidden [T, W] (W = H, or a fused head's feature width) and
+        logits [T, V] (row i: after node i)."""
         ids, pos, out = [], [], []
         for tree, s in zip(trees, slots):
             ids.extend(tree.tokens)
@@ -294,7 +298,7 @@ class Engine:
         """hidden [T, H] and logits [T, V]: from a CUDA graph when one fits, else eagerly."""
         if self.graphed is not None:
             return self.graphed(batch)
-        hidden = self.target(batch, self.target_kv)
+        hidden = self.target(batch, self.target_kv, self.capture)
         return hidden, self.target.logits(hidden)
 
     def _accept(self, trees: list[DraftTree], logits: torch.Tensor, phase) -> list[AcceptResult]:

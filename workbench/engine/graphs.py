@@ -265,13 +265,14 @@ class GraphedTarget(GraphedForward):
 
     name = "target forward"
 
-    def __init__(self, target, kv, scratch_slot: int, max_keys: int, buckets: list[Bucket] | None = None):
+    def __init__(self, target, kv, scratch_slot: int, max_keys: int, buckets: list[Bucket] | None = None,
+                 capture: tuple[int, ...] = ()):
         _check_triton(target)
-        self.target = target
+        self.target, self.capture = target, tuple(capture)  # capture: TargetModel.forward's, for a fused head
         super().__init__(target.lm_head.weight.device, kv, scratch_slot, max_keys, buckets)
 
     def _run(self, batch: ForwardBatch, features=None) -> tuple[torch.Tensor, torch.Tensor]:
-        hidden = self.target(batch, self.kv)
+        hidden = self.target(batch, self.kv, self.capture)
         return hidden, self.target.logits(hidden)
 
     def _grow_rope(self, longest: int) -> None:
@@ -318,6 +319,9 @@ class GraphedDraft(GraphedForward):
     def __call__(self, features: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
         if features.shape[0] != batch.num_tokens:
             raise ValueError(f"{features.shape[0]} feature rows for {batch.num_tokens} tokens")
+        if features.shape[-1] != self.features:  # a fused head's target features (the extend): eager
+            self.eager += 1
+            return self._run(batch, features)[0]
         replays = self.replays
         (hidden,) = self._call(batch, features)
         return hidden.clone() if self.replays > replays else hidden

@@ -11,10 +11,23 @@ layers can compose a lookup (layer 0 moves the previous token to each position, 
 the current token earlier in the context); docs/bench/head-training.md §9 measures whether a
 trained one does.
 
+A *fused* head (``fuse_layers`` in its config, our own extension after EAGLE-3's idea) reads more
+of the target than ``f_t``: the residual stream after some of the target's layers (the low and
+middle ones) beside ``f_t``. The engine asks the target for them (``TargetModel.forward``'s
+``capture``) and the head folds them into one feature before ``fc``:
+
+    g_t = fuse(concat(rms(r_a,t), rms(r_b,t), ..., f_t))   fuse: Linear((n + 1) H, H), no bias
+    x_t = fc(concat(embed(x_{t+1}), g_t))                  as above
+
+``rms`` scales each captured state to unit root mean square (no weight: ``fuse`` learns the
+scales; raw residual streams run to large values). Inside the tree a node's feature is still
+its parent's draft output, which skips ``fuse``. ``fuse.weight`` = [0 | ... | 0 | I] computes
+exactly the head without it, which is how a fused head grows from a plain one.
+
 ``embed_tokens`` and ``lm_head`` are the target's (frozen, borrowed, never copied). Checkpoint
 keys: ``fc.weight``, ``fc.bias`` (optional), ``layers.0.self_attn.{q,k,v,o}_proj.weight``,
 ``layers.0.mlp.{gate,up,down}_proj.weight``, ``layers.0.post_attention_layernorm.weight``,
-``embed_tokens.weight`` (optional, ignored: the target's is used).
+``embed_tokens.weight`` (optional, ignored: the target's is used); ``fuse.weight`` for a fused head.
 """
 
 from __future__ import annotations
@@ -33,12 +46,18 @@ from workbench.models.llama import DecoderLayer, TargetModel
 
 
 class DraftHead(nn.Module):
-    def __init__(self, cfg: ModelConfig, fc_bias: bool):
+    def __init__(self, cfg: ModelConfig, fc_bias: bool, fuse_layers: tuple[int, ...] = ()):
         super().__init__()
         self.config = cfg
         self.fc = Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=fc_bias)
         if cfg.num_layers < 1:
             raise ValueError(f"a draft head needs at least one layer, got {cfg.num_layers}")
+        fuse_layers = tuple(int(i) for i in fuse_layers)
+        if list(fuse_layers) != sorted(set(fuse_layers)) or any(i < 0 for i in fuse_layers):
+            raise ValueError(f"fuse_layers must be distinct target layer indices in increasing order, got {fuse_layers}")
+        self.fuse_layers = fuse_layers  # target layers whose residual streams the head reads (() = EAGLE's f_t only)
+        h = cfg.hidden_size
+        self.fuse = Linear((len(fuse_layers) + 1) * h, h, bias=False) if fuse_layers else None
         self.layers = nn.ModuleList(DecoderLayer(cfg, i, input_norm=i > 0) for i in range(cfg.num_layers))
         self.target: TargetModel | None = None  # set by attach(); not a submodule (not saved)
         self.hot_tokens: torch.Tensor | None = None  # optional pruned draft vocabulary [V_hot]
@@ -52,6 +71,8 @@ class DraftHead(nn.Module):
             raise ValueError(f"draft head hidden size {d.hidden_size} does not fit the target's {t.hidden_size}")
         if d.vocab_size != t.vocab_size:
             raise ValueError(f"draft head vocabulary {d.vocab_size} does not fit the target's {t.vocab_size}")
+        if self.fuse_layers and self.fuse_layers[-1] >= t.num_layers:
+            raise ValueError(f"draft head fuses target layers {list(self.fuse_layers)}; the target has {t.num_layers}")
         object.__setattr__(self, "target", target)  # keep it out of self._modules
         return self
 
@@ -59,13 +80,37 @@ class DraftHead(nn.Module):
         p = self.fc.weight
         return KVPool(len(self.layers), num_slots, self.config.num_kv_heads, self.config.head_dim, p.dtype, p.device)
 
+    @property
+    def feature_width(self) -> int:
+        """Columns of the target features the head reads: H, or (len(fuse_layers) + 1) * H."""
+        return (len(self.fuse_layers) + 1) * self.config.hidden_size
+
+    def feature_in(self, features: torch.Tensor) -> torch.Tensor:
+        """[..., W] -> [..., H]: a draft output (W = H) passes; target features of a fused head
+        are folded by ``fuse``; a plain head given wider features reads their last H, f_t."""
+        h = self.config.hidden_size
+        w = features.shape[-1]
+        if w == h:
+            return features
+        if self.fuse is None:
+            return features[..., -h:]
+        if w != self.feature_width:
+            raise ValueError(f"this head fuses target layers {list(self.fuse_layers)}: it reads "
+                             f"{self.feature_width} feature columns, got {w}")
+        blocks = list(features.split(h, dim=-1))
+        eps = self.config.rms_norm_eps
+        blocks[:-1] = [b * torch.rsqrt(b.float().pow(2).mean(-1, keepdim=True) + eps).to(b.dtype) for b in blocks[:-1]]
+        return self.fuse(torch.cat(blocks, dim=-1))
+
     @torch.inference_mode()
     def forward(self, features: torch.Tensor, batch: ForwardBatch, kv: KVPool) -> torch.Tensor:
-        """features [T, H] (f_t, or the parent's draft output inside the tree); batch.input_ids
-        are x_{t+1}. Returns draft hidden states [T, H]."""
+        """features [T, W] (the target's: f_t, or a fused head's [r_a | ... | f_t]; inside the
+        tree the parent's draft output [T, H]); batch.input_ids are x_{t+1}. Returns draft hidden
+        states [T, H]."""
         target = self.target
         emb = target.model.embed_tokens(batch.input_ids)  # [T, H]
-        x = self.fc(torch.cat([emb, features.to(emb.dtype)], dim=-1))  # [T, 2H] -> [T, H]
+        g = self.feature_in(features.to(emb.dtype))
+        x = self.fc(torch.cat([emb, g], dim=-1))  # [T, 2H] -> [T, H]
         cos, sin = target.rope(batch.positions, x.dtype) if _same_rope(target.config, self.config) else \
             self._own_rope(batch.positions, x.dtype)
         for layer in self.layers:
@@ -98,23 +143,26 @@ def _same_rope(a: ModelConfig, b: ModelConfig) -> bool:
     return a.head_dim == b.head_dim and a.rope_theta == b.rope_theta and a.rope_scaling == b.rope_scaling
 
 
-def draft_config_for(target_cfg: ModelConfig, num_layers: int = 1) -> dict:
+def draft_config_for(target_cfg: ModelConfig, num_layers: int = 1, fuse_layers: tuple[int, ...] = ()) -> dict:
     """config.json of a head with ``num_layers`` layers that fits ``target_cfg`` (EAGLE's format;
-    EAGLE's own heads have one)."""
+    EAGLE's own heads have one), fusing ``fuse_layers`` of the target (none: EAGLE's kind)."""
     t = target_cfg
+    extra = {"fuse_layers": list(fuse_layers)} if fuse_layers else {}
     return {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": num_layers,
         "hidden_size": t.hidden_size, "intermediate_size": t.intermediate_size,
         "num_attention_heads": t.num_heads, "num_key_value_heads": t.num_kv_heads, "head_dim": t.head_dim,
         "vocab_size": t.vocab_size, "rms_norm_eps": t.rms_norm_eps, "rope_theta": t.rope_theta,
         "rope_scaling": t.rope_scaling, "max_position_embeddings": t.max_position_embeddings,
-        "bias": False, "hidden_act": "silu", "tie_word_embeddings": False,
+        "bias": False, "hidden_act": "silu", "tie_word_embeddings": False, **extra,
     }
 
 
-def random_head(target: TargetModel, seed: int = 0, std: float = 0.02, num_layers: int = 1) -> DraftHead:
+def random_head(target: TargetModel, seed: int = 0, std: float = 0.02, num_layers: int = 1,
+                fuse_layers: tuple[int, ...] = ()) -> DraftHead:
     """A seeded random head (accepts little; for tests before a trained head exists)."""
-    head = DraftHead(ModelConfig.from_dict(draft_config_for(target.config, num_layers)), fc_bias=False)
+    cfg = ModelConfig.from_dict(draft_config_for(target.config, num_layers))
+    head = DraftHead(cfg, fc_bias=False, fuse_layers=fuse_layers)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in head.named_parameters():
@@ -128,7 +176,7 @@ def random_head(target: TargetModel, seed: int = 0, std: float = 0.02, num_layer
 
 def load_draft(path: str | Path, target: TargetModel) -> DraftHead:
     """Load an EAGLE-1/2 head directory (config.json + safetensors or pytorch_model.bin), or
-    one of ours with more layers."""
+    one of ours with more layers or fused target layers."""
     from workbench.models.loading import load_strict, read_state_dict
 
     path = Path(path)
@@ -141,7 +189,10 @@ def load_draft(path: str | Path, target: TargetModel) -> DraftHead:
         raise ValueError(f"draft head {path}: num_hidden_layers must be >= 1, got {cfg.num_layers}")
     state = read_state_dict(path)
     state.pop("embed_tokens.weight", None)
-    head = DraftHead(cfg, fc_bias="fc.bias" in state)
+    try:
+        head = DraftHead(cfg, fc_bias="fc.bias" in state, fuse_layers=tuple(raw.get("fuse_layers") or ()))
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"draft head {path}: {err}") from None
     head.attach(target)  # refuses a head that does not fit before loading weights
     load_strict(head, state)
     p = target.lm_head.weight

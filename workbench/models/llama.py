@@ -5,6 +5,8 @@ a strict ``load_state_dict`` and no converter. A forward takes a ``ForwardBatch`
 positions, slots to write, what each query attends) and returns the final hidden states
 **after** the last RMSNorm: the features ``f_t`` the EAGLE draft head reads. Logits are a
 separate call so verify and plain decoding project only the rows they need onto the vocabulary.
+A forward may also return the residual stream after chosen layers (``capture``), the input of a
+fused draft head (EAGLE-3's idea: low, middle and last target layers; docs/design.md §9).
 """
 
 from __future__ import annotations
@@ -118,15 +120,24 @@ class TargetModel(nn.Module):
         return self.rotary(positions, dtype)
 
     @torch.inference_mode()
-    def forward(self, batch: ForwardBatch, kv: KVPool) -> torch.Tensor:
-        """Returns post-norm hidden states [T, H]; writes K/V of every layer at ``out_slots``."""
+    def forward(self, batch: ForwardBatch, kv: KVPool, capture: tuple[int, ...] = ()) -> torch.Tensor:
+        """Returns post-norm hidden states [T, H]; writes K/V of every layer at ``out_slots``.
+
+        ``capture`` (layer indices, for a fused draft head): also the residual stream after each
+        of those layers, in front: [T, (len(capture) + 1) * H] = [r_a | r_b | ... | post-norm]."""
         x = self.model.embed_tokens(batch.input_ids)  # [T, H]
         cos, sin = self.rope(batch.positions, x.dtype)
-        for layer in self.model.layers:
+        kept = []
+        for i, layer in enumerate(self.model.layers):
             x = layer(x, cos, sin, batch, kv, self.attention_backend)
-        return self.model.norm(x)
+            if i in capture:
+                kept.append(x)
+        if len(kept) != len(capture):
+            raise ValueError(f"capture layers {capture}: the target has layers 0..{len(self.model.layers) - 1}")
+        return torch.cat([*kept, self.model.norm(x)], dim=-1) if kept else self.model.norm(x)
 
     @torch.inference_mode()
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """[R, H] -> [R, V] in fp32 (sampling and comparisons want fp32)."""
-        return self.lm_head(hidden).float()
+        """[R, H] -> [R, V] in fp32 (sampling and comparisons want fp32). A wider ``hidden`` (a
+        forward with ``capture``) projects its last H columns, the post-norm state."""
+        return self.lm_head(hidden[..., -self.config.hidden_size:]).float()

@@ -6,6 +6,7 @@
     python -m workbench.train --phase export       # write the head of the last checkpoint
     python -m workbench.train --phase train --shards ~/.cache/workbench/train-data-v2 --ttt-steps 3
     python -m workbench.train --phase train --head-layers 2 --init workbench/assets/eagle-smollm2-135m
+    python -m workbench.train --phase train --shards DIR --fuse-layers 1,14   # a fused head
 
 ``--shards DIR`` trains on the token-only shards of ``python -m workbench.train.generate``
 (features recomputed once and cached in DIR/features; every ``--val-every``-th prompt held out)
@@ -99,13 +100,17 @@ def load_sequences(args, target=None):
     if args.shards is not None:
         from workbench.train.features import load_sequences as load_token_shards
 
-        train, val = load_token_shards(args.shards, target, args.max_response_tokens, args.val_every, log=print)
+        capture = TrainConfig(fuse_layers=args.fuse_layers).capture
+        train, val = load_token_shards(args.shards, target, args.max_response_tokens, args.val_every, log=print,
+                                       capture=capture)
         if not train or not val:
             raise SystemExit(f"error: {args.shards}: too little data for a training and a held-out set")
         checked = val if args.val_positions is None else first_positions(val, args.val_positions)
         return train + val, train, checked  # the cap is validation's only: hot tokens count every sequence
     from workbench.train.data import load_shards
 
+    if args.fuse_layers:
+        raise SystemExit("error: --fuse-layers needs --shards (data of python -m workbench.train.generate)")
     seqs = sequences_from_shards(load_shards(args.out))
     if not seqs:
         raise SystemExit(f"no data in {args.out / 'data'}: run the data phase first")
@@ -115,18 +120,23 @@ def load_sequences(args, target=None):
 def run_train_export(args, target_dir: Path, train: bool) -> None:
     from workbench.models.loading import load_target
     from workbench.train.export import export_head, export_hot_tokens
-    from workbench.train.loop import init_head, layers_in, train as train_loop
+    from workbench.train.loop import init_head, layers_in, parse_layers, train as train_loop
 
     target = load_target(target_dir, torch.float32).requires_grad_(False)
-    seqs, train_seqs, val_seqs = load_sequences(args, target)
+    if not train:  # export: the head is what the checkpoint holds, whatever the flags say
+        ckpt = torch.load(args.out / "ckpt.pt", weights_only=False)
+        args.fuse_layers = ckpt.get("cfg", {}).get("fuse_layers", "")
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+    if cfg.capture and cfg.capture[-1] >= target.config.num_layers:
+        raise ValueError(f"--fuse-layers {cfg.fuse_layers}: the target has layers 0..{target.config.num_layers - 1}")
+    seqs, train_seqs, val_seqs = load_sequences(args, target)
     if train:
         t0 = time.time()
         head = train_loop(args.out, target, train_seqs, val_seqs, cfg, args.resume)
         print(f"trained {cfg.steps} steps in {time.time() - t0:.0f}s", flush=True)
     else:
-        state = torch.load(args.out / "ckpt.pt", weights_only=False)["head"]
-        head = init_head(target, cfg.seed, layers_in(state))  # as many layers as were trained
+        state = ckpt["head"]
+        head = init_head(target, cfg.seed, layers_in(state), parse_layers(cfg.fuse_layers))  # as trained
         head.load_state_dict(state)
     export_head(head, args.export)
     export_hot_tokens(seqs, args.export, args.hot)

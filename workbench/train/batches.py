@@ -20,6 +20,7 @@ class Sequence:
     tokens: torch.Tensor  # [T] int64
     features: torch.Tensor  # [T, H] fp16; row T-1 unused
     prompt_len: int
+    aux: torch.Tensor | None = None  # [T, n H] fp16: residual streams after target layers (fused heads)
 
     @property
     def num_targets(self) -> int:
@@ -66,6 +67,7 @@ class Batch:
     next_ids: torch.Tensor  # [B, W] int64, x_{t+1}
     targets: torch.Tensor  # [N, H] fp32, f_{t+1} of the loss pairs
     loss_mask: torch.Tensor  # [B, W] bool, the loss pairs
+    aux: torch.Tensor | None = None  # [B, W, n H] fp32, a fused head's extra input at t (None: plain)
 
 
 def collate(seqs: list[Sequence]) -> Batch:
@@ -75,11 +77,14 @@ def collate(seqs: list[Sequence]) -> Batch:
     ids = torch.zeros(len(seqs), width, dtype=torch.long)
     mask = torch.zeros(len(seqs), width, dtype=torch.bool)
     targets = []
+    aux = None if seqs[0].aux is None else torch.zeros(len(seqs), width, seqs[0].aux.shape[-1])
     for b, s in enumerate(seqs):
         n = len(s.tokens) - 1
         feats[b, :n] = s.features[:n].float()
+        if aux is not None:
+            aux[b, :n] = s.aux[:n].float()
         ids[b, :n] = s.tokens[1:]
         lo, hi = s.prompt_len - 1, n - 1  # pairs lo..hi-1 have a target and draft response tokens
         mask[b, lo:hi] = True
         targets.append(s.features[lo + 1 : hi + 1].float())
-    return Batch(feats, ids, torch.cat(targets), mask)
+    return Batch(feats, ids, torch.cat(targets), mask, aux)

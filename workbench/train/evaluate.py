@@ -127,19 +127,37 @@ def tree_use(traces: list[dict]) -> dict:
 
 
 def held_out_sequences(data: Path, target, max_response_tokens: int | None, val_every: int,
-                       answer_tokens: int | None = None) -> list:
+                       answer_tokens: int | None = None, capture: tuple[int, ...] = ()) -> list:
     """The held-out conversations; ``answer_tokens``: each answer cut to its first N tokens (as
-    ``--agreement`` cuts MT-bench answers at ``--max-new``)."""
+    ``--agreement`` cuts MT-bench answers at ``--max-new``); ``capture``: ``fused_capture``'s."""
     from workbench.train.batches import Sequence
     from workbench.train.features import load_sequences
 
-    _, val = load_sequences(data, target, max_response_tokens, val_every)
+    _, val = load_sequences(data, target, max_response_tokens, val_every, capture=capture)
     if not val:
         raise ValueError(f"{data}: no held-out conversations")
     if answer_tokens is not None:
-        val = [Sequence(s.tokens[: s.prompt_len + answer_tokens], s.features[: s.prompt_len + answer_tokens],
-                        s.prompt_len) for s in val]
+        n = answer_tokens
+        val = [Sequence(s.tokens[: s.prompt_len + n], s.features[: s.prompt_len + n], s.prompt_len,
+                        None if s.aux is None else s.aux[: s.prompt_len + n]) for s in val]
     return val
+
+
+def head_fuse_layers(head_dir: Path) -> tuple[int, ...]:
+    """The target layers an exported head fuses (its config's ``fuse_layers``; () for EAGLE's kind)."""
+    import json
+
+    cfg = Path(head_dir) / "config.json"
+    return tuple(json.loads(cfg.read_text()).get("fuse_layers") or ()) if cfg.exists() else ()
+
+
+def fused_capture(head_dirs: list[Path]) -> tuple[int, ...]:
+    """The target layers to capture for teacher-forcing every head of ``head_dirs`` on one set of
+    features (plain heads read only the last H columns); fused heads must agree on them."""
+    fused = {head_fuse_layers(d) for d in head_dirs} - {()}
+    if len(fused) > 1:
+        raise ValueError(f"these heads fuse different target layers ({sorted(fused)}): measure them in separate runs")
+    return next(iter(fused), ())
 
 
 def measure_head(head_dir: Path, target, val: list, coverage: tuple[int, ...] = ()) -> dict:
@@ -157,7 +175,7 @@ def load_head(head_dir: Path, target):
     from workbench.train.loop import init_head, init_weights, layers_in
 
     state = init_weights(head_dir)
-    head = init_head(target, 0, layers_in(state))
+    head = init_head(target, 0, layers_in(state), head_fuse_layers(head_dir))
     head.load_state_dict(state)
     return head.eval()
 
@@ -222,8 +240,9 @@ def top1_by_source(head_dir: Path, target, val: list, pair_counts: Counter | Non
     for seq in val:
         toks, n = seq.tokens.tolist(), len(seq.tokens) - 1
         feats = seq.features[:n].float()
+        aux = None if seq.aux is None else seq.aux[:n].float()[None]
         with torch.no_grad():
-            out = unrolled_forward(head, target.model.embed_tokens, feats[None], seq.tokens[1:][None], 1)[0][0]
+            out = unrolled_forward(head, target.model.embed_tokens, feats[None], seq.tokens[1:][None], 1, aux)[0][0]
             # the output at j guesses f_{j+1}, whose argmax token the target emits after token j + 1
             guess = (out[seq.prompt_len - 1 : n - 1] @ lm_head.T).argmax(-1).tolist()
             p = torch.softmax(feats[seq.prompt_len : n] @ lm_head.T, dim=-1).max(-1)
@@ -262,14 +281,16 @@ def report_sources(label: str, v: dict[str, dict], familiar_in: Path | None = No
                   + "; ".join(cell(name, f) for name, f in c["by_familiarity"].items()), flush=True)
 
 
-def answer_sequences(target, prompts: list[list[int]], outputs: list[list[int]]) -> list:
-    """Training sequences of ``prompts`` + ``outputs``, with the target's features (one prefill each)."""
+def answer_sequences(target, prompts: list[list[int]], outputs: list[list[int]], capture: tuple[int, ...] = ()) -> list:
+    """Training sequences of ``prompts`` + ``outputs``, with the target's features (one prefill
+    each); ``capture``: also the residual streams a fused head reads (``fused_capture``)."""
     from workbench.train.batches import Sequence
     from workbench.train.features import target_features
 
     seqs = [p + o for p, o in zip(prompts, outputs)]
-    return [Sequence(torch.tensor(s), f.half(), len(p))
-            for s, f, p in zip(seqs, target_features(target, seqs), prompts) if len(s) - 1 - len(p) > 0]
+    h = target.config.hidden_size
+    return [Sequence(torch.tensor(s), f[:, -h:].half(), len(p), f[:, :-h].half() if capture else None)
+            for s, f, p in zip(seqs, target_features(target, seqs, capture=capture), prompts) if len(s) - 1 - len(p) > 0]
 
 
 def report(label: str, v: dict) -> None:
@@ -363,6 +384,10 @@ def main(argv=None) -> None:
             ap.error(f"--head {head}: no head there (no config.json)")
     coverage = tuple(sorted(set(args.coverage)))
     heads = args.head
+    try:
+        capture = fused_capture(heads)  # one set of teacher-forcing features serves every head
+    except ValueError as err:
+        ap.error(str(err))
     named = (lambda label, head: f"{label} [{head}]") if len(heads) > 1 else (lambda label, head: label)
     try:
         wb = Workbench.load(draft=str(heads[0]), dtype=args.dtype, hot_tokens=args.hot)
@@ -381,7 +406,7 @@ def main(argv=None) -> None:
     if args.held_out is not None:
         try:
             val = held_out_sequences(args.held_out, target, args.held_out_tokens, args.val_every,
-                                     args.held_out_answer_tokens)
+                                     args.held_out_answer_tokens, capture)
         except (ValueError, FileNotFoundError) as err:
             ap.error(str(err))
         for head in heads:
@@ -397,7 +422,7 @@ def main(argv=None) -> None:
     greedy = args.temperature == 0
     base = run(wb, prompts, SpecConfig("vanilla"), args.max_new, args.temperature, args.seed)
     if args.agreement:
-        val = answer_sequences(target, prompts, base["outputs"])
+        val = answer_sequences(target, prompts, base["outputs"], capture)
         for head in heads:
             report(named(f"teacher-forced on the greedy answers to {len(prompts)} MT-bench first turns "
                          f"({args.max_new} tokens)", head), measure_head(head, target, val, coverage))
@@ -405,7 +430,7 @@ def main(argv=None) -> None:
                 report_sources("step-1 top-1 where the target's token", top1_by_source(head, target, val, pairs),
                                args.pair_counts)
         if args.by_category:
-            groups = {c: answer_sequences(target, ps, os_) for c, (ps, os_) in
+            groups = {c: answer_sequences(target, ps, os_, capture) for c, (ps, os_) in
                       by_category([r["category"] for r in rows], prompts, base["outputs"]).items()}
             for head in heads:
                 cells = []

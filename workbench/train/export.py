@@ -1,7 +1,7 @@
 """Write a trained head in the EAGLE checkpoint format, and the hot-token list.
 
-``config.json`` = ``draft_config_for(target, layers)`` (a LlamaConfig with the head's layers: one
-for EAGLE's kind);
+``config.json`` = ``draft_config_for(target, layers, fuse_layers)`` (a LlamaConfig with the head's
+layers, one for EAGLE's kind, and ``fuse_layers`` for a fused head);
 ``model.safetensors`` = the head's own weights in fp16 (``fc.weight``, ``layers.0.*``), never
 ``embed_tokens`` or ``lm_head`` (the target's are borrowed at load time).
 """
@@ -22,7 +22,7 @@ def export_head(head: DraftHead, out: Path, dtype: torch.dtype = torch.float16) 
     from safetensors.torch import save_file
 
     out.mkdir(parents=True, exist_ok=True)
-    cfg = draft_config_for(head.target.config, len(head.layers))
+    cfg = draft_config_for(head.target.config, len(head.layers), head.fuse_layers)
     cfg["torch_dtype"] = "float16" if dtype == torch.float16 else str(dtype).removeprefix("torch.")
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     state = {k: v.detach().to(dtype).contiguous() for k, v in head.state_dict().items()}

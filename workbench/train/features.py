@@ -1,7 +1,10 @@
 """Training sequences from the shards of ``generate.py``, with the target's post-norm features
 ``f_t`` from ``features/feat_NNNNN.safetensors`` beside them: recorded by the generator while it
 decoded, or, for shards made with ``--no-features``, recomputed here from the token ids with our
-own ``TargetModel`` prefill and cached there (fp16, written then renamed).
+own ``TargetModel`` prefill and cached there (fp16, written then renamed). A fused head also
+reads the residual stream after some target layers: those are always computed here (one
+prefill per sequence) and cached beside as ``aux{layers}_NNNNN.safetensors`` (``len(layers) * H
+* 2`` bytes a token).
 
 Cost of recomputing: one target prefill over every token, once (as many target FLOPs as the
 generation's, though batched better); the cache takes ``hidden_size * 2`` bytes per token
@@ -25,9 +28,11 @@ from workbench.train.batches import Sequence
 
 
 @torch.inference_mode()
-def target_features(target, seqs: list[list[int]], max_tokens: int = 4096) -> list[torch.Tensor]:
+def target_features(target, seqs: list[list[int]], max_tokens: int = 4096,
+                    capture: tuple[int, ...] = ()) -> list[torch.Tensor]:
     """Post-norm features [T, H] (fp32) of each token sequence: prefill batches of at most
-    ``max_tokens`` tokens (one sequence alone may exceed it)."""
+    ``max_tokens`` tokens (one sequence alone may exceed it). ``capture``: [T, (n + 1) H], the
+    residual stream after those target layers in front (a fused head's input)."""
     out, i = [], 0
     while i < len(seqs):
         j, n = i, 0
@@ -40,7 +45,7 @@ def target_features(target, seqs: list[list[int]], max_tokens: int = 4096) -> li
             slots.append(list(range(start, start + len(s))))
             start += len(s)
         batch = extend_batch(group, [[] for _ in group], slots, [0] * len(group), target.lm_head.weight.device)
-        hidden = target(batch, target.new_kv_pool(start)).float().cpu()  # [sum T, H]
+        hidden = target(batch, target.new_kv_pool(start), capture).float().cpu()  # [sum T, W]
         out += list(hidden.split([len(s) for s in group]))
         i = j
     return out
@@ -53,23 +58,55 @@ def shard_files(data: Path) -> list[Path]:
     return files
 
 
-def load_shard(path: Path, target, cache: bool = True) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """A shard's tensors and its fp16 features [N, H] (from the cache, else computed)."""
-    from safetensors.torch import load_file, save_file
+def aux_path(shard: Path, capture: tuple[int, ...]) -> Path:
+    """Where a shard's captured residual streams (a fused head's extra input) are cached."""
+    tag = "-".join(str(i) for i in capture)
+    return shard.parent / "features" / shard.name.replace("shard_", f"aux{tag}_")
+
+
+def _save(path: Path, feats: torch.Tensor) -> None:
+    from safetensors.torch import save_file
+
+    path.parent.mkdir(exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    save_file({"features": feats}, str(tmp))
+    os.replace(tmp, path)
+
+
+FP16_MAX = 65504.0
+
+
+def load_shard(path: Path, target, cache: bool = True,
+               capture: tuple[int, ...] = ()) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor | None]:
+    """A shard's tensors, its fp16 features [N, H] and, for ``capture``, the residual streams
+    after those target layers [N, len(capture) * H] fp16 (else None); each from the cache in
+    ``features/``, else computed (one prefill for both) and cached."""
+    from safetensors.torch import load_file
 
     shard = load_file(str(path))
     feat_path = path.parent / "features" / path.name.replace("shard_", "feat_")
-    if feat_path.exists():
-        return shard, load_file(str(feat_path))["features"]
+    aux_file = aux_path(path, capture) if capture else None
+    feats = load_file(str(feat_path))["features"] if feat_path.exists() else None
+    aux = load_file(str(aux_file))["features"] if aux_file is not None and aux_file.exists() else None
+    if feats is not None and (aux is not None or not capture):
+        return shard, feats, aux
     starts = shard["starts"].tolist()
     toks = shard["tokens"].tolist()
-    feats = torch.cat(target_features(target, [toks[s:e] for s, e in zip(starts, starts[1:])])).half()
-    if cache:
-        feat_path.parent.mkdir(exist_ok=True)
-        tmp = feat_path.with_name(feat_path.name + ".tmp")
-        save_file({"features": feats}, str(tmp))
-        os.replace(tmp, feat_path)
-    return shard, feats
+    wide = torch.cat(target_features(target, [toks[s:e] for s, e in zip(starts, starts[1:])], capture=capture))
+    h = target.config.hidden_size
+    if capture:
+        peak = float(wide[:, :-h].abs().max())
+        if peak > FP16_MAX:
+            raise ValueError(f"{path.name}: the residual stream after target layers {list(capture)} reaches "
+                             f"{peak:.0f}, beyond fp16; fuse other layers")
+        aux = wide[:, :-h].half()
+        if cache:
+            _save(aux_file, aux)
+    if feats is None:  # recorded features, when the generator kept them, stay as they were
+        feats = wide[:, -h:].half()
+        if cache:
+            _save(feat_path, feats)
+    return shard, feats, aux
 
 
 def is_held_out(prompt_index: int, val_every: int) -> bool:
@@ -77,19 +114,20 @@ def is_held_out(prompt_index: int, val_every: int) -> bool:
 
 
 def load_sequences(data: Path, target, max_response_tokens: int | None = None, val_every: int = 50,
-                   cache: bool = True, log=None) -> tuple[list[Sequence], list[Sequence]]:
+                   cache: bool = True, log=None, capture: tuple[int, ...] = ()) -> tuple[list[Sequence], list[Sequence]]:
     """(train, held-out) sequences from the shards in order, until the training side holds
     ``max_response_tokens`` response tokens (None = all shards). Every ``val_every``-th prompt
-    is held out (its greedy first answer is kept for validation)."""
+    is held out (its greedy first answer is kept for validation). ``capture``: each sequence
+    also carries the residual streams after those target layers (``Sequence.aux``)."""
     train, val, seen = [], [], 0
     for path in shard_files(data):
         if max_response_tokens is not None and seen >= max_response_tokens:
             break
-        shard, feats = load_shard(path, target, cache)
+        shard, feats, aux = load_shard(path, target, cache, capture)
         starts = shard["starts"].tolist()
         for i, p in enumerate(shard["prompt_lens"].tolist()):
             s, e = starts[i], starts[i + 1]
-            seq = Sequence(shard["tokens"][s:e].long(), feats[s:e], p)
+            seq = Sequence(shard["tokens"][s:e].long(), feats[s:e], p, None if aux is None else aux[s:e])
             if seq.num_targets <= 0:
                 continue
             if is_held_out(int(shard["prompt_index"][i]), val_every):

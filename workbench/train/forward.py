@@ -19,13 +19,26 @@ from workbench.models.draft import DraftHead
 from workbench.models.rope import apply_rotary
 
 
+def head_input(head: DraftHead, features: torch.Tensor, aux: torch.Tensor | None) -> torch.Tensor:
+    """What the head's fc reads beside the token: f_t [B, T, H], or for a fused head
+    ``fuse(rms(aux) | f_t)`` (``DraftHead.feature_in``)."""
+    if head.fuse is None:
+        return features
+    if aux is None:
+        raise ValueError(f"this head fuses target layers {list(head.fuse_layers)}: the data must carry them "
+                         "(load it with capture=head.fuse_layers)")
+    return head.feature_in(torch.cat([aux.to(features.dtype), features], dim=-1))
+
+
 def train_forward(head: DraftHead, embed: torch.nn.Embedding, features: torch.Tensor,
-                  next_ids: torch.Tensor) -> torch.Tensor:
-    """features [B, T, H] (f_t), next_ids [B, T] (x_{t+1}) -> draft hidden states [B, T, H].
+                  next_ids: torch.Tensor, aux: torch.Tensor | None = None) -> torch.Tensor:
+    """features [B, T, H] (f_t), next_ids [B, T] (x_{t+1}) -> draft hidden states [B, T, H];
+    ``aux`` [B, T, n H]: a fused head's residual streams.
 
     Sequences are right-padded: causal attention keeps padding out of every real position."""
     t = features.shape[1]
-    x = head.fc(torch.cat([embed(next_ids).to(features.dtype), features], dim=-1))  # [B, T, H]
+    g = head_input(head, features, aux)
+    x = head.fc(torch.cat([embed(next_ids).to(features.dtype), g], dim=-1))  # [B, T, H]
     cos, sin = head.target.rope(torch.arange(t, device=x.device), x.dtype)  # [T, 1, Dh]
     for layer in head.layers:
         x = layer_forward(layer, x, cos, sin, [], [])

@@ -46,6 +46,8 @@ class TrainConfig:
     init: str = ""  # start from these weights (a ckpt.pt or an exported head directory), fresh schedule
     head_layers: int = 1  # decoder layers in the head (EAGLE's: 1); --init may hold fewer (see grow_from)
     upper_lr_mult: float = 1.0  # learning rate of layers 1.. (a grown head's new layers) over everything else's
+    fuse_layers: str = ""  # target layers whose residual streams a fused head reads, e.g. "1,14" ("" = EAGLE's f_t only)
+    fuse_lr_mult: float = 1.0  # learning rate of a fused head's fuse layer over everything else's
 
     def __post_init__(self) -> None:
         if self.ttt_steps < 1:
@@ -54,25 +56,46 @@ class TrainConfig:
             raise ValueError(f"ttt_decay must be in (0, 1], got {self.ttt_decay}")
         if not 0.0 < self.ce_frac <= 1.0:
             raise ValueError(f"ce_frac must be in (0, 1], got {self.ce_frac}")
-        if self.upper_lr_mult <= 0:
-            raise ValueError(f"upper_lr_mult must be > 0, got {self.upper_lr_mult}")
+        if self.upper_lr_mult <= 0 or self.fuse_lr_mult <= 0:
+            raise ValueError(f"upper_lr_mult and fuse_lr_mult must be > 0, got {self.upper_lr_mult}, {self.fuse_lr_mult}")
         if self.head_layers < 1:
             raise ValueError(f"head_layers must be >= 1, got {self.head_layers}")
         if self.hot_vocab < 0 or self.distill_topk < 0 or self.w_feat < 0 or self.w_ce < 0:
             raise ValueError("hot_vocab, distill_topk, w_feat and w_ce must be >= 0")
+        self.capture  # parses fuse_layers, or says what is wrong with it
+
+    @property
+    def capture(self) -> tuple[int, ...]:
+        """``fuse_layers`` as target layer indices (increasing, distinct)."""
+        return parse_layers(self.fuse_layers)
 
 
-def init_head(target: TargetModel, seed: int, num_layers: int = 1) -> DraftHead:
-    """A head that starts as the identity on f_t: fc = [small random | I], every other linear
-    layer small random (std 0.02), norm weights 1. (A copy of the target's last layer is a
-    poor start here: without its input norm it blows the post-norm features up ~20x.)"""
+def parse_layers(text: str) -> tuple[int, ...]:
+    """"1,14" -> (1, 14): target layer indices, distinct and increasing ("" -> ())."""
+    try:
+        layers = tuple(int(x) for x in text.replace(" ", "").split(",") if x)
+    except ValueError:
+        raise ValueError(f"fuse_layers takes target layer indices like 1,14; got {text!r}") from None
+    if list(layers) != sorted(set(layers)) or any(i < 0 for i in layers):
+        raise ValueError(f"fuse_layers must be distinct, increasing and >= 0; got {text!r}")
+    return layers
+
+
+def init_head(target: TargetModel, seed: int, num_layers: int = 1, fuse_layers: tuple[int, ...] = ()) -> DraftHead:
+    """A head that starts as the identity on f_t: fc = [small random | I] (a fused head's fuse
+    too: [small random | I] on [rms(r_a) | ... | f_t]), every other linear layer small random
+    (std 0.02), norm weights 1. (A copy of the target's last layer is a poor start here: without
+    its input norm it blows the post-norm features up ~20x.)"""
     torch.manual_seed(seed)
-    head = DraftHead(ModelConfig.from_dict(draft_config_for(target.config, num_layers)), fc_bias=False)
+    head = DraftHead(ModelConfig.from_dict(draft_config_for(target.config, num_layers)), fc_bias=False,
+                     fuse_layers=fuse_layers)
     h = target.config.hidden_size
     with torch.no_grad():
         for name, p in head.named_parameters():
             p.fill_(1.0) if name.endswith("layernorm.weight") else p.normal_(0, 0.02)
         head.fc.weight[:, h:] += torch.eye(h)
+        if head.fuse is not None:
+            head.fuse.weight[:, -h:] += torch.eye(h)
     return head.float().attach(target)
 
 
@@ -104,13 +127,16 @@ def grow_from(head: DraftHead, state: dict[str, torch.Tensor]) -> int:
     """Load ``state`` into ``head``, which may have more layers than ``state`` holds: the layers
     it lacks keep their initialisation except ``o_proj`` and ``down_proj``, set to zero, so each
     new layer starts as the identity and the grown head computes exactly what ``state`` did.
+    Likewise a fused head from weights without ``fuse``: fuse = [0 | ... | 0 | I] reads f_t alone.
     Returns how many layers were added. Anything else that does not fit raises RuntimeError."""
     ours = head.state_dict()
+    new_fuse = head.fuse is not None and "fuse.weight" not in state
     have = {int(k.split(".")[1]) for k in state if k.startswith("layers.")}
     if not have or have != set(range(len(have))) or len(have) > len(head.layers):
         raise RuntimeError(f"these weights hold layers {sorted(have)}; the head has {len(head.layers)}")
     added = range(len(have), len(head.layers))
     new_keys = {k for k in ours if k.startswith("layers.") and int(k.split(".")[1]) in added}
+    new_keys |= {"fuse.weight"} if new_fuse else set()
     if set(ours) - set(state) != new_keys or set(state) - set(ours):
         raise RuntimeError(f"missing keys {sorted(set(ours) - set(state) - new_keys)}, "
                            f"unexpected keys {sorted(set(state) - set(ours))}")
@@ -119,6 +145,10 @@ def grow_from(head: DraftHead, state: dict[str, torch.Tensor]) -> int:
         for i in added:
             head.layers[i].self_attn.o_proj.weight.zero_()
             head.layers[i].mlp.down_proj.weight.zero_()
+        if new_fuse:
+            h = head.config.hidden_size
+            head.fuse.weight.zero_()
+            head.fuse.weight[:, -h:] = torch.eye(h)
     return len(added)
 
 
@@ -149,11 +179,12 @@ def train_step(head, target, batch, cfg: TrainConfig, feat_rms: float, gen: torc
     loss_kw = dict(w_feat=cfg.w_feat, w_ce=cfg.w_ce, ce_frac=cfg.ce_frac, gen=gen, topk=cfg.distill_topk)
     if cfg.ttt_steps == 1:
         with torch.autocast("cpu", torch.bfloat16, enabled=cfg.dtype == "bf16"):
-            out = train_forward(head, target.model.embed_tokens, feats + noise, batch.next_ids)
+            out = train_forward(head, target.model.embed_tokens, feats + noise, batch.next_ids, batch.aux)
         pred = out.float()[batch.loss_mask]  # [N, H]
         return eagle_loss_backward(pred, batch.targets, lm_head, **loss_kw)
     with torch.autocast("cpu", torch.bfloat16, enabled=cfg.dtype == "bf16"):
-        outs = unrolled_forward(head, target.model.embed_tokens, feats + noise, batch.next_ids, cfg.ttt_steps)
+        outs = unrolled_forward(head, target.model.embed_tokens, feats + noise, batch.next_ids, cfg.ttt_steps,
+                                batch.aux)
     goal = torch.cat([feats[:, 1:], torch.zeros_like(feats[:, :1])], dim=1)  # [B, W, H]: f_{t+1} at t
     preds, goals, weights = [], [], []
     for k, (out, mask) in enumerate(zip(outs, step_masks(batch.loss_mask, cfg.ttt_steps))):
@@ -180,7 +211,7 @@ def evaluate_loss(head, target, seqs, cfg: TrainConfig, steps: int = 3, coverage
     lm_head = target.lm_head.weight.float()
     for idx in plan_batches(seqs, cfg.max_tokens, 0):
         b = collate([seqs[i] for i in idx])
-        outs = unrolled_forward(head, target.model.embed_tokens, b.features, b.next_ids, steps)
+        outs = unrolled_forward(head, target.model.embed_tokens, b.features, b.next_ids, steps, b.aux)
         goal = torch.cat([b.features[:, 1:], torch.zeros_like(b.features[:, :1])], dim=1)
         for k, (out, mask) in enumerate(zip(outs, step_masks(b.loss_mask, steps))):
             pred, tgt = out[mask], goal[mask]
@@ -214,13 +245,15 @@ def save_ckpt(path: Path, head, opt, step: int, gen: torch.Generator, cfg: Train
 
 def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfig, resume: bool) -> DraftHead:
     """Train (or continue) a head on ``train_seqs``; returns it (fp32)."""
-    head = init_head(target, cfg.seed, cfg.head_layers).train()
-    def is_upper(name: str) -> bool:  # layers 1.., the ones --upper-lr-mult speeds up
-        return name.startswith("layers.") and int(name.split(".")[1]) > 0
+    head = init_head(target, cfg.seed, cfg.head_layers, cfg.capture).train()
+    def group(name: str) -> str:  # layers 1.. and fuse get their own rates (--upper-lr-mult, --fuse-lr-mult)
+        if name.startswith("layers.") and int(name.split(".")[1]) > 0:
+            return "upper"
+        return "fuse" if name.startswith("fuse.") else "rest"
 
-    upper = [p for n, p in head.named_parameters() if is_upper(n)]
-    rest = [p for n, p in head.named_parameters() if not is_upper(n)]
-    groups = [{"params": rest, "mult": 1.0}] + ([{"params": upper, "mult": cfg.upper_lr_mult}] if upper else [])
+    mults = {"rest": 1.0, "upper": cfg.upper_lr_mult, "fuse": cfg.fuse_lr_mult}
+    params = {g: [p for n, p in head.named_parameters() if group(n) == g] for g in mults}
+    groups = [{"params": params[g], "mult": m} for g, m in mults.items() if params[g]]
     opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     gen = torch.Generator().manual_seed(cfg.seed)
     work.mkdir(parents=True, exist_ok=True)
@@ -230,6 +263,9 @@ def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfi
         if layers_in(state["head"]) != cfg.head_layers:
             raise ValueError(f"--resume: {ckpt} holds a head of {layers_in(state['head'])} layers; "
                              f"--head-layers is {cfg.head_layers}")
+        had = parse_layers(state.get("cfg", {}).get("fuse_layers", ""))
+        if had != cfg.capture:
+            raise ValueError(f"--resume: {ckpt} fuses target layers {list(had)}; --fuse-layers gives {list(cfg.capture)}")
         head.load_state_dict(state["head"])
         opt.load_state_dict(state["opt"])
         gen.set_state(state["gen"])

@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 
 from workbench.models.draft import DraftHead
-from workbench.train.forward import layer_forward
+from workbench.train.forward import head_input, layer_forward
 
 
 def ttt_mask(t: int, k: int, device=None) -> torch.Tensor:
@@ -40,8 +40,10 @@ def ttt_mask(t: int, k: int, device=None) -> torch.Tensor:
 
 
 def unrolled_forward(head: DraftHead, embed: torch.nn.Embedding, features: torch.Tensor, next_ids: torch.Tensor,
-                     steps: int) -> list[torch.Tensor]:
+                     steps: int, aux: torch.Tensor | None = None) -> list[torch.Tensor]:
     """features [B, T, H] (real f_t), next_ids [B, T] (x_{t+1}) -> ``steps`` outputs [B, T, H].
+    ``aux`` [B, T, n H]: a fused head's residual streams (step 1 only: later steps read the
+    head's own outputs, as drafting does).
 
     Step 1 is ``train_forward``'s function (causal attention over real features). Right padding
     stays harmless: a real position never attends a later (padded) one."""
@@ -49,7 +51,7 @@ def unrolled_forward(head: DraftHead, embed: torch.nn.Embedding, features: torch
     emb = embed(next_ids).to(features.dtype)  # [B, T, H]
     cos, sin = head.target.rope(torch.arange(t, device=features.device), features.dtype)  # [T, 1, Dh]
     cache = [([], []) for _ in head.layers]  # per layer: keys and values of every step so far
-    outs, h = [], features
+    outs, h = [], head_input(head, features, aux)
     for k in range(1, steps + 1):
         x = head.fc(torch.cat([emb, h], dim=-1))  # [B, T, H]
         mask = None if k == 1 else ttt_mask(t, k, x.device)  # step 1: causal over the real prefix
