@@ -140,6 +140,9 @@ def test_fused_head_exports_loads_and_is_measured_as_trained(pair, tmp_path):
     (out / "config.json").write_text(json.dumps({**cfg, "fuse_layers": [1, 0]}))
     with pytest.raises(ValueError, match="increasing order"):
         load_draft(out, target)
+    (out / "config.json").write_text(json.dumps({**cfg, "fuse_layers": "0"}))
+    with pytest.raises(ValueError, match="a list of target layer indices"):
+        load_draft(out, target)
 
 
 def test_fused_head_trains_and_resume_keeps_its_layers(pair, tmp_path):

@@ -174,6 +174,14 @@ def random_head(target: TargetModel, seed: int = 0, std: float = 0.02, num_layer
     return head.to(device=p.device, dtype=p.dtype).eval().attach(target)
 
 
+def fuse_layers_in(config: dict) -> tuple[int, ...]:
+    """The target layers a head's ``config.json`` fuses (() for EAGLE's kind)."""
+    layers = config.get("fuse_layers") or ()
+    if not isinstance(layers, (list, tuple)) or not all(isinstance(i, int) for i in layers):
+        raise ValueError(f"fuse_layers must be a list of target layer indices, got {layers!r}")
+    return tuple(layers)
+
+
 def load_draft(path: str | Path, target: TargetModel) -> DraftHead:
     """Load an EAGLE-1/2 head directory (config.json + safetensors or pytorch_model.bin), or
     one of ours with more layers or fused target layers."""
@@ -190,8 +198,8 @@ def load_draft(path: str | Path, target: TargetModel) -> DraftHead:
     state = read_state_dict(path)
     state.pop("embed_tokens.weight", None)
     try:
-        head = DraftHead(cfg, fc_bias="fc.bias" in state, fuse_layers=tuple(raw.get("fuse_layers") or ()))
-    except (TypeError, ValueError) as err:
+        head = DraftHead(cfg, fc_bias="fc.bias" in state, fuse_layers=fuse_layers_in(raw))
+    except ValueError as err:
         raise ValueError(f"draft head {path}: {err}") from None
     head.attach(target)  # refuses a head that does not fit before loading weights
     load_strict(head, state)

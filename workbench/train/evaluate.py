@@ -147,8 +147,10 @@ def head_fuse_layers(head_dir: Path) -> tuple[int, ...]:
     """The target layers an exported head fuses (its config's ``fuse_layers``; () for EAGLE's kind)."""
     import json
 
+    from workbench.models.draft import fuse_layers_in
+
     cfg = Path(head_dir) / "config.json"
-    return tuple(json.loads(cfg.read_text()).get("fuse_layers") or ()) if cfg.exists() else ()
+    return fuse_layers_in(json.loads(cfg.read_text())) if cfg.exists() else ()
 
 
 def fused_capture(head_dirs: list[Path]) -> tuple[int, ...]:
