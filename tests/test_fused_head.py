@@ -67,8 +67,8 @@ def test_feature_in_reads_each_kind_of_input(pair):
     torch.testing.assert_close(head.feature_in(wide), head.feature_in(torch.cat([wide[:, :h] / 50, wide[:, h:]], -1)))
     with pytest.raises(ValueError, match="reads 128 feature columns, got 192"):
         head.feature_in(torch.randn(3, 3 * h))
-    plain = random_head(target, 2)
-    assert torch.equal(plain.feature_in(wide), wide[:, h:])  # a plain head given wider features reads f_t
+    with pytest.raises(ValueError, match="reads 64 feature columns, got 128"):
+        random_head(target, 2).feature_in(wide)  # a plain head never takes captured layers
 
 
 def test_plain_head_grows_into_a_fused_one_that_computes_the_same(pair):
@@ -165,7 +165,7 @@ def test_fused_head_trains_and_resume_keeps_its_layers(pair, tmp_path):
         train(tmp_path, target, seqs, seqs[:1], TrainConfig(steps=4, warmup=1, max_tokens=96), resume=True)
     with pytest.raises(ValueError, match="fuse_layers takes target layer indices"):
         TrainConfig(fuse_layers="a,b")
-    with pytest.raises(ValueError, match="distinct, increasing"):
+    with pytest.raises(ValueError, match="distinct target layer indices in increasing order"):
         TrainConfig(fuse_layers="3,1")
     with pytest.raises(ValueError, match="fuse_lr_mult must be > 0"):
         TrainConfig(fuse_lr_mult=0)

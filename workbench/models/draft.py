@@ -52,9 +52,7 @@ class DraftHead(nn.Module):
         self.fc = Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=fc_bias)
         if cfg.num_layers < 1:
             raise ValueError(f"a draft head needs at least one layer, got {cfg.num_layers}")
-        fuse_layers = tuple(int(i) for i in fuse_layers)
-        if list(fuse_layers) != sorted(set(fuse_layers)) or any(i < 0 for i in fuse_layers):
-            raise ValueError(f"fuse_layers must be distinct target layer indices in increasing order, got {fuse_layers}")
+        fuse_layers = check_fuse_layers(fuse_layers)
         self.fuse_layers = fuse_layers  # target layers whose residual streams the head reads (() = EAGLE's f_t only)
         h = cfg.hidden_size
         self.fuse = Linear((len(fuse_layers) + 1) * h, h, bias=False) if fuse_layers else None
@@ -87,16 +85,14 @@ class DraftHead(nn.Module):
 
     def feature_in(self, features: torch.Tensor) -> torch.Tensor:
         """[..., W] -> [..., H]: a draft output (W = H) passes; target features of a fused head
-        are folded by ``fuse``; a plain head given wider features reads their last H, f_t."""
+        (W = ``feature_width``) are folded by ``fuse``."""
         h = self.config.hidden_size
         w = features.shape[-1]
         if w == h:
             return features
-        if self.fuse is None:
-            return features[..., -h:]
         if w != self.feature_width:
-            raise ValueError(f"this head fuses target layers {list(self.fuse_layers)}: it reads "
-                             f"{self.feature_width} feature columns, got {w}")
+            raise ValueError(f"this head (fuse_layers {list(self.fuse_layers)}) reads {self.feature_width} "
+                             f"feature columns, got {w}")
         blocks = list(features.split(h, dim=-1))
         eps = self.config.rms_norm_eps
         blocks[:-1] = [b * torch.rsqrt(b.float().pow(2).mean(-1, keepdim=True) + eps).to(b.dtype) for b in blocks[:-1]]
@@ -174,12 +170,18 @@ def random_head(target: TargetModel, seed: int = 0, std: float = 0.02, num_layer
     return head.to(device=p.device, dtype=p.dtype).eval().attach(target)
 
 
+def check_fuse_layers(layers) -> tuple[int, ...]:
+    """``layers`` as a tuple of target layer indices, distinct and increasing, else ValueError."""
+    if not isinstance(layers, (list, tuple)) or not all(isinstance(i, int) and i >= 0 for i in layers):
+        raise ValueError(f"fuse_layers must be a list of target layer indices, got {layers!r}")
+    if list(layers) != sorted(set(layers)):
+        raise ValueError(f"fuse_layers must be distinct target layer indices in increasing order, got {list(layers)}")
+    return tuple(layers)
+
+
 def fuse_layers_in(config: dict) -> tuple[int, ...]:
     """The target layers a head's ``config.json`` fuses (() for EAGLE's kind)."""
-    layers = config.get("fuse_layers") or ()
-    if not isinstance(layers, (list, tuple)) or not all(isinstance(i, int) for i in layers):
-        raise ValueError(f"fuse_layers must be a list of target layer indices, got {layers!r}")
-    return tuple(layers)
+    return check_fuse_layers(config.get("fuse_layers") or ())
 
 
 def load_draft(path: str | Path, target: TargetModel) -> DraftHead:

@@ -155,7 +155,7 @@ def head_fuse_layers(head_dir: Path) -> tuple[int, ...]:
 
 def fused_capture(head_dirs: list[Path]) -> tuple[int, ...]:
     """The target layers to capture for teacher-forcing every head of ``head_dirs`` on one set of
-    features (plain heads read only the last H columns); fused heads must agree on them."""
+    features (plain heads ignore the captured layers); fused heads must agree on them."""
     fused = {head_fuse_layers(d) for d in head_dirs} - {()}
     if len(fused) > 1:
         raise ValueError(f"these heads fuse different target layers ({sorted(fused)}): measure them in separate runs")

@@ -16,7 +16,7 @@ import torch
 from tqdm import tqdm
 
 from workbench.models.config import ModelConfig
-from workbench.models.draft import DraftHead, draft_config_for
+from workbench.models.draft import DraftHead, check_fuse_layers, draft_config_for
 from workbench.models.llama import TargetModel
 from workbench.train.batches import collate, plan_batches
 from workbench.train.forward import eagle_loss_backward, train_forward
@@ -76,9 +76,7 @@ def parse_layers(text: str) -> tuple[int, ...]:
         layers = tuple(int(x) for x in text.replace(" ", "").split(",") if x)
     except ValueError:
         raise ValueError(f"fuse_layers takes target layer indices like 1,14; got {text!r}") from None
-    if list(layers) != sorted(set(layers)) or any(i < 0 for i in layers):
-        raise ValueError(f"fuse_layers must be distinct, increasing and >= 0; got {text!r}")
-    return layers
+    return check_fuse_layers(layers)
 
 
 def init_head(target: TargetModel, seed: int, num_layers: int = 1, fuse_layers: tuple[int, ...] = ()) -> DraftHead:
