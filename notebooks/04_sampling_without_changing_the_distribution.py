@@ -117,6 +117,62 @@ pd.DataFrame([{"law of the emitted token": k, "max |law − p|": float((v - p).a
                "total variation to p": 0.5 * float((v - p).abs().sum())} for k, v in gap.items()])
 
 # %% [markdown]
+# ## What a tree is worth before the coins fall, and what no head can beat
+#
+# The identity above says more than "lossless": under the target-only rule child $c_j$ is
+# accepted with probability exactly $p(c_j)$, so the walk goes down the tree exactly as far as a
+# token-by-token draw from $p$ would. A step's expected accept length over the coins is
+# therefore
+# $$E[\tau] = 1 + \sum_{\text{nodes } v} P(\text{path to } v), \qquad P(\text{path}) = \prod_{\text{edges}} p(\text{child} \mid \text{parent}),$$
+# computed from the step's own tree and verify logits, without the coins' noise (the app shows it
+# on every sampled step). The head's only part is **which** tokens the tree holds. A head that
+# drafted from $p$ itself would fill the same budget with the most probable paths:
+# `perfect_head_trees` grows that tree with the engine's own procedure, scored by target forwards
+# at the same contexts. Here both, step by step, on one sampled answer at SGLang's default tree
+# (8 nodes, 5 levels, top 4):
+
+# %%
+from statistics import mean
+
+from workbench.engine.config import SpecConfig
+from workbench.engine.oracle import perfect_head_trees, step_expectation
+
+TREE = SpecConfig("eagle2", num_steps=5, topk=4, num_draft_tokens=8)
+eng = wb.engine(TREE, HOT, trace=True)
+eng.add_requests([wb.encode("Write a short story about a lighthouse keeper.")], 96)
+worth, points, coins = [], [], []
+while not eng.done:
+    for rec in eng.step_records():
+        if rec.kind == "spec":
+            worth.append(step_expectation(rec, TREE.num_steps))  # the shipped head's tree, over the coins
+            points.append((0, rec.kv.committed_before))  # (sequence, committed length L) of this step
+            coins.append(len(rec.result.path))  # what the coins gave: accepted drafts + the bonus
+(req,) = eng.requests
+perfect = perfect_head_trees(wb.target, [req.prompt_ids + req.output_ids], points, TREE.num_steps, TREE.topk,
+                             TREE.num_draft_tokens, HOT)
+depths = [f"depth {d}" for d in range(1, TREE.num_steps + 1)]
+fig = go.Figure()
+for label, exp, colour in [("shipped head", worth, "#56B4E9"), ("perfect head (drafts from p)", perfect, "black")]:
+    fig.add_bar(x=depths, y=[mean(e.reach[d] for e in exp) for d in range(TREE.num_steps)], name=label,
+                marker_color=colour)
+fig.update_layout(title=f"P(the walk accepts a node at depth d), mean over {len(points)} steps, temperature 1",
+                  barmode="group", height=380, yaxis_title="probability")
+fig.show()
+
+# %%
+e_head, e_perfect = mean(e.accept_length for e in worth), mean(e.accept_length for e in perfect)
+display(Markdown(
+    f"**Takeaway.** Over {len(points)} steps the coins gave τ = {mean(coins):.2f}; the expectation of the "
+    f"same trees is {e_head:.2f} (the coins scatter around it), and a perfect head would have drafted trees "
+    f"worth {e_perfect:.2f} at the same contexts. The head wins {(e_head - 1) / (e_perfect - 1):.0%} of what "
+    f"this budget allows at temperature 1: the rest is the head's to gain, while the distance from "
+    f"{e_perfect:.2f} to {TREE.num_steps + 1} (every level accepted) is the target's own uncertainty, which "
+    f"no head removes. At depth 1 the head's {TREE.topk} children hold {mean(e.reach[0] for e in worth):.2f} "
+    f"of the target's mass, the target's own top {TREE.topk} {mean(e.reach[0] for e in perfect):.2f}. "
+    f"(On 20 MT-bench turns: `python -m workbench.train.evaluate --temperature 1 --ceiling`, "
+    f"docs/bench/head-training.md section 11.)"))
+
+# %% [markdown]
 # ## The exact law of four tokens, checked by sampling
 #
 # On SmolLM2 the law of even two tokens has $49152^2$ cells. A tiny random target over

@@ -194,7 +194,8 @@ def test_evaluate_rejects_bad_coverage_and_sampled_agreement(capsys):
                        (["--by-category"], "add --agreement"), (["--held-out-answer-tokens", "0"], "must be >= 1"),
                        (["--held-out-answer-tokens", "128"], "add --held-out DATA"),
                        (["--by-source"], "add one of them"), (["--pair-counts", "."], "add --by-source"),
-                       (["--agreement", "--by-source", "--pair-counts", "/nonexistent"], "no such directory")):
+                       (["--agreement", "--by-source", "--pair-counts", "/nonexistent"], "no such directory"),
+                       (["--ceiling", "--methods"], "name at least one")):
         with pytest.raises(SystemExit):
             main(argv)
         assert says in capsys.readouterr().err
@@ -366,3 +367,32 @@ def test_tree_use_of_a_real_run_counts_its_verify_steps(tiny):
     assert u["steps"] == sum(t["kind"] == "spec" for t in traces) > 0
     assert u["tau"] == pytest.approx(r["tau"]) and 1 <= u["tau_spine"] <= u["tau"]
     assert 1 <= u["spine_depth"] <= 3 and 0 <= u["off_spine"] <= 1 and 0 <= u["spine_end"] <= 1
+
+
+def test_ceiling_of_a_real_run(tiny):
+    """Greedy: the expectation is the accept length itself and a perfect head takes every level;
+    sampled: both expectations are accept lengths of this budget, from the same verify steps."""
+    from pathlib import Path
+
+    from workbench.engine.config import SpecConfig
+    from workbench.pipeline import Workbench
+    from workbench.train.evaluate import ceiling, run
+
+    class Tok:
+        eos_token_id = None
+
+        def decode(self, ids):
+            return str(ids)
+
+    target, head = tiny
+    wb = Workbench(target, Tok(), head, "random", Path("/nonexistent"), "fp32")
+    spec, prompts = SpecConfig("eagle2", 3, 3, 6), [[5, 6, 7], [9, 10]]
+    c = ceiling(wb, prompts, spec, 12)
+    r = run(wb, prompts, spec, 12)
+    assert c["tau"] == pytest.approx(r["tau"]) and c["head"]["tau"] == pytest.approx(c["tau"])
+    assert c["perfect"]["tau"] == pytest.approx(spec.num_steps + 1) and c["perfect"]["reach"] == [1.0] * 3
+    hot = ceiling(wb, prompts, spec, 12, temperature=1.0, seed=2)
+    assert hot["steps"] > 0 and hot["tau"] == pytest.approx(run(wb, prompts, spec, 12, 1.0, 2)["tau"])
+    for side in ("head", "perfect"):
+        assert 1.0 <= hot[side]["tau"] <= spec.num_steps + 1
+        assert hot[side]["reach"] == sorted(hot[side]["reach"], reverse=True)

@@ -118,7 +118,8 @@ def summary(session: Session) -> str:
         n = len(tr["accept"]["accepted"])
         t = tr["timing_ms"]
         bonus = show(tr["accept"]["bonus"]["text"])
-        body = (f"{n} correct draft(s) + bonus `{bonus}` → τ = {tr['accept_length']} · "
+        worth = f" (tree worth {tr['accept']['expected']:.2f} over the coins)" if "expected" in tr["accept"] else ""
+        body = (f"{n} correct draft(s) + bonus `{bonus}` → τ = {tr['accept_length']}{worth} · "
                 f"{ms:.0f} ms (draft {t['draft_extend_ms'] + t['draft_tree_ms']:.0f}, verify {t['verify_ms']:.0f})")
     end = f" · finished ({session.finish_reason})" if session.engine.done and session.at_end else ""
     return f"{head} · {body}{end}"

@@ -16,7 +16,9 @@ every notebook figure renders these and nothing else. Keys:
 ``verify.top``      per node i: the target's top next tokens, i.e. the token **after** node i
 ``accept``          moves (node, child, via, read: whose pointer was read, match, [target_prob,
                     draft_prob, coin]), path, accepted tokens, stop ("leaf" | "no_match"), bonus,
-                    bonus_from, residual_top, rule
+                    bonus_from, residual_top, rule; target-only sampling also ``expected``: the accept
+                    length this tree is worth over the coins, and ``reach``: P(a node at depth d is
+                    accepted), d = 1.. (``oracle.py``)
 ``kv``              target/draft slots written, kept, freed; allocator counts after the step
 ``emitted``, ``accept_length``, ``finished``, ``timing_ms``
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import torch
 
+from workbench.engine.oracle import step_expectation
 from workbench.engine.record import StepRecord
 from workbench.engine.sampling import target_probs
 from workbench.engine.tree import Candidates
@@ -108,7 +111,7 @@ def _tree(rec: StepRecord, text) -> dict:
 
 def _accept(rec: StepRecord, text) -> dict:
     res, tree = rec.result, rec.tree
-    return {
+    out = {
         "moves": [{k: v for k, v in vars(m).items() if v is not None} for m in res.moves],
         "path": res.path,
         "accepted": [tree.tokens[i] for i in res.path[1:]],
@@ -118,6 +121,11 @@ def _accept(rec: StepRecord, text) -> dict:
         "residual_top": [{"token": t, "text": text(t), "prob": round(p, 5)} for t, p in res.residual_top],
         "rule": rec.rule,
     }
+    if rec.rule == "target-only":  # greedy: the walk is deterministic; leviathan: another law
+        e = step_expectation(rec, max(tree.depths))
+        out["expected"] = round(e.accept_length, 4)
+        out["reach"] = [round(r, 4) for r in e.reach]
+    return out
 
 
 def _kv(rec: StepRecord) -> dict:

@@ -24,6 +24,11 @@ is new; each also where the target is at least 90 % sure of its token. ``--pair-
 splits each source further by how often its token pair occurs in the answers of the training
 data ``DATA`` (never, 1-19 times, 20 or more).
 
+``--ceiling`` adds, for each method, τ expected over the sampling coins (exact, from each step's
+tree and verify logits: ``workbench.engine.oracle``) beside the expectation of the tree a perfect
+head would draft at the same contexts (the engine's procedure and budget, scored by the target's
+own distribution): how much of what the budget allows at this temperature the head wins.
+
 With several ``--head`` directories, each measure is printed for every head in turn, on the same
 held-out conversations and the same greedy answers (computed once).
 
@@ -95,6 +100,42 @@ def run(wb, prompts: list[list[int]], spec: SpecConfig, max_new: int, temperatur
     return {"outputs": [r.output_ids for r in reqs], "tau": tau(steps) or 0.0,
             "tau_per_question": mean(per_q) if per_q else 0.0, "seconds": secs,
             "tokens": sum(len(r.output_ids) for r in reqs)}
+
+
+def ceiling(wb, prompts: list[list[int]], spec: SpecConfig, max_new: int, temperature: float = 0.0,
+            seed: int = 0) -> dict:
+    """τ of ``spec`` on ``prompts`` beside its expectation over the coins (exact, from each step's
+    tree and verify logits) and the expectation of the tree a perfect head would draft at the same
+    contexts (``workbench.engine.oracle``). Means over every verify step; ``reach``: P(the walk
+    accepts a node at depth d), d = 1..num_steps."""
+    from workbench.engine.oracle import perfect_head_trees, step_expectation
+
+    sampling = SamplingParams(temperature=temperature, seed=seed)
+    eng = wb.engine(spec, sampling, trace=True)
+    eng.add_requests(prompts, max_new)
+    head, points = [], []
+    while not eng.done:
+        for rec in eng.step_records():  # a record holds its [N, V] logits: keep only what is needed
+            if rec.kind == "spec":
+                head.append(step_expectation(rec, spec.num_steps))
+                points.append((rec.request, rec.kv.committed_before))
+    seqs = [r.prompt_ids + r.output_ids for r in eng.requests]
+    perfect = perfect_head_trees(wb.target, seqs, points, spec.num_steps, spec.topk, spec.num_draft_tokens, sampling)
+    steps = [a for r in eng.requests for a in r.accept_lengths]
+
+    def summary(exp):
+        return {"tau": mean(e.accept_length for e in exp),
+                "reach": [mean(e.reach[d] for e in exp) for d in range(spec.num_steps)]}
+
+    return {"steps": len(steps), "tau": tau(steps) or 0.0, "head": summary(head), "perfect": summary(perfect)}
+
+
+def report_ceiling(name: str, c: dict) -> None:
+    h, p = c["head"], c["perfect"]
+    share = (h["tau"] - 1) / (p["tau"] - 1) if p["tau"] > 1 else float("nan")
+    head_reach, perfect_reach = (" / ".join(f"{x:.2f}" for x in r["reach"]) for r in (h, p))
+    print(f"| {name} | {c['steps']} | {c['tau']:.2f} | {h['tau']:.2f} | {p['tau']:.2f} | {share:.0%} "
+          f"| {head_reach} | {perfect_reach} |", flush=True)
 
 
 def tree_use(traces: list[dict]) -> dict:
@@ -353,6 +394,10 @@ def main(argv=None) -> None:
     ap.add_argument("--tree-use", action="store_true",
                     help="also, for each tree method, where its accepted paths go: the depth of the top-1 "
                          "spine, how often the accepted path leaves it, and the τ of the spine alone")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="also, for each method, τ expected over the coins (exact, from each step's tree) beside "
+                         "the τ the same tree budget gives a perfect head (one that drafts from the target's own "
+                         "distribution) at the same contexts: how much a better head can still win")
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args(argv)
     if args.temperature < 0 or args.n < 1 or args.max_new < 1:
@@ -377,6 +422,8 @@ def main(argv=None) -> None:
         ap.error("--by-category breaks down --agreement: add --agreement")
     if args.agreement and args.temperature != 0:
         ap.error("--agreement measures on greedy answers: leave --temperature at 0")
+    if args.ceiling and not args.methods:
+        ap.error("--ceiling measures the --methods: name at least one")
     if args.held_out is not None and not args.held_out.is_dir():
         ap.error(f"--held-out {args.held_out}: no such directory")
     if args.hot is not None and args.hot < 0:
@@ -461,6 +508,14 @@ def main(argv=None) -> None:
                   f"| {r['seconds']:.1f} |", flush=True)
             if traces is not None:
                 uses.append((name, tree_use(traces)))
+        if args.ceiling:
+            print(f"\nτ over the coins (exact expectation from each step's tree and verify logits) and with a perfect "
+                  f"head (the same procedure and budget, drafting from the target's own distribution), {mode}:")
+            print("| method | verify steps | τ measured | E[τ] head | E[τ] perfect head | head's share of the "
+                  "perfect gain | P(reach depth 1..S), head | perfect head |")
+            print("|---|---|---|---|---|---|---|---|")
+            for name in args.methods:
+                report_ceiling(name, ceiling(wb, prompts, METHODS[name], args.max_new, args.temperature, args.seed))
         for name, u in uses:
             if u["steps"]:
                 print(f"{name}: {u['steps']} verify steps; top-1 spine {u['spine_depth']:.2f} deep on average; the "

@@ -50,7 +50,20 @@ def sampling_html(trace: dict) -> str:
     head += (["draft q"] if leviathan else []) + ["coin u", "accept if u <", "verdict"]
     attrs = [{"node": r["node"], "child": r["child"], "verdict": r["verdict"]} for r in rows]
     out = table(head, cells, attrs, name="coins")
-    return out + _bonus_html(accept)
+    return out + _bonus_html(accept) + _expected_html(trace)
+
+
+def _expected_html(trace: dict) -> str:
+    """What the tree was worth before the coins fell (target-only rule only)."""
+    accept = trace["accept"]
+    if "expected" not in accept:
+        return ""
+    reach = ", ".join(f"depth {d} {num(r)}" for d, r in enumerate(accept["reach"], start=1))
+    return note(f"Before the coins: each child is accepted with exactly its target probability p (the mass of "
+                f"the siblings rejected before it is taken out), so this tree was worth "
+                f"<b>{accept['expected']:.2f}</b> tokens on average: 1 (the bonus) + the sum over its nodes of "
+                f"the target's probability of the path to each. This step's coins gave τ = "
+                f"{trace['accept_length']}. P(the walk gets a node at): {reach}.")
 
 
 def _bonus_html(accept: dict) -> str:

@@ -26,5 +26,7 @@ def node_label(trace: dict, node: int) -> str:
 
 
 def num(x: float) -> str:
-    """A probability in 2 significant digits, small ones in e-notation (0.31, 0.045, 3.1e-05)."""
+    """A probability in 2 significant digits, small ones in e-notation (0.31, 0.045, 3.1e-05; 0)."""
+    if x == 0:
+        return "0"
     return f"{x:.2f}" if x >= 0.1 else f"{x:.2g}" if x >= 0.001 else f"{x:.1e}"
