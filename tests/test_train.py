@@ -346,12 +346,11 @@ def test_tree_use_finds_where_accepted_paths_leave_the_top1_spine():
     assert tree_use([{"kind": "prefill"}]) == {"steps": 0}
 
 
-def test_tree_use_of_a_real_run_counts_its_verify_steps(tiny):
+def _tiny_workbench(tiny):
+    """A Workbench over the tiny target and head, with a tokenizer that only decodes."""
     from pathlib import Path
 
-    from workbench.engine.config import SpecConfig
     from workbench.pipeline import Workbench
-    from workbench.train.evaluate import run, tree_use
 
     class Tok:
         eos_token_id = None
@@ -360,7 +359,14 @@ def test_tree_use_of_a_real_run_counts_its_verify_steps(tiny):
             return str(ids)
 
     target, head = tiny
-    wb = Workbench(target, Tok(), head, "random", Path("/nonexistent"), "fp32")
+    return Workbench(target, Tok(), head, "random", Path("/nonexistent"), "fp32")
+
+
+def test_tree_use_of_a_real_run_counts_its_verify_steps(tiny):
+    from workbench.engine.config import SpecConfig
+    from workbench.train.evaluate import run, tree_use
+
+    wb = _tiny_workbench(tiny)
     traces = []
     r = run(wb, [[5, 6, 7], [9, 10]], SpecConfig("eagle2", 3, 3, 6), 12, traces=traces)
     u = tree_use(traces)
@@ -372,20 +378,10 @@ def test_tree_use_of_a_real_run_counts_its_verify_steps(tiny):
 def test_ceiling_of_a_real_run(tiny):
     """Greedy: the expectation is the accept length itself and a perfect head takes every level;
     sampled: both expectations are accept lengths of this budget, from the same verify steps."""
-    from pathlib import Path
-
     from workbench.engine.config import SpecConfig
-    from workbench.pipeline import Workbench
     from workbench.train.evaluate import ceiling, run
 
-    class Tok:
-        eos_token_id = None
-
-        def decode(self, ids):
-            return str(ids)
-
-    target, head = tiny
-    wb = Workbench(target, Tok(), head, "random", Path("/nonexistent"), "fp32")
+    wb = _tiny_workbench(tiny)
     spec, prompts = SpecConfig("eagle2", 3, 3, 6), [[5, 6, 7], [9, 10]]
     c = ceiling(wb, prompts, spec, 12)
     r = run(wb, prompts, spec, 12)
