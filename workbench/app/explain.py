@@ -95,6 +95,7 @@ GLOSSARY = """\
 | `retrieve_next_sibling[i]` | next sibling of node i, −1 if none |
 | correct drafts (n) | drafts accepted this step; `accept_tokens` = the n drafts + 1 bonus |
 | accept length τ | tokens emitted per target forward = n + 1 |
+| expected τ (sampling) | what a tree is worth over the coins: 1 + Σ over its nodes of the target's probability of the path to each (a child is accepted with exactly its target probability); a *perfect head* drafts from the target's own distribution and bounds it for a budget |
 | draft acceptance rate | accepted drafts / proposed drafts: misleading for trees (most nodes are siblings) |
 | per-depth rate | P(accept at depth k given depth k − 1 accepted) |
 | static tree | EAGLE-1's way: a tree shape fixed in advance, written as rank paths (`[0, 2]` = the third most likely child of the root's most likely child); `eagle2` grows the shape from path scores instead |
