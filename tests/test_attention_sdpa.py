@@ -1,11 +1,12 @@
 """The ``torch`` attention backend (fused SDPA per request) against the specification
 (``attention_reference``): tree masks, causal extends after a prefix, prefill, one-query
-decode, GQA, half dtypes, a row with no visible key."""
+decode, GQA, half dtypes, a row with no visible key; and the ``padded`` backend (a decoding
+batch in one SDPA call) likewise."""
 
 import pytest
 import torch
 
-from workbench.attention import attend, attention_reference, attention_sdpa, build_meta
+from workbench.attention import attend, attention_padded, attention_reference, attention_sdpa, build_meta
 
 TOL = {torch.float32: (2e-5, 1e-5), torch.bfloat16: (2e-2, 1e-2), torch.float16: (2e-3, 2e-3)}
 
@@ -32,8 +33,8 @@ def ragged_case(q_lens, prefix_lens, extra_lens=None, *, hq=4, hkv=2, dh=16, dty
     return q, k, v, meta
 
 
-def assert_matches_reference(q, k, v, meta, scale=None):
-    out = attention_sdpa(q, k, v, meta, scale)
+def assert_matches_reference(q, k, v, meta, scale=None, backend=attention_sdpa):
+    out = backend(q, k, v, meta, scale)
     ref = attention_reference(q, k, v, meta, scale)
     assert out.shape == ref.shape and out.dtype == q.dtype
     atol, rtol = TOL[q.dtype]
@@ -81,3 +82,39 @@ def test_contiguous_slots_are_read_as_a_view():
     assert contiguous_run(meta, 1, meta.kv_slots[7:]) is None  # 9, 1, 2: not ascending
     q = torch.randn(3, 4, 16)
     assert_matches_reference(q, k, v, meta)
+
+
+@pytest.mark.parametrize("prefix_lens", [[5, 0, 12], [0], [40, 1, 7, 300, 2, 9]])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_padded_decode_batch_matches_the_reference(prefix_lens, dtype):
+    """A plain-decoding step: one causal query per request after prefixes of any length
+    (shuffled slots, so each request's keys are gathered; the padding must stay invisible)."""
+    case = ragged_case([1] * len(prefix_lens), prefix_lens, causal=True, hq=9, hkv=3, dtype=dtype)
+    assert_matches_reference(*case, scale=0.2, backend=attention_padded)
+    q, k, v, meta = case
+    assert "padded" in meta.cache  # it took the one-call path
+
+
+@pytest.mark.parametrize("case", [dict(q_lens=[3, 2], prefix_lens=[4, 0], extra_lens=[3, 5]),  # tree masks
+                                  dict(q_lens=[1, 4], prefix_lens=[6, 2], causal=True)])  # an extend
+def test_padded_serves_any_other_forward_as_the_torch_backend(case):
+    q, k, v, meta = ragged_case(**case)
+    out = attend(q, k, v, meta, 0.25, backend="padded")
+    assert "padded" not in meta.cache and torch.equal(out, attention_sdpa(q, k, v, meta, 0.25))
+    assert_matches_reference(q, k, v, meta, 0.25, backend=attention_padded)
+
+
+def test_padded_decodes_a_batch_in_one_sdpa_call_per_layer(monkeypatch):
+    """Why the padded backend exists: per layer, plain decoding of B requests costs B fused calls
+    (and their gathers) through the torch backend, one through padded."""
+    import torch.nn.functional as F
+
+    calls = []
+    real = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    q, k, v, meta = ragged_case([1] * 6, [3, 9, 1, 4, 7, 2], causal=True)
+    attention_sdpa(q, k, v, meta)
+    assert len(calls) == 6
+    calls.clear()
+    attention_padded(q, k, v, meta)
+    assert len(calls) == 1

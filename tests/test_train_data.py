@@ -393,3 +393,13 @@ def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
     with pytest.raises(SystemExit):
         scaling.main(argv + ["--trees", "eagle2(9,9,9)"])
     assert scaling.parse_args(argv + ["--trees", "eagle2(5,4,8)"]).trees == ("eagle2(5,4,8)",)
+
+
+def test_time_limit_stops_before_a_new_shard_and_the_same_command_continues(tiny_target, tmp_path):
+    lines = []
+    t = run(small_config(tmp_path, minutes=1e-9), tiny_target, FakeChat(), STOP, log=lambda m, **k: lines.append(m))
+    assert t["shards"] == 1 and shard_path(tmp_path, 0).exists()  # the first shard always runs
+    assert lines[-1].startswith("stopping before shard 00001") and "2 shards left" in lines[-1]
+    assert run(small_config(tmp_path), tiny_target, FakeChat(), STOP, log=lambda *a, **k: None)["shards"] == 3
+    with pytest.raises(ValueError, match="--minutes must be > 0"):
+        small_config(tmp_path, minutes=0)

@@ -12,6 +12,7 @@ import argparse
 
 from workbench.engine.config import (CHAIN_RULES, DEFAULT_NUM_DRAFT_TOKENS, DEFAULT_NUM_STEPS, DEFAULT_TOPK,
                                      METHODS, SpecConfig)
+from workbench.attention import BACKENDS
 from workbench.engine.sampling import SamplingParams
 from workbench.errors import UserError
 from workbench.pipeline import HOT_TOKENS_DEFAULT
@@ -38,7 +39,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft", help="EAGLE head directory, or random[:SEED] (default: the shipped head)")
     p.add_argument("--dtype", choices=["fp32", "bf16", "fp16", "auto"], default="fp32",
                    help="fp32 (default, comparable with transformers), bf16, fp16, or auto: the fastest on this machine")
-    p.add_argument("--attention", choices=["torch", "triton"], help="attention backend (default: triton on GPU, torch on CPU)")
+    p.add_argument("--attention", choices=list(BACKENDS),
+                   help="attention backend (default: triton on GPU, torch on CPU; padded: plain decoding batched in one call)")
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
     p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
                    help="replay decode and verify from CUDA graphs (default: on with CUDA and --attention triton)")

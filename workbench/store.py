@@ -148,7 +148,7 @@ def _extract_gguf(wheel: Path, dest: Path, say: _Progress) -> Path:
     return out
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -237,7 +237,7 @@ def _convert(gguf_path: Path, out_dir: Path, say: _Progress) -> dict:
     return {
         "model": MODEL_NAME,
         "source": f"{WHEEL_REQUIREMENT}:{GGUF_MEMBER}",
-        "gguf_sha256": _sha256(gguf_path),
+        "gguf_sha256": file_sha256(gguf_path),
         "transformers_version": transformers.__version__,
         "torch_version": torch.__version__,
         "convert_seconds": round(convert_s, 2),

@@ -2,6 +2,8 @@
 
 ``torch``  : ``sdpa.py``, PyTorch's fused ``scaled_dot_product_attention`` per request; runs
              anywhere and is tested against ``reference.py``, the specification.
+``padded`` : ``sdpa.py`` too, but a plain-decoding step (one causal query per request) as one
+             padded SDPA call over the whole batch: for large decoding batches (the data generator)
 ``triton`` : ``triton_tree.py``, a flash-style kernel (GPU, or the CPU under TRITON_INTERPRET=1).
 Both take ``(q, k_pool, v_pool, meta, scale)`` and return ``[T, Hq, Dh]``.
 """
@@ -12,9 +14,9 @@ import torch
 
 from workbench.attention.meta import AttentionMeta, build_meta
 from workbench.attention.reference import attention_reference
-from workbench.attention.sdpa import attention_sdpa
+from workbench.attention.sdpa import attention_padded, attention_sdpa
 
-BACKENDS = ("torch", "triton")
+BACKENDS = ("torch", "padded", "triton")
 
 
 def default_backend(device: torch.device | str) -> str:
@@ -25,6 +27,8 @@ def default_backend(device: torch.device | str) -> str:
 def attend(q, k_pool, v_pool, meta: AttentionMeta, scale: float, backend: str = "torch"):
     if backend == "torch":
         return attention_sdpa(q, k_pool, v_pool, meta, scale)
+    if backend == "padded":
+        return attention_padded(q, k_pool, v_pool, meta, scale)
     if backend == "triton":
         from workbench.attention.triton_tree import tree_attention  # lazy: imports triton
 
@@ -32,4 +36,4 @@ def attend(q, k_pool, v_pool, meta: AttentionMeta, scale: float, backend: str = 
     raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
 
-__all__ = ["AttentionMeta", "BACKENDS", "attend", "attention_reference", "attention_sdpa", "build_meta", "default_backend"]
+__all__ = ["AttentionMeta", "BACKENDS", "attend", "attention_padded", "attention_reference", "attention_sdpa", "build_meta", "default_backend"]

@@ -48,6 +48,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--gen-minutes", type=float, default=30.0, help="stop starting new data batches after this")
     ap.add_argument("--gen-workers", type=int, default=2, help="data processes (one thread each)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads for training")
+    ap.add_argument("--minutes", type=float, default=None,
+                    help="train for at most this long: then validate, checkpoint and export the head as it is "
+                         "(its schedule cut short; --resume continues)")
     ap.add_argument("--val", type=int, default=24, help="held-out sequences for the validation loss")
     ap.add_argument("--hot", type=int, default=8192, help="length of the exported hot-token list")
     ap.add_argument("--shards", type=Path, default=None, help="train on python -m workbench.train.generate shards")
@@ -122,18 +125,19 @@ def run_train_export(args, target_dir: Path, train: bool) -> None:
     from workbench.train.export import export_head, export_hot_tokens
     from workbench.train.loop import init_head, layers_in, parse_layers, train as train_loop
 
-    target = load_target(target_dir, torch.float32).requires_grad_(False)
     if not train:  # export: the head is what the checkpoint holds, whatever the flags say
-        ckpt = torch.load(args.out / "ckpt.pt", weights_only=False)
+        ckpt = torch.load(args.out / "ckpt.pt", map_location="cpu", weights_only=False)
         args.fuse_layers = ckpt.get("cfg", {}).get("fuse_layers", "")
+        args.device = "cpu"
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+    target = load_target(target_dir, torch.float32, cfg.torch_device).requires_grad_(False)
     if cfg.capture and cfg.capture[-1] >= target.config.num_layers:
         raise ValueError(f"--fuse-layers {cfg.fuse_layers}: the target has layers 0..{target.config.num_layers - 1}")
     seqs, train_seqs, val_seqs = load_sequences(args, target)
     if train:
         t0 = time.time()
-        head = train_loop(args.out, target, train_seqs, val_seqs, cfg, args.resume)
-        print(f"trained {cfg.steps} steps in {time.time() - t0:.0f}s", flush=True)
+        head = train_loop(args.out, target, train_seqs, val_seqs, cfg, args.resume, args.minutes)
+        print(f"trained in {time.time() - t0:.0f}s on {cfg.torch_device}", flush=True)
     else:
         state = ckpt["head"]
         head = init_head(target, cfg.seed, layers_in(state), parse_layers(cfg.fuse_layers))  # as trained
@@ -156,6 +160,8 @@ def main(argv=None) -> None:
         raise SystemExit(f"error: --shards {args.shards}: no such directory")
     if args.val_positions is not None and (args.shards is None or args.val_positions < 1):
         raise SystemExit("error: --val-positions takes a count >= 1, with --shards")
+    if args.minutes is not None and args.minutes <= 0:
+        raise SystemExit(f"error: --minutes takes a positive time, got {args.minutes:g}")
     if args.init and not Path(args.init).exists():
         raise SystemExit(f"error: --init {args.init}: no such checkpoint or head directory")
     if args.threads:

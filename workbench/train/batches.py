@@ -69,6 +69,12 @@ class Batch:
     loss_mask: torch.Tensor  # [B, W] bool, the loss pairs
     aux: torch.Tensor | None = None  # [B, W, n H] fp32, a fused head's extra input at t (None: plain)
 
+    def to(self, device: torch.device | str) -> "Batch":
+        """The same batch on ``device`` (collate builds it on the CPU)."""
+        move = lambda t: None if t is None else t.to(device, non_blocking=True)  # noqa: E731
+        return Batch(move(self.features), move(self.next_ids), move(self.targets), move(self.loss_mask),
+                     move(self.aux))
+
 
 def collate(seqs: list[Sequence]) -> Batch:
     width = max(len(s.tokens) - 1 for s in seqs)

@@ -218,7 +218,7 @@ def load_head(head_dir: Path, target):
     from workbench.train.loop import init_head, init_weights, layers_in
 
     state = init_weights(head_dir)
-    head = init_head(target, 0, layers_in(state), head_fuse_layers(head_dir))
+    head = init_head(target, 0, layers_in(state), head_fuse_layers(head_dir)).to(target.lm_head.weight.device)
     head.load_state_dict(state)
     return head.eval()
 

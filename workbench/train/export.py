@@ -25,7 +25,7 @@ def export_head(head: DraftHead, out: Path, dtype: torch.dtype = torch.float16) 
     cfg = draft_config_for(head.target.config, len(head.layers), head.fuse_layers)
     cfg["torch_dtype"] = "float16" if dtype == torch.float16 else str(dtype).removeprefix("torch.")
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    state = {k: v.detach().to(dtype).contiguous() for k, v in head.state_dict().items()}
+    state = {k: v.detach().to("cpu", dtype).contiguous() for k, v in head.state_dict().items()}
     save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
     return out
 

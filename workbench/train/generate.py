@@ -61,6 +61,8 @@ from pathlib import Path
 
 import torch
 
+from workbench.attention import BACKENDS
+from workbench.device import default_device
 from workbench.train.prompt_set import (Prompt, build_prompt_set, build_word_prompt_set, followup, material_prompt,
                                         vocabulary_words)
 
@@ -88,6 +90,7 @@ class GenConfig:
     prompt_set: str = "templates"  # templates (build_prompt_set) or words (build_word_prompt_set)
     first_shard: int = 0  # make only the shards i >= first_shard
     material_frac: float = 0.0  # share of prompts whose greedy answer comes back as material in a new first turn
+    minutes: float | None = None  # start no new shard after this long (None = no limit)
 
     def __post_init__(self) -> None:
         if self.shard_size < 1 or self.samples < 0 or self.max_new < 1:
@@ -102,6 +105,8 @@ class GenConfig:
             raise ValueError(f"--dtype must be fp32 or bf16, got {self.dtype!r}")
         if self.prompt_set not in PROMPT_SETS:
             raise ValueError(f"--prompt-set must be one of {', '.join(PROMPT_SETS)}, got {self.prompt_set!r}")
+        if self.minutes is not None and self.minutes <= 0:
+            raise ValueError(f"--minutes must be > 0, got {self.minutes:g}")
         if self.first_shard < 0:
             raise ValueError(f"--first-shard must be >= 0, got {self.first_shard}")
         k, n = self.worker
@@ -133,7 +138,8 @@ def decode_batch(target, contexts: list[list[int]], temperature: float, seed: in
     from workbench.engine.engine import Engine
     from workbench.engine.sampling import SamplingParams
 
-    eng = Engine(target, None, SpecConfig("vanilla"), SamplingParams(temperature=temperature, seed=seed), stop_ids)
+    eng = Engine(target, None, SpecConfig("vanilla"), SamplingParams(temperature=temperature, seed=seed), stop_ids,
+                 cuda_graphs=False)  # batches shrink as answers finish: eager steps, no graph per size
     reqs = eng.add_requests(contexts, max_new)
     if not features:
         return [r.output_ids for r in eng.run()]
@@ -330,6 +336,10 @@ def run(cfg: GenConfig, target, chat: Chat, stop_ids: tuple[int, ...], log=print
         todo = todo[: cfg.max_shards]
     t0, made = time.time(), 0
     for k, i in enumerate(todo):
+        if k and cfg.minutes is not None and time.time() - t0 > 60 * cfg.minutes:  # one shard at least
+            log(f"stopping before shard {i:05d}: the time limit of {cfg.minutes:g} min ran out "
+                f"({len(todo) - k} shards left; the same command continues)", flush=True)
+            break
         first = i * cfg.shard_size
         shard = make_shard(target, chat, stop_ids, prompts[first : first + cfg.shard_size], first, i, cfg, log)
         feats = shard.pop("features", None)
@@ -376,6 +386,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                          % MATERIAL_MAX_TOKENS)
     ap.add_argument("--max-new", type=int, default=d.max_new, help="new tokens per answer at most")
     ap.add_argument("--max-shards", type=int, default=None, help="stop after N new shards")
+    ap.add_argument("--minutes", type=float, default=None, help="start no new shard after this many minutes")
+    ap.add_argument("--device", default="cpu", help="where the target decodes: cpu, cuda (or cuda:N), or auto")
+    ap.add_argument("--attention", choices=BACKENDS, default=None,
+                    help="attention backend (default: padded, plain decoding's batch in one call; triton is self-checked "
+                         "first)")
     ap.add_argument("--goal-tokens", type=int, default=d.goal_tokens, help="response tokens the ETA is counted to")
     ap.add_argument("--threads", type=int, default=None, help="torch threads")
     ap.add_argument("--worker", default="0/1", metavar="K/N",
@@ -411,20 +426,28 @@ def main(argv=None) -> None:
                         samples=args.samples, temperatures=temps, followup_frac=args.followup_frac,
                         max_new=args.max_new, max_shards=args.max_shards, goal_tokens=args.goal_tokens,
                         features=not args.no_features, dtype=args.dtype, worker=worker,
-                        prompt_set=args.prompt_set, first_shard=args.first_shard, material_frac=args.material_frac)
-    except ValueError as err:
+                        prompt_set=args.prompt_set, first_shard=args.first_shard, material_frac=args.material_frac,
+                        minutes=args.minutes)
+        device = torch.device(default_device() if args.device == "auto" else args.device)
+    except (ValueError, RuntimeError) as err:
         sys.exit(f"error: {err}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        sys.exit(f"error: --device {args.device}: this machine has no CUDA device")
     if args.threads:
         torch.set_num_threads(args.threads)
     from transformers import AutoTokenizer
 
     from workbench import store
-    from workbench.attention import default_backend
+    from workbench.attention.selfcheck import choose_attention_backend
     from workbench.models.loading import DTYPES, load_target
 
     target_dir = store.resolve_target(args.target)
-    target = load_target(target_dir, DTYPES[cfg.dtype], "cpu")
-    target.attention_backend = default_backend("cpu")  # the project's fastest CPU attention, decided in one place
+    target = load_target(target_dir, DTYPES[cfg.dtype], device)
+    c = target.config  # the device's fastest attention, decided in one place; triton only where it checks out
+    check = choose_attention_backend(args.attention or "padded", device, DTYPES[cfg.dtype],
+                                     c.head_dim, c.num_heads, c.num_kv_heads)
+    print(check.message if check.ok else f"warning: {check.message}", file=sys.stderr, flush=True)
+    target.attention_backend = check.backend
     eos = json.loads((Path(target_dir) / "generation_config.json").read_text()).get("eos_token_id")
     tok = AutoTokenizer.from_pretrained(target_dir)
     stop = {tok.eos_token_id, *(eos if isinstance(eos, list) else [eos])}

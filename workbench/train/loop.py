@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -48,6 +49,7 @@ class TrainConfig:
     upper_lr_mult: float = 1.0  # learning rate of layers 1.. (a grown head's new layers) over everything else's
     fuse_layers: str = ""  # target layers whose residual streams a fused head reads, e.g. "1,14" ("" = EAGLE's f_t only)
     fuse_lr_mult: float = 1.0  # learning rate of a fused head's fuse layer over everything else's
+    device: str = "cpu"  # where the head and the target train: cpu, cuda (or cuda:N), or auto (cuda when present)
 
     def __post_init__(self) -> None:
         if self.ttt_steps < 1:
@@ -63,6 +65,18 @@ class TrainConfig:
         if self.hot_vocab < 0 or self.distill_topk < 0 or self.w_feat < 0 or self.w_ce < 0:
             raise ValueError("hot_vocab, distill_topk, w_feat and w_ce must be >= 0")
         self.capture  # parses fuse_layers, or says what is wrong with it
+        if self.device != "auto":
+            try:
+                torch.device(self.device)
+            except RuntimeError:
+                raise ValueError(f"device must be cpu, cuda, cuda:N or auto, got {self.device!r}") from None
+
+    @property
+    def torch_device(self) -> torch.device:
+        """``device`` resolved (``auto``: CUDA when present, else the CPU)."""
+        from workbench.device import default_device
+
+        return torch.device(default_device() if self.device == "auto" else self.device)
 
     @property
     def capture(self) -> tuple[int, ...]:
@@ -172,15 +186,16 @@ def train_step(head, target, batch, cfg: TrainConfig, feat_rms: float, gen: torc
     """One optimisation step's forward + backward (no optimiser update). Returns the losses.
     ``hot``: token ids the CE is restricted to (``cfg.hot_vocab``), None = full vocabulary."""
     feats = batch.features
-    noise = (torch.rand(feats.shape, generator=gen) * 2 - 1) * (cfg.noise * feat_rms)
+    dev = feats.device.type
+    noise = ((torch.rand(feats.shape, generator=gen) * 2 - 1) * (cfg.noise * feat_rms)).to(feats.device)
     lm_head = target.lm_head.weight.float() if hot is None else target.lm_head.weight.float()[hot]
     loss_kw = dict(w_feat=cfg.w_feat, w_ce=cfg.w_ce, ce_frac=cfg.ce_frac, gen=gen, topk=cfg.distill_topk)
     if cfg.ttt_steps == 1:
-        with torch.autocast("cpu", torch.bfloat16, enabled=cfg.dtype == "bf16"):
+        with torch.autocast(dev, torch.bfloat16, enabled=cfg.dtype == "bf16"):
             out = train_forward(head, target.model.embed_tokens, feats + noise, batch.next_ids, batch.aux)
         pred = out.float()[batch.loss_mask]  # [N, H]
         return eagle_loss_backward(pred, batch.targets, lm_head, **loss_kw)
-    with torch.autocast("cpu", torch.bfloat16, enabled=cfg.dtype == "bf16"):
+    with torch.autocast(dev, torch.bfloat16, enabled=cfg.dtype == "bf16"):
         outs = unrolled_forward(head, target.model.embed_tokens, feats + noise, batch.next_ids, cfg.ttt_steps,
                                 batch.aux)
     goal = torch.cat([feats[:, 1:], torch.zeros_like(feats[:, :1])], dim=1)  # [B, W, H]: f_{t+1} at t
@@ -190,7 +205,7 @@ def train_step(head, target, batch, cfg: TrainConfig, feat_rms: float, gen: torc
         if n:  # every row of step k weighs decay**k / n: each step is a mean, steps are weighted
             preds.append(out.float()[mask])
             goals.append(goal[mask])
-            weights.append(torch.full((n,), cfg.ttt_decay**k / n))
+            weights.append(torch.full((n,), cfg.ttt_decay**k / n, device=feats.device))
     w = torch.cat(weights)
     return eagle_loss_backward(torch.cat(preds), torch.cat(goals), lm_head, row_weights=w / w.sum(), **loss_kw)
 
@@ -207,8 +222,9 @@ def evaluate_loss(head, target, seqs, cfg: TrainConfig, steps: int = 3, coverage
     tot, n = {"feat": 0.0, "ce": 0.0, "top1": 0.0}, {}
     bins = [[0, 0] for _ in CONFIDENCE_EDGES[1:]]
     lm_head = target.lm_head.weight.float()
+    device = next(head.parameters()).device
     for idx in plan_batches(seqs, cfg.max_tokens, 0):
-        b = collate([seqs[i] for i in idx])
+        b = collate([seqs[i] for i in idx]).to(device)
         outs = unrolled_forward(head, target.model.embed_tokens, b.features, b.next_ids, steps, b.aux)
         goal = torch.cat([b.features[:, 1:], torch.zeros_like(b.features[:, :1])], dim=1)
         for k, (out, mask) in enumerate(zip(outs, step_masks(b.loss_mask, steps))):
@@ -241,9 +257,14 @@ def save_ckpt(path: Path, head, opt, step: int, gen: torch.Generator, cfg: Train
     path.with_suffix(".tmp").rename(path)
 
 
-def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfig, resume: bool) -> DraftHead:
-    """Train (or continue) a head on ``train_seqs``; returns it (fp32)."""
-    head = init_head(target, cfg.seed, cfg.head_layers, cfg.capture).train()
+def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfig, resume: bool,
+          minutes: float | None = None) -> DraftHead:
+    """Train (or continue) a head on ``train_seqs``; returns it (fp32), on the target's device
+    (``cfg.device``: the caller loads the target there). ``minutes``: a time limit; when it runs
+    out before ``cfg.steps``, the run validates, checkpoints (``--resume`` continues it) and
+    returns the head as it is, its schedule cut short."""
+    device = target.lm_head.weight.device
+    head = init_head(target, cfg.seed, cfg.head_layers, cfg.capture).to(device).train()
     def group(name: str) -> str:  # layers 1.. and fuse get their own rates (--upper-lr-mult, --fuse-lr-mult)
         if name.startswith("layers.") and int(name.split(".")[1]) > 0:
             return "upper"
@@ -257,7 +278,7 @@ def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfi
     work.mkdir(parents=True, exist_ok=True)
     ckpt, log_path, start = work / "ckpt.pt", work / "log.jsonl", 0
     if resume and ckpt.exists():
-        state = torch.load(ckpt, weights_only=False)
+        state = torch.load(ckpt, map_location=device, weights_only=False)
         if layers_in(state["head"]) != cfg.head_layers:
             raise ValueError(f"--resume: {ckpt} holds a head of {layers_in(state['head'])} layers; "
                              f"--head-layers is {cfg.head_layers}")
@@ -283,27 +304,36 @@ def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfi
     if cfg.hot_vocab:
         from workbench.train.export import hot_tokens, response_counts
 
-        hot = torch.tensor(hot_tokens(response_counts(train_seqs), cfg.hot_vocab), dtype=torch.int64)
+        hot = torch.tensor(hot_tokens(response_counts(train_seqs), cfg.hot_vocab), dtype=torch.int64, device=device)
     feat_rms = float(torch.cat([s.features[:-1].float() for s in train_seqs[:64]]).pow(2).mean().sqrt())
     stream = batch_schedule(train_seqs, cfg)
     for _ in range(start):  # resume: skip the batches already seen (cheap: indices only)
         next(stream)
     bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, desc="train", unit="step")
+    t0 = time.time()
     with log_path.open("a") as log:
         for step in bar:
             epoch, idx = next(stream)
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, cfg) * g["mult"]
             opt.zero_grad(set_to_none=True)
-            losses = train_step(head, target, collate([train_seqs[i] for i in idx]), cfg, feat_rms, gen, hot)
+            batch = collate([train_seqs[i] for i in idx]).to(device)
+            losses = train_step(head, target, batch, cfg, feat_rms, gen, hot)
             torch.nn.utils.clip_grad_value_(head.parameters(), cfg.clip_value)
             opt.step()
             rec = {"step": step + 1, "epoch": epoch, "lr": opt.param_groups[0]["lr"], **losses}
-            if (step + 1) % cfg.ckpt_every == 0 or step + 1 == cfg.steps:
+            out_of_time = minutes is not None and time.time() - t0 > 60 * minutes
+            if out_of_time:
+                rec["stopped"] = f"time limit of {minutes:g} min"
+            if (step + 1) % cfg.ckpt_every == 0 or step + 1 == cfg.steps or out_of_time:
                 rec["val"] = evaluate_loss(head.eval(), target, val_seqs, cfg)
                 head.train()
                 save_ckpt(ckpt, head, opt, step + 1, gen, cfg)
             log.write(json.dumps(rec) + "\n")
             log.flush()
             bar.set_postfix(feat=f"{losses['feat']:.3f}", ce=f"{losses['ce']:.2f}", top1=f"{losses['top1']:.2f}")
+            if out_of_time:
+                print(f"stopped at step {step + 1} of {cfg.steps}: the time limit of {minutes:g} min ran out "
+                      f"(--resume continues from {ckpt})", flush=True)
+                break
     return head.eval()
