@@ -154,3 +154,16 @@ def test_the_model_converted_there_must_equal_the_one_packed_here(tmp_path):
     save_file(weights, str(there / "model.safetensors"))
     same_model(there, packed)
     assert json.loads((there / "tokenizer.json").read_text()) == {"as": "packed"}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the machine has CUDA")
+def test_cuda_asked_for_without_cuda_is_a_clear_error(smollm2_dir, tmp_path, capsys):
+    from workbench.train.__main__ import main as train_main
+    from workbench.train.generate import main as generate_main
+
+    with pytest.raises(SystemExit, match="--device cuda: this machine has no CUDA device"):
+        train_main(["--phase", "train", "--shards", str(tmp_path), "--out", str(tmp_path / "w"), "--device", "cuda"])
+    with pytest.raises(SystemExit, match="--device cuda: this machine has no CUDA device"):
+        generate_main(["--out", str(tmp_path / "d"), "--device", "cuda"])
+    with pytest.raises(SystemExit, match="device must be cpu, cuda, cuda:N or auto"):
+        train_main(["--phase", "train", "--shards", str(tmp_path), "--out", str(tmp_path / "w"), "--device", "gpu"])

@@ -130,6 +130,8 @@ def run_train_export(args, target_dir: Path, train: bool) -> None:
         args.fuse_layers = ckpt.get("cfg", {}).get("fuse_layers", "")
         args.device = "cpu"
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+    if cfg.torch_device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {cfg.device}: this machine has no CUDA device")
     target = load_target(target_dir, torch.float32, cfg.torch_device).requires_grad_(False)
     if cfg.capture and cfg.capture[-1] >= target.config.num_layers:
         raise ValueError(f"--fuse-layers {cfg.fuse_layers}: the target has layers 0..{target.config.num_layers - 1}")
