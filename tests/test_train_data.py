@@ -281,7 +281,7 @@ def test_generator_rejects_bad_settings(tmp_path):
         parse_worker("half")
 
 
-def test_bf16_shards_join_an_fp32_directory_and_say_their_dtype(tiny_target, tmp_path):
+def test_bf16_shards_join_an_fp32_directory_and_say_their_dtype_and_attention(tiny_target, tmp_path):
     from safetensors import safe_open
 
     run(small_config(tmp_path, num_prompts=2), tiny_target, FakeChat(), STOP, log=lambda *a, **k: None)
@@ -289,9 +289,10 @@ def test_bf16_shards_join_an_fp32_directory_and_say_their_dtype(tiny_target, tmp
     with pytest.raises(ValueError, match="other settings"):  # the prompt count is part of the data's identity
         run(small_config(tmp_path, num_prompts=4, dtype="bf16"), bf16, FakeChat(), STOP)
     shard_path(tmp_path, 0).unlink()  # regenerate shard 0 in bf16 into the fp32 directory
+    bf16.attention_backend = "padded"
     run(small_config(tmp_path, num_prompts=2, dtype="bf16"), bf16, FakeChat(), STOP, log=lambda *a, **k: None)
     with safe_open(str(shard_path(tmp_path, 0)), "pt") as f:
-        assert f.metadata()["dtype"] == "bf16"
+        assert f.metadata()["dtype"] == "bf16" and f.metadata()["attention"] == "padded"
     with safe_open(str(feature_path(tmp_path, 0)), "pt") as f:
         assert f.get_tensor("features").dtype == torch.float16 and f.metadata()["dtype"] == "bf16"
 

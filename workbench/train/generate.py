@@ -43,7 +43,8 @@ tokens, prompts included). With ``--no-features`` only the ids are kept and ``fe
 recomputes the features, one target prefill per sequence. Each file is written to
 ``.tmp`` and renamed into place, so a run killed at any moment (even ``kill -9``) leaves only
 finished shards, and the next run skips them. Every sampled answer has its own seed (shard,
-pass), so a regenerated shard is identical. One progress line per shard: response tokens/s of
+pass), so a regenerated shard is identical (with the same dtype and attention backend, both in
+each shard's metadata). One progress line per shard: response tokens/s of
 this run, totals and the ETA to ``--goal-tokens`` and to the last shard.
 """
 
@@ -323,7 +324,8 @@ def run(cfg: GenConfig, target, chat: Chat, stop_ids: tuple[int, ...], log=print
     prompts = prompts_for(cfg, chat)
     cfg.out.mkdir(parents=True, exist_ok=True)
     num_shards = -(-len(prompts) // cfg.shard_size)
-    meta = {"format": FORMAT, "config": json.dumps(data_identity(cfg, prompts), sort_keys=True), "dtype": cfg.dtype}
+    meta = {"format": FORMAT, "config": json.dumps(data_identity(cfg, prompts), sort_keys=True), "dtype": cfg.dtype,
+            "attention": target.attention_backend}  # both steer bf16 rounding, so a rerun's exact tokens
     check_same_data(cfg.out / "config.json", meta["config"])
     done = totals(cfg.out)
     me, n = cfg.worker  # (``k`` below counts this run's shards)
