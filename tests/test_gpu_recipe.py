@@ -167,3 +167,46 @@ def test_cuda_asked_for_without_cuda_is_a_clear_error(smollm2_dir, tmp_path, cap
         generate_main(["--out", str(tmp_path / "d"), "--device", "cuda"])
     with pytest.raises(SystemExit, match="device must be cpu, cuda, cuda:N or auto"):
         train_main(["--phase", "train", "--shards", str(tmp_path), "--out", str(tmp_path / "w"), "--device", "gpu"])
+
+
+def test_the_gguf_reader_names_dequantizes_and_unpermutes_like_llama_cpp_wrote(tmp_path):
+    """A GGUF written the way llama.cpp's converter writes a Llama (q and k rows permuted per head,
+    one quantized tensor) reads back as our state dict; a tensor it does not know is an error."""
+    import numpy as np
+    from gguf import GGMLQuantizationType, GGUFWriter
+    from gguf.quants import quantize
+
+    from workbench.train.gpu_recipe import gguf_state_dict
+
+    def permute(w, heads):  # llama.cpp's order: each head's two rotary halves interleaved
+        return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+    rng = np.random.default_rng(0)
+    q, k = rng.standard_normal((8, 32)).astype(np.float32), rng.standard_normal((4, 32)).astype(np.float32)
+    emb = rng.standard_normal((5, 32)).astype(np.float32)
+    norm = rng.standard_normal(32).astype(np.float32)
+
+    def write(path, extra=None):
+        w = GGUFWriter(str(path), "llama")
+        w.add_tensor("token_embd.weight", quantize(emb, GGMLQuantizationType.Q8_0), raw_dtype=GGMLQuantizationType.Q8_0)
+        w.add_tensor("blk.0.attn_q.weight", permute(q, 2))
+        w.add_tensor("blk.0.attn_k.weight", permute(k, 1))
+        w.add_tensor("blk.0.attn_norm.weight", norm)
+        if extra:
+            w.add_tensor(extra, norm)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+
+    write(tmp_path / "m.gguf")
+    state = gguf_state_dict(tmp_path / "m.gguf", num_heads=2, num_kv_heads=1)
+    assert sorted(state) == ["model.embed_tokens.weight", "model.layers.0.input_layernorm.weight",
+                             "model.layers.0.self_attn.k_proj.weight", "model.layers.0.self_attn.q_proj.weight"]
+    assert torch.equal(state["model.layers.0.self_attn.q_proj.weight"], torch.from_numpy(q))
+    assert torch.equal(state["model.layers.0.self_attn.k_proj.weight"], torch.from_numpy(k))
+    assert torch.equal(state["model.layers.0.input_layernorm.weight"], torch.from_numpy(norm))
+    torch.testing.assert_close(state["model.embed_tokens.weight"], torch.from_numpy(emb), atol=0.03, rtol=0.02)  # Q8_0
+    write(tmp_path / "odd.gguf", extra="blk.0.attn_qkv.weight")
+    with pytest.raises(ValueError, match="blk.0.attn_qkv.weight is not a Llama weight"):
+        gguf_state_dict(tmp_path / "odd.gguf", num_heads=2, num_kv_heads=1)

