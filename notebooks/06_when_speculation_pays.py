@@ -202,6 +202,75 @@ display(Markdown(
     f"over {RUNS} runs)."))
 
 # %% [markdown]
+# ## How good must the draft be?
+#
+# α above belongs to the shipped head. What would a better draft buy? The engine can draft with
+# the target itself cut short: its first $n$ layers, then its final norm and lm_head (an *early
+# exit*, as self-speculative decoding drafts; `early_exit_trees` in `workbench/engine/oracle.py`).
+# Fewer layers make a worse draft; all of them agree with the target on every token. Each exit
+# drafts the tree the head drafts, at the same contexts, with the same procedure and budget
+# (SGLang's default 8/5/4 here), and the whole target verifies it: greedy, a tree is worth exactly
+# the tokens its step emits. Its **agreement** is how often its most likely token is the
+# target's over the answers; the head's is measured the same way (teacher-forced, as
+# `python -m workbench.train.evaluate --agreement` does).
+
+# %%
+from statistics import mean
+
+from workbench.engine.oracle import early_exit_trees, step_expectation
+from workbench.models.heads import default_draft_dir
+from workbench.train.evaluate import answer_sequences, measure_head
+
+TREE = SpecConfig("eagle2", 5, 4, 8)
+EXITS = (24, 26, 27, 28, 29, wb.target.config.num_layers)
+eng = wb.engine(TREE, SamplingParams(), trace=True)
+eng.add_requests(prompt_ids, 48)
+head_worth, points = [], []
+while not eng.done:
+    for rec in eng.step_records():
+        if rec.kind == "spec":
+            head_worth.append(step_expectation(rec, TREE.num_steps).accept_length)
+            points.append((rec.request, rec.kv.committed_before))  # the context and root of this step's tree
+answers = [(r.prompt_ids, r.output_ids) for r in eng.requests]
+exits = [early_exit_trees(wb.target, [p + o for p, o in answers], [len(p) for p, _ in answers], points, n,
+                          TREE.num_steps, TREE.topk, TREE.num_draft_tokens, SamplingParams()) for n in EXITS]
+head_agreement = measure_head(default_draft_dir(), wb.target,
+                              answer_sequences(wb.target, *map(list, zip(*answers))))["top1"]
+exit_worth = [mean(x.accept_length for x in e.expectations) for e in exits]
+for e, w in zip(exits, exit_worth):
+    print(f"target cut after {e.num_layers:>2} layers: agreement {e.agreement:.3f}, tree worth {w:.2f} tokens per step")
+print(f"the head: agreement {head_agreement:.3f}, tree worth {mean(head_worth):.2f} ({len(points)} steps)")
+
+fig = go.Figure([
+    go.Scatter(x=[e.agreement for e in exits], y=exit_worth, mode="lines+markers+text", name="early exits",
+               text=[f"{e.num_layers} layers" for e in exits], textposition="top center"),
+    go.Scatter(x=[head_agreement], y=[mean(head_worth)], mode="markers", marker=dict(size=14, symbol="star"),
+               name="the shipped head"),
+])
+fig.add_hline(y=TREE.num_steps + 1, line_dash="dot", annotation_text="every level accepted")
+fig.update_layout(title=f"What a draft's agreement buys at the {TREE.num_draft_tokens}/{TREE.num_steps}/{TREE.topk} tree",
+                  height=400, xaxis=dict(title="agreement: its top token is the target's", range=[0, 1.08]),
+                  yaxis_title="tokens per step")
+fig.show()
+
+# %%
+lo, hi = exits[1], exits[-2]
+per_tenth = (exit_worth[-2] - exit_worth[1]) / max(hi.agreement - lo.agreement, 1e-9) / 10
+curve = sorted(zip((e.agreement for e in exits), exit_worth))
+as_exit = float(np.interp(head_agreement, *zip(*curve)))  # an exit of the head's agreement, read off the curve
+compare = "more than" if mean(head_worth) > as_exit else "no more than"
+display(Markdown(
+    f"**Takeaway.** From the exit after {lo.num_layers} layers to the one after {hi.num_layers}, agreement goes "
+    f"{lo.agreement:.2f} → {hi.agreement:.2f} and the tree's worth {exit_worth[1]:.2f} → {exit_worth[-2]:.2f}: "
+    f"about {per_tenth:.2f} tokens per step for each 0.1 of agreement. "
+    f"The head agrees {head_agreement:.2f} and its trees are worth {mean(head_worth):.2f}, {compare} the "
+    f"{as_exit:.2f} an exit of that agreement would be worth (read off the curve). "
+    f"Even the whole target as the draft is worth {exit_worth[-1]:.2f}, not {TREE.num_steps + 1}: it ranks its "
+    f"tree by its own confidence, and {TREE.num_draft_tokens - 1} drafted tokens cannot hold every second guess "
+    f"and the whole spine. These are {len(points)} steps of two short answers; "
+    "`docs/bench/head-training.md` §13 has the same measurement on 20 MT-bench questions at both trees."))
+
+# %% [markdown]
 # ## A batch-size sweep: where the speedup vanishes
 #
 # With $B$ requests decoding together, a plain step is one forward over $B$ tokens and a chain

@@ -6,7 +6,11 @@
   accept length itself;
 * the perfect head's tree equals the same procedure done by brute force, every node's
   distribution from a fresh causal forward of its whole path (so positions and masks are
-  right); greedy, it takes every level.
+  right); greedy, it takes every level;
+* an early-exit draft (the target's first n layers) grows the tree a brute-force rebuild grows,
+  and its expectation is the tree's worth under the whole target; with every layer it is the
+  perfect head, and its agreement counts the answer positions where the exit's argmax is the
+  target's.
 """
 
 import math
@@ -15,10 +19,11 @@ import pytest
 import torch
 
 from helpers import fresh_prefill, random_prompts, tiny_pair
+from workbench.attention.batch import extend_batch
 from workbench.engine.accept import sampling_walk
 from workbench.engine.config import SpecConfig
 from workbench.engine.engine import Engine
-from workbench.engine.oracle import expectation, path_mass, perfect_head_trees, step_expectation
+from workbench.engine.oracle import early_exit_trees, expectation, path_mass, perfect_head_trees, step_expectation
 from workbench.engine.sampling import SamplingParams, target_probs
 from workbench.engine.tree import Candidates, build_tree
 
@@ -109,11 +114,38 @@ def test_perfect_head_scores_are_target_path_probabilities(pair):
         assert e.reach == tuple(sorted(e.reach, reverse=True))
 
 
-def _brute_force_tree(target, context, root, spec, sampling):
-    """The same EAGLE-2 procedure, each node's distribution from a fresh causal forward."""
+def _brute_force_tree(target, context, root, spec, sampling, num_layers=None):
+    """The same EAGLE-2 procedure, each node's distribution from a fresh causal forward: the
+    target's own (the perfect head: 1 + the kept scores), or with ``num_layers`` an early exit's
+    at temperature 1 (then 1 + the kept paths' probabilities under the whole target)."""
     def dist(path):
         _, _, hidden = fresh_prefill(target, context + [root] + path)
         return target_probs(target.logits(hidden[-1:]), sampling)[0]
+
+    if num_layers is not None:
+        def draft(path):
+            tokens = context + [root] + path
+            kv = target.new_kv_pool(len(tokens))
+            batch = extend_batch([tokens], [[]], [list(range(len(tokens)))], [0], "cpu")
+            return torch.softmax(target.logits(target(batch, kv, num_layers=num_layers)[-1:]), -1)[0]
+
+        level = [([], 1.0)]
+        cands = []
+        for _ in range(spec.num_steps):
+            new = []
+            for path, score in level:
+                vals, ids = draft(path).topk(spec.topk)
+                new.extend((path + [int(t)], score * float(v)) for v, t in zip(vals, ids))
+            cands.extend(new)
+            level = sorted(new, key=lambda x: -x[1])[: spec.topk]
+        kept = [p for p, _ in sorted(cands, key=lambda x: -x[1])[: spec.num_draft_tokens - 1]]
+        worth = 1.0
+        for path in kept:  # P(path) under the target: product of its own probabilities along it
+            mass = 1.0
+            for d in range(len(path)):
+                mass *= float(dist(path[:d])[path[d]])
+            worth += mass
+        return worth
 
     level = [([], 1.0)]  # (path, score) of the frontier
     cands = []
@@ -165,3 +197,68 @@ def test_traces_carry_the_expectation_and_the_app_shows_it(pair):
             assert t["accept"]["expected"] == pytest.approx(e.accept_length, abs=1e-4)
             assert t["accept"]["reach"] == pytest.approx(list(e.reach), abs=1e-4)
             assert f"<b>{t['accept']['expected']:.2f}</b> tokens on average" in sampling_html(t)
+
+
+def test_early_exit_with_every_layer_is_the_perfect_head(pair):
+    target, _ = pair
+    sampling = SamplingParams(temperature=1.0)
+    seqs = random_prompts(3, VOCAB, 11, lengths=(9, 12, 7))
+    points = [(0, 4), (1, 11), (2, 2)]
+    spec = SpecConfig("eagle2", 3, 3, 8)
+    every = len(target.model.layers)
+    got = early_exit_trees(target, seqs, [3, 5, 2], points, every, spec.num_steps, spec.topk,
+                           spec.num_draft_tokens, sampling, chunk=2)
+    want = perfect_head_trees(target, seqs, points, spec.num_steps, spec.topk, spec.num_draft_tokens, sampling)
+    assert [e.accept_length for e in got.expectations] == pytest.approx([e.accept_length for e in want], rel=1e-4)
+    assert got.agreement == 1.0 and got.positions == (9 - 3) + (12 - 5) + (7 - 2)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_early_exit_tree_matches_brute_force(pair, temperature):
+    target, _ = pair
+    sampling = SamplingParams(temperature=temperature)
+    seqs = random_prompts(2, VOCAB, 12, lengths=(10, 8))
+    points = [(0, 5), (1, 7), (0, 0)]
+    spec = SpecConfig("eagle2", 3, 2, 5)
+    got = early_exit_trees(target, seqs, [4, 4], points, 1, spec.num_steps, spec.topk, spec.num_draft_tokens,
+                           sampling, chunk=2)
+    for (i, L), e in zip(points, got.expectations):
+        best = _brute_force_tree(target, seqs[i][:L], seqs[i][L], spec, sampling, num_layers=1)
+        assert e.accept_length == pytest.approx(best, rel=1e-4)
+        assert 1.0 <= e.accept_length <= spec.num_steps + 1
+
+
+def test_early_exit_agreement_counts_answer_positions(pair):
+    target, _ = pair
+    seq = random_prompts(1, VOCAB, 13, lengths=(14,))[0]
+    got = early_exit_trees(target, [seq], [6], [(0, 6)], 1, 2, 2, 3, SamplingParams())
+    _, _, full = fresh_prefill(target, seq)
+    kv = target.new_kv_pool(len(seq))
+    short = target(extend_batch([seq], [[]], [list(range(len(seq)))], [0], "cpu"), kv, num_layers=1)
+    rows = slice(5, len(seq) - 1)  # the positions whose next token is one of the answer's 8
+    same = (target.logits(short[rows]).argmax(-1) == target.logits(full[rows]).argmax(-1)).float().mean()
+    assert got.positions == 8 and got.agreement == pytest.approx(float(same))
+    assert 0.0 <= got.agreement < 1.0  # one layer of a random model is not the whole of it
+
+
+def test_forward_num_layers_is_the_residual_after_them_normed(pair):
+    target, _ = pair
+    seq = random_prompts(1, VOCAB, 14, lengths=(9,))[0]
+    _, _, wide = fresh_prefill(target, seq, capture=(0,))
+    kv = target.new_kv_pool(len(seq))
+    short = target(extend_batch([seq], [[]], [list(range(len(seq)))], [0], "cpu"), kv, num_layers=1)
+    hid = target.config.hidden_size
+    assert torch.allclose(short, target.model.norm(wide[:, :hid]), atol=1e-6)
+    with pytest.raises(ValueError, match="num_layers 0"):
+        target(extend_batch([seq], [[]], [list(range(len(seq)))], [0], "cpu"), kv, num_layers=0)
+
+
+def test_early_exit_rejects_bad_input(pair):
+    target, _ = pair
+    every = len(target.model.layers)
+    with pytest.raises(ValueError, match=f"the target has {every} layers"):
+        early_exit_trees(target, [[1, 2, 3]], [1], [(0, 1)], every + 1, 2, 2, 4, SamplingParams())
+    with pytest.raises(ValueError, match="1 answer starts for 2 sequences"):
+        early_exit_trees(target, [[1, 2, 3], [4, 5]], [1], [(0, 1)], 1, 2, 2, 4, SamplingParams())
+    with pytest.raises(ValueError, match="no such sequence position"):
+        early_exit_trees(target, [[1, 2, 3]], [1], [(0, 3)], 1, 2, 2, 4, SamplingParams())

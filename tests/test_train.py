@@ -195,7 +195,9 @@ def test_evaluate_rejects_bad_coverage_and_sampled_agreement(capsys):
                        (["--held-out-answer-tokens", "128"], "add --held-out DATA"),
                        (["--by-source"], "add one of them"), (["--pair-counts", "."], "add --by-source"),
                        (["--agreement", "--by-source", "--pair-counts", "/nonexistent"], "no such directory"),
-                       (["--ceiling", "--methods"], "name at least one")):
+                       (["--ceiling", "--methods"], "name at least one"),
+                       (["--early-exit", "12,x", "--ceiling"], "whole numbers of layers"),
+                       (["--early-exit", "12"], "add --ceiling")):
         with pytest.raises(SystemExit):
             main(argv)
         assert says in capsys.readouterr().err
@@ -227,7 +229,8 @@ def test_evaluate_measures_several_heads_on_the_same_answers_and_says_their_hot_
     assert len(heads) == 2 and "4096 hot draft tokens" in heads[0] and "hot" not in heads[1]
     assert out.count("| linear(1) |") == 2 and out.count("| 2/2 |") == 2  # lossless with either vocabulary
     for argv, says in ((["--head", str(tmp_path / "none")], "no head there"), (["--hot", "-1"], "--hot"),
-                       (["--head", str(bare), "--hot", "8"], "hot_tokens.json")):
+                       (["--head", str(bare), "--hot", "8"], "hot_tokens.json"),
+                       (["--ceiling", "--early-exit", "29,31", "--methods", "linear(1)"], "the target has 30 layers")):
         with pytest.raises(SystemExit):
             main(argv)
         assert says in capsys.readouterr().err
@@ -392,3 +395,14 @@ def test_ceiling_of_a_real_run(tiny):
     for side in ("head", "perfect"):
         assert 1.0 <= hot[side]["tau"] <= spec.num_steps + 1
         assert hot[side]["reach"] == sorted(hot[side]["reach"], reverse=True)
+    # drafts of known quality at the same contexts: greedy, the whole target drafting at
+    # temperature 1 agrees everywhere but its budget need not hold the whole spine; sampled at
+    # temperature 1 it is the perfect head itself
+    every = wb.target.config.num_layers
+    short, whole = ceiling(wb, prompts, spec, 12, exits=(1, every))["early_exits"]
+    assert (short["layers"], whole["layers"]) == (1, every)
+    assert whole["agreement"] == 1.0 and 1.0 <= whole["tau"] <= spec.num_steps + 1
+    assert whole["positions"] == short["positions"] == r["tokens"]  # every answer token, greedy as in run
+    assert 0.0 <= short["agreement"] <= 1.0 and 1.0 <= short["tau"] <= spec.num_steps + 1
+    sampled = ceiling(wb, prompts, spec, 12, temperature=1.0, seed=2, exits=(every,))
+    assert sampled["early_exits"][0]["tau"] == pytest.approx(sampled["perfect"]["tau"], rel=1e-4)

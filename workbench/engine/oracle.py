@@ -21,6 +21,17 @@ the scores are the target's probabilities, computed by target forwards over the 
 the tree mask. Its expected accept length is what the tree budget allows at this temperature,
 whatever the head: the gap between a head's figure and it is what a better head can still win;
 the gap between it and ``num_steps + 1`` is the target's own uncertainty, which no head removes.
+
+**Drafts of known quality.** Between our head and a perfect one, ``early_exit_trees`` drafts with
+the target cut short: its first ``n`` layers, then its final norm and lm_head (an early exit, as
+self-speculative decoding drafts), through the same procedure and budget. Fewer layers make a
+worse draft; with all of them it drafts from the target itself at temperature 1 (sampled at
+temperature 1, the perfect head; greedy, a head with perfect top-1 that still ranks its tree by
+its own confidence). Each tree is then verified by the whole target
+at the same context, so its expectation is what that draft's tree is worth; beside it, how often
+the exit's most likely token is the whole target's over the answers (the measure a head's
+``--agreement`` top-1 gives). Together they trace what accept length a draft of a given
+agreement buys at a tree, measured rather than extrapolated.
 """
 
 from __future__ import annotations
@@ -29,12 +40,14 @@ from dataclasses import dataclass
 
 import torch
 
-from workbench.attention.batch import extend_batch
+from workbench.attention.batch import ForwardBatch, extend_batch
+from workbench.attention.meta import build_meta
 from workbench.engine.draft import grow_tree, scratch_slots_per_step
 from workbench.engine.record import StepRecord
 from workbench.engine.sampling import SamplingParams, target_probs
-from workbench.engine.tree import rerank
+from workbench.engine.tree import build_tree, rerank
 from workbench.kv import SlotAllocator, SlotTable
+from workbench.kv.pool import KVPool
 from workbench.models.llama import TargetModel
 
 
@@ -88,6 +101,41 @@ class _TargetAsHead:
         return torch.log(target_probs(self.target.logits(hidden), self.sampling)), None
 
 
+def _prefill(target: TargetModel, sequences: list[list[int]], points: list[tuple[int, int]], room: int,
+             capture: tuple[int, ...] = ()):
+    """Check the points, then prefill every sequence once into a new pool with ``room`` more
+    slots; returns the allocator, the pool, each sequence's slots and its forward's output."""
+    for i, L in points:
+        if not 0 <= i < len(sequences) or not 0 <= L < len(sequences[i]):
+            raise ValueError(f"point ({i}, {L}): no such sequence position")
+    device = target.lm_head.weight.device
+    allocator = SlotAllocator(sum(len(s) for s in sequences) + room)
+    kv = target.new_kv_pool(allocator.num_slots)
+    slots, out = [], []
+    for seq in sequences:
+        s = allocator.alloc(len(seq))
+        slots.append(s)
+        out.append(target(extend_batch([seq], [[]], [s], [0], device), kv, capture))  # [len, W]
+    return allocator, kv, slots, out
+
+
+def _grown(head, kv: KVPool, allocator: SlotAllocator, slots: list[list[int]], points: list[tuple[int, int]],
+           roots, num_steps: int, topk: int, forward, chunk: int):
+    """The engine's tree growth at each point, ``chunk`` points at a time: the context and root
+    committed (so depth-d nodes sit at L + d), ``roots(part)`` the hidden states that draft level 1.
+    Yields (part, candidates); each chunk's scratch slots are freed before it is yielded."""
+    for start in range(0, len(points), chunk):
+        part = points[start : start + chunk]
+        table = SlotTable(allocator)
+        for b, (i, L) in enumerate(part):
+            table.add_request(b)
+            table.commit(b, slots[i][: L + 1])
+        phase = grow_tree(head, kv, table, list(range(len(part))), roots(part), num_steps, topk, forward=forward)
+        for s in phase.scratch_slots:
+            allocator.free(s)
+        yield part, phase.candidates
+
+
 @torch.no_grad()
 def perfect_head_trees(target: TargetModel, sequences: list[list[int]], points: list[tuple[int, int]],
                        num_steps: int, topk: int, num_draft_tokens: int, sampling: SamplingParams,
@@ -96,35 +144,85 @@ def perfect_head_trees(target: TargetModel, sequences: list[list[int]], points: 
     ``sequences[i][:L]`` (committed), the root ``sequences[i][L]``. Each sequence is prefilled
     once; a point reads the first ``L + 1`` of its slots (causal: a prefix's KV does not depend on
     what follows it), and its tree levels write scratch slots, freed after every ``chunk`` points."""
-    for i, L in points:
-        if not 0 <= i < len(sequences) or not 0 <= L < len(sequences[i]):
-            raise ValueError(f"point ({i}, {L}): no such sequence position")
-    device = target.lm_head.weight.device
-    scratch = scratch_slots_per_step(num_steps, topk)
-    allocator = SlotAllocator(sum(len(s) for s in sequences) + chunk * scratch)
-    kv = target.new_kv_pool(allocator.num_slots)
-    slots, hidden = [], []
-    for seq in sequences:
-        s = allocator.alloc(len(seq))
-        slots.append(s)
-        hidden.append(target(extend_batch([seq], [[]], [s], [0], device), kv))  # [len, H]
-    head = _TargetAsHead(target, sampling)
+    allocator, kv, slots, hidden = _prefill(target, sequences, points, chunk * scratch_slots_per_step(num_steps, topk))
     out = []
-    for start in range(0, len(points), chunk):
-        part = points[start : start + chunk]
-        table = SlotTable(allocator)
-        for b, (i, L) in enumerate(part):
-            table.add_request(b)
-            table.commit(b, slots[i][: L + 1])  # context + root: depth-d nodes sit at L + d
-        h_root = torch.stack([hidden[i][L] for i, L in part])
-        phase = grow_tree(head, kv, table, list(range(len(part))), h_root, num_steps, topk,
-                          forward=lambda _features, batch: target(batch, kv))
-        for s in phase.scratch_slots:
-            allocator.free(s)
-        for c in phase.candidates:
+    for _, candidates in _grown(_TargetAsHead(target, sampling), kv, allocator, slots, points,
+                                lambda part: torch.stack([hidden[i][L] for i, L in part]), num_steps, topk,
+                                lambda _features, batch: target(batch, kv), chunk):
+        for c in candidates:
             kept, _ = rerank(c, num_draft_tokens)
             reach = [0.0] * num_steps
             for k in kept:
                 reach[c.depths[k] - 1] += c.scores[k]
             out.append(Expectation(1.0 + sum(c.scores[k] for k in kept), tuple(min(r, 1.0) for r in reach)))
     return out
+
+
+class _EarlyExitAsHead:
+    """What ``grow_tree`` asks of a head, answered by the target's early exit: log-probabilities
+    at temperature 1 over the full vocabulary, as a draft head drafts whatever the sampling."""
+
+    def __init__(self, target: TargetModel):
+        self.target = target
+
+    def log_probs(self, hidden: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return torch.log_softmax(self.target.logits(hidden), dim=-1), None
+
+
+@dataclass(frozen=True)
+class EarlyExit:
+    """One early-exit draft: the expectation of its tree at each point, and its agreement: the
+    share of answer positions where its most likely token is the whole target's."""
+
+    num_layers: int
+    expectations: list[Expectation]
+    agreement: float
+    positions: int
+
+
+@torch.no_grad()
+def early_exit_trees(target: TargetModel, sequences: list[list[int]], answer_starts: list[int],
+                     points: list[tuple[int, int]], num_layers: int, num_steps: int, topk: int,
+                     num_draft_tokens: int, sampling: SamplingParams, chunk: int = 32) -> EarlyExit:
+    """Draft with the target's first ``num_layers`` layers at each point ``(i, L)`` (as
+    ``perfect_head_trees``), verify each tree with the whole target, and return its expectation
+    under ``sampling``. ``answer_starts[i]``: where sequence i's answer begins; agreement counts
+    the positions that predict an answer token."""
+    n_layers = len(target.model.layers)
+    if not 1 <= num_layers <= n_layers:
+        raise ValueError(f"num_layers {num_layers}: the target has {n_layers} layers")
+    if len(answer_starts) != len(sequences):
+        raise ValueError(f"{len(answer_starts)} answer starts for {len(sequences)} sequences")
+    room = chunk * (scratch_slots_per_step(num_steps, topk) + num_draft_tokens - 1)
+    allocator, kv, slots, out = _prefill(target, sequences, points, room, capture=(num_layers - 1,))
+    hid, device = target.config.hidden_size, target.lm_head.weight.device
+    exit_hidden = [target.model.norm(o[:, :hid]) for o in out]  # [len, H]: what the cut-short target ends with
+    full_hidden = [o[:, hid:] for o in out]
+    agree = positions = 0
+    for seq, start, e, f in zip(sequences, answer_starts, exit_hidden, full_hidden):
+        rows = slice(max(start, 1) - 1, len(seq) - 1)  # the positions whose next token is an answer token
+        agree += int((target.logits(e[rows]).argmax(-1) == target.logits(f[rows]).argmax(-1)).sum())
+        positions += max(0, len(seq) - max(start, 1))
+    expectations = []
+    for part, candidates in _grown(_EarlyExitAsHead(target), kv, allocator, slots, points,
+                                   lambda part: torch.stack([exit_hidden[i][L] for i, L in part]), num_steps, topk,
+                                   lambda _features, batch: target(batch, kv, num_layers=num_layers), chunk):
+        trees = []
+        for (i, L), c in zip(part, candidates):
+            kept, dropped = rerank(c, num_draft_tokens)
+            trees.append(build_tree(sequences[i][L], c, kept, L, dropped))
+        new = [allocator.alloc(t.num_nodes - 1) for t in trees]
+        i64 = dict(dtype=torch.int64, device=device)
+        batch = ForwardBatch(  # the verify: every drafted node, under the tree mask, by the whole target
+            torch.tensor([x for t in trees for x in t.tokens[1:]], **i64),
+            torch.tensor([x for t in trees for x in t.positions[1:]], **i64),
+            torch.tensor([x for n in new for x in n], **i64),
+            build_meta([t.num_nodes - 1 for t in trees], [slots[i][: L + 1] for i, L in part], new,
+                       [t.mask[1:, 1:] for t in trees], device))
+        verified = target(batch, kv).split([t.num_nodes - 1 for t in trees])
+        for (i, L), t, h in zip(part, trees, verified):
+            probs = target_probs(target.logits(torch.cat([full_hidden[i][L : L + 1], h])), sampling).cpu()
+            expectations.append(expectation(t.tokens, t.parents, t.depths, probs, num_steps))
+        for n in new:
+            allocator.free(n)
+    return EarlyExit(num_layers, expectations, agree / max(1, positions), positions)

@@ -120,20 +120,28 @@ class TargetModel(nn.Module):
         return self.rotary(positions, dtype)
 
     @torch.inference_mode()
-    def forward(self, batch: ForwardBatch, kv: KVPool, capture: tuple[int, ...] = ()) -> torch.Tensor:
+    def forward(self, batch: ForwardBatch, kv: KVPool, capture: tuple[int, ...] = (),
+                num_layers: int | None = None) -> torch.Tensor:
         """Returns post-norm hidden states [T, H]; writes K/V of every layer at ``out_slots``.
 
         ``capture`` (layer indices, for a fused draft head): also the residual stream after each
-        of those layers, in front: [T, (len(capture) + 1) * H] = [r_a | r_b | ... | post-norm]."""
+        of those layers, in front: [T, (len(capture) + 1) * H] = [r_a | r_b | ... | post-norm].
+        ``num_layers``: run only the first n layers, then the final norm (an early exit: the
+        target cut short, a draft of known quality for ``engine.oracle``); K/V of those only."""
+        layers = self.model.layers
+        if num_layers is not None:
+            if not 1 <= num_layers <= len(layers):
+                raise ValueError(f"num_layers {num_layers}: the target has {len(layers)} layers")
+            layers = layers[:num_layers]
         x = self.model.embed_tokens(batch.input_ids)  # [T, H]
         cos, sin = self.rope(batch.positions, x.dtype)
         kept = []
-        for i, layer in enumerate(self.model.layers):
+        for i, layer in enumerate(layers):
             x = layer(x, cos, sin, batch, kv, self.attention_backend)
             if i in capture:
                 kept.append(x)
         if len(kept) != len(capture):
-            raise ValueError(f"capture layers {capture}: the target has layers 0..{len(self.model.layers) - 1}")
+            raise ValueError(f"capture layers {capture}: the forward runs layers 0..{len(layers) - 1}")
         return torch.cat([*kept, self.model.norm(x)], dim=-1) if kept else self.model.norm(x)
 
     @torch.inference_mode()

@@ -103,12 +103,14 @@ def run(wb, prompts: list[list[int]], spec: SpecConfig, max_new: int, temperatur
 
 
 def ceiling(wb, prompts: list[list[int]], spec: SpecConfig, max_new: int, temperature: float = 0.0,
-            seed: int = 0) -> dict:
+            seed: int = 0, exits: tuple[int, ...] = ()) -> dict:
     """τ of ``spec`` on ``prompts`` beside its expectation over the coins (exact, from each step's
     tree and verify logits) and the expectation of the tree a perfect head would draft at the same
     contexts (``workbench.engine.oracle``). Means over every verify step; ``reach``: P(the walk
-    accepts a node at depth d), d = 1..num_steps."""
-    from workbench.engine.oracle import perfect_head_trees, step_expectation
+    accepts a node at depth d), d = 1..num_steps. ``exits``: also the target's early exit after
+    each of these numbers of layers as the draft, at the same contexts and budget, with its
+    agreement on the answers (``oracle.early_exit_trees``)."""
+    from workbench.engine.oracle import early_exit_trees, perfect_head_trees, step_expectation
 
     sampling = SamplingParams(temperature=temperature, seed=seed)
     eng = wb.engine(spec, sampling, trace=True)
@@ -127,7 +129,13 @@ def ceiling(wb, prompts: list[list[int]], spec: SpecConfig, max_new: int, temper
         return {"tau": mean(e.accept_length for e in exp),
                 "reach": [mean(e.reach[d] for e in exp) for d in range(spec.num_steps)]}
 
-    return {"steps": len(steps), "tau": tau(steps) or 0.0, "head": summary(head), "perfect": summary(perfect)}
+    early = []
+    for n in exits:
+        e = early_exit_trees(wb.target, seqs, [len(r.prompt_ids) for r in eng.requests], points, n, spec.num_steps,
+                             spec.topk, spec.num_draft_tokens, sampling)
+        early.append({"layers": n, "agreement": e.agreement, "positions": e.positions, **summary(e.expectations)})
+    return {"steps": len(steps), "tau": tau(steps) or 0.0, "head": summary(head), "perfect": summary(perfect),
+            "early_exits": early}
 
 
 def report_ceiling(name: str, c: dict) -> None:
@@ -136,6 +144,17 @@ def report_ceiling(name: str, c: dict) -> None:
     head_reach, perfect_reach = (" / ".join(f"{x:.2f}" for x in r["reach"]) for r in (h, p))
     print(f"| {name} | {c['steps']} | {c['tau']:.2f} | {h['tau']:.2f} | {p['tau']:.2f} | {share:.0%} "
           f"| {head_reach} | {perfect_reach} |", flush=True)
+
+
+def report_early_exits(name: str, c: dict) -> None:
+    """One row per early-exit draft of ``ceiling(..., exits)``, then the head's and the perfect
+    head's rows for the same contexts."""
+    for e in c["early_exits"]:
+        reach = " / ".join(f"{x:.2f}" for x in e["reach"])
+        print(f"| {name} | target cut after {e['layers']} layers | {e['agreement']:.3f} | {e['tau']:.2f} | {reach} |")
+    for label, r, agree in (("the head", c["head"], "`--agreement`"), ("perfect head", c["perfect"], "1.000")):
+        print(f"| {name} | {label} | {agree} | {r['tau']:.2f} | {' / '.join(f'{x:.2f}' for x in r['reach'])} |",
+              flush=True)
 
 
 def tree_use(traces: list[dict]) -> dict:
@@ -398,6 +417,11 @@ def main(argv=None) -> None:
                     help="also, for each method, τ expected over the coins (exact, from each step's tree) beside "
                          "the τ the same tree budget gives a perfect head (one that drafts from the target's own "
                          "distribution) at the same contexts: how much a better head can still win")
+    ap.add_argument("--early-exit", default="", metavar="N,N,...",
+                    help="with --ceiling: also draft with the target cut after each of these numbers of layers "
+                         "(its final norm and lm_head on the residual there), at the same contexts and budget: "
+                         "E[τ] beside how often its top token is the target's on the answers, drafts of known "
+                         "quality between the head and a perfect one")
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args(argv)
     if args.temperature < 0 or args.n < 1 or args.max_new < 1:
@@ -424,6 +448,12 @@ def main(argv=None) -> None:
         ap.error("--agreement measures on greedy answers: leave --temperature at 0")
     if args.ceiling and not args.methods:
         ap.error("--ceiling measures the --methods: name at least one")
+    try:
+        exits = tuple(int(x) for x in args.early_exit.split(",") if x.strip())
+    except ValueError:
+        ap.error(f"--early-exit {args.early_exit!r}: give whole numbers of layers, as 12,18,24")
+    if exits and not args.ceiling:
+        ap.error("--early-exit adds drafts to --ceiling's table: add --ceiling")
     if args.held_out is not None and not args.held_out.is_dir():
         ap.error(f"--held-out {args.held_out}: no such directory")
     if args.hot is not None and args.hot < 0:
@@ -442,6 +472,9 @@ def main(argv=None) -> None:
         wb = Workbench.load(draft=str(heads[0]), dtype=args.dtype, hot_tokens=args.hot)
     except ValueError as err:
         ap.error(str(err))
+    layers = wb.target.config.num_layers
+    if any(not 1 <= n <= layers for n in exits):  # before any run, not after the first one
+        ap.error(f"--early-exit {args.early_exit}: the target has {layers} layers, so each must be 1..{layers}")
     try:
         pairs = None if args.pair_counts is None else response_pair_counts(args.pair_counts)
     except FileNotFoundError as err:
@@ -514,8 +547,18 @@ def main(argv=None) -> None:
             print("| method | verify steps | τ measured | E[τ] head | E[τ] perfect head | head's share of the "
                   "perfect gain | P(reach depth 1..S), head | perfect head |")
             print("|---|---|---|---|---|---|---|---|")
-            for name in args.methods:
-                report_ceiling(name, ceiling(wb, prompts, METHODS[name], args.max_new, args.temperature, args.seed))
+            results = [(name, ceiling(wb, prompts, METHODS[name], args.max_new, args.temperature, args.seed, exits))
+                       for name in args.methods]
+            for name, c in results:
+                report_ceiling(name, c)
+            if exits:
+                print(f"\nDrafts of known quality at the same contexts, {mode}: the target cut after N of its "
+                      f"{wb.target.config.num_layers} layers drafts the tree with the same procedure and budget; "
+                      f"agreement: how often its most likely token is the target's over the answers' positions:")
+                print("| method | draft | agreement | E[τ] | P(reach depth 1..S) |")
+                print("|---|---|---|---|---|")
+                for name, c in results:
+                    report_early_exits(name, c)
         for name, u in uses:
             if u["steps"]:
                 print(f"{name}: {u['steps']} verify steps; top-1 spine {u['spine_depth']:.2f} deep on average; the "
