@@ -259,15 +259,18 @@ per_tenth = (exit_worth[-2] - exit_worth[1]) / max(hi.agreement - lo.agreement, 
 curve = sorted(zip((e.agreement for e in exits), exit_worth))
 as_exit = float(np.interp(head_agreement, *zip(*curve)))  # an exit of the head's agreement, read off the curve
 compare = "more than" if mean(head_worth) > as_exit else "no more than"
+whole = (f"Even the whole target as the draft is worth {exit_worth[-1]:.2f}, not {TREE.num_steps + 1}: it ranks its "
+         f"tree by its own confidence, and {TREE.num_draft_tokens - 1} drafted tokens cannot hold every second guess "
+         "and the whole spine."
+         if exit_worth[-1] < TREE.num_steps + 1 - 1e-6 else
+         f"The whole target as the draft takes every level ({TREE.num_steps + 1} tokens per step).")
 display(Markdown(
     f"**Takeaway.** From the exit after {lo.num_layers} layers to the one after {hi.num_layers}, agreement goes "
     f"{lo.agreement:.2f} → {hi.agreement:.2f} and the tree's worth {exit_worth[1]:.2f} → {exit_worth[-2]:.2f}: "
     f"about {per_tenth:.2f} tokens per step for each 0.1 of agreement. "
     f"The head agrees {head_agreement:.2f} and its trees are worth {mean(head_worth):.2f}, {compare} the "
     f"{as_exit:.2f} an exit of that agreement would be worth (read off the curve). "
-    f"Even the whole target as the draft is worth {exit_worth[-1]:.2f}, not {TREE.num_steps + 1}: it ranks its "
-    f"tree by its own confidence, and {TREE.num_draft_tokens - 1} drafted tokens cannot hold every second guess "
-    f"and the whole spine. These are {len(points)} steps of two short answers; "
+    f"{whole} These are {len(points)} steps of two short answers; "
     "`docs/bench/head-training.md` §13 has the same measurement on 20 MT-bench questions at both trees."))
 
 # %% [markdown]
