@@ -10,12 +10,12 @@ rows are the tokens of one forward: 1 for a decode step, the tree size for a ver
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 import torch.nn.functional as F
 
 from workbench.bench.cost import _time
+from workbench.errors import ArgumentParser, reports_user_errors
+from workbench.flags import positive, positive_list
 
 # (out, in) of a SmolLM2-135M layer's projections (q, k, v, o, gate, up, down) and its lm_head
 LAYER_SHAPES = ((576, 576), (192, 576), (192, 576), (576, 576), (1536, 576), (1536, 576), (576, 1536))
@@ -51,21 +51,20 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(prog="python -m workbench.bench linear", description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=positive_list, default="1,2,4,8,16,32,64,128",
+                   help="comma list of row counts (tokens of one forward)")
+    p.add_argument("--threads", type=positive("--threads"), default=2, help="torch CPU threads")
+    p.add_argument("--repeats", type=positive("--repeats"), default=7, help="timed runs per case (the median is shown)")
+    return p
+
+
+@reports_user_errors
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m workbench.bench linear", description=__doc__.splitlines()[0])
-    p.add_argument("--rows", default="1,2,4,8,16,32,64,128", help="comma list of row counts")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=7)
-    args = p.parse_args(argv)
-    try:
-        rows = [int(x) for x in args.rows.split(",")]
-        if any(r < 1 for r in rows) or args.threads < 1 or args.repeats < 1:
-            raise ValueError
-    except ValueError:
-        p.error(f"--rows takes positive integers separated by commas, got {args.rows!r}; "
-                "--threads and --repeats must be positive")
+    args = build_parser().parse_args(argv)
     torch.set_num_threads(args.threads)
-    print(table(measure(rows, repeats=args.repeats)))
+    print(table(measure(args.rows, repeats=args.repeats)))
     return 0
 
 
