@@ -45,7 +45,6 @@ Evaluation only: these questions are never used for training.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections import Counter
@@ -57,6 +56,7 @@ import torch
 from workbench.bench.specbench import DATA_FILE as QUESTIONS
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
+from workbench.errors import ArgumentParser
 from workbench.metrics import tau
 
 METHODS = {
@@ -368,25 +368,25 @@ def report(label: str, v: dict) -> None:
                           + ("-" if b["top1"] is None else f"{b['top1']:.3f}") for b in v["confidence"]), flush=True)
 
 
-def main(argv=None) -> None:
+def build_parser() -> ArgumentParser:
     from workbench.models.heads import default_draft_dir
-    from workbench.pipeline import Workbench
+    from workbench.pipeline import HOT_TOKENS_DEFAULT
 
-    ap = argparse.ArgumentParser(prog="python -m workbench.train.evaluate", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(prog="python -m workbench.train.evaluate", description=__doc__)
     ap.add_argument("--head", type=Path, nargs="+", default=[default_draft_dir()],
                     help="one or more head directories (default: the shipped head)")
-    ap.add_argument("--dtype", choices=("fp32", "bf16"), default="bf16")
-    ap.add_argument("--questions", type=Path, default=QUESTIONS)
+    ap.add_argument("--dtype", choices=("fp32", "bf16"), default="bf16", help="dtype of the target and the heads")
+    ap.add_argument("--questions", type=Path, default=QUESTIONS, help="MT-bench questions (JSONL)")
     ap.add_argument("-n", type=int, default=20, help="number of questions")
-    ap.add_argument("--max-new", type=int, default=128)
+    ap.add_argument("--max-new", type=int, default=128, help="new tokens per answer at most")
     ap.add_argument("--temperature", type=float, default=0.0,
                     help="0 = greedy (outputs are checked against plain decoding); > 0 samples (seeded, "
                          "lossless in distribution, so outputs are not compared)")
     ap.add_argument("--seed", type=int, default=0, help="sampling seed (with --temperature > 0)")
     ap.add_argument("--hot", type=int, default=None,
                     help="τ: draft only among the N most frequent tokens of each head's hot_tokens.json "
-                         "(default: 4096 where the head has one, as the engine; 0: the full vocabulary)")
+                         f"(default: {HOT_TOKENS_DEFAULT} where the head has one, as the engine; 0: the full "
+                         "vocabulary)")
     ap.add_argument("--methods", nargs="*", default=list(METHODS), choices=list(METHODS),
                     help="τ of these (with no names: no τ at all)")
     ap.add_argument("--held-out", type=Path, default=None, metavar="DATA",
@@ -422,7 +422,14 @@ def main(argv=None) -> None:
                          "(its final norm and lm_head on the residual there), at the same contexts and budget: "
                          "E[τ] beside how often its top token is the target's on the answers, drafts of known "
                          "quality between the head and a perfect one")
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    return ap
+
+
+def main(argv=None) -> None:
+    from workbench.pipeline import Workbench
+
+    ap = build_parser()
     args = ap.parse_args(argv)
     if args.temperature < 0 or args.n < 1 or args.max_new < 1:
         ap.error("--temperature must be >= 0, -n and --max-new >= 1")

