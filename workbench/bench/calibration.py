@@ -48,13 +48,12 @@ def _portable(source: str) -> str:
 
 
 def build_parser() -> ArgumentParser:
-    from workbench.bench.suite import add_subset_args
     from workbench.flags import add_model_args, positive
 
     p = ArgumentParser(prog="python -m workbench.bench calibration", description=__doc__.split("\n\n")[0])
     p.add_argument("--method", default=DEFAULT_METHOD,
                    help="one speculative method: linear:S, eagle2:D/S/K or static:D")
-    add_subset_args(p)
+    specbench.add_subset_args(p)
     p.add_argument("--max-new-tokens", type=positive("--max-new-tokens"), default=DEFAULT_MAX_NEW_TOKENS,
                    help="new tokens per question")
     p.add_argument("--temperature", type=positive("--temperature", float, allow_zero=True), default=0.0,

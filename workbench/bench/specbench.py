@@ -98,3 +98,16 @@ def chat_ids(tokenizer, messages: list[dict]) -> list[int]:
     (the same template ``Workbench.encode`` applies to a single user message)."""
     ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
     return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+
+def add_subset_args(p) -> None:
+    """The flags that pick the questions a benchmark runs (``select``) onto parser ``p``."""
+    from workbench.flags import positive
+
+    p.add_argument("--subset", choices=SUBSETS, default="quick",
+                   help="quick: one question of each of the six Spec-Bench tasks; mtbench: MT-bench "
+                        "first turns; all: 480 questions, MT-bench with both turns")
+    p.add_argument("--per-category", type=positive("--per-category"),
+                   help="questions per task (quick, default 1) or per MT-bench category (mtbench, default 10)")
+    p.add_argument("--limit", type=positive("--limit"), help="run only the first N questions of the subset "
+                   "(default: all of them)")

@@ -203,23 +203,10 @@ def add_bench_parser(sub) -> None:
     p.set_defaults(func=cmd_bench)
 
 
-def add_subset_args(p: argparse.ArgumentParser) -> None:
-    """Which Spec-Bench questions a benchmark runs (``specbench.select``)."""
-    from workbench.flags import positive
-
-    p.add_argument("--subset", choices=specbench.SUBSETS, default="quick",
-                   help="quick: one question of each of the six Spec-Bench tasks; mtbench: MT-bench "
-                        "first turns; all: 480 questions, MT-bench with both turns")
-    p.add_argument("--per-category", type=positive("--per-category"),
-                   help="questions per task (quick, default 1) or per MT-bench category (mtbench, default 10)")
-    p.add_argument("--limit", type=positive("--limit"), help="run only the first N questions of the subset "
-                   "(default: all of them)")
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from workbench.flags import add_model_args, positive
 
-    add_subset_args(p)
+    specbench.add_subset_args(p)
     p.add_argument("--methods", default=DEFAULT_METHODS,
                    help="comma list of vanilla, linear:S, eagle2:D/S/K, eagle2:best, static:D, hf-greedy, hf-pld")
     p.add_argument("--best", help="use this D/S/K tree as eagle2:best instead of tuning (default: tune)")
