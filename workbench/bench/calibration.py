@@ -60,7 +60,7 @@ def build_parser() -> ArgumentParser:
                    help="sampling temperature; 0 = greedy")
     p.add_argument("--out", help="write {meta, table} JSON here (default: print it)")
     p.add_argument("--png", metavar="DIR", help="also draw reliability.png and calibration-depth.png there "
-                   "(the app's figures; needs Chromium for kaleido)")
+                   "(the app's figures; needs Chromium for kaleido; default: no figures)")
     add_model_args(p)
     return p
 

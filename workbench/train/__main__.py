@@ -49,7 +49,7 @@ def build_parser() -> ArgumentParser:
     ap.add_argument("--threads", type=int, default=None, help="torch threads for training (default: torch's)")
     ap.add_argument("--minutes", type=float, default=None,
                     help="train for at most this long: then validate, checkpoint and export the head as it is "
-                         "(its schedule cut short; --resume continues)")
+                         "(its schedule cut short; --resume continues; default: the whole schedule)")
     ap.add_argument("--val", type=int, default=24, help="held-out sequences for the validation loss")
     ap.add_argument("--hot", type=int, default=8192, help="length of the exported hot-token list")
     ap.add_argument("--shards", type=Path, default=None,

@@ -390,7 +390,7 @@ def build_parser() -> ArgumentParser:
     ap.add_argument("--methods", nargs="*", default=list(METHODS), choices=list(METHODS),
                     help="τ of these (with no names: no τ at all)")
     ap.add_argument("--held-out", type=Path, default=None, metavar="DATA",
-                    help="also the held-out top-1 on this workbench.train.generate directory")
+                    help="also the held-out top-1 on this workbench.train.generate directory (default: none)")
     ap.add_argument("--held-out-tokens", type=int, default=None,
                     help="with --held-out: the shards up to this many training response tokens (default: all)")
     ap.add_argument("--held-out-answer-tokens", type=int, default=None, metavar="N",
@@ -409,7 +409,7 @@ def build_parser() -> ArgumentParser:
                          "comes from (copies a token pair of the prompt, repeats one of the answer, or new)")
     ap.add_argument("--pair-counts", type=Path, default=None, metavar="DATA",
                     help="with --by-source: also split each source by how often its token pair occurs in the "
-                         "answers of this workbench.train.generate directory (unseen, 1-19 times, 20+)")
+                         "answers of this workbench.train.generate directory (unseen, 1-19 times, 20+; default: none)")
     ap.add_argument("--tree-use", action="store_true",
                     help="also, for each tree method, where its accepted paths go: the depth of the top-1 "
                          "spine, how often the accepted path leaves it, and the τ of the spine alone")
@@ -421,7 +421,7 @@ def build_parser() -> ArgumentParser:
                     help="with --ceiling: also draft with the target cut after each of these numbers of layers "
                          "(its final norm and lm_head on the residual there), at the same contexts and budget: "
                          "E[τ] beside how often its top token is the target's on the answers, drafts of known "
-                         "quality between the head and a perfect one")
+                         "quality between the head and a perfect one (default: none)")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     return ap
 
