@@ -106,7 +106,8 @@ def build_parser() -> ArgumentParser:
     gen.add_argument("--batch-size", type=positive("--batch-size"), default=1,
                      help="prompts decoded together (seconds and tok/s are then per batch)")
     gen.add_argument("--json", action="store_true", help="one JSON object per prompt on stdout")
-    gen.add_argument("--trace", type=new_file, help="write every step trace (JSONL) to this file, in a folder that exists (default: no trace)")
+    gen.add_argument("--trace", type=new_file,
+                     help="write every step trace (JSONL) to this file, in a folder that exists (default: no trace)")
     gen.set_defaults(func=cmd_generate)
     add_bench_parser(sub)
     return parser

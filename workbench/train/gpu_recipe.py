@@ -432,7 +432,8 @@ def build_parser() -> ArgumentParser:
     r = sub.add_parser("run", help="on the GPU machine: join, convert, generate, train, export")
     r.add_argument("--parts", type=Path, nargs="+", default=None,
                    help="the part folders in pack's order (a, then b) (default: --target, else the local model)")
-    r.add_argument("--target", type=Path, default=None, help="a converted model directory (skips the parts; default: none)")
+    r.add_argument("--target", type=Path, default=None,
+                   help="a converted model directory (skips the parts; default: none)")
     r.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "bench_out/gpu-head")),
                    help="what comes back: head/, log.jsonl, run.log, report.json (default: $OUT)")
     r.add_argument("--work", type=Path, default=Path("/tmp/wb-gpu-work"), help="data and checkpoints (not returned)")
