@@ -27,6 +27,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--dtype", default="auto", choices=["auto", "bf16", "fp32"])
     p.add_argument("--target", default=None, help="local HF model directory (default: SmolLM2-135M-Instruct)")
     p.add_argument("--draft", default=None, help="draft head directory, or random[:SEED]")
+    p.add_argument("--linear-order", default="auto", choices=["auto", "weight-left", "plain"],
+                   help="few-row fp32 CPU linear order: auto (default: measured on this CPU once) or forced")
     return p.parse_args(argv)
 
 
@@ -41,7 +43,7 @@ def main(argv=None) -> None:
         raise SystemExit(f"error: {err}") from None
     from workbench.app.load import load_workbench
 
-    wb, info = load_workbench(args.target, args.draft, args.dtype)
+    wb, info = load_workbench(args.target, args.draft, args.dtype, linear_order=args.linear_order)
     print(f"[app] serving on http://{host}:{port}", file=sys.stderr, flush=True)
     launch(build_app(wb, info), host, port)
 

@@ -13,6 +13,7 @@ import argparse
 from workbench.engine.config import (CHAIN_RULES, DEFAULT_NUM_DRAFT_TOKENS, DEFAULT_NUM_STEPS, DEFAULT_TOPK,
                                      METHODS, SpecConfig)
 from workbench.attention import BACKENDS
+from workbench.cpu_choices import LINEAR_ORDERS
 from workbench.engine.sampling import SamplingParams
 from workbench.errors import UserError
 from workbench.pipeline import HOT_TOKENS_DEFAULT
@@ -44,6 +45,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
     p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
                    help="replay decode and verify from CUDA graphs (default: on with CUDA and --attention triton)")
+    p.add_argument("--linear-order", choices=LINEAR_ORDERS, default="auto",
+                   help="order of the few-row fp32 CPU linear products: auto (default: time F.linear against "
+                        "(W @ x^T)^T on this CPU once, cached per CPU model and torch version), or force "
+                        "weight-left or plain (F.linear)")
     p.add_argument("--hot-tokens", type=positive("--hot-tokens", int, allow_zero=True),
                    help=f"draft among the N most frequent tokens of the head's hot_tokens.json (default "
                         f"{HOT_TOKENS_DEFAULT} where the head has that file, as the shipped one does; "

@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"calibration needs a speculative method (linear:S, eagle2:D/S/K, static:D), "
                              f"got {args.method}")
         questions = specbench.select(specbench.load_questions(), args.subset, args.per_category)[: args.limit]
-        wb = Workbench.load(args.target, args.draft, args.dtype, args.device, args.attention, True, args.hot_tokens)
+        wb = Workbench.load(args.target, args.draft, args.dtype, args.device, args.attention, True, args.hot_tokens, linear_order=args.linear_order)
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

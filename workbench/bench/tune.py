@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     grid = [parse_tree(g) for g in args.grid.split(",") if g.strip()]
-    wb = Workbench.load(args.target, args.draft, args.dtype, args.device, args.attention, hot_tokens=args.hot_tokens)
+    wb = Workbench.load(args.target, args.draft, args.dtype, args.device, args.attention, hot_tokens=args.hot_tokens, linear_order=args.linear_order)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     costs = measure_costs(wb)
     log(f"tune: verify cost {[(c['tokens'], c['ms']) for c in costs['verify']]}")
