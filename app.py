@@ -37,6 +37,8 @@ def build_parser() -> ArgumentParser:
                    help="auto: bf16 where the CPU computes it natively, else fp32")
     p.add_argument("--target", help="local HF model directory (default: SmolLM2-135M-Instruct)")
     p.add_argument("--draft", type=_draft, help="draft head directory, or random[:SEED] (default: the shipped head)")
+    p.add_argument("--linear-order", default="auto", choices=["auto", "weight-left", "plain"],
+                   help="few-row fp32 CPU linear order: auto (default: measured on this CPU once) or forced")
     return p
 
 
@@ -57,7 +59,7 @@ def main(argv=None) -> int:
     from workbench.app.load import load_workbench
 
     try:
-        wb, info = load_workbench(args.target, args.draft, args.dtype)
+        wb, info = load_workbench(args.target, args.draft, args.dtype, linear_order=args.linear_order)
     except (ValueError, FileNotFoundError) as err:
         raise UserError(str(err)) from None
     print(f"[app] serving on http://{host}:{port}", file=sys.stderr, flush=True)

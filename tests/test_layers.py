@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("kv and attention", ("kv", "attention")),
     ("models", ("models",)),
     ("engine", ("engine",)),
-    ("pipeline", ("store", "pipeline", "flags", "testing")),
+    ("pipeline", ("store", "cpu_choices", "pipeline", "flags", "testing")),
     ("tools", ("bench", "train", "viz", "app")),
     ("notebook helpers", ("lessons",)),
     ("command line", ("cli",)),

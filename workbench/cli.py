@@ -55,7 +55,8 @@ def cmd_generate(args) -> int:
             check_context(spec, wb.target.config.max_position_embeddings, len(ids), args.max_new_tokens)
         except ValueError as err:
             raise UserError(f"prompt {it['id']!r}: {err}") from None
-    print(f"target {wb.target_dir} ({args.dtype}), draft {wb.draft_source}, {spec.describe()}", file=sys.stderr)
+    print(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}, {spec.describe()}", file=sys.stderr)
+    print(wb.linear_order.describe(), file=sys.stderr)
     if args.cuda_graphs and (wb.target.lm_head.weight.device.type != "cuda" or wb.target.attention_backend != "triton"):
         raise UserError("--cuda-graphs needs a CUDA device and the triton attention backend")
     wb.cuda_graphs = args.cuda_graphs

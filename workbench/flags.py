@@ -21,6 +21,7 @@ from workbench.engine.config import (CHAIN_RULES, DEFAULT_NUM_DRAFT_TOKENS, DEFA
                                      METHODS, SpecConfig)
 from workbench.attention import BACKENDS
 from workbench.device import DTYPE_CHOICES
+from workbench.cpu_choices import LINEAR_ORDERS
 from workbench.engine.sampling import SamplingParams
 from workbench.errors import UserError
 from workbench.models.heads import default_draft_dir, load_hot_tokens
@@ -122,6 +123,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", type=device_name, help="cpu, cuda or cuda:N (default: cuda when available)")
     p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
                    help="replay decode and verify from CUDA graphs (default: on with CUDA and --attention triton)")
+    p.add_argument("--linear-order", choices=LINEAR_ORDERS, default="auto",
+                   help="order of the few-row fp32 CPU linear products: auto (default: time F.linear against "
+                        "(W @ x^T)^T on this CPU once, cached per CPU model and torch version), or force "
+                        "weight-left or plain (F.linear)")
     p.add_argument("--hot-tokens", type=positive("--hot-tokens", int, allow_zero=True),
                    help=f"draft among the N most frequent tokens of the head's hot_tokens.json (default "
                         f"{HOT_TOKENS_DEFAULT} where the head has that file, as the shipped one does; "
@@ -182,6 +187,6 @@ def load_from_args(args, need_draft: bool = True) -> Workbench:
         check_hot_tokens(args.hot_tokens, args.draft)
     try:
         return Workbench.load(args.target, args.draft, args.dtype, args.device, args.attention, need_draft,
-                              args.hot_tokens)
+                              args.hot_tokens, linear_order=args.linear_order)
     except (ValueError, FileNotFoundError) as err:
         raise UserError(str(err)) from None

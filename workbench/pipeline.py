@@ -16,11 +16,13 @@ from pathlib import Path
 import torch
 
 from workbench.attention.selfcheck import SelfCheck, choose_attention_backend
+from workbench.cpu_choices import choose_linear_order
 from workbench.device import default_device, resolve_dtype
 from workbench.engine.config import SpecConfig
 from workbench.engine.engine import Engine
 from workbench.engine.sampling import SamplingParams
 from workbench.models.draft import DraftHead, load_draft, random_head
+from workbench.models.linear import LinearOrder, apply_linear_order
 from workbench.models.llama import TargetModel
 from workbench.models.loading import load_target, parse_dtype
 
@@ -37,18 +39,21 @@ class Workbench:
     target_dir: Path
     dtype_name: str
     attention: SelfCheck | None = None  # which attention backend runs, and why (start-up self-check)
+    linear_order: LinearOrder = LinearOrder()  # few-row fp32 CPU linear order, and how it was chosen
     cuda_graphs: bool | None = None  # replay decode/verify from CUDA graphs; None = where possible
 
     @classmethod
     def load(cls, target: str | None = None, draft: str | None = None, dtype: str = "fp32",
              device: str | None = None, attention: str | None = None, need_draft: bool = True,
-             hot_tokens: int | None = None) -> "Workbench":
+             hot_tokens: int | None = None, linear_order: str = "auto") -> "Workbench":
         """``attention``: ``torch`` or ``triton`` (default: ``default_backend(device)``); ``triton``
         is checked against the reference on this device first and replaced by ``torch`` (with one
         line on stderr) if it fails. ``hot_tokens``: draft only among the N most frequent tokens of the head's
         training responses, from ``hot_tokens.json`` beside its weights (None = the default,
         HOT_TOKENS_DEFAULT where the head has such a list; 0 = the full vocabulary; N > 0 for a head
-        without a list is an error). Verification always uses the full vocabulary."""
+        without a list is an error). Verification always uses the full vocabulary.
+        ``linear_order``: ``auto`` (measured on this CPU, ``workbench.cpu_choices``), ``weight-left``
+        or ``plain``."""
         from transformers import AutoTokenizer
 
         from workbench import store
@@ -71,11 +76,16 @@ class Workbench:
         head, source = (None, "none") if not need_draft else _load_head(draft, model, target is None)
         if head is not None and not (draft is None and source.startswith("random")):  # not the shipped list
             source += _apply_hot_tokens(head, hot_tokens, draft)
-        return cls(model, tokenizer, head, source, Path(target_dir), dtype, check)
+        order = choose_linear_order(linear_order, model)
+        for module in (model, head):
+            if module is not None:
+                apply_linear_order(module, order)
+        return cls(model, tokenizer, head, source, Path(target_dir), dtype, check, order)
 
     def with_draft(self, draft: str, hot_tokens: int | None = None) -> "Workbench":
         """The same target (not loaded again) with another head directory, hot tokens as ``load``."""
         head, source = load_draft(draft, self.target), str(draft)
+        apply_linear_order(head, self.linear_order)
         return replace(self, draft=head, draft_source=source + _apply_hot_tokens(head, hot_tokens, draft))
 
     @property

@@ -7,6 +7,7 @@ Each run is a fresh Engine with tracing on; everything shown comes from those tr
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, replace
 
 import gradio as gr
@@ -15,7 +16,9 @@ from workbench.app import explain
 from workbench.app.state import Settings
 from workbench.app.views import error
 from workbench.engine.config import MAX_STEPS, SpecConfig
+from workbench.engine.frameworks import FRAMEWORKS, framework_flags
 from workbench.viz.compare import cost_figure, summary_html, tau_figure, tokens_figure
+from workbench.viz.html import note, table
 from workbench.viz.style import empty_figure
 from workbench.viz.tree import tree_figure
 
@@ -64,6 +67,19 @@ def measure_cost(wb, prefix_len: int) -> list[dict] | None:
     except ImportError:
         return None
     return measure_verify_cost(wb.target, sizes=COST_SIZES, prefix_len=prefix_len, repeats=3, warmup=1)
+
+
+def elsewhere_html(configs: dict[str, SpecConfig]) -> str:
+    """The speculative settings on screen as SGLang flags, a vLLM ``speculative_config`` and
+    EAGLE's arguments, one row each, so a setting found here can be taken to a serving engine."""
+    rows = [[f"<b>{html.escape(name)}</b>", *(f"<code>{html.escape(framework_flags(spec)[f])}</code>"
+                                             for f in FRAMEWORKS)]
+            for name, spec in configs.items() if spec.speculative]
+    return ("<h4>The same settings in SGLang, vLLM and the EAGLE repository</h4>"
+            + table(["method", *FRAMEWORKS], rows, [{"method": n} for n, s in configs.items() if s.speculative],
+                    name="elsewhere")
+            + note("SGLang's num_steps, topk and num_draft_tokens are ours one to one; EAGLE's depth is num_steps "
+                   "- 1; vLLM verifies a chain or one fixed tree (no dynamic tree)."))
 
 
 TREES = ("linear", "eagle2", "static")  # the structures drawn at one step
@@ -134,8 +150,8 @@ def run_compare(wb, *values):
         measured = measure_cost(wb, len(ids) + max_new // 2)
     res = CompareResult(runs, measured)
     shortest = min(len(runs[name]["traces"]) for name in TREES)
-    note = "" if measure and measured is not None else " (verify cost not measured)"
-    yield (res, f"Done: {len(runs)} runs of up to {max_new} tokens{note}.", summary_html(runs),
+    unmeasured = "" if measure and measured is not None else " (verify cost not measured)"
+    yield (res, f"Done: {len(runs)} runs of up to {max_new} tokens{unmeasured}.", summary_html(runs) + elsewhere_html(todo),
            tau_figure(runs), tokens_figure(runs), cost_figure(runs, measured),
            gr.Slider(minimum=1, maximum=max(2, shortest), value=min(2, shortest), interactive=shortest > 1),
            *structures(res, min(2, shortest)))

@@ -16,7 +16,8 @@ def default_draft() -> str | None:
     return None if (default_draft_dir() / "config.json").exists() else "random"
 
 
-def load_workbench(target: str | None = None, draft: str | None = None, dtype: str = "auto", say=None):
+def load_workbench(target: str | None = None, draft: str | None = None, dtype: str = "auto", say=None,
+                   linear_order: str = "auto"):
     """(Workbench, one line for the page: what was loaded and how long it took). ``say(msg)``
     gets progress lines (default: stderr). Without ``target`` and ``draft``: the default model
     and the shipped head, or a random head (with a warning) where none was trained yet."""
@@ -30,8 +31,8 @@ def load_workbench(target: str | None = None, draft: str | None = None, dtype: s
         if draft == "random":
             say("no trained draft head in this checkout: using a random head (few drafts will be accepted)")
     say(f"loading target {target or '(default)'} in {dtype}, its tokenizer, draft head {draft or '(shipped)'}")
-    wb = Workbench.load(target=target, draft=draft, dtype=dtype)
-    say(f"loaded {wb.target_dir.name}; draft head: {wb.draft_source}")
+    wb = Workbench.load(target=target, draft=draft, dtype=dtype, linear_order=linear_order)
+    say(f"loaded {wb.target_dir.name}; draft head: {wb.draft_source}; {wb.linear_order.describe()}")
     backend = wb.attention.backend if wb.attention is not None else wb.target.attention_backend
     if wb.attention is not None:
         say(wb.attention.message)
@@ -41,6 +42,6 @@ def load_workbench(target: str | None = None, draft: str | None = None, dtype: s
     head = re.sub(r"^/\S*/", "", wb.draft_source)  # the head's directory name, not its full path
     fallback = "" if wb.attention is None or wb.attention.ok else " (Triton kernel failed its self-check)"
     info = (f"Target `{wb.target_dir.name}` ({wb.dtype_name}) · draft head: `{head}` · "
-            f"attention: `{backend}`{fallback} · "
+            f"attention: `{backend}`{fallback} · {wb.linear_order.describe()} · "
             f"loaded in {time.perf_counter() - t0:.1f} s")
     return wb, info

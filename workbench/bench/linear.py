@@ -1,21 +1,20 @@
-"""Few-row linear layers on this CPU: ``F.linear(x, W)`` against ``(W @ x^T)^T``.
+"""Few-row linear layers on this CPU: ``F.linear(x, W)`` against ``(W @ x^T)^T``, and the choice.
 
     python -m workbench.bench linear [--rows 1,2,4,8,16,32,64,128] [--threads 2]
 
 For SmolLM2's shapes (a layer's seven projections, and the 49152 x 576 lm_head), fp32, median ms
 over repeats, each weight a separate tensor so it is read from memory as in a real forward. The
-rows are the tokens of one forward: 1 for a decode step, the tree size for a verify.
-``workbench.models.linear`` uses the second order for the rows where it measured faster here.
+rows are the tokens of one forward: 1 for a decode step, the tree size for a verify. The last
+line is the order ``--linear-order auto`` picks from these timings (``workbench.models.linear``).
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-from workbench.bench.cost import _time
 from workbench.errors import ArgumentParser, reports_user_errors
 from workbench.flags import positive, positive_list
+from workbench.models.linear import LinearOrder, decide, time_orders
 
 # (out, in) of a SmolLM2-135M layer's projections (q, k, v, o, gate, up, down) and its lm_head
 LAYER_SHAPES = ((576, 576), (192, 576), (192, 576), (576, 576), (1536, 576), (1536, 576), (576, 1536))
@@ -27,19 +26,18 @@ def measure(rows: list[int], layers: int = 30, repeats: int = 7, seed: int = 0) 
     gen = torch.Generator().manual_seed(seed)
     weights = [torch.randn(shape, generator=gen) for _ in range(layers) for shape in LAYER_SHAPES]
     head = torch.randn(LM_HEAD, generator=gen)
-    out = []
-    for m in rows:
-        xs = {w.shape[1]: torch.randn(m, w.shape[1], generator=gen) for w in weights}
-        x_head = torch.randn(m, LM_HEAD[1], generator=gen)
-        out.append({
-            "rows": m,
-            "layers_linear_ms": _time(lambda: [F.linear(xs[w.shape[1]], w) for w in weights], repeats, 1),
-            "layers_weight_left_ms": _time(
-                lambda: [(w @ xs[w.shape[1]].t()).t().contiguous() for w in weights], repeats, 1),
-            "lm_head_linear_ms": _time(lambda: F.linear(x_head, head), repeats, 1),
-            "lm_head_weight_left_ms": _time(lambda: (head @ x_head.t()).t().contiguous(), repeats, 1),
-        })
-    return out
+    body, top = time_orders(weights, tuple(rows), repeats), time_orders([head], tuple(rows), repeats)
+    return [{"rows": b["rows"], "layers_linear_ms": b["linear_ms"], "layers_weight_left_ms": b["weight_left_ms"],
+             "lm_head_linear_ms": h["linear_ms"], "lm_head_weight_left_ms": h["weight_left_ms"]}
+            for b, h in zip(body, top)]
+
+
+def choice(results: list[dict]) -> LinearOrder:
+    """The order ``auto`` takes from these timings: the whole forward (layers + lm_head) decides."""
+    totals = [{"rows": r["rows"], "linear_ms": r["layers_linear_ms"] + r["lm_head_linear_ms"],
+               "weight_left_ms": r["layers_weight_left_ms"] + r["lm_head_weight_left_ms"]}
+              for r in results if r["rows"] >= 2]
+    return LinearOrder(decide(totals), "measured here just now")
 
 
 def table(results: list[dict]) -> str:
@@ -56,15 +54,20 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--rows", type=positive_list, default="1,2,4,8,16,32,64,128",
                    help="comma list of row counts (tokens of one forward)")
     p.add_argument("--threads", type=positive("--threads"), default=2, help="torch CPU threads")
-    p.add_argument("--repeats", type=positive("--repeats"), default=7, help="timed runs per case (the median is shown)")
+    p.add_argument("--repeats", type=positive("--repeats"), default=7, help="timed repeats per cell, median kept")
     return p
 
 
 @reports_user_errors
 def main(argv: list[str] | None = None) -> int:
+    from workbench.cpu_choices import cpu_model
+
     args = build_parser().parse_args(argv)
     torch.set_num_threads(args.threads)
-    print(table(measure(args.rows, repeats=args.repeats)))
+    results = measure(args.rows, repeats=args.repeats)
+    print(f"{cpu_model()}, torch {torch.__version__}, {args.threads} threads, fp32\n")
+    print(table(results))
+    print(f"\nchoice: {choice(results).describe()}")
     return 0
 
 

@@ -116,7 +116,7 @@ def markdown(result: dict) -> str:
         "# Spec-Bench benchmark", "",
         f"`{m['command']}` — {m['date']}, {mach['cpu']} ({mach['cores']} cores, {mach['torch_threads']} torch "
         f"threads, {mach['cuda'] or 'no GPU'}), {m['dtype']}, {m['questions']} questions ({m['subset']}), "
-        f"{m['max_new_tokens']} new tokens, draft {m['draft']}. Wall time {m['wall_s']:.0f} s. Load average "
+        f"{m['max_new_tokens']} new tokens, draft {m['draft']}, {mach.get('linear_order', 'few-row linear: not recorded')}. Wall time {m['wall_s']:.0f} s. Load average "
         f"{mach['load_average_start']} at start, {mach.get('load_average_end')} at the end.", "",
         "Speedup = mean over questions of tokens/s, over the baseline's (Spec-Bench). Temperature 0 "
         f"everywhere except τ (T=1), on {m['tau_questions']} questions × {m.get('tau_max_new_tokens')} new tokens. "

@@ -178,8 +178,9 @@ def _round(x, nd: int = 3):
 def machine_info(threads: int) -> dict:
     import torch
 
-    cpu = next((ln.split(":", 1)[1].strip() for ln in _read("/proc/cpuinfo").splitlines()
-                if ln.startswith("model name")), platform.processor())
+    from workbench.cpu_choices import cpu_model
+
+    cpu = cpu_model()
     flags = next((ln.split(":", 1)[1].split() for ln in _read("/proc/cpuinfo").splitlines()
                   if ln.startswith("flags")), [])
     return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": threads, "torch": torch.__version__,
@@ -258,6 +259,7 @@ def cmd_bench(args) -> int:
         raise UserError(f"--calibration {args.calibration}: not among --methods (or auto / none)")
     wb = load_from_args(args, speculative)
     info = machine_info(args.threads)
+    info["linear_order"] = wb.linear_order.describe()
     log(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}; {len(questions)} questions "
         f"({args.subset}); load average {info['load_average_start']}")
     hf_model = None

@@ -14,7 +14,9 @@ extra tokens accepted stop paying for the extra tokens verified. Steps:
 3. **Measure.** Run each remaining tree, and plain decoding, on a few short prompts (not
    Spec-Bench's: those are for evaluation) and keep the tree with the best tokens/s.
 
-``python -m workbench.bench tune [--dtype bf16] [--grid 8/5/4,12/5/4]`` prints the result as JSON.
+``python -m workbench.bench tune [--dtype bf16] [--grid 8/5/4,12/5/4]`` prints the result as JSON,
+with the best tree as SGLang flags, a vLLM ``speculative_config`` and EAGLE's arguments
+(``workbench.engine.frameworks``), to take the setting to a serving engine.
 Trees are written ``D/S/K`` = ``num_draft_tokens/num_steps/topk`` throughout the benchmark.
 """
 
@@ -27,6 +29,7 @@ from statistics import mean
 
 from workbench.bench.cost import measure_draft_cost, measure_verify_cost
 from workbench.engine.config import SpecConfig
+from workbench.engine.frameworks import framework_flags
 from workbench.engine.sampling import SamplingParams
 from workbench.errors import ArgumentParser, reports_user_errors
 from workbench.metrics import predicted_speedup, speedup, tau
@@ -174,5 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     costs = measure_costs(wb)
     log(f"tune: verify cost {[(c['tokens'], c['ms']) for c in costs['verify']]}")
     result = search(wb, costs, args.grid, args.max_new_tokens, args.max_trees, log)
+    result["best_elsewhere"] = framework_flags(parse_tree(result["best"]))
+    for name, flags in result["best_elsewhere"].items():
+        log(f"tune: best tree {result['best']} in {name}: {flags}")
     print(json.dumps({"costs": costs, "tune": result}, indent=1))
     return 0

@@ -1,37 +1,73 @@
-"""``y = x W^T + b`` for the few-row products of decoding and verification on a CPU.
+"""``y = x W^T + b`` for the few-row products of decoding and verification, in the order this CPU
+runs faster.
 
 Decode, verify and draft run a linear layer on a handful of rows (1 to a few dozen tokens)
-against a large weight: the product is bound by reading ``W`` from memory, once. On a CPU,
-``F.linear`` with a few rows can read it far less efficiently than that: on this project's 2-core
-AVX2 machine, SmolLM2's lm_head (49152 x 576, fp32) took 23.5 ms for 2 rows and 23.2 ms for 8,
-against 9.9 ms for 1 row. The same product the other way round, ``(W @ x^T)^T``, puts the large
-matrix on the left where the BLAS streams it: 6.5 ms and 14.2 ms
-(``python -m workbench.bench linear`` measures both on your machine; the layers' smaller
-projections gain at 2-4 rows and tie from 8 to 16).
+against a large weight: the product is bound by reading ``W`` from memory, once. How well the CPU
+BLAS does that with ``F.linear`` depends on the CPU, and so does whether the same product the
+other way round, ``(W @ x^T)^T`` (the large matrix on the left, where some BLAS builds stream it),
+is faster:
+
+* 2-core AMD EPYC with AVX2 only: SmolLM2's lm_head (49152 x 576, fp32) took 23.5 ms for 2 rows
+  with ``F.linear`` and 6.5 ms the other way round;
+* 2-core Intel Xeon with AMX: the 30 layers' projections at 2 rows took 21.5 ms with ``F.linear``
+  and 49.6 ms the other way round (lm_head: 4.8 ms against 13.2 ms).
+
+(``python -m workbench.bench linear`` prints both orders and the choice on your machine.) So the
+order is not assumed: ``LinearOrder`` says which rows take the weight-left order, and
+``workbench.cpu_choices`` decides it once per CPU model and torch version by timing both orders on
+the loaded model's own weights, keeping ``F.linear`` unless the other order is clearly faster.
+A model built directly (tests, training) uses ``F.linear`` everywhere until
+``apply_linear_order`` says otherwise.
 
 The two orders sum the same terms in a different order, so results differ by float rounding
-only (fp32: ~1e-6 relative). Elsewhere (one row, many rows, GPU, other dtypes) this is
-``F.linear``.
+only (fp32: ~1e-6 relative). Only fp32 CPU matrices of 2 to ``max_left_rows`` rows are
+affected; one row, many rows, a GPU or another dtype always run ``F.linear``.
 """
 
 from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-SMALL_ROWS = (2, 16)  # rows for which the weight-on-the-left order is used (inclusive)
+MEASURED_ROWS = (2, 4, 8, 16)  # row counts timed to decide; rows in between follow the next lower one
+WIN_MARGIN = 0.95  # the weight-left order must take under 95 % of F.linear's time to be chosen
 
 
-def uses_weight_left(x: torch.Tensor) -> bool:
+@dataclass(frozen=True)
+class LinearOrder:
+    """Which few-row fp32 CPU products run as ``(W @ x^T)^T``.
+
+    ``max_left_rows``: inputs of 2..max_left_rows rows take the weight-left order; 0 = F.linear
+    for every input. ``reason``: how that was decided, for the one line a user sees.
+    """
+
+    max_left_rows: int = 0
+    reason: str = "default"
+
+    def __post_init__(self) -> None:
+        if self.max_left_rows != 0 and not 2 <= self.max_left_rows <= MEASURED_ROWS[-1]:
+            raise ValueError(f"max_left_rows must be 0 or 2..{MEASURED_ROWS[-1]}, got {self.max_left_rows}")
+
+    def describe(self) -> str:
+        order = "F.linear" if not self.max_left_rows else f"(W @ x^T)^T for 2-{self.max_left_rows} rows"
+        return f"few-row linear: {order} ({self.reason})"
+
+
+def uses_weight_left(x: torch.Tensor, max_left_rows: int) -> bool:
     """Whether ``linear`` takes the ``(W @ x^T)^T`` order for this input."""
-    return (x.device.type == "cpu" and x.dtype == torch.float32 and x.dim() == 2
-            and SMALL_ROWS[0] <= x.shape[0] <= SMALL_ROWS[1])
+    return (max_left_rows > 0 and x.device.type == "cpu" and x.dtype == torch.float32 and x.dim() == 2
+            and 2 <= x.shape[0] <= max_left_rows)
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear(x, weight, bias)``; few-row fp32 CPU inputs as ``(weight @ x^T)^T``."""
-    if not uses_weight_left(x):
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+           max_left_rows: int = 0) -> torch.Tensor:
+    """``F.linear(x, weight, bias)``; fp32 CPU inputs of 2..max_left_rows rows as ``(weight @ x^T)^T``."""
+    if not uses_weight_left(x, max_left_rows):
         return F.linear(x, weight, bias)
     out = torch.matmul(weight, x.t()).t().contiguous()  # [N, M] -> [M, N]
     return out if bias is None else out + bias
@@ -40,5 +76,51 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 class Linear(nn.Linear):
     """``nn.Linear`` (same parameters and names) whose forward is ``linear`` above."""
 
+    max_left_rows: int = 0  # set per model by apply_linear_order
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias)
+        return linear(x, self.weight, self.bias, self.max_left_rows)
+
+
+def apply_linear_order(module: nn.Module, order: LinearOrder) -> None:
+    """Every ``Linear`` in ``module`` (and the module itself, when it keeps a ``max_left_rows``
+    for a functional ``linear`` call, as the draft head does) follows ``order``."""
+    for m in module.modules():
+        if isinstance(m, Linear) or hasattr(m, "max_left_rows"):
+            m.max_left_rows = order.max_left_rows
+
+
+def time_orders(weights: list[torch.Tensor], rows: tuple[int, ...] = MEASURED_ROWS,
+                repeats: int = 5) -> list[dict]:
+    """Median ms to apply every weight in ``weights`` (as one forward does, each read from
+    memory in turn) to ``m`` rows, with ``F.linear`` and with ``(W @ x^T)^T``, for each m."""
+    gen = torch.Generator().manual_seed(0)
+    out = []
+    for m in rows:
+        xs = {w.shape[1]: torch.randn(m, w.shape[1], generator=gen, dtype=w.dtype) for w in weights}
+        with torch.inference_mode():
+            plain = _median_ms(lambda: [F.linear(xs[w.shape[1]], w) for w in weights], repeats)
+            left = _median_ms(lambda: [(w @ xs[w.shape[1]].t()).t().contiguous() for w in weights], repeats)
+        out.append({"rows": m, "linear_ms": plain, "weight_left_ms": left})
+    return out
+
+
+def decide(timings: list[dict]) -> int:
+    """``max_left_rows`` from ``time_orders``: the largest measured row count up to which the
+    weight-left order won at every measured count (0 if it did not win at 2 rows)."""
+    best = 0
+    for t in sorted(timings, key=lambda t: t["rows"]):
+        if t["weight_left_ms"] >= WIN_MARGIN * t["linear_ms"]:
+            break
+        best = t["rows"]
+    return best if best >= 2 else 0
+
+
+def _median_ms(fn, repeats: int) -> float:
+    fn()  # warm-up: first-touch of the inputs, BLAS thread start
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
