@@ -187,6 +187,6 @@ def load_from_args(args, need_draft: bool = True) -> Workbench:
         check_hot_tokens(args.hot_tokens, args.draft)
     try:
         return Workbench.load(args.target, args.draft, args.dtype, args.device, args.attention, need_draft,
-                              args.hot_tokens, linear_order=args.linear_order)
+                              hot_tokens=args.hot_tokens, linear_order=args.linear_order)
     except (ValueError, FileNotFoundError) as err:
         raise UserError(str(err)) from None
