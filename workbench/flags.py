@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from pathlib import Path
 
 import torch
@@ -166,8 +167,17 @@ def spec_from_args(args) -> tuple[SpecConfig, SamplingParams]:
                                      getattr(args, "tree", None))
         sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.seed)
     except ValueError as err:
-        raise UserError(str(err)) from None
+        raise UserError(as_flags(str(err))) from None
     return spec, sampling
+
+
+# The config fields that are flags here, as the configs' messages name them.
+_KNOBS = re.compile(r"\b(num_steps|num_draft_tokens|topk|top_k|top_p|temperature|method)\b|^the tree\b")
+
+
+def as_flags(message: str) -> str:
+    """A config's message in the command line's words: ``num_steps`` -> ``--num-steps``."""
+    return _KNOBS.sub(lambda m: "--" + (m.group(1) or "tree").replace("_", "-"), message)
 
 
 def check_hot_tokens(hot_tokens: int | None, draft: str | None) -> None:
