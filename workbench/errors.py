@@ -24,8 +24,8 @@ class UserError(ValueError):
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Help text as the docstrings lay it out, with reST ````literals```` shown plain, and each
-    option's default appended from its ``default=`` unless the help already says it in words.
+    """Help text as the docstrings lay it out, reST double backticks dropped, and each option's
+    default appended from its ``default=`` unless the help already says it in words.
 
     Not appended for switches (``store_true``: off unless given) and for ``None`` defaults, whose
     meaning ("the shipped head", "cuda when available") the help text states itself."""
@@ -38,10 +38,10 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         switch = action.nargs == 0 and not isinstance(action, argparse.BooleanOptionalAction)
         if switch or not action.option_strings or action.default in (None, argparse.SUPPRESS) or "default" in text:
             return text
-        return f"{text} (default: {shown(action.default)})"
+        return f"{text} (default: {_shown(action.default)})"
 
 
-def shown(default) -> str:
+def _shown(default) -> str:
     """A default as a user types it (``on``/``off``, lists space-separated), %-escaped for argparse."""
     if isinstance(default, bool):
         text = "on" if default else "off"
