@@ -95,9 +95,10 @@ def generate_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["--target", str(a_file)], "--target"),
         (["--batch-size", "0"], "--batch-size"),
         (["--no-such-flag"], "--no-such-flag"),
+        (["--attention", "torch", "--cuda-graphs"], "--cuda-graphs"),
     ]
     if not torch.cuda.is_available():
-        cases.append((["--device", "cuda"], "--device"))
+        cases += [(["--device", "cuda"], "--device"), (["--cuda-graphs"], "--cuda-graphs")]
     return cases
 
 

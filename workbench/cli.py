@@ -8,8 +8,12 @@ from __future__ import annotations
 import json
 import sys
 
+import torch
+
 from workbench import store
+from workbench.attention import default_backend
 from workbench.bench.suite import add_bench_parser
+from workbench.device import default_device
 from workbench.engine.config import check_context
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.flags import add_model_args, add_spec_args, load_from_args, new_file, positive, spec_from_args
@@ -45,6 +49,8 @@ def cmd_generate(args) -> int:
     for it in items:
         if not isinstance(it["prompt"], str) or not it["prompt"].strip():
             raise UserError(f"prompt {it['id']!r}: the prompt is empty")
+    device = args.device or default_device()
+    check_cuda_graphs(args.cuda_graphs, device, args.attention or default_backend(device))  # before the load
     wb = load_from_args(args, spec.speculative)
     try:
         encoded = [wb.encode(it["prompt"], args.raw) for it in items]
@@ -57,8 +63,7 @@ def cmd_generate(args) -> int:
             raise UserError(f"prompt {it['id']!r}: {err}") from None
     print(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}, {spec.describe()}", file=sys.stderr)
     print(wb.linear_order.describe(), file=sys.stderr)
-    if args.cuda_graphs and (wb.target.lm_head.weight.device.type != "cuda" or wb.target.attention_backend != "triton"):
-        raise UserError("--cuda-graphs needs a CUDA device and the triton attention backend")
+    check_cuda_graphs(args.cuda_graphs, wb.target.lm_head.weight.device, wb.target.attention_backend)  # after a fallback
     wb.cuda_graphs = args.cuda_graphs
     if wb.attention is not None and wb.attention.ok:  # a fallback already said so, on one line
         print(wb.attention.message, file=sys.stderr)
@@ -78,6 +83,12 @@ def cmd_generate(args) -> int:
     if trace_file:
         trace_file.close()
     return 0
+
+
+def check_cuda_graphs(cuda_graphs: bool | None, device, backend: str) -> None:
+    """``--cuda-graphs`` replays the triton kernel's launches: refuse it on another device or backend."""
+    if cuda_graphs and (torch.device(device).type != "cuda" or backend != "triton"):
+        raise UserError("--cuda-graphs needs a CUDA device and the triton attention backend")
 
 
 def result_record(wb, item: dict, req, seconds: float, spec) -> dict:
