@@ -225,6 +225,7 @@ def test_app_launch_mistakes_are_one_line_before_anything_loads(tmp_path):
     ("workbench.train.__main__", ["--steps", "many"], "--steps"),
     ("workbench.train.evaluate", ["-n", "0"], "-n"),
     ("workbench.train.evaluate", ["--hot", "-1"], "--hot"),
+    ("workbench.train.evaluate", ["--questions", "/no/such/questions.jsonl"], "--questions"),
     ("workbench.train.generate", ["--worker", "3/2", "--out", "/tmp/unused"], "--worker"),
     ("workbench.train.scaling", ["--shards", "/tmp", "--points", "x"], "--points"),
     ("workbench.train.gpu_recipe", ["run", "--arms", "warm,cold"], "--arms"),

@@ -463,6 +463,8 @@ def main(argv=None) -> None:
         ap.error("--early-exit adds drafts to --ceiling's table: add --ceiling")
     if args.held_out is not None and not args.held_out.is_dir():
         ap.error(f"--held-out {args.held_out}: no such directory")
+    if not args.questions.is_file():
+        ap.error(f"--questions {args.questions}: no such file")
     if args.hot is not None and args.hot < 0:
         ap.error("--hot must be >= 0")
     for head in args.head:
