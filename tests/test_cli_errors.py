@@ -223,6 +223,8 @@ def test_app_launch_mistakes_are_one_line_before_anything_loads(tmp_path):
     ("workbench.train.__main__", ["--minutes", "0", "--phase", "train"], "--minutes"),
     ("workbench.train.__main__", ["--phase", "train", "--shards", "/no/such/dir"], "--shards"),
     ("workbench.train.__main__", ["--steps", "many"], "--steps"),
+    ("workbench.train.__main__", ["--phase", "export", "--target", "/no/such/model"], "--target"),
+    ("workbench.train.generate", ["--target", "/no/such/model", "--out", "/tmp/unused"], "--target"),
     ("workbench.train.evaluate", ["-n", "0"], "-n"),
     ("workbench.train.evaluate", ["--hot", "-1"], "--hot"),
     ("workbench.train.evaluate", ["--questions", "/no/such/questions.jsonl"], "--questions"),
