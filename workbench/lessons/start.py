@@ -33,6 +33,7 @@ def start(dtype: str | None = None):
     hf_logging.disable_progress_bar()  # "Writing model shards" bars of the tiny checkpoints
     torch.set_num_threads(1)
     configure()
+    _whole_tables()
     if dtype is None:
         print(machine_label())
         return None
@@ -56,3 +57,12 @@ def load_quietly(dtype: str):
         if line.startswith("warning:"):
             print(line)
     return wb
+
+
+def _whole_tables() -> None:
+    """Tables print every column and whole cells: a stored "…" hides what a reader came for."""
+    import pandas as pd
+
+    pd.set_option("display.max_colwidth", None)
+    pd.set_option("display.max_columns", None)
+    pd.set_option("display.width", 200)
