@@ -64,7 +64,9 @@ for method, group in spec_only.groupby("method", sort=False):
 for i, (name, row) in enumerate(spec_only.sort_values(["tau", "speedup"]).iterrows()):
     fig.add_annotation(x=row.tau, y=row.speedup, text=name, showarrow=True, arrowhead=0, arrowwidth=0.6,
                        ax=60 if i % 2 else -60, ay=-22 - 16 * (i % 3), font=dict(size=10))
-fig.add_hline(y=1, line_dash="dot", annotation_text="plain decoding", annotation_position="bottom right")
+fig.add_hline(y=1, line_dash="dot", annotation_text="plain decoding", annotation_position="top left")
+pad = 0.15 * (spec_only.tau.max() - spec_only.tau.min()) + 0.1  # room for the labels at both ends
+fig.update_xaxes(range=[spec_only.tau.min() - pad, spec_only.tau.max() + pad])
 fig.update_layout(height=480, margin=dict(t=90),
                   title=dict(text=f"τ and speedup over plain decoding<br><sup>{wb.dtype_name}, batch 1, "
                                   f"{MAX_NEW_TOKENS} new tokens; labels: method num_steps/topk/num_draft_tokens; "

@@ -152,17 +152,29 @@ pooled = {(d, m): tau([t for r in compared if r["D"] == d and r["method"] == m f
 print(wide.round(3).to_string())
 
 # %%
+from workbench.lessons.takeaways import compare_means
+
+
+def lengths(d: int, method: str) -> list[int]:
+    """Every accept length of one tree on the compared prompts."""
+    return [t["accept_length"] for r in compared if r["D"] == d and r["method"] == method
+            for t in r["traces"] if t["kind"] == "spec"]
+
+
+verdicts = {d: compare_means(lengths(d, "dynamic"), lengths(d, "static")) for d in BUDGETS}
 lines = []
 for d in BUDGETS:
     ratio = pooled[(d, "dynamic")] / pooled[(d, "static")]
     wins = int((wide.loc[d, "dynamic / static"] > 1).sum())
     lines.append(f"at D = {d}, dynamic τ {pooled[(d, 'dynamic')]:.2f} against static {pooled[(d, 'static')]:.2f} "
-                 f"(×{ratio:.2f}), ahead in {wins} of {len(SAME_TEXT)} prompts")
+                 f"(×{ratio:.2f}, {verdicts[d]}), ahead in {wins} of {len(SAME_TEXT)} prompts")
+ahead = [d for d in BUDGETS if verdicts[d] == "above"]
 say(f"Pooled over the {len(SAME_TEXT)} prompts, the same {MAX_NEW} tokens of text for both trees: "
-    + "; ".join(lines) + ". " +
-    ("The dynamic tree accepts more per target forward at every budget here."
-     if all(pooled[(d, 'dynamic')] > pooled[(d, 'static')] for d in BUDGETS) else
-     "The dynamic tree does not win at every budget here: see where above."))
+    + "; ".join(lines) + " (noise: twice the standard error of the gap between the two mean accept lengths). "
+    + ("The dynamic tree accepts more per target forward at every budget here, beyond the noise."
+       if len(ahead) == len(BUDGETS) else
+       f"The dynamic tree is ahead beyond the noise at D = {', '.join(map(str, ahead))} only." if ahead else
+       "No budget shows the dynamic tree ahead beyond the noise on these few steps."))
 
 # %% [markdown]
 # Where does each tree spend its budget? Nodes per depth, and accepted nodes per depth, summed

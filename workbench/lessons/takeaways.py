@@ -4,6 +4,7 @@ when its measurements do (and is tested here, not buried in an f-string)."""
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 
 from workbench.lessons.cost_curve import CostCurve
@@ -12,7 +13,7 @@ from workbench.lessons.timing import Spread
 # How a forward's cost follows its size N between two measured sizes: the elasticity
 # log(t(n2) / t(n1)) / log(n2 / n1), 0 when the cost stays flat (reading the weights dominates:
 # memory-bound), 1 when it grows in proportion to N (the arithmetic dominates: compute-bound).
-MEMORY_BOUND = 0.2  # below: a bigger verify block is nearly free
+MEMORY_BOUND = 0.1  # below: a bigger verify block is nearly free (8 tokens under 1.23 decode steps)
 COMPUTE_BOUND = 0.7  # above: every verify token costs nearly its share of a decode step
 BEND = 0.5  # the segment where the cost starts to follow N more than it stays flat
 
@@ -70,6 +71,16 @@ def versus(value: float, measured: Spread) -> str:
     if value < measured.low:
         return "below"
     return "level within noise"
+
+
+def compare_means(a: list[float], b: list[float]) -> str:
+    """'above', 'below' or 'level within noise': the mean of ``a`` against the mean of ``b``
+    (e.g. the accept lengths of two trees), noise = twice the standard error of the difference."""
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError("each side needs at least 2 values to estimate its noise")
+    gap = statistics.mean(a) - statistics.mean(b)
+    noise = 2 * math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
+    return "level within noise" if abs(gap) <= noise else "above" if gap > 0 else "below"
 
 
 def compare(a: Spread, b: Spread) -> str:
