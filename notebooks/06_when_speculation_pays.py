@@ -105,8 +105,8 @@ knee = bend(verify)
 segments = ", ".join(f"{lo}→{hi}: {elasticity(verify, lo, hi):.2f}" for lo, hi in zip(SIZES, SIZES[1:]))
 print(f"elasticity per segment: {segments}")
 display(Markdown(
-    f"**Takeaway.** Here a decode step takes {verify_spread[1].with_unit('ms')}. At 8 tokens this machine is "
-    f"{regime(verify, 8).sentence()}; at {SIZES[-1]} tokens it is {regime(verify, SIZES[-1]).sentence()}. "
+    f"**Takeaway.** Here a decode step takes {verify_spread[1].with_unit('ms')}. This machine is "
+    f"{regime(verify, 8).sentence()}; and {regime(verify, SIZES[-1]).sentence()}. "
     + (f"The bend, where the cost starts to follow N (elasticity ≥ 0.5), is the segment ending at N = {knee}: "
        f"below it a bigger verify block is cheap, above it every token costs its share. " if knee else
        f"The cost never starts to follow N within {SIZES[-1]} tokens: no bend in the measured range. ")
@@ -161,17 +161,21 @@ print(f"vanilla {speed['vanilla'].with_unit('tok/s')}; chain {speed['chain'].wit
 # %%
 from plotly.subplots import make_subplots
 
-a = min(alpha, 0.999)  # the formula divides by 1 - alpha
+from workbench.lessons.chain_model import expected_tokens
+
+check = held_out_check(steps, GAMMA)  # α from the even-numbered steps, τ of the odd-numbered ones
 gammas = np.arange(1, 9)
-expected = (1 - a ** (gammas + 1)) / (1 - a)
+expected = np.array([expected_tokens(alpha, int(g)) for g in gammas])
+held_curve = [expected_tokens(check.alpha, int(g)) for g in gammas]
 s_formula = expected / (gammas * c + 1)
 s_measured = [predicted_speedup(e, verify.at(g + 1), g * draft_ms[1], verify.at(1))
               for e, g in zip(expected, gammas)]
 
 fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens per step E[N]", "speedup S"))
-fig.add_scatter(x=gammas, y=expected, name="E[N], measured α", row=1, col=1)
-fig.add_scatter(x=[GAMMA], y=[tau], mode="markers", marker=dict(size=12, symbol="x"),
-                name=f"measured τ (γ = {GAMMA})", row=1, col=1)
+fig.add_scatter(x=gammas, y=held_curve, name="E[N], α fitted on half the steps", row=1, col=1)
+fig.add_scatter(x=[GAMMA], y=[check.measured], mode="markers", marker=dict(size=12, symbol="x"),
+                error_y=dict(type="data", array=[check.noise]),
+                name=f"τ of the other half (γ = {GAMMA}), ± 2 s.e.", row=1, col=1)
 fig.add_scatter(x=gammas, y=s_formula, name="S = E[N] / (γc + 1): verify costs one decode", row=1, col=2)
 fig.add_scatter(x=gammas, y=s_measured, name="S with the measured verify curve", row=1, col=2)
 fig.add_scatter(x=[GAMMA], y=[measured_speedup], mode="markers", marker=dict(size=12, symbol="x"),
@@ -189,7 +193,6 @@ from workbench.lessons.takeaways import compare, versus
 best_formula, best_measured = gammas[int(np.argmax(s_formula))], gammas[int(np.argmax(s_measured))]
 verdict = ("c < α, so the formula promises a speedup" if c < alpha else
            "c ≥ α, so no γ can give a speedup, whatever the verify costs")
-check = held_out_check(steps, GAMMA)  # α from the even-numbered steps, τ of the odd-numbered ones
 # where verify(γ + 1) measured inside the range of a decode step, the two S curves differ by noise only
 noisy = [g for g in gammas if g + 1 in verify_spread and compare(verify_spread[g + 1], verify_spread[1]) != "above"]
 noise = (f"At γ = {', '.join(map(str, noisy))} the verify over γ + 1 tokens did not measure above a decode step "
@@ -203,7 +206,7 @@ display(Markdown(
     f"Fitted on {check.fit_steps} of the chain's steps, α = {check.alpha:.2f} predicts E[N] = {check.predicted:.2f} "
     f"for the other {check.held_steps}, which emitted τ = {check.measured:.2f}: the i.i.d. model is "
     f"{check.verdict()}. The chain of {GAMMA} (τ = {tau:.2f} over all {len(steps)} steps) ran "
-    f"{speedup.with_unit('×', 2)} as fast as plain decoding; against that range the formula's "
+    f"{speedup.with_unit('×')} as fast as plain decoding; against that range the formula's "
     f"{s_formula[GAMMA - 1]:.2f}× is {versus(s_formula[GAMMA - 1], speedup)} and the measured-curve "
     f"{s_measured[GAMMA - 1]:.2f}× is {versus(s_measured[GAMMA - 1], speedup)}."))
 
@@ -344,31 +347,34 @@ CONTEXTS = (64, 512)
 by_context = {}
 for P in CONTEXTS:  # median of RUNS runs per context and size
     runs = [measure_verify_cost(wb.target, sizes=(1, GAMMA + 1), prefix_len=P, repeats=1, warmup=1) for _ in range(RUNS)]
-    by_context[P] = {row["tokens"]: spread(run[i]["ms"] for run in runs).median for i, row in enumerate(runs[0])}
+    by_context[P] = {row["tokens"]: spread(run[i]["ms"] for run in runs) for i, row in enumerate(runs[0])}
 fig = go.Figure([
-    go.Bar(x=[str(P) for P in CONTEXTS], y=[by_context[P][1] for P in CONTEXTS], name="decode (1 token)"),
-    go.Bar(x=[str(P) for P in CONTEXTS], y=[by_context[P][GAMMA + 1] for P in CONTEXTS],
-           name=f"verify ({GAMMA + 1} tokens)"),
+    go.Bar(x=[str(P) for P in CONTEXTS], y=[by_context[P][n].median for P in CONTEXTS], name=name,
+           error_y=dict(type="data", symmetric=False, array=[by_context[P][n].high - by_context[P][n].median
+                                                             for P in CONTEXTS],
+                        arrayminus=[by_context[P][n].median - by_context[P][n].low for P in CONTEXTS]))
+    for n, name in [(1, "decode (1 token)"), (GAMMA + 1, f"verify ({GAMMA + 1} tokens)")]
 ])
-fig.update_layout(title="Forward cost vs committed context", barmode="group", height=360,
+fig.update_layout(title=f"Forward cost vs committed context (median and range of {RUNS} runs)",
+                  barmode="group", height=360,
                   xaxis_title="committed tokens before the forward", yaxis_title="ms")
 fig.show()
 
 # %%
 short, long_ = CONTEXTS[0], CONTEXTS[-1]
-ratio = {P: by_context[P][GAMMA + 1] / by_context[P][1] for P in CONTEXTS}
-growth = {n: by_context[long_][n] / by_context[short][n] for n in (1, GAMMA + 1)}
-if ratio[long_] < ratio[short] - 0.1:
-    context_trend = ("relatively cheaper: the prefix is read once and shared by all nodes, so the part of "
-             "the cost that grows with the context is not paid once per node")
-elif ratio[long_] > ratio[short] + 0.1:
-    context_trend = "relatively dearer: here each node's attention over the prefix adds up"
-else:
-    context_trend = "about as costly, relative to a decode step: at these lengths the weights dominate both"
+ratio = {P: by_context[P][GAMMA + 1].ratio(by_context[P][1]) for P in CONTEXTS}  # verify over decode, with range
+growth = {n: by_context[long_][n].median / by_context[short][n].median for n in (1, GAMMA + 1)}
+context_trend = {
+    "below": ("relatively cheaper: the prefix is read once and shared by all nodes, so the part of the cost "
+              "that grows with the context is not paid once per node"),
+    "above": "relatively dearer: here each node's attention over the prefix adds up",
+    "level within noise": "about as costly, relative to a decode step (level within noise)",
+}[compare(ratio[long_], ratio[short])]
 display(Markdown(
     f"**Takeaway.** At {long_} committed tokens a decode step costs {growth[1]:.2f}× what it costs at "
-    f"{short}, and a verify over {GAMMA + 1} tokens {growth[GAMMA + 1]:.2f}×; verify costs "
-    f"{ratio[short]:.2f}× a decode "
-    f"step at {short} and {ratio[long_]:.2f}× at {long_}, so it gets {context_trend}. By bytes alone the cache "
+    f"{short}, and a verify over {GAMMA + 1} tokens {growth[GAMMA + 1]:.2f}× (medians); verify costs "
+    f"{ratio[short].median:.2f}× a decode step at {short} (range {ratio[short].low:.2f}–{ratio[short].high:.2f}) "
+    f"and {ratio[long_].median:.2f}× at {long_} (range {ratio[long_].low:.2f}–{ratio[long_].high:.2f}), so it "
+    f"gets {context_trend}. By bytes alone the cache "
     f"of this small model stays lighter than its weights up to {weight_bytes / kv_bytes:,.0f} tokens; "
     f"for a model with a larger cache per token, or at a large batch, the context dominates sooner."))

@@ -91,7 +91,7 @@ verdict = "faster than" if settings[best].speedup.median > 1 else "no faster tha
 ahead = [n for n in spec_only.index if n != best and settings[n].speedup.high >= settings[best].speedup.low]
 display(Markdown(
     f"**Takeaway.** The fastest speculative setting on this machine is **{best}**: "
-    f"{settings[best].speedup.with_unit('×', 2)} plain decoding ({verdict} it), τ = {spec_only.tau[best]:.2f}"
+    f"{settings[best].speedup.with_unit('×')} plain decoding ({verdict} it), τ = {spec_only.tau[best]:.2f}"
     + (f"; {', '.join(ahead)} overlap{'s' if len(ahead) == 1 else ''} its range, so the order among them is "
        "level within noise" if ahead else "") + f". Best chain: "
     f"{best_linear} ({spec_only.speedup[best_linear]:.2f}×); best tree: {best_tree} "

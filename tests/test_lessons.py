@@ -225,6 +225,11 @@ def test_differences_inside_the_noise_are_called_level():
     assert takeaways.compare(spread([4.0, 4.5]), decode) == "below"
     assert takeaways.versus(5.5, decode) == "level within noise" and takeaways.versus(5.7, decode) == "above"
     assert takeaways.versus(4.0, decode) == "below"
+    assert takeaways.compare_means([2, 3, 2, 3], [3, 2, 3, 2]) == "level within noise"
+    assert takeaways.compare_means([4, 4, 5, 4, 5], [1, 2, 1, 1, 2]) == "above"
+    assert takeaways.compare_means([1, 2, 1, 1, 2], [4, 4, 5, 4, 5]) == "below"
+    with pytest.raises(ValueError, match="at least 2"):
+        takeaways.compare_means([1], [1, 2])
 
 
 def test_the_chain_model_is_fitted_on_half_the_steps_and_checked_on_the_other():
