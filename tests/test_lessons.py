@@ -212,6 +212,8 @@ def test_regime_and_bend_come_from_the_cost_curve():
     assert takeaways.regime(proportional, 8).name == "compute-bound"
     assert "every verify node costs" in takeaways.regime(proportional, 8).sentence()
     assert takeaways.regime(knee, 8).name == "memory-bound" and takeaways.regime(knee, 32).name == "between the two regimes"
+    steep = CostCurve(sizes + (64, 128, 256), (10.0, 10.2, 10.5, 11.0, 12.0, 14.0, 28.0, 56.0, 112.0))
+    assert takeaways.regime(steep, 8).name == "memory-bound" and takeaways.regime(steep, 256).name == "compute-bound"
     assert takeaways.regime(knee, 8).ratio == pytest.approx(1.1)
     assert takeaways.bend(knee) == 16 and takeaways.bend(flat) is None and takeaways.bend(proportional) == 2
     with pytest.raises(ValueError, match="outside the measured range"):

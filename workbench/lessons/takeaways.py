@@ -22,7 +22,7 @@ def plural(n: int, suffix: str = "s") -> str:
     return "" if n == 1 else suffix
 
 
-def elasticity(curve: CostCurve, lo: int, hi: int) -> float:
+def elasticity(curve: CostCurve, lo: float, hi: float) -> float:
     """How the forward's cost follows its size from ``lo`` to ``hi`` tokens (0 flat, 1 proportional)."""
     if not lo < hi:
         raise ValueError(f"need lo < hi, got {lo} and {hi}")
@@ -35,7 +35,7 @@ class Regime:
 
     tokens: int
     ratio: float  # the forward over ``tokens`` tokens, in decode steps (N = 1)
-    elasticity: float  # from 1 to ``tokens``
+    elasticity: float  # over the last factor of 8 up to ``tokens``
     name: str  # "memory-bound", "compute-bound" or "between the two regimes"
 
     def sentence(self) -> str:
@@ -50,8 +50,12 @@ class Regime:
 
 
 def regime(curve: CostCurve, tokens: int) -> Regime:
-    """The regime of a verify block of ``tokens`` tokens (> 1), against a decode step (N = 1)."""
-    e = elasticity(curve, 1, tokens)
+    """The regime of a verify block of ``tokens`` tokens (> 1): how the cost follows N over the
+    last factor of 8 up to it (from N = 1 for blocks of 8 or fewer), local enough to see a bend and
+    wide enough that one noisy point does not decide it. The ratio is against a decode step (N = 1)."""
+    if tokens <= curve.tokens[0]:
+        raise ValueError(f"a verify block of {tokens} tokens is not bigger than a decode step")
+    e = elasticity(curve, max(curve.tokens[0], tokens / 8), tokens)
     name = ("memory-bound" if e < MEMORY_BOUND else "compute-bound" if e > COMPUTE_BOUND
             else "between the two regimes")
     return Regime(tokens, curve.at(tokens) / curve.at(1), e, name)
