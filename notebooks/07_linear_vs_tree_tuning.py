@@ -110,11 +110,14 @@ fig.show()
 by_category = pd.Series({c: sum(settings[n].tau_of(c) for n in spec_only.index) / len(spec_only)
                          for c in CATEGORIES}).sort_values()
 gap = by_category.iloc[-1] - by_category.iloc[0]
+by_setting = pd.Series({n: sum(settings[n].tau_of(c) for c in CATEGORIES) / len(CATEGORIES) for n in spec_only.index})
+setting_gap = by_setting.max() - by_setting.min()
 display(Markdown(
     f"**Takeaway.** Averaged over the settings, τ is lowest on {by_category.index[0]} "
-    f"({by_category.iloc[0]:.2f}) and highest on {by_category.index[-1]} ({by_category.iloc[-1]:.2f})"
-    + (": how predictable the answer is matters as much as the tree's shape." if gap >= 0.3 else
-       ": with one short answer per category the difference is small here.")))
+    f"({by_category.iloc[0]:.2f}) and highest on {by_category.index[-1]} ({by_category.iloc[-1]:.2f}): the prompt "
+    f"moves τ by {gap:.2f}, the setting (averaged over the prompts) by {setting_gap:.2f}, so here "
+    + ("the prompt matters more than the tree's shape" if gap > setting_gap else "the tree's shape matters more")
+    + f", on one short answer per category ({MAX_NEW_TOKENS} tokens)."))
 
 # %% [markdown]
 # ## Lossless, shown
