@@ -67,6 +67,9 @@ for i, (name, row) in enumerate(spec_only.sort_values(["tau", "speedup"]).iterro
 fig.add_hline(y=1, line_dash="dot", annotation_text="plain decoding", annotation_position="top left")
 pad = 0.15 * (spec_only.tau.max() - spec_only.tau.min()) + 0.1  # room for the labels at both ends
 fig.update_xaxes(range=[spec_only.tau.min() - pad, spec_only.tau.max() + pad])
+low = min([1.0] + [settings[n].speedup.low for n in spec_only.index])
+high = max(settings[n].speedup.high for n in spec_only.index)
+fig.update_yaxes(range=[low - 0.1 * (high - low) - 0.05, high + 0.25 * (high - low) + 0.05])  # labels sit above
 fig.update_layout(height=480, margin=dict(t=90),
                   title=dict(text=f"τ and speedup over plain decoding<br><sup>{wb.dtype_name}, batch 1, "
                                   f"{MAX_NEW_TOKENS} new tokens; labels: method num_steps/topk/num_draft_tokens; "
