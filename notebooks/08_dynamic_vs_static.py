@@ -61,8 +61,8 @@ def say(text: str) -> None:
 # choice after the committed text, so a step is scored against the target's greedy continuation.
 # When a run emits exactly what plain greedy decoding emits, every one of its steps was scored
 # against that one continuation: it is the teacher-forced text, and τ of either tree counts
-# positions of the same 40 tokens. In fp32 the check below shows it holds (k of k); a prompt where
-# some run left the plain output would be left out of the comparison, and named.
+# positions of the same 40 tokens. The check below runs in fp32 and prints how many runs did
+# (k of k); a prompt where some run left the plain output is left out of the comparison, and named.
 
 # %%
 prompts = lesson_prompts(wb)
