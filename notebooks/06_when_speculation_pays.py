@@ -252,7 +252,8 @@ print(f"the head: agreement {head_agreement:.3f}, tree worth {mean(head_worth):.
 
 fig = go.Figure([
     go.Scatter(x=[e.agreement for e in exits], y=exit_worth, mode="lines+markers+text", name="early exits",
-               text=[f"{e.num_layers} layers" for e in exits], textposition="top center"),
+               text=[f"{e.num_layers} layers" for e in exits],
+               textposition=["top left" if i % 2 else "bottom right" for i in range(len(exits))]),  # neighbours apart
     go.Scatter(x=[head_agreement], y=[mean(head_worth)], mode="markers", marker=dict(size=14, symbol="star"),
                name="the shipped head"),
 ])
