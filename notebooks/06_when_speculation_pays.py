@@ -301,9 +301,13 @@ here = [predicted_speedup(tau, verify.at(b * (GAMMA + 1)), GAMMA * draft_ms[b], 
 flat = [predicted_speedup(tau, verify.at(b), GAMMA * draft_ms[b], verify.at(b)) for b in batches]
 fig = go.Figure([go.Scatter(x=batches, y=here, mode="lines+markers", name="this machine (measured costs)"),
                  go.Scatter(x=batches, y=flat, mode="lines+markers", name="if verify were memory-bound")])
-fig.add_hline(y=1, line_dash="dot")
-fig.update_layout(title=f"Predicted speedup of a chain of {GAMMA} vs batch size", height=360,
-                  xaxis_title="batch size B", yaxis_title="speedup")
+fig.add_hline(y=1, line_dash="dot", annotation_text="plain decoding", annotation_position="bottom left")
+past = next((b for b in batches if knee and b * (GAMMA + 1) >= knee), None)  # first batch past the bend
+if past is not None:
+    fig.add_vline(x=np.log10(past), line_dash="dash", line_color="grey",  # a log axis takes log10(x)
+                  annotation_text=f"B(γ + 1) ≥ {knee}: past the bend", annotation_position="top right")
+fig.update_layout(title=f"Predicted speedup of a chain of {GAMMA} vs batch size", height=380,
+                  xaxis=dict(type="log", title="batch size B", tickvals=batches), yaxis_title="speedup")
 fig.show()
 
 # %%
@@ -316,7 +320,6 @@ if peak in (batches[0], batches[-1]):
 else:
     shape = (f"it goes from {here[0]:.2f}× at batch 1 up to {max(here):.2f}× at batch {peak}, then to "
              f"{here[-1]:.2f}× at batch {batches[-1]}")
-past = next((b for b in batches if knee and b * (GAMMA + 1) >= knee), None)
 if past is None:
     where = ("The verify block B(γ + 1) never reaches a bend of the measured cost curve, so this sweep stays in "
              "one regime and cannot show where the speedup goes once the forward turns compute-bound.")
