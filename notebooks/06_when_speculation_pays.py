@@ -304,8 +304,9 @@ fig = go.Figure([go.Scatter(x=batches, y=here, mode="lines+markers", name="this 
 fig.add_hline(y=1, line_dash="dot", annotation_text="plain decoding", annotation_position="bottom left")
 past = next((b for b in batches if knee and b * (GAMMA + 1) >= knee), None)  # first batch past the bend
 if past is not None:
-    fig.add_vline(x=np.log10(past), line_dash="dash", line_color="grey",  # a log axis takes log10(x)
-                  annotation_text=f"B(γ + 1) ≥ {knee}: past the bend", annotation_position="top right")
+    span = [min(here + flat), max(here + flat)]  # a trace, not add_vline: shapes misplace on a log axis
+    fig.add_scatter(x=[past, past], y=span, mode="lines", line=dict(dash="dash", color="grey"),
+                    name=f"from batch {past}: B(γ + 1) ≥ {knee}, past the bend")
 fig.update_layout(title=f"Predicted speedup of a chain of {GAMMA} vs batch size", height=380,
                   xaxis=dict(type="log", title="batch size B", tickvals=batches), yaxis_title="speedup")
 fig.show()
