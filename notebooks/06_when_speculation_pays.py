@@ -107,7 +107,7 @@ print(f"elasticity per segment: {segments}")
 display(Markdown(
     f"**Takeaway.** Here a decode step takes {verify_spread[1].with_unit('ms')}. This machine is "
     f"{regime(verify, 8).sentence()}; and {regime(verify, SIZES[-1]).sentence()}. "
-    + (f"The bend, where the cost starts to follow N (elasticity ≥ 0.5), is the segment ending at N = {knee}: "
+    + (f"The bend: from N = {knee} on, every segment has an elasticity of at least 0.5 (the cost follows N); "
        f"below it a bigger verify block is cheap, above it every token costs its share. " if knee else
        f"The cost never starts to follow N within {SIZES[-1]} tokens: no bend in the measured range. ")
     + "On a memory-bound GPU the curve would stay flat far longer (the expectation above)."))
@@ -268,7 +268,7 @@ lo, hi = exits[1], exits[-2]
 per_tenth = (exit_worth[-2] - exit_worth[1]) / max(hi.agreement - lo.agreement, 1e-9) / 10
 curve = sorted(zip((e.agreement for e in exits), exit_worth))
 as_exit = float(np.interp(head_agreement, *zip(*curve)))  # an exit of the head's agreement, read off the curve
-compare = "more than" if mean(head_worth) > as_exit else "no more than"
+than_exit = "more than" if mean(head_worth) > as_exit else "no more than"
 whole = (f"Even the whole target as the draft is worth {exit_worth[-1]:.2f}, not {TREE.num_steps + 1}: it ranks its "
          f"tree by its own confidence, and {TREE.num_draft_tokens - 1} drafted tokens cannot hold every second guess "
          "and the whole spine."
@@ -278,7 +278,7 @@ display(Markdown(
     f"**Takeaway.** From the exit after {lo.num_layers} layers to the one after {hi.num_layers}, agreement goes "
     f"{lo.agreement:.2f} → {hi.agreement:.2f} and the tree's worth {exit_worth[1]:.2f} → {exit_worth[-2]:.2f}: "
     f"about {per_tenth:.2f} tokens per step for each 0.1 of agreement. "
-    f"The head agrees {head_agreement:.2f} and its trees are worth {mean(head_worth):.2f}, {compare} the "
+    f"The head agrees {head_agreement:.2f} and its trees are worth {mean(head_worth):.2f}, {than_exit} the "
     f"{as_exit:.2f} an exit of that agreement would be worth (read off the curve). "
     f"{whole} These are {len(points)} steps of {len(answers)} short answers; "
     "`docs/bench/head-training.md` §13 has the same measurement on 20 MT-bench questions at both trees."))

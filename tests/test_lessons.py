@@ -197,6 +197,7 @@ def test_takeaway_sentences_follow_the_numbers():
     assert takeaways.batch_sentence([1, 2, 4], [1.2, 1.1, 1.05]) == "it stays above 1 over this range"
     assert takeaways.batch_sentence([1, 2, 4], [1.2, 0.9, 0.8]).startswith("from batch 2 on")
     assert "every batch size" in takeaways.batch_sentence([1, 2], [0.9, 0.8])
+    assert takeaways.batch_sentence([1, 2, 4, 8], [1.2, 0.9, 1.1, 0.8]).endswith("at batch 2, 8")
     assert takeaways.lossless_verdict([0.3, 0.5], 1e-3).startswith("match")
     assert "1-in-1000" in takeaways.lossless_verdict([0.3, 1e-5], 1e-3)
     assert takeaways.plural(1) == "" and takeaways.plural(2) == "s"
@@ -215,7 +216,9 @@ def test_regime_and_bend_come_from_the_cost_curve():
     steep = CostCurve(sizes + (64, 128, 256), (10.0, 10.2, 10.5, 11.0, 12.0, 14.0, 28.0, 56.0, 112.0))
     assert takeaways.regime(steep, 8).name == "memory-bound" and takeaways.regime(steep, 256).name == "compute-bound"
     assert takeaways.regime(knee, 8).ratio == pytest.approx(1.1)
-    assert takeaways.bend(knee) == 16 and takeaways.bend(flat) is None and takeaways.bend(proportional) == 2
+    assert takeaways.bend(knee) == 8 and takeaways.bend(flat) is None and takeaways.bend(proportional) == 1
+    noisy = CostCurve(sizes, (10.0, 10.2, 20.0, 10.5, 20.0, 40.0))  # one steep segment at 2→4 is noise
+    assert takeaways.bend(noisy) == 8
     with pytest.raises(ValueError, match="outside the measured range"):
         takeaways.regime(flat, 64)
 

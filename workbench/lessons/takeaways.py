@@ -62,10 +62,15 @@ def regime(curve: CostCurve, tokens: int) -> Regime:
 
 
 def bend(curve: CostCurve) -> int | None:
-    """The first measured size N whose segment from the size before it has an elasticity of at
-    least ``BEND``: where the cost starts to follow N. None if it never does in the measured range."""
+    """The measured size N from which the cost follows N: every segment from N on has an
+    elasticity of at least ``BEND`` (a single steep segment between flat ones is noise, not a
+    bend). None if the last segment is still flat."""
     sizes = curve.tokens
-    return next((hi for lo, hi in zip(sizes, sizes[1:]) if elasticity(curve, lo, hi) >= BEND), None)
+    steep = [elasticity(curve, lo, hi) >= BEND for lo, hi in zip(sizes, sizes[1:])]
+    start = len(steep)
+    while start > 0 and steep[start - 1]:
+        start -= 1
+    return sizes[start] if start < len(steep) else None
 
 
 def versus(value: float, measured: Spread) -> str:
@@ -112,9 +117,11 @@ def batch_sentence(batches: list[int], speedups: list[float]) -> str:
     below = [b for b, s in zip(batches, speedups) if s < 1]
     if not below:
         return "it stays above 1 over this range"
-    if below[0] == batches[0]:
+    if len(below) == len(batches):
         return "speculation is slower than plain decoding at every batch size here"
-    return f"from batch {below[0]} on, speculation is slower than plain decoding"
+    if below == batches[batches.index(below[0]):]:
+        return f"from batch {below[0]} on, speculation is slower than plain decoding"
+    return f"speculation is slower than plain decoding at batch {', '.join(map(str, below))}"
 
 
 def lossless_verdict(pvalues: list[float], level: float) -> str:
