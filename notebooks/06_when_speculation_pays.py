@@ -204,7 +204,7 @@ display(Markdown(
     f"The formula's best chain is γ = {best_formula} (S = {s_formula.max():.2f}); with the verify "
     f"curve of this machine the best is γ = {best_measured} (S = {max(s_measured):.2f}). {noise}"
     f"Fitted on {check.fit_steps} of the chain's steps, α = {check.alpha:.2f} predicts E[N] = {check.predicted:.2f} "
-    f"for the other {check.held_steps}, which emitted τ = {check.measured:.2f}: the i.i.d. model is "
+    f"for the other {check.held_steps}, which emitted τ = {check.measured:.2f}: the i.i.d. model "
     f"{check.verdict()}. The chain of {GAMMA} (τ = {tau:.2f} over all {len(steps)} steps) ran "
     f"{speedup.with_unit('×')} as fast as plain decoding; against that range the formula's "
     f"{s_formula[GAMMA - 1]:.2f}× is {versus(s_formula[GAMMA - 1], speedup)} and the measured-curve "
@@ -325,9 +325,13 @@ if past is None:
     where = ("The verify block B(γ + 1) never reaches a bend of the measured cost curve, so this sweep stays in "
              "one regime and cannot show where the speedup goes once the forward turns compute-bound.")
 else:
+    after = trend(here[batches.index(past)], here[-1])
     where = (f"The verify block B(γ + 1) passes the bend of the cost curve (N = {knee}) from batch {past} on; "
-             f"from there to batch {batches[-1]} the prediction {trend(here[batches.index(past)], here[-1])} "
-             f"({here[batches.index(past)]:.2f}× → {here[-1]:.2f}×): the extra verify tokens now cost their share.")
+             f"from there to batch {batches[-1]} the prediction {after} "
+             f"({here[batches.index(past)]:.2f}× → {here[-1]:.2f}×)"
+             + (": the extra verify tokens now cost their share." if after == "shrinks" else
+                ": it does not fall past the bend here, so this sweep does not show the speedup lost to a "
+                "compute-bound forward."))
 display(Markdown(
     f"**Takeaway.** On this machine {shape}; {batch_sentence(batches, here)}. {where} If verify were "
     f"memory-bound at every size (the GPU expectation, not measured here) it would be "

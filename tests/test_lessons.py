@@ -244,9 +244,9 @@ def test_the_chain_model_is_fitted_on_half_the_steps_and_checked_on_the_other():
     # even steps always accept everything, odd steps never: fitting on the even ones cannot predict the odd ones
     check = held_out_check([4, 1, 4, 1, 4, 1, 4, 2], 3)
     assert (check.alpha, check.predicted, check.fit_steps, check.held_steps) == (1.0, 4.0, 4, 4)
-    assert check.measured == 1.25 and check.verdict().startswith("over-predicts by 2.75")
+    assert check.measured == 1.25 and check.verdict().startswith("over-predicts them by 2.75")
     same = held_out_check([2, 2, 3, 3, 2, 2, 3, 3], 3)
-    assert same.verdict().startswith("level within noise")
+    assert same.verdict().startswith("is level with them within noise")
     with pytest.raises(ValueError, match="at least 4"):
         held_out_check([2, 3, 2], 3)
     with pytest.raises(ValueError, match="emits 1..4"):

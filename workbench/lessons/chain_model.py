@@ -45,12 +45,13 @@ class HeldOut:
     held_steps: int
 
     def verdict(self) -> str:
-        """'within noise' when |predicted − measured| is below the noise, else how far off."""
+        """What the i.i.d. model did on the held-out steps: level within noise when
+        |predicted − measured| is below the noise, else how far off (a phrase after "the model")."""
         gap = self.predicted - self.measured
         if abs(gap) <= self.noise:
-            return f"level within noise (a gap of {gap:+.2f}, noise ±{self.noise:.2f})"
+            return f"is level with them within noise (a gap of {gap:+.2f}, noise ±{self.noise:.2f})"
         side = "over" if gap > 0 else "under"
-        return f"{side}-predicts by {abs(gap):.2f} tokens per step, beyond the noise of ±{self.noise:.2f}"
+        return f"{side}-predicts them by {abs(gap):.2f} tokens per step, beyond the noise of ±{self.noise:.2f}"
 
 
 def held_out_check(accept_lengths: list[int], gamma: int) -> HeldOut:
