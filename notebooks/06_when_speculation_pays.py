@@ -99,7 +99,7 @@ fig.update_layout(title="One target forward over N tokens (prefix of 128)", heig
 fig.show()
 
 # %%
-from workbench.lessons.takeaways import bend, elasticity, regime
+from workbench.lessons.takeaways import BEND, bend, elasticity, regime
 
 knee = bend(verify)
 segments = ", ".join(f"{lo}→{hi}: {elasticity(verify, lo, hi):.2f}" for lo, hi in zip(SIZES, SIZES[1:]))
@@ -107,8 +107,9 @@ print(f"elasticity per segment: {segments}")
 display(Markdown(
     f"**Takeaway.** Here a decode step takes {verify_spread[1].with_unit('ms')}. This machine is "
     f"{regime(verify, 8).sentence()}; and {regime(verify, SIZES[-1]).sentence()}. "
-    + (f"The bend: from N = {knee} on, every segment has an elasticity of at least 0.5, so each doubling of "
-       f"the block costs at least 1.41× more (the cost follows N); before it, the cost grows more slowly. "
+    + (f"The bend: from N = {knee} on, every segment has an elasticity of at least {BEND}, so each doubling "
+       f"of the block costs at least {2 ** BEND:.2f}× more (the cost follows N); before it, the cost grows more "
+       "slowly. "
        if knee else
        f"The cost never starts to follow N within {SIZES[-1]} tokens: no bend in the measured range. ")
     + "On a memory-bound GPU the curve would stay flat far longer (the expectation above)."))
