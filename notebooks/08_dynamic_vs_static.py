@@ -143,8 +143,8 @@ def tau(traces: list[dict]) -> float:
 
 
 compared = [r for r in runs if r["category"] in SAME_TEXT]
-table = pd.DataFrame([{"D": r["D"], "method": r["method"], "category": r["category"], "tau": tau(r["traces"]),
-                       "verify steps": sum(t["kind"] == "spec" for t in r["traces"])} for r in compared])
+table = pd.DataFrame([{"D": r["D"], "method": r["method"], "category": r["category"], "tau": tau(r["traces"])}
+                      for r in compared])
 wide = table.pivot_table(index=["D", "category"], columns="method", values="tau")
 wide["dynamic / static"] = wide["dynamic"] / wide["static"]
 pooled = {(d, m): tau([t for r in compared if r["D"] == d and r["method"] == m for t in r["traces"]])
