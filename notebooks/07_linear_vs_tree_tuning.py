@@ -184,19 +184,14 @@ display(Markdown(
 # `[(0,), (1,), (0, 0)]` = the top-2 children of the root and the top child of the first, verified
 # with its tree attention backend. What vLLM lacks is the **dynamic** tree of EAGLE-2, reshaped at
 # every step by the path scores; a `topk > 1` setting here maps to a static tree of the same size,
-# not to the same tree.
+# not to the same tree. The table below is `workbench.engine.frameworks.framework_flags`, the same
+# one the app's Compare tab and `python -m workbench.bench tune` print.
 
 # %%
+from workbench.engine.frameworks import framework_flags  # the one mapping, shared with the app and bench tune
+
 def flags(spec):
-    row = {"here": spec.describe(),
-           "SGLang": f"--speculative-algorithm EAGLE --speculative-num-steps {spec.num_steps} "
-                     f"--speculative-eagle-topk {spec.topk} --speculative-num-draft-tokens {spec.num_draft_tokens}",
-           "EAGLE": f"depth={spec.num_steps - 1}, top_k={spec.topk}, total_token={spec.num_draft_tokens}"}
-    head = 'speculative_config={"method": "eagle", "model": "<EAGLE head>", '
-    row["vLLM"] = (head + f'"num_speculative_tokens": {spec.num_steps}}}' if spec.topk == 1 else
-                   head + f'"num_speculative_tokens": {spec.num_draft_tokens - 1}, "speculative_token_tree": '
-                   f'"<{spec.num_draft_tokens - 1} node paths>"}} (experimental; a static tree, not the dynamic one)')
-    return row
+    return {"here": spec.describe(), **framework_flags(spec)}
 
 spec_of = {label(s): s for s in CONFIGS}
 runner_up = ("fastest tree here", best_tree) if best == best_linear else ("fastest chain here", best_linear)
