@@ -20,6 +20,7 @@ from workbench.bench import specbench
 from workbench.engine.calibration import calibration_table
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.metrics import tau
+from workbench.models.chat import chat_ids
 
 DEFAULT_METHOD = "eagle2:60/6/10"
 DEFAULT_MAX_NEW_TOKENS = 64
@@ -33,7 +34,7 @@ def measure(wb, spec, questions: list, max_new_tokens: int, temperature: float =
     traces: list[dict] = []
     sampling = SamplingParams(temperature=temperature, seed=0)
     for q in questions:
-        ids = specbench.chat_ids(wb.tokenizer, [{"role": "user", "content": q.turns[0]}])
+        ids = chat_ids(wb.tokenizer, [{"role": "user", "content": q.turns[0]}])
         wb.generate([ids], spec, sampling, max_new_tokens, trace_sink=traces.append)
         if log:
             log(f"calibration: q{q.question_id} {q.category} done ({len(traces)} step traces so far)")

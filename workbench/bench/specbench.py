@@ -93,13 +93,6 @@ def _round_robin(questions: list[Question]) -> list[Question]:
     return [g[i] for i in range(longest) for g in groups.values() if i < len(g)]
 
 
-def chat_ids(tokenizer, messages: list[dict]) -> list[int]:
-    """Token ids of a conversation through the chat template, ready for the assistant's turn
-    (the same template ``Workbench.encode`` applies to a single user message)."""
-    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
-    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
-
-
 def add_subset_args(p) -> None:
     """The flags that pick the questions a benchmark runs (``select``) onto parser ``p``."""
     from workbench.flags import positive

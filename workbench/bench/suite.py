@@ -35,6 +35,7 @@ from pathlib import Path
 from workbench.bench import metrics, specbench, static_vs_dynamic
 from workbench.bench.methods import Method, parse_methods
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
+from workbench.models.chat import chat_ids
 
 # torch and the engine are imported inside the functions that use them, so that building this
 # command's parser (``cli.py`` does it on every start-up) stays cheap.
@@ -68,7 +69,7 @@ class Runner:
         messages, outputs, lengths, seconds = [], [], [], 0.0
         for turn in q.turns:
             messages.append({"role": "user", "content": turn})
-            out, s, acc = self.decode(method, specbench.chat_ids(tok, messages), sampling,
+            out, s, acc = self.decode(method, chat_ids(tok, messages), sampling,
                                       max_new_tokens or self.max_new_tokens)
             outputs.append(out)
             lengths.append(acc)
@@ -91,7 +92,7 @@ def run_all(runner: Runner, methods: list[Method], questions: list[specbench.Que
     from workbench.engine.sampling import SamplingParams
 
     greedy, hot = SamplingParams(), SamplingParams(temperature=1.0, seed=0)
-    warm_ids = specbench.chat_ids(runner.wb.tokenizer, [{"role": "user", "content": questions[0].turns[0]}])
+    warm_ids = chat_ids(runner.wb.tokenizer, [{"role": "user", "content": questions[0].turns[0]}])
     for m in methods:
         runner.decode(m, warm_ids, greedy, WARMUP_TOKENS)
     log(f"warm-up done ({len(methods)} methods)")

@@ -64,6 +64,7 @@ import torch
 from workbench.attention import BACKENDS
 from workbench.device import default_device
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
+from workbench.models.chat import chat_ids
 from workbench.train.prompt_set import (Prompt, build_prompt_set, build_word_prompt_set, followup, material_prompt,
                                         vocabulary_words)
 
@@ -122,8 +123,7 @@ class Chat:
         self.tokenizer = tokenizer
 
     def encode(self, messages: list[dict]) -> list[int]:
-        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
-        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        return chat_ids(self.tokenizer, messages)
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
