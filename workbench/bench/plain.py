@@ -10,25 +10,20 @@ prompt at a time, after one warm-up prompt) and whether the greedy outputs are e
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
 
 import torch
 
 from workbench.errors import ArgumentParser, reports_user_errors
 from workbench.flags import positive
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def spec_bench_prompts(n: int) -> list[str]:
-    """First turns of n questions spread over every Spec-Bench category."""
-    for p in (ROOT / "workbench/data/spec_bench_questions.jsonl", ROOT.parent / "shared/data/spec_bench_questions.jsonl"):
-        if p.exists():
-            rows = [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
-            return [r["turns"][0] for r in rows[:: max(len(rows) // n, 1)][:n]]
-    raise FileNotFoundError("spec_bench_questions.jsonl not found")
+    """First turns of n questions spread over every Spec-Bench category (the packaged copy)."""
+    from workbench.bench.specbench import load_questions, spread
+
+    return [q.turns[0] for q in spread(load_questions(), n)]
 
 
 def run_ours(wb, prompts: list[list[int]], max_new: int) -> tuple[float, list[list[int]]]:

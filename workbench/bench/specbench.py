@@ -73,6 +73,18 @@ def select(questions: list[Question], subset: str, per_category: int | None = No
     return [Question(q.question_id, q.category, q.turns[:1]) for q in chosen]
 
 
+def spread(questions: list[Question], n: int) -> list[Question]:
+    """``n`` questions taken at an even stride through ``questions`` (file order kept)."""
+    return questions[:: max(1, len(questions) // n)][:n]
+
+
+def mt_bench_first_turns(n: int, path: str | Path | None = None) -> list[Question]:
+    """``n`` MT-bench questions (its eight categories) spread evenly over them, first turn only:
+    the questions head evaluations report τ on."""
+    mt = [q for q in load_questions(path) if q.task == "mt_bench"]
+    return [Question(q.question_id, q.category, q.turns[:1]) for q in spread(mt, n)]
+
+
 def _first_of_each(questions: list[Question], key, n: int) -> list[Question]:
     """The first ``n`` questions of each ``key(q)`` group, keeping the input order."""
     seen: dict[str, int] = {}

@@ -53,6 +53,7 @@ from statistics import mean
 
 import torch
 
+from workbench.bench import specbench
 from workbench.bench.specbench import DATA_FILE as QUESTIONS
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
@@ -68,16 +69,8 @@ METHODS = {
 
 
 def mt_bench_first_turns(path: Path, n: int) -> list[str]:
-    """``n`` first turns spread evenly over question ids 81-160 (all eight categories)."""
-    return [r["turns"][0] for r in mt_bench_rows(path, n)]
-
-
-def mt_bench_rows(path: Path, n: int) -> list[dict]:
-    """The question rows (id, category, turns) behind ``mt_bench_first_turns``, in its order."""
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    mt = sorted((r for r in rows if 81 <= r["question_id"] <= 160), key=lambda r: r["question_id"])
-    step = max(1, len(mt) // n)
-    return mt[::step][:n]
+    """``n`` MT-bench first turns spread evenly over its eight categories (``specbench``)."""
+    return [q.turns[0] for q in specbench.mt_bench_first_turns(n, path)]
 
 
 def by_category(categories: list[str], prompts: list, outputs: list) -> dict[str, tuple[list, list]]:
@@ -508,8 +501,8 @@ def main(argv=None) -> None:
                                args.pair_counts)
     if not args.methods and not args.agreement:
         return
-    rows = mt_bench_rows(args.questions, args.n)
-    prompts = [wb.encode(r["turns"][0]) for r in rows]
+    rows = specbench.mt_bench_first_turns(args.n, args.questions)
+    prompts = [wb.encode(q.turns[0]) for q in rows]
     greedy = args.temperature == 0
     base = run(wb, prompts, SpecConfig("vanilla"), args.max_new, args.temperature, args.seed)
     if args.agreement:
@@ -522,7 +515,7 @@ def main(argv=None) -> None:
                                args.pair_counts)
         if args.by_category:
             groups = {c: answer_sequences(target, ps, os_, capture) for c, (ps, os_) in
-                      by_category([r["category"] for r in rows], prompts, base["outputs"]).items()}
+                      by_category([q.category for q in rows], prompts, base["outputs"]).items()}
             for head in heads:
                 cells = []
                 for c, seqs in groups.items():
