@@ -229,8 +229,8 @@ def test_app_launch_mistakes_are_one_line_before_anything_loads(tmp_path):
     ("workbench.train.evaluate", ["--hot", "-1"], "--hot"),
     ("workbench.train.evaluate", ["--questions", "/no/such/questions.jsonl"], "--questions"),
     ("workbench.train.generate", ["--worker", "3/2", "--out", "/tmp/unused"], "--worker"),
-    ("workbench.train.scaling", ["--shards", "/tmp", "--points", "x"], "--points"),
-    ("workbench.train.gpu_recipe", ["run", "--arms", "warm,cold"], "--arms"),
+    ("experiments.scaling", ["--shards", "/tmp", "--points", "x"], "--points"),
+    ("experiments.gpu.recipe", ["run", "--arms", "warm,cold"], "--arms"),
 ])
 def test_training_commands_refuse_each_mistake_in_one_line(module, argv, flag, capsys, no_model_load):
     main = importlib.import_module(module).main
@@ -270,7 +270,7 @@ def every_parser(parser: argparse.ArgumentParser):
 ENTRY_POINTS = ("workbench.cli", "workbench.bench.calibration", "workbench.bench.gpu", "workbench.bench.kernel",
                 "workbench.bench.linear", "workbench.bench.plain", "workbench.bench.suite", "workbench.bench.tune",
                 "workbench.train.__main__", "workbench.train.evaluate", "workbench.train.generate",
-                "workbench.train.scaling", "workbench.train.gpu_recipe", "workbench.lessons.notebooks",
+                "experiments.scaling", "experiments.gpu.recipe", "workbench.lessons.notebooks",
                 "workbench.app.latency", "app")
 
 

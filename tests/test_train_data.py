@@ -342,7 +342,7 @@ def test_val_positions_caps_the_held_out_conversations_training_validates_on(tin
 
 
 def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
-    from workbench.train import scaling
+    from experiments import scaling
     from workbench.train.evaluate import answer_sequences, held_out_sequences, measure_head
 
     data = tmp_path / "data"

@@ -1,6 +1,6 @@
 """Data-scaling curve: held-out top-1 and τ of heads trained on growing prefixes of the data.
 
-    python -m workbench.train.scaling --shards ~/.cache/workbench/train-data-v2 \\
+    python -m experiments.scaling --shards ~/.cache/workbench/train-data-v2 \\
         --points 375000,750000,1500000,3000000 --epochs 2 --out ~/.cache/workbench/scaling
 
 For each point N, a fresh head is trained (same recipe, ``--epochs`` passes) on the first
@@ -83,7 +83,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def build_parser() -> ArgumentParser:
-    ap = ArgumentParser(prog="python -m workbench.train.scaling", description=__doc__)
+    ap = ArgumentParser(prog="python -m experiments.scaling", description=__doc__)
     ap.add_argument("--shards", type=Path, required=True, help="python -m workbench.train.generate output")
     ap.add_argument("--out", type=Path, default=Path.home() / ".cache" / "workbench" / "scaling",
                     help="where each point's head and scaling.json go")

