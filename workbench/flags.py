@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from workbench.engine.config import (CHAIN_RULES, DEFAULT_NUM_DRAFT_TOKENS, DEFAULT_NUM_STEPS, DEFAULT_TOPK,
-                                     METHODS, SpecConfig)
+                                     EXACT_THRESHOLD, METHODS, SpecConfig)
 from workbench.attention import BACKENDS
 from workbench.engine.sampling import SamplingParams
 from workbench.errors import UserError
@@ -61,6 +61,11 @@ def add_spec_args(p: argparse.ArgumentParser) -> None:
                    help=f"verify block incl. the root (default {DEFAULT_NUM_DRAFT_TOKENS}; linear: num_steps + 1)")
     p.add_argument("--chain-rule", choices=CHAIN_RULES, default="target-only",
                    help="sampling acceptance for linear: top-1 drafts (target-only) or sampled drafts, min(1, p/q)")
+    for which, rule in (("single", "accept a draft whose target probability reaches T"),
+                        ("acc", "accept when the coin is below the tried drafts' cumulative probability / T")):
+        p.add_argument(f"--speculative-accept-threshold-{which}", type=float, default=EXACT_THRESHOLD, metavar="T",
+                       help=f"lossy below 1: {rule}, so more drafts are accepted and the output no longer follows "
+                            f"the target's distribution (sampling only; default {EXACT_THRESHOLD:g} = exact)")
     p.add_argument("--max-new-tokens", type=positive("--max-new-tokens"), default=128)
     p.add_argument("--temperature", type=positive("--temperature", float, allow_zero=True), default=0.0)
     p.add_argument("--top-p", type=float, default=1.0)
@@ -72,8 +77,10 @@ def spec_from_args(args) -> tuple[SpecConfig, SamplingParams]:
     """The method, tree knobs and sampling flags as validated configs (UserError otherwise)."""
     try:
         spec = SpecConfig.from_knobs(args.method, args.num_steps, args.topk, args.num_draft_tokens, args.chain_rule,
-                                     getattr(args, "tree", None))
+                                     getattr(args, "tree", None), args.speculative_accept_threshold_single,
+                                     args.speculative_accept_threshold_acc)
         sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.seed)
+        spec.check_sampling(sampling.greedy)
     except ValueError as err:
         raise UserError(str(err)) from None
     return spec, sampling
