@@ -173,3 +173,16 @@ def test_app_settings_carry_the_thresholds_and_say_lossy():
         Settings(accept_threshold_single=None).spec()
     assert acceptance_note(1.0, 1.0).startswith("exact")
     assert "**lossy**" in acceptance_note(1.0, 0.7) and "**lossy**" in acceptance_note(0.9, 1.0)
+
+
+def test_drift_sentence_follows_the_numbers():
+    from workbench.lessons.lossy import drift_sentence
+
+    text = drift_sentence(["exact", "acc 0.5", "single 0.3"], [0.5, 0.9, 0.6], [0.0, 0.1, 0.02],
+                          [0.4, 1e-9, 0.2], 1e-3)
+    assert text.startswith("2 of 2 lossy settings accepted more") and "acc 0.5: 0.90, +80%" in text
+    assert "tells 1 of 2 apart" in text and "paid for" in text
+    text = drift_sentence(["exact", "acc 0.9"], [0.5, 0.5], [0.0, 0.0], [0.4, 0.5], 1e-3)
+    assert text.startswith("0 of 1") and "paid for" not in text
+    with pytest.raises(ValueError):
+        drift_sentence(["exact"], [0.5], [0.0], [0.4], 1e-3)

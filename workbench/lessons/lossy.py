@@ -67,3 +67,27 @@ def first_two_tokens_law(target, head, prompt: list[int], params: SamplingParams
         children = torch.topk(draft_next_token_law(target, head, context, params), topk).indices.tolist()
         rows.append(threshold_node_law(second[t1], children, threshold_single, threshold_acc).law)
     return first[:, None] * torch.stack(rows)  # [V, 1] * [V, V]
+
+
+def drift_sentence(settings: list[str], accepted: list[float], tv: list[float], pvalues: list[float],
+                   level: float) -> str:
+    """The threshold study in words. Index 0 is the exact setting; the others are lossy, each
+    with its accepted drafts per step, the total variation of its output law to the target's
+    and a chi-square p-value of its samples against the target's law."""
+    if not len(settings) == len(accepted) == len(tv) == len(pvalues) >= 2:
+        raise ValueError("one value per setting, the exact one first and at least one lossy setting")
+    lossy = range(1, len(settings))
+    gained = [i for i in lossy if accepted[i] > accepted[0]]
+    told = [i for i in lossy if pvalues[i] < level]
+    best = max(lossy, key=lambda i: accepted[i])
+    text = (f"{len(gained)} of {len(lossy)} lossy settings accepted more drafts per step than the exact rule "
+            f"({accepted[0]:.2f}; the most, {settings[best]}: {accepted[best]:.2f}, "
+            f"{accepted[best] / accepted[0] - 1:+.0%}). ")
+    moved = [i for i in lossy if tv[i] > tv[0]]
+    text += (f"{len(moved)} of {len(lossy)} moved the output law away from the target's (total variation "
+             f"{min(tv[i] for i in lossy):.3f} to {max(tv[i] for i in lossy):.3f}, against {tv[0]:.3f} for the "
+             f"exact rule), and the chi-square test tells {len(told)} of {len(lossy)} apart from the target at "
+             f"p < {level:g}.")
+    if len(gained) == len(moved) == len(lossy):
+        text += " Every bit of acceptance these knobs add is paid for in the output's distribution."
+    return text
