@@ -215,8 +215,9 @@ display(Markdown(
 # %% [markdown]
 # ## The same step in vLLM, and the two numbers it reports
 #
-# vLLM (its v1 engine) drafts a **chain** of $\gamma$ tokens per request (`num_speculative_tokens`)
-# and verifies it in the next forward:
+# vLLM (its v1 engine) drafts a **chain** of $\gamma$ tokens per request (`num_speculative_tokens`;
+# a fixed tree given as rank paths, `speculative_token_tree`, is its other option, and it has no
+# dynamic tree) and verifies the chain in the next forward:
 #
 # * **Layout.** A request's verify input is its last sampled token followed by its $\gamma$ drafts:
 #   $1 + \gamma$ query tokens, packed with every other request's tokens into one flat, ragged
@@ -457,7 +458,7 @@ fig.add_bar(x=drift_table["setting"], y=drift_table["drafts accepted per step"],
 fig.add_bar(x=drift_table["setting"], y=drift_table["TV (t1, t2), closed form"], marker_color="#D55E00",
             name="total variation (closed form)", row=1, col=2)
 fig.update_layout(title=f"Lossy thresholds on the tiny target: acceptance gained and distribution moved<br>"
-                        f"({N} samples per setting; (1, 1) is the exact rule)", height=420,
+                        f"({N} samples per setting; (1, 1) is the exact rule)", height=440, margin=dict(t=120),
                   legend=dict(orientation="h", y=-0.25))
 fig.show()
 

@@ -181,8 +181,8 @@ def test_drift_sentence_follows_the_numbers():
     text = drift_sentence(["exact", "acc 0.5", "single 0.3"], [0.5, 0.9, 0.6], [0.0, 0.1, 0.02],
                           [0.4, 1e-9, 0.2], 1e-3)
     assert text.startswith("2 of 2 lossy settings accepted more") and "acc 0.5: 0.90, +80%" in text
-    assert "tells 1 of 2 apart" in text and "paid for" in text
+    assert "tells 1 of 2 apart" in text and "came with a moved output law" in text
     text = drift_sentence(["exact", "acc 0.9"], [0.5, 0.5], [0.0, 0.0], [0.4, 0.5], 1e-3)
-    assert text.startswith("0 of 1") and "paid for" not in text
+    assert text.startswith("0 of 1") and "moved output law" not in text
     with pytest.raises(ValueError):
         drift_sentence(["exact"], [0.5], [0.0], [0.4], 1e-3)

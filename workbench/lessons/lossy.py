@@ -89,5 +89,5 @@ def drift_sentence(settings: list[str], accepted: list[float], tv: list[float], 
              f"exact rule), and the chi-square test tells {len(told)} of {len(lossy)} apart from the target at "
              f"p < {level:g}.")
     if len(gained) == len(moved) == len(lossy):
-        text += " Every bit of acceptance these knobs add is paid for in the output's distribution."
+        text += " At every setting here the extra acceptance came with a moved output law."
     return text
