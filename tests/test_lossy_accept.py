@@ -186,3 +186,18 @@ def test_drift_sentence_follows_the_numbers():
     assert text.startswith("0 of 1") and "moved output law" not in text
     with pytest.raises(ValueError):
         drift_sentence(["exact"], [0.5], [0.0], [0.4], 1e-3)
+
+
+def test_app_step_header_says_lossy(tmp_path):
+    from workbench.app.state import Session, Settings
+    from workbench.app.tiny import make_tiny_app_model
+    from workbench.app.views import VIEWS, render
+    from workbench.pipeline import Workbench
+
+    wb = Workbench.load(target=str(make_tiny_app_model(tmp_path, seed=1)), draft="random:1", dtype="fp32")
+    session = Session.start(wb, Settings(prompt="tell me about the cat", temperature=1.0, accept_threshold_acc=0.5,
+                                         max_new_tokens=8))
+    session.step()
+    session.step()  # the prefill, then a speculative step
+    summary = dict(zip(VIEWS, render(session, wb)))["summary"]
+    assert "lossy acceptance (accept_threshold_single=1, accept_threshold_acc=0.5)" in summary
