@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+EXACT_THRESHOLD = 1.0  # accept thresholds (SpecConfig): 1.0 = the exact rule, below = lossy
+
 
 @dataclass
 class Move:
@@ -88,13 +90,13 @@ def greedy_walk(tokens: list[int], next_token: list[int], next_sibling: list[int
 
 def sampling_walk(tokens: list[int], next_token: list[int], next_sibling: list[int],
                   probs: torch.Tensor, generator: torch.Generator | None,
-                  threshold_single: float = 1.0, threshold_acc: float = 1.0) -> AcceptResult:
+                  threshold_single: float = EXACT_THRESHOLD, threshold_acc: float = EXACT_THRESHOLD) -> AcceptResult:
     """``probs`` [N, V]: the target distribution at each node (temperature/top-k/top-p applied).
 
     Thresholds at 1 (the default): the exact rule. Below 1: **lossy**, each child's acceptance
     probability is ``relaxed_accept_prob`` (more drafts accepted, the output law moves); the
     bonus is drawn as in the exact rule."""
-    exact = threshold_single >= 1.0 and threshold_acc >= 1.0
+    exact = min(threshold_single, threshold_acc) >= EXACT_THRESHOLD
     path, moves, node = [0], [], 0
     while True:
         p = probs[node].clone()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from workbench.engine.accept import EXACT_THRESHOLD
 from workbench.engine.static_tree import default_static_tree, parse_tree, tree_shape, validate_tree
 from workbench.engine.tree import max_candidates
 
@@ -42,7 +43,6 @@ MAX_DRAFT_TOKENS = 256
 DEFAULT_NUM_STEPS = 5
 DEFAULT_TOPK = 4
 DEFAULT_NUM_DRAFT_TOKENS = 8
-EXACT_THRESHOLD = 1.0  # accept thresholds: 1.0 = the exact rule, below = lossy
 
 
 @dataclass(frozen=True)

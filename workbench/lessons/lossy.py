@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 import torch
 
+from workbench.engine.config import EXACT_THRESHOLD
+from workbench.engine.sampling import SamplingParams
 from workbench.lessons.draft_law import draft_next_token_law
 from workbench.lessons.exact_law import next_token_laws
-from workbench.engine.sampling import SamplingParams
 
 
 @dataclass
@@ -31,8 +32,8 @@ class NodeLaw:
     accept_prob: float  # P(some child is accepted) = b_m
 
 
-def threshold_node_law(p: torch.Tensor, children: list[int], threshold_single: float = 1.0,
-                       threshold_acc: float = 1.0) -> NodeLaw:
+def threshold_node_law(p: torch.Tensor, children: list[int], threshold_single: float = EXACT_THRESHOLD,
+                       threshold_acc: float = EXACT_THRESHOLD) -> NodeLaw:
     """The law of the token emitted at a node with target law ``p`` [V] whose children
     ``children`` (distinct tokens, in the walk's order) are tried under the thresholds."""
     if len(set(children)) != len(children):
@@ -55,7 +56,8 @@ def threshold_node_law(p: torch.Tensor, children: list[int], threshold_single: f
 
 
 def first_two_tokens_law(target, head, prompt: list[int], params: SamplingParams, topk: int,
-                         threshold_single: float = 1.0, threshold_acc: float = 1.0) -> torch.Tensor:
+                         threshold_single: float = EXACT_THRESHOLD,
+                         threshold_acc: float = EXACT_THRESHOLD) -> torch.Tensor:
     """[V, V] float64: P(t1, t2) when t1 comes from the prefill and t2 from the root of the
     first speculative step, whose children are the head's top ``topk`` tokens after t1 (best
     first, the order the engine's tree tries them in)."""
