@@ -52,6 +52,8 @@ METHOD = {"vanilla": OKABE_ITO["black"], "linear": OKABE_ITO["vermillion"], "eag
           "linear (same verify budget)": OKABE_ITO["reddish_purple"], "static": OKABE_ITO["sky_blue"]}
 
 FONT = "Inter, system-ui, sans-serif"
+TITLE_PX = 14  # title font size
+LEGEND_ROW = 22  # px per row of a horizontal legend
 
 
 def base_layout(title: str, height: int = 420, axes: bool = True) -> dict:
