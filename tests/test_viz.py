@@ -5,6 +5,7 @@ and colour per status, mask cells equal to the trace's mask, walk moves, KV coun
 import re
 from pathlib import Path
 
+import networkx as nx
 import pytest
 
 from helpers import tiny_pair
@@ -15,13 +16,15 @@ from workbench.engine.calibration import calibration_table
 from workbench.viz.best_tree import best_tree_figure, budget_figure, budget_taus, continuation_html, greedy_continuation
 from workbench.viz.calibration import calibration_html, depth_figure, reliability_figure
 from workbench.viz.compare import cost_figure, run_summary, speedups, summary_html, tau_figure, tokens_figure
+from workbench.viz.layout import (Box, Line, fit_lines, legend_rows, overlapping_pairs, place_labels, spread,
+                                  water_fill, wrap)
 from workbench.viz.kv import kv_figure, kv_slots_html, kv_summary, kv_table_html
 from workbench.viz.logits import children, logits_html, logits_rows
 from workbench.viz.mask import MASKED, PREFIX, TREE, mask_figure, mask_html, mask_matrix
 from workbench.viz.output import output_html, output_tokens, tau_per_step
 from workbench.viz.sampling import coin_rows, sampling_html
 from workbench.viz.style import NODE, SLOT
-from workbench.viz.tree import node_status, tree_figure, tree_graph
+from workbench.viz.tree import MARGIN, collapse_dropped, layout_tree, node_status, tree_figure, tree_graph
 from workbench.viz.walk import moves_html, moves_upto, pointer_rows, pointer_table_html, walk_moves, walk_position
 
 RUNS = {
@@ -33,6 +36,12 @@ RUNS = {
     "vanilla": (SpecConfig("vanilla"), SamplingParams()),
     "static": (SpecConfig.static(7), SamplingParams()),
 }
+WORDS = ["␣the", "\n", "numbers", "x", "␣international", "):", "def", "␣superlongidentifiername", "_", "((", "␣a"]
+
+
+def word(token: int) -> str:
+    """Token texts of every length, the widest glyphs included, for the layout tests."""
+    return WORDS[token % len(WORDS)].replace("␣", " ")
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +110,7 @@ def test_seed_tree_statuses_and_figure():
     by = markers(tree_figure(tr))
     assert set(by) == {"root", "accepted", "missed", "unreached", "dropped", "bonus"}
     assert sorted(by["accepted"].customdata) == ["1", "4"] and list(by["missed"].customdata) == ["3"]
-    assert sorted(by["unreached"].customdata) == ["2", "5"] and list(by["dropped"].customdata) == ["c5"]
+    assert sorted(by["unreached"].customdata) == ["2", "5"] and list(by["dropped"].customdata) == ["+2"]
     for status, t in by.items():  # each status its own symbol AND colour
         assert (t.marker.symbol, t.marker.color) == (NODE[status].symbol, NODE[status].colour)
     g = tree_graph(tr)
@@ -115,13 +124,99 @@ def test_tree_figure_counts_match_the_trace(runs):
             by = markers(fig)
             n = sum(len(t.x) for s, t in by.items() if s not in ("dropped", "bonus"))
             assert n == len(tr["tree"]["nodes"])
-            assert len(by.get("dropped", {"x": []})["x"]) == len(tr["draft"]["candidates"]) - (n - 1)
+            folds = collapse_dropped(tree_graph(tr))
+            counts = [a["count"] for _, a in folds.nodes(data=True) if a["status"] == "dropped"]
+            assert sum(counts) == len(tr["draft"]["candidates"]) - (n - 1)  # one "+n" mark per parent
+            assert len(by.get("dropped", {"x": []})["x"]) == len(counts)
             accepted = sorted(int(k) for k in by["accepted"].customdata) if "accepted" in by else []
             assert accepted == sorted(tr["accept"]["path"][1:])
             assert len(by["bonus"].x) == 1 and len(by["root"].x) == 1
             assert f"Step {tr['step']}: {n} verified nodes" in fig.layout.title.text
             without = markers(tree_figure(tr, show_dropped=False))
             assert "dropped" not in without
+
+
+@pytest.fixture(scope="module")
+def wide_traces(tmp_path_factory):
+    """Spec steps at the default tree and at 60/6/10 (num_draft_tokens/num_steps/topk), token
+    texts of every width."""
+    target, head = tiny_pair(tmp_path_factory.mktemp("wide"))
+    out = {}
+    for name, spec in [("default", SpecConfig("eagle2")), ("60/6/10", SpecConfig("eagle2", 6, 10, 60))]:
+        eng = Engine(target, head, spec, SamplingParams(), trace=True, token_text=word)
+        eng.add_requests([[3, 5, 7, 9, 11]], 8)
+        traces = []
+        while not eng.done:
+            traces.extend(eng.step())
+        out[name] = [t for t in traces if t["kind"] == "spec"]
+    return out
+
+
+@pytest.mark.parametrize("name", ["default", "60/6/10"])
+@pytest.mark.parametrize("compact,width", [(False, 900), (True, 480)])
+def test_tree_labels_never_overlap(wide_traces, name, compact, width):
+    """Every verified node and the bonus carry a label; no two label boxes overlap; all inside
+    the plot area; the figure draws exactly these boxes on axes in px."""
+    for tr in wide_traces[name][:3]:
+        g = collapse_dropped(tree_graph(tr))
+        lay = layout_tree(g, compact, width)
+        assert overlapping_pairs(lay.boxes) == []
+        for k in [n["node"] for n in tr["tree"]["nodes"]] + ["bonus"]:
+            assert lay.lines[k][0].text.strip() and lay.boxes[k].x1 > lay.boxes[k].x0
+        assert all(0 <= b.x0 and b.x1 <= width - 2 * MARGIN and 0 <= b.y0 and b.y1 <= lay.height
+                   for b in lay.boxes.values())
+        markers_px = {k: Box(x - 8, y - 8, x + 8, y + 8) for k, (x, y) in lay.xy.items()}
+        assert not any(markers_px[a].overlaps(lay.boxes[b]) for a in g.nodes for b in g.nodes)
+        fig = tree_figure(tr, compact=compact, width=width)
+        m = fig.layout.margin
+        assert (fig.layout.width, m.autoexpand) == (width, False) and m.t >= 100  # what a Gradio plot keeps
+        assert list(fig.layout.xaxis.range) == [0, width - 2 * MARGIN]
+        assert fig.layout.height - m.t - m.b == pytest.approx(fig.layout.yaxis.range[0], abs=1)
+        assert len(fig.layout.annotations) == g.number_of_nodes()
+
+
+def test_dropped_candidates_fold_into_one_mark_per_parent(wide_traces):
+    for tr in wide_traces["60/6/10"]:
+        full, folded = tree_graph(tr), collapse_dropped(tree_graph(tr))
+        kept = {n["node"] for n in tr["tree"]["nodes"]}
+        for key, a in folded.nodes(data=True):
+            if a["status"] != "dropped":
+                continue
+            parent = next(folded.predecessors(key))
+            assert key == f"+{parent}" and parent in kept
+            under = [m for c in full.successors(parent) if full.nodes[c]["status"] == "dropped"
+                     for m in [c, *nx.descendants(full, c)]]
+            assert a["count"] == len(under) == len(a["members"]) and {m[0] for m in a["members"]} == set(under)
+            scores = [m[2] for m in a["members"]]
+            assert scores == sorted(scores, reverse=True)
+        n_folds = sum(a["status"] == "dropped" for _, a in folded.nodes(data=True))
+        assert folded.number_of_nodes() == len(kept) + 1 + n_folds  # + the bonus
+
+
+def test_best_tree_at_60_6_10_labels_its_left_token(wide_traces):
+    for tr in wide_traces["60/6/10"][:3]:
+        fig = best_tree_figure(tr)
+        left = next(t for t in fig.data if t.meta == "left")
+        texts = [a.text for a in fig.layout.annotations]
+        assert sum("left the tree" in t for t in texts) == 1
+        assert (left.x[0], left.y[0]) in {(t.x[0], t.y[0]) for t in fig.data if t.meta == "bonus"}  # greedy
+
+
+def test_layout_helpers():
+    assert water_fill([10, 20, 30], 100) == [10, 20, 30]
+    assert water_fill([10, 50, 90], 70) == [10, 30, 30]
+    assert spread([0, 1, 10], [4, 4, 4], gap=1) == [0, 5, 10]
+    assert fit_lines([Line("a" * 40, 10, short="+4"), Line("p 0.5", 10)], 30)[0].text == "+4"
+    cut = fit_lines([Line("abcdefghij" * 3, 10), Line("detail that is long", 10)], 50)
+    assert len(cut) == 1 and cut[0].text.endswith("…") and cut[0].width <= 50
+    assert wrap("a bb ccc dddd", 30, 10) == ["a bb", "ccc", "dddd"]
+    assert legend_rows(["a"] * 3, 900) == 1 and legend_rows(["x" * 40] * 3, 900) == 2
+    points = [(100, 100), (102, 101), (101, 99), (300, 100)]
+    boxes = place_labels(points, [(60, 14)] * 4)
+    assert overlapping_pairs(dict(enumerate(boxes))) == []
+    assert not any(b.overlaps(Box(x - 5, y - 5, x + 5, y + 5)) for b in boxes for x, y in points)
+    with pytest.raises(ValueError, match="x0 <= x1"):
+        Box(1, 0, 0, 1)
 
 
 def test_some_candidates_are_dropped_at_rerank(runs):
