@@ -326,7 +326,9 @@ def test_kv_counts(runs):
 
 def test_kv_of_the_seed_tree_draws_every_slot():
     by = markers(kv_figure(seed_tree_trace()))
-    assert {k: len(t.x) for k, t in by.items()} == {"kept": 3, "freed": 3, "extend": 2, "scratch": 4}
+    assert {k: sum(x is not None for x in t.x) for k, t in by.items()} == \
+        {"committed": 0, "kept": 3, "freed": 3, "extend": 2, "scratch": 4}  # committed: a band
+    assert all(t.showlegend is not False and SLOT[k].label in t.name for k, t in by.items())  # a legend for each
     strips = kv_slots_html(seed_tree_trace())
     assert {s: strips.count(f"data-status='{s}' data-slot=") for s in ("kept", "freed", "extend", "scratch")} == \
         {"kept": 3, "freed": 3, "extend": 2, "scratch": 4}
