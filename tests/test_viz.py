@@ -14,15 +14,16 @@ from workbench.engine.engine import Engine
 from workbench.engine.sampling import SamplingParams
 from workbench.engine.calibration import calibration_table
 from workbench.viz.best_tree import best_tree_figure, budget_figure, budget_taus, continuation_html, greedy_continuation
+from workbench.viz.candidates import FLOOR, LABEL_ALL, path_score_figure
 from workbench.viz.calibration import calibration_html, depth_figure, reliability_figure
-from workbench.viz.compare import cost_figure, run_summary, speedups, summary_html, tau_figure, tokens_figure
+from workbench.viz.compare import cost_figure, run_summary, speedup_scatter, speedups, summary_html, tau_figure, tokens_figure
 from workbench.viz.layout import (Box, Line, fit_lines, legend_rows, overlapping_pairs, place_labels, spread,
                                   water_fill, wrap)
 from workbench.viz.kv import kv_figure, kv_slots_html, kv_summary, kv_table_html
 from workbench.viz.logits import children, logits_html, logits_rows
 from workbench.viz.mask import MASKED, PREFIX, TREE, mask_figure, mask_html, mask_matrix
 from workbench.viz.output import output_html, output_tokens, tau_per_step
-from workbench.viz.sampling import coin_rows, sampling_html
+from workbench.viz.sampling import acceptance_stack_figure, coin_rows, sampling_html
 from workbench.viz.style import NODE, SLOT
 from workbench.viz.tree import MARGIN, collapse_dropped, layout_tree, node_status, tree_figure, tree_graph
 from workbench.viz.walk import moves_html, moves_upto, pointer_rows, pointer_table_html, walk_moves, walk_position
@@ -200,6 +201,37 @@ def test_best_tree_at_60_6_10_labels_its_left_token(wide_traces):
         texts = [a.text for a in fig.layout.annotations]
         assert sum("left the tree" in t for t in texts) == 1
         assert (left.x[0], left.y[0]) in {(t.x[0], t.y[0]) for t in fig.data if t.meta == "bonus"}  # greedy
+
+
+def test_path_score_figure_names_every_candidate_and_draws_the_cutoff(runs, wide_traces):
+    for tr in spec_steps(runs, "wide")[:3] + wide_traces["60/6/10"][:1]:
+        fig = path_score_figure(tr)
+        cands, kept = tr["draft"]["candidates"], set(tr["draft"]["kept"])
+        named = len(cands) if len(cands) <= LABEL_ALL else len(kept)
+        assert len(fig.layout.annotations) == named + 1  # + the root
+        cut = next(t for t in fig.data if t.meta == "cutoff")
+        lowest = min(n["score"] for n in tr["tree"]["nodes"][1:])
+        assert cut.y[0] == max(lowest, FLOOR)  # a score the trace rounded to 0 is drawn at the floor
+        assert all(c["score"] >= lowest for c in cands if c["index"] in kept)
+        shown = sum(len(t.x) for t in fig.data if t.meta and "rerank," in t.meta)
+        assert shown == len(cands)
+        assert (fig.layout.width, fig.layout.margin.autoexpand) == (900, False)
+
+
+def test_speedup_scatter_and_acceptance_stack():
+    pts = [dict(method="linear", label=f"linear {i}", tau=2.0 + i / 100, speedup=1.5, low=1.4, high=1.6)
+           for i in range(4)] + [dict(method="eagle2", label="eagle2 3/2/4", tau=2.7, speedup=1.7, low=1.7, high=1.8)]
+    fig = speedup_scatter(pts, "a title " * 30)
+    assert [a.text for a in fig.layout.annotations] == [p["label"] for p in pts]  # every point named
+    assert "<br>" in fig.layout.title.text  # a long title wraps instead of being cut
+    assert [t.meta for t in fig.data if t.meta] == ["linear", "eagle2", "vanilla"]
+    p, q = [0.5, 0.3, 0.2], [0.2, 0.5, 0.3]
+    fig = acceptance_stack_figure(["a", "b", "c"], p, q, "t")
+    by = {t.meta: t for t in fig.data}
+    assert [a + r for a, r in zip(by["accepted"].y, by["rejected"].y)] == pytest.approx(p)  # the stack is p
+    assert list(by["rejected"].base) == list(by["accepted"].y) and list(by["q"].y) == q
+    with pytest.raises(ValueError, match="one value per token"):
+        acceptance_stack_figure(["a"], p, q, "t")
 
 
 def test_layout_helpers():

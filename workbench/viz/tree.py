@@ -22,8 +22,8 @@ import html
 import networkx as nx
 import plotly.graph_objects as go
 
-from workbench.viz.layout import LINE, Line, TreeLayout, legend_rows, tree_layout, wrap
-from workbench.viz.style import LEGEND_ROW, NODE, TITLE_PX, base_layout, empty_figure
+from workbench.viz.layout import Line, TreeLayout, legend_rows, tree_layout
+from workbench.viz.style import LEGEND_ROW, NODE, base_layout, empty_figure, title_height
 from workbench.viz.tokens import num, show
 
 WIDTH, COMPACT_WIDTH = 900, 480  # px: the notebooks' PNG width; half of it, for two trees side by side
@@ -185,13 +185,10 @@ def frame(fig: go.Figure, title: str, width: int, plot_height: float, legend: li
     ``plot_height`` tall (more if the figure must be ``min_height``), the title wrapped and the
     legend above the plot, both in a top margin sized to hold them (at least the 100 px a
     labelled Gradio plot reserves there, so the app draws the same picture)."""
-    lines = wrap(title, width - 2 * MARGIN, TITLE_PX)
-    rows = legend_rows(legend, width - 2 * MARGIN)
-    top = round(max(100, 14 + len(lines) * TITLE_PX * LINE + 8 + rows * LEGEND_ROW))
+    top = round(max(100, title_height(title, width) + legend_rows(legend, width - 2 * MARGIN) * LEGEND_ROW))
     plot_height = max(plot_height, (min_height or 0) - top - MARGIN)
-    fig.update_layout(**base_layout("<br>".join(lines), round(plot_height + top + MARGIN), axes=False))
+    fig.update_layout(**base_layout(title, round(plot_height + top + MARGIN), axes=False, width=width))
     fig.update_layout(width=width, margin=dict(l=MARGIN, r=MARGIN, t=top, b=MARGIN, autoexpand=False),
-                      title=dict(yref="container", y=1 - 14 / (plot_height + top + MARGIN), yanchor="top"),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0),
                       hovermode="closest")
     fig.update_xaxes(visible=False, range=[0, width - 2 * MARGIN], fixedrange=True)
