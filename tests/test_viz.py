@@ -495,3 +495,30 @@ def test_png_without_a_browser_says_what_to_install(monkeypatch, tmp_path):
     with pytest.raises(RuntimeError, match="chromium"):
         png.write_png(reliability_figure(calibration_table([])), tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs Chromium (Debian package chromium)")
+@pytest.mark.parametrize("name", ["default", "60/6/10"])
+def test_drawn_tree_labels_do_not_overlap_in_a_browser(wide_traces, tmp_path, name):
+    """The layout's text widths are estimates: measure the labels Chromium actually draws (the
+    page the app and the notebooks show) and check that no two overlap and none leaves the figure."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    tr = wide_traces[name][0]
+    figs = {"tree": tree_figure(tr), "compact": tree_figure(tr, compact=True), "best": best_tree_figure(tr)}
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1000, "height": 800})
+        for kind, fig in figs.items():
+            path = tmp_path / f"{kind}.html"
+            fig.write_html(path, include_plotlyjs=True)
+            page.goto(path.as_uri())
+            page.wait_for_selector(".annotation-text")
+            rects = page.eval_on_selector_all(".annotation-text", "es => es.map(e => { const r = "
+                                              "e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })")
+            width = page.eval_on_selector(".main-svg", "e => e.getBoundingClientRect().right")
+            assert len(rects) == len(fig.layout.annotations) > 0
+            boxes = {i: Box(x0 + 0.5, y0 + 0.5, x1 - 0.5, y1 - 0.5) for i, (x0, y0, x1, y1) in enumerate(rects)}
+            assert overlapping_pairs(boxes) == [], kind
+            assert max(r[2] for r in rects) <= width, kind
+        browser.close()
