@@ -16,7 +16,8 @@ from workbench.engine.calibration import calibration_table
 from workbench.viz.best_tree import best_tree_figure, budget_figure, budget_taus, continuation_html, greedy_continuation
 from workbench.viz.candidates import FLOOR, LABEL_ALL, path_score_figure
 from workbench.viz.calibration import calibration_html, depth_figure, reliability_figure
-from workbench.viz.compare import cost_figure, run_summary, speedup_scatter, speedups, summary_html, tau_figure, tokens_figure
+from workbench.viz.compare import (cost_figure, run_summary, speedup_scatter, speedups, summary_html, tau_figure,
+                                   tokens_figure)
 from workbench.viz.layout import (Box, Line, fit_lines, legend_rows, overlapping_pairs, place_labels, spread,
                                   water_fill, wrap)
 from workbench.viz.kv import kv_figure, kv_slots_html, kv_summary, kv_table_html
@@ -497,6 +498,9 @@ def test_png_without_a_browser_says_what_to_install(monkeypatch, tmp_path):
     assert not (tmp_path / "x.png").exists()
 
 
+RECTS = "es => es.map(e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })"
+
+
 @pytest.mark.browser
 @pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs Chromium (Debian package chromium)")
 @pytest.mark.parametrize("name", ["default", "60/6/10"])
@@ -514,8 +518,7 @@ def test_drawn_tree_labels_do_not_overlap_in_a_browser(wide_traces, tmp_path, na
             fig.write_html(path, include_plotlyjs=True)
             page.goto(path.as_uri())
             page.wait_for_selector(".annotation-text")
-            rects = page.eval_on_selector_all(".annotation-text", "es => es.map(e => { const r = "
-                                              "e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })")
+            rects = page.eval_on_selector_all(".annotation-text", RECTS)
             width = page.eval_on_selector(".main-svg", "e => e.getBoundingClientRect().right")
             assert len(rects) == len(fig.layout.annotations) > 0
             boxes = {i: Box(x0 + 0.5, y0 + 0.5, x1 - 0.5, y1 - 0.5) for i, (x0, y0, x1, y1) in enumerate(rects)}

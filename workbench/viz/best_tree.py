@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 from workbench.viz.html import note, table
 from workbench.viz.layout import Line, tree_layout
 from workbench.viz.style import NODE, OKABE_ITO, base_layout, empty_figure
-from workbench.viz.tokens import show
+from workbench.viz.tokens import show, show_html
 from workbench.viz.tree import MARGIN, WIDTH, collapse_dropped, draw_tree, frame, node_lines, rerank_line, tree_graph
 
 
@@ -161,7 +161,7 @@ def continuation_html(trace: dict) -> str:
                  "dropped": f"candidate {r.get('candidate')} dropped at rerank (s {r.get('score', 0):.4f}); "
                             f"kept from D = {r.get('needed_D')}",
                  "not drafted": "not among the draft's candidates"}[r["status"]]
-        cells.append([str(r["depth"]), f"<code>{html.escape(show(r['text']))}</code>", f"{r['target_prob']:.3f}",
+        cells.append([str(r["depth"]), f"<code>{show_html(r['text'])}</code>", f"{r['target_prob']:.3f}",
                       r["status"], html.escape(where)])
         attrs.append({"depth": r["depth"], "status": r["status"]})
     cells.append([str(rows[-1]["depth"] + 1) + "…", "?", "–", "unknown",

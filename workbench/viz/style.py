@@ -69,7 +69,8 @@ def base_layout(title: str, height: int = 420, axes: bool = True, width: int = 9
               dict(orientation="h", yanchor="top", y=0.0, xanchor="left", x=0))
     axis = dict(gridcolor="#EEEEEE", zeroline=False, automargin=True, linecolor="#CCCCCC")
     top = max(70 if axes else 50, round(title_height(title, width) + (LEGEND_ROW + 4 if axes else 0)))
-    return dict(title=dict(text="<br>".join(wrap(title, width - 20, TITLE_PX)), font=dict(size=TITLE_PX), x=0.01, xanchor="left",
+    text = "<br>".join(wrap(title, width - 20, TITLE_PX))
+    return dict(title=dict(text=text, font=dict(size=TITLE_PX), x=0.01, xanchor="left",
                            **title_on_top(height)), height=height,
                 template="none", paper_bgcolor="white", plot_bgcolor="white", xaxis=axis, yaxis=axis,
                 hoverlabel=dict(bgcolor="white", font=dict(family=FONT)),
