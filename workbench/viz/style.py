@@ -56,6 +56,7 @@ METHOD = {"vanilla": OKABE_ITO["black"], "linear": OKABE_ITO["vermillion"], "eag
 FONT = "Inter, system-ui, sans-serif"
 TITLE_PX = 14  # title font size
 LEGEND_ROW = 22  # px per row of a horizontal legend
+TITLE_TOP = 40  # px above a title: clear of the label a Gradio plot draws in its top-left corner
 
 
 def base_layout(title: str, height: int = 420, axes: bool = True, width: int = 900) -> dict:
@@ -80,13 +81,13 @@ def base_layout(title: str, height: int = 420, axes: bool = True, width: int = 9
 
 def title_height(title: str, width: int) -> float:
     """Px from the figure's top to below its title wrapped to ``width`` (8 px under it)."""
-    return 14 + len(wrap(title, width - 20, TITLE_PX)) * TITLE_PX * LINE + 8 if title else 14
+    return TITLE_TOP + len(wrap(title, width - 20, TITLE_PX)) * TITLE_PX * LINE + 8 if title else 14
 
 
 def title_on_top(height: float) -> dict:
-    """Title settings pinning its first line 14 px under the figure's top edge (plotly would
-    centre it in the top margin, far above the plot when that margin also holds a legend)."""
-    return dict(yref="container", y=1 - 14 / height, yanchor="top")
+    """Title settings pinning its first line ``TITLE_TOP`` px under the figure's top edge (plotly
+    would centre it in the top margin, far above the plot when that margin also holds a legend)."""
+    return dict(yref="container", y=1 - TITLE_TOP / height, yanchor="top")
 
 
 def empty_figure(message: str, height: int = 300):
