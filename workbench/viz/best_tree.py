@@ -109,7 +109,7 @@ def best_tree_figure(trace: dict, height: int | None = None, width: int = WIDTH)
                                  line=dict(width=2)),
         customdata=[left["status"]], hoverinfo="text",
         hovertext=[f"the target's argmax after node {left['after_node']}; beyond it: unknown"]))
-    n = len(covered) - 1
+    n, width = len(covered) - 1, max(width, round(lay.width) + 2 * MARGIN)
     frame(fig, f"Step {trace['step']}: the tree covered {n} token(s) of the target's greedy continuation, "
                f"then left it at “{show(left['text'])}” ({why}) · {rerank_line(trace)}", width, lay.height,
           [t.name for t in fig.data if t.meta], height)

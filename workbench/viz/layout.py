@@ -157,6 +157,7 @@ MARKER = 16  # px: the widest marker
 GAP = 4  # px between a marker and its label
 GUTTER = 16  # px between a column's widest label and the next column's markers: where edges bend
 ROW_PAD = 4  # px between two labels of one column
+MIN_LABEL = 2 * SYMBOL_EM * 11  # px: the narrowest column, one character and "…" (a deep tree grows wider)
 
 
 @dataclass(frozen=True)
@@ -179,13 +180,15 @@ def tree_layout(g, root, lines: dict, width: float) -> TreeLayout:
     each marker. Columns share the width by ``water_fill``; a label wider than its column is cut
     by ``fit_lines``. Leaves take consecutive rows in depth-first order, a parent sits at the
     mean height of its children, and ``spread`` then pushes down any label that would touch the
-    one above it in its column: no two label boxes overlap (columns do not share x either)."""
+    one above it in its column: no two label boxes overlap (columns do not share x either).
+    A tree too deep for ``width`` (columns narrower than ``MIN_LABEL``) is laid out wider: the
+    layout's ``width`` says how wide."""
     depth = {k: g.nodes[k]["depth"] for k in g.nodes}
     cols = max(depth.values()) + 1
     natural = [max((max(line.width for line in lines[k]) for k in g.nodes if depth[k] == d), default=0.0)
                for d in range(cols)]
     fixed = MARKER + GAP + GUTTER
-    caps = water_fill(natural, max(width - cols * fixed, cols * 8.0))
+    caps = water_fill(natural, max(width - cols * fixed, cols * MIN_LABEL))
     spare = max(0.0, width - cols * fixed - sum(caps)) / cols  # widen the gutters when there is room
     x0 = [sum(caps[:d]) + d * (fixed + spare) for d in range(cols)]
     shown = {k: fit_lines(lines[k], caps[depth[k]]) for k in g.nodes}

@@ -208,6 +208,7 @@ def tree_figure(trace: dict, show_dropped: bool = True, compact: bool = False, w
     g = collapse_dropped(tree_graph(trace, show_dropped))
     lay = layout_tree(g, compact, width)
     fig = draw_tree(g, lay, trace["accept"]["path"])
+    width = max(width, round(lay.width) + 2 * MARGIN)  # a very deep tree: wider, never squeezed
     frame(fig, _title(trace, compact), width, lay.height, [t.name for t in fig.data if t.meta], height)
     return fig
 
