@@ -5,6 +5,7 @@ and colour per status, mask cells equal to the trace's mask, walk moves, KV coun
 import re
 from pathlib import Path
 
+import networkx as nx
 import pytest
 
 from helpers import tiny_pair
@@ -13,15 +14,19 @@ from workbench.engine.engine import Engine
 from workbench.engine.sampling import SamplingParams
 from workbench.engine.calibration import calibration_table
 from workbench.viz.best_tree import best_tree_figure, budget_figure, budget_taus, continuation_html, greedy_continuation
+from workbench.viz.candidates import FLOOR, LABEL_ALL, path_score_figure
 from workbench.viz.calibration import calibration_html, depth_figure, reliability_figure
-from workbench.viz.compare import cost_figure, run_summary, speedups, summary_html, tau_figure, tokens_figure
+from workbench.viz.compare import (cost_figure, run_summary, speedup_scatter, speedups, summary_html, tau_figure,
+                                   tokens_figure)
+from workbench.viz.layout import (Box, Line, fit_lines, legend_rows, overlapping_pairs, place_labels, spread,
+                                  water_fill, wrap)
 from workbench.viz.kv import kv_figure, kv_slots_html, kv_summary, kv_table_html
 from workbench.viz.logits import children, logits_html, logits_rows
 from workbench.viz.mask import MASKED, PREFIX, TREE, mask_figure, mask_html, mask_matrix
 from workbench.viz.output import output_html, output_tokens, tau_per_step
-from workbench.viz.sampling import coin_rows, sampling_html
+from workbench.viz.sampling import acceptance_stack_figure, coin_rows, sampling_html
 from workbench.viz.style import NODE, SLOT
-from workbench.viz.tree import node_status, tree_figure, tree_graph
+from workbench.viz.tree import MARGIN, collapse_dropped, layout_tree, node_status, tree_figure, tree_graph
 from workbench.viz.walk import moves_html, moves_upto, pointer_rows, pointer_table_html, walk_moves, walk_position
 
 RUNS = {
@@ -33,6 +38,12 @@ RUNS = {
     "vanilla": (SpecConfig("vanilla"), SamplingParams()),
     "static": (SpecConfig.static(7), SamplingParams()),
 }
+WORDS = ["␣the", "\n", "numbers", "x", "␣international", "):", "def", "␣superlongidentifiername", "_", "((", "␣a"]
+
+
+def word(token: int) -> str:
+    """Token texts of every length, the widest glyphs included, for the layout tests."""
+    return WORDS[token % len(WORDS)].replace("␣", " ")
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +112,7 @@ def test_seed_tree_statuses_and_figure():
     by = markers(tree_figure(tr))
     assert set(by) == {"root", "accepted", "missed", "unreached", "dropped", "bonus"}
     assert sorted(by["accepted"].customdata) == ["1", "4"] and list(by["missed"].customdata) == ["3"]
-    assert sorted(by["unreached"].customdata) == ["2", "5"] and list(by["dropped"].customdata) == ["c5"]
+    assert sorted(by["unreached"].customdata) == ["2", "5"] and list(by["dropped"].customdata) == ["+2"]
     for status, t in by.items():  # each status its own symbol AND colour
         assert (t.marker.symbol, t.marker.color) == (NODE[status].symbol, NODE[status].colour)
     g = tree_graph(tr)
@@ -115,13 +126,132 @@ def test_tree_figure_counts_match_the_trace(runs):
             by = markers(fig)
             n = sum(len(t.x) for s, t in by.items() if s not in ("dropped", "bonus"))
             assert n == len(tr["tree"]["nodes"])
-            assert len(by.get("dropped", {"x": []})["x"]) == len(tr["draft"]["candidates"]) - (n - 1)
+            folds = collapse_dropped(tree_graph(tr))
+            counts = [a["count"] for _, a in folds.nodes(data=True) if a["status"] == "dropped"]
+            assert sum(counts) == len(tr["draft"]["candidates"]) - (n - 1)  # one "+n" mark per parent
+            assert len(by.get("dropped", {"x": []})["x"]) == len(counts)
             accepted = sorted(int(k) for k in by["accepted"].customdata) if "accepted" in by else []
             assert accepted == sorted(tr["accept"]["path"][1:])
             assert len(by["bonus"].x) == 1 and len(by["root"].x) == 1
             assert f"Step {tr['step']}: {n} verified nodes" in fig.layout.title.text
             without = markers(tree_figure(tr, show_dropped=False))
             assert "dropped" not in without
+
+
+@pytest.fixture(scope="module")
+def wide_traces(tmp_path_factory):
+    """Spec steps at the default tree and at 60/6/10 (num_draft_tokens/num_steps/topk), token
+    texts of every width."""
+    target, head = tiny_pair(tmp_path_factory.mktemp("wide"))
+    out = {}
+    for name, spec in [("default", SpecConfig("eagle2")), ("60/6/10", SpecConfig("eagle2", 6, 10, 60)),
+                       ("chain of 16", SpecConfig.linear(16))]:
+        eng = Engine(target, head, spec, SamplingParams(), trace=True, token_text=word)
+        eng.add_requests([[3, 5, 7, 9, 11]], 8)
+        traces = []
+        while not eng.done:
+            traces.extend(eng.step())
+        out[name] = [t for t in traces if t["kind"] == "spec"]
+    return out
+
+
+@pytest.mark.parametrize("name", ["default", "60/6/10", "chain of 16"])
+@pytest.mark.parametrize("compact,width", [(False, 900), (True, 480)])
+def test_tree_labels_never_overlap(wide_traces, name, compact, width):
+    """Every verified node and the bonus carry a label; no two label boxes overlap; all inside
+    the plot area; the figure draws exactly these boxes on axes in px. The chain of 16 is wider
+    than 480 px can hold: the figure grows rather than squeezing it."""
+    for tr in wide_traces[name][:3]:
+        g = collapse_dropped(tree_graph(tr))
+        lay = layout_tree(g, compact, width)
+        assert overlapping_pairs(lay.boxes) == []
+        for k in [n["node"] for n in tr["tree"]["nodes"]] + ["bonus"]:
+            assert lay.lines[k][0].text.strip() and lay.boxes[k].x1 > lay.boxes[k].x0
+        assert all(0 <= b.x0 and b.x1 <= lay.width and 0 <= b.y0 and b.y1 <= lay.height for b in lay.boxes.values())
+        width = max(width, round(lay.width) + 2 * MARGIN)  # only a very deep tree needs more than asked
+        markers_px = {k: Box(x - 8, y - 8, x + 8, y + 8) for k, (x, y) in lay.xy.items()}
+        assert not any(markers_px[a].overlaps(lay.boxes[b]) for a in g.nodes for b in g.nodes)
+        fig = tree_figure(tr, compact=compact, width=width)
+        m = fig.layout.margin
+        assert (fig.layout.width, m.autoexpand) == (width, False) and m.t >= 100  # what a Gradio plot keeps
+        assert list(fig.layout.xaxis.range) == [0, width - 2 * MARGIN]
+        assert fig.layout.height - m.t - m.b == pytest.approx(fig.layout.yaxis.range[0], abs=1)
+        assert len(fig.layout.annotations) == g.number_of_nodes()
+
+
+def test_dropped_candidates_fold_into_one_mark_per_parent(wide_traces):
+    for tr in wide_traces["60/6/10"]:
+        full, folded = tree_graph(tr), collapse_dropped(tree_graph(tr))
+        kept = {n["node"] for n in tr["tree"]["nodes"]}
+        for key, a in folded.nodes(data=True):
+            if a["status"] != "dropped":
+                continue
+            parent = next(folded.predecessors(key))
+            assert key == f"+{parent}" and parent in kept
+            under = [m for c in full.successors(parent) if full.nodes[c]["status"] == "dropped"
+                     for m in [c, *nx.descendants(full, c)]]
+            assert a["count"] == len(under) == len(a["members"]) and {m[0] for m in a["members"]} == set(under)
+            scores = [m[2] for m in a["members"]]
+            assert scores == sorted(scores, reverse=True)
+        n_folds = sum(a["status"] == "dropped" for _, a in folded.nodes(data=True))
+        assert folded.number_of_nodes() == len(kept) + 1 + n_folds  # + the bonus
+
+
+def test_best_tree_at_60_6_10_labels_its_left_token(wide_traces):
+    for tr in wide_traces["60/6/10"][:3]:
+        fig = best_tree_figure(tr)
+        left = next(t for t in fig.data if t.meta == "left")
+        texts = [a.text for a in fig.layout.annotations]
+        assert sum("left the tree" in t for t in texts) == 1
+        assert (left.x[0], left.y[0]) in {(t.x[0], t.y[0]) for t in fig.data if t.meta == "bonus"}  # greedy
+
+
+def test_path_score_figure_names_every_candidate_and_draws_the_cutoff(runs, wide_traces):
+    for tr in spec_steps(runs, "wide")[:3] + wide_traces["60/6/10"][:1]:
+        fig = path_score_figure(tr)
+        cands, kept = tr["draft"]["candidates"], set(tr["draft"]["kept"])
+        named = len(cands) if len(cands) <= LABEL_ALL else len(kept)
+        assert len(fig.layout.annotations) == named + 1  # + the root
+        cut = next(t for t in fig.data if t.meta == "cutoff")
+        lowest = min(n["score"] for n in tr["tree"]["nodes"][1:])
+        assert cut.y[0] == max(lowest, FLOOR)  # a score the trace rounded to 0 is drawn at the floor
+        assert all(c["score"] >= lowest for c in cands if c["index"] in kept)
+        shown = sum(len(t.x) for t in fig.data if t.meta and "rerank," in t.meta)
+        assert shown == len(cands)
+        assert (fig.layout.width, fig.layout.margin.autoexpand) == (900, False)
+
+
+def test_speedup_scatter_and_acceptance_stack():
+    pts = [dict(method="linear", label=f"linear {i}", tau=2.0 + i / 100, speedup=1.5, low=1.4, high=1.6)
+           for i in range(4)] + [dict(method="eagle2", label="eagle2 3/2/4", tau=2.7, speedup=1.7, low=1.7, high=1.8)]
+    fig = speedup_scatter(pts, "a title " * 30)
+    assert [a.text for a in fig.layout.annotations] == [p["label"] for p in pts]  # every point named
+    assert "<br>" in fig.layout.title.text  # a long title wraps instead of being cut
+    assert [t.meta for t in fig.data if t.meta] == ["linear", "eagle2", "vanilla"]
+    p, q = [0.5, 0.3, 0.2], [0.2, 0.5, 0.3]
+    fig = acceptance_stack_figure(["a", "b", "c"], p, q, "t")
+    by = {t.meta: t for t in fig.data}
+    assert [a + r for a, r in zip(by["accepted"].y, by["rejected"].y)] == pytest.approx(p)  # the stack is p
+    assert list(by["rejected"].base) == list(by["accepted"].y) and list(by["q"].y) == q
+    with pytest.raises(ValueError, match="one value per token"):
+        acceptance_stack_figure(["a"], p, q, "t")
+
+
+def test_layout_helpers():
+    assert water_fill([10, 20, 30], 100) == [10, 20, 30]
+    assert water_fill([10, 50, 90], 70) == [10, 30, 30]
+    assert spread([0, 1, 10], [4, 4, 4], gap=1) == [0, 5, 10]
+    assert fit_lines([Line("a" * 40, 10, short="+4"), Line("p 0.5", 10)], 30)[0].text == "+4"
+    cut = fit_lines([Line("abcdefghij" * 3, 10), Line("detail that is long", 10)], 50)
+    assert len(cut) == 1 and cut[0].text.endswith("…") and cut[0].width <= 50
+    assert wrap("a bb ccc dddd", 30, 10) == ["a bb", "ccc", "dddd"]
+    assert legend_rows(["a"] * 3, 900) == 1 and legend_rows(["x" * 40] * 3, 900) == 2
+    points = [(100, 100), (102, 101), (101, 99), (300, 100)]
+    boxes = place_labels(points, [(60, 14)] * 4)
+    assert overlapping_pairs(dict(enumerate(boxes))) == []
+    assert not any(b.overlaps(Box(x - 5, y - 5, x + 5, y + 5)) for b in boxes for x, y in points)
+    with pytest.raises(ValueError, match="x0 <= x1"):
+        Box(1, 0, 0, 1)
 
 
 def test_some_candidates_are_dropped_at_rerank(runs):
@@ -231,7 +361,9 @@ def test_kv_counts(runs):
 
 def test_kv_of_the_seed_tree_draws_every_slot():
     by = markers(kv_figure(seed_tree_trace()))
-    assert {k: len(t.x) for k, t in by.items()} == {"kept": 3, "freed": 3, "extend": 2, "scratch": 4}
+    assert {k: sum(x is not None for x in t.x) for k, t in by.items()} == \
+        {"committed": 0, "kept": 3, "freed": 3, "extend": 2, "scratch": 4}  # committed: a band
+    assert all(t.showlegend is not False and SLOT[k].label in t.name for k, t in by.items())  # a legend for each
     strips = kv_slots_html(seed_tree_trace())
     assert {s: strips.count(f"data-status='{s}' data-slot=") for s in ("kept", "freed", "extend", "scratch")} == \
         {"kept": 3, "freed": 3, "extend": 2, "scratch": 4}
@@ -366,3 +498,32 @@ def test_png_without_a_browser_says_what_to_install(monkeypatch, tmp_path):
     with pytest.raises(RuntimeError, match="chromium"):
         png.write_png(reliability_figure(calibration_table([])), tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()
+
+
+RECTS = "es => es.map(e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })"
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs Chromium (Debian package chromium)")
+@pytest.mark.parametrize("name", ["default", "60/6/10"])
+def test_drawn_tree_labels_do_not_overlap_in_a_browser(wide_traces, tmp_path, name):
+    """The layout's text widths are estimates: measure the labels Chromium actually draws (the
+    page the app and the notebooks show) and check that no two overlap and none leaves the figure."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    tr = wide_traces[name][0]
+    figs = {"tree": tree_figure(tr), "compact": tree_figure(tr, compact=True), "best": best_tree_figure(tr)}
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1000, "height": 800})
+        for kind, fig in figs.items():
+            path = tmp_path / f"{kind}.html"
+            fig.write_html(path, include_plotlyjs=True)
+            page.goto(path.as_uri())
+            page.wait_for_selector(".annotation-text")
+            rects = page.eval_on_selector_all(".annotation-text", RECTS)
+            width = page.eval_on_selector(".main-svg", "e => e.getBoundingClientRect().right")
+            assert len(rects) == len(fig.layout.annotations) > 0
+            boxes = {i: Box(x0 + 0.5, y0 + 0.5, x1 - 0.5, y1 - 0.5) for i, (x0, y0, x1, y1) in enumerate(rects)}
+            assert overlapping_pairs(boxes) == [], kind
+            assert max(r[2] for r in rects) <= width, kind
+        browser.close()

@@ -22,9 +22,10 @@ import html
 import plotly.graph_objects as go
 
 from workbench.viz.html import note, table
+from workbench.viz.layout import Line, tree_layout
 from workbench.viz.style import NODE, OKABE_ITO, base_layout, empty_figure
-from workbench.viz.tokens import show
-from workbench.viz.tree import tidy_layout, tree_figure, tree_graph
+from workbench.viz.tokens import show, show_html
+from workbench.viz.tree import MARGIN, WIDTH, collapse_dropped, draw_tree, frame, node_lines, rerank_line, tree_graph
 
 
 def greedy_continuation(trace: dict) -> list[dict]:
@@ -78,35 +79,62 @@ def budget_taus(trace: dict) -> list[dict]:
     return out
 
 
-def best_tree_figure(trace: dict, height: int = 420) -> go.Figure:
-    """The step's tree with the target's greedy continuation drawn on it: a thick line through
-    the covered nodes, and the token where it left the tree."""
+def best_tree_figure(trace: dict, height: int | None = None, width: int = WIDTH) -> go.Figure:
+    """The step's tree (compact labels) with the target's greedy continuation drawn on it: a thick
+    line along the edges through the covered nodes, and the token where it left the tree,
+    labelled with why (not drafted, or dropped at rerank and from which budget it is kept).
+    When that token is the bonus (always, at temperature 0) the bonus mark carries it."""
     if trace["kind"] != "spec":
         return empty_figure("The greedy continuation is drawn on the tree of a speculative step.", 220)
     rows = greedy_continuation(trace)
-    fig = tree_figure(trace, height=height, compact=True)
-    pos = tidy_layout(tree_graph(trace))
-    xs, ys = [pos[0][0]], [pos[0][1]]
-    for r in rows:
-        if r["status"] == "covered":
-            xs.append(pos[r["node"]][0]), ys.append(pos[r["node"]][1])
     left = rows[-1]
-    lx, ly = xs[-1] + 1, ys[-1] + 0.6
-    if left["status"] == "dropped" and f"c{left['candidate']}" in pos:
-        lx, ly = pos[f"c{left['candidate']}"]
-    fig.add_trace(go.Scatter(x=xs + [lx], y=ys + [ly], mode="lines", name="target's greedy continuation",
-                             line=dict(color=OKABE_ITO["reddish_purple"], width=6), opacity=0.45,
+    g = collapse_dropped(tree_graph(trace))
+    key = _add_left(g, trace, left)
+    lines = {k: node_lines(a, compact=True) for k, a in g.nodes(data=True)}
+    why = "not drafted" if left["status"] == "not drafted" else f"dropped at rerank, kept from D = {left['needed_D']}"
+    lines[key] = [lines[key][0], Line("left the tree", 10)]
+    lay = tree_layout(g, 0, lines, width - 2 * MARGIN)
+    covered = [0] + [r["node"] for r in rows if r["status"] == "covered"]
+    fig = draw_tree(g, lay, trace["accept"]["path"])
+    xs, ys = [], []
+    for u, v in zip(covered, covered[1:] + [key]):
+        xs += [x for x, _ in lay.edges[u, v]] + [None]
+        ys += [y for _, y in lay.edges[u, v]] + [None]
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name="target's greedy continuation",
+                             line=dict(color=OKABE_ITO["reddish_purple"], width=7), opacity=0.45,
                              hoverinfo="skip", meta="continuation"))
     fig.add_trace(go.Scatter(
-        x=[lx], y=[ly], mode="markers+text", name=f"left the tree ({left['status']})", meta="left",
-        marker=dict(symbol="hexagram", size=16, color=OKABE_ITO["reddish_purple"]),
-        text=[f"<b>{show(left['text'])}</b> ({left['status']})"], textposition="bottom right",
+        x=[lay.xy[key][0]], y=[lay.xy[key][1]], mode="markers", name=f"left the tree ({left['status']})",
+        meta="left", marker=dict(symbol="hexagram-open", size=20, color=OKABE_ITO["reddish_purple"],
+                                 line=dict(width=2)),
         customdata=[left["status"]], hoverinfo="text",
         hovertext=[f"the target's argmax after node {left['after_node']}; beyond it: unknown"]))
-    covered = sum(r["status"] == "covered" for r in rows)
-    fig.update_layout(title_text=f"Step {trace['step']}: the tree covered {covered} token(s) of the target's greedy "
-                                 f"continuation, then left it at “{show(left['text'])}”")
+    n, width = len(covered) - 1, max(width, round(lay.width) + 2 * MARGIN)
+    frame(fig, f"Step {trace['step']}: the tree covered {n} token(s) of the target's greedy continuation, "
+               f"then left it at “{show(left['text'])}” ({why}) · {rerank_line(trace)}", width, lay.height,
+          [t.name for t in fig.data if t.meta], height)
     return fig
+
+
+def _add_left(g, trace: dict, left: dict):
+    """The key of the token where the continuation left the tree, added to ``g`` if it is not
+    the bonus already; a left token dropped at rerank leaves its parent's "+n dropped" fold."""
+    bonus = trace["accept"]["bonus"]
+    if bonus["after_node"] == left["after_node"] and bonus["token"] == left["token"]:
+        key = "bonus"
+    else:
+        key = "left"
+        g.add_node(key, status="left", text=left["text"], prob=None, score=None, node=None, candidate=None,
+                   depth=g.nodes[left["after_node"]]["depth"] + 1, position=None, note="")
+        g.add_edge(left["after_node"], key)
+    fold = f"+{left['after_node']}"
+    if left["status"] == "dropped" and fold in g:
+        a = g.nodes[fold]
+        a["members"] = [m for m in a["members"] if m[0] != f"c{left['candidate']}"]
+        a["count"] = len(a["members"])
+        if not a["members"]:
+            g.remove_node(fold)
+    return key
 
 
 def budget_figure(trace: dict, height: int = 280) -> go.Figure:
@@ -133,7 +161,7 @@ def continuation_html(trace: dict) -> str:
                  "dropped": f"candidate {r.get('candidate')} dropped at rerank (s {r.get('score', 0):.4f}); "
                             f"kept from D = {r.get('needed_D')}",
                  "not drafted": "not among the draft's candidates"}[r["status"]]
-        cells.append([str(r["depth"]), f"<code>{html.escape(show(r['text']))}</code>", f"{r['target_prob']:.3f}",
+        cells.append([str(r["depth"]), f"<code>{show_html(r['text'])}</code>", f"{r['target_prob']:.3f}",
                       r["status"], html.escape(where)])
         attrs.append({"depth": r["depth"], "status": r["status"]})
     cells.append([str(rows[-1]["depth"] + 1) + "…", "?", "–", "unknown",

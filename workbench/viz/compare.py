@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 
 from workbench.metrics import predicted_speedup, speedup, tau
 from workbench.viz.html import note, table
+from workbench.viz.labels import Axes, name_points
 from workbench.viz.style import METHOD, OKABE_ITO, base_layout
 
 
@@ -143,3 +144,34 @@ def _agreement(runs: dict) -> str:
             return (f"{name} differs from {ref_name} from token {first} on (expected when sampling; at "
                     "temperature 0, a near-tie rounded differently by a bigger forward in bf16).")
     return "All methods emitted the same tokens."
+
+
+def speedup_scatter(points: list[dict], title: str, width: int = 900, height: int = 460) -> go.Figure:
+    """τ (x) against measured speedup over plain decoding (y), one point per setting, each named
+    in the picture (``labels.name_points``: no two names overlap). ``points``: dicts with
+    ``method`` (a ``METHOD`` key: the colour), ``label`` (the name drawn), ``tau``, ``speedup``
+    and its range over the runs, ``low`` <= speedup <= ``high``. The dotted line is plain
+    decoding (1x); ``title`` wraps to the width."""
+    fig = go.Figure()
+    for method in dict.fromkeys(p["method"] for p in points):
+        group = [p for p in points if p["method"] == method]
+        fig.add_scatter(x=[p["tau"] for p in group], y=[p["speedup"] for p in group], mode="markers", name=method,
+                        meta=method, marker=dict(size=9, color=METHOD.get(method, OKABE_ITO["black"])),
+                        error_y=dict(type="data", array=[p["high"] - p["speedup"] for p in group],
+                                     arrayminus=[p["speedup"] - p["low"] for p in group], width=4),
+                        customdata=[p["label"] for p in group],
+                        hovertemplate="%{customdata}: τ %{x:.2f}, speedup %{y:.2f}×<extra></extra>")
+    taus, lows, highs = [p["tau"] for p in points], [p["low"] for p in points], [p["high"] for p in points]
+    span_x, span_y = max(max(taus) - min(taus), 0.2), max(max(highs + [1.0]) - min(lows + [1.0]), 0.1)
+    x_range = (min(taus) - 0.08 * span_x, max(taus) + 0.3 * span_x)  # room for names right of the points
+    y_range = (min(lows + [1.0]) - 0.08 * span_y, max(highs + [1.0]) + 0.12 * span_y)
+    fig.add_scatter(x=list(x_range), y=[1, 1], mode="lines", name="plain decoding (1×)", meta="vanilla",
+                    line=dict(color=OKABE_ITO["black"], dash="dot", width=1), hoverinfo="skip")
+    fig.update_layout(**base_layout(title, height, width=width))
+    fig.update_layout(width=width, margin=dict(l=70, r=20, b=50, autoexpand=False))
+    m = fig.layout.margin
+    name_points(fig, [(p["tau"], p["speedup"], p["label"]) for p in points],
+                Axes(x_range, y_range, width - m.l - m.r, height - m.t - m.b))
+    fig.update_xaxes(title="τ (tokens per verify step)", range=list(x_range), automargin=False)
+    fig.update_yaxes(title="speedup over plain decoding (×)", range=list(y_range), automargin=False)
+    return fig

@@ -15,7 +15,8 @@ import html
 import plotly.graph_objects as go
 
 from workbench.viz.html import chip, note, table
-from workbench.viz.style import FONT, SLOT, base_layout
+from workbench.viz.layout import legend_rows
+from workbench.viz.style import FONT, LEGEND_ROW, SLOT, base_layout
 from workbench.viz.tokens import show
 
 BAND_OVER = 16  # more cells than this in one group are drawn as one band
@@ -61,9 +62,11 @@ def kv_rows(trace: dict) -> dict[str, list[dict]]:
 
 def kv_figure(trace: dict, height: int = 210) -> go.Figure:
     """Two strips of slots (target above, draft below): a marker per slot, a band for long runs.
-    One marker trace per status (``meta`` = the status); the table below carries the legend."""
+    One marker trace per status (``meta`` = the status); the legend under the strips names every
+    colour and glyph drawn, bands included."""
     fig = go.Figure()
     points: dict[str, dict] = {k: {"x": [], "y": [], "hover": []} for k in SLOT}
+    bands: set[str] = set()
     rows = kv_rows(trace)
     for y, (name, groups) in enumerate(rows.items()):
         x = 0.0
@@ -73,24 +76,28 @@ def kv_figure(trace: dict, height: int = 210) -> go.Figure:
                 fig.add_shape(type="rect", x0=x - 0.4, x1=x + BAND_WIDTH - 0.6, y0=-y - 0.3, y1=-y + 0.3,
                               fillcolor=look.colour, line=dict(color=look.colour), opacity=0.85)
                 fig.add_annotation(x=x + BAND_WIDTH / 2 - 0.5, y=-y, showarrow=False, font=dict(color="white"),
-                                   text=f"{g['count']} {'committed' if g['status'] == 'committed' else look.glyph}")
+                                   text=f"{g['count']} {'committed' if g['status'] == 'committed' else 'slots'}")
+                bands.add(g["status"])
                 x += BAND_WIDTH
                 continue
             p = points[g["status"]]
             p["x"].append(x), p["y"].append(-y)
             p["hover"].append(f"{name} slot {g['slot']}: {look.label}<br>{g['label']}")
             x += 1
-    for status, p in points.items():
-        if p["x"]:
-            look = SLOT[status]
+    for status, look in SLOT.items():
+        p = points[status]
+        if p["x"] or status in bands:  # a band-only status still gets its legend entry (a marker at no point)
             fig.add_trace(go.Scatter(
-                x=p["x"], y=p["y"], mode="markers+text", text=[look.glyph] * len(p["x"]), textposition="top center",
+                x=p["x"] or [None], y=p["y"] or [None], mode="markers+text", text=[look.glyph] * len(p["x"]),
+                textposition="top center", name=f"{look.glyph} {look.label}", meta=status,
                 marker=dict(symbol=look.symbol, size=18, color=look.colour, line=dict(width=2, color=look.colour)),
-                name=look.label, meta=status, hovertext=p["hover"], hoverinfo="text", showlegend=False))
+                hovertext=p["hover"], hoverinfo="text"))
     s = kv_summary(trace)
-    fig.update_layout(**base_layout(f"KV slots, step {trace['step']}: target wrote {s['written']}, kept {s['kept']}, "
-                                    f"rolled back {s['rolled_back']}; draft wrote {s['draft_extend']} + "
-                                    f"{s['draft_scratch']} scratch", height, axes=False))
+    title = (f"KV slots, step {trace['step']}: target wrote {s['written']}, kept {s['kept']}, rolled back "
+             f"{s['rolled_back']}; draft wrote {s['draft_extend']} + {s['draft_scratch']} scratch")
+    legend = [t.name for t in fig.data]
+    fig.update_layout(**base_layout(title, height + LEGEND_ROW * legend_rows(legend, 880), axes=False))
+    fig.update_layout(margin=dict(b=10 + LEGEND_ROW * legend_rows(legend, 880)), legend=dict(y=-0.02))
     fig.update_yaxes(tickvals=[0, -1], ticktext=list(rows), range=[-1.5, 0.6], showgrid=False)
     fig.update_xaxes(visible=False)
     return fig

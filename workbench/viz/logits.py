@@ -9,11 +9,9 @@ attention made that free.
 
 from __future__ import annotations
 
-import html
-
 from workbench.viz.html import bar, note, table
 from workbench.viz.style import NODE, OKABE_ITO
-from workbench.viz.tokens import num, show, show_html
+from workbench.viz.tokens import num, show_html
 
 VERDICT = {"match": NODE["accepted"], "miss": NODE["missed"], "not compared": NODE["unreached"]}
 
@@ -85,7 +83,7 @@ def logits_html(trace: dict) -> str:
     out = table(["node", "the target's row i = the token after", "target's top next tokens",
                  "children of i (compared by the walk)"], cells, attrs, styles, name="logits")
     if trace["kind"] != "spec":
-        out += note(f"The target's choice: <code>{html.escape(show(_choice_text(trace)))}</code>.")
+        out += note(f"The target's choice: <code>{show_html(_choice_text(trace))}</code>.")
     return out
 
 

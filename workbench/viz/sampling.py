@@ -9,9 +9,11 @@ drawn from norm(max(0, p - q)). Greedy (temperature 0) needs none of this: match
 
 from __future__ import annotations
 
+import plotly.graph_objects as go
+
 from workbench.viz.html import bar, note, table
 from workbench.viz.logits import VERDICT
-from workbench.viz.style import OKABE_ITO
+from workbench.viz.style import LEGEND_ROW, OKABE_ITO, base_layout
 from workbench.viz.tokens import num, show_html
 
 
@@ -78,3 +80,29 @@ def _bonus_html(accept: dict) -> str:
                   f"{num(t['prob'])}</div>" for t in accept.get("residual_top", []))
     return note(f"Bonus <code>{show_html(bonus['text'])}</code> after node {bonus['after_node']}, drawn from "
                 f"{origin}.") + (f"<div style='font-size:13px'>{top}</div>" if top else "")
+
+
+def acceptance_stack_figure(tokens: list[str], p: list[float], q: list[float], title: str, width: int = 900,
+                            height: int = 420) -> go.Figure:
+    """Per token, the target's p drawn as the stack it is made of under Algorithm 1:
+    min(p, q), emitted through acceptance, under max(0, p − q) = (1 − β)·r, emitted through a
+    rejection (r, the residual, renormalised, would overstate it by 1 / (1 − β)); the draft's q
+    beside it. The stack's top is p exactly (the legend says so). ``tokens`` name the bars."""
+    if not len(tokens) == len(p) == len(q):
+        raise ValueError(f"tokens, p and q must have one value per token, got {len(tokens)}, {len(p)}, {len(q)}")
+    accepted = [min(a, b) for a, b in zip(p, q)]
+    rejected = [max(0.0, a - b) for a, b in zip(p, q)]
+    beta = sum(accepted)
+    fig = go.Figure([
+        go.Bar(x=tokens, y=accepted, name="target p = min(p, q): emitted through acceptance", offsetgroup="p",
+               marker_color=OKABE_ITO["bluish_green"], meta="accepted"),
+        go.Bar(x=tokens, y=rejected, base=accepted, name="+ (1 − β)·r = max(0, p − q): through a rejection",
+               offsetgroup="p", marker_color=OKABE_ITO["vermillion"], meta="rejected"),
+        go.Bar(x=tokens, y=q, name="draft q", offsetgroup="q", marker_color=OKABE_ITO["sky_blue"], meta="q"),
+    ])
+    fig.update_layout(**base_layout(title, height, width=width))
+    fig.update_layout(width=width, barmode="group", legend=dict(x=0, xanchor="left"),
+                      margin=dict(t=fig.layout.margin.t + LEGEND_ROW))  # the legend takes two rows here
+    fig.update_xaxes(title=f"next token (β = Σ min(p, q) = {beta:.2f} over these tokens)")
+    fig.update_yaxes(title="probability", rangemode="tozero")
+    return fig

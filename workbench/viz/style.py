@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workbench.viz.layout import LINE, wrap
+
 # Okabe & Ito (2008), "Color Universal Design".
 OKABE_ITO = {
     "orange": "#E69F00", "sky_blue": "#56B4E9", "bluish_green": "#009E73", "yellow": "#F0E442",
@@ -52,23 +54,40 @@ METHOD = {"vanilla": OKABE_ITO["black"], "linear": OKABE_ITO["vermillion"], "eag
           "linear (same verify budget)": OKABE_ITO["reddish_purple"], "static": OKABE_ITO["sky_blue"]}
 
 FONT = "Inter, system-ui, sans-serif"
+TITLE_PX = 14  # title font size
+LEGEND_ROW = 22  # px per row of a horizontal legend
+TITLE_TOP = 40  # px above a title: clear of the label a Gradio plot draws in its top-left corner
 
 
-def base_layout(title: str, height: int = 420, axes: bool = True) -> dict:
-    """Layout shared by every figure: white background, compact margins, the title on top, the
-    legend in a row: above the plot, right-aligned, when there are ``axes`` (clear of the axis
-    titles), else under it.
+def base_layout(title: str, height: int = 420, axes: bool = True, width: int = 900) -> dict:
+    """Layout shared by every figure: white background, compact margins, the title on top,
+    wrapped to ``width`` px (the top margin grows with its lines), the legend in a row: above
+    the plot, right-aligned, when there are ``axes`` (clear of the axis titles), else under it.
 
     No plotly template: applying one (even the default) costs ~50 ms per figure and ~6 kB of
     JSON, which a Step pays for every figure; the few settings that matter are set here."""
     legend = (dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0) if axes else
               dict(orientation="h", yanchor="top", y=0.0, xanchor="left", x=0))
     axis = dict(gridcolor="#EEEEEE", zeroline=False, automargin=True, linecolor="#CCCCCC")
-    return dict(title=dict(text=title, font=dict(size=14), x=0.01, xanchor="left"), height=height,
+    top = max(70 if axes else 50, round(title_height(title, width) + (LEGEND_ROW + 4 if axes else 0)))
+    text = "<br>".join(wrap(title, width - 20, TITLE_PX))
+    return dict(title=dict(text=text, font=dict(size=TITLE_PX), x=0.01, xanchor="left",
+                           **title_on_top(height)), height=height,
                 template="none", paper_bgcolor="white", plot_bgcolor="white", xaxis=axis, yaxis=axis,
                 hoverlabel=dict(bgcolor="white", font=dict(family=FONT)),
-                margin=dict(l=10, r=10, t=70 if axes else 50, b=10), font=dict(family=FONT, size=12, color="#222"),
+                margin=dict(l=10, r=10, t=top, b=10), font=dict(family=FONT, size=12, color="#222"),
                 legend=legend)
+
+
+def title_height(title: str, width: int) -> float:
+    """Px from the figure's top to below its title wrapped to ``width`` (8 px under it)."""
+    return TITLE_TOP + len(wrap(title, width - 20, TITLE_PX)) * TITLE_PX * LINE + 8 if title else 14
+
+
+def title_on_top(height: float) -> dict:
+    """Title settings pinning its first line ``TITLE_TOP`` px under the figure's top edge (plotly
+    would centre it in the top margin, far above the plot when that margin also holds a legend)."""
+    return dict(yref="container", y=1 - TITLE_TOP / height, yanchor="top")
 
 
 def empty_figure(message: str, height: int = 300):

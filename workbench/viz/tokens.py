@@ -7,16 +7,17 @@ import html
 _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 
 
-def show(text: str, limit: int = 16) -> str:
-    """Token text with whitespace made visible (``" the"`` -> ``"␣the"``), cut at ``limit``."""
+def show(text: str, limit: int | None = 16) -> str:
+    """Token text with whitespace made visible (``" the"`` -> ``"␣the"``), cut at ``limit``
+    characters with "…" (``None``: never cut)."""
     if text == "":
         return "∅"
     shown = "".join(_VISIBLE.get(ch, ch) for ch in text)
-    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+    return shown if limit is None or len(shown) <= limit else shown[: limit - 1] + "…"
 
 
-def show_html(text: str, limit: int = 16) -> str:
-    """``show`` for HTML: escaped, safe inside a table cell."""
+def show_html(text: str, limit: int | None = None) -> str:
+    """``show`` for HTML, escaped and by default whole: a table cell wraps, so nothing is cut."""
     return html.escape(show(text, limit))
 
 

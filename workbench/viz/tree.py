@@ -7,18 +7,28 @@ the walk **never reached** (their parent was not accepted, or a sibling matched 
 **dropped at rerank** (not among the best ``num_draft_tokens - 1`` path scores: drafted, never
 verified). The **bonus** hangs under the last accepted node: the target's own token there.
 
-Layout: a tidy tree over the ``networkx`` graph: one column per depth (root on the left, text
-reads left to right); leaves in depth-first order top to bottom, siblings in descending draft
-probability; a parent sits at the mean height of its children.
+Layout (``layout.tree_layout``): one column per depth (root on the left, text reads left to
+right), leaves in depth-first order top to bottom, siblings in descending draft probability, a
+parent at the mean height of its children. Every kept node and the bonus carry their token in
+the picture; the candidates dropped at rerank under one parent are folded into one "+n dropped"
+mark (listed on hover). Columns share the figure's width, so a long token is cut with "…" (whole
+on hover) rather than printed over its neighbour.
 """
 
 from __future__ import annotations
 
+import html
+
 import networkx as nx
 import plotly.graph_objects as go
 
-from workbench.viz.style import NODE, base_layout, empty_figure
+from workbench.viz.layout import Line, TreeLayout, legend_rows, tree_layout
+from workbench.viz.style import LEGEND_ROW, NODE, base_layout, empty_figure, title_height
 from workbench.viz.tokens import num, show
+
+WIDTH, COMPACT_WIDTH = 900, 480  # px: the notebooks' PNG width; half of it, for two trees side by side
+MARGIN = 10  # px left, right and below the plot area
+DROPPED_LISTED = 8  # dropped candidates named in a fold's hover
 
 
 def node_status(trace: dict) -> list[str]:
@@ -60,27 +70,58 @@ def tree_graph(trace: dict, show_dropped: bool = True) -> nx.DiGraph:
     return g
 
 
-def tidy_layout(g: nx.DiGraph, root=0) -> dict:
-    """{key: (x, y)}: x = depth, y = leaf order (depth-first; a dropped leaf takes less room than a
-    labelled one), each parent at the mean y of its children. Row 0 is at the top (y descending)."""
-    y, next_y = {}, 0.0
-    for key in nx.dfs_preorder_nodes(g, root):
-        if g.out_degree(key) == 0:
-            room = 0.45 if g.nodes[key]["status"] == "dropped" else 1.5
-            y[key] = -(next_y + room / 2)
-            next_y += room
-    for key in nx.dfs_postorder_nodes(g, root):
-        if key not in y:
-            y[key] = sum(y[c] for c in g.successors(key)) / g.out_degree(key)
-    return {k: (g.nodes[k]["depth"], y[k]) for k in g.nodes}
+def collapse_dropped(g: nx.DiGraph) -> nx.DiGraph:
+    """``g`` with the candidates dropped at rerank folded into one node per parent: key
+    ``"+<parent key>"``, status "dropped", ``count`` = the dropped candidates under that parent
+    (its dropped children and all their descendants), ``members`` = their (key, text, score),
+    best score first, ``score`` = the best of their path scores. Kept nodes keep their order; the fold is
+    the parent's last child."""
+    out = nx.DiGraph()
+    for key in nx.dfs_preorder_nodes(g, 0):
+        a = g.nodes[key]
+        if a["status"] == "dropped":
+            continue
+        out.add_node(key, **a)
+        if key != 0:
+            out.add_edge(next(g.predecessors(key)), key)
+    for key in list(out.nodes):
+        members = [m for c in g.successors(key) if g.nodes[c]["status"] == "dropped"
+                   for m in nx.dfs_preorder_nodes(g, c)]
+        if not members:
+            continue
+        members = sorted(((m, g.nodes[m]["text"], g.nodes[m]["score"]) for m in members), key=lambda m: -m[2])
+        out.add_node(f"+{key}", status="dropped", text="", prob=None, score=members[0][2],
+                     depth=out.nodes[key]["depth"] + 1, node=None, candidate=None, position=None, note="",
+                     count=len(members), members=members)
+        out.add_edge(key, f"+{key}")
+    return out
+
+
+def cutoff(trace: dict) -> float:
+    """The rerank's cut-off: the lowest path score among the kept drafts (1.0 with none kept)."""
+    return min((n["score"] for n in trace["tree"]["nodes"][1:]), default=1.0)
+
+
+def node_lines(a: dict, compact: bool) -> list[Line]:
+    """A node's label, name first: the token (bold), then for a draft its p and path score s
+    (unless ``compact``); a fold of dropped candidates: "+n dropped"."""
+    if a["status"] == "dropped":
+        return [Line(f"+{a['count']} dropped", 10, short=f"+{a['count']}")]
+    name = Line(show(a["text"], 48), 11, bold=True)
+    if compact or a["prob"] is None or a["status"] == "root":
+        return [name]
+    return [name, Line(f"p {num(a['prob'])} · s {num(a['score'])}", 10)]
 
 
 def _hover(key, a: dict) -> str:
+    if a["status"] == "dropped":
+        listed = ", ".join(f"{show(t)} (s {num(s)})" for _, t, s in a["members"][:DROPPED_LISTED])
+        more = f", … {a['count'] - DROPPED_LISTED} more" if a["count"] > DROPPED_LISTED else ""
+        return (f"<b>{a['count']} candidate(s) dropped at rerank</b> under this node: drafted, never verified"
+                f"<br>best first: {listed}{more}")
     lines = [f"<b>{show(a['text'], 40)}</b> — {NODE[a['status']].label}"]
     if a["node"] is not None:
         lines.append(f"node {a['node']}, depth {a['depth']}, position {a['position']}")
-    elif a["status"] == "dropped":
-        lines.append(f"candidate {a['candidate']} (flat index), depth {a['depth']}: never verified")
     if a["prob"] is not None and key != 0:
         lines.append(f"draft probability {a['prob']:.4f}<br>path score {a['score']:.6f}")
     if a["note"]:
@@ -88,63 +129,105 @@ def _hover(key, a: dict) -> str:
     return "<br>".join(lines)
 
 
-def _label(key, a: dict, compact: bool) -> str:
-    """Text beside a node: token, and for drafts the draft probability p and path score s."""
-    if a["status"] == "dropped":
-        return ""
-    if compact or a["status"] in ("root", "bonus"):
-        return f"<b>{show(a['text'])}</b>"
-    return f"<b>{show(a['text'])}</b><br><span style='font-size:10px'>p {num(a['prob'])} · s {num(a['score'])}</span>"
+def _label_html(lines: list[Line]) -> str:
+    first, rest = lines[0], lines[1:]
+    text = f"<b>{html.escape(first.text)}</b>" if first.bold else html.escape(first.text)
+    return "<br>".join([text] + [f"<span style='font-size:{line.size}px'>{html.escape(line.text)}</span>"
+                                 for line in rest])
 
 
-def _edges(g: nx.DiGraph, pos: dict, path_edges: set) -> list[go.Scatter]:
-    """Grey edges, the accepted path in the 'accepted' colour, the bonus edge dashed orange."""
+def _edges(g: nx.DiGraph, lay: TreeLayout, path_edges: set) -> list[go.Scatter]:
+    """Grey edges, the accepted path in the 'accepted' colour, the bonus edge dashed orange; each
+    edge runs from the end of its parent's label, never through a label."""
     groups = {"edge": ([], [], dict(color="#BBBBBB", width=1)),
               "path": ([], [], dict(color=NODE["accepted"].colour, width=3)),
               "bonus": ([], [], dict(color=NODE["bonus"].colour, width=2, dash="dot"))}
     for u, v in g.edges:
         kind = "bonus" if v == "bonus" else "path" if (u, v) in path_edges else "edge"
         xs, ys, _ = groups[kind]
-        xs += [pos[u][0], pos[v][0], None]
-        ys += [pos[u][1], pos[v][1], None]
+        xs += [x for x, _ in lay.edges[u, v]] + [None]
+        ys += [y for _, y in lay.edges[u, v]] + [None]
     return [go.Scatter(x=xs, y=ys, mode="lines", line=line, hoverinfo="skip", showlegend=False, name=kind)
             for kind, (xs, ys, line) in groups.items() if xs]
 
 
-def tree_figure(trace: dict, show_dropped: bool = True, height: int = 460, compact: bool = False) -> go.Figure:
-    """The draft tree of a spec step (an explanatory empty figure for prefill / vanilla steps).
-    One marker trace per status, named by its legend label, so the legend explains the glyphs.
-    ``compact``: token text only beside the nodes (p and s on hover) and a short title, for a
-    half-width figure."""
-    if trace["kind"] != "spec":
-        return empty_figure(_no_tree(trace), height=220)
-    g = tree_graph(trace, show_dropped)
-    pos = tidy_layout(g)
-    path = trace["accept"]["path"]
-    fig = go.Figure(_edges(g, pos, set(zip(path, path[1:]))))
+def layout_tree(g: nx.DiGraph, compact: bool, width: int) -> TreeLayout:
+    """``g`` laid out in a figure ``width`` px wide (``MARGIN`` on each side)."""
+    return tree_layout(g, 0, {k: node_lines(a, compact) for k, a in g.nodes(data=True)}, width - 2 * MARGIN)
+
+
+def draw_tree(g: nx.DiGraph, lay: TreeLayout, path: list[int]) -> go.Figure:
+    """The laid-out tree, unframed: edges, one marker trace per status (``meta`` = the status,
+    ``customdata`` = the keys, named by its legend label), every label an annotation in its box."""
+    fig = go.Figure(_edges(g, lay, set(zip(path, path[1:]))))
     for status, look in NODE.items():
         keys = [k for k, a in g.nodes(data=True) if a["status"] == status]
         if not keys:
             continue
-        attrs = [g.nodes[k] for k in keys]
         big = status in ("root", "bonus")
         fig.add_trace(go.Scatter(
-            x=[pos[k][0] for k in keys], y=[pos[k][1] for k in keys], mode="markers+text", name=look.label,
-            marker=dict(symbol=look.symbol, color=look.colour, size=16 if big else 7 if status == "dropped" else 12,
+            x=[lay.xy[k][0] for k in keys], y=[lay.xy[k][1] for k in keys], mode="markers",
+            name="+n dropped at rerank" if status == "dropped" else look.label,
+            marker=dict(symbol=look.symbol, color=look.colour, size=16 if big else 10 if status == "dropped" else 12,
                         line=dict(width=2, color=look.colour)),
-            text=[_label(k, a, compact) for k, a in zip(keys, attrs)], textposition="middle right",
-            textfont=dict(size=11), hovertext=[_hover(k, a) for k, a in zip(keys, attrs)], hoverinfo="text",
+            hovertext=[_hover(k, g.nodes[k]) for k in keys], hoverinfo="text",
             customdata=[str(k) for k in keys], meta=status))
-    n = len(trace["tree"]["nodes"])
+    for k, box in lay.boxes.items():
+        fig.add_annotation(x=box.x0, y=(box.y0 + box.y1) / 2, text=_label_html(lay.lines[k]), showarrow=False,
+                           xanchor="left", yanchor="middle", align="left", borderpad=0,
+                           font=dict(size=11, color="#555" if g.nodes[k]["status"] == "dropped" else "#222"))
+    return fig
+
+
+def frame(fig: go.Figure, title: str, width: int, plot_height: float, legend: list[str],
+          min_height: int | None = None) -> None:
+    """Axes in px (y down) over a plot area exactly ``width`` - 2 ``MARGIN`` wide and at least
+    ``plot_height`` tall (more if the figure must be ``min_height``), the title wrapped and the
+    legend above the plot, both in a top margin sized to hold them (at least the 100 px a
+    labelled Gradio plot reserves there, so the app draws the same picture)."""
+    top = round(max(100, title_height(title, width) + legend_rows(legend, width - 2 * MARGIN) * LEGEND_ROW))
+    plot_height = max(plot_height, (min_height or 0) - top - MARGIN)
+    fig.update_layout(**base_layout(title, round(plot_height + top + MARGIN), axes=False, width=width))
+    fig.update_layout(width=width, margin=dict(l=MARGIN, r=MARGIN, t=top, b=MARGIN, autoexpand=False),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0),
+                      hovermode="closest")
+    fig.update_xaxes(visible=False, range=[0, width - 2 * MARGIN], fixedrange=True)
+    fig.update_yaxes(visible=False, range=[plot_height, 0], fixedrange=True)
+
+
+def tree_figure(trace: dict, show_dropped: bool = True, compact: bool = False, width: int | None = None,
+                height: int | None = None) -> go.Figure:
+    """The draft tree of a spec step (an explanatory empty figure for prefill / vanilla steps).
+    Every verified node and the bonus carry their token in the picture, the candidates dropped
+    at rerank one "+n dropped" mark per parent (listed on hover), the rerank's cut-off in the
+    legend. ``compact``: token text only (p and s on hover) and a short title, for a half-width
+    figure. ``width`` px (default 900, compact 480); ``height``: at least this tall."""
+    if trace["kind"] != "spec":
+        return empty_figure(_no_tree(trace), height=220)
+    width = width or (COMPACT_WIDTH if compact else WIDTH)
+    g = collapse_dropped(tree_graph(trace, show_dropped))
+    lay = layout_tree(g, compact, width)
+    fig = draw_tree(g, lay, trace["accept"]["path"])
+    width = max(width, round(lay.width) + 2 * MARGIN)  # a very deep tree: wider, never squeezed
+    frame(fig, _title(trace, compact), width, lay.height, [t.name for t in fig.data if t.meta], height)
+    return fig
+
+
+def rerank_line(trace: dict) -> str:
+    """Where the rerank cut: how many candidates, how many kept, the lowest kept path score."""
+    c, n = len(trace["draft"]["candidates"]), len(trace["tree"]["nodes"])
+    return (f"rerank: the best D − 1 = {n - 1} of {c} candidates kept (path score s ≥ {num(cutoff(trace))}), "
+            f"{c - n + 1} dropped")
+
+
+def _title(trace: dict, compact: bool) -> str:
+    n, path = len(trace["tree"]["nodes"]), trace["accept"]["path"]
     accepted = " → ".join(show(trace["tree"]["nodes"][i]["text"]) for i in path[1:]) or "none"
     bonus = show(trace["accept"]["bonus"]["text"])
-    title = (f"Step {trace['step']}: {n} nodes · accepted: {accepted} · bonus: {bonus}" if compact else
-             f"Step {trace['step']}: {n} verified nodes (root + {n - 1} drafts) of "
-             f"{len(trace['draft']['candidates'])} candidates · accepted: {accepted} · bonus: {bonus}")
-    fig.update_layout(**base_layout(title, height, axes=False))
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    return fig
+    if compact:
+        return f"Step {trace['step']}: {n} nodes · accepted: {accepted} · bonus: {bonus}"
+    return (f"Step {trace['step']}: {n} verified nodes (root + {n - 1} drafts) · accepted: {accepted} · "
+            f"bonus: {bonus} · {rerank_line(trace)}")
 
 
 def _no_tree(trace: dict) -> str:
