@@ -25,7 +25,8 @@ def coin_rows(trace: dict) -> list[dict]:
     nodes, rows = trace["tree"]["nodes"], []
     for m in trace["accept"]["moves"]:
         q = m.get("draft_prob")
-        threshold = m["target_prob"] if q is None else (min(1.0, m["target_prob"] / q) if q > 0 else 0.0)
+        exact = m["target_prob"] if q is None else (min(1.0, m["target_prob"] / q) if q > 0 else 0.0)
+        threshold = m.get("accept_prob", exact)  # a lossy step records the relaxed probability it used
         rows.append({"node": m["node"], "child": m["child"], "text": nodes[m["child"]]["text"],
                      "target_prob": m["target_prob"], "draft_prob": q, "coin": m["coin"], "threshold": threshold,
                      "verdict": "match" if m["match"] else "miss"})
