@@ -29,9 +29,7 @@ from workbench.lessons.start import start
 wb = start(dtype="auto")
 
 # %%
-import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 from IPython.display import Markdown, display
 
 from workbench.engine.tree import Candidates, build_tree, max_candidates, rerank
@@ -59,33 +57,9 @@ cands.sort_values(["level", "score"], ascending=[True, False])
 # carry their token; the dashed line is the rerank's cut-off, the lowest kept path score.
 
 # %%
-by_index = cands.set_index("index")
-cutoff = cands[cands["in verify tree"]].score.min()
-fig = go.Figure()
-for _, c in cands.iterrows():
-    parent_score = 1.0 if c.parent == -1 else by_index.loc[c.parent, "score"]
-    fig.add_scatter(x=[c.level - 1, c.level], y=[parent_score, max(c.score, 1e-7)], mode="lines",
-                    line=dict(color="lightgrey", width=1), showlegend=False, hoverinfo="skip")
-for (expanded, in_tree), group in cands.groupby(["expanded", "in verify tree"]):
-    fig.add_scatter(x=group.level, y=group.score.clip(lower=1e-7), mode="markers",
-                    text=group.text.map(repr), hovertemplate="%{text}<br>score %{y:.3g}",
-                    marker=dict(size=11, symbol="diamond" if in_tree else "circle",
-                                color="seagreen" if expanded else "white", line=dict(width=1.5)),
-                    name=f"{'expanded' if expanded else 'not expanded'}, "
-                         f"{'kept' if in_tree else 'dropped'}")
-# every kept node named in the picture; within a level, alternate sides so that close scores do not overprint
-for _, level in cands[cands["in verify tree"]].sort_values("score", ascending=False).groupby("level"):
-    for k, (_, c) in enumerate(level.iterrows()):
-        fig.add_annotation(x=c.level, y=np.log10(c.score), text=repr(c.text), showarrow=False, font=dict(size=10),
-                           xanchor="left" if k % 2 == 0 else "right", xshift=9 if k % 2 == 0 else -9)  # log axis
-fig.add_scatter(x=[0], y=[1.0], mode="markers+text", text=[repr(step["tree"]["nodes"][0]["text"])],
-                textposition="top center", marker=dict(size=13, color="black"), name="root")
-fig.add_scatter(x=[-0.2, cands.level.max() + 0.2], y=[cutoff, cutoff], mode="lines", hoverinfo="skip",
-                line=dict(dash="dash", color="grey"),
-                name=f"rerank cut-off {cutoff:.3g}<br>(the best {SPEC.num_draft_tokens - 1} on or above)")
-fig.update_layout(title=f"Draft candidates of step {step['step']}", height=460,
-                  xaxis=dict(title="level (depth)", dtick=1), yaxis=dict(type="log", title="path score"))
-fig.show()
+from workbench.viz.candidates import path_score_figure  # the figure builder the app shares
+
+path_score_figure(step).show()
 
 # %%
 lines = []

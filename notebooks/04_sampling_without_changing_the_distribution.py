@@ -56,6 +56,7 @@ from workbench.engine.sampling import SamplingParams
 from workbench.lessons.draft_law import draft_next_token_law
 from workbench.lessons.exact_law import next_token_laws
 from workbench.lessons.lossless import acceptance_parts, chain_rule_law, skip_residual_law
+from workbench.viz.sampling import acceptance_stack_figure  # the app's builder: p as the stack it is made of
 
 HOT = SamplingParams(temperature=1.0)
 context = wb.encode("Write one sentence about the sea.") + wb.tokenizer(" The", add_special_tokens=False)["input_ids"]
@@ -65,20 +66,9 @@ parts = acceptance_parts(p, q)
 shown = torch.topk(torch.maximum(p, q), 12).indices.tolist()  # the tokens where either law has mass
 names = [repr(wb.token_text(t)) for t in shown]
 after_rejection = (1 - parts.accept_prob) * parts.residual  # [V]: (1 − β) r
-fig = go.Figure()
-for label, values, colour in [("min(p, q): emitted by acceptance", parts.overlap, "#009E73"),
-                              ("(1 − β)·r: emitted by the bonus after a rejection", after_rejection, "#D55E00")]:
-    fig.add_bar(x=names, y=values[shown].tolist(), name=label, marker_color=colour)
-for label, values, symbol, colour in [("target p (the stack's height)", parts.p, "line-ew-open", "black"),
-                                      ("draft q", parts.q, "diamond", "#56B4E9")]:
-    fig.add_scatter(x=names, y=values[shown].tolist(), name=label, mode="markers",
-                    marker=dict(symbol=symbol, size=14 if symbol == "diamond" else 28, color=colour,
-                                line=dict(width=3, color=colour)))
-fig.update_layout(title=f"After {wb.token_text(context[-1])!r}: p = min(p, q) + (1 − β)·r<br>"
-                        "for the 12 tokens with the most mass under p or q",
-                  barmode="stack", height=440, xaxis_title="next token", yaxis_title="probability",
-                  legend=dict(orientation="h", y=-0.3))
-fig.show()
+acceptance_stack_figure(names, parts.p[shown].tolist(), parts.q[shown].tolist(),
+                        f"After {wb.token_text(context[-1])!r}: p = min(p, q) + (1 − β)·r, for the 12 tokens "
+                        "with the most mass under p or q").show()
 
 # %%
 rest = 1 - float(p[shown].sum())

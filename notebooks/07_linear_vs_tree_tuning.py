@@ -54,28 +54,13 @@ per_config.round(2)
 
 # %%
 spec_only = per_config[per_config.method != "vanilla"]
-fig = go.Figure()
-for method, group in spec_only.groupby("method", sort=False):
-    ranges = [settings[name].speedup for name in group.index]
-    fig.add_scatter(x=group.tau, y=group.speedup, mode="markers", name=method, marker=dict(size=10),
-                    error_y=dict(type="data", symmetric=False, array=[r.high - r.median for r in ranges],
-                                 arrayminus=[r.median - r.low for r in ranges]))
-# labels beside their points, alternating sides and staggered so that neighbours do not overprint
-for i, (name, row) in enumerate(spec_only.sort_values(["tau", "speedup"]).iterrows()):
-    fig.add_annotation(x=row.tau, y=row.speedup, text=name, showarrow=True, arrowhead=0, arrowwidth=0.6,
-                       ax=60 if i % 2 else -60, ay=-22 - 16 * (i % 3), font=dict(size=10))
-fig.add_hline(y=1, line_dash="dot", annotation_text="plain decoding", annotation_position="top left")
-pad = 0.15 * (spec_only.tau.max() - spec_only.tau.min()) + 0.1  # room for the labels at both ends
-fig.update_xaxes(range=[spec_only.tau.min() - pad, spec_only.tau.max() + pad])
-low = min([1.0] + [settings[n].speedup.low for n in spec_only.index])
-high = max(settings[n].speedup.high for n in spec_only.index)
-fig.update_yaxes(range=[low - 0.1 * (high - low) - 0.05, high + 0.25 * (high - low) + 0.05])  # labels sit above
-fig.update_layout(height=480, margin=dict(t=90),
-                  title=dict(text=f"τ and speedup over plain decoding<br><sup>{wb.dtype_name}, batch 1, "
-                                  f"{MAX_NEW_TOKENS} new tokens; labels: method num_steps/topk/num_draft_tokens; "
-                                  f"median and range of {RUNS} runs</sup>"),
-                  xaxis_title="τ (tokens per target forward)", yaxis_title="speedup (×)")
-fig.show()
+from workbench.viz.compare import speedup_scatter  # names placed so that none overprints
+
+points = [{"method": st.spec.method, "label": name, "tau": st.tau, "speedup": st.speedup.median,
+           "low": st.speedup.low, "high": st.speedup.high}
+          for name, st in settings.items() if st.spec.speculative]
+speedup_scatter(points, f"τ and speedup over plain decoding ({wb.dtype_name}, batch 1, {MAX_NEW_TOKENS} new tokens; "
+                        f"labels: method num_steps/topk/num_draft_tokens; median and range of {RUNS} runs)").show()
 
 # %%
 best, top_tau = spec_only.speedup.idxmax(), spec_only.tau.idxmax()
