@@ -49,6 +49,12 @@ class Problem:
     knobs: dict = field(default_factory=dict)
     bucket_keys: int | None = None
 
+    def __post_init__(self):
+        if not len(self.q_lens) == len(self.prefix_lens) == len(self.extra_lens):
+            raise ValueError(f"{self.name}: one query, prefix and extra length per request")
+        if any(e < n or (self.causal and e != n) for n, e in zip(self.q_lens, self.extra_lens)):
+            raise ValueError(f"{self.name}: each query is an extra key (causal: the extras are the queries)")
+
 
 CASES = [
     Problem("tree levels", (4, 1), (19, 5), (6, 1)),  # queries see some extras
@@ -110,8 +116,17 @@ def raise_if_device_lost(device: torch.device | str, exc: BaseException, doing: 
             "--no-cuda-graphs, and report the GPU and the torch and triton versions.") from exc
 
 
+def random_tree_mask(n: int, gen: torch.Generator) -> torch.Tensor:
+    """[n, n] ancestor-or-self mask of a random tree in topological order (parent[i] < i)."""
+    m = torch.eye(n, dtype=torch.bool)
+    for i in range(1, n):
+        m[i] |= m[int(torch.randint(0, i, (1,), generator=gen))]
+    return m
+
+
 def _random_meta(p: Problem, device, gen) -> tuple[AttentionMeta, int]:
-    """``p``'s layout over shuffled pool slots (each query sees itself); returns (meta, pool size)."""
+    """``p``'s layout over shuffled pool slots, the queries being the last nodes of a random
+    tree over the extras; returns (meta, pool size)."""
     size = sum(p.prefix_lens) + sum(p.extra_lens) + 3
     slots = torch.randperm(size, generator=gen).tolist()
     pre, ext, masks, pos = [], [], [], 0
@@ -119,9 +134,7 @@ def _random_meta(p: Problem, device, gen) -> tuple[AttentionMeta, int]:
         pre.append(slots[pos : pos + k])
         ext.append(slots[pos + k : pos + k + e])
         pos += k + e
-        m = (torch.rand(n, e, generator=gen) < 0.5).tril(e - n)
-        m[torch.arange(n), torch.arange(e - n, e)] = True  # every node sees itself
-        masks.append(m)
+        masks.append(random_tree_mask(e, gen)[e - n :])  # [n, e]
     return build_meta(list(p.q_lens), pre, ext, None if p.causal else masks, device=device), size
 
 

@@ -35,7 +35,7 @@ import torch
 
 from workbench.attention.batch import ForwardBatch, extend_batch
 from workbench.attention.meta import build_meta
-from workbench.attention.selfcheck import raise_if_device_lost
+from workbench.attention.selfcheck import raise_if_device_lost, random_tree_mask
 from workbench.engine import graphs
 from workbench.kv import SlotAllocator
 
@@ -155,14 +155,6 @@ def _tree_batch(lens, slots, new, earlier, masks, gen, vocab, device) -> Forward
     return ForwardBatch(ids.to(device), torch.tensor(pos, **i64), torch.tensor(sum(new, []), **i64), meta)
 
 
-def _random_tree(n: int, gen: torch.Generator) -> torch.Tensor:
-    """[n, n] ancestor-or-self mask of a random tree, nodes in topological order."""
-    m = torch.eye(n, dtype=torch.bool)
-    for i in range(1, n):
-        m[i] |= m[int(torch.randint(i, (1,), generator=gen))]
-    return m
-
-
 def _check_target(target) -> tuple[str | None, float | None]:
     device, dtype = target.lm_head.weight.device, target.lm_head.weight.dtype
     gen = torch.Generator().manual_seed(0)
@@ -171,7 +163,7 @@ def _check_target(target) -> tuple[str | None, float | None]:
     vocab = target.config.vocab_size
     decode = extend_batch([[1] for _ in lens], slots, [alloc.alloc(1) for _ in lens], lens, device)
     new = [alloc.alloc(n) for n in VERIFY_NODES]
-    verify = _tree_batch(lens, slots, new, [[] for _ in new], [_random_tree(n, gen) for n in VERIFY_NODES], gen,
+    verify = _tree_batch(lens, slots, new, [[] for _ in new], [random_tree_mask(n, gen) for n in VERIFY_NODES], gen,
                          vocab, device)
     errors = []
     for name, batch in (("decode", decode), ("verify", verify)):
