@@ -80,26 +80,27 @@ def check_graphs(target, draft=None) -> GraphCheck:
 
 
 def _checked(module, key: tuple, what: str, run) -> GraphCheck:
-    """``module``'s kept result for ``key`` (device, dtype, backend), else ``run()``'s."""
-    if module in _RESULTS and _RESULTS[module][0] == key:
-        return _RESULTS[module][1]
+    """``module``'s kept result for ``key`` (device, dtype, backend), else ``run()``'s (under the
+    step lock: its captures must not meet another thread's step, nor two threads check twice)."""
     device = key[0]
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
     with graphs.step_lock(device):
+        if module in _RESULTS and _RESULTS[module][0] == key:
+            return _RESULTS[module][1]
         try:
             problem, error = run()
         except Exception as exc:  # noqa: BLE001 - whatever fails here would fail in the engine: eager
             raise_if_device_lost(device, exc, f"the CUDA-graph check of the {what} ran")
             problem, error = (f"could not be captured and replayed ({type(exc).__name__}: "
                               f"{' '.join(str(exc).split())[:160]})"), None
-    if problem is None:
-        result = GraphCheck(True, f"CUDA graphs on {name} (replay equals eager: logit error {error:.2g} of the "
-                                  "scale)", error)
-    else:
-        result = GraphCheck(False, f"CUDA graphs off on {name}: the {what} {problem}; running eagerly", error)
-        print(f"warning: {result.message}", file=sys.stderr, flush=True)
-    _RESULTS[module] = (key, result)
-    return result
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+        if problem is None:
+            result = GraphCheck(True, f"CUDA graphs on {name} (replay equals eager: logit error {error:.2g} of "
+                                      "the scale)", error)
+        else:
+            result = GraphCheck(False, f"CUDA graphs off on {name}: the {what} {problem}; running eagerly", error)
+            print(f"warning: {result.message}", file=sys.stderr, flush=True)
+        _RESULTS[module] = (key, result)
+        return result
 
 
 def _compare(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype) -> tuple[str | None, float | None]:
@@ -179,6 +180,7 @@ def _check_draft(head) -> tuple[str | None, float | None]:
     device, dtype = head.fc.weight.device, head.fc.weight.dtype
     gen = torch.Generator().manual_seed(1)
     hsz, n = head.config.hidden_size, LEVEL_ROWS
+
     def forward(batch, pool):  # random input features
         head(torch.randn(batch.num_tokens, hsz, generator=gen).to(device, dtype), batch, pool)
 

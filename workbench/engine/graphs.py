@@ -312,7 +312,9 @@ def _grown(rope, rotary, positions: int, device: torch.device, dtype: torch.dtyp
 class GraphedTarget(GraphedForward):
     """``hidden, logits = runner(batch)``: the target forward + logits, replayed from a CUDA graph
     when the batch fits a bucket, else run eagerly. ``max_keys``: the most keys a batch may hold
-    (the pool size is always enough); ``scratch_slot``: a pool slot no request owns."""
+    (the pool size is always enough); ``scratch_slot``: a pool slot no request owns. Replayed
+    outputs are views of the graph's buffers: valid until this runner's next replay, of any
+    bucket (its graphs share one memory pool)."""
 
     name = "target forward"
 
