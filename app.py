@@ -16,37 +16,56 @@ import argparse
 import os
 import sys
 
+from workbench.errors import ArgumentParser, UserError, reports_user_errors
+
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no calls home from a local tool
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def _draft(text: str) -> str:
+    """``--draft`` checked as the command line checks it (imported only when given: it loads torch)."""
+    from workbench.flags import draft_source
+
+    return draft_source(text)
+
+
+def build_parser() -> ArgumentParser:
     """The command line (see the module docstring)."""
-    p = argparse.ArgumentParser(description="EAGLE-2 Workbench web app")
+    p = ArgumentParser(prog="python app.py", description="EAGLE-2 Workbench web app")
     p.add_argument("--host", help="address to listen on (default: $GRADIO_SERVER_NAME, else 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default: $GRADIO_SERVER_PORT, else 7860)")
-    p.add_argument("--dtype", default="auto", choices=["auto", "bf16", "fp32"])
-    p.add_argument("--target", default=None, help="local HF model directory (default: SmolLM2-135M-Instruct)")
-    p.add_argument("--draft", default=None, help="draft head directory, or random[:SEED]")
+    p.add_argument("--dtype", default="auto", choices=["auto", "bf16", "fp32"],
+                   help="auto: bf16 where the CPU computes it natively, else fp32")
+    p.add_argument("--target", help="local HF model directory (default: SmolLM2-135M-Instruct)")
+    p.add_argument("--draft", type=_draft, help="draft head directory, or random[:SEED] (default: the shipped head)")
     p.add_argument("--linear-order", default="auto", choices=["auto", "weight-left", "plain"],
                    help="few-row fp32 CPU linear order: auto (default: measured on this CPU once) or forced")
-    return p.parse_args(argv)
+    return p
 
 
-def main(argv=None) -> None:
+@reports_user_errors
+def main(argv=None) -> int:
     """Load once, then serve until interrupted."""
-    args = parse_args(argv)
+    args = build_parser().parse_args(argv)
+    if args.target is not None:  # a wrong path is said at once, before gradio and torch load
+        from workbench.store import resolve_target
+
+        resolve_target(args.target)
     from workbench.app.ui import build_app, launch, server_address
 
     try:
         host, port = server_address(args.host, args.port)
     except ValueError as err:
-        raise SystemExit(f"error: {err}") from None
+        raise UserError(str(err) if args.port is None else f"--port {args.port}: {err}") from None
     from workbench.app.load import load_workbench
 
-    wb, info = load_workbench(args.target, args.draft, args.dtype, linear_order=args.linear_order)
+    try:
+        wb, info = load_workbench(args.target, args.draft, args.dtype, linear_order=args.linear_order)
+    except (ValueError, FileNotFoundError) as err:
+        raise UserError(str(err)) from None
     print(f"[app] serving on http://{host}:{port}", file=sys.stderr, flush=True)
     launch(build_app(wb, info), host, port)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -29,6 +29,7 @@ from workbench.lessons.start import start
 wb = start(dtype="auto")
 
 # %%
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from IPython.display import Markdown, display
@@ -54,10 +55,12 @@ cands.sort_values(["level", "score"], ascending=[True, False])
 # ## Path scores level by level
 #
 # Each dot is a candidate, placed at its level and its path score; a line joins it to its parent.
-# Filled dots were expanded (they were in a frontier), diamonds were kept for verification.
+# Filled dots were expanded (they were in a frontier), diamonds were kept for verification and
+# carry their token; the dashed line is the rerank's cut-off, the lowest kept path score.
 
 # %%
 by_index = cands.set_index("index")
+cutoff = cands[cands["in verify tree"]].score.min()
 fig = go.Figure()
 for _, c in cands.iterrows():
     parent_score = 1.0 if c.parent == -1 else by_index.loc[c.parent, "score"]
@@ -70,9 +73,17 @@ for (expanded, in_tree), group in cands.groupby(["expanded", "in verify tree"]):
                                 color="seagreen" if expanded else "white", line=dict(width=1.5)),
                     name=f"{'expanded' if expanded else 'not expanded'}, "
                          f"{'kept' if in_tree else 'dropped'}")
+# every kept node named in the picture; within a level, alternate sides so that close scores do not overprint
+for _, level in cands[cands["in verify tree"]].sort_values("score", ascending=False).groupby("level"):
+    for k, (_, c) in enumerate(level.iterrows()):
+        fig.add_annotation(x=c.level, y=np.log10(c.score), text=repr(c.text), showarrow=False, font=dict(size=10),
+                           xanchor="left" if k % 2 == 0 else "right", xshift=9 if k % 2 == 0 else -9)  # log axis
 fig.add_scatter(x=[0], y=[1.0], mode="markers+text", text=[repr(step["tree"]["nodes"][0]["text"])],
                 textposition="top center", marker=dict(size=13, color="black"), name="root")
-fig.update_layout(title=f"Draft candidates of step {step['step']}", height=420,
+fig.add_scatter(x=[-0.2, cands.level.max() + 0.2], y=[cutoff, cutoff], mode="lines", hoverinfo="skip",
+                line=dict(dash="dash", color="grey"),
+                name=f"rerank cut-off {cutoff:.3g}<br>(the best {SPEC.num_draft_tokens - 1} on or above)")
+fig.update_layout(title=f"Draft candidates of step {step['step']}", height=460,
                   xaxis=dict(title="level (depth)", dtick=1), yaxis=dict(type="log", title="path score"))
 fig.show()
 
@@ -128,7 +139,6 @@ assert kept_seed == [0, 1, 2, 4, 6] and tree.positions == [10, 11, 11, 12, 12, 1
 
 # %%
 kept_rows = cands[cands["in verify tree"]].sort_values("index")
-cutoff = kept_rows.score.min()
 closed = all(p == -1 or p in kept for p in kept_rows.parent)
 depths = pd.Series([n["depth"] for n in step["tree"]["nodes"]]).value_counts().sort_index()
 depths = {int(d): int(count) for d, count in depths.items()}

@@ -15,8 +15,9 @@
 # first); its **keys/values** are the committed prefix, read from the KV cache, plus the nodes
 # themselves. A node may attend the whole prefix, itself and its ancestors, never a sibling
 # branch: the **tree mask**. Node $i$ sits at position $L + \mathrm{depth}(i)$, as if its branch were
-# the only continuation. Logits row i is the target's distribution of the token **after**
-# node i.
+# the only continuation: that position is what rotary embeddings (RoPE) see, so depth, not
+# the node's index in the block, sets the angle its query and key are rotated by. Logits row i is
+# the target's distribution of the token **after** node i.
 
 # %%
 from workbench.engine.config import SpecConfig
@@ -37,6 +38,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from workbench.engine.tree import Candidates, build_tree
+from workbench.lessons.takeaways import plural
 
 words = ["the", "mat", "rug", "and", "on", "soft"]  # token id = index here
 cands = Candidates()
@@ -50,19 +52,48 @@ print("mask rows:", dict(zip(words, rows)))
 print("positions:", tree.positions, "= L +", [p - L for p in tree.positions])
 assert rows == ["100000", "110000", "101000", "110100", "110010", "101001"]
 
-def draw_mask(mask, labels, title):
-    fig = go.Figure(go.Heatmap(z=mask, x=labels, y=labels, colorscale=[[0, "white"], [1, "seagreen"]],
-                               showscale=False, xgap=1, ygap=1))
-    fig.update_layout(title=title, height=360, width=420, yaxis=dict(autorange="reversed", title="query"),
-                      xaxis=dict(title="key", side="top"))
+# %% [markdown]
+# ## Tree mask beside a causal mask
+#
+# A plain causal mask over the same six tokens in the same order would let each see every
+# earlier one, and would give them positions `L, L+1, ..., L+5`, as if they were one sentence.
+# Red cells are what the causal mask allows and the tree mask forbids; the axis labels carry the
+# position RoPE rotates each token by under each mask.
+
+# %%
+from plotly.subplots import make_subplots
+
+
+def mask_pair(tree_mask: list[list[int]], labels: list[str], tree_positions: list[int], L: int):
+    """Tree mask and causal mask side by side; cells only the causal one allows in red."""
+    n = len(labels)
+    causal = [[int(k <= q) for k in range(n)] for q in range(n)]
+    extra = [[2 if causal[q][k] and not tree_mask[q][k] else causal[q][k] for k in range(n)] for q in range(n)]
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.18,
+                        subplot_titles=("tree mask (positions L + depth)", "causal mask (positions L + index)"))
+    scale = [[0, "white"], [0.5, "seagreen"], [1, "indianred"]]
+    for col, (z, positions) in enumerate([(tree_mask, tree_positions), (extra, [L + i for i in range(n)])], 1):
+        ticks = [f"{w} @{p}" for w, p in zip(labels, positions)]
+        fig.add_heatmap(z=z, x=labels, y=ticks, zmin=0, zmax=2, colorscale=scale, showscale=False,
+                        xgap=1, ygap=1, row=1, col=col)
+    fig.update_yaxes(autorange="reversed", title_text="query @ position", row=1, col=1)
+    fig.update_yaxes(autorange="reversed", row=1, col=2)
+    fig.update_xaxes(title_text="key")
+    for name, color in [("may attend (both masks)", "seagreen"), ("causal only: another branch", "indianred")]:
+        fig.add_scatter(x=[None], y=[None], mode="markers", marker=dict(symbol="square", size=12, color=color),
+                        name=name)
+    fig.update_layout(title=f"The same {n} tokens under each mask", height=440, width=880, plot_bgcolor="white",
+                      margin=dict(t=90), legend=dict(orientation="h", yanchor="top", y=-0.2))
     return fig
 
-draw_mask(tree.mask.int().tolist(), words, "Tree mask (1 = may attend)").show()
+
+mask_pair(tree.mask.int().tolist(), words, tree.positions, L).show()
 
 # %% [markdown]
 # **Takeaway.** `soft` sees `the` and `rug` only: not `mat` or `and`, which are another branch.
 # `and` and `on` are siblings and do not see each other. Both depth-2 branches sit at position
-# `L + 2`: positions follow depth, not node index.
+# `L + 2`: positions follow depth, not node index. Under the causal mask `soft` would sit at
+# `L + 5` and read `mat`, `and` and `on`, words of a sentence no one wrote.
 #
 # ## A real verify step
 #
@@ -129,6 +160,43 @@ display(Markdown(
     f"cache, not prefilled again."))
 
 # %% [markdown]
+# ### One row under each mask
+#
+# The deepest node whose row differs between the two masks, read three ways: its verify row (tree
+# mask, position `L + depth`), a fresh forward over the committed text and its own branch (what
+# the tree mask promises), and a fresh forward over the committed text followed by **all** the
+# nodes up to it in block order (what a causal mask over the block would compute, positions
+# `L + index`).
+
+# %%
+block = [n["token"] for n in step["tree"]["nodes"]]
+tree_rows = step["tree"]["mask"]
+differs = [i for i in range(len(nodes)) if tree_rows[i][: i + 1] != [1] * (i + 1)]
+row = max(differs, key=lambda i: (nodes.depth[i], i)) if differs else len(nodes) - 1
+causal_law = next_token_laws(wb.target, [committed + block[: row + 1]], SamplingParams(temperature=1.0))[0]
+verify_top = step["verify"]["top"][row][0]
+reads = pd.DataFrame([
+    {"read": "verify row (tree mask)", "position of the node": L + int(nodes.depth[row]),
+     "tokens it attends": L + int(nodes.depth[row]) + 1, "top next token": repr(verify_top["text"])},
+    {"read": "fresh forward over prefix + its branch", "position of the node": L + int(nodes.depth[row]),
+     "tokens it attends": L + int(nodes.depth[row]) + 1, "top next token": repr(wb.token_text(int(fresh[row].argmax())))},
+    {"read": "fresh forward over prefix + the block so far (causal)", "position of the node": L + row,
+     "tokens it attends": L + row + 1, "top next token": repr(wb.token_text(int(causal_law.argmax())))},
+])
+display(reads)
+tree_ok = int(fresh[row].argmax()) == verify_top["token"]
+causal_same = int(causal_law.argmax()) == verify_top["token"]
+display(Markdown(
+    f"**Takeaway.** Row {row} ({nodes.text[row]!r}, depth {nodes.depth[row]}) under the tree mask predicts "
+    f"{verify_top['text']!r}, {'the same as' if tree_ok else 'not the same as'} a fresh forward over its own "
+    f"branch. Under a causal mask it would also read {row - int(nodes.depth[row])} node"
+    f"{'s' * (row - int(nodes.depth[row]) != 1)} of other branches and sit at position {L + row} instead of "
+    f"{L + int(nodes.depth[row])}, and it would predict {wb.token_text(int(causal_law.argmax()))!r}"
+    + (f" (the same token here, with probability {float(causal_law[verify_top['token']]):.3f} against "
+       f"{verify_top['prob']:.3f} under the tree mask)." if causal_same else
+       ": another token, the verdict of a sentence no one wrote.")))
+
+# %% [markdown]
 # ## Logits are `[nodes, vocab]`, and row i predicts the token after node i
 #
 # So row i is compared with the **children** of node i, never with node i itself.
@@ -148,4 +216,4 @@ display(Markdown(
     f"**Takeaway.** The verify forward returns {len(nodes)} rows over a vocabulary of {V:,} "
     f"(`[nodes, vocab]`). In {int(table['a child matches'].sum())} rows one of the node's children "
     f"is the target's choice; the accept walk (notebook 3) follows those matches from the root, and "
-    f"the walk accepted {step['accept_length'] - 1} drafts in this step."))
+    f"the walk accepted {step['accept_length'] - 1} draft{plural(step['accept_length'] - 1)} in this step."))

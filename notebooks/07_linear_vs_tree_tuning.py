@@ -27,31 +27,17 @@ from workbench.lessons.start import start
 wb = start(dtype="auto")
 
 # %%
-import json
-from pathlib import Path
-
 import pandas as pd
-import plotly.express as px
+import plotly.graph_objects as go
 from IPython.display import Markdown, display
 
-import workbench
+from workbench.lessons.settings import CATEGORIES, MAX_NEW_TOKENS, label, lesson_prompts, measure_settings
 
-ROOT = Path(workbench.__file__).resolve().parent.parent
-QUESTIONS = next(p for p in (ROOT / "workbench/data/spec_bench_questions.jsonl",
-                             ROOT.parent / "shared/data/spec_bench_questions.jsonl") if p.exists())
-CATEGORIES = ("coding", "translation", "math_reasoning")
-questions = [json.loads(line) for line in QUESTIONS.read_text().splitlines() if line.strip()]
-prompts = {}
-for category in CATEGORIES:  # the shortest question of each category keeps the prefill cheap
-    q = min((q for q in questions if q["category"] == category), key=lambda q: len(q["turns"][0]))
-    prompts[category] = wb.encode(q["turns"][0])
-print({c: len(ids) for c, ids in prompts.items()}, "prompt tokens, from", QUESTIONS.name)
+prompts = lesson_prompts(wb)
+print({c: len(ids) for c, ids in prompts.items()}, "prompt tokens: the shortest first turn of each category")
 
 # %%
-from workbench.lessons.tau import tau
-from workbench.lessons.timing import spread
-
-MAX_NEW, RUNS = 20, 2
+RUNS = 2
 CONFIGS = [
     SpecConfig("vanilla"),
     *(SpecConfig.linear(s) for s in (1, 3)),  # chains: num_steps
@@ -59,52 +45,39 @@ CONFIGS = [
     SpecConfig("eagle2", 3, 4, 6),  # topk
     SpecConfig("eagle2", 5, 4, 8),  # num_steps, topk and num_draft_tokens: SGLang's default
 ]
-
-def label(spec):
-    """Short name: method num_steps/topk/num_draft_tokens."""
-    return "vanilla" if not spec.speculative else f"{spec.method} {spec.num_steps}/{spec.topk}/{spec.num_draft_tokens}"
-
-wb.generate([prompts[CATEGORIES[0]]], CONFIGS[-1], SamplingParams(), max_new_tokens=4)  # warm-up
-
-rows, outputs = [], {}
-for run in range(RUNS):  # settings interleaved, so a slow spell of the machine hits all of them
-    for spec in CONFIGS:
-        for category, ids in prompts.items():
-            (r,), seconds = wb.generate([ids], spec, SamplingParams(), max_new_tokens=MAX_NEW)
-            outputs.setdefault((spec, category), r.output_ids)
-            knobs = (spec.num_steps, spec.topk, spec.num_draft_tokens) if spec.speculative else (None,) * 3
-            rows.append({"run": run, "config": label(spec), "method": spec.method, "num_steps": knobs[0],
-                         "topk": knobs[1], "num_draft_tokens": knobs[2], "category": category,
-                         "tokens": len(r.output_ids), "seconds": seconds,
-                         "tau": tau(r) if spec.speculative else 1.0,
-                         "same as vanilla": r.output_ids == outputs[CONFIGS[0], category]})
-runs = pd.DataFrame(rows)
-runs["tok/s"] = runs.tokens / runs.seconds
-# one speed per setting and run: the mean over the categories, as Spec-Bench averages over questions
-speed = runs.groupby(["config", "run"], sort=False)["tok/s"].mean().unstack()  # [config, run]
-speedup = speed / speed.loc["vanilla"]  # per run: both measured under the same conditions
-per_config = runs[runs.run == 0].groupby("config", sort=False).agg(
-    method=("method", "first"), num_steps=("num_steps", "first"), topk=("topk", "first"),
-    num_draft_tokens=("num_draft_tokens", "first"), tau=("tau", "mean"), same=("same as vanilla", "sum"))
-per_config["tok_s"] = speed.median(axis=1)
-per_config["speedup"] = speedup.median(axis=1)
-per_config["speedup range"] = [f"{spread(row).low:.2f}–{spread(row).high:.2f}" for _, row in speedup.iterrows()]
+settings = measure_settings(wb, CONFIGS, prompts, RUNS)  # the helper notebook 6 measures its chain of 3 with
+per_config = pd.DataFrame([{
+    "config": name, "method": st.spec.method, "tau": st.tau, "tok/s": st.tok_s.median,
+    "speedup": st.speedup.median, "speedup range": f"{st.speedup.low:.2f}–{st.speedup.high:.2f}",
+} for name, st in settings.items()]).set_index("config")
 per_config.round(2)
 
 # %%
-shown = per_config[per_config.method != "vanilla"].reset_index()
-shown["above"] = speedup.drop("vanilla").max(axis=1).values - shown.speedup
-shown["below"] = shown.speedup - speedup.drop("vanilla").min(axis=1).values
-fig = px.scatter(shown, x="tau", y="speedup", color="method", text="config", height=460,
-                 error_y="above", error_y_minus="below",
-                 title=f"τ and speedup over plain decoding ({wb.dtype_name}, batch 1, {MAX_NEW} new tokens; "
-                       f"labels: num_steps/topk/num_draft_tokens; median and range of {RUNS} runs)")
-fig.update_traces(textposition="top center", textfont_size=9)
-fig.add_hline(y=1, line_dash="dot")
+spec_only = per_config[per_config.method != "vanilla"]
+fig = go.Figure()
+for method, group in spec_only.groupby("method", sort=False):
+    ranges = [settings[name].speedup for name in group.index]
+    fig.add_scatter(x=group.tau, y=group.speedup, mode="markers", name=method, marker=dict(size=10),
+                    error_y=dict(type="data", symmetric=False, array=[r.high - r.median for r in ranges],
+                                 arrayminus=[r.median - r.low for r in ranges]))
+# labels beside their points, alternating sides and staggered so that neighbours do not overprint
+for i, (name, row) in enumerate(spec_only.sort_values(["tau", "speedup"]).iterrows()):
+    fig.add_annotation(x=row.tau, y=row.speedup, text=name, showarrow=True, arrowhead=0, arrowwidth=0.6,
+                       ax=60 if i % 2 else -60, ay=-22 - 16 * (i % 3), font=dict(size=10))
+fig.add_hline(y=1, line_dash="dot", annotation_text="plain decoding", annotation_position="top left")
+pad = 0.15 * (spec_only.tau.max() - spec_only.tau.min()) + 0.1  # room for the labels at both ends
+fig.update_xaxes(range=[spec_only.tau.min() - pad, spec_only.tau.max() + pad])
+low = min([1.0] + [settings[n].speedup.low for n in spec_only.index])
+high = max(settings[n].speedup.high for n in spec_only.index)
+fig.update_yaxes(range=[low - 0.1 * (high - low) - 0.05, high + 0.25 * (high - low) + 0.05])  # labels sit above
+fig.update_layout(height=480, margin=dict(t=90),
+                  title=dict(text=f"τ and speedup over plain decoding<br><sup>{wb.dtype_name}, batch 1, "
+                                  f"{MAX_NEW_TOKENS} new tokens; labels: method num_steps/topk/num_draft_tokens; "
+                                  f"median and range of {RUNS} runs</sup>"),
+                  xaxis_title="τ (tokens per target forward)", yaxis_title="speedup (×)")
 fig.show()
 
 # %%
-spec_only = per_config[per_config.method != "vanilla"]
 best, top_tau = spec_only.speedup.idxmax(), spec_only.tau.idxmax()
 best_linear = spec_only[spec_only.method == "linear"].speedup.idxmax()
 best_tree = spec_only[spec_only.method == "eagle2"].speedup.idxmax()
@@ -112,33 +85,87 @@ if spec_only.tau.max() - spec_only.tau.min() < 0.05:
     why = ("τ hardly moved across the settings (the draft head is rarely right), so the setting with the "
            "cheapest step won. ")
 elif best != top_tau:
-    why = (f"The highest τ came from {top_tau} (τ = {spec_only.tau[top_tau]:.2f}), but every extra verify node "
-           "costs compute here (notebook 6): the winner balances τ against the cost of a step. ")
+    why = (f"The highest τ came from {top_tau} (τ = {spec_only.tau[top_tau]:.2f}), but it did not win: "
+           "the winner balances τ against the cost of a step (see the closing cell for what a verify node "
+           "costs here). ")
 else:
     why = "The setting with the highest τ also won: its extra verify nodes were worth their cost. "
-verdict = "faster than" if spec_only.speedup[best] > 1 else "no faster than"
-same = runs[runs.method != "vanilla"]["same as vanilla"]
+verdict = "faster than" if settings[best].speedup.median > 1 else "no faster than"
+ahead = [n for n in spec_only.index if n != best and settings[n].speedup.high >= settings[best].speedup.low]
 display(Markdown(
     f"**Takeaway.** The fastest speculative setting on this machine is **{best}**: "
-    f"{spec_only.speedup[best]:.2f}× plain decoding ({verdict} it), τ = {spec_only.tau[best]:.2f}. Best chain: "
+    f"{settings[best].speedup.with_unit('×')} plain decoding ({verdict} it), τ = {spec_only.tau[best]:.2f}"
+    + (f"; {', '.join(ahead)} overlap{'s' if len(ahead) == 1 else ''} its range, so the order among them is "
+       "level within noise" if ahead else "") + f". Best chain: "
     f"{best_linear} ({spec_only.speedup[best_linear]:.2f}×); best tree: {best_tree} "
     f"({spec_only.speedup[best_tree]:.2f}×). " + why
-    + f"{int(same.sum())} of {len(same)} speculative outputs equal plain greedy decoding "
-      "(greedy speculation is lossless; in bf16 a near-tie can flip between differently batched forwards)."))
+    + f"The chain linear 3/1/4 is notebook 6's chain of 3, on the same prompts and {MAX_NEW_TOKENS} new tokens "
+      "(both measured by `measure_settings`): its τ is the same number there."))
 
 # %%
-fig = px.bar(runs[(runs.method != "vanilla") & (runs.run == 0)], x="config", y="tau", color="category", barmode="group",
-             height=400, title="τ per category")
+fig = go.Figure()
+for category in CATEGORIES:
+    fig.add_bar(x=list(spec_only.index), y=[settings[n].tau_of(category) for n in spec_only.index], name=category)
+fig.update_layout(barmode="group", height=400, title="τ per category", yaxis_title="τ",
+                  legend_title_text="category")
 fig.update_xaxes(tickangle=30)
 fig.show()
-by_category = runs[runs.method != "vanilla"].groupby("category").tau.mean().sort_values()
+by_category = pd.Series({c: sum(settings[n].tau_of(c) for n in spec_only.index) / len(spec_only)
+                         for c in CATEGORIES}).sort_values()
 gap = by_category.iloc[-1] - by_category.iloc[0]
+by_setting = pd.Series({n: sum(settings[n].tau_of(c) for c in CATEGORIES) / len(CATEGORIES) for n in spec_only.index})
+setting_gap = by_setting.max() - by_setting.min()
 display(Markdown(
     f"**Takeaway.** Averaged over the settings, τ is lowest on {by_category.index[0]} "
-    f"({by_category.iloc[0]:.2f}) and highest on {by_category.index[-1]} ({by_category.iloc[-1]:.2f})"
-    + (": how predictable the answer is matters as much as the tree's shape." if gap >= 0.3 else
-       ": with one short answer per category the difference is small here.")))
+    f"({by_category.iloc[0]:.2f}) and highest on {by_category.index[-1]} ({by_category.iloc[-1]:.2f}): the prompt "
+    f"moves τ by {gap:.2f}, the setting (averaged over the prompts) by {setting_gap:.2f}, so here "
+    + ("the prompt matters more than the tree's shape" if gap > setting_gap else "the tree's shape matters more")
+    + f", on one short answer per category ({MAX_NEW_TOKENS} tokens)."))
 
+# %% [markdown]
+# ## Lossless, shown
+#
+# Greedy speculation emits exactly what plain greedy decoding emits, in exact arithmetic. The
+# timings above ran in the machine's fast dtype; the equality is checked in fp32, on the same
+# prompts and settings.
+
+# %%
+from workbench.lessons.divergence import divergence
+from workbench.lessons.start import load_quietly
+
+wb32 = load_quietly("fp32")
+
+
+def output32(spec, category):
+    """The fp32 greedy output of one setting on one prompt."""
+    (r,), _ = wb32.generate([prompts[category]], spec, SamplingParams(), MAX_NEW_TOKENS)
+    return r.output_ids
+
+
+plain32 = {c: output32(CONFIGS[0], c) for c in prompts}
+pairs32 = [(spec, c) for spec in CONFIGS[1:] for c in prompts]
+equal32 = sum(output32(spec, c) == plain32[c] for spec, c in pairs32)
+print(f"fp32: {equal32} of {len(pairs32)} speculative outputs equal plain greedy decoding, token for token")
+del wb32
+
+# %%
+plain = settings["vanilla"].outputs
+diverged = [(name, c, divergence(wb.target, prompts[c], plain[c], settings[name].outputs[c]))
+            for name in spec_only.index for c in CATEGORIES]
+diverged = [(name, c, d) for name, c, d in diverged if d is not None]
+if diverged:
+    display(pd.DataFrame([{
+        "setting": name, "prompt": c, "first differing position": d.position,
+        "plain": repr(wb.token_text(d.plain)) if d.plain is not None else "(ended)",
+        "speculative": repr(wb.token_text(d.other)) if d.other is not None else "(ended)",
+        "target's top-2": f"{wb.token_text(d.top[0])!r} / {wb.token_text(d.top[1])!r}",
+        "top-2 logit margin": round(d.margin, 3)} for name, c, d in diverged]))
+display(Markdown(
+    f"**Takeaway.** In fp32, {equal32} of {len(pairs32)} speculative outputs equal plain greedy decoding. In "
+    f"{wb.dtype_name}, the timed runs above, {len(pairs32) - len(diverged)} of {len(pairs32)} do"
+    + (f"; where one parts, the target's two best tokens there are {min(d.margin for *_, d in diverged):.3f} to "
+       f"{max(d.margin for *_, d in diverged):.3f} logits apart: a near-tie that a differently batched "
+       f"{wb.dtype_name} forward rounds the other way." if diverged and wb.dtype_name != "fp32" else ".")))
 
 # %% [markdown]
 # ## The same settings in SGLang, EAGLE and vLLM
@@ -157,31 +184,34 @@ display(Markdown(
 # `[(0,), (1,), (0, 0)]` = the top-2 children of the root and the top child of the first, verified
 # with its tree attention backend. What vLLM lacks is the **dynamic** tree of EAGLE-2, reshaped at
 # every step by the path scores; a `topk > 1` setting here maps to a static tree of the same size,
-# not to the same tree.
+# not to the same tree. The table below is `workbench.engine.frameworks.framework_flags`, the same
+# one the app's Compare tab and `python -m workbench.bench tune` print.
 
 # %%
+from workbench.engine.frameworks import framework_flags  # the one mapping, shared with the app and bench tune
+
 def flags(spec):
-    row = {"here": spec.describe(),
-           "SGLang": f"--speculative-algorithm EAGLE --speculative-num-steps {spec.num_steps} "
-                     f"--speculative-eagle-topk {spec.topk} --speculative-num-draft-tokens {spec.num_draft_tokens}",
-           "EAGLE": f"depth={spec.num_steps - 1}, top_k={spec.topk}, total_token={spec.num_draft_tokens}"}
-    head = 'speculative_config={"method": "eagle", "model": "<EAGLE head>", '
-    row["vLLM"] = (head + f'"num_speculative_tokens": {spec.num_steps}}}' if spec.topk == 1 else
-                   head + f'"num_speculative_tokens": {spec.num_draft_tokens - 1}, "speculative_token_tree": '
-                   f'"<{spec.num_draft_tokens - 1} node paths>"}} (experimental; a static tree, not the dynamic one)')
-    return row
+    return {"here": spec.describe(), **framework_flags(spec)}
 
 spec_of = {label(s): s for s in CONFIGS}
 runner_up = ("fastest tree here", best_tree) if best == best_linear else ("fastest chain here", best_linear)
 chosen = {"fastest here": spec_of[best], runner_up[0]: spec_of[runner_up[1]],
           "SGLang default": SpecConfig("eagle2", 5, 4, 8), "EAGLE paper default": SpecConfig("eagle2", 6, 10, 60)}
-pd.set_option("display.max_colwidth", None)  # show the whole flag strings
 pd.DataFrame([{"setting": name, **flags(spec)} for name, spec in chosen.items()])
 
-# %% [markdown]
-# **Takeaway.** The flags carry over one to one between this engine and SGLang; only EAGLE's own
-# code is off by one in depth. The best setting is a property of the machine. On a compute-bound
-# CPU every verify node costs, and the fastest setting is the small one measured above. On a
-# memory-bound GPU the verify block should be nearly free and the larger trees of the EAGLE paper
-# should win: an *expectation*, not measured here (notebook 6 gives the arithmetic; the EAGLE-2
-# paper reports its speedups with 60-token trees on datacenter GPUs).
+# %%
+from workbench.bench.cost import measure_verify_cost
+from workbench.lessons.cost_curve import CostCurve
+from workbench.lessons.takeaways import regime
+
+biggest = max(spec.num_draft_tokens for spec in CONFIGS)
+verify = CostCurve.from_rows(measure_verify_cost(wb.target, sizes=(1, biggest), prefix_len=128, repeats=3, warmup=1))
+here_regime = regime(verify, biggest)
+display(Markdown(
+    "**Takeaway.** The flags carry over one to one between this engine and SGLang; only EAGLE's own "
+    "code is off by one in depth. The best setting is a property of the machine: for the verify blocks "
+    f"measured here (up to {biggest} tokens) this machine is {here_regime.sentence()} (notebook 6's `regime`, "
+    "measured again here), and the fastest setting is the one above. On a memory-bound GPU the verify block "
+    "should be nearly free and the larger trees of the EAGLE paper should win: an *expectation*, not "
+    "measured here (notebook 6 gives the arithmetic; the EAGLE-2 paper reports its speedups with 60-token "
+    "trees on datacenter GPUs)."))

@@ -22,7 +22,7 @@
 # 1. *calibration*: every verified draft node's probability and path score against whether the
 #    target accepted it;
 # 2. *dynamic vs static*: τ (tokens per target forward) of `eagle2` and `static` at the same
-#    `num_draft_tokens`, drafting from the same head, on the same prompts;
+#    `num_draft_tokens`, drafting from the same head, scored against the same text;
 # 3. *hindsight*: what τ each smaller budget would have given on the very same steps.
 #
 # Every sentence that states a result below is printed from the measurements.
@@ -30,19 +30,16 @@
 # %%
 from workbench.lessons.start import start
 
-wb = start(dtype="auto")  # bf16 where the hardware computes it natively, else fp32
+wb = start(dtype="fp32")  # fp32: both trees must be scored against the same text (see below)
 
 # %%
-import json
-from pathlib import Path
-
 import pandas as pd
 from IPython.display import HTML, Markdown, display
 
-import workbench
 from workbench.engine.calibration import calibration_table
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
+from workbench.lessons.settings import CATEGORIES, lesson_prompts
 from workbench.metrics import tau as pooled_tau
 from workbench.viz.best_tree import best_tree_figure, budget_taus
 from workbench.viz.calibration import calibration_html, depth_figure, reliability_figure
@@ -54,21 +51,21 @@ def say(text: str) -> None:
 
 
 # %% [markdown]
-# Three Spec-Bench questions of different kinds (the shortest of each category, first turn),
-# 40 new tokens each, greedy. Two budgets: `num_draft_tokens` 8 (SGLang's default dynamic tree
-# 8/5/4 against EAGLE-1's tree cut to its first 7 paths) and 32 (dynamic 32/6/8 against EAGLE-1's
-# 25 paths plus the next 6 breadth first). Static and dynamic draft from the same head.
+# Three Spec-Bench questions of different kinds (the shortest of each category, first turn, the
+# prompts of notebooks 6 and 7), 40 new tokens each, greedy. Two budgets: `num_draft_tokens` 8
+# (SGLang's default dynamic tree 8/5/4 against EAGLE-1's tree cut to its first 7 paths) and 32
+# (dynamic 32/6/8 against EAGLE-1's 25 paths plus the next 6 breadth first). Static and dynamic
+# draft from the same head.
+#
+# **The same text for both trees.** Greedy, the walk accepts a draft when it is the target's
+# choice after the committed text, so a step is scored against the target's greedy continuation.
+# When a run emits exactly what plain greedy decoding emits, every one of its steps was scored
+# against that one continuation: it is the teacher-forced text, and τ of either tree counts
+# positions of the same 40 tokens. The check below runs in fp32 and prints how many runs did
+# (k of k); a prompt where some run left the plain output is left out of the comparison, and named.
 
 # %%
-ROOT = Path(workbench.__file__).resolve().parent.parent
-QUESTIONS_FILE = next(p for p in (ROOT / "workbench/data/spec_bench_questions.jsonl",
-                                  ROOT.parent / "shared/data/spec_bench_questions.jsonl") if p.exists())
-QUESTIONS = [json.loads(line) for line in QUESTIONS_FILE.read_text().splitlines() if line.strip()]
-CATEGORIES = ("coding", "translation", "math_reasoning")
-prompts = {}
-for category in CATEGORIES:
-    q = min((q for q in QUESTIONS if q["category"] == category), key=lambda q: len(q["turns"][0]))
-    prompts[category] = wb.encode(q["turns"][0])
+prompts = lesson_prompts(wb)
 MAX_NEW = 40
 BUDGETS = {8: SpecConfig.from_knobs("eagle2", 5, 4, 8), 32: SpecConfig.from_knobs("eagle2", 6, 8, 32)}
 
@@ -87,11 +84,14 @@ for d, dynamic in BUDGETS.items():
             traces, out = run(spec, ids)
             runs.append({"D": d, "method": method, "category": category, "config": spec.describe(),
                          "traces": traces, "output": out})
-agree = sum(all(a["output"] == b["output"] for a in runs for b in runs if a["category"] == b["category"] == c)
-            for c in CATEGORIES)
-print(f"{len(runs)} runs; all four configurations emitted the same tokens on {agree} of {len(CATEGORIES)} prompts "
-      f"({wb.dtype_name}" + ("" if wb.dtype_name == "fp32" else ": in bf16 a near-tie may round differently in a "
-                             "bigger verify forward; at fp32 greedy speculation never changes the output") + ")")
+plain = {c: run(SpecConfig("vanilla"), ids)[1] for c, ids in prompts.items()}  # the teacher-forced text
+equal = [r["output"] == plain[r["category"]] for r in runs]
+SAME_TEXT = [c for c in CATEGORIES if all(r["output"] == plain[c] for r in runs if r["category"] == c)]
+print(f"{wb.dtype_name}: {sum(equal)} of {len(runs)} runs (4 configurations × {len(CATEGORIES)} prompts) emitted "
+      f"exactly the plain greedy output; the comparison below uses the prompts where all four did: "
+      f"{', '.join(SAME_TEXT) or 'none'}"
+      + (f" (left out: {', '.join(c for c in CATEGORIES if c not in SAME_TEXT)})" if len(SAME_TEXT) < len(CATEGORIES)
+         else ""))
 
 # %% [markdown]
 # ## 1. Does the draft's confidence predict acceptance?
@@ -131,9 +131,10 @@ say(f"Over {s['steps']} steps and {s['nodes']} verified nodes ({s['tried']} trie
 # %% [markdown]
 # ## 2. Dynamic against static at the same budget
 #
-# τ per budget, method and category (the prefill's token is not counted, as everywhere here).
-# τ is tokens per target forward, not tokens per second: what a bigger verify block costs on
-# this machine is notebook 6's subject, and `python -m workbench bench` times both trees (README).
+# τ per budget, method and category (the prefill's token is not counted, as everywhere here), on
+# the prompts whose four runs all emitted the plain greedy text. τ is tokens per target forward,
+# not tokens per second: what a bigger verify block costs on this machine is notebook 6's
+# subject, and `python -m workbench bench` times both trees (README).
 
 # %%
 def tau(traces: list[dict]) -> float:
@@ -141,25 +142,39 @@ def tau(traces: list[dict]) -> float:
     return pooled_tau([t["accept_length"] for t in traces if t["kind"] == "spec"])
 
 
+compared = [r for r in runs if r["category"] in SAME_TEXT]
 table = pd.DataFrame([{"D": r["D"], "method": r["method"], "category": r["category"], "tau": tau(r["traces"])}
-                      for r in runs])
+                      for r in compared])
 wide = table.pivot_table(index=["D", "category"], columns="method", values="tau")
 wide["dynamic / static"] = wide["dynamic"] / wide["static"]
-pooled = {(d, m): tau([t for r in runs if r["D"] == d and r["method"] == m for t in r["traces"]])
+pooled = {(d, m): tau([t for r in compared if r["D"] == d and r["method"] == m for t in r["traces"]])
           for d in BUDGETS for m in ("dynamic", "static")}
 print(wide.round(3).to_string())
 
 # %%
+from workbench.lessons.takeaways import compare_means
+
+
+def lengths(d: int, method: str) -> list[int]:
+    """Every accept length of one tree on the compared prompts."""
+    return [t["accept_length"] for r in compared if r["D"] == d and r["method"] == method
+            for t in r["traces"] if t["kind"] == "spec"]
+
+
+verdicts = {d: compare_means(lengths(d, "dynamic"), lengths(d, "static")) for d in BUDGETS}
 lines = []
 for d in BUDGETS:
     ratio = pooled[(d, "dynamic")] / pooled[(d, "static")]
     wins = int((wide.loc[d, "dynamic / static"] > 1).sum())
     lines.append(f"at D = {d}, dynamic τ {pooled[(d, 'dynamic')]:.2f} against static {pooled[(d, 'static')]:.2f} "
-                 f"(×{ratio:.2f}), ahead in {wins} of {len(CATEGORIES)} categories")
-say("Pooled over the prompts: " + "; ".join(lines) + ". " +
-    ("The dynamic tree accepts more per target forward at every budget here."
-     if all(pooled[(d, 'dynamic')] > pooled[(d, 'static')] for d in BUDGETS) else
-     "The dynamic tree does not win at every budget here: see where above."))
+                 f"(×{ratio:.2f}, {verdicts[d]}), ahead in {wins} of {len(SAME_TEXT)} prompts")
+ahead = [d for d in BUDGETS if verdicts[d] == "above"]
+say(f"Pooled over the {len(SAME_TEXT)} prompts, the same {MAX_NEW} tokens of text for both trees: "
+    + "; ".join(lines) + " (noise: twice the standard error of the gap between the two mean accept lengths). "
+    + ("The dynamic tree accepts more per target forward at every budget here, beyond the noise."
+       if len(ahead) == len(BUDGETS) else
+       f"The dynamic tree is ahead beyond the noise at D = {', '.join(map(str, ahead))} only." if ahead else
+       "No budget shows the dynamic tree ahead beyond the noise on these few steps."))
 
 # %% [markdown]
 # Where does each tree spend its budget? Nodes per depth, and accepted nodes per depth, summed
@@ -168,7 +183,7 @@ say("Pooled over the prompts: " + "; ".join(lines) + ". " +
 
 # %%
 rows = []
-for r in runs:
+for r in compared:
     if r["D"] != 32:
         continue
     for t in r["traces"]:
@@ -201,7 +216,7 @@ from workbench.viz.style import METHOD, base_layout  # noqa: E402
 fig = go.Figure(layout=base_layout("Mean τ on the same steps with the best-scored D′ − 1 nodes", 360))
 hindsight = {}
 for method in ("dynamic", "static"):
-    steps = [t for r in runs if r["D"] == 32 and r["method"] == method for t in r["traces"] if t["kind"] == "spec"]
+    steps = [t for r in compared if r["D"] == 32 and r["method"] == method for t in r["traces"] if t["kind"] == "spec"]
     curves = [budget_taus(t) for t in steps]
     hindsight[method] = [sum(c[i]["tau"] for c in curves) / len(curves) for i in range(len(curves[0]))]
     fig.add_scatter(x=list(range(2, 33)), y=hindsight[method], name=method,

@@ -1,4 +1,4 @@
-"""The lent-GPU head recipe (``workbench/train/gpu_recipe.py``): the model wheel travels in parts
+"""The lent-GPU head recipe (``experiments/gpu/recipe.py``): the model wheel travels in parts
 and is rebuilt exactly, bad parts are named, training stops at its time limit and resumes, and
 the whole run works end to end at toy sizes on this CPU (``--dry-run``)."""
 
@@ -10,7 +10,7 @@ import torch
 
 from workbench.models.loading import load_target
 from workbench.testing.tiny import make_tiny_checkpoint
-from workbench.train.gpu_recipe import join_parts, main, split_file, train_steps
+from experiments.gpu.recipe import join_parts, main, split_file, train_steps
 
 
 @pytest.mark.parametrize("n", [2, 3])
@@ -73,7 +73,7 @@ def test_training_stops_at_its_time_limit_and_resume_finishes_the_schedule(tmp_p
 def test_dry_run_generates_trains_both_arms_and_measures_them(smollm2_dir, tmp_path):
     from safetensors.torch import load_file
 
-    from workbench.train.gpu_recipe import SHIPPED_HEAD
+    from experiments.gpu.recipe import SHIPPED_HEAD
 
     out = tmp_path / "out"
     main(["run", "--dry-run", "--out", str(out), "--work", str(tmp_path / "work"), "--eval-minutes", "15"])
@@ -135,7 +135,7 @@ def test_the_model_converted_there_must_equal_the_one_packed_here(tmp_path):
 
     from safetensors.torch import save_file
 
-    from workbench.train.gpu_recipe import MODEL_FILES, WEIGHTS, same_model, tensor_digests
+    from experiments.gpu.recipe import MODEL_FILES, WEIGHTS, same_model, tensor_digests
 
     here, there, packed = tmp_path / "here", tmp_path / "there", tmp_path / "b"
     for d in (here, there, packed):
@@ -161,12 +161,14 @@ def test_cuda_asked_for_without_cuda_is_a_clear_error(smollm2_dir, tmp_path, cap
     from workbench.train.__main__ import main as train_main
     from workbench.train.generate import main as generate_main
 
-    with pytest.raises(SystemExit, match="--device cuda: this machine has no CUDA device"):
-        train_main(["--phase", "train", "--shards", str(tmp_path), "--out", str(tmp_path / "w"), "--device", "cuda"])
-    with pytest.raises(SystemExit, match="--device cuda: this machine has no CUDA device"):
-        generate_main(["--out", str(tmp_path / "d"), "--device", "cuda"])
-    with pytest.raises(SystemExit, match="device must be cpu, cuda, cuda:N or auto"):
-        train_main(["--phase", "train", "--shards", str(tmp_path), "--out", str(tmp_path / "w"), "--device", "gpu"])
+    assert train_main(["--phase", "train", "--shards", str(tmp_path), "--out", str(tmp_path / "w"),
+                       "--device", "cuda"]) == 2
+    assert "error: --device cuda: this machine has no CUDA device" in capsys.readouterr().err
+    assert generate_main(["--out", str(tmp_path / "d"), "--device", "cuda"]) == 2
+    assert "error: --device cuda: this machine has no CUDA device" in capsys.readouterr().err
+    assert train_main(["--phase", "train", "--shards", str(tmp_path), "--out", str(tmp_path / "w"),
+                       "--device", "gpu"]) == 2
+    assert "device must be cpu, cuda, cuda:N or auto" in capsys.readouterr().err
 
 
 def test_the_gguf_reader_names_dequantizes_and_unpermutes_like_llama_cpp_wrote(tmp_path):
@@ -176,7 +178,7 @@ def test_the_gguf_reader_names_dequantizes_and_unpermutes_like_llama_cpp_wrote(t
     from gguf import GGMLQuantizationType, GGUFWriter
     from gguf.quants import quantize
 
-    from workbench.train.gpu_recipe import gguf_state_dict
+    from experiments.gpu.recipe import gguf_state_dict
 
     def permute(w, heads):  # llama.cpp's order: each head's two rotary halves interleaved
         return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)

@@ -20,7 +20,11 @@ from workbench.lessons.draft_law import draft_next_token_law
 from workbench.lessons.exact_law import next_token_laws, sequence_counts, sequence_law
 from workbench.lessons.lossless import (acceptance_parts, chain_rule_law, skip_residual_law,
                                         target_only_law)
-from workbench.lessons.machine import machine_label
+from workbench.lessons.chain_model import chain_alpha, expected_tokens, held_out_check
+from workbench.lessons.divergence import divergence, first_difference, top2_margin
+from workbench.lessons.machine import head_label, machine_label
+from workbench.lessons.settings import label, lesson_prompts, measure_settings
+from workbench.lessons.start import load_quietly
 from workbench.lessons.notebooks import out_of_sync, paired, read_script, sources
 from workbench.lessons.tau import tau
 from workbench.lessons.timing import spread
@@ -35,10 +39,32 @@ def tiny():
     return target, random_head(target, seed=1, std=0.1)
 
 
-def test_machine_label_names_cpu_cores_torch_and_date():
-    label = machine_label(datetime.datetime(2026, 1, 2, 3, 4, tzinfo=datetime.timezone.utc))
-    assert label.startswith("Ran on ") and "cores" in label and torch.__version__ in label
-    assert label.endswith("2026-01-02 03:04 UTC")
+def test_machine_label_names_cpu_cores_torch_date_dtype_and_threads():
+    line = machine_label(datetime.datetime(2026, 1, 2, 3, 4, tzinfo=datetime.timezone.utc), dtype="bf16", threads=1)
+    assert line.startswith("Ran on ") and "cores" in line and torch.__version__ in line
+    assert "2026-01-02 03:04 UTC" in line and line.endswith("; bf16, 1 torch thread")
+    assert machine_label(dtype="fp32", threads=2).endswith("; fp32, 2 torch threads")
+    assert machine_label().endswith(f"no model loaded, {torch.get_num_threads()} torch thread"
+                                    + ("" if torch.get_num_threads() == 1 else "s"))
+
+
+def test_the_header_names_the_model_and_head_never_their_folders(monkeypatch, capsys):
+    assert head_label("/home/me/checkout/workbench/assets/eagle-smollm2-135m, 4096 hot draft tokens") == \
+        "eagle-smollm2-135m, 4096 hot draft tokens"
+    assert head_label("random (seed 0)") == "random (seed 0)"
+    from workbench import pipeline
+
+    def noisy_load(dtype):
+        import sys
+
+        print("[fetch    0.0s] already present: /root/.cache/workbench/SmolLM2-135M-Instruct", file=sys.stderr)
+        print("warning: the triton kernel failed its check; using torch", file=sys.stderr)
+        return SimpleNamespace(dtype_name=dtype)
+
+    monkeypatch.setattr(pipeline.Workbench, "load", staticmethod(noisy_load))
+    assert load_quietly("fp32").dtype_name == "fp32"
+    out = capsys.readouterr()
+    assert out.out == "warning: the triton kernel failed its check; using torch\n" and out.err == ""
 
 
 def test_figures_store_a_png_only_when_asked(monkeypatch):
@@ -79,7 +105,6 @@ def test_spread_is_median_and_range():
 def test_cost_curve_interpolates_and_never_extrapolates():
     curve = CostCurve.from_rows([{"tokens": 4, "ms": 20.0}, {"tokens": 1, "ms": 10.0}, {"tokens": 8, "ms": 40.0}])
     assert curve.at(1) == 10.0 and curve.at(2.5) == 15.0 and curve.at(6) == 30.0
-    assert curve.extra_token_cost() == pytest.approx(30.0 / 7 / 10.0)
     with pytest.raises(ValueError, match="outside the measured range"):
         curve.at(9)
     with pytest.raises(ValueError, match="increase"):
@@ -168,16 +193,109 @@ def test_tau_counts_what_the_walk_accepted():
 
 
 def test_takeaway_sentences_follow_the_numbers():
-    assert takeaways.regime(0.01).startswith("close to memory-bound")
-    assert takeaways.regime(0.5).startswith("compute-bound")
-    assert takeaways.regime(0.1).startswith("between")
     assert takeaways.trend(1.0, 0.9) == "shrinks" and takeaways.trend(1.0, 1.01) == "hardly changes"
     assert takeaways.batch_sentence([1, 2, 4], [1.2, 1.1, 1.05]) == "it stays above 1 over this range"
     assert takeaways.batch_sentence([1, 2, 4], [1.2, 0.9, 0.8]).startswith("from batch 2 on")
     assert "every batch size" in takeaways.batch_sentence([1, 2], [0.9, 0.8])
+    assert takeaways.batch_sentence([1, 2, 4, 8], [1.2, 0.9, 1.1, 0.8]).endswith("at batch 2, 8")
     assert takeaways.lossless_verdict([0.3, 0.5], 1e-3).startswith("match")
     assert "1-in-1000" in takeaways.lossless_verdict([0.3, 1e-5], 1e-3)
     assert takeaways.plural(1) == "" and takeaways.plural(2) == "s"
+
+
+def test_regime_and_bend_come_from_the_cost_curve():
+    sizes = (1, 2, 4, 8, 16, 32)
+    flat = CostCurve(sizes, (10.0, 10.1, 10.2, 10.3, 10.5, 11.0))
+    proportional = CostCurve(sizes, tuple(10.0 * n for n in sizes))
+    knee = CostCurve(sizes, (10.0, 10.2, 10.5, 11.0, 20.0, 40.0))  # flat up to 8, then doubles per doubling
+    assert takeaways.elasticity(proportional, 2, 8) == pytest.approx(1.0)
+    assert takeaways.regime(flat, 32).name == "memory-bound" and "nearly free" in takeaways.regime(flat, 32).sentence()
+    assert takeaways.regime(proportional, 8).name == "compute-bound"
+    assert "every verify node costs" in takeaways.regime(proportional, 8).sentence()
+    assert takeaways.regime(knee, 8).name == "memory-bound" and takeaways.regime(knee, 32).name == "between the two regimes"
+    steep = CostCurve(sizes + (64, 128, 256), (10.0, 10.2, 10.5, 11.0, 12.0, 14.0, 28.0, 56.0, 112.0))
+    assert takeaways.regime(steep, 8).name == "memory-bound" and takeaways.regime(steep, 256).name == "compute-bound"
+    assert takeaways.regime(knee, 8).ratio == pytest.approx(1.1)
+    assert takeaways.bend(knee) == 8 and takeaways.bend(flat) is None and takeaways.bend(proportional) == 1
+    noisy = CostCurve(sizes, (10.0, 10.2, 20.0, 10.5, 20.0, 40.0))  # one steep segment at 2→4 is noise
+    assert takeaways.bend(noisy) == 8
+    with pytest.raises(ValueError, match="outside the measured range"):
+        takeaways.regime(flat, 64)
+
+
+def test_differences_inside_the_noise_are_called_level():
+    decode = spread([5.0, 5.2, 5.6])
+    assert takeaways.compare(spread([4.9, 5.1, 5.3]), decode) == "level within noise"  # verify(2) "below" verify(1)
+    assert takeaways.compare(spread([6.0, 6.1]), decode) == "above"
+    assert takeaways.compare(spread([4.0, 4.5]), decode) == "below"
+    assert takeaways.versus(5.5, decode) == "level within noise" and takeaways.versus(5.7, decode) == "above"
+    assert takeaways.versus(4.0, decode) == "below"
+    assert takeaways.compare_means([2, 3, 2, 3], [3, 2, 3, 2]) == "level within noise"
+    assert takeaways.compare_means([4, 4, 5, 4, 5], [1, 2, 1, 1, 2]) == "above"
+    assert takeaways.compare_means([1, 2, 1, 1, 2], [4, 4, 5, 4, 5]) == "below"
+    with pytest.raises(ValueError, match="at least 2"):
+        takeaways.compare_means([1], [1, 2])
+
+
+def test_the_chain_model_is_fitted_on_half_the_steps_and_checked_on_the_other():
+    assert chain_alpha([4, 1, 2], 3) == pytest.approx(4 / 6)  # 3 + 0 + 1 successes; failures at steps 2 and 3
+    assert chain_alpha([4, 4], 3) == 1.0 and expected_tokens(1.0, 3) == 4.0
+    assert expected_tokens(0.5, 3) == pytest.approx(1.875)
+    # even steps always accept everything, odd steps never: fitting on the even ones cannot predict the odd ones
+    check = held_out_check([4, 1, 4, 1, 4, 1, 4, 2], 3)
+    assert (check.alpha, check.predicted, check.fit_steps, check.held_steps) == (1.0, 4.0, 4, 4)
+    assert check.measured == 1.25 and check.verdict().startswith("over-predicts them by 2.75")
+    same = held_out_check([2, 2, 3, 3, 2, 2, 3, 3], 3)
+    assert same.verdict().startswith("is level with them within noise")
+    with pytest.raises(ValueError, match="at least 4"):
+        held_out_check([2, 3, 2], 3)
+    with pytest.raises(ValueError, match="emits 1..4"):
+        chain_alpha([5], 3)
+
+
+def _fake_workbench(outputs: dict, seconds: dict):
+    """generate() returns one request whose output and accept lengths depend on the setting."""
+
+    def generate(prompt_ids, spec, sampling, max_new_tokens):
+        out = outputs[label(spec)][:max_new_tokens]
+        lengths = [] if not spec.speculative else [2] * (len(out) // 2) + [1] * (len(out) % 2)
+        return [SimpleNamespace(output_ids=out, accept_lengths=lengths)], seconds[label(spec)]
+
+    return SimpleNamespace(generate=generate, encode=lambda text: [len(text)])
+
+
+def test_settings_are_measured_once_for_every_notebook_that_quotes_them():
+    chain = SpecConfig.linear(3)
+    wb = _fake_workbench({"vanilla": list(range(20)), label(chain): list(range(20))},
+                         {"vanilla": 2.0, label(chain): 1.0})
+    prompts = {"coding": [1, 2], "math_reasoning": [3]}
+    got = measure_settings(wb, [SpecConfig("vanilla"), chain], prompts, runs=2)
+    assert list(got) == ["vanilla", "linear 3/1/4"]
+    assert got["vanilla"].tau == 1.0 and got["linear 3/1/4"].tau == 2.0
+    assert got["linear 3/1/4"].tau_of("coding") == 2.0 and got["vanilla"].tau_of("coding") == 1.0
+    assert got["linear 3/1/4"].speedup.median == 2.0 and got["linear 3/1/4"].tok_s.median == 20.0
+    assert got["linear 3/1/4"].outputs["math_reasoning"] == list(range(20))
+    with pytest.raises(ValueError, match="must be vanilla"):
+        measure_settings(wb, [chain], prompts, runs=1)
+    words = SimpleNamespace(encode=lambda text: [len(text)])
+    prompts = lesson_prompts(words)
+    assert list(prompts) == ["coding", "translation", "math_reasoning"]
+    from workbench.bench.specbench import load_questions
+
+    coding = [q.turns[0] for q in load_questions() if q.category == "coding"]
+    assert prompts["coding"] == [min(len(t) for t in coding)]
+
+
+def test_a_divergence_is_shown_with_the_targets_margin(tiny):
+    target, _ = tiny
+    assert first_difference([1, 2, 3], [1, 2, 3]) is None
+    assert first_difference([1, 2, 3], [1, 5, 3]) == 1 and first_difference([1, 2], [1, 2, 3]) == 2
+    (best, second), margin = top2_margin(target, [3, 5, 1])
+    law = next_token_laws(target, [[3, 5, 1]], SamplingParams(temperature=1.0))[0]
+    assert best == int(law.argmax()) and best != second and margin >= 0
+    d = divergence(target, [3, 5], [1, 2, 7], [1, 4])
+    assert (d.position, d.plain, d.other) == (1, 2, 4) and d.top == top2_margin(target, [3, 5, 1])[0]
+    assert divergence(target, [3, 5], [1, 2], [1, 2]) is None
 
 
 SCRIPT = '''# ---

@@ -8,6 +8,9 @@ kernel started in a temporary directory. Each notebook takes about two minutes o
 CPU; the cell timeout is generous because a shared machine can be several times slower.
 """
 
+import re
+from pathlib import Path
+
 import nbformat
 import pytest
 
@@ -16,6 +19,15 @@ from workbench.lessons.notebooks import NOTEBOOK_DIR, execute, out_of_sync, pair
 SCRIPTS = sources()
 FIGURE = "application/vnd.plotly.v1+json"
 REFRESH = "run `make notebooks` (or `python -m workbench.lessons.notebooks refresh NN`)"
+# a folder of the machine that ran a notebook: its home, the checkout, a model cache
+MACHINE_PATH = re.compile("|".join(map(re.escape, {str(Path.home()), str(NOTEBOOK_DIR.parent), "/root/",
+                                                   ".cache/workbench"})))
+
+
+def _text(output) -> str:
+    """What a reader sees of one output as text: a stream, or a result's plain, markdown and HTML forms."""
+    data = output.get("data", {})
+    return output.get("text", "") + "".join(str(data.get(k, "")) for k in ("text/plain", "text/markdown", "text/html"))
 
 
 def test_every_notebook_has_a_source_and_the_lessons_come_in_order():
@@ -41,6 +53,10 @@ def test_stored_copy_shows_its_results(script):
     assert not [o for o in outputs if o.output_type == "error"], f"{paired(script).name} stored an error"
     first = "".join(o.get("text", "") for o in code[0].outputs if o.output_type == "stream")
     assert first.startswith("Ran on "), "the first output must say which machine and when"
+    assert re.search(r"; (bf16|fp32|fp16|no model loaded), \d+ torch threads?\n", first.splitlines(True)[0]), \
+        f"the first line must name the dtype and the torch threads: {REFRESH}"
+    leaks = sorted({m.group(0) for o in outputs for m in MACHINE_PATH.finditer(_text(o))})
+    assert not leaks, f"{paired(script).name} prints folders of the machine that ran it ({leaks}): {REFRESH}"
     figures = [o for o in outputs if FIGURE in o.get("data", {})]
     assert all("image/png" in o["data"] for o in figures), f"a figure of {paired(script).name} has no PNG: {REFRESH}"
 

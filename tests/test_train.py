@@ -313,13 +313,15 @@ def test_response_pair_counts_count_answer_pairs_only(tmp_path):
         response_pair_counts(tmp_path / "empty")
 
 
-def test_mt_bench_rows_and_by_category_keep_the_question_order():
-    from workbench.bench.specbench import DATA_FILE
-    from workbench.train.evaluate import by_category, mt_bench_first_turns, mt_bench_rows
+def test_mt_bench_questions_and_by_category_keep_the_question_order():
+    from workbench.bench import specbench
+    from workbench.train.evaluate import by_category, mt_bench_first_turns
 
-    rows = mt_bench_rows(DATA_FILE, 80)
-    assert [r["turns"][0] for r in rows] == mt_bench_first_turns(DATA_FILE, 80)
-    cats = [r["category"] for r in rows]
+    rows = specbench.mt_bench_first_turns(80)
+    assert [q.turns[0] for q in rows] == mt_bench_first_turns(specbench.DATA_FILE, 80)
+    assert [q.question_id for q in rows] == list(range(81, 161))  # MT-bench's ids, chosen by category
+    assert [q.question_id for q in specbench.mt_bench_first_turns(20)] == list(range(81, 161, 4))
+    cats = [q.category for q in rows]
     assert len(set(cats)) == 8 and all(cats.count(c) == 10 for c in set(cats))
     groups = by_category(["b", "a", "b"], [[1], [2], [3]], [[10], [20], [30]])
     assert list(groups) == ["b", "a"] and groups["b"] == ([[1], [3]], [[10], [30]]) and groups["a"] == ([[2]], [[20]])

@@ -5,32 +5,19 @@ Errors a user can cause print one line to stderr and exit 2; no traceback wall.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
+import torch
+
 from workbench import store
+from workbench.attention import default_backend
 from workbench.bench.suite import add_bench_parser
+from workbench.device import default_device
 from workbench.engine.config import check_context
-from workbench.errors import UserError
-from workbench.flags import add_model_args, add_spec_args, positive, spec_from_args
+from workbench.errors import ArgumentParser, UserError, reports_user_errors
+from workbench.flags import add_model_args, add_spec_args, load_from_args, new_file, positive, spec_from_args
 from workbench.metrics import tau
-from workbench.pipeline import Workbench
-
-
-def static_from_args(args):
-    """``--method static``: the shape from ``--tree`` or EAGLE-1's default at --num-draft-tokens;
-    the shape fixes the depth and width, so --num-steps / --topk are refused."""
-    from workbench.engine.config import MAX_DRAFT_TOKENS, MAX_STEPS, MAX_TOPK, SpecConfig
-    from workbench.engine.static_tree import parse_tree
-
-    if args.num_steps is not None or args.topk is not None:
-        raise ValueError("a static tree's shape fixes its depth and width: leave --num-steps and --topk out "
-                         "(give --num-draft-tokens or --tree)")
-    if args.chain_rule != "target-only":
-        raise ValueError("--chain-rule leviathan verifies a sampled chain: it needs --method linear")
-    tree = None if args.tree is None else parse_tree(args.tree, MAX_TOPK, MAX_STEPS, MAX_DRAFT_TOKENS - 1)
-    return SpecConfig.static(args.num_draft_tokens, tree)
 
 
 def read_prompts(args) -> list[dict]:
@@ -62,9 +49,10 @@ def cmd_generate(args) -> int:
     for it in items:
         if not isinstance(it["prompt"], str) or not it["prompt"].strip():
             raise UserError(f"prompt {it['id']!r}: the prompt is empty")
+    device = args.device or default_device()
+    check_cuda_graphs(args.cuda_graphs, device, args.attention or default_backend(device))  # before the load
+    wb = load_from_args(args, spec.speculative)
     try:
-        wb = Workbench.load(args.target, args.draft, args.dtype, args.device, args.attention, spec.speculative,
-                            args.hot_tokens, linear_order=args.linear_order)
         encoded = [wb.encode(it["prompt"], args.raw) for it in items]
     except ValueError as err:
         raise UserError(str(err)) from None
@@ -75,8 +63,7 @@ def cmd_generate(args) -> int:
             raise UserError(f"prompt {it['id']!r}: {err}") from None
     print(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}, {spec.describe()}", file=sys.stderr)
     print(wb.linear_order.describe(), file=sys.stderr)
-    if args.cuda_graphs and (wb.target.lm_head.weight.device.type != "cuda" or wb.target.attention_backend != "triton"):
-        raise UserError("--cuda-graphs needs a CUDA device and the triton attention backend")
+    check_cuda_graphs(args.cuda_graphs, wb.target.lm_head.weight.device, wb.target.attention_backend)  # after a fallback
     wb.cuda_graphs = args.cuda_graphs
     if wb.attention is not None and wb.attention.ok:  # a fallback already said so, on one line
         print(wb.attention.message, file=sys.stderr)
@@ -98,6 +85,12 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def check_cuda_graphs(cuda_graphs: bool | None, device, backend: str) -> None:
+    """``--cuda-graphs`` replays the triton kernel's launches: refuse it on another device or backend."""
+    if cuda_graphs and (torch.device(device).type != "cuda" or backend != "triton"):
+        raise UserError("--cuda-graphs needs a CUDA device and the triton attention backend")
+
+
 def result_record(wb, item: dict, req, seconds: float, spec) -> dict:
     out = {
         "id": item["id"], "prompt": item["prompt"], "output_ids": req.output_ids,
@@ -111,8 +104,8 @@ def result_record(wb, item: dict, req, seconds: float, spec) -> dict:
     return out
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m workbench", description=__doc__.splitlines()[0])
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="python -m workbench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     store.add_fetch_parser(sub)
     gen = sub.add_parser("generate", help="decode prompts with vanilla, linear, eagle2 or static")
@@ -125,17 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--batch-size", type=positive("--batch-size"), default=1,
                      help="prompts decoded together (seconds and tok/s are then per batch)")
     gen.add_argument("--json", action="store_true", help="one JSON object per prompt on stdout")
-    gen.add_argument("--trace", help="write every step trace (JSONL) to this file")
+    gen.add_argument("--trace", type=new_file,
+                     help="write every step trace (JSONL) to this file, in a folder that exists (default: no trace)")
     gen.set_defaults(func=cmd_generate)
     add_bench_parser(sub)
     return parser
 
 
+@reports_user_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    args = build_parser().parse_args(argv)
+    return args.func(args)

@@ -4,29 +4,47 @@ Every command that loads a model takes the same model flags; every command that 
 the same method / tree / sampling flags and turns them into configs through
 ``SpecConfig.from_knobs`` (which owns the defaults and bounds). The benchmarks import these from
 here, never from ``cli.py``: only ``__main__`` imports the command line.
+
+Whatever can be checked before the model loads is checked here, by the flag's argparse ``type``
+(a bad value is one ``error: argument --flag: ...`` line) or by ``load_from_args``.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import re
+from pathlib import Path
+
+import torch
 
 from workbench.engine.config import (CHAIN_RULES, DEFAULT_NUM_DRAFT_TOKENS, DEFAULT_NUM_STEPS, DEFAULT_TOPK,
                                      METHODS, SpecConfig)
 from workbench.attention import BACKENDS
+from workbench.device import DTYPE_CHOICES
 from workbench.cpu_choices import LINEAR_ORDERS
 from workbench.engine.sampling import SamplingParams
 from workbench.errors import UserError
-from workbench.pipeline import HOT_TOKENS_DEFAULT
+from workbench.models.heads import default_draft_dir, load_hot_tokens
+from workbench.pipeline import HOT_TOKENS_DEFAULT, Workbench
+
+
+def _number(text: str, cast):
+    """``text`` as a finite number of type ``cast``, or the argparse error that says so."""
+    try:
+        value = cast(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text}")
+    return value
 
 
 def positive(name: str, cast=int, allow_zero: bool = False):
     """An argparse ``type`` that accepts numbers > 0 (or >= 0) and names the flag otherwise."""
 
     def parse(text: str):
-        try:
-            value = cast(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        value = _number(text, cast)
         if value < 0 or (value == 0 and not allow_zero):
             raise argparse.ArgumentTypeError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {text}")
         return value
@@ -34,15 +52,76 @@ def positive(name: str, cast=int, allow_zero: bool = False):
     return parse
 
 
+def positive_list(text: str) -> list[int]:
+    """An argparse ``type`` for a comma list of integers > 0 (``--rows 1,2,4``)."""
+    try:
+        values = [int(x) for x in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
+    return values
+
+
+def fraction(text: str) -> float:
+    """An argparse ``type`` for a share in (0, 1] (``--top-p``)."""
+    value = _number(text, float)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text}")
+    return value
+
+
+def device_name(text: str) -> str:
+    """An argparse ``type`` for ``--device``: cpu, cuda or cuda:N, CUDA only where there is one."""
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise argparse.ArgumentTypeError(f"expected cpu, cuda or cuda:N, got {text!r}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise argparse.ArgumentTypeError(f"{text}: this machine has no CUDA device (use --device cpu)")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise argparse.ArgumentTypeError(f"{text}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return text
+
+
+def draft_source(text: str) -> str:
+    """An argparse ``type`` for ``--draft``: ``random[:SEED]`` or a head directory with config.json."""
+    kind, colon, seed = text.partition(":")
+    if kind == "random":
+        if colon and not seed.isdigit():
+            raise argparse.ArgumentTypeError(f"random:SEED takes a seed >= 0, got {seed!r}")
+        return text
+    path = Path(text).expanduser()
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{text}: no such head directory (or give random[:SEED])")
+    if not (path / "config.json").is_file():
+        raise argparse.ArgumentTypeError(f"{text}: not a draft head directory (it needs config.json and weights)")
+    return text
+
+
+def new_file(text: str) -> str:
+    """An argparse ``type`` for a file this run writes: its folder must exist, and it is no folder."""
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder: give a file name")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no folder {path.parent} to write it into")
+    return text
+
+
 def add_model_args(p: argparse.ArgumentParser) -> None:
-    """Flags shared by every command that loads a model."""
+    """Flags shared by every command that loads a model (defaults shown by ``--help``)."""
     p.add_argument("--target", help="local HF Llama/Qwen2/Mistral directory (default: SmolLM2-135M-Instruct)")
-    p.add_argument("--draft", help="EAGLE head directory, or random[:SEED] (default: the shipped head)")
-    p.add_argument("--dtype", choices=["fp32", "bf16", "fp16", "auto"], default="fp32",
-                   help="fp32 (default, comparable with transformers), bf16, fp16, or auto: the fastest on this machine")
+    p.add_argument("--draft", type=draft_source,
+                   help="EAGLE head directory, or random[:SEED] (default: the shipped head)")
+    p.add_argument("--dtype", choices=DTYPE_CHOICES, default="fp32",
+                   help="fp32 (comparable with transformers), bf16, fp16, or auto: bf16 on a GPU or a CPU "
+                        "with native bf16, else fp32")
     p.add_argument("--attention", choices=list(BACKENDS),
                    help="attention backend (default: triton on GPU, torch on CPU; padded: plain decoding batched in one call)")
-    p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--device", type=device_name, help="cpu, cuda or cuda:N (default: cuda when available)")
     p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
                    help="replay decode and verify from CUDA graphs (default: on with CUDA and --attention triton "
                         "when the start-up check of replay against eager passes)")
@@ -57,6 +136,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_spec_args(p: argparse.ArgumentParser) -> None:
+    """The method, tree and sampling flags of every command that decodes."""
     p.add_argument("--method", choices=METHODS, default="eagle2",
                    help="plain decoding, a chain, EAGLE-2's dynamic tree, or a static (EAGLE-1) tree")
     p.add_argument("--tree", help='static: the tree as JSON rank paths, e.g. "[[0],[1],[0,0],[0,1],[0,0,0]]" '
@@ -65,21 +145,59 @@ def add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topk", type=positive("--topk"), help=f"tree width (default {DEFAULT_TOPK}; linear: 1)")
     p.add_argument("--num-draft-tokens", type=positive("--num-draft-tokens"),
                    help=f"verify block incl. the root (default {DEFAULT_NUM_DRAFT_TOKENS}; linear: num_steps + 1)")
-    p.add_argument("--chain-rule", choices=CHAIN_RULES, default="target-only",
-                   help="sampling acceptance for linear: top-1 drafts (target-only) or sampled drafts, min(1, p/q)")
-    p.add_argument("--max-new-tokens", type=positive("--max-new-tokens"), default=128)
-    p.add_argument("--temperature", type=positive("--temperature", float, allow_zero=True), default=0.0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--top-k", type=positive("--top-k", int, allow_zero=True), default=0)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--chain-rule", choices=CHAIN_RULES, default=CHAIN_RULES[0],
+                   help="sampling acceptance for --method linear: top-1 drafts (target-only) or sampled drafts, "
+                        "min(1, p/q)")
+    p.add_argument("--max-new-tokens", type=positive("--max-new-tokens"), default=128,
+                   help="new tokens per prompt at most")
+    p.add_argument("--temperature", type=positive("--temperature", float, allow_zero=True), default=0.0,
+                   help="sampling temperature; 0 = greedy")
+    p.add_argument("--top-p", type=fraction, default=1.0, help="nucleus sampling: keep this share of the mass; 1 = off")
+    p.add_argument("--top-k", type=positive("--top-k", int, allow_zero=True), default=0,
+                   help="sample among the k most likely tokens; 0 = off")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (with --temperature > 0)")
 
 
 def spec_from_args(args) -> tuple[SpecConfig, SamplingParams]:
     """The method, tree knobs and sampling flags as validated configs (UserError otherwise)."""
+    if args.chain_rule != CHAIN_RULES[0] and args.method != "linear":
+        raise UserError(f"--chain-rule {args.chain_rule} verifies a sampled chain: it needs --method linear, "
+                        f"not {args.method}")
     try:
         spec = SpecConfig.from_knobs(args.method, args.num_steps, args.topk, args.num_draft_tokens, args.chain_rule,
                                      getattr(args, "tree", None))
         sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.seed)
     except ValueError as err:
-        raise UserError(str(err)) from None
+        raise UserError(as_flags(str(err))) from None
     return spec, sampling
+
+
+# The config fields that are flags here, as the configs' messages name them.
+_KNOBS = re.compile(r"\b(num_steps|num_draft_tokens|topk|top_k|top_p|temperature|method)\b|^the tree\b")
+
+
+def as_flags(message: str) -> str:
+    """A config's message in the command line's words: ``num_steps`` -> ``--num-steps``."""
+    return _KNOBS.sub(lambda m: "--" + (m.group(1) or "tree").replace("_", "-"), message)
+
+
+def check_hot_tokens(hot_tokens: int | None, draft: str | None) -> None:
+    """Refuse ``--hot-tokens`` beyond the length of the head's list, naming the range (the list
+    would otherwise be cut short without a word)."""
+    if not hot_tokens:
+        return
+    hot = load_hot_tokens(default_draft_dir() if draft is None else Path(draft).expanduser())
+    if hot is not None and hot_tokens > len(hot):
+        raise UserError(f"--hot-tokens {hot_tokens}: the head's list has {len(hot)} tokens: give 1 to {len(hot)}, "
+                        "or 0 for the full vocabulary")
+
+
+def load_from_args(args, need_draft: bool = True) -> Workbench:
+    """The Workbench that the model flags describe; UserError for any input it refuses."""
+    if need_draft:
+        check_hot_tokens(args.hot_tokens, args.draft)
+    try:
+        return Workbench.load(args.target, args.draft, args.dtype, args.device, args.attention, need_draft,
+                              hot_tokens=args.hot_tokens, linear_order=args.linear_order)
+    except (ValueError, FileNotFoundError) as err:
+        raise UserError(str(err)) from None

@@ -21,6 +21,7 @@ from workbench.device import default_device, resolve_dtype
 from workbench.engine.config import SpecConfig
 from workbench.engine.engine import Engine
 from workbench.engine.sampling import SamplingParams
+from workbench.models.chat import chat_ids
 from workbench.models.draft import DraftHead, load_draft, random_head
 from workbench.models.linear import LinearOrder, apply_linear_order
 from workbench.models.llama import TargetModel
@@ -103,8 +104,7 @@ class Workbench:
             raise ValueError("the prompt is empty")
         if raw:
             return self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        ids = self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True)
-        return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+        return chat_ids(self.tokenizer, prompt)
 
     def token_text(self, token: int) -> str:
         return self.tokenizer.decode([token])

@@ -14,11 +14,12 @@ Prints median and p90 ms. A benchmark, not a test: numbers depend on the machine
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import time
+
+from workbench.errors import ArgumentParser
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -79,10 +80,10 @@ def browser_times(wb, steps: int, port: int = 7899) -> list[float]:
 
 def main(argv=None) -> None:
     """Parse the options, load, time, print."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=20)
+    ap = ArgumentParser(prog="python -m workbench.app.latency", description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=20, help="steps timed")
     ap.add_argument("--browser", action="store_true", help="time in chromium, click to drawn figure")
-    ap.add_argument("--dtype", default="auto", choices=["auto", "bf16", "fp32"])
+    ap.add_argument("--dtype", default="auto", choices=["auto", "bf16", "fp32"], help="the target's dtype")
     args = ap.parse_args(argv)
     from workbench.app.load import load_workbench
 

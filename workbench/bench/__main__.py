@@ -22,18 +22,20 @@ COMMANDS: dict[str, str] = {
 
 
 def _usage() -> str:
-    names = "\n".join(f"  {name:<10} {COMMANDS[name]}" for name in sorted(COMMANDS))
-    return f"usage: python -m workbench.bench <command> [options]\n\ncommands:\n{names}\n"
+    names = "\n".join(f"  {name:<12} {COMMANDS[name]}" for name in sorted(COMMANDS))
+    return f"usage: python -m workbench.bench <command> [options]\n\ncommands (each has --help):\n{names}\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        (sys.stdout if argv else sys.stderr).write(_usage())
-        return 0 if argv else 2
-    name, rest = argv[0], argv[1:]
+    if argv and argv[0] in ("-h", "--help"):
+        sys.stdout.write(_usage())
+        return 0
+    name, rest = (argv[0], argv[1:]) if argv else ("", [])
     if name not in COMMANDS:
-        sys.stderr.write(f"error: unknown benchmark {name!r}; choose one of {', '.join(sorted(COMMANDS))}\n")
+        what = f"unknown benchmark {name!r}" if name else "no benchmark named"
+        sys.stderr.write(f"error: {what}; choose one of {', '.join(sorted(COMMANDS))} "
+                         "(see python -m workbench.bench --help)\n")
         return 2
     return int(importlib.import_module(COMMANDS[name]).main(rest) or 0)
 

@@ -12,14 +12,15 @@ Calibration tab shows ``workbench/assets/eagle-smollm2-135m/calibration.json``, 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 from workbench.bench import specbench
 from workbench.engine.calibration import calibration_table
+from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.metrics import tau
+from workbench.models.chat import chat_ids
 
 DEFAULT_METHOD = "eagle2:60/6/10"
 DEFAULT_MAX_NEW_TOKENS = 64
@@ -33,7 +34,7 @@ def measure(wb, spec, questions: list, max_new_tokens: int, temperature: float =
     traces: list[dict] = []
     sampling = SamplingParams(temperature=temperature, seed=0)
     for q in questions:
-        ids = specbench.chat_ids(wb.tokenizer, [{"role": "user", "content": q.turns[0]}])
+        ids = chat_ids(wb.tokenizer, [{"role": "user", "content": q.turns[0]}])
         wb.generate([ids], spec, sampling, max_new_tokens, trace_sink=traces.append)
         if log:
             log(f"calibration: q{q.question_id} {q.category} done ({len(traces)} step traces so far)")
@@ -47,33 +48,40 @@ def _portable(source: str) -> str:
     return source.replace(str(assets_dir()) + "/", "workbench/assets/")
 
 
-def main(argv: list[str] | None = None) -> int:
-    from workbench.bench.methods import parse_methods
+def build_parser() -> ArgumentParser:
     from workbench.flags import add_model_args, positive
-    from workbench.pipeline import Workbench
 
-    p = argparse.ArgumentParser(prog="python -m workbench.bench calibration", description=__doc__.splitlines()[0])
-    p.add_argument("--method", default=DEFAULT_METHOD, help=f"one speculative method (default {DEFAULT_METHOD})")
-    p.add_argument("--subset", choices=specbench.SUBSETS, default="quick")
-    p.add_argument("--per-category", type=positive("--per-category"))
-    p.add_argument("--limit", type=positive("--limit"))
-    p.add_argument("--max-new-tokens", type=positive("--max-new-tokens"), default=DEFAULT_MAX_NEW_TOKENS)
-    p.add_argument("--temperature", type=positive("--temperature", float, allow_zero=True), default=0.0)
+    p = ArgumentParser(prog="python -m workbench.bench calibration", description=__doc__.split("\n\n")[0])
+    p.add_argument("--method", default=DEFAULT_METHOD,
+                   help="one speculative method: linear:S, eagle2:D/S/K or static:D")
+    specbench.add_subset_args(p)
+    p.add_argument("--max-new-tokens", type=positive("--max-new-tokens"), default=DEFAULT_MAX_NEW_TOKENS,
+                   help="new tokens per question")
+    p.add_argument("--temperature", type=positive("--temperature", float, allow_zero=True), default=0.0,
+                   help="sampling temperature; 0 = greedy")
     p.add_argument("--out", help="write {meta, table} JSON here (default: print it)")
     p.add_argument("--png", metavar="DIR", help="also draw reliability.png and calibration-depth.png there "
-                   "(the app's figures; needs Chromium for kaleido)")
+                   "(the app's figures; needs Chromium for kaleido; default: no figures)")
     add_model_args(p)
-    args = p.parse_args(argv)
+    return p
+
+
+@reports_user_errors
+def main(argv: list[str] | None = None) -> int:
+    from workbench.bench.methods import parse_methods
+    from workbench.flags import load_from_args
+
+    args = build_parser().parse_args(argv)
     try:
-        (method,) = parse_methods(args.method)
-        if not method.speculative:
-            raise ValueError(f"calibration needs a speculative method (linear:S, eagle2:D/S/K, static:D), "
-                             f"got {args.method}")
-        questions = specbench.select(specbench.load_questions(), args.subset, args.per_category)[: args.limit]
-        wb = Workbench.load(args.target, args.draft, args.dtype, args.device, args.attention, True, args.hot_tokens, linear_order=args.linear_order)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        methods = parse_methods(args.method)
+    except ValueError as err:
+        raise UserError(f"--method {args.method}: {err}") from None
+    if len(methods) != 1 or not methods[0].speculative:
+        raise UserError(f"--method {args.method}: calibration takes one speculative method (linear:S, "
+                        "eagle2:D/S/K, static:D)")
+    method = methods[0]
+    questions = specbench.select(specbench.load_questions(), args.subset, args.per_category)[: args.limit]
+    wb = load_from_args(args)
     res = measure(wb, method.spec, questions, args.max_new_tokens, args.temperature,
                   log=lambda msg: print(msg, file=sys.stderr, flush=True))
     argv_text = " ".join(sys.argv[1:]) if argv is None else " ".join(["calibration", *argv])
@@ -97,8 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             for path in write_figures(out["table"], Path(args.png)):
                 print(f"wrote {path}", file=sys.stderr)
         except RuntimeError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+            raise UserError(str(err)) from None
     return 0
 
 

@@ -25,7 +25,7 @@ through the Triton interpreter; no graphs), in CI.
 
 from __future__ import annotations
 
-import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -36,6 +36,8 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+
+from workbench.errors import ArgumentParser, UserError, reports_user_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 # name -> HF-style config of the synthetic targets (random weights; only the shapes matter).
@@ -53,13 +55,26 @@ DRAFT_ROWS = (1, 4, 10)  # a draft level's rows: a chain, eagle2's topk 4 and 10
 TREES = ("linear:5", "eagle2:8/5/4", "eagle2:60/6/10")  # the CPU report's methods whose τ is used
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m workbench.bench gpu", description=__doc__.splitlines()[0])
+NEEDS = ("torch", "triton", "transformers")  # imported by main, and by the test run it starts
+
+
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(prog="python -m workbench.bench gpu", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=None, help="output folder (default: $OUT, else bench_out/gpu)")
     p.add_argument("--dry-run", action="store_true", help="CPU, tiny sizes: check the plumbing (CI)")
     p.add_argument("--prefix", type=int, default=1024, help="committed prefix for the timings")
-    p.add_argument("--skip", default="", help="comma-separated sections to skip: tests,kernel,equality,timing")
+    p.add_argument("--skip", default="", help="comma-separated sections to skip: tests,kernel,equality,timing "
+                   "(default: none)")
     return p
+
+
+def check_python() -> None:
+    """Refuse, in one line, a Python that lacks what the check imports (``make gpu-check`` runs
+    the system ``python3``, not the project's venv)."""
+    missing = [name for name in NEEDS if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UserError(f"{sys.executable} has no {', '.join(missing)}: run the check with a Python that has "
+                        f"{', '.join(NEEDS)} (make gpu-check PYTHON=/path/to/python, or .venv/bin/python)")
 
 
 # ---- sections -------------------------------------------------------------------------------
@@ -346,24 +361,23 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+@reports_user_errors
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     skip = {s for s in args.skip.split(",") if s}
     unknown = skip - {"tests", "kernel", "equality", "timing"}
     if unknown:
-        print(f"error: unknown section(s) {', '.join(sorted(unknown))} in --skip", file=sys.stderr)
-        return 2
+        raise UserError(f"unknown section(s) {', '.join(sorted(unknown))} in --skip")
     if args.prefix < 1:
-        print(f"error: --prefix must be positive, got {args.prefix}", file=sys.stderr)
-        return 2
+        raise UserError(f"--prefix must be positive, got {args.prefix}")
+    check_python()
     if args.dry_run and "triton" not in sys.modules:
         os.environ.setdefault("TRITON_INTERPRET", "1")  # the kernel runs in Triton's interpreter on the CPU
     import torch
 
     cuda = torch.cuda.is_available() and not args.dry_run
     if not cuda and not args.dry_run:
-        print("error: no CUDA device; use --dry-run to check the plumbing on the CPU", file=sys.stderr)
-        return 2
+        raise UserError("no CUDA device; use --dry-run to check the plumbing on the CPU")
     out = args.out or Path(os.environ.get("OUT") or "bench_out/gpu")
     out.mkdir(parents=True, exist_ok=True)
     import transformers

@@ -39,6 +39,7 @@ import torch
 
 from workbench.attention.selfcheck import TOLERANCE, Problem, random_tree_mask
 from workbench.attention.selfcheck import make_problem as ragged_problem
+from workbench.errors import ArgumentParser, UserError, reports_user_errors
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 # (block_m, block_n, num_warps, num_stages, num_splits); None = the launcher's heuristic.
@@ -64,20 +65,20 @@ def _ints(text: str) -> list[int]:
     return values
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m workbench.bench kernel", description=__doc__.splitlines()[0])
-    p.add_argument("--prefixes", type=_ints, default=[512, 2048, 8192, 32768], help="prefix lengths P")
-    p.add_argument("--n", type=_ints, default=[8, 32, 64], help="tree sizes N (queries = extra keys)")
-    p.add_argument("--batch", type=_ints, default=[1, 4, 16], help="batch sizes B")
-    p.add_argument("--hq", type=int, default=32)
-    p.add_argument("--hkv", type=int, default=8)
-    p.add_argument("--dh", type=int, default=128)
-    p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(prog="python -m workbench.bench kernel", description=__doc__.split("\n\n")[0])
+    p.add_argument("--prefixes", type=_ints, default="512,2048,8192,32768", help="prefix lengths P")
+    p.add_argument("--n", type=_ints, default="8,32,64", help="tree sizes N (queries = extra keys)")
+    p.add_argument("--batch", type=_ints, default="1,4,16", help="batch sizes B")
+    p.add_argument("--hq", type=int, default=32, help="query heads")
+    p.add_argument("--hkv", type=int, default=8, help="key/value heads (divides --hq)")
+    p.add_argument("--dh", type=int, default=128, help="head dimension")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16", help="dtype of the timed sweep")
     p.add_argument("--bandwidth-gbs", type=float, default=4800.0, help="device memory bandwidth, GB/s (H200: 4800)")
     p.add_argument("--out", type=Path, default=Path("bench_out/kernel.json"), help="JSON results")
-    p.add_argument("--warmup-ms", type=int, default=15)
-    p.add_argument("--rep-ms", type=int, default=60)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--warmup-ms", type=int, default=15, help="warm-up time per measurement, in ms (do_bench)")
+    p.add_argument("--rep-ms", type=int, default=60, help="timed repetitions per measurement, in ms (do_bench)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and tree masks")
     p.add_argument("--no-check", action="store_true", help="skip the correctness checks")
     p.add_argument("--no-tune", action="store_true", help="skip the block/warp/split sweep")
     p.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph timing of the kernel")
@@ -324,28 +325,25 @@ def tune_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+@reports_user_errors
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.hq <= 0 or args.hkv <= 0 or args.hq % args.hkv:
-        print(f"error: --hq {args.hq} must be a positive multiple of --hkv {args.hkv}", file=sys.stderr)
-        return 2
+        raise UserError(f"--hq {args.hq} must be a positive multiple of --hkv {args.hkv}")
     if torch.cuda.is_available():
         device = "cuda"
     elif args.interpret_smoke:
         device = "cpu"
         if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET", "0") != "1":
-            print("error: triton was imported before TRITON_INTERPRET=1 could be set; "
-                  "run `TRITON_INTERPRET=1 python -m workbench.bench kernel --interpret-smoke`", file=sys.stderr)
-            return 2
+            raise UserError("triton was imported before TRITON_INTERPRET=1 could be set; "
+                            "run `TRITON_INTERPRET=1 python -m workbench.bench kernel --interpret-smoke`")
         os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported (it reads it at @jit time)
         args.prefixes, args.n, args.batch = [40], [4], [2]
         args.hq, args.hkv, args.dh = 4, 2, 32
         args.no_tune = True
     else:
-        print("error: the tree-attention kernel benchmark needs a CUDA GPU (none found). "
-              "Use --interpret-smoke to run one tiny shape through the Triton interpreter on the CPU.",
-              file=sys.stderr)
-        return 2
+        raise UserError("the tree-attention kernel benchmark needs a CUDA GPU (none found). "
+                        "Use --interpret-smoke to run one tiny shape through the Triton interpreter on the CPU.")
 
     import triton
 

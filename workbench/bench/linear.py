@@ -10,10 +10,10 @@ line is the order ``--linear-order auto`` picks from these timings (``workbench.
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 
+from workbench.errors import ArgumentParser, reports_user_errors
+from workbench.flags import positive, positive_list
 from workbench.models.linear import LinearOrder, decide, time_orders
 
 # (out, in) of a SmolLM2-135M layer's projections (q, k, v, o, gate, up, down) and its lm_head
@@ -49,23 +49,22 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(prog="python -m workbench.bench linear", description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=positive_list, default="1,2,4,8,16,32,64,128",
+                   help="comma list of row counts (tokens of one forward)")
+    p.add_argument("--threads", type=positive("--threads"), default=2, help="torch CPU threads")
+    p.add_argument("--repeats", type=positive("--repeats"), default=7, help="timed repeats per cell, median kept")
+    return p
+
+
+@reports_user_errors
 def main(argv: list[str] | None = None) -> int:
     from workbench.cpu_choices import cpu_model
 
-    p = argparse.ArgumentParser(prog="python -m workbench.bench linear", description=__doc__.splitlines()[0])
-    p.add_argument("--rows", default="1,2,4,8,16,32,64,128", help="comma list of row counts (default %(default)s)")
-    p.add_argument("--threads", type=int, default=2, help="torch threads (default %(default)s)")
-    p.add_argument("--repeats", type=int, default=7, help="timed repeats per cell, median kept (default %(default)s)")
-    args = p.parse_args(argv)
-    try:
-        rows = [int(x) for x in args.rows.split(",")]
-        if any(r < 1 for r in rows) or args.threads < 1 or args.repeats < 1:
-            raise ValueError
-    except ValueError:
-        p.error(f"--rows takes positive integers separated by commas, got {args.rows!r}; "
-                "--threads and --repeats must be positive")
+    args = build_parser().parse_args(argv)
     torch.set_num_threads(args.threads)
-    results = measure(rows, repeats=args.repeats)
+    results = measure(args.rows, repeats=args.repeats)
     print(f"{cpu_model()}, torch {torch.__version__}, {args.threads} threads, fp32\n")
     print(table(results))
     print(f"\nchoice: {choice(results).describe()}")

@@ -10,22 +10,20 @@ prompt at a time, after one warm-up prompt) and whether the greedy outputs are e
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+from workbench.errors import ArgumentParser, reports_user_errors
+from workbench.flags import positive
+
 
 
 def spec_bench_prompts(n: int) -> list[str]:
-    """First turns of n questions spread over every Spec-Bench category."""
-    for p in (ROOT / "workbench/data/spec_bench_questions.jsonl", ROOT.parent / "shared/data/spec_bench_questions.jsonl"):
-        if p.exists():
-            rows = [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
-            return [r["turns"][0] for r in rows[:: max(len(rows) // n, 1)][:n]]
-    raise FileNotFoundError("spec_bench_questions.jsonl not found")
+    """First turns of n questions spread over every Spec-Bench category (the packaged copy)."""
+    from workbench.bench.specbench import load_questions, spread
+
+    return [q.turns[0] for q in spread(load_questions(), n)]
 
 
 def run_ours(wb, prompts: list[list[int]], max_new: int) -> tuple[float, list[list[int]]]:
@@ -58,13 +56,27 @@ def run_hf(path, dtype: torch.dtype, prompts: list[list[int]], max_new: int, sto
     return tokens / seconds, outs
 
 
+def build_parser() -> ArgumentParser:
+    ap = ArgumentParser(prog="python -m workbench.bench plain", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--prompts", type=positive("--prompts"), default=8, help="Spec-Bench prompts to decode")
+    ap.add_argument("--max-new-tokens", type=positive("--max-new-tokens"), default=64, help="new tokens per prompt")
+    ap.add_argument("--dtypes", type=dtype_list, default="fp32,bf16", help="comma list of dtypes, one table row each")
+    ap.add_argument("--threads", type=positive("--threads"), default=torch.get_num_threads(),
+                    help="torch CPU threads (default: torch's, %(default)s here)")
+    return ap
+
+
+def dtype_list(text: str) -> list[str]:
+    """An argparse ``type`` for ``--dtypes``: a comma list of fp32 / bf16 / fp16."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names or any(n not in ("fp32", "bf16", "fp16") for n in names):
+        raise argparse.ArgumentTypeError(f"expected a comma list of fp32, bf16, fp16, got {text!r}")
+    return names
+
+
+@reports_user_errors
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m workbench.bench plain", description=__doc__.splitlines()[0])
-    ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--dtypes", default="fp32,bf16")
-    ap.add_argument("--threads", type=int, default=torch.get_num_threads())
-    args = ap.parse_args(argv)
+    args = build_parser().parse_args(argv)
     from workbench.models.loading import parse_dtype
     from workbench.pipeline import Workbench
 
@@ -73,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(texts)} Spec-Bench prompts, {args.max_new_tokens} new tokens, {args.threads} threads\n")
     print("| dtype | ours vanilla tok/s | transformers generate tok/s | ours / HF | outputs equal |")
     print("|---|---|---|---|---|")
-    for name in args.dtypes.split(","):
+    for name in args.dtypes:
         wb = Workbench.load(dtype=name, need_draft=False)
         prompts = [wb.encode(t) for t in texts]
         ours, ours_out = run_ours(wb, prompts, args.max_new_tokens)

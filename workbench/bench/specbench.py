@@ -73,6 +73,18 @@ def select(questions: list[Question], subset: str, per_category: int | None = No
     return [Question(q.question_id, q.category, q.turns[:1]) for q in chosen]
 
 
+def spread(questions: list[Question], n: int) -> list[Question]:
+    """``n`` questions taken at an even stride through ``questions`` (file order kept)."""
+    return questions[:: max(1, len(questions) // n)][:n]
+
+
+def mt_bench_first_turns(n: int, path: str | Path | None = None) -> list[Question]:
+    """``n`` MT-bench questions (its eight categories) spread evenly over them, first turn only:
+    the questions head evaluations report τ on."""
+    mt = [q for q in load_questions(path) if q.task == "mt_bench"]
+    return [Question(q.question_id, q.category, q.turns[:1]) for q in spread(mt, n)]
+
+
 def _first_of_each(questions: list[Question], key, n: int) -> list[Question]:
     """The first ``n`` questions of each ``key(q)`` group, keeping the input order."""
     seen: dict[str, int] = {}
@@ -93,8 +105,14 @@ def _round_robin(questions: list[Question]) -> list[Question]:
     return [g[i] for i in range(longest) for g in groups.values() if i < len(g)]
 
 
-def chat_ids(tokenizer, messages: list[dict]) -> list[int]:
-    """Token ids of a conversation through the chat template, ready for the assistant's turn
-    (the same template ``Workbench.encode`` applies to a single user message)."""
-    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
-    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+def add_subset_args(p) -> None:
+    """The flags that pick the questions a benchmark runs (``select``) onto parser ``p``."""
+    from workbench.flags import positive
+
+    p.add_argument("--subset", choices=SUBSETS, default="quick",
+                   help="quick: one question of each of the six Spec-Bench tasks; mtbench: MT-bench "
+                        "first turns; all: 480 questions, MT-bench with both turns")
+    p.add_argument("--per-category", type=positive("--per-category"),
+                   help="questions per task (quick, default 1) or per MT-bench category (mtbench, default 10)")
+    p.add_argument("--limit", type=positive("--limit"), help="run only the first N questions of the subset "
+                   "(default: all of them)")

@@ -34,6 +34,8 @@ from pathlib import Path
 
 from workbench.bench import metrics, specbench, static_vs_dynamic
 from workbench.bench.methods import Method, parse_methods
+from workbench.errors import ArgumentParser, UserError, reports_user_errors
+from workbench.models.chat import chat_ids
 
 # torch and the engine are imported inside the functions that use them, so that building this
 # command's parser (``cli.py`` does it on every start-up) stays cheap.
@@ -67,7 +69,7 @@ class Runner:
         messages, outputs, lengths, seconds = [], [], [], 0.0
         for turn in q.turns:
             messages.append({"role": "user", "content": turn})
-            out, s, acc = self.decode(method, specbench.chat_ids(tok, messages), sampling,
+            out, s, acc = self.decode(method, chat_ids(tok, messages), sampling,
                                       max_new_tokens or self.max_new_tokens)
             outputs.append(out)
             lengths.append(acc)
@@ -90,7 +92,7 @@ def run_all(runner: Runner, methods: list[Method], questions: list[specbench.Que
     from workbench.engine.sampling import SamplingParams
 
     greedy, hot = SamplingParams(), SamplingParams(temperature=1.0, seed=0)
-    warm_ids = specbench.chat_ids(runner.wb.tokenizer, [{"role": "user", "content": questions[0].turns[0]}])
+    warm_ids = chat_ids(runner.wb.tokenizer, [{"role": "user", "content": questions[0].turns[0]}])
     for m in methods:
         runner.decode(m, warm_ids, greedy, WARMUP_TOKENS)
     log(f"warm-up done ({len(methods)} methods)")
@@ -197,7 +199,8 @@ def _read(path: str) -> str:
 
 def add_bench_parser(sub) -> None:
     """Register ``bench`` on ``python -m workbench``'s subparsers."""
-    p = sub.add_parser("bench", help="Spec-Bench: tau, tokens/s and speedup of every method")
+    p = sub.add_parser("bench", help="Spec-Bench: tau, tokens/s and speedup of every method",
+                       description=__doc__.split("\n\n")[0])
     add_arguments(p)
     p.set_defaults(func=cmd_bench)
 
@@ -205,17 +208,14 @@ def add_bench_parser(sub) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from workbench.flags import add_model_args, positive
 
-    p.add_argument("--subset", choices=specbench.SUBSETS, default="quick",
-                   help="quick: one question of each of the six Spec-Bench tasks (default); mtbench: MT-bench "
-                        "first turns; all: 480 questions, MT-bench with both turns")
-    p.add_argument("--per-category", type=positive("--per-category"),
-                   help="questions per task (quick, default 1) or per MT-bench category (mtbench, default 10)")
-    p.add_argument("--limit", type=positive("--limit"), help="run only the first N questions of the subset")
-    p.add_argument("--methods", default=DEFAULT_METHODS, help=f"comma list (default {DEFAULT_METHODS})")
-    p.add_argument("--best", help="use this D/S/K tree as eagle2:best instead of tuning")
-    p.add_argument("--max-new-tokens", type=positive("--max-new-tokens"), default=128)
+    specbench.add_subset_args(p)
+    p.add_argument("--methods", default=DEFAULT_METHODS,
+                   help="comma list of vanilla, linear:S, eagle2:D/S/K, eagle2:best, static:D, hf-greedy, hf-pld")
+    p.add_argument("--best", help="use this D/S/K tree as eagle2:best instead of tuning (default: tune)")
+    p.add_argument("--max-new-tokens", type=positive("--max-new-tokens"), default=128,
+                   help="new tokens per turn in the timed runs")
     p.add_argument("--temperature-tau", action=argparse.BooleanOptionalAction, default=True,
-                   help="also run the speculative methods at temperature 1 for tau (default on)")
+                   help="also run the speculative methods at temperature 1 for tau")
     p.add_argument("--tau-questions", type=positive("--tau-questions"), default=2,
                    help="questions for the temperature-1 runs (MT-bench first)")
     p.add_argument("--tau-max-new-tokens", type=positive("--tau-max-new-tokens"), default=64,
@@ -224,10 +224,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="method of the traced calibration pass: auto (eagle2:60/6/10 if listed, else the first "
                         "eagle2 or static method), a name from --methods, or none")
     p.add_argument("--calibration-max-new-tokens", type=positive("--calibration-max-new-tokens"), default=64,
-                   help="new tokens per question in the calibration pass (default 64)")
+                   help="new tokens per question in the calibration pass")
     p.add_argument("--tune-trees", type=positive("--tune-trees"), default=5, help="trees the tuner measures")
     p.add_argument("--threads", type=positive("--threads"), default=2, help="torch CPU threads")
-    p.add_argument("--out", default="bench_out", help="output directory (default bench_out/)")
+    p.add_argument("--out", default="bench_out", help="output directory")
     add_model_args(p)
     p.set_defaults(dtype="auto")
 
@@ -237,8 +237,7 @@ def cmd_bench(args) -> int:
 
     from workbench.bench import report, tune
     from workbench.bench.goals import goals
-    from workbench.errors import UserError
-    from workbench.pipeline import Workbench
+    from workbench.flags import load_from_args
 
     t_start = time.perf_counter()
 
@@ -248,16 +247,18 @@ def cmd_bench(args) -> int:
     torch.set_num_threads(args.threads)
     try:
         parse_methods(args.methods)  # names checked before anything loads
+    except ValueError as err:
+        raise UserError(f"--methods: {err}") from None
+    try:
         best = tune.parse_tree(args.best) if args.best else None
-        questions = specbench.select(specbench.load_questions(), args.subset, args.per_category)[: args.limit]
-        names = [n.strip() for n in args.methods.split(",")]
-        speculative = any(n.startswith(("linear", "eagle2", "static")) for n in names)
-        if args.calibration not in ("auto", "none", *names):
-            raise ValueError(f"--calibration {args.calibration}: not among --methods (or auto / none)")
-        wb = Workbench.load(args.target, args.draft, args.dtype, args.device, args.attention, speculative,
-                            hot_tokens=args.hot_tokens, linear_order=args.linear_order)
-    except (ValueError, FileNotFoundError) as err:
-        raise UserError(str(err)) from None
+    except ValueError as err:
+        raise UserError(f"--best {args.best}: {err}") from None
+    questions = specbench.select(specbench.load_questions(), args.subset, args.per_category)[: args.limit]
+    names = [n.strip() for n in args.methods.split(",")]
+    speculative = any(n.startswith(("linear", "eagle2", "static")) for n in names)
+    if args.calibration not in ("auto", "none", *names):
+        raise UserError(f"--calibration {args.calibration}: not among --methods (or auto / none)")
+    wb = load_from_args(args, speculative)
     info = machine_info(args.threads)
     info["linear_order"] = wb.linear_order.describe()
     log(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}; {len(questions)} questions "
@@ -311,14 +312,13 @@ def _command_line() -> str:
     return f"{prefix} {shlex.join(sys.argv[1:])}" if prefix else "python -m workbench bench (called from Python)"
 
 
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(prog="python -m workbench.bench run", description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    return p
+
+
+@reports_user_errors
 def main(argv: list[str] | None = None) -> int:
     """``python -m workbench.bench run [options]``: the same as ``python -m workbench bench``."""
-    from workbench.errors import UserError
-
-    p = argparse.ArgumentParser(prog="python -m workbench.bench run", description=__doc__.splitlines()[0])
-    add_arguments(p)
-    try:
-        return cmd_bench(p.parse_args(argv))
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    return cmd_bench(build_parser().parse_args(argv))

@@ -31,6 +31,7 @@ from workbench.bench.cost import measure_draft_cost, measure_verify_cost
 from workbench.engine.config import SpecConfig
 from workbench.engine.frameworks import framework_flags
 from workbench.engine.sampling import SamplingParams
+from workbench.errors import ArgumentParser, reports_user_errors
 from workbench.metrics import predicted_speedup, speedup, tau
 
 VERIFY_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
@@ -138,27 +139,44 @@ def search(wb, costs: dict, grid=GRID, max_new_tokens: int = 40, max_trees: int 
             "trees": trees, "best": best["tree"]}
 
 
+def tree_list(text: str) -> list[SpecConfig]:
+    """An argparse ``type`` for ``--grid``: a comma list of D/S/K trees."""
+    try:
+        trees = [parse_tree(g) for g in text.split(",") if g.strip()]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    if not trees:
+        raise argparse.ArgumentTypeError("expected at least one D/S/K tree")
+    return trees
+
+
+def build_parser() -> ArgumentParser:
+    from workbench.flags import add_model_args, positive
+
+    p = ArgumentParser(prog="python -m workbench.bench tune", description=__doc__.split("\n\n")[0])
+    add_model_args(p)
+    p.set_defaults(dtype="auto")
+    p.add_argument("--grid", type=tree_list, default=",".join(GRID), help="comma list of D/S/K trees to consider")
+    p.add_argument("--max-trees", type=positive("--max-trees"), default=5, help="measure at most this many trees")
+    p.add_argument("--max-new-tokens", type=positive("--max-new-tokens"), default=40,
+                   help="new tokens per tuning prompt")
+    p.add_argument("--threads", type=positive("--threads"), default=2, help="torch CPU threads")
+    return p
+
+
+@reports_user_errors
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from workbench.flags import add_model_args
-    from workbench.pipeline import Workbench
+    from workbench.flags import load_from_args
 
-    p = argparse.ArgumentParser(prog="python -m workbench.bench tune", description=__doc__.splitlines()[0])
-    add_model_args(p)
-    p.set_defaults(dtype="auto")
-    p.add_argument("--grid", default=",".join(GRID), help="comma list of D/S/K trees to consider")
-    p.add_argument("--max-trees", type=int, default=5, help="measure at most this many trees")
-    p.add_argument("--max-new-tokens", type=int, default=40)
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    args = p.parse_args(argv)
+    args = build_parser().parse_args(argv)
     torch.set_num_threads(args.threads)
-    grid = [parse_tree(g) for g in args.grid.split(",") if g.strip()]
-    wb = Workbench.load(args.target, args.draft, args.dtype, args.device, args.attention, hot_tokens=args.hot_tokens, linear_order=args.linear_order)
+    wb = load_from_args(args)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     costs = measure_costs(wb)
     log(f"tune: verify cost {[(c['tokens'], c['ms']) for c in costs['verify']]}")
-    result = search(wb, costs, grid, args.max_new_tokens, args.max_trees, log)
+    result = search(wb, costs, args.grid, args.max_new_tokens, args.max_trees, log)
     result["best_elsewhere"] = framework_flags(parse_tree(result["best"]))
     for name, flags in result["best_elsewhere"].items():
         log(f"tune: best tree {result['best']} in {name}: {flags}")

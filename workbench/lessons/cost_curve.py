@@ -36,7 +36,3 @@ class CostCurve:
             raise ValueError(f"{tokens} tokens is outside the measured range "
                              f"{self.tokens[0]}..{self.tokens[-1]}: measure it instead of extrapolating")
         return float(np.interp(tokens, self.tokens, self.ms))
-
-    def extra_token_cost(self) -> float:
-        """Average cost of one more token in the forward, as a fraction of a decode step (N = 1)."""
-        return (self.ms[-1] - self.ms[0]) / (self.tokens[-1] - self.tokens[0]) / self.ms[0]

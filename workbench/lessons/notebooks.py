@@ -13,13 +13,13 @@ JupyterLab with jupytext installed, editing either file updates both.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import sys
 import time
 from pathlib import Path
 
+from workbench.errors import ArgumentParser
 from workbench.lessons.figures import IMAGES_ENV
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
@@ -108,8 +108,10 @@ def _select(names: list[str]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workbench.lessons.notebooks", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("refresh", "check"))
+    parser = ArgumentParser(prog="python -m workbench.lessons.notebooks", description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=("refresh", "check"),
+                        help="refresh: run each notebook and store it with its outputs; check: is each .ipynb "
+                             "in step with its script")
     parser.add_argument("names", nargs="*", help="notebook numbers or name prefixes (default: all)")
     parser.add_argument("--no-images", action="store_true", help="refresh without PNG copies of the figures")
     args = parser.parse_args(argv)

@@ -3,25 +3,102 @@ when its measurements do (and is tested here, not buried in an f-string)."""
 
 from __future__ import annotations
 
-# One threshold for "a verify token is nearly free": the extra cost of one more token in the
-# forward, as a fraction of a decode step. Below it, a bigger verify block costs little.
-NEARLY_FREE = 0.05
-# Above this, each extra token costs a large share of a decode step: compute-bound.
-COMPUTE_BOUND = 0.3
+import math
+import statistics
+from dataclasses import dataclass
+
+from workbench.lessons.cost_curve import CostCurve
+from workbench.lessons.timing import Spread
+
+# How a forward's cost follows its size N between two measured sizes: the elasticity
+# log(t(n2) / t(n1)) / log(n2 / n1), 0 when the cost stays flat (reading the weights dominates:
+# memory-bound), 1 when it grows in proportion to N (the arithmetic dominates: compute-bound).
+MEMORY_BOUND = 0.1  # below: a bigger verify block is nearly free (8 tokens under 1.23 decode steps)
+COMPUTE_BOUND = 0.7  # above: every verify token costs nearly its share of a decode step
+BEND = 0.5  # the segment where the cost starts to follow N more than it stays flat
 
 
 def plural(n: int, suffix: str = "s") -> str:
     return "" if n == 1 else suffix
 
 
-def regime(extra_token_cost: float) -> str:
-    """Where a machine sits, from the extra cost of one more verify token (fraction of a decode)."""
-    if extra_token_cost < NEARLY_FREE:
-        return "close to memory-bound: a large verify block is nearly free"
-    if extra_token_cost > COMPUTE_BOUND:
-        return "compute-bound within a few tokens: the verify block has to stay small"
-    return ("between the two regimes: every extra verify token costs a noticeable share of a decode step, "
-            "so the verify block has to stay small")
+def elasticity(curve: CostCurve, lo: float, hi: float) -> float:
+    """How the forward's cost follows its size from ``lo`` to ``hi`` tokens (0 flat, 1 proportional)."""
+    if not lo < hi:
+        raise ValueError(f"need lo < hi, got {lo} and {hi}")
+    return math.log(curve.at(hi) / curve.at(lo)) / math.log(hi / lo)
+
+
+@dataclass(frozen=True)
+class Regime:
+    """Where a machine sits for a verify block of ``tokens`` tokens, from its measured cost curve."""
+
+    tokens: int
+    ratio: float  # the forward over ``tokens`` tokens, in decode steps (N = 1)
+    elasticity: float  # over the last factor of 8 up to ``tokens``
+    name: str  # "memory-bound", "compute-bound" or "between the two regimes"
+
+    def sentence(self) -> str:
+        """'memory-bound up to 8 tokens: a forward over 8 tokens costs 1.1 decode steps, ...'."""
+        cost = f"a forward over {self.tokens} tokens costs {self.ratio:.2f} decode steps"
+        if self.name == "memory-bound":
+            return f"memory-bound up to {self.tokens} tokens: {cost}, so extra verify nodes are nearly free"
+        if self.name == "compute-bound":
+            return f"compute-bound by {self.tokens} tokens: {cost}, so every verify node costs"
+        return (f"between the two regimes at {self.tokens} tokens: {cost}, so every extra verify node "
+                "costs a noticeable share of a decode step")
+
+
+def regime(curve: CostCurve, tokens: int) -> Regime:
+    """The regime of a verify block of ``tokens`` tokens (> 1): how the cost follows N over the
+    last factor of 8 up to it (from N = 1 for blocks of 8 or fewer), local enough to see a bend and
+    wide enough that one noisy point does not decide it. The ratio is against a decode step (N = 1)."""
+    if tokens <= curve.tokens[0]:
+        raise ValueError(f"a verify block of {tokens} tokens is not bigger than a decode step")
+    e = elasticity(curve, max(curve.tokens[0], tokens / 8), tokens)
+    name = ("memory-bound" if e < MEMORY_BOUND else "compute-bound" if e > COMPUTE_BOUND
+            else "between the two regimes")
+    return Regime(tokens, curve.at(tokens) / curve.at(1), e, name)
+
+
+def bend(curve: CostCurve) -> int | None:
+    """The measured size N from which the cost follows N: every segment from N on has an
+    elasticity of at least ``BEND`` (a single steep segment between flat ones is noise, not a
+    bend). None if the last segment is still flat."""
+    sizes = curve.tokens
+    steep = [elasticity(curve, lo, hi) >= BEND for lo, hi in zip(sizes, sizes[1:])]
+    start = len(steep)
+    while start > 0 and steep[start - 1]:
+        start -= 1
+    return sizes[start] if start < len(steep) else None
+
+
+def versus(value: float, measured: Spread) -> str:
+    """'above', 'below' or 'level within noise': ``value`` against a measurement's range."""
+    if value > measured.high:
+        return "above"
+    if value < measured.low:
+        return "below"
+    return "level within noise"
+
+
+def compare_means(a: list[float], b: list[float]) -> str:
+    """'above', 'below' or 'level within noise': the mean of ``a`` against the mean of ``b``
+    (e.g. the accept lengths of two trees), noise = twice the standard error of the difference."""
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError("each side needs at least 2 values to estimate its noise")
+    gap = statistics.mean(a) - statistics.mean(b)
+    noise = 2 * math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
+    return "level within noise" if abs(gap) <= noise else "above" if gap > 0 else "below"
+
+
+def compare(a: Spread, b: Spread) -> str:
+    """'above', 'below' or 'level within noise': ``a`` against ``b``; overlapping ranges are noise."""
+    if a.low > b.high:
+        return "above"
+    if a.high < b.low:
+        return "below"
+    return "level within noise"
 
 
 def trend(first: float, last: float, tolerance: float = 0.02) -> str:
@@ -40,9 +117,11 @@ def batch_sentence(batches: list[int], speedups: list[float]) -> str:
     below = [b for b, s in zip(batches, speedups) if s < 1]
     if not below:
         return "it stays above 1 over this range"
-    if below[0] == batches[0]:
+    if len(below) == len(batches):
         return "speculation is slower than plain decoding at every batch size here"
-    return f"from batch {below[0]} on, speculation is slower than plain decoding"
+    if below == batches[batches.index(below[0]):]:
+        return f"from batch {below[0]} on, speculation is slower than plain decoding"
+    return f"speculation is slower than plain decoding at batch {', '.join(map(str, below))}"
 
 
 def lossless_verdict(pvalues: list[float], level: float) -> str:

@@ -30,16 +30,15 @@ from pathlib import Path
 
 import torch
 
+from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.models.heads import default_draft_dir
-from workbench.train.loop import TrainConfig
+from workbench.train.loop import TrainConfig, add_config_args
 
-
-def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m workbench.train", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> ArgumentParser:
+    ap = ArgumentParser(prog="python -m workbench.train", description=__doc__)
     ap.add_argument("--out", type=Path, default=Path.home() / ".cache" / "workbench" / "train", help="work directory")
     ap.add_argument("--target", default=None, help="target model directory (default: SmolLM2-135M-Instruct)")
-    ap.add_argument("--phase", choices=("all", "data", "train", "export"), default="all")
+    ap.add_argument("--phase", choices=("all", "data", "train", "export"), default="all", help="what to run")
     ap.add_argument("--resume", action="store_true", help="continue from <out>/ckpt.pt")
     ap.add_argument("--export", type=Path, default=default_draft_dir(), help="where the trained head goes")
     ap.add_argument("--prompts", type=int, default=None, help="use the first N training prompts (default: all)")
@@ -47,26 +46,26 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--max-new", type=int, default=256, help="new tokens per answer at most")
     ap.add_argument("--gen-minutes", type=float, default=30.0, help="stop starting new data batches after this")
     ap.add_argument("--gen-workers", type=int, default=2, help="data processes (one thread each)")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads for training")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads for training (default: torch's)")
     ap.add_argument("--minutes", type=float, default=None,
                     help="train for at most this long: then validate, checkpoint and export the head as it is "
-                         "(its schedule cut short; --resume continues)")
+                         "(its schedule cut short; --resume continues; default: the whole schedule)")
     ap.add_argument("--val", type=int, default=24, help="held-out sequences for the validation loss")
     ap.add_argument("--hot", type=int, default=8192, help="length of the exported hot-token list")
-    ap.add_argument("--shards", type=Path, default=None, help="train on python -m workbench.train.generate shards")
-    ap.add_argument("--max-response-tokens", type=int, default=None, help="with --shards: use this many at most")
+    ap.add_argument("--shards", type=Path, default=None,
+                    help="train on python -m workbench.train.generate shards (default: the data phase's)")
+    ap.add_argument("--max-response-tokens", type=int, default=None,
+                    help="with --shards: use this many at most (default: all)")
     ap.add_argument("--val-every", type=int, default=50, help="with --shards: hold out every N-th prompt")
     ap.add_argument("--val-positions", type=int, default=None,
                     help="with --shards: validate on the first held-out conversations up to this many "
                          "positions (default: all of them; each validation costs time in proportion)")
-    defaults = TrainConfig()
-    for f in fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        if f.name == "dtype":
-            ap.add_argument(flag, choices=("fp32", "bf16"), default=defaults.dtype)
-        else:
-            ap.add_argument(flag, type=type(getattr(defaults, f.name)), default=getattr(defaults, f.name))
-    return ap.parse_args(argv)
+    add_config_args(ap)
+    return ap
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def run_data(args, target_dir: Path) -> None:
@@ -107,16 +106,16 @@ def load_sequences(args, target=None):
         train, val = load_token_shards(args.shards, target, args.max_response_tokens, args.val_every, log=print,
                                        capture=capture)
         if not train or not val:
-            raise SystemExit(f"error: {args.shards}: too little data for a training and a held-out set")
+            raise UserError(f"{args.shards}: too little data for a training and a held-out set")
         checked = val if args.val_positions is None else first_positions(val, args.val_positions)
         return train + val, train, checked  # the cap is validation's only: hot tokens count every sequence
     from workbench.train.data import load_shards
 
     if args.fuse_layers:
-        raise SystemExit("error: --fuse-layers needs --shards (data of python -m workbench.train.generate)")
+        raise UserError("--fuse-layers needs --shards (data of python -m workbench.train.generate)")
     seqs = sequences_from_shards(load_shards(args.out))
     if not seqs:
-        raise SystemExit(f"no data in {args.out / 'data'}: run the data phase first")
+        raise UserError(f"no data in {args.out / 'data'}: run the data phase first")
     return seqs, *split(seqs, args.val, args.seed)
 
 
@@ -152,20 +151,21 @@ def run_train_export(args, target_dir: Path, train: bool) -> None:
     print(f"exported to {args.export}: {stats}", flush=True)
 
 
-def main(argv=None) -> None:
+@reports_user_errors
+def main(argv=None) -> int:
     from workbench import store
 
     args = parse_args(argv)
     if args.shards is not None and args.phase in ("all", "data"):
-        raise SystemExit("error: --shards is data made by python -m workbench.train.generate: use --phase train or export")
+        raise UserError("--shards is data made by python -m workbench.train.generate: use --phase train or export")
     if args.shards is not None and not args.shards.is_dir():
-        raise SystemExit(f"error: --shards {args.shards}: no such directory")
+        raise UserError(f"--shards {args.shards}: no such directory")
     if args.val_positions is not None and (args.shards is None or args.val_positions < 1):
-        raise SystemExit("error: --val-positions takes a count >= 1, with --shards")
+        raise UserError("--val-positions takes a count >= 1, with --shards")
     if args.minutes is not None and args.minutes <= 0:
-        raise SystemExit(f"error: --minutes takes a positive time, got {args.minutes:g}")
+        raise UserError(f"--minutes takes a positive time, got {args.minutes:g}")
     if args.init and not Path(args.init).exists():
-        raise SystemExit(f"error: --init {args.init}: no such checkpoint or head directory")
+        raise UserError(f"--init {args.init}: no such checkpoint or head directory")
     if args.threads:
         torch.set_num_threads(args.threads)
     target_dir = store.resolve_target(args.target)
@@ -177,8 +177,9 @@ def main(argv=None) -> None:
         try:
             run_train_export(args, target_dir, train=args.phase != "export")
         except (ValueError, FileNotFoundError) as err:
-            raise SystemExit(f"error: {err}") from None
+            raise UserError(str(err)) from None
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

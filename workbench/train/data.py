@@ -25,11 +25,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-
-def chat_ids(tokenizer, prompt: str) -> list[int]:
-    """A user turn through the chat template, ending with the assistant header."""
-    ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True)
-    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+from workbench.models.chat import chat_ids
 
 
 def length_batches(prompt_ids: list[list[int]], batch_size: int) -> list[list[int]]:

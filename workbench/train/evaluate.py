@@ -45,7 +45,6 @@ Evaluation only: these questions are never used for training.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections import Counter
@@ -54,9 +53,11 @@ from statistics import mean
 
 import torch
 
+from workbench.bench import specbench
 from workbench.bench.specbench import DATA_FILE as QUESTIONS
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
+from workbench.errors import ArgumentParser
 from workbench.metrics import tau
 
 METHODS = {
@@ -68,16 +69,8 @@ METHODS = {
 
 
 def mt_bench_first_turns(path: Path, n: int) -> list[str]:
-    """``n`` first turns spread evenly over question ids 81-160 (all eight categories)."""
-    return [r["turns"][0] for r in mt_bench_rows(path, n)]
-
-
-def mt_bench_rows(path: Path, n: int) -> list[dict]:
-    """The question rows (id, category, turns) behind ``mt_bench_first_turns``, in its order."""
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    mt = sorted((r for r in rows if 81 <= r["question_id"] <= 160), key=lambda r: r["question_id"])
-    step = max(1, len(mt) // n)
-    return mt[::step][:n]
+    """``n`` MT-bench first turns spread evenly over its eight categories (``specbench``)."""
+    return [q.turns[0] for q in specbench.mt_bench_first_turns(n, path)]
 
 
 def by_category(categories: list[str], prompts: list, outputs: list) -> dict[str, tuple[list, list]]:
@@ -368,29 +361,29 @@ def report(label: str, v: dict) -> None:
                           + ("-" if b["top1"] is None else f"{b['top1']:.3f}") for b in v["confidence"]), flush=True)
 
 
-def main(argv=None) -> None:
+def build_parser() -> ArgumentParser:
     from workbench.models.heads import default_draft_dir
-    from workbench.pipeline import Workbench
+    from workbench.pipeline import HOT_TOKENS_DEFAULT
 
-    ap = argparse.ArgumentParser(prog="python -m workbench.train.evaluate", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(prog="python -m workbench.train.evaluate", description=__doc__)
     ap.add_argument("--head", type=Path, nargs="+", default=[default_draft_dir()],
                     help="one or more head directories (default: the shipped head)")
-    ap.add_argument("--dtype", choices=("fp32", "bf16"), default="bf16")
-    ap.add_argument("--questions", type=Path, default=QUESTIONS)
+    ap.add_argument("--dtype", choices=("fp32", "bf16"), default="bf16", help="dtype of the target and the heads")
+    ap.add_argument("--questions", type=Path, default=QUESTIONS, help="MT-bench questions (JSONL)")
     ap.add_argument("-n", type=int, default=20, help="number of questions")
-    ap.add_argument("--max-new", type=int, default=128)
+    ap.add_argument("--max-new", type=int, default=128, help="new tokens per answer at most")
     ap.add_argument("--temperature", type=float, default=0.0,
                     help="0 = greedy (outputs are checked against plain decoding); > 0 samples (seeded, "
                          "lossless in distribution, so outputs are not compared)")
     ap.add_argument("--seed", type=int, default=0, help="sampling seed (with --temperature > 0)")
     ap.add_argument("--hot", type=int, default=None,
                     help="τ: draft only among the N most frequent tokens of each head's hot_tokens.json "
-                         "(default: 4096 where the head has one, as the engine; 0: the full vocabulary)")
+                         f"(default: {HOT_TOKENS_DEFAULT} where the head has one, as the engine; 0: the full "
+                         "vocabulary)")
     ap.add_argument("--methods", nargs="*", default=list(METHODS), choices=list(METHODS),
                     help="τ of these (with no names: no τ at all)")
     ap.add_argument("--held-out", type=Path, default=None, metavar="DATA",
-                    help="also the held-out top-1 on this workbench.train.generate directory")
+                    help="also the held-out top-1 on this workbench.train.generate directory (default: none)")
     ap.add_argument("--held-out-tokens", type=int, default=None,
                     help="with --held-out: the shards up to this many training response tokens (default: all)")
     ap.add_argument("--held-out-answer-tokens", type=int, default=None, metavar="N",
@@ -409,7 +402,7 @@ def main(argv=None) -> None:
                          "comes from (copies a token pair of the prompt, repeats one of the answer, or new)")
     ap.add_argument("--pair-counts", type=Path, default=None, metavar="DATA",
                     help="with --by-source: also split each source by how often its token pair occurs in the "
-                         "answers of this workbench.train.generate directory (unseen, 1-19 times, 20+)")
+                         "answers of this workbench.train.generate directory (unseen, 1-19 times, 20+; default: none)")
     ap.add_argument("--tree-use", action="store_true",
                     help="also, for each tree method, where its accepted paths go: the depth of the top-1 "
                          "spine, how often the accepted path leaves it, and the τ of the spine alone")
@@ -421,8 +414,15 @@ def main(argv=None) -> None:
                     help="with --ceiling: also draft with the target cut after each of these numbers of layers "
                          "(its final norm and lm_head on the residual there), at the same contexts and budget: "
                          "E[τ] beside how often its top token is the target's on the answers, drafts of known "
-                         "quality between the head and a perfect one")
-    ap.add_argument("--threads", type=int, default=None)
+                         "quality between the head and a perfect one (default: none)")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    return ap
+
+
+def main(argv=None) -> None:
+    from workbench.pipeline import Workbench
+
+    ap = build_parser()
     args = ap.parse_args(argv)
     if args.temperature < 0 or args.n < 1 or args.max_new < 1:
         ap.error("--temperature must be >= 0, -n and --max-new >= 1")
@@ -456,6 +456,8 @@ def main(argv=None) -> None:
         ap.error("--early-exit adds drafts to --ceiling's table: add --ceiling")
     if args.held_out is not None and not args.held_out.is_dir():
         ap.error(f"--held-out {args.held_out}: no such directory")
+    if not args.questions.is_file():
+        ap.error(f"--questions {args.questions}: no such file")
     if args.hot is not None and args.hot < 0:
         ap.error("--hot must be >= 0")
     for head in args.head:
@@ -499,8 +501,8 @@ def main(argv=None) -> None:
                                args.pair_counts)
     if not args.methods and not args.agreement:
         return
-    rows = mt_bench_rows(args.questions, args.n)
-    prompts = [wb.encode(r["turns"][0]) for r in rows]
+    rows = specbench.mt_bench_first_turns(args.n, args.questions)
+    prompts = [wb.encode(q.turns[0]) for q in rows]
     greedy = args.temperature == 0
     base = run(wb, prompts, SpecConfig("vanilla"), args.max_new, args.temperature, args.seed)
     if args.agreement:
@@ -513,7 +515,7 @@ def main(argv=None) -> None:
                                args.pair_counts)
         if args.by_category:
             groups = {c: answer_sequences(target, ps, os_, capture) for c, (ps, os_) in
-                      by_category([r["category"] for r in rows], prompts, base["outputs"]).items()}
+                      by_category([q.category for q in rows], prompts, base["outputs"]).items()}
             for head in heads:
                 cells = []
                 for c, seqs in groups.items():

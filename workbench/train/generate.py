@@ -50,7 +50,6 @@ this run, totals and the ETA to ``--goal-tokens`` and to the last shard.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -64,6 +63,8 @@ import torch
 
 from workbench.attention import BACKENDS
 from workbench.device import default_device
+from workbench.errors import ArgumentParser, UserError, reports_user_errors
+from workbench.models.chat import chat_ids
 from workbench.train.prompt_set import (Prompt, build_prompt_set, build_word_prompt_set, followup, material_prompt,
                                         vocabulary_words)
 
@@ -122,8 +123,7 @@ class Chat:
         self.tokenizer = tokenizer
 
     def encode(self, messages: list[dict]) -> list[int]:
-        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
-        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        return chat_ids(self.tokenizer, messages)
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -370,14 +370,13 @@ def parse_worker(text: str) -> tuple[int, int]:
     return k, n
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> ArgumentParser:
     d = GenConfig()
-    ap = argparse.ArgumentParser(prog="python -m workbench.train.generate", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=d.out, help="data directory (default: %(default)s)")
+    ap = ArgumentParser(prog="python -m workbench.train.generate", description=__doc__)
+    ap.add_argument("--out", type=Path, default=d.out, help="data directory")
     ap.add_argument("--target", default=None, help="target model directory (default: SmolLM2-135M-Instruct)")
     ap.add_argument("--seed", type=int, default=d.seed, help="prompt-set order and sampling seeds")
-    ap.add_argument("--prompts", type=int, default=None, help="use the first N prompts of the set")
+    ap.add_argument("--prompts", type=int, default=None, help="use the first N prompts of the set (default: all)")
     ap.add_argument("--shard-size", type=int, default=d.shard_size, help="prompts per shard = decoding batch")
     ap.add_argument("--samples", type=int, default=d.samples, help="sampled answers per prompt besides the greedy one")
     ap.add_argument("--temperatures", default=",".join(map(str, d.temperatures)), help="comma-separated, rotating")
@@ -387,14 +386,15 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "first user turn with a task on it (extract, edit, summarise, review the code, ...)"
                          % MATERIAL_MAX_TOKENS)
     ap.add_argument("--max-new", type=int, default=d.max_new, help="new tokens per answer at most")
-    ap.add_argument("--max-shards", type=int, default=None, help="stop after N new shards")
-    ap.add_argument("--minutes", type=float, default=None, help="start no new shard after this many minutes")
+    ap.add_argument("--max-shards", type=int, default=None, help="stop after N new shards (default: no limit)")
+    ap.add_argument("--minutes", type=float, default=None,
+                    help="start no new shard after this many minutes (default: no limit)")
     ap.add_argument("--device", default="cpu", help="where the target decodes: cpu, cuda (or cuda:N), or auto")
     ap.add_argument("--attention", choices=BACKENDS, default=None,
                     help="attention backend (default: padded, plain decoding's batch in one call; triton is self-checked "
                          "first)")
     ap.add_argument("--goal-tokens", type=int, default=d.goal_tokens, help="response tokens the ETA is counted to")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--worker", default="0/1", metavar="K/N",
                     help="make only the shards i with i %% N == K, so N processes (one per core, each with "
                          "--threads 1) fill one directory side by side")
@@ -410,17 +410,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--no-features", action="store_true",
                     help="store token ids only (features.py then recomputes the features: one prefill per sequence)")
     ap.add_argument("--status", action="store_true", help="print the totals of --out and exit")
-    return ap.parse_args(argv)
+    return ap
 
 
-def main(argv=None) -> None:
-    args = parse_args(argv)
+@reports_user_errors
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     if args.status:
         t = totals(args.out)
         per_m = {"mb_per_million_tokens": round(t["bytes"] / max(1, t["tokens"]), 2),
                  "feature_mb_per_million_tokens": round(t["feature_bytes"] / max(1, t["tokens"]), 1)}
         print(json.dumps({**t, **per_m}, indent=2))
-        return
+        return 0
     try:
         temps = tuple(float(x) for x in args.temperatures.split(",") if x.strip())
         worker = parse_worker(args.worker)
@@ -432,9 +433,9 @@ def main(argv=None) -> None:
                         minutes=args.minutes)
         device = torch.device(default_device() if args.device == "auto" else args.device)
     except (ValueError, RuntimeError) as err:
-        sys.exit(f"error: {err}")
+        raise UserError(str(err)) from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        sys.exit(f"error: --device {args.device}: this machine has no CUDA device")
+        raise UserError(f"--device {args.device}: this machine has no CUDA device")
     if args.threads:
         torch.set_num_threads(args.threads)
     from transformers import AutoTokenizer
@@ -456,9 +457,10 @@ def main(argv=None) -> None:
     try:
         t = run(cfg, target, Chat(tok), tuple(sorted(i for i in stop if i is not None)))
     except ValueError as err:
-        sys.exit(f"error: {err}")
+        raise UserError(str(err)) from None
     print(json.dumps(t), flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

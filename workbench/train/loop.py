@@ -10,7 +10,7 @@ import json
 import math
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import torch
@@ -82,6 +82,48 @@ class TrainConfig:
     def capture(self) -> tuple[int, ...]:
         """``fuse_layers`` as target layer indices (increasing, distinct)."""
         return parse_layers(self.fuse_layers)
+
+
+# --help of the flags made from TrainConfig's fields, one per field (a test checks that none lacks it)
+CONFIG_HELP = {
+    "steps": "optimizer steps of the schedule",
+    "lr": "peak learning rate",
+    "warmup": "linear warm-up steps",
+    "min_lr_ratio": "the cosine schedule ends at lr times this",
+    "weight_decay": "AdamW weight decay",
+    "max_tokens": "padded token pairs per batch",
+    "noise": "half-width of the uniform noise on the input features, in units of their RMS",
+    "clip_value": "gradient-norm clip",
+    "w_ce": "weight of the cross-entropy term",
+    "ce_frac": "share of the loss positions that get the (costly) cross-entropy term each step",
+    "w_feat": "weight of the SmoothL1 feature regression",
+    "ttt_steps": "draft steps unrolled in training (training-time test); 1 = plain EAGLE",
+    "ttt_decay": "step k's loss weighs ttt_decay**(k-1)",
+    "hot_vocab": "cross-entropy over the N most frequent response tokens only; 0 = full vocabulary",
+    "distill_topk": "cross-entropy against the target's top-k distribution, renormalised; 0 = all of it",
+    "ckpt_every": "steps between checkpoints",
+    "seed": "seed of the head's initialisation, the batches and the data phase",
+    "dtype": "bf16 = autocast for the head's matmuls",
+    "init": "start from these weights (a ckpt.pt or an exported head directory), fresh schedule",
+    "head_layers": "decoder layers in the head (EAGLE's: 1); --init may hold fewer (new ones start as the identity)",
+    "upper_lr_mult": "learning rate of layers 1.. (a grown head's new layers) over everything else's",
+    "fuse_layers": 'target layers whose residual streams a fused head reads, e.g. "1,14"; "" = EAGLE\'s f_t only',
+    "fuse_lr_mult": "learning rate of a fused head's fuse layer over everything else's",
+    "device": "where the head and the target train: cpu, cuda (or cuda:N), or auto (cuda when present)",
+}
+
+
+def add_config_args(ap, skip: tuple[str, ...] = ()) -> None:
+    """One ``--flag`` per TrainConfig field (``ttt_steps`` -> ``--ttt-steps``) but ``skip``, with its default."""
+    defaults = TrainConfig()
+    for f in fields(TrainConfig):
+        if f.name in skip:
+            continue
+        flag, default = "--" + f.name.replace("_", "-"), getattr(defaults, f.name)
+        if f.name == "dtype":
+            ap.add_argument(flag, choices=("fp32", "bf16"), default=default, help=CONFIG_HELP[f.name])
+        else:
+            ap.add_argument(flag, type=type(default), default=default, help=CONFIG_HELP[f.name])
 
 
 def parse_layers(text: str) -> tuple[int, ...]:

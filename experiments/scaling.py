@@ -1,6 +1,6 @@
 """Data-scaling curve: held-out top-1 and τ of heads trained on growing prefixes of the data.
 
-    python -m workbench.train.scaling --shards ~/.cache/workbench/train-data-v2 \\
+    python -m experiments.scaling --shards ~/.cache/workbench/train-data-v2 \\
         --points 375000,750000,1500000,3000000 --epochs 2 --out ~/.cache/workbench/scaling
 
 For each point N, a fresh head is trained (same recipe, ``--epochs`` passes) on the first
@@ -19,7 +19,6 @@ Each point writes ``<out>/tokens_N/`` (checkpoint, log, exported head) and a row
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from dataclasses import fields, replace
@@ -27,7 +26,8 @@ from pathlib import Path
 
 import torch
 
-from workbench.train.loop import TrainConfig
+from workbench.errors import ArgumentParser, UserError, reports_user_errors
+from workbench.train.loop import TrainConfig, add_config_args
 
 TAU_METHODS = ("eagle2(5,4,8)", "eagle2(6,10,60)")
 
@@ -82,26 +82,27 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def parse_args(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m workbench.train.scaling", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> ArgumentParser:
+    ap = ArgumentParser(prog="python -m experiments.scaling", description=__doc__)
     ap.add_argument("--shards", type=Path, required=True, help="python -m workbench.train.generate output")
-    ap.add_argument("--out", type=Path, default=Path.home() / ".cache" / "workbench" / "scaling")
+    ap.add_argument("--out", type=Path, default=Path.home() / ".cache" / "workbench" / "scaling",
+                    help="where each point's head and scaling.json go")
     ap.add_argument("--points", default="375000,750000,1500000,3000000", help="response tokens per point")
-    ap.add_argument("--epochs", type=float, default=2.0)
-    ap.add_argument("--val-every", type=int, default=50)
+    ap.add_argument("--epochs", type=float, default=2.0, help="passes over each point's data")
+    ap.add_argument("--val-every", type=int, default=50, help="hold out every N-th prompt")
     ap.add_argument("--max-val", type=int, default=200, help="held-out sequences at most")
     ap.add_argument("--target", default=None, help="target model directory (default: SmolLM2-135M-Instruct)")
     ap.add_argument("-n", type=int, default=20, help="MT-bench questions for τ (0: no τ)")
-    ap.add_argument("--max-new", type=int, default=128)
+    ap.add_argument("--max-new", type=int, default=128, help="new tokens per answer at most, for τ")
     ap.add_argument("--trees", nargs="+", default=list(TAU_METHODS), choices=TAU_METHODS,
                     help="the trees τ is measured at")
-    ap.add_argument("--threads", type=int, default=None)
-    defaults = TrainConfig()
-    for f in fields(TrainConfig):
-        if f.name not in ("steps", "init", "dtype"):
-            ap.add_argument("--" + f.name.replace("_", "-"), type=type(getattr(defaults, f.name)),
-                            default=getattr(defaults, f.name))
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    add_config_args(ap, skip=("steps", "init", "dtype"))
+    return ap
+
+
+def parse_args(argv=None):
+    ap = build_parser()
     args = ap.parse_args(argv)
     try:
         args.points = sorted({int(p) for p in args.points.split(",") if p.strip()})
@@ -113,7 +114,8 @@ def parse_args(argv=None):
     return args
 
 
-def main(argv=None) -> None:
+@reports_user_errors
+def main(argv=None) -> int:
     from workbench import store
     from workbench.models.loading import load_target
     from workbench.train.export import export_head, export_hot_tokens
@@ -129,10 +131,10 @@ def main(argv=None) -> None:
         train_all, val = load_sequences(args.shards, target, args.points[-1], args.val_every, log=print,
                                         capture=base.capture)
     except (ValueError, FileNotFoundError) as err:
-        raise SystemExit(f"error: {err}") from None
+        raise UserError(str(err)) from None
     val = val[: args.max_val]
     if not val:
-        raise SystemExit(f"error: {args.shards}: no held-out sequences (lower --val-every or generate more)")
+        raise UserError(f"{args.shards}: no held-out sequences (lower --val-every or generate more)")
     args.out.mkdir(parents=True, exist_ok=True)
     table = args.out / "scaling.json"
     rows = json.loads(table.read_text()) if table.exists() else []
@@ -157,7 +159,8 @@ def main(argv=None) -> None:
         table.write_text(json.dumps(rows, indent=2) + "\n")
         (args.out / "scaling.md").write_text(markdown(rows))
         print(markdown(rows), flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

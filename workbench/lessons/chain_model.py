@@ -1,0 +1,64 @@
+"""The i.i.d. model of a greedy chain, fitted on one half of the steps and checked on the other.
+
+A chain of γ drafts (``topk = 1``) makes each step a run of Bernoulli trials: draft k is compared
+only if drafts 1..k-1 were accepted. A step with n accepted drafts saw n successes, plus one
+failure when n < γ; α is successes over trials. If every trial succeeded with the same α,
+independently, a step would emit on average E[N] = (1 − α^(γ+1)) / (1 − α) tokens.
+
+Fitting α on the very steps whose τ it then predicts is circular (α is a function of them), so
+``held_out_check`` fits on the even-numbered steps and predicts the odd-numbered ones, and says
+how far the prediction may be off by chance alone (twice the standard error of the held-out τ).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+
+def chain_alpha(accept_lengths: list[int], gamma: int) -> float:
+    """α from the accept lengths (n + 1 per step) of a chain of ``gamma`` drafts."""
+    if not accept_lengths:
+        raise ValueError("α needs at least one verify step")
+    if not all(1 <= a <= gamma + 1 for a in accept_lengths):
+        raise ValueError(f"a chain of {gamma} emits 1..{gamma + 1} tokens per step, got {accept_lengths}")
+    accepted = [a - 1 for a in accept_lengths]
+    failures = sum(n < gamma for n in accepted)
+    return sum(accepted) / (sum(accepted) + failures) if sum(accepted) + failures else 0.0
+
+
+def expected_tokens(alpha: float, gamma: int) -> float:
+    """E[tokens per step] of a chain of ``gamma`` drafts under i.i.d. acceptance α."""
+    if not 0 <= alpha <= 1:
+        raise ValueError(f"α is a probability, got {alpha}")
+    return float(gamma + 1) if alpha == 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    alpha: float  # fitted on the even-numbered steps
+    predicted: float  # E[N] from that α
+    measured: float  # τ of the odd-numbered steps
+    noise: float  # twice the standard error of ``measured``
+    fit_steps: int
+    held_steps: int
+
+    def verdict(self) -> str:
+        """What the i.i.d. model did on the held-out steps: level within noise when
+        |predicted − measured| is below the noise, else how far off (a phrase after "the model")."""
+        gap = self.predicted - self.measured
+        if abs(gap) <= self.noise:
+            return f"is level with them within noise (a gap of {gap:+.2f}, noise ±{self.noise:.2f})"
+        side = "over" if gap > 0 else "under"
+        return f"{side}-predicts them by {abs(gap):.2f} tokens per step, beyond the noise of ±{self.noise:.2f}"
+
+
+def held_out_check(accept_lengths: list[int], gamma: int) -> HeldOut:
+    """Fit α on steps 0, 2, 4, ... and predict τ of steps 1, 3, 5, ... (at least 2 of each)."""
+    fit, held = accept_lengths[0::2], accept_lengths[1::2]
+    if len(held) < 2:
+        raise ValueError(f"{len(accept_lengths)} steps: need at least 4 to fit on half and check the other")
+    alpha = chain_alpha(fit, gamma)
+    noise = 2 * statistics.stdev(held) / math.sqrt(len(held))
+    return HeldOut(alpha, expected_tokens(alpha, gamma), statistics.mean(held), noise, len(fit), len(held))
