@@ -5,13 +5,12 @@ computes something else there would break every forward. So before a model uses 
 ragged problems (a tree mask after a prefix, a causal extend, GQA, a split prefix) run through
 ``tree_attention`` and through the reference on the actual device, in the model's dtype; any
 exception or a difference past the dtype's tolerance means: use the ``torch`` backend, and say
-why in one line. It costs a compile (cached by Triton across runs) and a few launches: about a
-second on a GPU.
+why in one line. It costs a few compiles (cached by Triton across runs) and a few launches.
 
 On CUDA the check also runs ``ENGINE_CASES``, shaped like the engine's large launches: a verify
 of 64 nodes (16-bit inputs: ``BLOCK_M = 64``, the Hopper warp-group path, with ``G`` query
 blocks per request at ``G`` query heads per KV head) after a prefix long enough that the
-default split cuts it, and graph buckets of 14 to 32 tokens whose launch is planned for the
+default split cuts it, and graph buckets of 2 to 32 tokens whose launch is planned for the
 bucket's worst case while the device tensors hold the real layout, as a replayed CUDA graph
 does. The CPU interpreter runs them only when asked (slow: the tests use head dim 16).
 
