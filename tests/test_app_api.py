@@ -24,7 +24,8 @@ pytestmark = [pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "tell me about the cat"
 DEFAULTS = dict(prompt=PROMPT, method="eagle2", num_steps=5, topk=4, num_draft_tokens=8, temperature=0.0,
-                top_p=1.0, top_k=0, seed=0, max_new_tokens=64, tree="")
+                top_p=1.0, top_k=0, seed=0, max_new_tokens=64, tree="", accept_threshold_single=1.0,
+                accept_threshold_acc=1.0)
 VIEWS = ("status", "summary", "step_slider", "tree", "mask", "logits", "pointers", "moves", "walk_slider",
          "sampling", "output", "kv_slots", "kv_table")
 
@@ -119,6 +120,8 @@ def test_step_back_and_goto(app_url):
     (dict(method="static", tree="[[0],[1,0]]"), "tree path [1, 0] has no parent: add [1]"),
     (dict(method="static", tree="[[0],"), "is not valid JSON"),
     (dict(method="static", num_draft_tokens=300), "num_draft_tokens must be in 2..256"),
+    (dict(accept_threshold_acc=0.0), "accept_threshold_acc must be in (0, 1]"),
+    (dict(accept_threshold_single=0.5), "set a temperature above 0"),
 ], ids=lambda x: x if isinstance(x, str) else None)
 def test_bad_input_gives_a_message(shared, changes, message):
     ok = views(shared.predict(*inputs(), api_name="/step"), shared)

@@ -37,6 +37,13 @@ def test_vllm_chain_and_tree():
     assert paths == [(0,), (1,), (0, 0)]
 
 
+def test_lossy_thresholds_carry_to_sglang_only():
+    spec = SpecConfig.from_knobs("eagle2", accept_threshold_single=0.5, accept_threshold_acc=0.8)
+    flags = framework_flags(spec)
+    assert "--speculative-accept-threshold-single 0.5 --speculative-accept-threshold-acc 0.8 (lossy)" in flags["SGLang"]
+    assert "threshold" not in framework_flags(SpecConfig.from_knobs("eagle2"))["SGLang"]
+
+
 def test_vanilla_has_no_speculative_flags():
     flags = framework_flags(SpecConfig("vanilla"))
     assert list(flags) == list(FRAMEWORKS) and all("no speculative" in v for v in flags.values())

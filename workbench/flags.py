@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from workbench.engine.config import (CHAIN_RULES, DEFAULT_NUM_DRAFT_TOKENS, DEFAULT_NUM_STEPS, DEFAULT_TOPK,
-                                     METHODS, SpecConfig)
+                                     EXACT_THRESHOLD, METHODS, SpecConfig)
 from workbench.attention import BACKENDS
 from workbench.device import DTYPE_CHOICES
 from workbench.cpu_choices import LINEAR_ORDERS
@@ -148,6 +148,11 @@ def add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chain-rule", choices=CHAIN_RULES, default=CHAIN_RULES[0],
                    help="sampling acceptance for --method linear: top-1 drafts (target-only) or sampled drafts, "
                         "min(1, p/q)")
+    for which, rule in (("single", "accept a draft whose target probability reaches T"),
+                        ("acc", "accept when the coin is below the tried drafts' cumulative probability / T")):
+        p.add_argument(f"--speculative-accept-threshold-{which}", type=float, default=EXACT_THRESHOLD, metavar="T",
+                       help=f"lossy below 1: {rule}, so more drafts are accepted and the output no longer follows "
+                            f"the target's distribution (sampling only; 1 = exact)")
     p.add_argument("--max-new-tokens", type=positive("--max-new-tokens"), default=128,
                    help="new tokens per prompt at most")
     p.add_argument("--temperature", type=positive("--temperature", float, allow_zero=True), default=0.0,
@@ -165,20 +170,28 @@ def spec_from_args(args) -> tuple[SpecConfig, SamplingParams]:
                         f"not {args.method}")
     try:
         spec = SpecConfig.from_knobs(args.method, args.num_steps, args.topk, args.num_draft_tokens, args.chain_rule,
-                                     getattr(args, "tree", None))
+                                     getattr(args, "tree", None), args.speculative_accept_threshold_single,
+                                     args.speculative_accept_threshold_acc)
         sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.seed)
+        spec.check_sampling(sampling.greedy)
     except ValueError as err:
         raise UserError(as_flags(str(err))) from None
     return spec, sampling
 
 
 # The config fields that are flags here, as the configs' messages name them.
-_KNOBS = re.compile(r"\b(num_steps|num_draft_tokens|topk|top_k|top_p|temperature|method)\b|^the tree\b")
+_KNOBS = re.compile(r"\b(num_steps|num_draft_tokens|topk|top_k|top_p|temperature|method)\b|^the tree\b|"
+                    r"\b(accept_threshold_(?:single|acc))\b")
 
 
 def as_flags(message: str) -> str:
     """A config's message in the command line's words: ``num_steps`` -> ``--num-steps``."""
-    return _KNOBS.sub(lambda m: "--" + (m.group(1) or "tree").replace("_", "-"), message)
+    def flag(m: re.Match) -> str:
+        if m.group(2):
+            return "--speculative-" + m.group(2).replace("_", "-")
+        return "--" + (m.group(1) or "tree").replace("_", "-")
+
+    return _KNOBS.sub(flag, message)
 
 
 def check_hot_tokens(hot_tokens: int | None, draft: str | None) -> None:

@@ -13,8 +13,8 @@ import math
 import threading
 from dataclasses import dataclass, field
 
-from workbench.engine.config import (DEFAULT_NUM_DRAFT_TOKENS, DEFAULT_NUM_STEPS, DEFAULT_TOPK, SpecConfig,
-                                     check_context)
+from workbench.engine.config import (DEFAULT_NUM_DRAFT_TOKENS, DEFAULT_NUM_STEPS, DEFAULT_TOPK, EXACT_THRESHOLD,
+                                     SpecConfig, check_context)
 from workbench.engine.engine import Engine
 from workbench.engine.sampling import SamplingParams
 
@@ -37,6 +37,8 @@ class Settings:
     seed: object = 0
     max_new_tokens: object = 64
     tree: object = ""  # static: rank paths as JSON; empty = EAGLE-1's tree cut to num_draft_tokens
+    accept_threshold_single: object = EXACT_THRESHOLD  # below 1: lossy sampling acceptance
+    accept_threshold_acc: object = EXACT_THRESHOLD
 
     def build(self, wb) -> tuple[SpecConfig, SamplingParams, list[int], int]:
         """(spec, sampling, prompt ids, max_new_tokens), or ValueError with the reason."""
@@ -50,31 +52,48 @@ class Settings:
         sampling = SamplingParams(temperature=_number("temperature", self.temperature),
                                   top_p=_number("top_p", self.top_p), top_k=_int("top_k", self.top_k, 0, None),
                                   seed=_int("seed", self.seed, 0, None))
+        spec.check_sampling(sampling.greedy)
         ids = wb.encode(prompt)
         check_context(spec, wb.target.config.max_position_embeddings, len(ids), max_new)
         return spec, sampling, ids, max_new
 
     def spec(self) -> SpecConfig:
-        """The method and its tree knobs (linear: topk 1, D = num_steps + 1, set for you: the
-        page keeps its topk / num_draft_tokens boxes for eagle2; static: the tree box, see
-        ``static_spec``)."""
+        """The method, its tree knobs and the accept thresholds (linear: topk 1, D = num_steps +
+        1, set for you: the page keeps its topk / num_draft_tokens boxes for eagle2; static: the
+        tree box, see ``static_spec``)."""
+        thresholds = dict(accept_threshold_single=_number("accept_threshold_single", self.accept_threshold_single),
+                          accept_threshold_acc=_number("accept_threshold_acc", self.accept_threshold_acc))
         if self.method == "static":
-            return self.static_spec()
+            return self.static_spec(thresholds)
         if self.method in ("vanilla", "linear"):
             steps = None if self.method == "vanilla" else _int("num_steps", self.num_steps, None, None)
-            return SpecConfig.from_knobs(self.method, steps)
+            return SpecConfig.from_knobs(self.method, steps, **thresholds)
         return SpecConfig.from_knobs(self.method, _int("num_steps", self.num_steps, None, None),
                                      _int("topk", self.topk, None, None),
-                                     _int("num_draft_tokens", self.num_draft_tokens, None, None))
+                                     _int("num_draft_tokens", self.num_draft_tokens, None, None), **thresholds)
 
-    def static_spec(self) -> SpecConfig:
+    def static_spec(self, thresholds: dict | None = None) -> SpecConfig:
         """The static tree: the tree box's rank paths, else EAGLE-1's tree at num_draft_tokens
-        (num_steps and topk follow from the shape; the tree box is read by static only)."""
+        (num_steps and topk follow from the shape; the tree box is read by static only); exact
+        acceptance unless ``thresholds`` are given."""
+        thresholds = thresholds or {}
         text = str(self.tree or "").strip()
         if text:
-            return SpecConfig.from_knobs("static", tree=text)
+            return SpecConfig.from_knobs("static", tree=text, **thresholds)
         return SpecConfig.from_knobs("static", num_draft_tokens=_int("num_draft_tokens", self.num_draft_tokens,
-                                                                     None, None))
+                                                                     None, None), **thresholds)
+
+
+def acceptance_note(threshold_single, threshold_acc) -> str:
+    """What the page prints beside the accept thresholds: exact at 1, **lossy** below."""
+    try:
+        values = [float(threshold_single), float(threshold_acc)]
+    except (TypeError, ValueError):
+        return "the thresholds must be numbers in (0, 1]"
+    if min(values) < EXACT_THRESHOLD:
+        return ("**lossy**: accepts more drafts, and the output no longer follows the target's distribution "
+                "(sampling only)")
+    return "exact: the output follows the target's distribution"
 
 
 def _number(name: str, value) -> float:

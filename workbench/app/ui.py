@@ -19,7 +19,7 @@ import gradio as gr
 from workbench.app import explain
 from workbench.app.calibration import build_calibration_tab
 from workbench.app.compare import build_compare_tab
-from workbench.app.state import Session, Settings
+from workbench.app.state import Session, Settings, acceptance_note
 from workbench.app.views import VIEWS, best_tree_views, blank, error, render, trace_view, walk_views
 from workbench.viz.walk import walk_moves
 
@@ -122,9 +122,24 @@ def _inputs() -> list:
                 seed = gr.Number(0, label="seed", precision=0, elem_id="seed", **small)
             tree = gr.Textbox("", label="static tree: rank paths as JSON, e.g. [[0],[1],[0,0]] (empty = EAGLE-1's "
                                         "tree cut to num_draft_tokens)", max_lines=2, elem_id="tree")
+            thresholds = _threshold_inputs(default)
     example.input(lambda label: examples[labels.index(label)]["prompt"] if label in labels else gr.skip(),
                   example, prompt, api_visibility="private")
-    return [prompt, method, num_steps, topk, num_draft, temperature, top_p, top_k, seed, max_new, tree]
+    return [prompt, method, num_steps, topk, num_draft, temperature, top_p, top_k, seed, max_new, tree, *thresholds]
+
+
+def _threshold_inputs(default: Settings) -> list:
+    """The two accept thresholds (1 = exact) and a note that says "lossy" while one is below 1."""
+    with gr.Row():
+        single = gr.Number(default.accept_threshold_single, label="accept threshold single (1 = exact)",
+                           elem_id="accept-threshold-single", min_width=90)
+        acc = gr.Number(default.accept_threshold_acc, label="accept threshold acc (1 = exact)",
+                        elem_id="accept-threshold-acc", min_width=90)
+        note = gr.Markdown(acceptance_note(default.accept_threshold_single, default.accept_threshold_acc),
+                           elem_id="acceptance-note")
+    for box in (single, acc):
+        box.change(acceptance_note, [single, acc], note, api_visibility="private")
+    return [single, acc]
 
 
 def _view_row(component_fn, text: str):

@@ -7,12 +7,14 @@ child) then ``retrieve_next_sibling`` (next sibling); a match is accepted and th
 no match, or a leaf, stops it. The target's choice at the last accepted node is the bonus, so
 every step emits between 1 and ``num_steps + 1`` tokens.
 
-Three rules, all lossless:
+Three rules, all lossless (and one lossy relaxation):
 
 * ``greedy_walk``: match = the child is the target's argmax.
 * ``sampling_walk`` (EAGLE-2 / SGLang for trees, drafts chosen by top-k): accept child c with
   probability p(c) / (remaining mass); on a miss set p(c) = 0; if every child misses, the bonus
-  is drawn from what is left (the residual); at a leaf, from p.
+  is drawn from what is left (the residual); at a leaf, from p. Its thresholds (SGLang
+  ``--speculative-accept-threshold-single`` / ``-acc``, 1.0 = exact) make it **lossy** below 1:
+  see ``relaxed_accept_prob``.
 * ``leviathan_chain`` (Leviathan et al. / Chen et al. Algorithm 1, a chain *sampled* from the
   draft distribution q): accept x with min(1, p(x)/q(x)); on the first miss draw the bonus from
   norm(max(0, p - q)); if all are accepted draw it from p after the last draft.
@@ -23,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+
+EXACT_THRESHOLD = 1.0  # accept thresholds (SpecConfig): 1.0 = the exact rule, below = lossy
 
 
 @dataclass
@@ -37,6 +41,7 @@ class Move:
     target_prob: float | None = None  # sampling: p(child) before the coin (renormalised)
     draft_prob: float | None = None  # leviathan: q(child)
     coin: float | None = None  # sampling: the uniform draw compared with the acceptance probability
+    accept_prob: float | None = None  # lossy walk only: the relaxed acceptance probability the coin met
 
 
 @dataclass
@@ -47,6 +52,7 @@ class AcceptResult:
     moves: list[Move] = field(default_factory=list)
     bonus_from: str = "target"  # "target" (argmax or p at the last node) or "residual"
     residual_top: list[tuple[int, float]] = field(default_factory=list)  # sampling: top of the residual
+    thresholds: tuple[float, float] | None = None  # lossy walk only: (threshold_single, threshold_acc)
 
     @property
     def num_accepted(self) -> int:
@@ -83,29 +89,56 @@ def greedy_walk(tokens: list[int], next_token: list[int], next_sibling: list[int
 
 
 def sampling_walk(tokens: list[int], next_token: list[int], next_sibling: list[int],
-                  probs: torch.Tensor, generator: torch.Generator | None) -> AcceptResult:
-    """``probs`` [N, V]: the target distribution at each node (temperature/top-k/top-p applied)."""
+                  probs: torch.Tensor, generator: torch.Generator | None,
+                  threshold_single: float = EXACT_THRESHOLD, threshold_acc: float = EXACT_THRESHOLD) -> AcceptResult:
+    """``probs`` [N, V]: the target distribution at each node (temperature/top-k/top-p applied).
+
+    Thresholds at 1 (the default): the exact rule. Below 1: **lossy**, each child's acceptance
+    probability is ``relaxed_accept_prob`` (more drafts accepted, the output law moves); the
+    bonus is drawn as in the exact rule."""
+    exact = min(threshold_single, threshold_acc) >= EXACT_THRESHOLD
     path, moves, node = [0], [], 0
     while True:
         p = probs[node].clone()
-        missed = False
+        tried, missed = 0.0, False  # tried: target mass of the children already missed here
         for child, via, read in _children(node, next_token, next_sibling):
             tok = tokens[child]
-            accept_prob = float(p[tok] / p.sum())
+            target_prob = float(p[tok] / p.sum())
+            relaxed = None if exact else relaxed_accept_prob(float(probs[node, tok]), tried, threshold_single,
+                                                             threshold_acc)
             coin = float(torch.rand((), generator=generator))
-            hit = coin < accept_prob
-            moves.append(Move(node, child, via, read, hit, target_prob=accept_prob, coin=coin))
+            hit = coin < (target_prob if exact else relaxed)
+            moves.append(Move(node, child, via, read, hit, target_prob=target_prob, coin=coin, accept_prob=relaxed))
             if hit:
                 path.append(child)
                 node = child
                 break
+            tried += float(probs[node, tok])
             p[tok] = 0.0  # a rejected child cannot be the bonus either
             missed = True
         else:
             residual = p / p.sum()
             bonus = int(torch.multinomial(residual, 1, generator=generator))
             return AcceptResult(path, bonus, _stop(node, next_token), moves, "residual" if missed else "target",
-                                _top(residual))
+                                _top(residual), None if exact else (threshold_single, threshold_acc))
+
+
+def relaxed_accept_prob(target_prob: float, tried: float, threshold_single: float, threshold_acc: float) -> float:
+    """P(accept a child | its earlier siblings were missed) under the lossy thresholds.
+
+    The relaxed rule (SGLang's tree sampling kernel) draws one uniform u per node and accepts the
+    first child c, in order, with ``p(c) >= threshold_single`` or ``u <= (tried + p(c)) /
+    threshold_acc``, ``tried`` being the target mass p of the siblings before c. Reaching c
+    means u > tried / threshold_acc, so with ``lo = min(1, tried / acc)`` and
+    ``hi = min(1, (tried + p(c)) / acc)`` c is accepted with ``(hi - lo) / (1 - lo)``: one coin
+    per child gives the same law as the one coin per node. At both thresholds 1 this is
+    p(c) / (1 - tried), the exact rule; dividing by acc < 1 stretches every child's share, and a
+    single threshold below 1 accepts any child the target gives that much outright."""
+    if target_prob >= threshold_single:
+        return 1.0
+    lo = min(1.0, tried / threshold_acc)  # < 1: an earlier sibling with hi = 1 was accepted for sure
+    hi = min(1.0, (tried + target_prob) / threshold_acc)
+    return (hi - lo) / (1.0 - lo)
 
 
 def leviathan_chain(tokens: list[int], probs: torch.Tensor, draft_probs: torch.Tensor,

@@ -16,6 +16,11 @@
 EAGLE-1's tree cut to D nodes); num_steps = its depth, topk = its width (1 + the highest rank),
 D = its nodes + the root: ``SpecConfig.static(num_draft_tokens, tree)`` derives them.
 
+``accept_threshold_single`` / ``accept_threshold_acc`` (SGLang ``speculative_accept_threshold_single``
+/ ``_acc``) relax the target-only sampling walk (``accept.py``): 1.0 (the default) is the exact
+rule; below 1 the walk accepts more drafts and the output is **no longer distributed as the
+target's**: a lossy trade, said wherever it is set (``describe``, the command line, the app).
+
 ``SpecConfig.from_knobs`` is the one way from what a user typed (command line, app, benchmark,
 tuner) to a ``SpecConfig``: it owns the defaults (``DEFAULT_*``) and, with ``__post_init__``,
 the bounds. ``check_context`` is the one context-length check (the engine calls it; the command
@@ -24,8 +29,9 @@ line and the app call it early to word the error for their user).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from workbench.engine.accept import EXACT_THRESHOLD
 from workbench.engine.static_tree import default_static_tree, parse_tree, tree_shape, validate_tree
 from workbench.engine.tree import max_candidates
 
@@ -50,12 +56,18 @@ class SpecConfig:
     chain_rule: str = "target-only"
     # static only: the fixed shape as rank paths, breadth first (SpecConfig.static fills it)
     tree: tuple[tuple[int, ...], ...] | None = None
+    # lossy when below 1 (target-only sampling walk): accept a child whose target probability
+    # reaches ``accept_threshold_single``, or whose cumulative probability among its tried
+    # siblings, divided by ``accept_threshold_acc``, reaches the node's coin (accept.py)
+    accept_threshold_single: float = EXACT_THRESHOLD
+    accept_threshold_acc: float = EXACT_THRESHOLD
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
         if self.chain_rule not in CHAIN_RULES:
             raise ValueError(f"unknown chain rule {self.chain_rule!r}; choose one of {', '.join(CHAIN_RULES)}")
+        self._check_thresholds()
         if self.method == "vanilla":
             return
         if self.method == "static":
@@ -78,6 +90,29 @@ class SpecConfig:
             raise ValueError("linear means topk=1 and num_draft_tokens=num_steps+1; use SpecConfig.linear(num_steps)")
         if self.chain_rule == "leviathan" and self.topk != 1:
             raise ValueError("the leviathan rule verifies a sampled chain: it needs topk=1 (method linear)")
+
+    def _check_thresholds(self) -> None:
+        for name in ("accept_threshold_single", "accept_threshold_acc"):
+            value = getattr(self, name)
+            if not 0.0 < value <= EXACT_THRESHOLD:
+                raise ValueError(f"{name} must be in (0, 1] (1 = exact, below 1 = lossy), got {value}")
+        if self.lossy and (self.method == "vanilla" or self.chain_rule == "leviathan"):
+            what = "vanilla verifies no drafts" if self.method == "vanilla" else \
+                "the leviathan rule has its own exact test, min(1, p/q)"
+            raise ValueError(f"the accept thresholds relax the target-only sampling walk, but {what}: "
+                             "leave them at 1")
+
+    @property
+    def lossy(self) -> bool:
+        """Does the sampling walk accept more than the exact rule (a threshold below 1)?"""
+        return min(self.accept_threshold_single, self.accept_threshold_acc) < EXACT_THRESHOLD
+
+    def check_sampling(self, greedy: bool) -> None:
+        """The thresholds act on the sampling walk: with greedy decoding (temperature 0) there is
+        none, so a lossy setting would do nothing. ValueError then."""
+        if self.lossy and greedy:
+            raise ValueError("the lossy accept thresholds act on sampling acceptance: set a temperature above 0, "
+                             "or leave them at 1 (greedy acceptance is exact)")
 
     def _check_static(self) -> None:
         if self.tree is None:
@@ -120,12 +155,20 @@ class SpecConfig:
     @classmethod
     def from_knobs(cls, method: str = "eagle2", num_steps: int | None = None, topk: int | None = None,
                    num_draft_tokens: int | None = None, chain_rule: str = "target-only",
-                   tree=None) -> "SpecConfig":
+                   tree=None, accept_threshold_single: float = EXACT_THRESHOLD,
+                   accept_threshold_acc: float = EXACT_THRESHOLD) -> "SpecConfig":
         """A validated config from user knobs; ``None`` means the default. ``linear`` takes only
         ``num_steps`` (``topk`` may be 1 and ``num_draft_tokens`` num_steps + 1, nothing else);
         ``static`` takes ``num_draft_tokens`` (EAGLE-1's tree cut to it) or ``tree`` (rank paths,
         or their JSON text; both only if they agree), its shape fixing num_steps and topk;
-        ``vanilla`` ignores the tree knobs. Raises ``ValueError`` with the reason."""
+        ``vanilla`` ignores the tree knobs. The accept thresholds (lossy below 1) go with any
+        method but vanilla. Raises ``ValueError`` with the reason."""
+        spec = cls._from_tree_knobs(method, num_steps, topk, num_draft_tokens, chain_rule, tree)
+        return replace(spec, accept_threshold_single=accept_threshold_single,
+                       accept_threshold_acc=accept_threshold_acc)
+
+    @classmethod
+    def _from_tree_knobs(cls, method, num_steps, topk, num_draft_tokens, chain_rule, tree) -> "SpecConfig":
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
         if isinstance(tree, str):
@@ -163,13 +206,19 @@ class SpecConfig:
         return self.method != "vanilla"
 
     def describe(self) -> str:
+        """One line naming the method and its knobs; a lossy setting says so."""
         if self.method == "vanilla":
             return "vanilla"
         if self.method == "static":
             shape = "custom tree" if self.custom_tree else "EAGLE-1 tree"
-            return (f"static(num_draft_tokens={self.num_draft_tokens}, {shape}, depth {self.num_steps}, "
+            text = (f"static(num_draft_tokens={self.num_draft_tokens}, {shape}, depth {self.num_steps}, "
                     f"width {self.topk})")
-        return f"{self.method}(num_steps={self.num_steps}, topk={self.topk}, num_draft_tokens={self.num_draft_tokens})"
+        else:
+            text = f"{self.method}(num_steps={self.num_steps}, topk={self.topk}, num_draft_tokens={self.num_draft_tokens})"
+        if self.lossy:
+            text += (f", lossy acceptance (accept_threshold_single={self.accept_threshold_single:g}, "
+                     f"accept_threshold_acc={self.accept_threshold_acc:g}): the output no longer follows the target")
+        return text
 
 
 def check_context(spec: SpecConfig, context_len: int, prompt_len: int, max_new_tokens: int) -> None:

@@ -57,6 +57,7 @@ class Engine:
         these models (``graph_check.py``)."""
         if spec.speculative and draft is None:
             raise ValueError(f"method {spec.method} needs a draft head")
+        spec.check_sampling(sampling.greedy)
         self.target, self.draft, self.spec, self.sampling = target, draft, spec, sampling
         self.stop_ids = set(stop_ids)
         self.trace, self.token_text = trace, token_text or (lambda t: str(t))
@@ -324,7 +325,8 @@ class Engine:
                 results.append(leviathan_chain(tree.tokens, p, phase.chain_q[b].cpu(), self.cpu_gen))
             else:
                 results.append(sampling_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling,
-                                             p, self.cpu_gen))
+                                             p, self.cpu_gen, self.spec.accept_threshold_single,
+                                             self.spec.accept_threshold_acc))
         return results
 
     def _commit(self, r: Request, tree: DraftTree, res: AcceptResult, slots: list[int], hidden: torch.Tensor):

@@ -40,6 +40,9 @@ def _sglang(spec: SpecConfig) -> str:
     flags = (f"--speculative-algorithm EAGLE --speculative-draft-model-path {HEAD} "
              f"--speculative-num-steps {spec.num_steps} --speculative-eagle-topk {spec.topk} "
              f"--speculative-num-draft-tokens {spec.num_draft_tokens}")
+    if spec.lossy:
+        flags += (f" --speculative-accept-threshold-single {spec.accept_threshold_single:g}"
+                  f" --speculative-accept-threshold-acc {spec.accept_threshold_acc:g} (lossy)")
     if spec.method == "static":
         return flags + " (SGLang grows a dynamic tree: the nearest setting, not this fixed tree)"
     return flags

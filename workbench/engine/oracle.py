@@ -18,9 +18,13 @@ holds. A head that proposed from the target's own distribution would put the mos
 in it: ``perfect_head_trees`` grows that tree with the engine's own procedure (``draft.grow_tree``:
 top-k frontier by path score, level by level; ``tree.rerank`` to ``num_draft_tokens - 1``), only
 the scores are the target's probabilities, computed by target forwards over the frontier under
-the tree mask. Its expected accept length is what the tree budget allows at this temperature,
-whatever the head: the gap between a head's figure and it is what a better head can still win;
-the gap between it and ``num_steps + 1`` is the target's own uncertainty, which no head removes.
+the tree mask. Its expected accept length is a greedy reference for the budget at this
+temperature, not an upper bound: the frontier keeps only the top-k of the newest level, so a
+0.3 node whose children score 0.03 is expanded while a 0.2 node whose child would score 0.198 is
+not, and a head that ranked differently could hold a better tree (notebook 04 computes such a
+case). The gap between a head's figure and the reference is what a better head can win within
+this procedure; the gap between the reference and ``num_steps + 1`` is mostly the target's own
+uncertainty.
 
 **Drafts of known quality.** Between our head and a perfect one, ``early_exit_trees`` drafts with
 the target cut short: its first ``n`` layers, then its final norm and lm_head (an early exit, as

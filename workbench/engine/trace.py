@@ -18,7 +18,8 @@ every notebook figure renders these and nothing else. Keys:
                     draft_prob, coin]), path, accepted tokens, stop ("leaf" | "no_match"), bonus,
                     bonus_from, residual_top, rule; target-only sampling also ``expected``: the accept
                     length this tree is worth over the coins, and ``reach``: P(a node at depth d is
-                    accepted), d = 1.. (``oracle.py``)
+                    accepted), d = 1.. (``oracle.py``); a lossy walk instead ``lossy``: its thresholds
+                    (each move then also has ``accept_prob``, the relaxed probability its coin met)
 ``kv``              target/draft slots written, kept, freed; allocator counts after the step
 ``emitted``, ``accept_length``, ``finished``, ``timing_ms``
 """
@@ -121,7 +122,9 @@ def _accept(rec: StepRecord, text) -> dict:
         "residual_top": [{"token": t, "text": text(t), "prob": round(p, 5)} for t, p in res.residual_top],
         "rule": rec.rule,
     }
-    if rec.rule == "target-only":  # greedy: the walk is deterministic; leviathan: another law
+    if res.thresholds is not None:  # the expectation below holds for the exact rule only
+        out["lossy"] = {"accept_threshold_single": res.thresholds[0], "accept_threshold_acc": res.thresholds[1]}
+    elif rec.rule == "target-only":  # greedy: the walk is deterministic; leviathan: another law
         e = step_expectation(rec, max(tree.depths))
         out["expected"] = round(e.accept_length, 4)
         out["reach"] = [round(r, 4) for r in e.reach]

@@ -14,6 +14,7 @@ engine, these helpers and ``workbench/viz``, and renders what they return.
 ``chi_square.py``   Pearson's chi-square p-value and total variation against an exact law
 ``exact_law.py``    the exact law of the next k tokens of a small-vocabulary target
 ``lossless.py``     p, q, min(p, q) and the residual at one position; each rule's exact law
+``lossy.py``        the law the lossy accept thresholds emit, in closed form; the drift in words
 ``draft_law.py``    the draft head's law q of the next token after given tokens
 ``tau.py``          τ from the recorded accept lengths (not biased by a cut last step)
 ``divergence.py``   where two greedy outputs part, and the target's top-2 margin there

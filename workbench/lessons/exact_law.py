@@ -4,6 +4,7 @@
 factor from a plain forward of the target and the engine's own ``target_probs`` (temperature,
 top-k, top-p). With V tokens that is 1 + V + ... + V^(k-1) forwards: fine for V = 8 and k <= 4
 on a tiny model, hopeless on a real vocabulary, which is why the notebook uses a tiny target.
+``sample_sequences`` draws the same tokens from the engine, many copies of one prompt at once.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import itertools
 import torch
 
 from workbench.attention.batch import extend_batch
+from workbench.engine.config import SpecConfig
+from workbench.engine.engine import Engine
 from workbench.engine.sampling import SamplingParams, target_probs
 from workbench.kv import SlotAllocator
 
@@ -53,3 +56,14 @@ def sequence_counts(outputs: list[list[int]], vocab: int, length: int) -> torch.
     counts = torch.zeros((vocab,) * length, dtype=torch.float64)
     counts.index_put_(tuple(index), torch.ones(len(outputs), dtype=torch.float64), accumulate=True)
     return counts
+
+
+def sample_sequences(target, head, spec: SpecConfig, params: SamplingParams, prompt: list[int], length: int,
+                     n: int) -> tuple[torch.Tensor, list[int]]:
+    """``n`` requests of ``prompt`` decoded together by the engine: [V] * length counts of their
+    first ``length`` tokens, and per request the drafts its first speculative step accepted."""
+    eng = Engine(target, head, spec, params)
+    eng.add_requests([prompt] * n, length)
+    eng.run()
+    counts = sequence_counts([r.output_ids for r in eng.requests], target.config.vocab_size, length)
+    return counts, [r.accept_lengths[0] - 1 for r in eng.requests]
