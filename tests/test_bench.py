@@ -118,6 +118,28 @@ def test_hf_baselines_count_tokens_like_our_engine(tiny_dir):
     assert hf_generate(hf, prompt, 12, (999,)).output_ids == full  # no stop: max_new_tokens, all counted
 
 
+def test_hf_baselines_read_the_clock_after_a_cuda_sync(monkeypatch):
+    """CUDA is asynchronous: ``generate`` is timed between two syncs (a fake CUDA model here)."""
+    import torch
+
+    from workbench.bench import hf_baselines
+
+    events = []
+
+    class FakeModel:
+        device = torch.device("cuda", 0)
+
+        def generate(self, ids, **kw):
+            events.append("generate")
+            return torch.cat([ids, torch.tensor([[7, 2]])], dim=1)
+
+    monkeypatch.setattr(torch, "tensor", lambda data, **kw: torch.as_tensor(data))  # keep the ids on the CPU
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device: events.append("sync"))
+    monkeypatch.setattr(hf_baselines.time, "perf_counter", lambda: events.append("clock") or float(len(events)))
+    assert hf_baselines.hf_generate(FakeModel(), [5, 6], 4, (2,)).output_ids == [7, 2]
+    assert events == ["sync", "clock", "generate", "sync", "clock"]
+
+
 def test_tuner_measures_and_picks_a_tree(tiny_dir):
     from workbench.pipeline import Workbench
 

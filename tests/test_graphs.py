@@ -48,13 +48,14 @@ def decode_batch(prompts, alloc, slots):
                         [len(p) for p in prompts], "cpu")
 
 
-def verify_batch(prompts, alloc, slots, n=3):
+def verify_batch(prompts, alloc, slots, n=3, device="cpu"):
     """n chain nodes per request under a tree mask, after its prefix."""
     new = [alloc.alloc(n) for _ in prompts]
-    meta = build_meta([n] * len(prompts), slots, new, [torch.ones(n, n, dtype=torch.bool).tril()] * len(prompts))
+    meta = build_meta([n] * len(prompts), slots, new, [torch.ones(n, n, dtype=torch.bool).tril()] * len(prompts),
+                      device)
     ids = torch.tensor([7, 3, 9] * len(prompts))[: n * len(prompts)]
     pos = torch.tensor([len(p) + i for p in prompts for i in range(n)])
-    return ForwardBatch(ids, pos, torch.tensor(sum(new, [])), meta)
+    return ForwardBatch(ids.to(device), pos.to(device), torch.tensor(sum(new, []), device=device), meta)
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
@@ -324,3 +325,234 @@ def test_engine_without_graphs_is_unchanged(pair, spec):
         target.attention_backend = "torch"
     assert [r.output_ids for r in routed.requests] == [r.output_ids for r in eng.requests]
     assert routed.graphed_draft.eager > 0 and routed.graphed_draft.replays == 0
+
+
+# ---- the start-up check, on a fake device -------------------------------------------------------
+class EagerGraph:
+    """A stand-in for a CUDA graph on the CPU: ``replay`` runs the forward again over the same
+    static buffers (the worst-case launch plan included) into the same output tensors."""
+
+    def __init__(self, replay):
+        self.replay = replay
+
+
+@pytest.fixture
+def eager_graphs(monkeypatch):
+    """Captures that 'record' by running the forward once; ``perturb`` shifts what replays give."""
+    from workbench.engine import graph_check, graphs
+
+    state = {"perturb": 0.0}
+
+    def record(runner, cap):
+        cap.outputs = runner._run(cap.batch, cap.features)
+
+        @torch.inference_mode()
+        def replay():
+            for out, new in zip(cap.outputs, runner._run(cap.batch, cap.features)):
+                out.copy_(new + state["perturb"])
+
+        cap.graph = EagerGraph(replay)
+
+    monkeypatch.setattr(graphs.GraphedForward, "_record", record)
+    monkeypatch.setattr(graph_check, "PREFIXES", (40, 7))  # the interpreter is slow
+    monkeypatch.setattr(graph_check, "_RESULTS", graph_check.weakref.WeakKeyDictionary())
+    return state
+
+
+@pytest.fixture
+def triton_pair(pair):
+    target, head = pair
+    target.attention_backend = "triton"
+    yield target, head
+    target.attention_backend = "torch"
+
+
+def test_the_start_up_check_passes_when_replay_equals_eager(triton_pair, eager_graphs, capsys):
+    from workbench.engine.graph_check import check_graphs
+
+    target, head = triton_pair
+    check = check_graphs(target, head)
+    assert check.ok and check.error == 0.0 and check.message.startswith("CUDA graphs on cpu (replay equals eager")
+    assert capsys.readouterr().err == ""
+
+
+def test_the_start_up_check_fails_once_with_one_line(triton_pair, eager_graphs, capsys):
+    from workbench.engine.graph_check import check_graphs
+
+    target, head = triton_pair
+    eager_graphs["perturb"] = 1.0  # every replayed value off by one
+    for _ in range(2):  # the second call returns the kept result, silently
+        check = check_graphs(target, head)
+        assert not check.ok and check.message.startswith(
+            "CUDA graphs off on cpu: the target forward (decode) replayed differs from eager (logit error")
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [f"warning: {check.message}"] and lines[0].endswith("; running eagerly")
+
+
+def test_the_start_up_check_fails_when_capture_raises(triton_pair, monkeypatch, capsys):
+    """The real capture on the CPU (no CUDA stream) raises: the check says so, no runner warns."""
+    from workbench.engine import graph_check
+
+    monkeypatch.setattr(graph_check, "PREFIXES", (8, 3))
+    monkeypatch.setattr(graph_check, "_RESULTS", graph_check.weakref.WeakKeyDictionary())
+    target, _ = triton_pair
+    check = graph_check.check_graphs(target)
+    assert not check.ok and "the target forward could not be captured and replayed" in check.message
+    assert capsys.readouterr().err.count("warning:") == 1
+
+
+def test_the_engine_default_follows_the_check(pair, monkeypatch):
+    """With a fake CUDA flag: graphs on by default only where the check passed."""
+    from workbench.engine import graph_check, graphs
+    from workbench.engine.graph_check import GraphCheck
+
+    target, head = pair
+    asked = []
+    verdict = {"ok": True}
+
+    def check(t, d=None):
+        asked.append(d)
+        return GraphCheck(verdict["ok"], "fake")
+
+    monkeypatch.setattr(graph_check, "check_graphs", check)
+    monkeypatch.setattr(graphs, "_is_cuda", lambda device: True)
+    assert Engine(target, head, SpecConfig("eagle2", 3, 2, 6)).cuda_graphs is False  # torch backend: unchecked
+    assert asked == []
+    target.attention_backend = "triton"
+    try:
+        assert Engine(target, head, SpecConfig("eagle2", 3, 2, 6)).cuda_graphs is True
+        verdict["ok"] = False
+        assert Engine(target, head, SpecConfig("vanilla")).cuda_graphs is False
+    finally:
+        target.attention_backend = "torch"
+    assert asked == [head, None]  # the draft is checked for a speculative engine only
+
+
+@pytest.mark.parametrize("fake_cuda", [True, False])
+def test_engine_steps_are_serialised_on_cuda(pair, monkeypatch, fake_cuda):
+    """App sessions step in threads; a capture must not see another thread's allocations. With
+    the CUDA flag (faked) two engines never step at once; without it (the CPU) they may."""
+    import threading
+    import time
+
+    from workbench.engine import graphs
+
+    monkeypatch.setattr(graphs, "_is_cuda", lambda device: fake_cuda)
+    target, _ = pair
+    inside, most, guard = [0], [0], threading.Lock()
+    step = Engine._vanilla_step
+
+    def tracked(self):
+        with guard:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.02)  # let the other thread try to enter
+        try:
+            return step(self)
+        finally:
+            with guard:
+                inside[0] -= 1
+
+    monkeypatch.setattr(Engine, "_vanilla_step", tracked)
+    engines = [Engine(target, None, SpecConfig("vanilla")) for _ in range(2)]
+    for i, eng in enumerate(engines):
+        eng.add_requests(random_prompts(1, 16, seed=20 + i), 6)
+    threads = [threading.Thread(target=eng.run) for eng in engines]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(eng.done for eng in engines)
+    assert most[0] == (1 if fake_cuda else 2)
+
+
+def test_graphs_hold_the_rope_tables_they_read(triton_pair, eager_graphs):
+    """The table holds the context before the first capture (grown once if it did not); a later
+    rebuild (an eager forward past the table) makes new tables, and the graph still holds the
+    old ones."""
+    from workbench.engine.graphs import GraphedTarget
+
+    target, _ = triton_pair
+    context = target.config.max_position_embeddings
+    prompts = random_prompts(2, 16, seed=21)
+    kv, alloc, slots = prefilled(target, prompts, spare=8)
+    runner = GraphedTarget(target, kv, alloc.num_slots, alloc.num_slots + 1, make_buckets((1, 2, 4), (2, 4)))
+    batch = decode_batch(prompts, alloc, slots)
+    runner(batch)
+    (cap,) = runner.graphs.values()
+    cos, sin = cap.reads
+    assert cos is target.rotary.cos and sin is target.rotary.sin and cos.shape[0] >= context
+    second = GraphedTarget(target, kv, alloc.num_slots, alloc.num_slots + 1, make_buckets((1, 2, 4), (8,)))
+    second(verify_batch(prompts, alloc, slots))
+    assert next(iter(second.graphs.values())).reads[0] is cos  # no regrowth for a second runner
+    target.rope(torch.tensor([cos.shape[0] + 5]), torch.float32)  # an eager forward past the table
+    assert target.rotary.cos is not cos and cap.reads[0] is cos  # rebuilt; the graph keeps its own
+    _, got = runner(batch)
+    torch.testing.assert_close(got, runner._run(batch)[1])
+    assert runner.replays == 2
+
+
+def test_a_request_past_the_context_runs_eagerly(pair):
+    """Its positions are past the RoPE table a graph reads: no bucket."""
+    from workbench.engine.graphs import GraphedTarget
+
+    target, _ = pair
+    target.attention_backend = "triton"
+    try:
+        context = target.config.max_position_embeddings
+        kv = target.new_kv_pool(context + 8)
+        runner = GraphedTarget(target, kv, context + 7, context + 8)
+        inside = extend_batch([[4]], [list(range(context - 1))], [[context]], [context - 1], "cpu")
+        past = extend_batch([[4]], [list(range(context))], [[context]], [context], "cpu")
+        assert runner.bucket_for(inside) == Bucket(1, 1) and runner.bucket_for(past) is None
+    finally:
+        target.attention_backend = "torch"
+
+
+def test_a_sticky_fault_in_a_capture_is_fatal(triton_pair, monkeypatch):
+    """The eager fallback cannot run after an illegal address: one fatal line instead."""
+    from workbench.attention import selfcheck
+    from workbench.engine import graphs
+
+    def fault(runner, cap):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(graphs.GraphedForward, "_record", fault)
+    monkeypatch.setattr(selfcheck, "device_lost", lambda device, exc: True)
+    target, _ = triton_pair
+    prompts = random_prompts(2, 16, seed=22)
+    kv, alloc, slots = prefilled(target, prompts, spare=8)
+    runner = graphs.GraphedTarget(target, kv, alloc.num_slots, alloc.num_slots + 1, make_buckets((1, 2, 4), (2, 4)))
+    with pytest.raises(selfcheck.DeviceFault, match="^fatal: the GPU faulted while capturing a CUDA graph of the "
+                                                    "target forward"):
+        runner(decode_batch(prompts, alloc, slots))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_the_start_up_check_and_one_pool_per_runner_on_gpu(pair):
+    from workbench.engine import graph_check
+    from workbench.engine.graphs import GraphedTarget
+
+    target, head = pair
+    target, head = target.cuda(), head.cuda()
+    target.attention_backend = "triton"
+    try:
+        check = graph_check.check_graphs(target, head)
+        assert check.ok, check.message
+        assert graph_check.graphs_by_default(target, head)
+        prompts = random_prompts(2, 16, seed=23)
+        alloc = SlotAllocator(sum(map(len, prompts)) + 8)
+        kv = target.new_kv_pool(alloc.num_slots + 1)
+        slots = [alloc.alloc(len(p)) for p in prompts]
+        target(extend_batch(prompts, [[] for _ in prompts], slots, [0] * len(prompts), "cuda"), kv)
+        runner = GraphedTarget(target, kv, alloc.num_slots, alloc.num_slots + 1, make_buckets((1, 2, 4), (2, 4, 8)))
+        decode = extend_batch([[5] for _ in prompts], slots, [alloc.alloc(1) for _ in prompts],
+                              [len(p) for p in prompts], "cuda")
+        runner(decode)
+        runner(verify_batch(prompts, alloc, slots, device="cuda"))
+        assert runner.replays == 2 and len(runner.graphs) == 2
+        assert runner.pool is not None and all(cap.graph.pool() == runner.pool for cap in runner.graphs.values())
+    finally:
+        target.attention_backend = "torch"
+        target.cpu(), head.cpu()

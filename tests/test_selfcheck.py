@@ -1,6 +1,7 @@
 """The start-up self-check of the Triton kernel: a kernel that fails to run or differs from the
 reference is replaced by the torch backend, with one clear line; simulated on the CPU."""
 
+import pytest
 import torch
 
 from workbench.attention import attention_reference
@@ -58,3 +59,102 @@ def test_workbench_load_falls_back_when_the_kernel_fails(tmp_path, monkeypatch, 
     monkeypatch.undo()
     wb = Workbench.load(target=str(path), draft="random", attention="triton")
     assert wb.target.attention_backend == "triton" and wb.attention.ok
+
+
+# ---- the engine's launches ----------------------------------------------------------------------
+def test_engine_cases_reach_the_launches_the_engine_makes(monkeypatch):
+    """On an H200 (132 SMs, faked here: the plan reads host lists only) in bf16, at SmolLM2's
+    and Llama-3-8B's heads, the engine cases run BLOCK_M = 64 with several query blocks a
+    request, and the default split cuts the prefix; the small cases reach none of that."""
+    from workbench.attention import triton_tree
+    from workbench.attention.selfcheck import CASES, ENGINE_CASES, make_problem
+
+    monkeypatch.setattr(triton_tree, "_sm_count", lambda index: 132)
+    cuda = torch.device("cuda", 0)
+
+    def plans(cases, g, dh):
+        gen = torch.Generator().manual_seed(0)
+        out = []
+        for p in cases:
+            *_, launched = make_problem(p, 2 * g, 2, dh, torch.bfloat16, "cpu", gen)
+            out.append(triton_tree.plan_launch(launched, 2 * g, 2, dh, 2, cuda, **{
+                k: v for k, v in p.knobs.items() if k in ("block_n", "num_splits")}))
+        return out
+
+    for g, dh in ((3, 64), (4, 128)):
+        engine = plans(ENGINE_CASES, g, dh)
+        assert any(pl.block_m == 64 and pl.m_blocks >= 2 and pl.num_splits > 1 for pl in engine)  # verify
+        assert sum(pl.block_m == 64 and pl.num_splits > 1 for pl in engine) >= 3  # and the graph buckets
+        assert all(pl.block_m < 64 and pl.m_blocks == 1 for pl in plans(CASES, g, dh))
+
+
+def test_engine_cases_pass_under_the_interpreter():
+    """The engine cases (bucket launches included) at a small head dim: the interpreter is slow."""
+    from workbench.attention.selfcheck import ENGINE_CASES
+
+    assert check_kernel("cpu", torch.bfloat16, 16, 6, 2, cases=ENGINE_CASES) is None
+    # a kernel that plans by the host lists (here: the reference) misreads a bucket launch
+    problem = check_kernel("cpu", torch.bfloat16, 16, 6, 2, kernel=reference_kernel, cases=ENGINE_CASES[1:2])
+    assert problem.startswith("differs from the reference on the 32-token graph bucket case")
+
+
+def test_a_bucket_launch_needs_room_for_the_real_layout():
+    from workbench.attention.meta import build_meta
+    from workbench.attention.selfcheck import as_bucket
+
+    meta = build_meta([2, 1], [list(range(10)), [10, 11]], [[12, 13], [14]], None)
+    launched = as_bucket(meta, 14)  # the plan: one request of 3 rows after 14 prefix keys
+    assert (launched.q_lens, launched.prefix_list, launched.kv_lens) == ([3, 0], [14, 0], [17, 0])
+    assert launched.cu_kv is meta.cu_kv and launched.prefix_lens is meta.prefix_lens  # the real layout
+    assert launched.kv_slots.numel() == 17 and torch.equal(launched.kv_slots[:15], meta.kv_slots)
+    with pytest.raises(ValueError, match="do not cover a prefix of 10"):
+        as_bucket(meta, 9)
+
+
+# ---- sticky faults ------------------------------------------------------------------------------
+def test_a_sticky_gpu_fault_is_fatal_not_a_fallback(monkeypatch):
+    """After an illegal address no CUDA call works: the check must stop with one clear line."""
+    from workbench.attention import selfcheck
+
+    def faulting_kernel(q, k, v, meta, scale=None, **knobs):
+        raise RuntimeError("Triton Error [CUDA]: an illegal memory access was encountered")
+
+    monkeypatch.setattr(selfcheck, "device_lost", lambda device, exc: "illegal memory access" in str(exc))
+    with pytest.raises(selfcheck.DeviceFault) as fault:
+        choose_attention_backend("triton", "cpu", torch.float32, 64, 9, 3, kernel=faulting_kernel)
+    msg = str(fault.value)
+    assert "\n" not in msg and msg.startswith("fatal: the GPU faulted while the Triton kernel's self-check ran "
+                                              "(RuntimeError: Triton Error [CUDA]: an illegal memory access")
+    assert "Restart with --attention torch --no-cuda-graphs" in msg
+    assert isinstance(fault.value, SystemExit)  # uncaught: the message, exit status 1, no traceback
+    # a failure that leaves the device usable still falls back
+    check = choose_attention_backend("triton", "cpu", torch.float32, 64, 9, 3, kernel=crashing_kernel)
+    assert check.backend == "torch"
+
+
+def test_device_lost_tells_sticky_from_passing_errors(monkeypatch):
+    from workbench.attention.selfcheck import device_lost
+
+    calls = []
+
+    def sync(device, failures):
+        calls.append(device)
+        if len(calls) <= failures:
+            raise RuntimeError("CUDA error: an error was reported earlier")
+
+    gpu = torch.device("cuda", 0)
+    other = RuntimeError("CUDA out of memory")
+    assert not device_lost("cpu", RuntimeError("an illegal memory access was encountered"))
+    assert device_lost(gpu, RuntimeError("CUDA error: an illegal memory access was encountered"))
+    for failures, lost in ((0, False), (1, False), (2, True)):  # one failure: reported, then cleared
+        calls.clear()
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda device, f=failures: sync(device, f))
+        assert device_lost(gpu, other) is lost
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_the_engine_cases_pass_on_the_gpu(dtype):
+    for dh, g in ((64, 3), (128, 4), (64, 1)):  # SmolLM2's, Llama-3-8B's heads, and no GQA
+        assert check_kernel("cuda", dtype, dh, 2 * g, 2) is None

@@ -123,7 +123,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="attention backend (default: triton on GPU, torch on CPU; padded: plain decoding batched in one call)")
     p.add_argument("--device", type=device_name, help="cpu, cuda or cuda:N (default: cuda when available)")
     p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
-                   help="replay decode and verify from CUDA graphs (default: on with CUDA and --attention triton)")
+                   help="replay decode and verify from CUDA graphs (default: on with CUDA and --attention triton "
+                        "when the start-up check of replay against eager passes)")
     p.add_argument("--linear-order", choices=LINEAR_ORDERS, default="auto",
                    help="order of the few-row fp32 CPU linear products: auto (default: time F.linear against "
                         "(W @ x^T)^T on this CPU once, cached per CPU model and torch version), or force "

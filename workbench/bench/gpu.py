@@ -5,14 +5,17 @@ nothing from the repository heavier than its source; made to finish well inside 
 one GPU. In order, each section timed and kept going if another fails:
 
 1. ``tests``: the GPU-marked tests (``pytest -m gpu``), or, without pytest, the kernel's
-   start-up self-check at the head shapes of both models in bf16, fp16 and fp32;
+   start-up self-check (its engine-shaped cases included) at the head shapes of both models in
+   bf16, fp16 and fp32;
 2. ``kernel``: ``python -m workbench.bench kernel`` on a reduced sweep (reference check,
    SDPA-with-dense-mask baseline, % of the HBM roofline);
 3. ``equality``: greedy outputs of the engine on tiny random models, torch vs triton backend
-   and eager vs CUDA graphs (target and draft levels), for vanilla, linear, eagle2 and static;
+   and eager vs CUDA graphs (target and draft levels), for vanilla, linear, eagle2 and static,
+   and the start-up check of CUDA graphs (``engine/graph_check.py``) on the same models, with
+   the logit error it measured;
 4. ``timing``: random weights made on the device at SmolLM2-135M and Llama-3-8B shapes (bf16):
    a decode step and a verify of N = 1..64 tokens, one draft level of 1, 4 and 10 rows (each
-   eager and graph-replayed), and the speedup predicted for the accept lengths τ measured on the CPU with the real head
+   eager and graph-replayed), the start-up check of CUDA graphs at these shapes, and the speedup predicted for the accept lengths τ measured on the CPU with the real head
    (``docs/bench/cpu-quick.json``).
 
 Writes ``gpu-check.md`` and ``gpu-check.json`` (+ ``kernel.json``) to ``--out``, else ``$OUT``,
@@ -153,10 +156,12 @@ def section_equality(ctx: dict) -> dict:
             first = next(iter(outs.values()))
             rows.append({"method": spec.describe(), "modes": list(outs),
                          "equal": all(o == first for o in outs.values()), "graph_replays": replays or None})
+        check = graph_start_up_check(target, head) if ctx["device"] == "cuda" else None
     # with graphs, the target (and, speculative, the draft) must have replayed at least once
     replayed = all(g["target"] > 0 and (g["draft"] is None or g["draft"] > 0)
                    for g in (r["graph_replays"] for r in rows) if g)
-    return {"ok": all(r["equal"] for r in rows) and replayed, "rows": rows}
+    return {"ok": all(r["equal"] for r in rows) and replayed and (check is None or check["ok"]), "rows": rows,
+            "graph_check": check}
 
 
 def section_timing(ctx: dict) -> dict:
@@ -182,6 +187,7 @@ def section_timing(ctx: dict) -> dict:
         draft_graphed = draft_graph_costs(target, head, DRAFT_ROWS, prefix) if ctx["device"] == "cuda" else None
         model = {"verify_eager_ms": eager, "verify_graph_ms": graphed, "draft_level_ms": draft,
                  "draft_level_graph_ms": draft_graphed,
+                 "graph_check": graph_start_up_check(target, head) if ctx["device"] == "cuda" else None,
                  "predicted": predictions(taus, graphed or eager, draft_graphed or draft),
                  "setup_s": round(time.perf_counter() - t0, 1)}
         out["models"][name] = model
@@ -192,6 +198,16 @@ def section_timing(ctx: dict) -> dict:
 
 
 # ---- helpers ----------------------------------------------------------------------------------
+def graph_start_up_check(target, head) -> dict:
+    """The engines' start-up check of CUDA graphs on ``target`` and ``head`` (triton backend)."""
+    from dataclasses import asdict
+
+    from workbench.engine.graph_check import check_graphs
+
+    target.attention_backend = "triton"
+    return asdict(check_graphs(target, head))
+
+
 def synthetic_target(shape: dict, device: str, dtype):
     """A TargetModel with random weights made on ``device`` (no checkpoint, no host copy)."""
     import torch
@@ -322,6 +338,8 @@ def markdown(report: dict) -> str:
             g = r.get("graph_replays")
             replays = f"{g['target']} / {'-' if g['draft'] is None else g['draft']}" if g else "-"
             lines.append(f"| {r['method']} | {', '.join(r['modes'])} | {'yes' if r['equal'] else 'NO'} | {replays} |")
+        if eq.get("graph_check"):
+            lines += ["", f"Start-up check of CUDA graphs: {eq['graph_check']['message']}"]
     timing = report["sections"].get("timing", {})
     for name, m in timing.get("models", {}).items():
         graphed = {r["tokens"]: r["ms"] for r in m["verify_graph_ms"] or []}
@@ -333,6 +351,8 @@ def markdown(report: dict) -> str:
         lines += ["", "| draft level rows | draft forward + log-probs, eager ms | CUDA graph ms |", "|---|---|---|"]
         lines += [f"| {r['rows']} | {r['ms']:.3f} | {draft_graphed.get(r['rows'], float('nan')):.3f} |"
                   for r in m["draft_level_ms"]]
+        if m.get("graph_check"):
+            lines += ["", f"Start-up check of CUDA graphs: {m['graph_check']['message']}"]
         if m["predicted"]:
             lines += ["", "| tree (τ from the CPU report) | τ | draft ms | verify ms | decode ms | predicted speedup |",
                       "|---|---|---|---|---|---|"]

@@ -40,13 +40,21 @@ def hf_generate(model, prompt_ids: list[int], max_new_tokens: int, stop_ids: tup
                 prompt_lookup: int | None = None) -> HFResult:
     """Greedy ``generate`` (``prompt_lookup``: prompt lookup with that many drafted tokens)."""
     ids = torch.tensor([prompt_ids], dtype=torch.int64, device=model.device)  # [1, P]
-    t0 = time.perf_counter()
+    t0 = _clock(model.device)
     out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
                          eos_token_id=list(stop_ids), pad_token_id=stop_ids[0],
                          prompt_lookup_num_tokens=prompt_lookup, temperature=None, top_p=None, top_k=None)
-    seconds = time.perf_counter() - t0
+    seconds = _clock(model.device) - t0
     new = out[0, len(prompt_ids):].tolist()
     return HFResult(_cut_at_stop(new, stop_ids), seconds)
+
+
+def _clock(device: torch.device) -> float:
+    """perf_counter, after the device has finished the work queued so far (CUDA is asynchronous:
+    without the sync, the clock would stop before the last kernels ran)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
 
 
 def _cut_at_stop(tokens: list[int], stop_ids: tuple[int, ...]) -> list[int]:

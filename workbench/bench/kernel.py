@@ -37,11 +37,11 @@ from pathlib import Path
 
 import torch
 
+from workbench.attention.selfcheck import TOLERANCE, Problem, random_tree_mask
+from workbench.attention.selfcheck import make_problem as ragged_problem
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-# (atol, rtol) against the fp32-softmax reference: |out - ref| <= atol + rtol * |ref|.
-TOLERANCE = {torch.float32: (2e-5, 1e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (2e-2, 1e-2)}
 # (block_m, block_n, num_warps, num_stages, num_splits); None = the launcher's heuristic.
 TUNE_CONFIGS = [
     (None, None, None, None, None),
@@ -91,16 +91,6 @@ def build_parser() -> ArgumentParser:
 # Problems
 
 
-def random_tree_mask(n: int, gen: torch.Generator) -> torch.Tensor:
-    """[n, n] ancestor-or-self mask of a random tree in topological order (parent[i] < i)."""
-    m = torch.zeros(n, n, dtype=torch.bool)
-    for i in range(n):
-        if i:
-            m[i] = m[int(torch.randint(0, i, (1,), generator=gen))]
-        m[i, i] = True
-    return m
-
-
 def make_problem(b, p, n, hq, hkv, dh, dtype, device, gen):
     """Uniform batch: B requests, prefix P, an N-node tree each; shuffled pool slots."""
     from workbench.attention.meta import AttentionMeta
@@ -125,23 +115,6 @@ def make_problem(b, p, n, hq, hkv, dh, dtype, device, gen):
     dense_mask = torch.ones(b, 1, n, length, dtype=torch.bool)
     dense_mask[:, 0, :, p:] = masks
     return q, k_pool, v_pool, meta, slots.to(device), dense_mask.to(device)
-
-
-def make_ragged(spec, hq, hkv, dh, dtype, device, gen, causal=False):
-    """spec: [(N, P, E)] per request; tree rows (last N nodes of an E-node tree) or causal."""
-    from workbench.attention import build_meta
-
-    total = sum(p + e for _, p, e in spec)
-    perm = torch.randperm(total + 29, generator=gen).tolist()
-    pre, ext, masks, pos = [], [], [], 0
-    for n, p, e in spec:
-        pre.append(perm[pos : pos + p])
-        ext.append(perm[pos + p : pos + p + e])
-        pos += p + e
-        masks.append(random_tree_mask(e, gen)[e - n :] if e >= n else torch.rand(n, e, generator=gen) < 0.5)
-    meta = build_meta([n for n, _, _ in spec], pre, ext, None if causal else masks, device=device)
-    mk = lambda *shape: torch.randn(*shape, generator=gen).to(device=device, dtype=dtype)  # noqa: E731
-    return mk(sum(n for n, _, _ in spec), hq, dh), mk(total + 29, hkv, dh), mk(total + 29, hkv, dh), meta
 
 
 def max_violation(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> tuple[float, float]:
@@ -206,26 +179,32 @@ def run_checks(args, device: str) -> list[dict]:
     if device == "cpu":
         hq, hkv, dh = 4, 2, 32
     bf16, fp16, fp32 = torch.bfloat16, torch.float16, torch.float32
-    cases = [  # (name, dtype, [(N, P, E)], causal, forced num_splits)
-        ("tree, ragged", bf16, [(64, 2000, 64), (8, 511, 8), (1, 4096, 1), (33, 0, 40)], False, None),
-        ("tree, rectangular levels", bf16, [(8, 300, 24), (16, 1, 16), (4, 77, 5)], False, None),
-        ("causal, ragged", bf16, [(40, 1000, 40), (7, 3, 7), (1, 0, 1)], True, None),
-        ("tree, forced 5 splits", bf16, [(64, 2000, 64), (8, 511, 8)], False, 5),
-        ("causal, forced 3 splits", bf16, [(17, 3000, 17), (2, 10, 2)], True, 3),
-        ("tree, ragged", fp16, [(64, 2000, 64), (8, 511, 8), (1, 4096, 1), (33, 0, 40)], False, None),
-        ("causal, forced 3 splits", fp16, [(17, 3000, 17), (2, 10, 2)], True, 3),
-        ("tree, ragged, forced 2 splits", fp32, [(16, 700, 16), (3, 90, 5)], False, 2),
+
+    def case(name, q_lens, prefix_lens, extra_lens, causal=False, splits=None):
+        return Problem(name, q_lens, prefix_lens, extra_lens, causal, {"num_splits": splits} if splits else {})
+
+    ragged = case("tree, ragged", (64, 8, 1, 33), (2000, 511, 4096, 0), (64, 8, 1, 40))
+    split3 = case("causal, forced 3 splits", (17, 2), (3000, 10), (17, 2), True, 3)
+    cases = [
+        (bf16, ragged),
+        (bf16, case("tree, rectangular levels", (8, 16, 4), (300, 1, 77), (24, 16, 5))),
+        (bf16, case("causal, ragged", (40, 7, 1), (1000, 3, 0), (40, 7, 1), True)),
+        (bf16, case("tree, forced 5 splits", (64, 8), (2000, 511), (64, 8), splits=5)),
+        (bf16, split3),
+        (fp16, ragged),
+        (fp16, split3),
+        (fp32, case("tree, ragged, forced 2 splits", (16, 3), (700, 90), (16, 5), splits=2)),
     ]
     if device == "cpu":  # interpreter: small cases are enough to prove the path
         dt = DTYPES[args.dtype]
-        cases = [("tree, ragged (tiny)", dt, [(5, 40, 5), (3, 7, 4)], False, None),
-                 ("causal (tiny)", dt, [(6, 20, 6)], True, 2)]
+        cases = [(dt, case("tree, ragged (tiny)", (5, 3), (40, 7), (5, 4))),
+                 (dt, case("causal (tiny)", (6,), (20,), (6,), True, 2))]
     results = []
-    for name, dtype, spec, causal, splits in cases:
-        dname = str(dtype).replace("torch.", "")
+    for dtype, problem in cases:
+        dname, name = str(dtype).replace("torch.", ""), problem.name
         try:
-            q, k, v, meta = make_ragged(spec, hq, hkv, dh, dtype, device, gen, causal)
-            out = tree_attention(q, k, v, meta, None, num_splits=splits)
+            q, k, v, meta, _ = ragged_problem(problem, hq, hkv, dh, dtype, device, gen)
+            out = tree_attention(q, k, v, meta, None, **problem.knobs)
             ref = attention_reference(q, k, v, meta, None)
             err, ratio = max_violation(out, ref, dtype)
             ok = bool(ratio <= 1.0 and torch.isfinite(out.float()).all())

@@ -34,6 +34,8 @@ from workbench.engine import trace as tr
 from workbench.engine.accept import AcceptResult, greedy_walk, leviathan_chain, sampling_walk
 from workbench.engine.config import SpecConfig, check_context
 from workbench.engine.draft import draft_extend, grow_tree, scratch_slots_per_step
+from workbench.engine.graph_check import graphs_by_default
+from workbench.engine.graphs import step_lock
 from workbench.engine.record import DraftLevel, KVChange, StepRecord
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams, choose, target_probs
@@ -51,7 +53,8 @@ class Engine:
                  cuda_graphs: bool | None = None):
         """``cuda_graphs``: replay decode, verify and the draft's forwards (tree levels, and the
         extend when it fits a bucket) from CUDA graphs (``graphs.py``); None = on where it can
-        be (a CUDA device and the triton attention backend)."""
+        be (a CUDA device and the triton attention backend) and the start-up check passed for
+        these models (``graph_check.py``)."""
         if spec.speculative and draft is None:
             raise ValueError(f"method {spec.method} needs a draft head")
         spec.check_sampling(sampling.greedy)
@@ -66,7 +69,8 @@ class Engine:
         can_graph = self.device.type == "cuda" and target.attention_backend == "triton"
         if cuda_graphs and not can_graph:
             raise ValueError("CUDA graphs need a CUDA device and the triton attention backend")
-        self.cuda_graphs = can_graph if cuda_graphs is None else cuda_graphs
+        self.cuda_graphs = graphs_by_default(target, draft if spec.speculative else None) \
+            if cuda_graphs is None else cuda_graphs
         self.graphed = self.graphed_draft = None  # GraphedTarget, GraphedDraft: made with the KV pools
         # a fused head reads the residual stream after some target layers beside f_t
         self.capture = tuple(draft.fuse_layers) if spec.speculative else ()
@@ -138,10 +142,11 @@ class Engine:
             raise RuntimeError("add_requests first")
         if self.done:
             return []
-        self.steps += 1
-        if self.steps == 1:
-            return self._prefill()
-        return self._spec_step() if self.spec.speculative else self._vanilla_step()
+        with step_lock(self.device):  # on CUDA, one engine step at a time in the process (graphs.py)
+            self.steps += 1
+            if self.steps == 1:
+                return self._prefill()
+            return self._spec_step() if self.spec.speculative else self._vanilla_step()
 
     def _clock(self) -> float:
         """perf_counter, after the device has finished the work queued so far (CUDA is

@@ -19,14 +19,26 @@ every shape and every pointer, so:
 * the Triton kernel is launched with a grid for the worst case of the bucket (all query rows in
   one request, the longest prefix the pool can hold); its programs read the real lengths from
   the device tensors and the ones past a request's rows or prefix exit at once;
+* the cos/sin tables are read by address too: before its first capture a runner grows the
+  shared RoPE table once, to the model's context length, and each graph keeps a reference to
+  the tables it read (a later rebuild, by an eager forward past the context, cannot free them
+  under it); a request with more keys than the context (positions past the table) runs eagerly;
 * a shape outside every bucket (or a prefill) runs eagerly; so does everything after a capture
-  that failed (one warning line on stderr, per runner).
+  that failed (one warning line on stderr, per runner), unless the failure left the device
+  unusable (an illegal address is sticky): then ``DeviceFault`` ends the process with one line;
+* one memory pool per runner (``torch.cuda.graph_pool_handle``) is shared by its buckets'
+  graphs: they replay one at a time, on one stream, so one's intermediates may reuse another's;
+* an engine step (and any capture inside it) holds ``step_lock``, one process-wide lock on
+  CUDA: the app steps sessions in parallel threads, and a capture must not see another thread's
+  allocations (captures also use ``capture_error_mode="thread_local"``, so that CUDA work of
+  other threads outside a step, such as a new engine's KV pools, cannot invalidate them).
 
 ``GraphedForward`` holds that machinery for any module with a KV pool; ``GraphedTarget`` runs
 the target forward + logits (decode, verify), ``GraphedDraft`` the draft head's forward (each
 tree level of ``draft.grow_tree`` and ``static_tree.grow_static_tree``, and ``draft_extend``
-when its shape fits a bucket). The engine makes both when ``cuda_graphs`` is on. Nothing here
-has run on a GPU yet: the graph-vs-eager tests are GPU-marked.
+when its shape fits a bucket). The engine makes both when ``cuda_graphs`` is on; its default
+follows the start-up check (``graph_check.py``: replay equals eager on the actual device).
+Nothing here has run on a GPU yet: the graph-vs-eager tests are GPU-marked.
 
 Only the ``triton`` attention backend is captured: the ``torch`` backend loops over requests on
 the host with their current lengths, which a graph cannot replay.
@@ -34,16 +46,32 @@ the host with their current lengths, which a graph cannot replay.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 from dataclasses import dataclass
 
 import torch
 
 from workbench.attention.meta import AttentionMeta
 from workbench.attention.batch import ForwardBatch
+from workbench.attention.selfcheck import raise_if_device_lost
 
 DEFAULT_BATCHES = (1, 2, 4, 8)
 DEFAULT_TOKENS = (1, 2, 4, 8, 16, 32, 64)
+# One per process: a graph capture fails when another thread allocates or syncs meanwhile.
+_STEP_LOCK = threading.RLock()
+
+
+def _is_cuda(device: torch.device | str) -> bool:
+    return torch.device(device).type == "cuda"
+
+
+def step_lock(device: torch.device | str):
+    """The context that an engine step (and a graph capture) on ``device`` runs in: the
+    process-wide lock on CUDA (re-entrant: a capture inside a step takes it again), nothing
+    elsewhere."""
+    return _STEP_LOCK if _is_cuda(device) else contextlib.nullcontext()
 
 
 @dataclass(frozen=True)
@@ -143,6 +171,9 @@ class _Captured:
         self.batch = ForwardBatch(self.input_ids, self.positions, self.out_slots, self.meta)
         self.graph = None
         self.outputs: tuple[torch.Tensor, ...] = ()
+        # Tensors the graph reads by address without owning them (the RoPE tables): held here so
+        # that nothing frees them while the graph may replay.
+        self.reads: tuple[torch.Tensor, ...] = ()
 
     def load(self, padded: ForwardBatch, features: torch.Tensor | None = None) -> None:
         """Copy one padded batch (and its padded features) into the static buffers (no
@@ -166,37 +197,41 @@ class GraphedForward:
     """The bucketing, padding, static buffers, capture and eager fallback shared by the graphed
     forwards: a module with a KV pool whose forward is ``run(batch)`` (``features=None``) or
     ``run(batch, features)`` (``features``: the width of the input features, one more static
-    buffer). Subclasses say what runs (``_run``) and how the cos/sin tables are grown
-    (``_grow_rope``). ``max_keys``: the most keys a batch's requests may see in all (the pool
-    size is always enough); ``scratch_slot``: a pool
-    slot no request owns; ``max_extra``: the most extra keys a request may have beyond its own
-    query rows (0: decode, verify and extend have exactly their rows)."""
+    buffer). Subclasses say what runs (``_run``) and which cos/sin tables it reads
+    (``_rope_tables``). ``max_keys``: the most keys a batch's requests may see in all (the pool
+    size is always enough); ``scratch_slot``: a pool slot no request owns; ``max_extra``: the
+    most extra keys a request may have beyond its own query rows (0: decode, verify and extend
+    have exactly their rows); ``context``: the positions the RoPE tables are grown to (the
+    model's context length)."""
 
     name = "forward"
 
-    def __init__(self, device: torch.device, kv, scratch_slot: int, max_keys: int,
+    def __init__(self, device: torch.device, kv, scratch_slot: int, max_keys: int, context: int,
                  buckets: list[Bucket] | None = None, max_extra: int = 0, features: int | None = None,
                  feature_dtype: torch.dtype = torch.float32):
         if scratch_slot < 0 or scratch_slot >= kv.num_slots:
             raise ValueError(f"scratch slot {scratch_slot} is outside the KV pool of {kv.num_slots} slots")
         self.device, self.kv, self.scratch_slot, self.max_keys = device, kv, scratch_slot, max_keys
-        self.max_extra, self.features, self.feature_dtype = max_extra, features, feature_dtype
+        self.context, self.max_extra, self.features, self.feature_dtype = context, max_extra, features, feature_dtype
         self.buckets = buckets if buckets is not None else make_buckets()
         self.graphs: dict[tuple[Bucket, bool], _Captured] = {}
+        self.pool = None  # this runner's graph memory pool, made at its first capture
         self.replays = self.eager = 0  # counters, for tests and benchmarks
         self.failed: str | None = None  # why a capture failed (everything then runs eagerly)
 
     def _run(self, batch: ForwardBatch, features: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
         raise NotImplementedError
 
-    def _grow_rope(self, longest: int) -> None:
+    def _rope_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
     def bucket_for(self, batch: ForwardBatch) -> Bucket | None:
         """The bucket this batch replays in, or None: it runs eagerly (no bucket holds it, or a
-        request has more keys or extra keys than the static buffers were sized for)."""
+        request has more keys or extra keys than the static buffers were sized for, or more
+        keys than the context: a position past the RoPE table)."""
         meta = batch.meta
         if (max(meta.prefix_list, default=0) > self.max_keys or sum(meta.kv_lens) > self.max_keys
+                or max(meta.kv_lens, default=0) > self.context
                 or any(k - p > max(n, self.max_extra) for n, k, p in zip(meta.q_lens, meta.kv_lens, meta.prefix_list))):
             return None
         return pick_bucket(self.buckets, meta.batch_size, batch.num_tokens)
@@ -212,6 +247,7 @@ class GraphedForward:
             try:
                 cap = self._capture(*key)
             except Exception as exc:  # noqa: BLE001 - a graph that cannot be captured: eager, said once
+                raise_if_device_lost(self.device, exc, f"capturing a CUDA graph of the {self.name}")
                 self.failed = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
                 print(f"warning: CUDA graph capture failed for the {self.name} at {bucket} ({self.failed}); the "
                       f"{self.name} runs eagerly from now on", file=sys.stderr, flush=True)
@@ -226,6 +262,7 @@ class GraphedForward:
         return tuple(o[:t] for o in cap.outputs)
 
     def _capture(self, bucket: Bucket, masked: bool) -> _Captured:
+        """The static buffers of ``bucket`` with a valid dummy layout, and their graph."""
         cap = _Captured(bucket, masked, self.max_keys, self.device, self.max_extra, self.features, self.feature_dtype)
         # A valid dummy layout for warm-up and capture: every row in the first request, seeing
         # only the scratch slot (the static buffers are overwritten before each replay).
@@ -237,20 +274,27 @@ class GraphedForward:
         if masked:
             cap.mask[: t * t] = torch.ones(t, t, dtype=torch.bool, device=self.device).tril().reshape(-1)
             cap.mask_offsets.zero_()
-        # The cos/sin tables are read by address: build them for the whole context now, so that
-        # no later forward (of any engine on this model) regrows them under the graph.
-        self._grow_rope(self.max_keys)
+        # The cos/sin tables are read by address: built for the whole context now (once: no
+        # engine's forward regrows them), and held by the graph.
+        cap.reads = self._rope_tables()
+        with step_lock(self.device):
+            self._record(cap)
+        self.graphs[(bucket, masked)] = cap
+        return cap
+
+    def _record(self, cap: _Captured) -> None:
+        """Warm up, then capture ``cap``'s forward into ``cap.graph`` and its outputs (CUDA)."""
         stream = torch.cuda.Stream(self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):  # warm-up off the default stream (Triton compiles here)
             for _ in range(2):
                 self._run(cap.batch, cap.features)
         torch.cuda.current_stream(self.device).wait_stream(stream)
+        if self.pool is None:
+            self.pool = torch.cuda.graph_pool_handle()
         cap.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(cap.graph):
+        with torch.cuda.graph(cap.graph, pool=self.pool, capture_error_mode="thread_local"):
             cap.outputs = self._run(cap.batch, cap.features)
-        self.graphs[(bucket, masked)] = cap
-        return cap
 
 
 def _check_triton(target) -> None:
@@ -258,10 +302,19 @@ def _check_triton(target) -> None:
         raise ValueError("CUDA graphs need the triton attention backend (the torch one loops on the host)")
 
 
+def _grown(rope, rotary, positions: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """The cos/sin tables of ``rope`` (a model's ``rope(positions, dtype)``, which makes its
+    ``Rotary`` on first use; ``rotary()`` returns it), grown to ``positions``."""
+    rope(torch.zeros(1, dtype=torch.int64, device=device), dtype)
+    return rotary().tables(positions)
+
+
 class GraphedTarget(GraphedForward):
     """``hidden, logits = runner(batch)``: the target forward + logits, replayed from a CUDA graph
     when the batch fits a bucket, else run eagerly. ``max_keys``: the most keys a batch may hold
-    (the pool size is always enough); ``scratch_slot``: a pool slot no request owns."""
+    (the pool size is always enough); ``scratch_slot``: a pool slot no request owns. Replayed
+    outputs are views of the graph's buffers: valid until this runner's next replay, of any
+    bucket (its graphs share one memory pool)."""
 
     name = "target forward"
 
@@ -269,15 +322,16 @@ class GraphedTarget(GraphedForward):
                  capture: tuple[int, ...] = ()):
         _check_triton(target)
         self.target, self.capture = target, tuple(capture)  # capture: TargetModel.forward's, for a fused head
-        super().__init__(target.lm_head.weight.device, kv, scratch_slot, max_keys, buckets)
+        super().__init__(target.lm_head.weight.device, kv, scratch_slot, max_keys,
+                         target.config.max_position_embeddings, buckets)
 
     def _run(self, batch: ForwardBatch, features=None) -> tuple[torch.Tensor, torch.Tensor]:
         hidden = self.target(batch, self.kv, self.capture)
         return hidden, self.target.logits(hidden)
 
-    def _grow_rope(self, longest: int) -> None:
-        longest = max(longest, self.target.config.max_position_embeddings)
-        self.target.rope(torch.tensor([longest], device=self.device), self.target.lm_head.weight.dtype)
+    def _rope_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
+        t = self.target
+        return _grown(t.rope, lambda: t.rotary, self.context, self.device, t.lm_head.weight.dtype)
 
     def __call__(self, batch: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
         return self._call(batch)
@@ -294,27 +348,25 @@ class GraphedDraft(GraphedForward):
 
     def __init__(self, head, kv, scratch_slot: int, max_keys: int, max_extra: int = 0,
                  buckets: list[Bucket] | None = None):
+        from workbench.models.draft import _same_rope
+
         if head.target is None:
             raise ValueError("the draft head must be attached to its target first")
         _check_triton(head.target)
-        self.head = head
+        self.head, self.shares_rope = head, _same_rope(head.target.config, head.config)
         w = head.fc.weight
-        super().__init__(w.device, kv, scratch_slot, max_keys, buckets, max_extra=max_extra,
+        context = (head.target if self.shares_rope else head).config.max_position_embeddings
+        super().__init__(w.device, kv, scratch_slot, max_keys, context, buckets, max_extra=max_extra,
                          features=head.config.hidden_size, feature_dtype=w.dtype)
 
     def _run(self, batch: ForwardBatch, features: torch.Tensor) -> tuple[torch.Tensor]:
         return (self.head(features, batch, self.kv),)
 
-    def _grow_rope(self, longest: int) -> None:
-        from workbench.models.draft import _same_rope
-
+    def _rope_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
         head, target = self.head, self.head.target
-        if _same_rope(target.config, head.config):  # the target's table: grown as GraphedTarget grows it
-            longest = max(longest, target.config.max_position_embeddings)
-            target.rope(torch.tensor([longest], device=self.device), self.feature_dtype)
-        else:
-            longest = max(longest, head.config.max_position_embeddings)
-            head._own_rope(torch.tensor([longest], device=self.device), self.feature_dtype)
+        if self.shares_rope:  # the target's table: grown as GraphedTarget grows it
+            return _grown(target.rope, lambda: target.rotary, self.context, self.device, self.feature_dtype)
+        return _grown(head._own_rope, lambda: head._rotary, self.context, self.device, self.feature_dtype)
 
     def __call__(self, features: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
         if features.shape[0] != batch.num_tokens:

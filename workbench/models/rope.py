@@ -32,7 +32,12 @@ def inv_frequencies(head_dim: int, theta: float, scaling: dict | None) -> torch.
 
 
 class Rotary:
-    """cos/sin tables for positions [0, max_pos), grown on demand."""
+    """cos/sin tables for positions [0, max_pos), grown on demand.
+
+    Growing builds new tables: a CUDA graph captured earlier still reads the old ones by
+    address, so the graph runner grows the table once, to the model's context length, before
+    its first capture, and each captured graph keeps a reference to the tables it read
+    (``engine/graphs.py``)."""
 
     def __init__(self, head_dim: int, theta: float, scaling: dict | None, device, max_pos: int = 4096):
         self.inv_freq = inv_frequencies(head_dim, theta, scaling).to(device)
@@ -43,6 +48,12 @@ class Rotary:
         freqs = torch.outer(t, self.inv_freq)  # [P, Dh/2]
         emb = torch.cat([freqs, freqs], dim=-1)  # [P, Dh]
         self.cos, self.sin = emb.cos(), emb.sin()
+
+    def tables(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The fp32 cos, sin tables [P, Dh], grown first to hold at least ``length`` positions."""
+        if length > self.cos.shape[0]:
+            self._build(length)
+        return self.cos, self.sin
 
     def __call__(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """positions [T] -> cos, sin [T, 1, Dh] ready to broadcast over heads."""
