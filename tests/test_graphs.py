@@ -318,8 +318,8 @@ def test_engine_without_graphs_is_unchanged(pair, spec):
         routed = Engine(target, head, spec, cuda_graphs=False)
         routed.add_requests(prompts, 8)
         n = routed.table.allocator.num_slots
-        routed.draft_kv = head.new_kv_pool(n + 1)  # before any draft forward: + the scratch slot
-        routed.graphed_draft = GraphedDraft(head, routed.draft_kv, n, n + 1, max_extra=8)
+        routed.drafter.kv = head.new_kv_pool(n + 1)  # before any draft forward: + the scratch slot
+        routed.drafter.graphed = GraphedDraft(head, routed.drafter.kv, n, n + 1, max_extra=8)
         routed.run()
     finally:
         target.attention_backend = "torch"

@@ -21,6 +21,13 @@ D = its nodes + the root: ``SpecConfig.static(num_draft_tokens, tree)`` derives 
 rule; below 1 the walk accepts more drafts and the output is **no longer distributed as the
 target's**: a lossy trade, said wherever it is set (``describe``, the command line, the app).
 
+``draft`` says where the drafts come from (``draft_source.py``): the EAGLE head (default), an
+n-gram lookup in the request's own tokens, the target's early exit, or a separate draft model.
+The tree knobs mean the same for each: ``num_steps`` caps the depth, ``topk`` the children per
+node, and the rerank keeps ``num_draft_tokens - 1`` nodes. The n-gram draft has no distribution
+to sample from, so it takes neither the leviathan rule nor a static shape (which ranks a
+draft's top-k).
+
 ``SpecConfig.from_knobs`` is the one way from what a user typed (command line, app, benchmark,
 tuner) to a ``SpecConfig``: it owns the defaults (``DEFAULT_*``) and, with ``__post_init__``,
 the bounds. ``check_context`` is the one context-length check (the engine calls it; the command
@@ -32,6 +39,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from workbench.engine.accept import EXACT_THRESHOLD
+from workbench.engine.draft_source import DraftSource, parse_draft
+from workbench.engine.sampling import SamplingParams
 from workbench.engine.static_tree import default_static_tree, parse_tree, tree_shape, validate_tree
 from workbench.engine.tree import max_candidates
 
@@ -61,6 +70,7 @@ class SpecConfig:
     # siblings, divided by ``accept_threshold_acc``, reaches the node's coin (accept.py)
     accept_threshold_single: float = EXACT_THRESHOLD
     accept_threshold_acc: float = EXACT_THRESHOLD
+    draft: DraftSource = DraftSource()  # where the drafts come from (the EAGLE head by default)
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -68,8 +78,13 @@ class SpecConfig:
         if self.chain_rule not in CHAIN_RULES:
             raise ValueError(f"unknown chain rule {self.chain_rule!r}; choose one of {', '.join(CHAIN_RULES)}")
         self._check_thresholds()
+        if not isinstance(self.draft, DraftSource):
+            raise ValueError(f"draft must be a DraftSource, got {self.draft!r}")
         if self.method == "vanilla":
             return
+        if self.draft.model_free and (self.method == "static" or self.chain_rule == "leviathan"):
+            raise ValueError(f"the {self.draft.name} draft has no distribution to rank or sample from: it takes "
+                             "neither a static tree nor the leviathan rule (use eagle2 or linear, target-only)")
         if self.method == "static":
             self._check_static()
             return
@@ -127,7 +142,7 @@ class SpecConfig:
             raise ValueError("the leviathan rule verifies a sampled chain: it needs method linear")
 
     @classmethod
-    def static(cls, num_draft_tokens: int | None = None, tree=None) -> "SpecConfig":
+    def static(cls, num_draft_tokens: int | None = None, tree=None, draft: DraftSource = DraftSource()) -> "SpecConfig":
         """A fixed tree: ``tree`` (rank paths, validated) or EAGLE-1's default cut to
         ``num_draft_tokens`` (default ``DEFAULT_NUM_DRAFT_TOKENS``). Given both, they must agree on the node count."""
         if tree is None:
@@ -141,7 +156,7 @@ class SpecConfig:
                 raise ValueError(f"the tree has {len(paths)} nodes + the root = {len(paths) + 1} verify tokens, "
                                  f"but num_draft_tokens is {num_draft_tokens}; leave one of them out")
         depth, width = tree_shape(paths)
-        return cls("static", depth, width, len(paths) + 1, tree=paths)
+        return cls("static", depth, width, len(paths) + 1, tree=paths, draft=draft)
 
     @property
     def custom_tree(self) -> bool:
@@ -149,23 +164,27 @@ class SpecConfig:
         return self.tree is not None and self.tree != default_static_tree(self.num_draft_tokens)
 
     @classmethod
-    def linear(cls, num_steps: int, chain_rule: str = "target-only") -> "SpecConfig":
-        return cls("linear", num_steps, 1, num_steps + 1, chain_rule)
+    def linear(cls, num_steps: int, chain_rule: str = "target-only", draft: DraftSource = DraftSource()) -> "SpecConfig":
+        return cls("linear", num_steps, 1, num_steps + 1, chain_rule, draft=draft)
 
     @classmethod
     def from_knobs(cls, method: str = "eagle2", num_steps: int | None = None, topk: int | None = None,
                    num_draft_tokens: int | None = None, chain_rule: str = "target-only",
                    tree=None, accept_threshold_single: float = EXACT_THRESHOLD,
-                   accept_threshold_acc: float = EXACT_THRESHOLD) -> "SpecConfig":
+                   accept_threshold_acc: float = EXACT_THRESHOLD, draft: DraftSource | str | None = None) -> "SpecConfig":
         """A validated config from user knobs; ``None`` means the default. ``linear`` takes only
         ``num_steps`` (``topk`` may be 1 and ``num_draft_tokens`` num_steps + 1, nothing else);
         ``static`` takes ``num_draft_tokens`` (EAGLE-1's tree cut to it) or ``tree`` (rank paths,
         or their JSON text; both only if they agree), its shape fixing num_steps and topk;
-        ``vanilla`` ignores the tree knobs. The accept thresholds (lossy below 1) go with any
-        method but vanilla. Raises ``ValueError`` with the reason."""
+        ``vanilla`` ignores the tree knobs and the draft. The accept thresholds (lossy below 1) go
+        with any method but vanilla. ``draft``: a ``DraftSource`` or its text (``ngram:1-12``,
+        ``exit:28``, ``model:DIR``; anything else, or None, is the head). Raises ``ValueError``
+        with the reason."""
         spec = cls._from_tree_knobs(method, num_steps, topk, num_draft_tokens, chain_rule, tree)
+        source = parse_draft(draft) if isinstance(draft, str) else draft
         return replace(spec, accept_threshold_single=accept_threshold_single,
-                       accept_threshold_acc=accept_threshold_acc)
+                       accept_threshold_acc=accept_threshold_acc,
+                       draft=source if source is not None and spec.speculative else DraftSource())
 
     @classmethod
     def _from_tree_knobs(cls, method, num_steps, topk, num_draft_tokens, chain_rule, tree) -> "SpecConfig":
@@ -205,16 +224,23 @@ class SpecConfig:
     def speculative(self) -> bool:
         return self.method != "vanilla"
 
+    def accept_rule(self, sampling: SamplingParams) -> str:
+        """The accept walk's rule: "greedy", "target-only" (a top-k tree under sampling) or
+        "leviathan" (a chain drawn from the draft distribution q, accepted with min(1, p/q))."""
+        return "greedy" if sampling.greedy else self.chain_rule
+
     def describe(self) -> str:
         """One line naming the method and its knobs; a lossy setting says so."""
         if self.method == "vanilla":
             return "vanilla"
+        draft = "" if self.draft.kind == "head" else f", draft={self.draft.name}"
         if self.method == "static":
             shape = "custom tree" if self.custom_tree else "EAGLE-1 tree"
             text = (f"static(num_draft_tokens={self.num_draft_tokens}, {shape}, depth {self.num_steps}, "
-                    f"width {self.topk})")
+                    f"width {self.topk}{draft})")
         else:
-            text = f"{self.method}(num_steps={self.num_steps}, topk={self.topk}, num_draft_tokens={self.num_draft_tokens})"
+            text = (f"{self.method}(num_steps={self.num_steps}, topk={self.topk}, "
+                    f"num_draft_tokens={self.num_draft_tokens}{draft})")
         if self.lossy:
             text += (f", lossy acceptance (accept_threshold_single={self.accept_threshold_single:g}, "
                      f"accept_threshold_acc={self.accept_threshold_acc:g}): the output no longer follows the target")

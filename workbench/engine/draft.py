@@ -1,15 +1,22 @@
-"""The draft phase: extend the draft's KV, then grow the tree level by level.
+"""The draft phase of a neural draft: extend the draft's KV, then grow the tree level by level.
 
-**Extend.** The pairs ``(f_t, x_{t+1})`` whose draft KV is missing (after prefill: the whole
-prompt; after a step: root + accepted drafts, paired with the token after each) run through the
-head at the target's own slot ids, in the draft's own KV buffer, and are kept. The output at
-the last pair gives level 1: the ``topk`` most likely children of the root.
+**Extend** (the EAGLE head). The pairs ``(f_t, x_{t+1})`` whose draft KV is missing (after
+prefill: the whole prompt; after a step: root + accepted drafts, paired with the token after
+each) run through the head at the target's own slot ids, in the draft's own KV buffer, and are
+kept. The output at the last pair gives level 1: the ``topk`` most likely children of the root.
 
-**Grow** (``num_steps - 1`` more draft forwards). The ``topk`` frontier nodes run through the
-head with the *parent's draft output* as their feature, at position ``L + depth - 1``,
-attending the committed prefix plus their exact ancestors in the tree. Each proposes ``topk``
-children scored ``parent score x child prob``; the global ``topk`` of those ``topk^2``
-candidates is the next frontier. Tree-level KV is scratch: its slots are freed after the phase.
+**Grow** (``num_steps - 1`` more draft forwards, ``grow_tree``). Each request's ``Frontier``
+(its ``topk`` best nodes of the last depth) runs through the draft with the *parent's draft
+output* as feature, attending the request's prefix plus the node's exact ancestors in the tree.
+Each proposes ``topk`` children scored ``parent score x child prob``; the ``topk`` best of
+those ``topk^2`` candidates are the next frontier. Tree-level KV is scratch: its slots are
+freed after the phase. ``tree_level_batch`` builds one level's batch for every request; the
+static grower (``static_tree.py``) uses it too.
+
+The prefix is what every node of the tree sees: for the head, the committed tokens, and a
+frontier node at depth d runs at ``L + d - 1``, one behind the target's (its input is paired
+with the token after it); for an early exit (``drafts.py``), the committed tokens and the root,
+and the node runs at ``L + d``, its own position. Both are ``len(prefix) + d - 1``.
 
 Words: a node's **depth** is its distance from the root (the root is depth 0, its children
 depth 1); draft forward k (k = 1..num_steps) proposes the candidates at depth k, and a
@@ -21,7 +28,7 @@ hold for the extend: docs/design.md §4.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -30,19 +37,73 @@ from workbench.attention.meta import build_meta
 from workbench.engine.record import DraftLevel
 from workbench.engine.sampling import SamplingParams, target_probs
 from workbench.engine.tree import Candidates
-from workbench.kv import SlotTable
+from workbench.kv import SlotAllocator, SlotTable
 from workbench.kv.pool import KVPool
 from workbench.models.draft import DraftHead
 
 
 @dataclass
 class DraftPhase:
-    """What one draft phase produced, per request (filled here, read by the engine and traces)."""
+    """What one draft phase produced, per request (filled by the drafts, read by the engine and traces)."""
 
     candidates: list[Candidates]
     levels: list[list[DraftLevel]]  # per request: the forwards after the first, shallowest first
     scratch_slots: list[list[int]]  # draft KV of tree levels, freed at the end of the phase
     chain_q: list[torch.Tensor] | None = None  # leviathan: per request [num_steps, V] draft distributions
+
+
+@dataclass
+class Frontier:
+    """One request's tree while it grows: its candidates, the nodes the next forward runs, and
+    the scratch K/V the earlier levels wrote (filled by ``grow_tree`` and ``grow_static_tree``)."""
+
+    prefix: list[int]  # slots every node attends: the committed prefix (an early exit: and the root)
+    cands: Candidates = field(default_factory=Candidates)
+    nodes: list[int] = field(default_factory=list)  # flat indices the next forward runs, best path score first
+    written: list[int] = field(default_factory=list)  # flat indices with scratch K/V, in slot order
+    scratch: list[int] = field(default_factory=list)  # their slots
+    levels: list[DraftLevel] = field(default_factory=list)
+
+    def run_level(self, depth: int, slots: list[int]) -> None:
+        """The next forward runs ``nodes`` (at ``depth``) and writes their K/V at ``slots``."""
+        if len(slots) != len(self.nodes):
+            raise AssertionError(f"{len(self.nodes)} frontier nodes but {len(slots)} scratch slots")
+        self.levels.append(DraftLevel(depth, list(self.nodes), list(slots), len(self.prefix) + depth - 1))
+        self.written += self.nodes
+        self.scratch += slots
+
+    def mask(self) -> torch.Tensor:
+        """[F, W] bool: frontier node r sees written node j iff j is r itself or an ancestor
+        (every ancestor ran in an earlier level: it is among ``written``)."""
+        where = {c: j for j, c in enumerate(self.written)}
+        mask = torch.zeros(len(self.nodes), len(self.written), dtype=torch.bool)
+        for r, node in enumerate(self.nodes):
+            while node != -1:  # self, then ancestors
+                mask[r, where[node]] = True
+                node = self.cands.parents[node]
+        return mask
+
+
+def tree_level_batch(fronts: list[Frontier], device) -> ForwardBatch:
+    """One tree level for every request, after ``Frontier.run_level``: the frontier nodes at
+    their level's position, writing its slots, each attending its request's prefix plus its
+    ancestors and itself among the scratch K/V."""
+    ids, pos, out = [], [], []
+    for f in fronts:
+        level = f.levels[-1]
+        ids.extend(f.cands.tokens[c] for c in level.frontier)
+        pos.extend([level.position] * len(level.frontier))
+        out.extend(level.slots)
+    i64 = dict(dtype=torch.int64, device=device)
+    meta = build_meta([len(f.nodes) for f in fronts], [f.prefix for f in fronts], [f.scratch for f in fronts],
+                      [f.mask() for f in fronts], device)
+    return ForwardBatch(torch.tensor(ids, **i64), torch.tensor(pos, **i64), torch.tensor(out, **i64), meta)
+
+
+def phase_of(fronts: list[Frontier], chain_q: list[list[torch.Tensor]] | None = None) -> DraftPhase:
+    return DraftPhase(candidates=[f.cands for f in fronts], levels=[f.levels for f in fronts],
+                      scratch_slots=[f.scratch for f in fronts],
+                      chain_q=None if chain_q is None else [torch.stack(c) for c in chain_q])
 
 
 def scratch_slots_per_step(num_steps: int, topk: int) -> int:
@@ -65,8 +126,7 @@ def draft_extend(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int],
                  forward: DraftForward | None = None) -> tuple[torch.Tensor, list[list[int]]]:
     """Run the pending pairs; returns the draft hidden state at each request's last pair [B, H]
     and the slots written. The pairs sit at the last ``len(tokens[b])`` committed positions:
-    the engine checks that before calling (``Request.draft_length``). ``forward``: see
-    ``head_forward``."""
+    the caller checks that first (``drafts.HeadDraft``). ``forward``: see ``head_forward``."""
     prefix, new, starts = [], [], []
     for rid, toks, feats in zip(rids, tokens, features):
         if len(toks) != feats.shape[0] or not toks:
@@ -98,91 +158,55 @@ def _pick(log_probs: torch.Tensor, cols: torch.Tensor | None, k: int, sampled: S
     return tokens, probs, q
 
 
-def grow_tree(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int], h_last: torch.Tensor,
-              num_steps: int, topk: int, sampled_chain: SamplingParams | None = None,
-              generator: torch.Generator | None = None, forward: DraftForward | None = None) -> DraftPhase:
-    """Levels 1..num_steps of every request's tree, batched across requests. ``forward``: see
-    ``head_forward``."""
-    bsz, device = len(rids), h_last.device
-    run = head_forward(head, kv, forward)
-    cands = [Candidates() for _ in rids]
-    levels: list[list[DraftLevel]] = [[] for _ in rids]
+def grow_tree(head, forward: DraftForward, allocator: SlotAllocator, prefixes: list[list[int]],
+              h_last: torch.Tensor, num_steps: int, topk: int, sampled_chain: SamplingParams | None = None,
+              generator: torch.Generator | None = None) -> DraftPhase:
+    """Levels 1..num_steps of every request's tree, batched across requests.
+
+    ``head.log_probs(hidden)`` gives the draft distribution of a row ([R, V'] log-probs and the
+    token of each column, None = the full vocabulary); ``forward(features, batch)`` runs one
+    level. ``prefixes[b]``: the slots request b's nodes attend (see the module docstring);
+    ``h_last`` [B, H]: the draft's output that proposes level 1. ``sampled_chain``: leviathan
+    (topk 1): children are drawn from q under these params instead of taken top-1."""
+    fronts = [Frontier(list(p)) for p in prefixes]
     logp, cols = head.log_probs(h_last)  # [B, V']
     tokens, probs, q = _pick(logp, cols, topk, sampled_chain, generator)
-    chain_q = [[_full(q[b], cols, head)] for b in range(bsz)] if q is not None else None
-    frontier = []
-    for b in range(bsz):
-        for rank, (t, p) in enumerate(zip(tokens[b].tolist(), probs[b].tolist())):
-            cands[b].add(t, p, p, -1, 1, rank)
-        frontier.append(list(range(topk)))  # level 1 is exactly topk candidates, best first
-    parent_hidden = h_last.repeat_interleave(topk, dim=0)  # [B*topk, H]: the root's children
-    processed: list[list[int]] = [[] for _ in rids]  # flat indices with scratch KV, in slot order
-    scratch: list[list[int]] = [[] for _ in rids]
+    chain_q = [[_full(q[b], cols, head)] for b in range(len(fronts))] if q is not None else None
+    for b, f in enumerate(fronts):
+        f.nodes = [f.cands.add(t, p, p, -1, 1, rank)
+                   for rank, (t, p) in enumerate(zip(tokens[b].tolist(), probs[b].tolist()))]
+    features = h_last.repeat_interleave(topk, dim=0)  # [B*topk, H]: a node's feature is its parent's output
     for depth in range(2, num_steps + 1):  # this forward runs the frontier at depth - 1, proposes depth
-        new_slots = [table.allocator.alloc(topk) for _ in rids]
-        batch, positions = _tree_level_batch(cands, frontier, processed, scratch, new_slots, table, rids, depth - 1,
-                                             device)
-        for b in range(bsz):
-            levels[b].append(DraftLevel(depth - 1, list(frontier[b]), list(new_slots[b]), positions[b]))
-            processed[b].extend(frontier[b])
-            scratch[b].extend(new_slots[b])
-        hidden = run(parent_hidden, batch)  # [B*topk, H]
-        logp, cols = head.log_probs(hidden)  # [B*topk, V']
+        for f in fronts:
+            f.run_level(depth - 1, allocator.alloc(len(f.nodes)))
+        hidden = forward(features, tree_level_batch(fronts, h_last.device))  # [R, H], row = a frontier node
+        logp, cols = head.log_probs(hidden)  # [R, V']
         tokens, probs, q = _pick(logp, cols, topk, sampled_chain, generator)
-        tokens, probs = tokens.view(bsz, topk, topk).tolist(), probs.view(bsz, topk, topk).tolist()
-        next_frontier, next_hidden = [], []
-        for b in range(bsz):
-            first = len(cands[b].tokens)
-            for j, parent in enumerate(frontier[b]):
-                for rank, (t, p) in enumerate(zip(tokens[b][j], probs[b][j])):
-                    cands[b].add(t, p, cands[b].scores[parent] * p, parent, depth, rank)
-            if chain_q is not None:
-                chain_q[b].append(_full(q[b], cols, head))
-            new = range(first, len(cands[b].tokens))
-            best = sorted(new, key=lambda i: (-cands[b].scores[i], i))[:topk]
-            next_frontier.append(best)
-            # a new frontier node's feature is its parent's output from this forward
-            next_hidden.append(hidden[[b * topk + frontier[b].index(cands[b].parents[i]) for i in best]])
-        frontier, parent_hidden = next_frontier, torch.cat(next_hidden)
+        tokens, probs = tokens.tolist(), probs.tolist()
+        row, parent_rows = 0, []
+        for b, f in enumerate(fronts):
+            row_of = {}  # frontier node -> its row of this forward
+            children = []
+            for node in f.nodes:
+                row_of[node] = row
+                children += [f.cands.add(t, p, f.cands.scores[node] * p, node, depth, rank)
+                             for rank, (t, p) in enumerate(zip(tokens[row], probs[row]))]
+                row += 1
+            if chain_q is not None:  # a chain: one frontier node, one row
+                chain_q[b].append(_full(q[row_of[f.nodes[0]]], cols, head))
+            f.nodes = sorted(children, key=lambda i: (-f.cands.scores[i], i))[:topk]
+            parent_rows += [row_of[f.cands.parents[i]] for i in f.nodes]
+        features = hidden[parent_rows]
     expected = scratch_slots_per_step(num_steps, topk)
-    if any(len(s) != expected for s in scratch):  # the engine sized the pool for exactly this many
-        raise AssertionError(f"grow_tree took {[len(s) for s in scratch]} scratch slots, the pool allows {expected}")
-    return DraftPhase(
-        candidates=cands, levels=levels, scratch_slots=scratch,
-        chain_q=None if chain_q is None else [torch.stack(c) for c in chain_q],
-    )
+    if any(len(f.scratch) != expected for f in fronts):  # the engine sized the pool for exactly this many
+        raise AssertionError(f"grow_tree took {[len(f.scratch) for f in fronts]} scratch slots, "
+                             f"the pool allows {expected}")
+    return phase_of(fronts, chain_q)
 
 
-def _full(q_row: torch.Tensor, cols: torch.Tensor | None, head: DraftHead) -> torch.Tensor:
+def _full(q_row: torch.Tensor, cols: torch.Tensor | None, head) -> torch.Tensor:
     """A draft distribution over the hot vocabulary, scattered back to the full vocabulary."""
     if cols is None:
         return q_row
     full = torch.zeros(head.config.vocab_size, device=q_row.device)
     return full.index_copy(0, cols, q_row)
-
-
-def _tree_level_batch(cands: list[Candidates], frontier: list[list[int]], processed: list[list[int]],
-                      scratch: list[list[int]], new_slots: list[list[int]], table: SlotTable, rids: list[int],
-                      depth: int, device) -> tuple[ForwardBatch, list[int]]:
-    """Frontier nodes at ``depth`` attend the committed prefix + their exact ancestors + self.
-    Returns the batch and each request's position for these nodes."""
-    ids, pos, out, prefix, extra, masks, positions = [], [], [], [], [], [], []
-    for b, rid in enumerate(rids):
-        committed = table.slots(rid)
-        keys = processed[b] + frontier[b]  # flat index of each extra key, in slot order
-        where = {c: j for j, c in enumerate(keys)}
-        mask = torch.zeros(len(frontier[b]), len(keys), dtype=torch.bool)
-        for r, node in enumerate(frontier[b]):
-            while node != -1:  # self, then ancestors (all were frontier nodes of earlier levels)
-                mask[r, where[node]] = True
-                node = cands[b].parents[node]
-        ids.extend(cands[b].tokens[c] for c in frontier[b])
-        positions.append(len(committed) + depth - 1)  # one behind the target's L + depth
-        pos.extend([positions[-1]] * len(frontier[b]))
-        out.extend(new_slots[b])
-        prefix.append(committed)
-        extra.append(scratch[b] + new_slots[b])
-        masks.append(mask)
-    i64 = dict(dtype=torch.int64, device=device)
-    meta = build_meta([len(f) for f in frontier], prefix, extra, masks, device)
-    return ForwardBatch(torch.tensor(ids, **i64), torch.tensor(pos, **i64), torch.tensor(out, **i64), meta), positions

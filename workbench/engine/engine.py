@@ -2,8 +2,10 @@
 
 One EAGLE-2 step, for every running request at once (docs/design.md §3)::
 
-    draft    extend the draft KV with last step's pairs, grow the tree (num_steps forwards;
-             method static: a shape fixed in advance, static_tree.py)
+    draft    from the draft source (drafts.py): the EAGLE head extends its KV with last step's
+             pairs and grows the tree (num_steps forwards; method static: a shape fixed in
+             advance, static_tree.py); an early exit grows it with the target's first layers;
+             the n-gram draft looks it up in the request's own tokens
     build    rerank to num_draft_tokens - 1, prepend the root, mask / positions / pointers
     verify   ONE target forward over all nodes of all requests, under the tree masks
     accept   walk retrieve_next_token / retrieve_next_sibling; bonus at the last accepted node
@@ -33,15 +35,16 @@ from workbench.attention.meta import build_meta
 from workbench.engine import trace as tr
 from workbench.engine.accept import AcceptResult, greedy_walk, leviathan_chain, sampling_walk
 from workbench.engine.config import SpecConfig, check_context
-from workbench.engine.draft import draft_extend, grow_tree, scratch_slots_per_step
+from workbench.engine.draft import DraftPhase
+from workbench.engine.drafts import make_draft
 from workbench.engine.graph_check import graphs_by_default
 from workbench.engine.graphs import step_lock
 from workbench.engine.record import DraftLevel, KVChange, StepRecord
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams, choose, target_probs
-from workbench.engine.static_tree import grow_static_tree, scratch_slots as static_scratch_slots
 from workbench.engine.tree import DraftTree, build_tree, rerank
 from workbench.kv import SlotAllocator, SlotTable
+from workbench.kv.pool import KVPool
 from workbench.models.draft import DraftHead
 from workbench.models.llama import TargetModel
 
@@ -51,14 +54,14 @@ class Engine:
                  sampling: SamplingParams = SamplingParams(), stop_ids: tuple[int, ...] = (),
                  trace: bool = False, token_text=None, debug: bool | None = None,
                  cuda_graphs: bool | None = None):
-        """``cuda_graphs``: replay decode, verify and the draft's forwards (tree levels, and the
-        extend when it fits a bucket) from CUDA graphs (``graphs.py``); None = on where it can
-        be (a CUDA device and the triton attention backend) and the start-up check passed for
-        these models (``graph_check.py``)."""
-        if spec.speculative and draft is None:
-            raise ValueError(f"method {spec.method} needs a draft head")
+        """``draft``: the EAGLE head, used when ``spec.draft`` is the head (the other draft
+        sources need none). ``cuda_graphs``: replay decode, verify and the head's forwards (tree
+        levels, and the extend when it fits a bucket) from CUDA graphs (``graphs.py``); None = on
+        where it can be (a CUDA device and the triton attention backend) and the start-up check
+        passed for these models (``graph_check.py``)."""
         spec.check_sampling(sampling.greedy)
         self.target, self.draft, self.spec, self.sampling = target, draft, spec, sampling
+        self.drafter = make_draft(spec, target, draft) if spec.speculative else None  # drafts.py
         self.stop_ids = set(stop_ids)
         self.trace, self.token_text = trace, token_text or (lambda t: str(t))
         self.debug = os.environ.get("WORKBENCH_DEBUG") == "1" if debug is None else debug
@@ -69,11 +72,11 @@ class Engine:
         can_graph = self.device.type == "cuda" and target.attention_backend == "triton"
         if cuda_graphs and not can_graph:
             raise ValueError("CUDA graphs need a CUDA device and the triton attention backend")
-        self.cuda_graphs = graphs_by_default(target, draft if spec.speculative else None) \
-            if cuda_graphs is None else cuda_graphs
-        self.graphed = self.graphed_draft = None  # GraphedTarget, GraphedDraft: made with the KV pools
+        graphed_head = draft if spec.speculative and spec.draft.kind == "head" else None  # the head's forwards
+        self.cuda_graphs = graphs_by_default(target, graphed_head) if cuda_graphs is None else cuda_graphs
+        self.graphed = None  # GraphedTarget: made with the KV pools
         # a fused head reads the residual stream after some target layers beside f_t
-        self.capture = tuple(draft.fuse_layers) if spec.speculative else ()
+        self.capture = self.drafter.capture if spec.speculative else ()
         self.requests: list[Request] = []
         self.table: SlotTable | None = None
         self.steps = 0
@@ -90,13 +93,8 @@ class Engine:
         for p in prompts:
             check_context(self.spec, self.target.config.max_position_embeddings, len(p), max_new_tokens)
         # per request: its committed tokens, plus what one step holds on top of them (the verify
-        # block and the draft's scratch slots, allocated by grow_tree and freed before verify)
-        if not self.spec.speculative:
-            draft_scratch = 0
-        elif self.spec.method == "static":
-            draft_scratch = static_scratch_slots(self.spec.tree)
-        else:
-            draft_scratch = scratch_slots_per_step(self.spec.num_steps, self.spec.topk)
+        # block and the draft's scratch slots, allocated by its growth and freed before verify)
+        draft_scratch = self.drafter.scratch_slots(self.spec) if self.spec.speculative else 0
         per_step = self.spec.num_draft_tokens + draft_scratch if self.spec.speculative else 1
         num_slots = sum(len(p) + max_new_tokens + per_step + 1 for p in prompts)
         self.table = SlotTable(SlotAllocator(num_slots))
@@ -107,16 +105,20 @@ class Engine:
 
             self.graphed = GraphedTarget(self.target, self.target_kv, scratch_slot=num_slots, max_keys=num_slots + 1,
                                          capture=self.capture)
-        self.draft_kv = self.draft.new_kv_pool(num_slots + (1 if self.cuda_graphs else 0)) \
-            if self.spec.speculative else None
-        if self.cuda_graphs and self.spec.speculative:
-            from workbench.engine.graphs import GraphedDraft
-
-            # A tree level also attends its ancestors' scratch KV: at most a step's scratch slots.
-            self.graphed_draft = GraphedDraft(self.draft, self.draft_kv, scratch_slot=num_slots,
-                                              max_keys=num_slots + 1, max_extra=draft_scratch)
+        if self.spec.speculative:
+            self.drafter.start(num_slots, self.target_kv, self.cuda_graphs, draft_scratch)
         self.requests = [Request(i, list(p), max_new_tokens) for i, p in enumerate(prompts)]
         return self.requests
+
+    @property
+    def draft_kv(self) -> KVPool | None:
+        """The draft's KV pool: the head's own, an early exit's is the target's, none for n-grams."""
+        return getattr(self.drafter, "kv", None)
+
+    @property
+    def graphed_draft(self):
+        """The head's CUDA-graph runner (``graphs.GraphedDraft``), None without graphs or a head."""
+        return getattr(self.drafter, "graphed", None)
 
     @property
     def running(self) -> list[Request]:
@@ -216,23 +218,13 @@ class Engine:
         rids = [r.rid for r in reqs]
         timing: dict[str, float] = {}
         lens = [self.table.length(rid) for rid in rids]  # L per request, before this step
-        _check_pending(reqs, lens)
 
         t = self._clock()
-        h_last, extend_slots = draft_extend(self.draft, self.draft_kv, self.table, rids,
-                                            [r.pending_tokens for r in reqs], [r.pending_features for r in reqs],
-                                            self.graphed_draft)
-        for r, L in zip(reqs, lens):
-            r.draft_length = L
+        extended = self.drafter.extend(reqs, self.table)
         timing["draft_extend_ms"] = self._ms(t)
         t = self._clock()
-        leviathan = self.spec.chain_rule == "leviathan" and not self.sampling.greedy
-        if self.spec.method == "static":  # the same head, a shape fixed in advance
-            phase = grow_static_tree(self.draft, self.draft_kv, self.table, rids, h_last, self.spec.tree,
-                                     self.graphed_draft)
-        else:
-            phase = grow_tree(self.draft, self.draft_kv, self.table, rids, h_last, self.spec.num_steps,
-                              self.spec.topk, self.sampling if leviathan else None, self.dev_gen, self.graphed_draft)
+        chain = self.sampling if self.spec.accept_rule(self.sampling) == "leviathan" else None
+        phase = self.drafter.grow(reqs, self.table, extended, self.spec, chain, self.dev_gen)
         for slots in phase.scratch_slots:  # tree-level draft KV is scratch: back to the free list
             self.table.allocator.free(slots)
         timing["draft_tree_ms"] = self._ms(t)
@@ -244,7 +236,7 @@ class Engine:
             trees.append(build_tree(r.root, c, kept, L, dropped))
         verify_slots = [self.table.allocator.alloc(tree.num_nodes) for tree in trees]
         if self.debug:
-            _check_positions(trees, phase.levels, lens)
+            _check_positions(trees, phase.levels, lens, self.drafter.level_offset)
         timing["build_ms"] = self._ms(t)
 
         t = self._clock()
@@ -256,34 +248,28 @@ class Engine:
         timing["accept_ms"] = self._ms(t)
 
         t = self._clock()
-        rows, changes, emitted = 0, [], []
-        for r, tree, res, slots, L in zip(reqs, trees, results, verify_slots, lens):
-            kept_slots, freed, out = self._commit(r, tree, res, slots, hidden[rows : rows + tree.num_nodes])
-            rows += tree.num_nodes
-            changes.append(KVChange(L, slots, kept_slots, freed))
+        changes, emitted = [], []
+        for i, (r, h) in enumerate(zip(reqs, per_tree(trees, hidden))):
+            kept_slots, freed, out = self._commit(r, trees[i], results[i], verify_slots[i], h)
+            changes.append(KVChange(lens[i], verify_slots[i], kept_slots, freed, draft_extend=extended.slots[i],
+                                    draft_scratch=phase.scratch_slots[i]))
             emitted.append(out)
         self._release_finished()
         timing["commit_ms"] = self._ms(t)
         if not self.trace:
             return []
-        records, rows = [], 0
-        for i, r in enumerate(reqs):
-            changes[i].draft_extend, changes[i].draft_scratch = extend_slots[i], phase.scratch_slots[i]
-            n = trees[i].num_nodes
-            records.append(self._record("spec", r, logits[rows : rows + n], emitted[i], changes[i], dict(timing),
-                                        candidates=phase.candidates[i], levels=phase.levels[i], tree=trees[i],
-                                        result=results[i]))
-            rows += n
-        return records
+        return [self._record("spec", r, rows, emitted[i], changes[i], dict(timing), candidates=phase.candidates[i],
+                             levels=phase.levels[i], tree=trees[i], result=results[i])
+                for i, (r, rows) in enumerate(zip(reqs, per_tree(trees, logits)))]
 
     def _record(self, kind: str, r: Request, logits: torch.Tensor, emitted: list[int], kv: KVChange,
                 timing: dict[str, float], **spec_parts) -> StepRecord:
         """The record of one request's step (tracing only), with the allocator counts after it."""
         a = self.table.allocator
         kv.allocated, kv.free, kv.total = a.num_used, a.num_free, a.num_slots
-        rule = "greedy" if self.sampling.greedy else self.spec.chain_rule
-        return StepRecord(kind, self.steps, r.rid, self.spec.method, rule, self.sampling, logits, emitted,
-                          r.finish_reason, kv, timing, **spec_parts)
+        draft = self.drafter.name if self.spec.speculative else "none"
+        return StepRecord(kind, self.steps, r.rid, self.spec.method, self.spec.accept_rule(self.sampling),
+                          self.sampling, logits, emitted, r.finish_reason, kv, timing, draft=draft, **spec_parts)
 
     def _verify(self, reqs: list[Request], trees: list[DraftTree], slots: list[list[int]]):
         """One target forward over every node of every request: prefix from the cache, nodes
@@ -307,27 +293,18 @@ class Engine:
         hidden = self.target(batch, self.target_kv, self.capture)
         return hidden, self.target.logits(hidden)
 
-    def _accept(self, trees: list[DraftTree], logits: torch.Tensor, phase) -> list[AcceptResult]:
+    def _accept(self, trees: list[DraftTree], logits: torch.Tensor, phase: DraftPhase) -> list[AcceptResult]:
         if self.sampling.greedy:
-            argmax = logits.argmax(-1).tolist()
-            results, row = [], 0
-            for tree in trees:
-                results.append(greedy_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling,
-                                           argmax[row : row + tree.num_nodes]))
-                row += tree.num_nodes
-            return results
-        probs = target_probs(logits, self.sampling).cpu()  # [T, V]
-        results, row = [], 0
-        for b, tree in enumerate(trees):
-            p = probs[row : row + tree.num_nodes]
-            row += tree.num_nodes
-            if phase.chain_q is not None:
-                results.append(leviathan_chain(tree.tokens, p, phase.chain_q[b].cpu(), self.cpu_gen))
-            else:
-                results.append(sampling_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling,
-                                             p, self.cpu_gen, self.spec.accept_threshold_single,
-                                             self.spec.accept_threshold_acc))
-        return results
+            argmax = per_tree(trees, logits.argmax(-1).cpu())
+            return [greedy_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling, a.tolist())
+                    for tree, a in zip(trees, argmax)]
+        probs = per_tree(trees, target_probs(logits, self.sampling).cpu())  # [N_b, V] per tree
+        if phase.chain_q is not None:
+            return [leviathan_chain(tree.tokens, p, q.cpu(), self.cpu_gen)
+                    for tree, p, q in zip(trees, probs, phase.chain_q)]
+        return [sampling_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling, p, self.cpu_gen,
+                              self.spec.accept_threshold_single, self.spec.accept_threshold_acc)
+                for tree, p in zip(trees, probs)]
 
     def _commit(self, r: Request, tree: DraftTree, res: AcceptResult, slots: list[int], hidden: torch.Tensor):
         """Keep root + accepted (path order = position order), free the rest, emit n + 1 tokens."""
@@ -355,22 +332,19 @@ class Engine:
         self.table.check_integrity()
 
 
-def _check_pending(reqs: list[Request], lens: list[int]) -> None:
-    """The draft extend writes the pending pairs at the last committed slots: the draft KV must
-    cover exactly the committed positions before them (docs/design.md §4)."""
-    for r, L in zip(reqs, lens):
-        if r.draft_length + len(r.pending_tokens) != L:
-            raise AssertionError(f"request {r.rid}: draft KV covers {r.draft_length} positions + "
-                                 f"{len(r.pending_tokens)} pending pairs, but {L} are committed")
+def per_tree(trees: list[DraftTree], rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The verify output ([T, ...], requests' nodes one after another) split per tree: [N_b, ...]."""
+    return rows.split([t.num_nodes for t in trees])
 
 
-def _check_positions(trees: list[DraftTree], levels: list[list[DraftLevel]], lens: list[int]) -> None:
+def _check_positions(trees: list[DraftTree], levels: list[list[DraftLevel]], lens: list[int], offset: int) -> None:
     """Debug: a verified node at depth d sits at L + d; the draft ran the depth-d frontier at
-    L + d - 1, one behind (its input at position p is paired with the token at p + 1)."""
+    L + d + ``offset``: the head one behind (offset -1: its input at position p is paired with
+    the token at p + 1), an early exit at the node's own position (offset 0)."""
     for tree, lv, L in zip(trees, levels, lens):
         if tree.positions != [L + d for d in tree.depths]:
             raise AssertionError(f"verify positions {tree.positions} != L + depth (L = {L})")
         for level in lv:
-            if level.position != L + level.level - 1:
-                raise AssertionError(f"draft level {level.level} ran at {level.position}, not L + level - 1 = "
-                                     f"{L + level.level - 1}")
+            if level.position != L + level.level + offset:
+                raise AssertionError(f"draft level {level.level} ran at {level.position}, not L + level + "
+                                     f"{offset} = {L + level.level + offset}")

@@ -50,8 +50,7 @@ from workbench.engine.draft import grow_tree, scratch_slots_per_step
 from workbench.engine.record import StepRecord
 from workbench.engine.sampling import SamplingParams, target_probs
 from workbench.engine.tree import build_tree, rerank
-from workbench.kv import SlotAllocator, SlotTable
-from workbench.kv.pool import KVPool
+from workbench.kv import SlotAllocator
 from workbench.models.llama import TargetModel
 
 
@@ -123,18 +122,15 @@ def _prefill(target: TargetModel, sequences: list[list[int]], points: list[tuple
     return allocator, kv, slots, out
 
 
-def _grown(head, kv: KVPool, allocator: SlotAllocator, slots: list[list[int]], points: list[tuple[int, int]],
+def _grown(head, allocator: SlotAllocator, slots: list[list[int]], points: list[tuple[int, int]],
            roots, num_steps: int, topk: int, forward, chunk: int):
     """The engine's tree growth at each point, ``chunk`` points at a time: the context and root
     committed (so depth-d nodes sit at L + d), ``roots(part)`` the hidden states that draft level 1.
     Yields (part, candidates); each chunk's scratch slots are freed before it is yielded."""
     for start in range(0, len(points), chunk):
         part = points[start : start + chunk]
-        table = SlotTable(allocator)
-        for b, (i, L) in enumerate(part):
-            table.add_request(b)
-            table.commit(b, slots[i][: L + 1])
-        phase = grow_tree(head, kv, table, list(range(len(part))), roots(part), num_steps, topk, forward=forward)
+        prefixes = [slots[i][: L + 1] for i, L in part]
+        phase = grow_tree(head, forward, allocator, prefixes, roots(part), num_steps, topk)
         for s in phase.scratch_slots:
             allocator.free(s)
         yield part, phase.candidates
@@ -150,7 +146,7 @@ def perfect_head_trees(target: TargetModel, sequences: list[list[int]], points: 
     what follows it), and its tree levels write scratch slots, freed after every ``chunk`` points."""
     allocator, kv, slots, hidden = _prefill(target, sequences, points, chunk * scratch_slots_per_step(num_steps, topk))
     out = []
-    for _, candidates in _grown(_TargetAsHead(target, sampling), kv, allocator, slots, points,
+    for _, candidates in _grown(_TargetAsHead(target, sampling), allocator, slots, points,
                                 lambda part: torch.stack([hidden[i][L] for i, L in part]), num_steps, topk,
                                 lambda _features, batch: target(batch, kv), chunk):
         for c in candidates:
@@ -208,7 +204,7 @@ def early_exit_trees(target: TargetModel, sequences: list[list[int]], answer_sta
         agree += int((target.logits(e[rows]).argmax(-1) == target.logits(f[rows]).argmax(-1)).sum())
         positions += max(0, len(seq) - max(start, 1))
     expectations = []
-    for part, candidates in _grown(_EarlyExitAsHead(target), kv, allocator, slots, points,
+    for part, candidates in _grown(_EarlyExitAsHead(target), allocator, slots, points,
                                    lambda part: torch.stack([exit_hidden[i][L] for i, L in part]), num_steps, topk,
                                    lambda _features, batch: target(batch, kv, num_layers=num_layers), chunk):
         trees = []

@@ -58,6 +58,7 @@ class StepRecord:
     finish_reason: str | None  # "stop", "length" or None while running
     kv: KVChange
     timing_ms: dict[str, float]  # per phase
+    draft: str = "head"  # the draft source (``DraftSource.name``; "none" for vanilla)
     prompt_len: int | None = None  # prefill only
     # spec only: the draft phase, the verify tree and the accept walk's result
     candidates: Candidates | None = None

@@ -25,12 +25,8 @@ import json
 
 import torch
 
-from workbench.engine.draft import DraftForward, DraftPhase, _tree_level_batch, head_forward
-from workbench.engine.record import DraftLevel
-from workbench.engine.tree import Candidates
-from workbench.kv import SlotTable
-from workbench.kv.pool import KVPool
-from workbench.models.draft import DraftHead
+from workbench.engine.draft import DraftForward, DraftPhase, Frontier, phase_of, tree_level_batch
+from workbench.kv import SlotAllocator
 
 Path = tuple[int, ...]
 
@@ -115,54 +111,45 @@ def scratch_slots(paths: tuple[Path, ...]) -> int:
     return len({p[:-1] for p in paths if len(p) > 1})
 
 
-def grow_static_tree(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int], h_last: torch.Tensor,
-                     paths: tuple[Path, ...], forward: DraftForward | None = None) -> DraftPhase:
+def grow_static_tree(head, forward: DraftForward, allocator: SlotAllocator, prefixes: list[list[int]],
+                     h_last: torch.Tensor, paths: tuple[Path, ...]) -> DraftPhase:
     """The shape's nodes for every request, one draft forward per depth, batched across requests.
 
     Candidates are added depth by depth, and under each parent in rank order, so a parent comes
     before its children and siblings come in descending draft probability, as in ``grow_tree``.
     A node's input feature is its parent's draft output (the root's children: ``h_last`` [B, H]).
-    ``forward``: see ``draft.head_forward``."""
-    bsz = len(rids)
-    run = head_forward(head, kv, forward)
+    ``head``, ``forward``, ``prefixes``: as ``draft.grow_tree``."""
+    bsz = len(prefixes)
     max_depth, width = tree_shape(paths)
     children: dict[Path, list[int]] = {}
     for p in sorted(paths, key=lambda p: (len(p), p)):
         children.setdefault(p[:-1], []).append(p[-1])
-    cands = [Candidates() for _ in rids]
+    fronts = [Frontier(list(p)) for p in prefixes]
     flat: dict[Path, int] = {}  # rank path -> flat candidate index (the same for every request)
-    levels: list[list[DraftLevel]] = [[] for _ in rids]
-    processed: list[list[int]] = [[] for _ in rids]
-    scratch: list[list[int]] = [[] for _ in rids]
     parents: list[Path] = [()]  # nodes whose children the next forward's output proposes
     hidden = h_last  # [B * len(parents), H]: the draft output at each of them
     for depth in range(1, max_depth + 1):  # this forward proposes the shape's nodes at ``depth``
         if depth > 1:  # run the draft on the nodes of depth - 1 that have children
-            frontier = [flat[p] for p in parents]
-            new_slots = [table.allocator.alloc(len(frontier)) for _ in rids]
-            batch, positions = _tree_level_batch(cands, [frontier] * bsz, processed, scratch, new_slots, table,
-                                                 rids, depth - 1, h_last.device)
-            for b in range(bsz):
-                levels[b].append(DraftLevel(depth - 1, list(frontier), list(new_slots[b]), positions[b]))
-                processed[b].extend(frontier)
-                scratch[b].extend(new_slots[b])
-            hidden = run(hidden, batch)  # [B * F, H]
+            for f in fronts:
+                f.nodes = [flat[p] for p in parents]
+                f.run_level(depth - 1, allocator.alloc(len(parents)))
+            hidden = forward(hidden, tree_level_batch(fronts, h_last.device))  # [B * F, H]
         logp, cols = head.log_probs(hidden)  # [B * F, V']
         lp, idx = logp.topk(width, dim=-1)  # ranks 0..width-1, descending probability
         tokens = (idx if cols is None else cols[idx]).view(bsz, len(parents), width).tolist()
         probs = lp.exp().view(bsz, len(parents), width).tolist()
         for j, parent in enumerate(parents):
             for r in children[parent]:
-                for b in range(bsz):
-                    score = probs[b][j][r] * (cands[b].scores[flat[parent]] if parent else 1.0)
-                    flat[parent + (r,)] = cands[b].add(tokens[b][j][r], probs[b][j][r], score,
-                                                       flat[parent] if parent else -1, depth, r)
+                for b, f in enumerate(fronts):
+                    score = probs[b][j][r] * (f.cands.scores[flat[parent]] if parent else 1.0)
+                    flat[parent + (r,)] = f.cands.add(tokens[b][j][r], probs[b][j][r], score,
+                                                      flat[parent] if parent else -1, depth, r)
         # the next frontier: this depth's nodes that have children; features = their parents' rows
         nxt = [p for p in paths if len(p) == depth and p in children]
         rows = [b * len(parents) + parents.index(p[:-1]) for b in range(bsz) for p in nxt]
         hidden, parents = hidden[rows], nxt
     expected = scratch_slots(paths)
-    if any(len(s) != expected for s in scratch):  # the engine sized the pool for exactly this many
-        raise AssertionError(f"grow_static_tree took {[len(s) for s in scratch]} scratch slots, the pool allows "
-                             f"{expected}")
-    return DraftPhase(candidates=cands, levels=levels, scratch_slots=scratch)
+    if any(len(f.scratch) != expected for f in fronts):  # the engine sized the pool for exactly this many
+        raise AssertionError(f"grow_static_tree took {[len(f.scratch) for f in fronts]} scratch slots, "
+                             f"the pool allows {expected}")
+    return phase_of(fronts)

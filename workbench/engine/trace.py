@@ -5,8 +5,10 @@ every notebook figure renders these and nothing else. Keys:
 
 ``kind``            "prefill" | "decode" (vanilla) | "spec"
 ``step``, ``request``, ``L``       step number, request id, committed length before the step
+``draft_source``    where the drafts came from: "head", "ngram:MIN-MAX", "exit:N" ("none": vanilla)
 ``draft.levels``    per draft forward after the first: the frontier's depth (``level``), its flat
-                    candidate indices, their scratch slots and their position (L + level - 1)
+                    candidate indices, their scratch slots and their position (the head: L +
+                    level - 1; an early exit: L + level); none for the n-gram draft
 ``draft.candidates`` every candidate: index, token, text, prob, score, parent (flat, -1 root),
                     level (its depth: the draft forward that proposed it)
 ``draft.kept`` / ``draft.dropped``  flat indices that survived the rerank / were dropped (parent missing)
@@ -39,7 +41,7 @@ TOP = 5
 def step_trace(rec: StepRecord, token_text=str) -> dict:
     """The JSON trace of one record; ``token_text(id)`` gives a token's text. Reads nothing but
     its arguments."""
-    d = {"kind": rec.kind, "step": rec.step, "request": rec.request, "method": rec.method,
+    d = {"kind": rec.kind, "step": rec.step, "request": rec.request, "method": rec.method, "draft_source": rec.draft,
          "L": rec.kv.committed_before}
     if rec.kind == "prefill":
         d["prompt_len"] = rec.prompt_len
