@@ -23,6 +23,7 @@ from workbench.engine.config import (CHAIN_RULES, DEFAULT_NUM_DRAFT_TOKENS, DEFA
 from workbench.attention import BACKENDS
 from workbench.device import DTYPE_CHOICES
 from workbench.cpu_choices import LINEAR_ORDERS
+from workbench.engine.draft_source import GRAMMAR, parse_draft
 from workbench.engine.sampling import SamplingParams
 from workbench.errors import UserError
 from workbench.models.heads import default_draft_dir, load_hot_tokens
@@ -87,7 +88,13 @@ def device_name(text: str) -> str:
 
 
 def draft_source(text: str) -> str:
-    """An argparse ``type`` for ``--draft``: ``random[:SEED]`` or a head directory with config.json."""
+    """An argparse ``type`` for ``--draft``: ``random[:SEED]``, a head directory with config.json,
+    ``ngram[:MIN-MAX]`` or ``exit:N`` (N checked against the target when it loads)."""
+    try:
+        if parse_draft(text) is not None:
+            return text
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
     kind, colon, seed = text.partition(":")
     if kind == "random":
         if colon and not seed.isdigit():
@@ -95,7 +102,7 @@ def draft_source(text: str) -> str:
         return text
     path = Path(text).expanduser()
     if not path.exists():
-        raise argparse.ArgumentTypeError(f"{text}: no such head directory (or give random[:SEED])")
+        raise argparse.ArgumentTypeError(f"{text}: no such head directory (or give {GRAMMAR})")
     if not (path / "config.json").is_file():
         raise argparse.ArgumentTypeError(f"{text}: not a draft head directory (it needs config.json and weights)")
     return text
@@ -115,7 +122,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     """Flags shared by every command that loads a model (defaults shown by ``--help``)."""
     p.add_argument("--target", help="local HF Llama/Qwen2/Mistral directory (default: SmolLM2-135M-Instruct)")
     p.add_argument("--draft", type=draft_source,
-                   help="EAGLE head directory, or random[:SEED] (default: the shipped head)")
+                   help="where drafts come from: an EAGLE head directory, random[:SEED], ngram[:MIN-MAX] "
+                        "(continuations of the request's own tokens, no model) or exit:N (the target's first N "
+                        "layers) (default: the shipped head)")
     p.add_argument("--dtype", choices=DTYPE_CHOICES, default="fp32",
                    help="fp32 (comparable with transformers), bf16, fp16, or auto: bf16 on a GPU or a CPU "
                         "with native bf16, else fp32")
@@ -171,7 +180,7 @@ def spec_from_args(args) -> tuple[SpecConfig, SamplingParams]:
     try:
         spec = SpecConfig.from_knobs(args.method, args.num_steps, args.topk, args.num_draft_tokens, args.chain_rule,
                                      getattr(args, "tree", None), args.speculative_accept_threshold_single,
-                                     args.speculative_accept_threshold_acc)
+                                     args.speculative_accept_threshold_acc, getattr(args, "draft", None))
         sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.seed)
         spec.check_sampling(sampling.greedy)
     except ValueError as err:

@@ -1,6 +1,10 @@
 """Load a target (+ tokenizer, + draft head) once, then generate: the one entry point the CLI,
 the app, the benchmark and the notebooks share.
 
+Where drafts come from is part of the ``SpecConfig`` (``draft``: the head, ``ngram``, ``exit:N``),
+so one loaded ``Workbench`` runs every draft source: ``wb.engine(SpecConfig.from_knobs("eagle2",
+draft="exit:28"), sampling)``. Only the head needs loading (``--draft DIR`` or ``random[:SEED]``).
+
 Device and dtype are decided here, once (``device.py``): CUDA when present, else the CPU;
 ``dtype="auto"`` picks bf16 where the hardware computes it natively, else fp32.
 """
@@ -19,9 +23,11 @@ from workbench.attention.selfcheck import SelfCheck, choose_attention_backend
 from workbench.cpu_choices import choose_linear_order
 from workbench.device import default_device, resolve_dtype
 from workbench.engine.config import SpecConfig
+from workbench.engine.draft_source import GRAMMAR, parse_draft
 from workbench.engine.engine import Engine
 from workbench.engine.sampling import SamplingParams
 from workbench.models.chat import chat_ids
+from workbench.models.config import ModelConfig
 from workbench.models.draft import DraftHead, load_draft, random_head
 from workbench.models.linear import LinearOrder, apply_linear_order
 from workbench.models.llama import TargetModel
@@ -36,7 +42,7 @@ class Workbench:
     target: TargetModel
     tokenizer: object
     draft: DraftHead | None
-    draft_source: str  # path of the head, or "random (seed N)"
+    draft_source: str  # path of the head, "random (seed N)", or the draft source loaded without a head ("ngram:1-12")
     target_dir: Path
     dtype_name: str
     attention: SelfCheck | None = None  # which attention backend runs, and why (start-up self-check)
@@ -52,7 +58,9 @@ class Workbench:
         line on stderr) if it fails. ``hot_tokens``: draft only among the N most frequent tokens of the head's
         training responses, from ``hot_tokens.json`` beside its weights (None = the default,
         HOT_TOKENS_DEFAULT where the head has such a list; 0 = the full vocabulary; N > 0 for a head
-        without a list is an error). Verification always uses the full vocabulary.
+        without a list is an error). Verification always uses the full vocabulary. ``draft``: a
+        head directory, ``random[:SEED]``, or a source that needs no head (``ngram[:MIN-MAX]``,
+        ``exit:N``: checked against the target's layers before its weights load).
         ``linear_order``: ``auto`` (measured on this CPU, ``workbench.cpu_choices``), ``weight-left``
         or ``plain``."""
         from transformers import AutoTokenizer
@@ -61,6 +69,8 @@ class Workbench:
         from workbench.attention import BACKENDS, default_backend
 
         target_dir = store.resolve_target(target)
+        source = check_draft(draft, target_dir)
+        need_draft = need_draft and source is None
         device = device or default_device()
         dtype = resolve_dtype(dtype, device)
         model = load_target(target_dir, parse_dtype(dtype), device)
@@ -74,14 +84,17 @@ class Workbench:
             print(f"warning: {check.message}", file=sys.stderr, flush=True)
         model.attention_backend = check.backend
         tokenizer = AutoTokenizer.from_pretrained(target_dir)
-        head, source = (None, "none") if not need_draft else _load_head(draft, model, target is None)
-        if head is not None and not (draft is None and source.startswith("random")):  # not the shipped list
-            source += _apply_hot_tokens(head, hot_tokens, draft)
+        if need_draft:
+            head, name = _load_head(draft, model, target is None)
+            if not (draft is None and name.startswith("random")):  # not the shipped list
+                name += _apply_hot_tokens(head, hot_tokens, draft)
+        else:
+            head, name = None, "none" if source is None else source.name
         order = choose_linear_order(linear_order, model)
         for module in (model, head):
             if module is not None:
                 apply_linear_order(module, order)
-        return cls(model, tokenizer, head, source, Path(target_dir), dtype, check, order)
+        return cls(model, tokenizer, head, name, Path(target_dir), dtype, check, order)
 
     def with_draft(self, draft: str, hot_tokens: int | None = None) -> "Workbench":
         """The same target (not loaded again) with another head directory, hot tokens as ``load``."""
@@ -126,6 +139,18 @@ class Workbench:
                 trace_sink(t)
         _sync(eng.device)
         return eng.requests, time.perf_counter() - t0
+
+
+def check_draft(draft: str | None, target_dir: Path):
+    """``--draft`` checked before anything loads: the ``DraftSource`` it names (None: the head,
+    from a directory, ``random[:SEED]`` or the shipped one); ``exit:N`` must leave the target
+    (``target_dir``) a layer. ValueError with the reason."""
+    source = parse_draft(draft) if draft else None
+    if source is not None:
+        source.check_target(ModelConfig.from_dir(target_dir).num_layers)
+    elif draft and not draft.startswith("random") and not Path(draft).is_dir():
+        raise ValueError(f"--draft {draft}: no such head directory; give {GRAMMAR}")
+    return source
 
 
 def _load_head(draft: str | None, target: TargetModel, default_target: bool) -> tuple[DraftHead, str]:

@@ -1,12 +1,15 @@
 """The methods a benchmark runs, by name (``--methods`` of ``python -m workbench bench``, the
 ``--method`` of ``python -m workbench.bench calibration``): see ``suite.py`` for the list.
 
-Engine methods become ``SpecConfig``s; the transformers baselines carry none.
+Engine methods become ``SpecConfig``s; the transformers baselines carry none. A speculative
+method may name its draft source after ``@`` (``--draft`` of ``python -m workbench generate``):
+``eagle2:8/5/4@ngram``, ``linear:4@exit:24``, ``eagle2:12/5/4@ngram:2-8``; without one it drafts
+with the head.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # the engine is imported inside ``parse_methods``: building the bench parser stays cheap
 
@@ -33,32 +36,50 @@ class Method:
 
 def parse_methods(text: str, best=None) -> list[Method]:
     """Methods from the ``--methods`` list; ``eagle2:best`` needs ``best`` (None: left out)."""
-    from workbench.bench import tune
-    from workbench.bench.hf_baselines import PROMPT_LOOKUP_TOKENS
-    from workbench.engine.config import SpecConfig
-
     out, names = [], [n.strip() for n in text.split(",") if n.strip()]
     for name in names:
-        if name == "vanilla":
-            out.append(Method(name, SpecConfig("vanilla")))
-        elif name == "hf-greedy":
-            out.append(Method(name, None))
-        elif name == "hf-pld":
-            out.append(Method(name, None, PROMPT_LOOKUP_TOKENS))
-        elif name.startswith("linear:") and name[7:].isdigit():
-            out.append(Method(name, SpecConfig.linear(int(name[7:]))))
-        elif name == "eagle2:best":
-            if best is not None:
-                out.append(Method(name, best))
-        elif name.startswith("eagle2:"):
-            out.append(Method(name, tune.parse_tree(name[7:])))
-        elif name.startswith("static:") and name[7:].isdigit():
-            out.append(Method(name, SpecConfig.from_knobs("static", num_draft_tokens=int(name[7:]))))
-        else:
-            raise ValueError(f"unknown method {name!r}; use vanilla, linear:S, eagle2:D/S/K, eagle2:best, "
-                             "static:D, hf-greedy or hf-pld")
+        base, at, source = name.partition("@")
+        method = _method(name, base, best)
+        if method is not None:
+            out.append(_with_draft(method, source) if at else method)
     if len({m.name for m in out}) != len(out):
         raise ValueError(f"a method is listed twice in {text!r}")
     if not names:
         raise ValueError("--methods is empty")
     return out
+
+
+def _method(name: str, base: str, best) -> Method | None:
+    """Method ``name`` from its part before any ``@`` (None: ``eagle2:best`` without ``best``)."""
+    from workbench.bench import tune
+    from workbench.bench.hf_baselines import PROMPT_LOOKUP_TOKENS
+    from workbench.engine.config import SpecConfig
+
+    if base == "vanilla":
+        return Method(name, SpecConfig("vanilla"))
+    if base == "hf-greedy":
+        return Method(name, None)
+    if base == "hf-pld":
+        return Method(name, None, PROMPT_LOOKUP_TOKENS)
+    if base.startswith("linear:") and base[7:].isdigit():
+        return Method(name, SpecConfig.linear(int(base[7:])))
+    if base == "eagle2:best":
+        return None if best is None else Method(name, best)
+    if base.startswith("eagle2:"):
+        return Method(name, tune.parse_tree(base[7:]))
+    if base.startswith("static:") and base[7:].isdigit():
+        return Method(name, SpecConfig.from_knobs("static", num_draft_tokens=int(base[7:])))
+    raise ValueError(f"unknown method {name!r}; use vanilla, linear:S, eagle2:D/S/K, eagle2:best, static:D, "
+                     "hf-greedy or hf-pld, a speculative one optionally with @ngram[:MIN-MAX] or @exit:N")
+
+
+def _with_draft(method: Method, text: str) -> Method:
+    """``method`` drafting from the source ``text`` names (``ngram[:MIN-MAX]``, ``exit:N``)."""
+    from workbench.engine.draft_source import parse_draft
+
+    source = parse_draft(text)
+    if source is None:
+        raise ValueError(f"{method.name}: unknown draft source {text!r}; use ngram, ngram:MIN-MAX or exit:N")
+    if not method.speculative:
+        raise ValueError(f"{method.name}: only a speculative method drafts (linear, eagle2 or static)")
+    return replace(method, spec=replace(method.spec, draft=source))

@@ -75,10 +75,10 @@ def parse_draft(text: str) -> DraftSource | None:
             return DraftSource("ngram")
         lo, dash, hi = arg.partition("-")
         if not (dash and lo.isdigit() and hi.isdigit()):
-            raise ValueError(f"--draft {text}: write the n-gram match windows as ngram:MIN-MAX, e.g. ngram:1-12")
+            raise ValueError(f"draft source {text!r}: write the n-gram match windows as ngram:MIN-MAX, e.g. ngram:1-12")
         return DraftSource("ngram", min_match=int(lo), max_match=int(hi))
     if kind == "exit":
         if not arg.isdigit():
-            raise ValueError(f"--draft {text}: write the early exit as exit:N, N the target layers it runs")
+            raise ValueError(f"draft source {text!r}: write the early exit as exit:N, N the target layers it runs")
         return DraftSource("exit", num_layers=int(arg))
     return None
