@@ -1,0 +1,249 @@
+"""Where drafts come from: the n-gram lookup and the early exit of the target run through the
+same tree, verify, accept walk and commit as the EAGLE head, and keep their promises: greedy
+output unchanged, the target's distribution under sampling, no slot leaked."""
+
+import json
+
+import pytest
+import torch
+
+from helpers import random_prompts, tiny_pair
+from test_sampling import ALPHA, N, SAMPLINGS, chi_square_pvalue, engine_samples, exact_joint
+from workbench.attention.batch import extend_batch
+from workbench.engine.config import SpecConfig
+from workbench.engine.draft_source import DraftSource, parse_draft
+from workbench.engine.engine import Engine
+from workbench.engine.ngram import match_suffix, ngram_candidates
+from workbench.engine.sampling import SamplingParams
+from workbench.engine.trace import step_trace
+
+NGRAM, EXIT1, EXIT2 = DraftSource("ngram"), DraftSource("exit", num_layers=1), DraftSource("exit", num_layers=2)
+SOURCES = [NGRAM, DraftSource("ngram", min_match=2, max_match=3), EXIT1, EXIT2]
+
+
+def shapes(source):
+    out = [SpecConfig("eagle2", 3, 2, 6, draft=source), SpecConfig("eagle2", 5, 4, 8, draft=source),
+           SpecConfig.linear(4, draft=source)]
+    return out if source.model_free else out + [SpecConfig.static(8, draft=source)]
+
+
+CASES = [spec for source in SOURCES for spec in shapes(source)]
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """A 3-layer tiny target (exit:1 and exit:2 both leave it a layer) and a head."""
+    return tiny_pair(tmp_path_factory.mktemp("tiny3"), num_layers=3)
+
+
+def decode(target, head, spec, prompts, n=24, trace=False):
+    eng = Engine(target, head, spec, trace=trace)
+    eng.add_requests(prompts, n)
+    records = []
+    while not eng.done:
+        records += eng.step_records()
+        eng.check_integrity()
+    return eng, records
+
+
+# ---- the n-gram lookup ---------------------------------------------------------------------------
+def test_the_longest_recurring_suffix_wins():
+    ctx = [7, 3, 4, 1, 8, 3, 4, 2, 8, 3, 4]  # "8 3 4" recurs once (then 2); "3 4" twice (then 1, 2)
+    assert match_suffix(ctx, 1, 12) == [7]
+    assert match_suffix(ctx, 1, 2) == [3, 7]  # windows up to 2: both occurrences of "3 4"
+    assert match_suffix(ctx, 4, 12) == []  # "1/2 8 3 4" never recurs: shorter than the window
+    assert match_suffix([1, 2, 3], 1, 12) == []
+
+
+def test_ngram_scores_are_shares_of_the_occurrences():
+    ctx = [1, 2, 5, 6, 9, 1, 2, 5, 7, 9, 1, 2, 5, 6, 9, 1, 2]
+    c = ngram_candidates(ctx, 1, 2, num_steps=2, topk=2)  # "1 2" three times: followed by 5 6, 5 7, 5 6
+    assert c.tokens == [5, 6, 7]
+    assert c.parents == [-1, 0, 0] and c.depths == [1, 2, 2] and c.ranks == [0, 0, 1]
+    assert c.probs == pytest.approx([1.0, 2 / 3, 1 / 3])
+    assert c.scores == pytest.approx([1.0, 2 / 3, 1 / 3])
+    narrow = ngram_candidates(ctx, 1, 2, num_steps=1, topk=1)
+    assert narrow.tokens == [5]
+
+
+def test_ngram_ties_go_to_the_most_recent_occurrence():
+    c = ngram_candidates([4, 1, 3, 4, 1, 8, 4, 1], 1, 2, num_steps=1, topk=2)  # "4 1": then 3, then 8
+    assert c.tokens == [8, 3] and c.probs == pytest.approx([0.5, 0.5])
+
+
+# ---- every draft source through the engine ---------------------------------------------------------
+@pytest.mark.parametrize("spec", CASES, ids=lambda s: s.describe())
+def test_greedy_is_lossless_for_every_draft_source(pair, spec):
+    target, head = pair
+    prompts = random_prompts(4, 16, seed=3)
+    plain, _ = decode(target, None, SpecConfig("vanilla"), prompts)
+    eng, _ = decode(target, head, spec, prompts)
+    assert [r.output_ids for r in eng.requests] == [r.output_ids for r in plain.requests]
+    assert sum(n - 1 for r in eng.requests for n in r.accept_lengths) > 0, "no draft was ever accepted"
+    assert eng.table.allocator.num_free == eng.table.allocator.num_slots  # scratch and verify slots all back
+
+
+def test_exit_and_ngram_keep_no_draft_pool(pair):
+    target, head = pair
+    exit_eng, _ = decode(target, None, SpecConfig(draft=EXIT1), random_prompts(2, 16, seed=1), n=4)
+    assert exit_eng.draft_kv is exit_eng.target_kv and exit_eng.graphed_draft is None
+    ngram_eng, _ = decode(target, None, SpecConfig(draft=NGRAM), random_prompts(2, 16, seed=1), n=4)
+    assert ngram_eng.draft_kv is None
+
+
+@pytest.mark.parametrize("source", [EXIT1, EXIT2], ids=lambda s: s.name)
+def test_exit_draft_is_the_cut_short_target_on_each_path(pair, source):
+    """Every candidate's probability, and the top-k its parent proposed, equal the target's
+    forward(num_layers=N) on the candidate's path (committed tokens, root, ancestors)."""
+    target, head = pair
+    eng = Engine(target, head, SpecConfig("eagle2", 3, 3, 8, draft=source), trace=True)
+    eng.add_requests(random_prompts(2, 16, seed=5), 12)
+    checked = 0
+    while not eng.done:
+        context = {r.rid: r.prompt_ids + r.output_ids for r in eng.running}  # committed + the root
+        for rec in eng.step_records():
+            if rec.kind != "spec":
+                continue
+            c = rec.candidates
+            for parent in [-1] + list(range(len(c.tokens))):
+                kids = [i for i, p in enumerate(c.parents) if p == parent]
+                if not kids:
+                    continue
+                path, node = [], parent
+                while node != -1:
+                    path.insert(0, c.tokens[node])
+                    node = c.parents[node]
+                tokens = context[rec.request] + path
+                kv = target.new_kv_pool(len(tokens))
+                batch = extend_batch([tokens], [[]], [list(range(len(tokens)))], [0], "cpu")
+                logp = torch.log_softmax(target.logits(target(batch, kv, num_layers=source.num_layers)[-1:]), -1)[0]
+                top = logp.topk(len(kids))
+                assert [c.tokens[i] for i in kids] == top.indices.tolist()
+                torch.testing.assert_close(torch.tensor([c.probs[i] for i in kids]), top.values.exp(),
+                                           atol=1e-5, rtol=1e-4)
+                checked += 1
+    assert checked > 10
+
+
+def test_traces_name_the_draft_source(pair):
+    target, head = pair
+    prompts = random_prompts(2, 16, seed=7)
+    for spec, name in [(SpecConfig(draft=NGRAM), "ngram:1-12"), (SpecConfig(draft=EXIT2), "exit:2"),
+                       (SpecConfig(), "head")]:
+        _, records = decode(target, head, spec, prompts, n=8, trace=True)
+        traces = [step_trace(r) for r in records]
+        assert {t["draft_source"] for t in traces} == {name}
+        for t in (t for t in traces if t["kind"] == "spec"):
+            offset = {"head": -1, "exit:2": 0}.get(name)
+            if offset is None:  # the n-gram draft hands its tree over: no draft forward
+                assert t["draft"]["levels"] == [] and t["kv"]["draft"]["scratch"] == []
+            for level in t["draft"]["levels"]:
+                assert level["position"] == t["L"] + level["level"] + offset
+    _, records = decode(target, None, SpecConfig("vanilla"), prompts, n=2, trace=True)
+    assert step_trace(records[0])["draft_source"] == "none"
+
+
+# ---- sampling: the target's distribution, whatever the draft ----------------------------------------
+@pytest.fixture(scope="module")
+def pair8(tmp_path_factory):
+    return tiny_pair(tmp_path_factory.mktemp("tiny8-sources"), vocab_size=8, head_std=0.5)
+
+
+SAMPLED = [("ngram T1", SpecConfig("eagle2", 3, 2, 6, draft=NGRAM), SAMPLINGS[0]),
+           ("ngram T0.7-top_p0.9", SpecConfig("eagle2", 3, 2, 6, draft=NGRAM), SAMPLINGS[1]),
+           ("exit:1 T1", SpecConfig("eagle2", 3, 2, 6, draft=EXIT1), SAMPLINGS[0]),
+           ("exit:1 linear leviathan T0.7-top_p0.9", SpecConfig.linear(3, "leviathan", EXIT1), SAMPLINGS[1])]
+
+
+@pytest.mark.parametrize("name, spec, params", SAMPLED, ids=[c[0] for c in SAMPLED])
+def test_sampling_matches_the_target_for_every_draft_source(pair8, name, spec, params):
+    target, head = pair8
+    samples, eng = engine_samples(target, head, spec, params)
+    accepted = sum(n - 1 for r in eng.requests for n in r.accept_lengths)
+    assert accepted > N // 20, "too few drafts accepted for the test to mean anything"
+    p = chi_square_pvalue(samples, exact_joint(target, params))
+    assert p > ALPHA, f"{name}: chi-square p = {p:.2e}: the output distribution differs from the target's"
+
+
+# ---- bad input -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, message", [
+    ("exit:0", "N must be >= 1"), ("exit:", "exit:N"), ("exit:two", "exit:N"), ("ngram:0-4", "1 <= MIN"),
+    ("ngram:5-2", "1 <= MIN <= MAX"), ("ngram:1-33", "<= 32"), ("ngram:3", "ngram:MIN-MAX")])
+def test_bad_draft_sources_get_clear_errors(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_draft(text)
+
+
+def test_draft_sources_parse_and_name_themselves():
+    assert parse_draft("ngram") == NGRAM and parse_draft("ngram:2-6").name == "ngram:2-6"
+    assert parse_draft("exit:28") == DraftSource("exit", num_layers=28) and parse_draft("exit:28").name == "exit:28"
+    assert parse_draft("random:3") is None and parse_draft("some/head/dir") is None  # the head, loaded
+    assert SpecConfig.from_knobs("eagle2", draft="exit:2").draft == EXIT2
+    assert SpecConfig.from_knobs("vanilla", draft="ngram").draft == DraftSource()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(method="static", draft="ngram"), "neither a static tree nor the leviathan rule"),
+    (dict(method="linear", chain_rule="leviathan", draft="ngram"), "neither a static tree nor the leviathan rule")])
+def test_the_ngram_draft_has_no_distribution(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SpecConfig.from_knobs(**kwargs)
+
+
+def test_an_exit_must_leave_the_target_a_layer(pair):
+    target, _ = pair
+    with pytest.raises(ValueError, match=r"the target has 3 layers, so N must be in 1\.\.2"):
+        Engine(target, None, SpecConfig(draft=DraftSource("exit", num_layers=3)))
+    with pytest.raises(ValueError, match="needs a draft head"):
+        Engine(target, None, SpecConfig())
+
+
+# ---- the command line ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    from workbench.app.tiny import make_tiny_app_model
+
+    return make_tiny_app_model(tmp_path_factory.mktemp("tiny-cli"))  # 2 layers
+
+
+def _generate(tiny_dir, capsys, *extra):
+    from workbench.cli import main
+
+    rc = main(["generate", "--target", str(tiny_dir), "--prompt", "the cat sat on the mat and the cat",
+               "--max-new-tokens", "12", "--json", *extra])
+    out = capsys.readouterr()
+    return rc, out
+
+
+@pytest.mark.parametrize("draft", ["ngram", "exit:1"])
+def test_cli_generates_with_each_draft_source(tiny_dir, capsys, draft):
+    rc, plain = _generate(tiny_dir, capsys, "--method", "vanilla")
+    assert rc == 0
+    rc, spec = _generate(tiny_dir, capsys, "--method", "eagle2", "--draft", draft)
+    assert rc == 0, spec.err
+    assert json.loads(spec.out)["output_ids"] == json.loads(plain.out)["output_ids"]
+    assert f"draft={draft if draft != 'ngram' else 'ngram:1-12'}" in spec.err
+
+
+@pytest.mark.parametrize("draft, message", [
+    ("exit:0", "N must be >= 1"), ("exit:2", "the target has 2 layers, so N must be in 1..1"),
+    ("ngram:4-2", "1 <= MIN <= MAX"), ("no/such/head", "no such head directory")])
+def test_cli_refuses_a_bad_draft_in_one_line(tiny_dir, capsys, draft, message):
+    rc, out = _generate(tiny_dir, capsys, "--draft", draft)
+    assert rc == 2
+    assert out.err.startswith("error: ") and message in out.err and len(out.err.strip().splitlines()) == 1
+
+
+# ---- the real model --------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_real_model_greedy_is_lossless_for_ngram_and_exit(smollm2_dir, real_threads):
+    from workbench.pipeline import Workbench
+
+    wb = Workbench.load(str(smollm2_dir), dtype="fp32", need_draft=False)
+    prompts = [wb.encode("Repeat exactly: the quick brown fox jumps over the lazy dog. The quick brown fox"),
+               wb.encode("What is 12 times 7?")]
+    plain, _ = wb.generate(prompts, SpecConfig("vanilla"), SamplingParams(), 24)
+    for draft in ("ngram", "exit:20"):
+        reqs, _ = wb.generate(prompts, SpecConfig.from_knobs("eagle2", 4, 3, 8, draft=draft), SamplingParams(), 24)
+        assert [r.output_ids for r in reqs] == [r.output_ids for r in plain], draft
+        assert sum(n - 1 for r in reqs for n in r.accept_lengths) > 0, draft
