@@ -247,3 +247,18 @@ def test_real_model_greedy_is_lossless_for_ngram_and_exit(smollm2_dir, real_thre
         reqs, _ = wb.generate(prompts, SpecConfig.from_knobs("eagle2", 4, 3, 8, draft=draft), SamplingParams(), 24)
         assert [r.output_ids for r in reqs] == [r.output_ids for r in plain], draft
         assert sum(n - 1 for r in reqs for n in r.accept_lengths) > 0, draft
+
+
+# ---- the benchmark's method grammar ----------------------------------------------------------------
+def test_bench_methods_name_their_draft_source():
+    from workbench.bench.methods import parse_methods
+
+    methods = parse_methods("vanilla,eagle2:8/5/4,eagle2:8/5/4@ngram,linear:4@exit:24,static:8@exit:1,"
+                            "eagle2:12/5/4@ngram:2-8")
+    assert [m.spec.draft.name for m in methods] == ["head", "head", "ngram:1-12", "exit:24", "exit:1", "ngram:2-8"]
+    assert methods[3].spec == SpecConfig.linear(4, draft=DraftSource("exit", num_layers=24))
+    for bad, message in [("vanilla@ngram", "only a speculative method"), ("eagle2:8/5/4@exit:0", "N must be >= 1"),
+                         ("eagle2:8/5/4@ngarm", "unknown draft source 'ngarm'"), ("static:8@ngram", "static tree"),
+                         ("hf-pld@exit:3", "only a speculative method")]:
+        with pytest.raises(ValueError, match=message):
+            parse_methods(bad)

@@ -147,8 +147,12 @@ class Engine:
         with step_lock(self.device):  # on CUDA, one engine step at a time in the process (graphs.py)
             self.steps += 1
             if self.steps == 1:
-                return self._prefill()
-            return self._spec_step() if self.spec.speculative else self._vanilla_step()
+                records = self._prefill()
+            else:
+                records = self._spec_step() if self.spec.speculative else self._vanilla_step()
+            if self.debug:  # no slot leaked or shared, scratch included
+                self.check_integrity()
+        return records
 
     def _clock(self) -> float:
         """perf_counter, after the device has finished the work queued so far (CUDA is
