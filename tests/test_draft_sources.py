@@ -262,3 +262,17 @@ def test_bench_methods_name_their_draft_source():
                          ("hf-pld@exit:3", "only a speculative method")]:
         with pytest.raises(ValueError, match=message):
             parse_methods(bad)
+
+
+def test_other_frameworks_get_the_draft_source_or_say_they_have_none():
+    from workbench.engine.frameworks import framework_flags
+
+    ngram = framework_flags(SpecConfig.from_knobs("eagle2", 5, 4, 8, draft="ngram:2-6"))
+    assert ngram["SGLang"].startswith("--speculative-algorithm NGRAM --speculative-num-draft-tokens 8 "
+                                      "--speculative-ngram-min-match-window-size 2 "
+                                      "--speculative-ngram-max-match-window-size 6")
+    vllm = json.loads(ngram["vLLM"].removeprefix("speculative_config=").split(" (")[0])
+    assert vllm == {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 2, "prompt_lookup_max": 6}
+    assert ngram["EAGLE"] == "no n-gram draft"
+    exits = framework_flags(SpecConfig.from_knobs("eagle2", draft="exit:20"))
+    assert all(v.startswith("no early-exit draft (exit:20)") for v in exits.values())

@@ -16,6 +16,12 @@ vLLM verifies a chain, or one fixed tree given as rank paths in
 ``speculative_token_tree`` (e.g. ``"[(0,), (1,), (0, 0)]"``: the root's top-2 children and the
 first one's top child); it has no dynamic tree, so ``eagle2`` maps to the static tree of the
 same size (EAGLE-1's shape), which is the nearest setting, not the same tree.
+
+The draft source (``SpecConfig.draft``): the n-gram draft is SGLang's ``NGRAM`` algorithm
+(match windows ``--speculative-ngram-{min,max}-match-window-size``; it draws from a corpus
+shared by every request, this one from the request's own tokens) and vLLM's ``ngram`` method
+(``prompt_lookup_{min,max}``, a chain); the EAGLE repository has none. None of the three drafts
+with an early exit of the target; the nearest there is a separate small draft model.
 """
 
 from __future__ import annotations
@@ -33,7 +39,27 @@ def framework_flags(spec: SpecConfig) -> dict[str, str]:
     """{framework: how to ask it for ``spec``}, one line each (``FRAMEWORKS`` order)."""
     if not spec.speculative:
         return {name: "no speculative decoding (leave the speculative options out)" for name in FRAMEWORKS}
+    if spec.draft.kind == "exit":
+        return {name: f"no early-exit draft ({spec.draft.name}): the nearest is a separate small draft model"
+                for name in FRAMEWORKS}
+    if spec.draft.kind == "ngram":
+        return {"SGLang": _sglang_ngram(spec), "vLLM": _vllm_ngram(spec), "EAGLE": "no n-gram draft"}
     return {"SGLang": _sglang(spec), "vLLM": _vllm(spec), "EAGLE": _eagle(spec)}
+
+
+def _sglang_ngram(spec: SpecConfig) -> str:
+    d = spec.draft
+    return (f"--speculative-algorithm NGRAM --speculative-num-draft-tokens {spec.num_draft_tokens} "
+            f"--speculative-ngram-min-match-window-size {d.min_match} "
+            f"--speculative-ngram-max-match-window-size {d.max_match} (its corpus holds every request's tokens)")
+
+
+def _vllm_ngram(spec: SpecConfig) -> str:
+    d = spec.draft
+    config = {"method": "ngram", "num_speculative_tokens": spec.num_steps, "prompt_lookup_min": d.min_match,
+              "prompt_lookup_max": d.max_match}
+    note = "" if spec.topk == 1 else " (a chain: vLLM's n-gram draft proposes one continuation)"
+    return f"speculative_config={json.dumps(config)}{note}"
 
 
 def _sglang(spec: SpecConfig) -> str:
