@@ -276,3 +276,20 @@ def test_other_frameworks_get_the_draft_source_or_say_they_have_none():
     assert ngram["EAGLE"] == "no n-gram draft"
     exits = framework_flags(SpecConfig.from_knobs("eagle2", draft="exit:20"))
     assert all(v.startswith("no early-exit draft (exit:20)") for v in exits.values())
+
+
+def test_one_workbench_runs_every_draft_source(tiny_dir):
+    from workbench.errors import UserError
+    from workbench.pipeline import Workbench
+
+    wb = Workbench.load(str(tiny_dir), "ngram:2-4", "fp32")  # a source that needs no head: none is loaded
+    assert wb.draft is None and wb.draft_source == "ngram:2-4"
+    prompt = [wb.encode("the cat sat on the mat and the cat")]
+    plain, _ = wb.generate(prompt, SpecConfig("vanilla"), SamplingParams(), 8)
+    for draft in ("ngram:2-4", "exit:1"):
+        reqs, _ = wb.generate(prompt, SpecConfig.from_knobs("eagle2", 3, 2, 5, draft=draft), SamplingParams(), 8)
+        assert reqs[0].output_ids == plain[0].output_ids
+    with pytest.raises(UserError, match="drafts with an EAGLE head, but none is loaded"):
+        wb.engine(SpecConfig(), SamplingParams())
+    with pytest.raises(UserError, match="the target has 2 layers"):
+        wb.engine(SpecConfig.from_knobs("eagle2", draft="exit:2"), SamplingParams())

@@ -26,6 +26,7 @@ from workbench.engine.config import SpecConfig
 from workbench.engine.draft_source import GRAMMAR, parse_draft
 from workbench.engine.engine import Engine
 from workbench.engine.sampling import SamplingParams
+from workbench.errors import UserError
 from workbench.models.chat import chat_ids
 from workbench.models.config import ModelConfig
 from workbench.models.draft import DraftHead, load_draft, random_head
@@ -123,6 +124,17 @@ class Workbench:
         return self.tokenizer.decode([token])
 
     def engine(self, spec: SpecConfig, sampling: SamplingParams, trace: bool = False) -> Engine:
+        """An engine for ``spec`` on this target; the draft source is ``spec.draft`` (the loaded
+        head, an n-gram lookup or an early exit: ``SpecConfig.from_knobs(..., draft="exit:28")``).
+        UserError when ``spec`` drafts with a head and none was loaded, or names an exit the
+        target cannot take."""
+        if spec.speculative and spec.draft.kind == "head" and self.draft is None:
+            raise UserError(f"{spec.describe()} drafts with an EAGLE head, but none is loaded (draft "
+                            f"{self.draft_source}): load one, or draft with ngram or exit:N")
+        try:
+            spec.draft.check_target(self.target.config.num_layers)
+        except ValueError as err:
+            raise UserError(str(err)) from None
         return Engine(self.target, self.draft if spec.speculative else None, spec, sampling, self.stop_ids,
                       trace=trace, token_text=self.token_text, cuda_graphs=self.cuda_graphs)
 
