@@ -4,7 +4,7 @@ Rerank, build, verify, the accept walk, commit and the traces do not care where 
 came from. A draft gives the engine four things:
 
 * ``scratch_slots(spec)``: the KV slots it takes per request and step (the engine sizes the
-  pool with it), and ``start(num_slots, target_kv, cuda_graphs)``: its own pools, once;
+  pool with it), and ``start(num_slots, target_kv, cuda_graphs, draft_scratch)``: its pools, once;
 * ``extend(reqs, table)``: the work on last step's committed tokens (the head's draft extend;
   nothing for the others), returning what proposes level 1 and the slots it kept;
 * ``grow(reqs, table, extended, spec, chain, generator)``: the candidates. A neural draft grows
