@@ -209,8 +209,11 @@ def tiny_dir(tmp_path_factory):
 def _generate(tiny_dir, capsys, *extra):
     from workbench.cli import main
 
-    rc = main(["generate", "--target", str(tiny_dir), "--prompt", "the cat sat on the mat and the cat",
-               "--max-new-tokens", "12", "--json", *extra])
+    try:
+        rc = main(["generate", "--target", str(tiny_dir), "--prompt", "the cat sat on the mat and the cat",
+                   "--max-new-tokens", "12", "--json", *extra])
+    except SystemExit as stop:  # a flag refused while parsing
+        rc = stop.code
     out = capsys.readouterr()
     return rc, out
 

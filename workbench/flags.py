@@ -102,7 +102,7 @@ def draft_source(text: str) -> str:
         return text
     path = Path(text).expanduser()
     if not path.exists():
-        raise argparse.ArgumentTypeError(f"{text}: no such head directory (or give {GRAMMAR})")
+        raise argparse.ArgumentTypeError(f"{text}: no such head directory (give {GRAMMAR})")
     if not (path / "config.json").is_file():
         raise argparse.ArgumentTypeError(f"{text}: not a draft head directory (it needs config.json and weights)")
     return text
