@@ -279,6 +279,10 @@ def test_other_frameworks_get_the_draft_source_or_say_they_have_none():
     assert ngram["EAGLE"] == "no n-gram draft"
     exits = framework_flags(SpecConfig.from_knobs("eagle2", draft="exit:20"))
     assert all(v.startswith("no early-exit draft (exit:20)") for v in exits.values())
+    model = framework_flags(SpecConfig.from_knobs("linear", 4, draft="model:/m/small"))
+    assert model["SGLang"].startswith("--speculative-algorithm STANDALONE --speculative-draft-model-path /m/small "
+                                      "--speculative-num-steps 4 --speculative-eagle-topk 1")
+    assert model["vLLM"] == 'speculative_config={"model": "/m/small", "num_speculative_tokens": 4}'
 
 
 def test_one_workbench_runs_every_draft_source(tiny_dir):
@@ -296,3 +300,62 @@ def test_one_workbench_runs_every_draft_source(tiny_dir):
         wb.engine(SpecConfig(), SamplingParams())
     with pytest.raises(UserError, match="the target has 2 layers"):
         wb.engine(SpecConfig.from_knobs("eagle2", draft="exit:2"), SamplingParams())
+
+
+# ---- a separate draft model (model:DIR): no such pair ships, a tiny random one stands in ----------
+@pytest.fixture(scope="module")
+def draft_model(tmp_path_factory, pair):
+    from workbench.models.loading import load_target
+    from workbench.testing.tiny import make_tiny_checkpoint
+
+    path = make_tiny_checkpoint(tmp_path_factory.mktemp("tiny-draft-model"), vocab_size=16, seed=4, num_layers=1)
+    return path, load_target(path)
+
+
+@pytest.mark.parametrize("make", [lambda s: SpecConfig("eagle2", 3, 2, 6, draft=s),
+                                  lambda s: SpecConfig.linear(3, draft=s), lambda s: SpecConfig.static(6, draft=s)],
+                         ids=["eagle2", "linear", "static"])
+def test_a_draft_model_is_lossless_and_keeps_its_kv_like_a_prefill(pair, draft_model, make):
+    target, _ = pair
+    path, model = draft_model
+    spec = make(DraftSource("model", path=str(path)))
+    prompts = random_prompts(3, 16, seed=9)
+    plain, _ = decode(target, None, SpecConfig("vanilla"), prompts)
+    eng, _ = decode(target, model, spec, prompts)
+    assert [r.output_ids for r in eng.requests] == [r.output_ids for r in plain.requests]
+    assert sum(n - 1 for r in eng.requests for n in r.accept_lengths) > 0, "no draft was ever accepted"
+    assert eng.draft_kv is not eng.target_kv
+    eng = Engine(target, model, spec)  # mid-run: the draft's own K/V equals a fresh prefill of its committed tokens
+    eng.add_requests(prompts, 16)
+    for _ in range(4):
+        eng.step()
+    for r in eng.running:
+        ours, L = eng.table.slots(r.rid), r.draft_length
+        tokens = (r.prompt_ids + r.output_ids)[:L]
+        fresh = model.new_kv_pool(L)
+        model(extend_batch([tokens], [[]], [list(range(L))], [0], "cpu"), fresh)
+        torch.testing.assert_close(eng.draft_kv.k[0][ours[:L]], fresh.k[0], atol=1e-5, rtol=1e-4)
+
+
+def test_a_draft_model_needs_the_targets_vocabulary(pair, tmp_path):
+    from workbench.models.loading import load_target
+    from workbench.testing.tiny import make_tiny_checkpoint
+
+    target, _ = pair
+    other = load_target(make_tiny_checkpoint(tmp_path, vocab_size=24, num_layers=1))
+    with pytest.raises(ValueError, match=r"vocabulary \(24\) is not the target's \(16\)"):
+        Engine(target, other, SpecConfig(draft=DraftSource("model", path=str(tmp_path))))
+    with pytest.raises(ValueError, match="model:DIR"):
+        parse_draft("model:")
+
+
+def test_cli_drafts_with_a_model_of_the_same_tokenizer(tiny_dir, tmp_path, capsys):
+    from workbench.app.tiny import make_tiny_app_model
+
+    draft_dir = make_tiny_app_model(tmp_path / "draft", seed=1)  # the same words, other weights
+    rc, plain = _generate(tiny_dir, capsys, "--method", "vanilla")
+    rc, spec = _generate(tiny_dir, capsys, "--method", "eagle2", "--draft", f"model:{draft_dir}")
+    assert rc == 0, spec.err
+    assert json.loads(spec.out)["output_ids"] == json.loads(plain.out)["output_ids"]
+    rc, bad = _generate(tiny_dir, capsys, "--draft", f"model:{tmp_path / 'none'}")
+    assert rc == 2 and bad.err.startswith("error: ") and "no model directory" in bad.err

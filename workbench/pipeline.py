@@ -42,7 +42,7 @@ HOT_TOKENS_DEFAULT = 4096
 class Workbench:
     target: TargetModel
     tokenizer: object
-    draft: DraftHead | None
+    draft: DraftHead | TargetModel | None  # the EAGLE head, or the draft model of model:DIR
     draft_source: str  # path of the head, "random (seed N)", or the draft source loaded without a head ("ngram:1-12")
     target_dir: Path
     dtype_name: str
@@ -71,7 +71,8 @@ class Workbench:
 
         target_dir = store.resolve_target(target)
         source = check_draft(draft, target_dir)
-        need_draft = need_draft and source is None
+        load_head = need_draft and source is None
+        load_model = need_draft and source is not None and source.kind == "model"
         device = device or default_device()
         dtype = resolve_dtype(dtype, device)
         model = load_target(target_dir, parse_dtype(dtype), device)
@@ -85,10 +86,12 @@ class Workbench:
             print(f"warning: {check.message}", file=sys.stderr, flush=True)
         model.attention_backend = check.backend
         tokenizer = AutoTokenizer.from_pretrained(target_dir)
-        if need_draft:
+        if load_head:
             head, name = _load_head(draft, model, target is None)
             if not (draft is None and name.startswith("random")):  # not the shipped list
                 name += _apply_hot_tokens(head, hot_tokens, draft)
+        elif load_model:  # the target's dtype and device
+            head, name = load_target(source.path, parse_dtype(dtype), device).eval(), source.name
         else:
             head, name = None, "none" if source is None else source.name
         order = choose_linear_order(linear_order, model)
@@ -126,11 +129,14 @@ class Workbench:
     def engine(self, spec: SpecConfig, sampling: SamplingParams, trace: bool = False) -> Engine:
         """An engine for ``spec`` on this target; the draft source is ``spec.draft`` (the loaded
         head, an n-gram lookup or an early exit: ``SpecConfig.from_knobs(..., draft="exit:28")``).
-        UserError when ``spec`` drafts with a head and none was loaded, or names an exit the
-        target cannot take."""
-        if spec.speculative and spec.draft.kind == "head" and self.draft is None:
+        UserError when ``spec`` drafts with a head (or a draft model) this workbench did not load,
+        or names an exit the target cannot take."""
+        kind = spec.draft.kind
+        if spec.speculative and kind == "head" and not isinstance(self.draft, DraftHead):
             raise UserError(f"{spec.describe()} drafts with an EAGLE head, but none is loaded (draft "
                             f"{self.draft_source}): load one, or draft with ngram or exit:N")
+        if spec.speculative and kind == "model" and self.draft_source != spec.draft.name:
+            raise UserError(f"{spec.describe()}: load that draft model first (draft {self.draft_source})")
         try:
             spec.draft.check_target(self.target.config.num_layers)
         except ValueError as err:
@@ -156,10 +162,19 @@ class Workbench:
 def check_draft(draft: str | None, target_dir: Path):
     """``--draft`` checked before anything loads: the ``DraftSource`` it names (None: the head,
     from a directory, ``random[:SEED]`` or the shipped one); ``exit:N`` must leave the target
-    (``target_dir``) a layer. ValueError with the reason."""
+    (``target_dir``) a layer; ``model:DIR`` must be a model with the target's vocabulary.
+    ValueError with the reason."""
     source = parse_draft(draft) if draft else None
+    target = ModelConfig.from_dir(target_dir)
+    if source is not None and source.kind == "model":
+        if not (Path(source.path) / "config.json").is_file():
+            raise ValueError(f"--draft {draft}: no model directory (it needs config.json and weights)")
+        vocab = ModelConfig.from_dir(source.path).vocab_size
+        if vocab != target.vocab_size:
+            raise ValueError(f"--draft {draft}: its vocabulary ({vocab}) is not the target's ({target.vocab_size}); "
+                             "a draft model needs the target's tokenizer")
     if source is not None:
-        source.check_target(ModelConfig.from_dir(target_dir).num_layers)
+        source.check_target(target.num_layers)
     elif draft and not draft.startswith("random") and not Path(draft).is_dir():
         raise ValueError(f"--draft {draft}: no such head directory; give {GRAMMAR}")
     return source

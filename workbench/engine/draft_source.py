@@ -8,6 +8,9 @@
 ``exit:N``          self-speculation: the target's first N layers, its final norm and its LM
                     head (``drafts.ExitDraft``). The committed K/V of those layers is the
                     target's own: no pool, no extend. 1 <= N < the target's layer count.
+``model:DIR``       a separate small model with the target's tokenizer (a local HF Llama-family
+                    directory): its own KV, an extend per step (``drafts.ModelDraft``). No such
+                    pair ships with the workbench; the tests use a tiny random one.
 ==================  ========================================================================
 
 A ``DraftSource`` is part of ``SpecConfig`` (``draft``): the engine builds the draft from it,
@@ -18,11 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-KINDS = ("head", "ngram", "exit")
+KINDS = ("head", "ngram", "exit", "model")
 DEFAULT_MIN_MATCH = 1  # SGLang's NGRAM defaults: match windows of 1..12 tokens
 DEFAULT_MAX_MATCH = 12
 MAX_MATCH = 32
-GRAMMAR = "a head directory, random[:SEED], ngram[:MIN-MAX] or exit:N"
+GRAMMAR = "a head directory, random[:SEED], ngram[:MIN-MAX], exit:N or model:DIR"
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class DraftSource:
     num_layers: int | None = None  # exit: the target layers the draft runs
     min_match: int = DEFAULT_MIN_MATCH  # ngram: the shortest suffix that may match
     max_match: int = DEFAULT_MAX_MATCH  # ngram: the longest suffix tried
+    path: str | None = None  # model: the draft model's directory
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -41,6 +45,8 @@ class DraftSource:
                                  f"got {self.num_layers}")
         elif self.num_layers is not None:
             raise ValueError(f"a layer count is for exit:N, not for the {self.kind} draft")
+        if (self.kind == "model") != bool(self.path):
+            raise ValueError("model:DIR names the draft model's directory; only that draft takes one")
         if not 1 <= self.min_match <= self.max_match <= MAX_MATCH:
             raise ValueError(f"n-gram match windows must satisfy 1 <= MIN <= MAX <= {MAX_MATCH}, "
                              f"got {self.min_match}-{self.max_match}")
@@ -52,6 +58,8 @@ class DraftSource:
             return f"exit:{self.num_layers}"
         if self.kind == "ngram":
             return f"ngram:{self.min_match}-{self.max_match}"
+        if self.kind == "model":
+            return f"model:{self.path}"
         return "head"
 
     @property
@@ -66,7 +74,7 @@ class DraftSource:
 
 
 def parse_draft(text: str) -> DraftSource | None:
-    """``ngram``, ``ngram:MIN-MAX`` or ``exit:N`` -> a ``DraftSource``; None for anything else
+    """``ngram``, ``ngram:MIN-MAX``, ``exit:N`` or ``model:DIR`` -> a ``DraftSource``; None for anything else
     (a head directory or ``random[:SEED]``: the head, chosen when loading). ValueError when the
     text starts like one of ours but does not parse."""
     kind, _, arg = text.strip().partition(":")
@@ -81,4 +89,8 @@ def parse_draft(text: str) -> DraftSource | None:
         if not arg.isdigit():
             raise ValueError(f"draft source {text!r}: write the early exit as exit:N, N the target layers it runs")
         return DraftSource("exit", num_layers=int(arg))
+    if kind == "model":
+        if not arg:
+            raise ValueError(f"draft source {text!r}: write the draft model as model:DIR, DIR its directory")
+        return DraftSource("model", path=arg)
     return None

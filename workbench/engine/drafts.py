@@ -11,8 +11,9 @@ came from. A draft gives the engine four things:
   them through ``draft.grow_tree`` (``static_tree.grow_static_tree`` for method static), level
   by level with path scores; the n-gram draft hands over its trie (``ngram.py``) whole.
 
-``HeadDraft`` (the EAGLE head), ``ExitDraft`` (the target's first N layers) and ``NgramDraft``
-are the three; ``make_draft`` picks one from ``SpecConfig.draft``.
+``HeadDraft`` (the EAGLE head), ``ExitDraft`` (the target's first N layers), ``ModelDraft`` (a
+separate small model with the target's tokenizer) and ``NgramDraft``; ``make_draft`` picks one
+from ``SpecConfig.draft``.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ class ExitDraft:
 
     def __init__(self, target: TargetModel, source: DraftSource):
         source.check_target(target.config.num_layers)
-        self.target, self.num_layers, self.name = target, source.num_layers, source.name
+        self.model, self.num_layers, self.name = target, source.num_layers, source.name
         self.kv: KVPool | None = None  # the target's
 
     def scratch_slots(self, spec: SpecConfig) -> int:
@@ -127,11 +128,11 @@ class ExitDraft:
     def forward(self, features: torch.Tensor, batch) -> torch.Tensor:
         """A ``DraftForward``: the tokens through the first layers (``features`` unused: the
         draft reads tokens, not the parent's output). Returns post-norm hidden [T, H]."""
-        return self.target(batch, self.kv, num_layers=self.num_layers)
+        return self.model(batch, self.kv, num_layers=self.num_layers)
 
     def log_probs(self, hidden: torch.Tensor) -> tuple[torch.Tensor, None]:
         """The exit's distribution at temperature 1 over the full vocabulary [R, V], as a head drafts."""
-        return torch.log_softmax(self.target.logits(hidden), dim=-1), None
+        return torch.log_softmax(self.model.logits(hidden), dim=-1), None
 
     def grow(self, reqs: list[Request], table: SlotTable, extended: Extended, spec: SpecConfig,
              chain: SamplingParams | None, generator) -> DraftPhase:
@@ -139,12 +140,41 @@ class ExitDraft:
         roots = [alloc.alloc(1) for _ in reqs]
         prefixes = [table.slots(r.rid) for r in reqs]
         batch = extend_batch([[r.root] for r in reqs], prefixes, roots, [len(p) for p in prefixes],
-                             self.target.lm_head.weight.device)
+                             self.model.lm_head.weight.device)
         h_root = self.forward(None, batch)  # [B, H]: the root at L proposes level 1
         phase = _grow(self, self.forward, alloc, [p + s for p, s in zip(prefixes, roots)], h_root, spec, chain,
                       generator)
         phase.scratch_slots = [s + level for s, level in zip(roots, phase.scratch_slots)]
         return phase
+
+
+class ModelDraft(ExitDraft):
+    """A separate small model with the target's tokenizer: its own KV pool at the target's slot
+    ids, extended each step with the tokens committed since (the prompt, then root + accepted),
+    then grown exactly as an early exit (the root at L, each node at its own position)."""
+
+    def __init__(self, model: TargetModel, target: TargetModel, source: DraftSource):
+        if model.config.vocab_size != target.config.vocab_size:
+            raise ValueError(f"{source.name}: its vocabulary ({model.config.vocab_size}) is not the target's "
+                             f"({target.config.vocab_size}); a draft model needs the target's tokenizer")
+        self.model, self.num_layers, self.name = model, None, source.name
+        self.kv: KVPool | None = None
+
+    def start(self, num_slots: int, target_kv: KVPool, cuda_graphs: bool, draft_scratch: int) -> None:
+        self.kv = self.model.new_kv_pool(num_slots)
+
+    def extend(self, reqs: list[Request], table: SlotTable) -> Extended:
+        """The committed tokens the draft has not seen, at their own slots and positions."""
+        tokens, prefix, new = [], [], []
+        for r in reqs:
+            slots, start = table.slots(r.rid), r.draft_length
+            tokens.append((r.prompt_ids + r.output_ids)[start : len(slots)])  # committed = all but the root
+            prefix.append(slots[:start])
+            new.append(slots[start:])
+            r.draft_length = len(slots)
+        self.model(extend_batch(tokens, prefix, new, [len(p) for p in prefix], self.model.lm_head.weight.device),
+                   self.kv)
+        return Extended(None, new)
 
 
 class NgramDraft:
@@ -173,14 +203,19 @@ class NgramDraft:
         return DraftPhase(cands, [[] for _ in reqs], [[] for _ in reqs])
 
 
-def make_draft(spec: SpecConfig, target: TargetModel, head: DraftHead | None):
-    """The draft ``spec.draft`` names, for ``target``; the head draft needs ``head``."""
+def make_draft(spec: SpecConfig, target: TargetModel, head: DraftHead | TargetModel | None):
+    """The draft ``spec.draft`` names, for ``target``; the head draft needs ``head`` (the EAGLE
+    head), ``model:DIR`` the loaded draft model in its place."""
     source = spec.draft
     if source.kind == "exit":
         return ExitDraft(target, source)
     if source.kind == "ngram":
         return NgramDraft(source)
-    if head is None:
+    if source.kind == "model":
+        if not isinstance(head, TargetModel):
+            raise ValueError(f"{source.name}: the engine needs the draft model itself (load it first)")
+        return ModelDraft(head, target, source)
+    if not isinstance(head, DraftHead):
         raise ValueError(f"method {spec.method} with the head draft needs a draft head")
     return HeadDraft(head, source)
 

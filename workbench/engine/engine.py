@@ -50,12 +50,13 @@ from workbench.models.llama import TargetModel
 
 
 class Engine:
-    def __init__(self, target: TargetModel, draft: DraftHead | None = None, spec: SpecConfig = SpecConfig(),
+    def __init__(self, target: TargetModel, draft: DraftHead | TargetModel | None = None,
+                 spec: SpecConfig = SpecConfig(),
                  sampling: SamplingParams = SamplingParams(), stop_ids: tuple[int, ...] = (),
                  trace: bool = False, token_text=None, debug: bool | None = None,
                  cuda_graphs: bool | None = None):
-        """``draft``: the EAGLE head, used when ``spec.draft`` is the head (the other draft
-        sources need none). ``cuda_graphs``: replay decode, verify and the head's forwards (tree
+        """``draft``: the EAGLE head when ``spec.draft`` is the head, the draft model for
+        ``model:DIR`` (the n-gram and early-exit drafts need none). ``cuda_graphs``: replay decode, verify and the head's forwards (tree
         levels, and the extend when it fits a bucket) from CUDA graphs (``graphs.py``); None = on
         where it can be (a CUDA device and the triton attention backend) and the start-up check
         passed for these models (``graph_check.py``)."""

@@ -21,7 +21,8 @@ The draft source (``SpecConfig.draft``): the n-gram draft is SGLang's ``NGRAM`` 
 (match windows ``--speculative-ngram-{min,max}-match-window-size``; it draws from a corpus
 shared by every request, this one from the request's own tokens) and vLLM's ``ngram`` method
 (``prompt_lookup_{min,max}``, a chain); the EAGLE repository has none. None of the three drafts
-with an early exit of the target; the nearest there is a separate small draft model.
+with an early exit of the target; the nearest there is a separate small draft model, which
+``model:DIR`` is here and SGLang's ``STANDALONE`` algorithm and vLLM's draft-model method are.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ def framework_flags(spec: SpecConfig) -> dict[str, str]:
                 for name in FRAMEWORKS}
     if spec.draft.kind == "ngram":
         return {"SGLang": _sglang_ngram(spec), "vLLM": _vllm_ngram(spec), "EAGLE": "no n-gram draft"}
+    if spec.draft.kind == "model":
+        return {"SGLang": _sglang(spec, "STANDALONE", spec.draft.path),
+                "vLLM": _vllm_model(spec), "EAGLE": "no separate draft model (an EAGLE head only)"}
     return {"SGLang": _sglang(spec), "vLLM": _vllm(spec), "EAGLE": _eagle(spec)}
 
 
@@ -54,6 +58,12 @@ def _sglang_ngram(spec: SpecConfig) -> str:
             f"--speculative-ngram-max-match-window-size {d.max_match} (its corpus holds every request's tokens)")
 
 
+def _vllm_model(spec: SpecConfig) -> str:
+    config = {"model": spec.draft.path, "num_speculative_tokens": spec.num_steps}
+    note = "" if spec.topk == 1 else " (a chain: vLLM's draft model proposes one continuation)"
+    return f"speculative_config={json.dumps(config)}{note}"
+
+
 def _vllm_ngram(spec: SpecConfig) -> str:
     d = spec.draft
     config = {"method": "ngram", "num_speculative_tokens": spec.num_steps, "prompt_lookup_min": d.min_match,
@@ -62,8 +72,8 @@ def _vllm_ngram(spec: SpecConfig) -> str:
     return f"speculative_config={json.dumps(config)}{note}"
 
 
-def _sglang(spec: SpecConfig) -> str:
-    flags = (f"--speculative-algorithm EAGLE --speculative-draft-model-path {HEAD} "
+def _sglang(spec: SpecConfig, algorithm: str = "EAGLE", draft: str = HEAD) -> str:
+    flags = (f"--speculative-algorithm {algorithm} --speculative-draft-model-path {draft} "
              f"--speculative-num-steps {spec.num_steps} --speculative-eagle-topk {spec.topk} "
              f"--speculative-num-draft-tokens {spec.num_draft_tokens}")
     if spec.lossy:
