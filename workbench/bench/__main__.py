@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "kernel": "workbench.bench.kernel",
     "linear": "workbench.bench.linear",
     "plain": "workbench.bench.plain",
+    "routes": "workbench.bench.routes",
     "run": "workbench.bench.suite",
     "tune": "workbench.bench.tune",
 }
