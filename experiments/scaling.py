@@ -29,7 +29,7 @@ import torch
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.train.loop import TrainConfig, add_config_args
 
-TAU_METHODS = ("eagle2(5,4,8)", "eagle2(6,10,60)")
+TAU_METHODS = ("eagle2:8/5/4", "eagle2:60/6/10")
 
 
 def prefix(seqs, response_tokens: int):
@@ -54,7 +54,7 @@ def tau(head_dir: Path, n: int, max_new: int, target: str | None = None,
     """τ of the head at each of ``trees`` ({} when ``n`` is 0); checks losslessness."""
     from workbench.bench.specbench import DATA_FILE
     from workbench.engine.config import SpecConfig
-    from workbench.train.evaluate import METHODS, mt_bench_first_turns, run
+    from workbench.train.evaluate import mt_bench_first_turns, run, speculative_methods
     from workbench.pipeline import Workbench
 
     if n == 0:
@@ -64,7 +64,7 @@ def tau(head_dir: Path, n: int, max_new: int, target: str | None = None,
     base = run(wb, prompts, SpecConfig("vanilla"), max_new)["outputs"]
     out = {}
     for name in trees:
-        r = run(wb, prompts, METHODS[name], max_new)
+        r = run(wb, prompts, speculative_methods([name])[name], max_new)
         if r["outputs"] != base:
             raise RuntimeError(f"{name}: outputs differ from greedy decoding")
         out[name] = round(r["tau"], 3)

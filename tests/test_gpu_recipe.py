@@ -85,7 +85,7 @@ def test_dry_run_generates_trains_both_arms_and_measures_them(smollm2_dir, tmp_p
     assert set(report["times"]) == {"generate", "train-warm", "train-fused", "evaluate"} and report["evaluate"] == "done"
     log = (out / "run.log").read_text()
     assert "[generate] exit 0" in log and "[generate] attention backend: padded on cpu" in log
-    assert log.count("| linear(5) |") == 3  # the shipped head and the two new ones
+    assert log.count("| linear:5 |") == 3  # the shipped head and the two new ones
     assert sorted(p.name for p in out.iterdir()) == ["fused-head", "report.json", "run.log", "warm-head"]
     new, old = load_file(str(out / "warm-head" / "model.safetensors")), load_file(str(SHIPPED_HEAD / "model.safetensors"))
     assert new.keys() == old.keys()

@@ -214,7 +214,7 @@ def test_evaluate_measures_several_heads_on_the_same_answers_and_says_their_hot_
     bare = tmp_path / "bare"  # the same weights without hot_tokens.json: drafts from the full vocabulary
     shutil.copytree(shipped, bare, ignore=shutil.ignore_patterns("hot_tokens.json"))
     main(["--head", str(shipped), str(bare), "--dtype", "fp32", "-n", "2", "--max-new", "12", "--agreement",
-          "--coverage", "--by-category", "--by-source", "--methods", "linear(1)"])
+          "--coverage", "--by-category", "--by-source", "--methods", "linear:1"])
     out = capsys.readouterr().out
     agree = [line for line in out.splitlines() if line.startswith("teacher-forced")]
     assert len(agree) == 2 and f"[{shipped}]: " in agree[0] and f"[{bare}]: " in agree[1]
@@ -227,10 +227,10 @@ def test_evaluate_measures_several_heads_on_the_same_answers_and_says_their_hot_
     assert cats[0].split("]: ")[1].startswith("writing (1, ") and "; coding (1, " in cats[0]
     heads = [line for line in out.splitlines() if line.startswith("head ")]
     assert len(heads) == 2 and "4096 hot draft tokens" in heads[0] and "hot" not in heads[1]
-    assert out.count("| linear(1) |") == 2 and out.count("| 2/2 |") == 2  # lossless with either vocabulary
+    assert out.count("| linear:1 |") == 2 and out.count("| 2/2 |") == 2  # lossless with either vocabulary
     for argv, says in ((["--head", str(tmp_path / "none")], "no head there"), (["--hot", "-1"], "--hot"),
                        (["--head", str(bare), "--hot", "8"], "hot_tokens.json"),
-                       (["--ceiling", "--early-exit", "29,31", "--methods", "linear(1)"], "the target has 30 layers")):
+                       (["--ceiling", "--early-exit", "29,31", "--methods", "linear:1"], "the target has 30 layers")):
         with pytest.raises(SystemExit):
             main(argv)
         assert says in capsys.readouterr().err

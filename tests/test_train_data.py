@@ -392,8 +392,8 @@ def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
     with pytest.raises(SystemExit):
         scaling.main(argv[:-6] + ["--points", "x"])
     with pytest.raises(SystemExit):
-        scaling.main(argv + ["--trees", "eagle2(9,9,9)"])
-    assert scaling.parse_args(argv + ["--trees", "eagle2(5,4,8)"]).trees == ("eagle2(5,4,8)",)
+        scaling.main(argv + ["--trees", "eagle2:9/9/9"])
+    assert scaling.parse_args(argv + ["--trees", "eagle2:8/5/4"]).trees == ("eagle2:8/5/4",)
 
 
 def test_time_limit_stops_before_a_new_shard_and_the_same_command_continues(tiny_target, tmp_path):

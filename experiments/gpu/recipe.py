@@ -410,7 +410,7 @@ def run(args: argparse.Namespace) -> dict:
         raise SystemExit("error: training failed for every arm (run.log has the reason)")
     if args.eval_minutes:
         held_out = [] if args.dry_run else ["--held-out", str(data), "--val-every", str(args.val_every)]
-        methods = ["linear(5)"] if args.dry_run else ["eagle2(5,4,8)", "eagle2(6,10,60)"]
+        methods = ["linear:5"] if args.dry_run else ["eagle2:8/5/4", "eagle2:60/6/10"]
         rc = run_stage("evaluate", ["-m", "workbench.train.evaluate", "--head", str(SHIPPED_HEAD), *map(str, done),
                                     "--dtype", "fp32", "-n", str(args.eval_questions), *held_out,
                                     "--max-new", "16" if args.dry_run else "128", "--methods", *methods],

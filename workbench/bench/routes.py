@@ -20,6 +20,15 @@ from workbench.errors import ArgumentParser, UserError, reports_user_errors
 ASSET = Path(__file__).resolve().parent.parent / "assets" / "draft-sources.json"
 
 
+def load_route_table(path: Path = ASSET) -> dict | None:
+    """The shipped route table (``route_table``'s format), or None when there is none."""
+    try:
+        table = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return table if isinstance(table, dict) and isinstance(table.get("routes"), dict) else None
+
+
 def route_table(result: dict) -> dict:
     """``{"meta": {...}, "routes": {label: {"draft", "tree", "per_task": {task: {"tau", "speedup"}}}}}``
     from a bench result (``label``: ``"<draft> <D/S/K>"``, e.g. ``"ngram:1-12 4/3/2"``)."""

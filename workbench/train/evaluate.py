@@ -60,12 +60,21 @@ from workbench.engine.sampling import SamplingParams
 from workbench.errors import ArgumentParser
 from workbench.metrics import tau
 
-METHODS = {
-    "linear(1)": SpecConfig.linear(1),  # accepts exactly when the head's top-1 is the target's token
-    "linear(5)": SpecConfig.linear(5),
-    "eagle2(5,4,8)": SpecConfig("eagle2", 5, 4, 8),
-    "eagle2(6,10,60)": SpecConfig("eagle2", 6, 10, 60),
-}
+# in the benchmark's grammar (bench/methods.py); linear:1 accepts exactly when the head's top-1 is
+# the target's token
+DEFAULT_METHODS = ("linear:1", "linear:5", "eagle2:8/5/4", "eagle2:60/6/10")
+
+
+def speculative_methods(names: list[str]) -> dict[str, SpecConfig]:
+    """{name: config} of ``names`` in the benchmark's grammar; ValueError for a name that is
+    unknown or not speculative (τ needs a verify step)."""
+    from workbench.bench.methods import parse_methods
+
+    methods = parse_methods(",".join(names)) if names else []
+    plain = [m.name for m in methods if not m.speculative]
+    if plain:
+        raise ValueError(f"τ needs a speculative method (linear:S, eagle2:D/S/K, static:D), got {', '.join(plain)}")
+    return {m.name: m.spec for m in methods}
 
 
 def mt_bench_first_turns(path: Path, n: int) -> list[str]:
@@ -380,8 +389,9 @@ def build_parser() -> ArgumentParser:
                     help="τ: draft only among the N most frequent tokens of each head's hot_tokens.json "
                          f"(default: {HOT_TOKENS_DEFAULT} where the head has one, as the engine; 0: the full "
                          "vocabulary)")
-    ap.add_argument("--methods", nargs="*", default=list(METHODS), choices=list(METHODS),
-                    help="τ of these (with no names: no τ at all)")
+    ap.add_argument("--methods", nargs="*", default=list(DEFAULT_METHODS),
+                    help="τ of these, in the benchmark's grammar: linear:S, eagle2:D/S/K, static:D, each "
+                         "optionally @ngram or @exit:N (with no names: no τ at all)")
     ap.add_argument("--held-out", type=Path, default=None, metavar="DATA",
                     help="also the held-out top-1 on this workbench.train.generate directory (default: none)")
     ap.add_argument("--held-out-tokens", type=int, default=None,
@@ -446,6 +456,10 @@ def main(argv=None) -> None:
         ap.error("--by-category breaks down --agreement: add --agreement")
     if args.agreement and args.temperature != 0:
         ap.error("--agreement measures on greedy answers: leave --temperature at 0")
+    try:
+        methods = speculative_methods(args.methods)
+    except ValueError as err:
+        ap.error(f"--methods: {err}")
     if args.ceiling and not args.methods:
         ap.error("--ceiling measures the --methods: name at least one")
     try:
@@ -536,8 +550,8 @@ def main(argv=None) -> None:
         print(f"| vanilla | 1.00 | 1.00 | - | {base['tokens']} | {base['seconds']:.1f} |")
         uses = []
         for name in args.methods:
-            traces = [] if args.tree_use and METHODS[name].method != "linear" else None
-            r = run(wb, prompts, METHODS[name], args.max_new, args.temperature, args.seed, traces)
+            traces = [] if args.tree_use and methods[name].method != "linear" else None
+            r = run(wb, prompts, methods[name], args.max_new, args.temperature, args.seed, traces)
             same = f"{sum(a == b for a, b in zip(r['outputs'], base['outputs']))}/{len(prompts)}" if greedy else "sampled"
             print(f"| {name} | {r['tau']:.2f} | {r['tau_per_question']:.2f} | {same} | {r['tokens']} "
                   f"| {r['seconds']:.1f} |", flush=True)
@@ -549,7 +563,7 @@ def main(argv=None) -> None:
             print("| method | verify steps | τ measured | E[τ] head | E[τ] perfect head | head's share of the "
                   "perfect gain | P(reach depth 1..S), head | perfect head |")
             print("|---|---|---|---|---|---|---|---|")
-            results = [(name, ceiling(wb, prompts, METHODS[name], args.max_new, args.temperature, args.seed, exits))
+            results = [(name, ceiling(wb, prompts, methods[name], args.max_new, args.temperature, args.seed, exits))
                        for name in args.methods]
             for name, c in results:
                 report_ceiling(name, c)

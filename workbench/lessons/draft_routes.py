@@ -1,0 +1,81 @@
+"""Draft routes side by side (notebook 09): the same tree, verify and walk, with drafts from the
+EAGLE head, an n-gram lookup in the request's own tokens, or the target's own first N layers.
+
+``run_route`` decodes prompts one at a time (batch 1) and keeps every trace; ``exit_sweep``
+measures, for a chain of γ drafts from ``exit:N``, what the α/c model of notebook 06 needs: the
+agreement α (fitted on half the steps, ``chain_model``), the draft's cost c against a decode
+step (medians of the traces' own phase timings), τ, and the speedup over plain decoding measured
+and predicted, E[N](α) · t(1) / (γ · t_draft + t_verify(γ + 1)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import median
+
+from workbench.engine.config import SpecConfig
+from workbench.engine.sampling import SamplingParams
+from workbench.lessons.chain_model import held_out_check
+from workbench.metrics import predicted_speedup, tau
+
+
+@dataclass
+class RouteRun:
+    """One configuration over a prompt set: its traces, outputs and what they add up to."""
+
+    spec: SpecConfig
+    traces: list[list[dict]]  # per prompt, every step (prefill first)
+    outputs: list[list[int]]
+
+    @property
+    def steps(self) -> list[dict]:
+        """The decode or verify steps of every prompt (the prefills left out)."""
+        return [t for run in self.traces for t in run if t["kind"] != "prefill"]
+
+    @property
+    def tau(self) -> float:
+        return tau([t["accept_length"] for t in self.steps]) if self.spec.speculative else 1.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Tokens over the summed phase times of the steps (prefill excluded)."""
+        ms = sum(sum(t["timing_ms"].values()) for t in self.steps)
+        return 1e3 * sum(len(t["emitted"]) for t in self.steps) / ms
+
+    def phase_ms(self, *phases: str) -> float:
+        """Median over steps of the summed ``timing_ms`` of ``phases``."""
+        return median(sum(t["timing_ms"].get(p, 0.0) for p in phases) for t in self.steps)
+
+    def equal(self, reference: "RouteRun") -> int:
+        """How many prompts emitted exactly the reference's tokens."""
+        return sum(a == b for a, b in zip(self.outputs, reference.outputs, strict=True))
+
+
+def run_route(wb, spec: SpecConfig, prompts: list[list[int]], max_new: int) -> RouteRun:
+    """Greedy decoding of each prompt alone with ``spec``, traced."""
+    traces, outputs = [], []
+    for ids in prompts:
+        steps: list[dict] = []
+        (req,), _ = wb.generate([ids], spec, SamplingParams(), max_new, trace_sink=steps.append)
+        traces.append(steps)
+        outputs.append(list(req.output_ids))
+    return RouteRun(spec, traces, outputs)
+
+
+def exit_sweep(wb, layers: list[int], prompts: list[list[int]], gamma: int, max_new: int,
+               vanilla: RouteRun | None = None) -> list[dict]:
+    """Per N in ``layers``: a chain of ``gamma`` drafts from ``exit:N`` on ``prompts``, with α,
+    c, τ and the measured and predicted speedup over ``vanilla`` (run here when not given)."""
+    vanilla = vanilla or run_route(wb, SpecConfig("vanilla"), prompts, max_new)
+    decode_ms = vanilla.phase_ms("decode_ms")
+    rows = []
+    for n in layers:
+        run = run_route(wb, SpecConfig.from_knobs("linear", gamma, draft=f"exit:{n}"), prompts, max_new)
+        fit = held_out_check([t["accept_length"] for t in run.steps], gamma)
+        draft_ms = run.phase_ms("draft_extend_ms", "draft_tree_ms")
+        verify_ms = run.phase_ms("verify_ms")
+        rows.append({"layers": n, "alpha": fit.alpha, "c": draft_ms / gamma / decode_ms, "tau": run.tau,
+                     "tau_predicted": fit.predicted, "speedup": run.tokens_per_s / vanilla.tokens_per_s,
+                     "speedup_predicted": predicted_speedup(fit.predicted, verify_ms, draft_ms, decode_ms),
+                     "equal": run.equal(vanilla), "prompts": len(prompts)})
+    return rows
