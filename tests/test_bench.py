@@ -68,7 +68,7 @@ def test_subsets():
 
 
 def test_method_names_and_trees():
-    spec = tune.parse_tree("60/6/10")
+    spec = tune.tree_from_name("60/6/10")
     assert (spec.num_draft_tokens, spec.num_steps, spec.topk) == (60, 6, 10)
     names = [m.name for m in parse_methods("vanilla,linear:3,eagle2:8/5/4,eagle2:best,static:8,hf-greedy,hf-pld")]
     assert names == ["vanilla", "linear:3", "eagle2:8/5/4", "static:8", "hf-greedy", "hf-pld"]  # best unknown: out
@@ -81,7 +81,7 @@ def test_method_names_and_trees():
 def test_tree_prediction_uses_the_cost_curves():
     costs = {"decode_ms": 10.0, "verify": [{"tokens": 1, "ms": 10.0}, {"tokens": 9, "ms": 30.0}],
              "draft": [{"rows": 1, "ms": 1.0}, {"rows": 4, "ms": 4.0}]}
-    pred = tune.predict(costs, tune.parse_tree("5/3/2"))  # 3 draft forwards of 2 rows + verify of 5
+    pred = tune.predict(costs, tune.tree_from_name("5/3/2"))  # 3 draft forwards of 2 rows + verify of 5
     assert pred["step_ms"] == pytest.approx(3 * 2.0 + 20.0)
     assert pred["bound"] == pytest.approx(4 * 10.0 / 26.0, abs=1e-3)
 

@@ -66,7 +66,7 @@ def _method(name: str, base: str, best) -> Method | None:
     if base == "eagle2:best":
         return None if best is None else Method(name, best)
     if base.startswith("eagle2:"):
-        return Method(name, tune.parse_tree(base[7:]))
+        return Method(name, tune.tree_from_name(base[7:]))
     if base.startswith("static:") and base[7:].isdigit():
         return Method(name, SpecConfig.from_knobs("static", num_draft_tokens=int(base[7:])))
     raise ValueError(f"unknown method {name!r}; use vanilla, linear:S, eagle2:D/S/K, eagle2:best, static:D, "

@@ -250,7 +250,7 @@ def cmd_bench(args) -> int:
     except ValueError as err:
         raise UserError(f"--methods: {err}") from None
     try:
-        best = tune.parse_tree(args.best) if args.best else None
+        best = tune.tree_from_name(args.best) if args.best else None
     except ValueError as err:
         raise UserError(f"--best {args.best}: {err}") from None
     questions = specbench.select(specbench.load_questions(), args.subset, args.per_category)[: args.limit]
@@ -274,7 +274,7 @@ def cmd_bench(args) -> int:
     tuned = None
     if "eagle2:best" in names and best is None:
         tuned = tune.search(wb, costs, max_trees=args.tune_trees, log=log)
-        best = tune.parse_tree(tuned["best"])
+        best = tune.tree_from_name(tuned["best"])
     methods = parse_methods(args.methods, best)
     mt = [q for q in questions if q.task == "mt_bench"] + [q for q in questions if q.task != "mt_bench"]
     tau_questions = mt[: args.tau_questions] if args.temperature_tau else []

@@ -46,8 +46,8 @@ TUNE_PROMPTS = (  # chat-style requests written for tuning; none comes from Spec
 )
 
 
-def parse_tree(text: str) -> SpecConfig:
-    """``"D/S/K"`` (num_draft_tokens/num_steps/topk) -> an eagle2 SpecConfig."""
+def tree_from_name(text: str) -> SpecConfig:
+    """``"D/S/K"`` (num_draft_tokens/num_steps/topk) -> an eagle2 SpecConfig; ``tree_name``'s inverse."""
     try:
         d, s, k = (int(x) for x in text.split("/"))
     except ValueError:
@@ -112,7 +112,7 @@ def search(wb, costs: dict, grid=GRID, max_new_tokens: int = 40, max_trees: int 
     plain decoding; returns {"vanilla_tokens_per_s", "trees": [...], "best"}."""
     log = log or (lambda msg: None)
     prompts = [wb.encode(p) for p in TUNE_PROMPTS]
-    specs = [parse_tree(g) if isinstance(g, str) else g for g in grid]
+    specs = [tree_from_name(g) if isinstance(g, str) else g for g in grid]
     predicted = [(spec, predict(costs, spec)) for spec in specs]
     hopeful = [sp for sp in predicted if sp[1]["bound"] >= 1.0] or predicted
     hopeful = sorted(hopeful, key=lambda sp: -sp[1]["bound"])[:max_trees]
@@ -142,7 +142,7 @@ def search(wb, costs: dict, grid=GRID, max_new_tokens: int = 40, max_trees: int 
 def tree_list(text: str) -> list[SpecConfig]:
     """An argparse ``type`` for ``--grid``: a comma list of D/S/K trees."""
     try:
-        trees = [parse_tree(g) for g in text.split(",") if g.strip()]
+        trees = [tree_from_name(g) for g in text.split(",") if g.strip()]
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
     if not trees:
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     costs = measure_costs(wb)
     log(f"tune: verify cost {[(c['tokens'], c['ms']) for c in costs['verify']]}")
     result = search(wb, costs, args.grid, args.max_new_tokens, args.max_trees, log)
-    result["best_elsewhere"] = framework_flags(parse_tree(result["best"]))
+    result["best_elsewhere"] = framework_flags(tree_from_name(result["best"]))
     for name, flags in result["best_elsewhere"].items():
         log(f"tune: best tree {result['best']} in {name}: {flags}")
     print(json.dumps({"costs": costs, "tune": result}, indent=1))
