@@ -186,10 +186,8 @@ def _load_head(draft: str | None, target: TargetModel, default_target: bool) -> 
             seed = int(draft.split(":")[1]) if ":" in draft else 0
             return random_head(target, seed), f"random (seed {seed})"
         return load_draft(draft, target), str(draft)
-    try:
-        from workbench.models.heads import default_draft_dir
-    except ImportError:  # no trained head in this checkout
-        return random_head(target, 0), "random (seed 0)"
+    from workbench.models.heads import default_draft_dir
+
     path = default_draft_dir()
     if not (path / "config.json").exists():
         return random_head(target, 0), f"random (seed 0): no trained head at {path}"

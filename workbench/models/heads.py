@@ -12,8 +12,6 @@ from pathlib import Path
 
 import torch
 
-from workbench.models.draft import DraftHead, load_draft
-from workbench.models.llama import TargetModel
 
 DEFAULT_HEAD = "eagle-smollm2-135m"
 HOT_TOKENS_FILE = "hot_tokens.json"
@@ -26,14 +24,6 @@ def assets_dir() -> Path:
 def default_draft_dir() -> Path:
     """Directory of the shipped head (it may be missing in a checkout that never trained one)."""
     return assets_dir() / DEFAULT_HEAD
-
-
-def load_default_draft(target: TargetModel) -> DraftHead:
-    """The shipped head, attached to ``target`` (raises ValueError if it does not fit)."""
-    path = default_draft_dir()
-    if not (path / "config.json").exists():
-        raise FileNotFoundError(f"no shipped draft head at {path}; train one with python -m workbench.train")
-    return load_draft(path, target)
 
 
 def load_hot_tokens(path: Path | None = None, n: int | None = None) -> torch.Tensor | None:
