@@ -326,6 +326,18 @@ def test_any_numbered_script_is_paired_and_checked(tmp_path):
     assert out_of_sync(script) == "cell 1 differs between 09_new_lesson.py and 09_new_lesson.ipynb"
 
 
+def test_check_says_so_when_every_pair_is_in_step(tmp_path, monkeypatch, capsys):
+    from workbench.lessons import notebooks
+
+    (tmp_path / "09_new_lesson.py").write_text(SCRIPT)
+    monkeypatch.setattr(notebooks, "NOTEBOOK_DIR", tmp_path)
+    monkeypatch.setattr(notebooks, "sources", lambda directory=tmp_path: sorted(tmp_path.glob("09_*.py")))
+    assert notebooks.main(["check"]) == 1 and "missing" in capsys.readouterr().err
+    nbformat.write(read_script(tmp_path / "09_new_lesson.py"), tmp_path / "09_new_lesson.ipynb")
+    assert notebooks.main(["check"]) == 0
+    assert capsys.readouterr().out.strip() == "1 notebook in step with its script"
+
+
 def test_notebooks_are_chosen_by_number_name_or_path():
     from workbench.lessons.notebooks import _select
 

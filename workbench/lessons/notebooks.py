@@ -120,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         problems = [p for p in map(out_of_sync, scripts) if p]
         for p in problems:
             print(p, file=sys.stderr)
+        if not problems:
+            print(f"{len(scripts)} notebook{'s' * (len(scripts) != 1)} in step with {'their' if len(scripts) != 1 else 'its'} "
+                  "script", flush=True)
         return 1 if problems else 0
     for script in scripts:
         print(f"{script.name}: running ...", file=sys.stderr, flush=True)
