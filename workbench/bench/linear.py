@@ -2,8 +2,8 @@
 
     python -m workbench.bench linear [--rows 1,2,4,8,16,32,64,128] [--threads 2]
 
-For SmolLM2's shapes (a layer's seven projections, and the 49152 x 576 lm_head), fp32, median ms
-over repeats, each weight a separate tensor so it is read from memory as in a real forward. The
+For SmolLM2's shapes (a layer's seven projections, and the 49152 x 576 lm_head), fp32, the
+fastest of the repeats (``models.linear.time_orders``), each weight a separate tensor so it is read from memory as in a real forward. The
 rows are the tokens of one forward: 1 for a decode step, the tree size for a verify. The last
 line is the order ``--linear-order auto`` picks from these timings (``workbench.models.linear``).
 """
