@@ -27,7 +27,10 @@ from workbench.viz.tree import tree_figure
 COST_SIZES = (1, 2, 4, 8, 16, 32)
 MODES = ("methods (vanilla, chains, trees)", "draft sources (head, n-gram, exit:N) at this tree")
 TREES = ("linear", "eagle2", "static")  # the structures drawn at one step, in the order of the tree plots
-TREE_LABELS = ("linear", "eagle2 (dynamic)", "static (fixed shape)")
+# Each plot's label names what it shows in either mode (the figure's title names the run).
+TREE_LABELS = ("linear · draft sources: the early exit", "eagle2 (dynamic) · draft sources: the EAGLE head",
+               "static (fixed shape) · draft sources: the n-gram draft")
+SOURCE_SLOTS = ("exit", "head", "ngram")  # the draft source each tree plot shows, as TREE_LABELS
 
 
 @dataclass
@@ -73,11 +76,11 @@ def draft_sources(wb, settings: Settings, spec: SpecConfig) -> dict[str, SpecCon
     return out
 
 
-def tree_slots(names: list[str]) -> tuple:
-    """The draft-source runs in the order of the tree plots (eagle2's pair first, then the wide
-    one below), None where there are fewer runs than plots."""
-    named = list(names) + [None] * (len(TREES) - len(names))
-    return named[2], named[0], named[1]
+def tree_slots(configs: dict[str, SpecConfig]) -> tuple:
+    """The draft-source runs in the order of the tree plots (``SOURCE_SLOTS``); None for a source
+    not run (the head, when none is loaded)."""
+    by_kind = {spec.draft.kind: name for name, spec in configs.items() if spec.speculative}
+    return tuple(by_kind.get(kind) for kind in SOURCE_SLOTS)
 
 
 def decode(wb, spec: SpecConfig, sampling, ids: list[int], max_new: int) -> list[dict]:
@@ -184,12 +187,11 @@ def run_compare(wb, *values):
     if measure:
         yield (gr.skip(), "Measuring the verify cost on this machine…", *skip)
         measured = measure_cost(wb, len(ids) + max_new // 2)
-    drawn = tree_slots([n for n in runs if n != "vanilla"]) if by_source else TREES
+    drawn = tree_slots(todo) if by_source else TREES
     res = CompareResult(runs, measured, drawn)
     shortest = min(len(runs[name]["traces"]) for name in drawn if name is not None)
-    labels = [f"eagle2 · draft {n}" if n else "" for n in drawn] if by_source else TREE_LABELS
     unmeasured = "" if measure and measured is not None else " (verify cost not measured)"
     yield (res, f"Done: {len(runs)} runs of up to {max_new} tokens{unmeasured}.", summary_html(runs) + elsewhere_html(todo),
            tau_figure(runs), tokens_figure(runs), cost_figure(runs, measured),
            gr.Slider(minimum=1, maximum=max(2, shortest), value=min(2, shortest), interactive=shortest > 1),
-           *(gr.Plot(fig, label=label) for fig, label in zip(structures(res, min(2, shortest)), labels)))
+           *structures(res, min(2, shortest)))
