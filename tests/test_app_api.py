@@ -206,7 +206,8 @@ def test_each_draft_source_fills_every_view(app_url, draft):
     for _ in range(4):
         v = views(c.predict(*inputs(draft=draft), api_name="/step"), c)
     tr = v["trace"]
-    assert tr["kind"] == "spec" and tr["draft_source"] == {"head": "head", "ngram": "ngram:1-12", "exit": "exit:1"}[draft]
+    assert tr["kind"] == "spec"
+    assert tr["draft_source"] == {"head": "head", "ngram": "ngram:1-12", "exit": "exit:1"}[draft]
     assert f"draft: **{SOURCES[draft]}**" in v["summary"]  # the step header names the source
     n = len(tr["tree"]["nodes"])
     assert tree_nodes(v["tree"]) == n and v["mask"].count("<tr data-node=") == n
@@ -287,6 +288,21 @@ def test_examples_name_their_route_and_fill_the_prompt(app_url):
         label = example_label(e)
         assert ("suits" in label) == ("route" in e) and e.get("route", "") in label
         assert c.predict(label, api_name="/example") == e["prompt"]
+
+
+@pytest.mark.parametrize("draft, expected", [
+    ("random:1", dict(draft="head", exit_layers=1)),  # N at most the layers - 1 (the tiny target has 2)
+    ("exit:1", dict(draft="exit", exit_layers=1)),
+    ("ngram:2-5", dict(draft="ngram", ngram_min=2, ngram_max=5)),
+])
+def test_the_page_starts_with_the_draft_the_app_loaded(tiny_model, draft, expected):
+    from workbench.app.ui import default_settings, warm_up
+    from workbench.pipeline import Workbench
+
+    wb = Workbench.load(target=str(tiny_model), draft=draft, dtype="fp32")
+    settings = default_settings(wb)
+    assert {k: getattr(settings, k) for k in expected} == expected
+    assert warm_up(wb) > 0  # the warm-up steps with that draft (no head needed)
 
 
 def test_the_bench_asset_loader(tmp_path):

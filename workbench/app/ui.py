@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import gradio as gr
@@ -22,6 +23,7 @@ from workbench.app.compare import build_compare_tab
 from workbench.app.draft_bench import load_draft_bench
 from workbench.app.state import DEFAULT_EXIT_LAYERS, DRAFT_CHOICES, Session, Settings, acceptance_note
 from workbench.app.views import VIEWS, best_tree_views, blank, error, render, trace_view, walk_views
+from workbench.engine.draft_source import DraftSource, parse_draft
 from workbench.models.draft import DraftHead
 from workbench.viz.walk import walk_moves
 
@@ -76,7 +78,7 @@ def warm_up(wb) -> float:
     """Run and render two steps of a throwaway session, so that the first Step a user presses
     does not pay for first calls (plotly builds its figure classes lazily, ~1-3 s). Seconds taken."""
     t0 = time.perf_counter()
-    session = Session.start(wb, Settings(prompt="Hello", max_new_tokens=4, draft=default_draft(wb)))
+    session = Session.start(wb, replace(default_settings(wb), prompt="Hello", max_new_tokens=4))
     for _ in range(2):
         session.step()
         render(session, wb)
@@ -106,16 +108,26 @@ def launch(demo: gr.Blocks, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, 
                        prevent_thread_lock=not block, quiet=not block)
 
 
-def default_draft(wb) -> str:
-    """The selector's first choice: the head when one is loaded, else the n-gram draft."""
-    return "head" if isinstance(wb.draft, DraftHead) else "ngram"
+def default_settings(wb) -> Settings:
+    """The page's first values: ``Settings``' defaults, drafted as the app was started (the loaded
+    head; else ``--draft ngram[:MIN-MAX]`` or ``exit:N``; else the n-gram lookup), the early
+    exit's N at most the target's layers - 1."""
+    layers = wb.target.config.num_layers
+    default = Settings(exit_layers=min(DEFAULT_EXIT_LAYERS, layers - 1))
+    if isinstance(wb.draft, DraftHead):
+        return default
+    source = parse_draft(wb.draft_source) or DraftSource("ngram")
+    if source.kind == "exit":
+        return replace(default, draft="exit", exit_layers=source.num_layers)
+    source = source if source.kind == "ngram" else DraftSource("ngram")
+    return replace(default, draft="ngram", ngram_min=source.min_match, ngram_max=source.max_match)
 
 
 def _inputs(wb) -> list:
     """Prompt, examples, method, knobs and draft source, in ``Settings`` field order. Number
     boxes (not sliders) so that any value reaches ``Settings.build`` and gets a readable message."""
     examples = load_examples()
-    default = Settings()  # the defaults live in SpecConfig (and Settings), not here
+    default = default_settings(wb)  # the defaults live in SpecConfig (and Settings), not here
     labels = [example_label(e) for e in examples]
     small = dict(min_width=90)
     with gr.Row():
@@ -153,8 +165,8 @@ def _draft_inputs(wb, default: Settings) -> list:
     layers = wb.target.config.num_layers
     small = dict(min_width=90)
     with gr.Row():
-        source = gr.Radio(DRAFT_CHOICES, value=default_draft(wb), label="draft source", elem_id="draft-source", scale=3)
-        exit_n = gr.Number(min(DEFAULT_EXIT_LAYERS, layers - 1), label=f"early exit N (1..{layers - 1})", precision=0,
+        source = gr.Radio(DRAFT_CHOICES, value=default.draft, label="draft source", elem_id="draft-source", scale=3)
+        exit_n = gr.Number(default.exit_layers, label=f"early exit N (1..{layers - 1})", precision=0,
                            elem_id="exit-layers", **small)
         low = gr.Number(default.ngram_min, label="n-gram min match", precision=0, elem_id="ngram-min", **small)
         high = gr.Number(default.ngram_max, label="n-gram max match", precision=0, elem_id="ngram-max", **small)

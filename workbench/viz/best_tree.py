@@ -25,8 +25,8 @@ from workbench.viz.html import note, table
 from workbench.viz.layout import Line, tree_layout
 from workbench.viz.style import NODE, OKABE_ITO, base_layout, empty_figure
 from workbench.viz.tokens import show, show_html
-from workbench.viz.tree import (MARGIN, WIDTH, collapse_dropped, draw_tree, frame, no_draft_note, node_lines, rerank_line,
-                                tree_graph)
+from workbench.viz.tree import (MARGIN, WIDTH, collapse_dropped, draw_tree, frame, no_draft_note, node_lines,
+                                rerank_line, tree_graph)
 
 
 def greedy_continuation(trace: dict) -> list[dict]:
