@@ -340,6 +340,18 @@ def test_the_bench_asset_loader(tmp_path):
         assert message in str(err.value)
 
 
+def test_a_malformed_bench_asset_costs_only_its_line(tiny_model, tmp_path, capsys):
+    from workbench.app.ui import build_app
+    from workbench.pipeline import Workbench
+
+    path = tmp_path / "draft-sources.json"
+    path.write_text(json.dumps({"meta": {}, "routes": {}}))
+    wb = Workbench.load(target=str(tiny_model), draft="random:1", dtype="fp32")
+    build_app(wb, draft_bench=path).close()  # the page is built all the same
+    err = capsys.readouterr().err
+    assert f"warning: {path}: meta.command must be a str, got None: the page shows no per-task τ" in err
+
+
 def test_static_steps_and_calibration_fill_from_the_traces(app_url):
     from workbench.engine.calibration import calibration_table
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -53,8 +54,13 @@ def example_label(example: dict) -> str:
 def build_app(wb, info: str = "", draft_bench: str | Path | None = None) -> gr.Blocks:
     """The whole page for a loaded ``Workbench``; ``info`` is shown under the title (what was
     loaded, how long it took); ``draft_bench``: the benchmark's per-task τ per draft source
-    (default: the shipped ``draft-sources.json``; none shown when absent)."""
-    bench = load_draft_bench(draft_bench)
+    (default: the shipped ``draft-sources.json``; none shown when absent, or, with a warning on
+    stderr, when it does not follow its format)."""
+    try:
+        bench = load_draft_bench(draft_bench)
+    except ValueError as err:
+        print(f"warning: {err}: the page shows no per-task τ", file=sys.stderr, flush=True)
+        bench = None
     with gr.Blocks(title="EAGLE-2 Workbench") as demo:
         session = gr.State(None, time_to_live=SESSION_TTL_S)
         gr.Markdown(explain.INTRO + (f"\n\n{info}" if info else ""))
