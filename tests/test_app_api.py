@@ -267,6 +267,9 @@ def test_compare_draft_sources_at_one_tree(app_url):
     assert {t["name"] for t in json.loads(out[3]["plot"])["data"]} == {"vanilla", "head", "ngram:1-12", "exit:1"}
     titles = [json.loads(fig["plot"])["layout"]["title"]["text"] for fig in out[-3:]]  # linear / eagle2 / static plots
     assert [t.split(" · ")[0] for t in titles] == ["exit:1", "head", "ngram:1-12"]
+    later = c.predict(3, api_name="/compare_step")  # the step slider redraws the same three runs
+    assert [json.loads(f["plot"])["layout"]["title"]["text"].split(" · ")[0] for f in later] == \
+        ["exit:1", "head", "ngram:1-12"]
     bad = c.predict(*inputs(exit_layers=5), 6, False, MODES[1], api_name="/compare")
     assert bad[0].startswith("⚠️") and "exit:5: the target has 2 layers" in bad[0]
     methods = c.predict(*inputs(max_new_tokens=4, draft="ngram"), 4, False, MODES[0], api_name="/compare")
