@@ -1,6 +1,7 @@
 """The app's API through ``gradio_client``, on a tiny random model (``workbench.app.tiny``):
-Step / Back / the step slider / Run to end / Reset / Compare, separate sessions, bad input that
-gets a message instead of an error, and ``app.py`` itself started as a process."""
+Step / Back / the step slider / Run to end / Reset / Compare, each draft source, separate sessions,
+bad input that gets a message instead of an error, the examples, the benchmark's per-task τ
+(``tests/data/draft-sources.json``), and ``app.py`` itself started as a process."""
 
 import json
 import os
@@ -22,10 +23,13 @@ pytestmark = [pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),
               pytest.mark.filterwarnings("ignore:The copy keyword is deprecated")]
 
 ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "tests" / "data" / "draft-sources.json"  # a fixture in the shipped asset's format
 PROMPT = "tell me about the cat"
 DEFAULTS = dict(prompt=PROMPT, method="eagle2", num_steps=5, topk=4, num_draft_tokens=8, temperature=0.0,
                 top_p=1.0, top_k=0, seed=0, max_new_tokens=64, tree="", accept_threshold_single=1.0,
-                accept_threshold_acc=1.0)
+                accept_threshold_acc=1.0, draft="head", exit_layers=1, ngram_min=1, ngram_max=12)
+SOURCES = {"head": "EAGLE head", "ngram": "n-gram (prompt lookup, ngram:1-12)",
+           "exit": "early exit (exit:1: the first 1 of 2 layers)"}  # the tiny target has 2 layers
 VIEWS = ("status", "summary", "step_slider", "tree", "mask", "logits", "pointers", "moves", "walk_slider",
          "sampling", "output", "kv_slots", "kv_table")
 
@@ -62,7 +66,7 @@ def app_url(tiny_model):
     from workbench.pipeline import Workbench
 
     wb = Workbench.load(target=str(tiny_model), draft="random:1", dtype="fp32")
-    demo = build_app(wb, "tiny test model")
+    demo = build_app(wb, "tiny test model", draft_bench=BENCH)
     port = free_port()
     launch(demo, port=port, block=False)
     yield f"http://127.0.0.1:{port}/"
@@ -122,6 +126,12 @@ def test_step_back_and_goto(app_url):
     (dict(method="static", num_draft_tokens=300), "num_draft_tokens must be in 2..256"),
     (dict(accept_threshold_acc=0.0), "accept_threshold_acc must be in (0, 1]"),
     (dict(accept_threshold_single=0.5), "set a temperature above 0"),
+    (dict(draft="exit", exit_layers=0), "N must be >= 1, got 0"),
+    (dict(draft="exit", exit_layers=2), "exit:2: the target has 2 layers, so N must be in 1..1"),
+    (dict(draft="exit", exit_layers=None), "early exit N is empty"),
+    (dict(draft="ngram", ngram_min=5, ngram_max=3), "n-gram match windows must satisfy 1 <= MIN <= MAX <= 32, got 5-3"),
+    (dict(draft="ngram", ngram_max=40), "got 1-40"),
+    (dict(draft="ngram", method="static"), "no distribution to rank or sample from"),
 ], ids=lambda x: x if isinstance(x, str) else None)
 def test_bad_input_gives_a_message(shared, changes, message):
     ok = views(shared.predict(*inputs(), api_name="/step"), shared)
@@ -182,6 +192,167 @@ def test_compare(app_url):
     assert custom[0].startswith("Done: 5 runs") and "custom tree" in custom[1]
     bad = c.predict(*inputs(num_draft_tokens=1), 6, False, api_name="/compare")
     assert bad[0].startswith("⚠️") and "num_draft_tokens" in bad[0]
+
+
+def tree_nodes(figure: dict) -> int:
+    """Verified nodes drawn in a tree figure (the client's JSON of the plot)."""
+    data = json.loads(figure["plot"])["data"]
+    return sum(len(t["x"]) for t in data if t.get("meta") in ("root", "accepted", "missed", "unreached"))
+
+
+@pytest.mark.parametrize("draft", list(SOURCES))
+def test_each_draft_source_fills_every_view(app_url, draft):
+    c = client(app_url)
+    for _ in range(4):
+        v = views(c.predict(*inputs(draft=draft), api_name="/step"), c)
+    tr = v["trace"]
+    assert tr["kind"] == "spec"
+    assert tr["draft_source"] == {"head": "head", "ngram": "ngram:1-12", "exit": "exit:1"}[draft]
+    assert f"draft: **{SOURCES[draft]}**" in v["summary"]  # the step header names the source
+    n = len(tr["tree"]["nodes"])
+    assert tree_nodes(v["tree"]) == n and v["mask"].count("<tr data-node=") == n
+    assert v["logits"].count("<tr data-node=") == n and v["pointers"].count("<tr data-node=") == n
+    assert v["moves"].count("<li data-move=") == len(tr["accept"]["moves"]) + 1
+    assert v["kv_slots"].count("data-status='freed'") == n - len(tr["accept"]["path"])
+    assert ("no KV pool of its own" in v["kv_table"]) == (draft == "exit")
+    assert ("writes no K/V" in v["kv_table"]) == (draft == "ngram")
+    assert (len(tr["draft"]["levels"]) == 0) == (draft == "ngram")  # exit levels sit at L + level
+    best_plot, budget, table = c.predict(api_name="/best_tree")
+    assert json.loads(best_plot["plot"])["layout"]["title"]["text"].startswith(f"Step {tr['step']}:")
+    assert "data-table='continuation'" in table
+    _, _, cal = c.predict(api_name="/calibration")
+    assert "data-prob-count" in cal
+    # beside τ: what the bench measured for this draft (the fixture's route at 8/5/4)
+    measured = {"head": "math reasoning 3.30 (1.20×), MT-bench 1.60 (0.80×)",
+                "ngram": "summarization 2.40 (1.70×), QA 1.20 (0.90×)", "exit": "math reasoning 2.90 (0.70×)"}
+    assert f"for this draft ({tr['draft_source']}) at 8/5/4, with the speedup" in v["summary"]
+    assert measured[draft] in v["summary"] and "is the task, not a bug" in v["summary"]
+
+
+def test_an_ngram_step_without_a_match_decodes_one_token(app_url):
+    """A step whose last tokens never occurred before drafts nothing: the root alone is verified,
+    and every view says so instead of failing."""
+    c = client(app_url)
+    for _ in range(40):
+        v = views(c.predict(*inputs(draft="ngram", ngram_min=3, ngram_max=12), api_name="/step"), c)
+        tr = v["trace"]
+        if tr["kind"] == "spec" and len(tr["tree"]["nodes"]) == 1:
+            break
+    else:
+        pytest.fail("no n-gram step without a match in 40 steps")
+    note = "no earlier occurrence of the last tokens: nothing drafted, this step decodes one token"
+    assert note in v["summary"] and "τ = 1" in v["summary"]
+    figure = json.loads(v["tree"]["plot"])
+    assert note in figure["layout"]["title"]["text"].replace("<br>", " ") and tree_nodes(v["tree"]) == 1
+    assert v["mask"].count("<tr data-node=") == 1 and v["logits"].count("<tr data-node=") == 1
+    assert v["moves"].count("<li data-move=") == 1 and "Bonus" in v["moves"]
+    best_plot, budget, table = c.predict(api_name="/best_tree")
+    assert note in json.loads(budget["plot"])["layout"]["annotations"][0]["text"]  # nothing to plot: it says why
+    assert "This step had no draft tree" in table
+
+
+def test_compare_draft_sources_at_one_tree(app_url):
+    from workbench.app.compare import MODES
+
+    c = client(app_url)
+    out = c.predict(*inputs(max_new_tokens=6, draft="exit"), 6, False, MODES[1], api_name="/compare")
+    status, summary = out[0], out[1]
+    assert status.startswith("Done: 4 runs")
+    for name in ("vanilla", "head", "ngram:1-12", "exit:1"):
+        assert f"data-method='{name}'" in summary
+    assert "data-method='linear'" not in summary and "same tokens" in summary
+    assert "eagle2(num_steps=5, topk=4, num_draft_tokens=8, draft=ngram:1-12)" in summary
+    elsewhere = summary.split("data-table='elsewhere'")[1]  # the n-gram and exit rows in SGLang / vLLM / EAGLE words
+    assert "--speculative-algorithm NGRAM" in elsewhere and "no early-exit draft (exit:1)" in elsewhere
+    assert {t["name"] for t in json.loads(out[3]["plot"])["data"]} == {"vanilla", "head", "ngram:1-12", "exit:1"}
+    titles = [json.loads(fig["plot"])["layout"]["title"]["text"] for fig in out[-3:]]  # linear / eagle2 / static plots
+    assert [t.split(" · ")[0] for t in titles] == ["exit:1", "head", "ngram:1-12"]
+    later = c.predict(3, api_name="/compare_step")  # the step slider redraws the same three runs
+    assert [json.loads(f["plot"])["layout"]["title"]["text"].split(" · ")[0] for f in later] == \
+        ["exit:1", "head", "ngram:1-12"]
+    bad = c.predict(*inputs(exit_layers=5), 6, False, MODES[1], api_name="/compare")
+    assert bad[0].startswith("⚠️") and "exit:5: the target has 2 layers" in bad[0]
+    methods = c.predict(*inputs(max_new_tokens=4, draft="ngram"), 4, False, MODES[0], api_name="/compare")
+    assert methods[0].startswith("Done: 5 runs")  # the methods all draft with the head
+
+
+def test_examples_name_their_route_and_fill_the_prompt(app_url):
+    from workbench.app.ui import example_label, load_examples
+
+    examples = load_examples()
+    routes = {e.get("route") for e in examples}
+    assert {"the EAGLE head", "n-gram (prompt lookup)"} <= routes
+    spec_bench = {json.loads(line)["turns"][0] for line in
+                  (ROOT / "workbench" / "data" / "spec_bench_questions.jsonl").read_text().splitlines()}
+    for e in examples:  # the prompts written for the app are not Spec-Bench's (evaluation only)
+        assert (e["prompt"] in spec_bench) == ("question_id" in e), e["category"]
+    c = client(app_url)
+    for e in examples:
+        label = example_label(e)
+        assert ("suits" in label) == ("route" in e) and e.get("route", "") in label
+        assert c.predict(label, api_name="/example") == e["prompt"]
+
+
+@pytest.mark.parametrize("draft, expected", [
+    ("random:1", dict(draft="head", exit_layers=1)),  # N at most the layers - 1 (the tiny target has 2)
+    ("exit:1", dict(draft="exit", exit_layers=1)),
+    ("ngram:2-5", dict(draft="ngram", ngram_min=2, ngram_max=5)),
+])
+def test_the_page_starts_with_the_draft_the_app_loaded(tiny_model, draft, expected):
+    from workbench.app.ui import default_settings, warm_up
+    from workbench.pipeline import Workbench
+
+    wb = Workbench.load(target=str(tiny_model), draft=draft, dtype="fp32")
+    settings = default_settings(wb)
+    assert {k: getattr(settings, k) for k in expected} == expected
+    assert warm_up(wb) > 0  # the warm-up steps with that draft (no head needed)
+
+
+def test_the_bench_asset_loader(tmp_path):
+    from workbench.app.draft_bench import load_draft_bench
+    from workbench.engine.config import SpecConfig
+
+    assert load_draft_bench(tmp_path / "absent.json") is None  # nothing shipped yet: nothing shown
+    bench = load_draft_bench(BENCH)
+    head = SpecConfig.from_knobs("eagle2", 3, 2, 4)
+    assert bench.route_for(head).label == "head 4/3/2"
+    assert bench.route_for(SpecConfig.from_knobs("eagle2", 3, 2, 5)).label == "head 4/3/2"  # the nearest tree
+    assert bench.route_for(SpecConfig.from_knobs("eagle2", 6, 4, 10)).label == "head 8/5/4"
+    assert bench.route_for(SpecConfig.from_knobs("eagle2", draft="ngram:2-5")) is None
+    assert bench.sentence(SpecConfig.from_knobs("eagle2", draft="exit:28")) == ""  # not measured: no line
+    line = bench.sentence(SpecConfig.from_knobs("eagle2", 4, 2, 5))
+    assert "at 4/3/2 (the measured tree nearest yours)" in line and "math reasoning 3.10 (1.50×), QA 2.00" in line
+    good = json.loads(BENCH.read_text())
+    for change, message in [
+        (lambda d: d["meta"].pop("cpu"), "meta.cpu must be a str, got None"),
+        (lambda d: d["meta"].update(max_new_tokens="64"), "meta.max_new_tokens must be a int"),
+        (lambda d: d.update(routes={}), "routes must be a non-empty object"),
+        (lambda d: d["routes"]["head 4/3/2"].update(draft="exit:x"), "write the early exit as exit:N"),
+        (lambda d: d["routes"]["head 4/3/2"].update(tree="4/3"), "routes['head 4/3/2'].tree must be D/S/K"),
+        (lambda d: d["routes"]["head 4/3/2"]["per_task"]["qa"].update(tau="2"),
+         "routes['head 4/3/2'].per_task['qa'].tau must be a number >= 1"),
+        (lambda d: d["routes"]["head 4/3/2"]["per_task"]["qa"].update(speedup=0),
+         "per_task['qa'].speedup must be a number > 0"),
+    ]:
+        data = json.loads(json.dumps(good))
+        change(data)
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(data))
+        with pytest.raises(ValueError, match="bad.json: ") as err:
+            load_draft_bench(path)
+        assert message in str(err.value)
+
+
+def test_a_malformed_bench_asset_costs_only_its_line(tiny_model, tmp_path, capsys):
+    from workbench.app.ui import build_app
+    from workbench.pipeline import Workbench
+
+    path = tmp_path / "draft-sources.json"
+    path.write_text(json.dumps({"meta": {}, "routes": {}}))
+    wb = Workbench.load(target=str(tiny_model), draft="random:1", dtype="fp32")
+    build_app(wb, draft_bench=path).close()  # the page is built all the same
+    err = capsys.readouterr().err
+    assert f"warning: {path}: meta.command must be a str, got None: the page shows no per-task τ" in err
 
 
 def test_static_steps_and_calibration_fill_from_the_traces(app_url):

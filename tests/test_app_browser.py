@@ -1,9 +1,9 @@
 """End to end in a real browser (Playwright driving Debian's chromium): open the page, enter a
 prompt, press Step three times, check that the tree, mask, logits, walk, KV and output views show
 what the engine's trace of that step holds, that the Best tree and Calibration tabs show what
-those traces hold, open Compare and check its static row and tree against a static run, save
-screenshots, and check that no request of the page leaves 127.0.0.1 (no font, script or image
-from elsewhere).
+those traces hold, open Compare and check its static row and tree against a static run, pick the
+n-gram draft and step with it, save screenshots, and check that no request of the page leaves
+127.0.0.1 (no font, script or image from elsewhere).
 
 The expected trace comes from a separate run of the same settings (greedy decoding is
 deterministic). Environment:
@@ -121,6 +121,7 @@ def test_step_views_match_the_trace_and_compare(app, shots):
         page.wait_for_function(f"(document.querySelector('#tree-plot .gtitle') || {{}}).textContent"
                                f"?.startsWith('Step {STEPS}:')")
 
+        assert "draft: EAGLE head" in page.inner_text("#summary")  # the step header names the draft source
         tree = {t["meta"]: t for t in plot_data(page, "tree-plot") if t["meta"]}
         assert sum(tree[s]["n"] for s in ("root", "accepted", "missed", "unreached") if s in tree) == n
         assert sorted(int(k) for k in tree.get("accepted", {"keys": []})["keys"]) == sorted(path[1:])
@@ -164,12 +165,13 @@ def test_step_views_match_the_trace_and_compare(app, shots):
         page.wait_for_function("document.querySelector('#compare-status').innerText.startsWith('Done')",
                                timeout=600_000)
         page.wait_for_selector("#compare-eagle2-tree .gtitle")
-        methods = rows(page, "#compare-summary tr[data-method]", "data-method")
+        methods = rows(page, "#compare-summary [data-table='summary'] tr[data-method]", "data-method")
         assert methods == ["vanilla", "linear", "linear (same verify budget)", "eagle2", "static"]
         check_compare_static(page, wb, 16 if REAL else 8)
         save(page, shots, "compare", ["#compare-summary", "#compare-tau", "#compare-tokens"])
         save(page, shots, "compare-cost", ["#compare-cost", "#compare-linear-tree"])
         save(page, shots, "compare-static", ["#compare-eagle2-tree", "#compare-static-tree"])
+        check_draft_selector(page)
         browser.close()
     assert requests and [u for u in requests if not u.startswith(("http://127.0.0.1:", "data:", "blob:"))] == []
 
@@ -203,6 +205,17 @@ def check_calibration_tab(page, traces: list[dict]) -> None:
         assert counts == [b["count"] for b in bench["table"]["prob_bins"]]
         names = page.evaluate("() => document.querySelector('#calibration-bench-plot .js-plotly-plot').data.map(t => t.name)")
         assert "perfectly calibrated" in names and len(names) == 3
+
+
+def check_draft_selector(page) -> None:
+    """Picking the n-gram draft starts a new run drafted by it, named in the step header."""
+    page.get_by_role("tab", name="Step through").click()
+    page.get_by_label("n-gram (prompt lookup)").check()
+    page.click("#step-btn")
+    page.wait_for_function("document.querySelector('#summary').innerText.includes('Step 1 of 1')")
+    page.click("#step-btn")
+    page.wait_for_function("document.querySelector('#summary').innerText.includes('Step 2 of 2')")
+    assert "draft: n-gram (prompt lookup, ngram:1-12)" in page.inner_text("#summary")
 
 
 def check_compare_static(page, wb, max_new: int) -> None:

@@ -9,16 +9,21 @@ from __future__ import annotations
 INTRO = """\
 # EAGLE-2 Workbench
 Step through EAGLE-2 speculative decoding one target forward at a time. Each **Step** runs one
-cycle: the **draft head** grows a tree of guesses, the **target** checks the whole tree in one
+cycle: the **draft** grows a tree of guesses, the **target** checks the whole tree in one
 forward, the accept walk keeps the longest path the target agrees with and adds a **bonus** token.
-Every view below is drawn from that step's trace, nothing else."""
+The draft is the **EAGLE head**, an **n-gram** lookup in the prompt and output so far (no model:
+it suits output that repeats the input), or an **early exit**: the target's own first N layers
+(the same tree, drafted by a bigger part of the target). Every view below is drawn from that step's
+trace, nothing else."""
 
 TREE = """\
-**Draft tree.** Every candidate the draft head proposed, left to right by depth. The rerank
+**Draft tree.** Every candidate the draft proposed, left to right by depth. The rerank
 keeps the best `num_draft_tokens` − 1 by **path score** (product of draft probabilities from
 the root); the rest are *dropped at rerank* (▽, never verified). Each kept node shows its token,
-its draft probability *p* and path score *s*. ■ root, ✓ accepted, ✗ tried and missed, ○ not
-reached, ★ bonus. Hover a node for details."""
+its draft probability *p* and path score *s* (n-gram: the share of earlier occurrences that
+continued that way). ■ root, ✓ accepted, ✗ tried and missed, ○ not reached, ★ bonus. Hover a
+node for details. An n-gram step with no earlier occurrence of the last tokens drafts nothing:
+the root alone is verified and the step decodes one token."""
 
 MASK = """\
 **Tree mask.** One row per query node of the verify forward. Every node sees the whole committed
@@ -77,12 +82,19 @@ is fixed in advance (EAGLE-1's, or the tree box), drafted by the same head. The 
 trees of one step number are drawn side by side (after the first step their contexts differ
 when their τ did). A tree spends the same verify forward on
 several alternatives per level instead of one long guess. On this CPU a forward of more tokens
-costs more, so the best tree is small; the verify-cost chart shows how much."""
+costs more, so the best tree is small; the verify-cost chart shows how much.
+
+**Draft sources** (the *compare* choice) decodes the prompt with `vanilla` and with `eagle2` at
+the page's `num_steps` / `topk` / `num_draft_tokens`, once per draft source: the EAGLE head, the
+n-gram lookup (the page's match windows) and the early exit (the page's N). Only where the drafts
+come from changes: the tree budget, verify and accept walk are the same, so τ per step, tokens/s
+and the trees of one step compare the drafts alone."""
 
 GLOSSARY = """\
 | word | meaning |
 |---|---|
 | target | the model whose output distribution must be reproduced exactly |
+| draft source | where the drafts come from: the EAGLE head, an n-gram lookup in the request's own tokens (`ngram:MIN-MAX`), or the target's first N layers (`exit:N`); the tree, verify and accept walk are the same for all |
 | draft head | EAGLE head: `fc(concat(embed(x_{t+1}), f_t))` → one decoder layer (ours may stack more) → the target's `lm_head`; a fused head reads the target's low and middle layers beside `f_t` (`fuse_layers`) |
 | feature `f_t` | the target's last hidden state at position t, **after** the final RMSNorm |
 | root | first node of every verify block: the token emitted last step (bonus), which has no KV yet |

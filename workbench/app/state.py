@@ -15,11 +15,16 @@ from dataclasses import dataclass, field
 
 from workbench.engine.config import (DEFAULT_NUM_DRAFT_TOKENS, DEFAULT_NUM_STEPS, DEFAULT_TOPK, EXACT_THRESHOLD,
                                      SpecConfig, check_context)
+from workbench.engine.draft_source import DEFAULT_MAX_MATCH, DEFAULT_MIN_MATCH, DraftSource
 from workbench.engine.engine import Engine
 from workbench.engine.sampling import SamplingParams
+from workbench.models.draft import DraftHead
 
 MAX_PROMPT_CHARS = 6000
 MAX_NEW_TOKENS = 512
+DEFAULT_EXIT_LAYERS = 28  # the early exit's N (the head-training measurements: 28 of 30 layers agree 0.53)
+# The draft selector's choices: (what the page shows, the value ``Settings.draft`` holds).
+DRAFT_CHOICES = [("EAGLE head", "head"), ("n-gram (prompt lookup)", "ngram"), ("early exit: first N layers", "exit")]
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,10 @@ class Settings:
     tree: object = ""  # static: rank paths as JSON; empty = EAGLE-1's tree cut to num_draft_tokens
     accept_threshold_single: object = EXACT_THRESHOLD  # below 1: lossy sampling acceptance
     accept_threshold_acc: object = EXACT_THRESHOLD
+    draft: str = "head"  # a DRAFT_CHOICES value: where the drafts come from
+    exit_layers: object = DEFAULT_EXIT_LAYERS  # exit: the target layers the draft runs (1..L-1)
+    ngram_min: object = DEFAULT_MIN_MATCH  # ngram: the match windows, in tokens
+    ngram_max: object = DEFAULT_MAX_MATCH
 
     def build(self, wb) -> tuple[SpecConfig, SamplingParams, list[int], int]:
         """(spec, sampling, prompt ids, max_new_tokens), or ValueError with the reason."""
@@ -48,7 +57,7 @@ class Settings:
         if len(prompt) > MAX_PROMPT_CHARS:
             raise ValueError(f"The prompt is {len(prompt)} characters long; at most {MAX_PROMPT_CHARS} are accepted.")
         max_new = _int("max_new_tokens", self.max_new_tokens, 1, MAX_NEW_TOKENS)
-        spec = self.spec()
+        spec = self.spec(self.draft_source(wb))
         sampling = SamplingParams(temperature=_number("temperature", self.temperature),
                                   top_p=_number("top_p", self.top_p), top_k=_int("top_k", self.top_k, 0, None),
                                   seed=_int("seed", self.seed, 0, None))
@@ -57,12 +66,12 @@ class Settings:
         check_context(spec, wb.target.config.max_position_embeddings, len(ids), max_new)
         return spec, sampling, ids, max_new
 
-    def spec(self) -> SpecConfig:
-        """The method, its tree knobs and the accept thresholds (linear: topk 1, D = num_steps +
-        1, set for you: the page keeps its topk / num_draft_tokens boxes for eagle2; static: the
-        tree box, see ``static_spec``)."""
+    def spec(self, draft: DraftSource = DraftSource()) -> SpecConfig:
+        """The method, its tree knobs, the accept thresholds and ``draft`` (linear: topk 1, D =
+        num_steps + 1, set for you: the page keeps its topk / num_draft_tokens boxes for eagle2;
+        static: the tree box, see ``static_spec``)."""
         thresholds = dict(accept_threshold_single=_number("accept_threshold_single", self.accept_threshold_single),
-                          accept_threshold_acc=_number("accept_threshold_acc", self.accept_threshold_acc))
+                          accept_threshold_acc=_number("accept_threshold_acc", self.accept_threshold_acc), draft=draft)
         if self.method == "static":
             return self.static_spec(thresholds)
         if self.method in ("vanilla", "linear"):
@@ -75,13 +84,46 @@ class Settings:
     def static_spec(self, thresholds: dict | None = None) -> SpecConfig:
         """The static tree: the tree box's rank paths, else EAGLE-1's tree at num_draft_tokens
         (num_steps and topk follow from the shape; the tree box is read by static only); exact
-        acceptance unless ``thresholds`` are given."""
+        acceptance and the head unless ``thresholds`` (with ``draft``) are given."""
         thresholds = thresholds or {}
         text = str(self.tree or "").strip()
         if text:
             return SpecConfig.from_knobs("static", tree=text, **thresholds)
         return SpecConfig.from_knobs("static", num_draft_tokens=_int("num_draft_tokens", self.num_draft_tokens,
                                                                      None, None), **thresholds)
+
+    def draft_source(self, wb, kind: str | None = None) -> DraftSource:
+        """The selected draft source (``kind``: another of ``DRAFT_CHOICES`` with this page's
+        N and windows), checked against the loaded workbench: an exit needs 1 <= N < its target's
+        layers, the head needs a loaded head."""
+        kind = self.draft if kind is None else kind
+        if kind == "exit":
+            source = DraftSource("exit", num_layers=_int("early exit N", self.exit_layers, None, None))
+            source.check_target(wb.target.config.num_layers)
+            return source
+        if kind == "ngram":
+            return DraftSource("ngram", min_match=_int("n-gram min match", self.ngram_min, None, None),
+                               max_match=_int("n-gram max match", self.ngram_max, None, None))
+        if kind != "head":
+            raise ValueError(f"unknown draft source {kind!r}; choose one of "
+                             f"{', '.join(v for _, v in DRAFT_CHOICES)}")
+        if not isinstance(wb.draft, DraftHead):
+            raise ValueError(f"no EAGLE head is loaded (draft {wb.draft_source}): pick the n-gram or the early "
+                             "exit draft, or start the app with a head")
+        return DraftSource()
+
+
+def draft_label(source: DraftSource, num_layers: int | None = None) -> str:
+    """The draft source in the page's words: "EAGLE head", "n-gram (prompt lookup, ngram:1-12)",
+    "early exit (exit:28: the first 28 of 30 layers)"."""
+    if source.kind == "ngram":
+        return f"n-gram (prompt lookup, {source.name})"
+    if source.kind == "exit":
+        of = f" of {num_layers}" if num_layers else ""
+        return f"early exit ({source.name}: the first {source.num_layers}{of} layers)"
+    if source.kind == "model":
+        return f"draft model ({source.path})"
+    return "EAGLE head"
 
 
 def acceptance_note(threshold_single, threshold_acc) -> str:
@@ -127,15 +169,18 @@ class Session:
     engine: Engine
     traces: list[dict] = field(default_factory=list)
     cursor: int = -1
+    bench_note: str = ""  # what the benchmark measured per task for this run's draft ("": nothing)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
-    def start(cls, wb, settings: Settings) -> "Session":
-        """A new run: validated settings, a fresh Engine with the prompt queued (nothing run yet)."""
+    def start(cls, wb, settings: Settings, bench=None) -> "Session":
+        """A new run: validated settings, a fresh Engine with the prompt queued (nothing run yet);
+        ``bench``: a ``draft_bench.DraftBench`` whose per-task τ the page shows beside the run's."""
         spec, sampling, ids, max_new = settings.build(wb)
         engine = wb.engine(spec, sampling, trace=True)
         engine.add_requests([ids], max_new)
-        return cls(settings, settings.prompt.strip(), engine)
+        note = bench.sentence(spec) if bench is not None and spec.speculative else ""
+        return cls(settings, settings.prompt.strip(), engine, bench_note=note)
 
     @property
     def current(self) -> dict | None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import gradio as gr
@@ -19,8 +21,11 @@ import gradio as gr
 from workbench.app import explain
 from workbench.app.calibration import build_calibration_tab
 from workbench.app.compare import build_compare_tab
-from workbench.app.state import Session, Settings, acceptance_note
+from workbench.app.draft_bench import load_draft_bench
+from workbench.app.state import DEFAULT_EXIT_LAYERS, DRAFT_CHOICES, Session, Settings, acceptance_note
 from workbench.app.views import VIEWS, best_tree_views, blank, error, render, trace_view, walk_views
+from workbench.engine.draft_source import DraftSource, parse_draft
+from workbench.models.draft import DraftHead
 from workbench.viz.walk import walk_moves
 
 SESSION_TTL_S = 2 * 3600  # a session's Engine (and its KV cache) is dropped after this idle time
@@ -35,20 +40,34 @@ DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 7860
 
 
 def load_examples() -> list[dict]:
-    """The Spec-Bench first turns shipped with the app (``examples.json``)."""
+    """The example prompts shipped with the app (``examples.json``): Spec-Bench first turns, and
+    prompts written for the app, each naming the draft route it suits."""
     return json.loads((Path(__file__).with_name("examples.json")).read_text())["examples"]
 
 
-def build_app(wb, info: str = "") -> gr.Blocks:
+def example_label(example: dict) -> str:
+    """What the examples list shows: the category, the route a prompt suits, its start."""
+    route = f" · suits {example['route']}" if example.get("route") else ""
+    return f"{example['category']}{route}: {example['prompt'][:70]}…"
+
+
+def build_app(wb, info: str = "", draft_bench: str | Path | None = None) -> gr.Blocks:
     """The whole page for a loaded ``Workbench``; ``info`` is shown under the title (what was
-    loaded, how long it took)."""
+    loaded, how long it took); ``draft_bench``: the benchmark's per-task τ per draft source
+    (default: the shipped ``draft-sources.json``; none shown when absent, or, with a warning on
+    stderr, when it does not follow its format)."""
+    try:
+        bench = load_draft_bench(draft_bench)
+    except ValueError as err:
+        print(f"warning: {err}: the page shows no per-task τ", file=sys.stderr, flush=True)
+        bench = None
     with gr.Blocks(title="EAGLE-2 Workbench") as demo:
         session = gr.State(None, time_to_live=SESSION_TTL_S)
         gr.Markdown(explain.INTRO + (f"\n\n{info}" if info else ""))
-        inputs = _inputs()
+        inputs = _inputs(wb)
         with gr.Tabs():
             with gr.Tab("Step through", id="step"):
-                _step_tab(wb, session, inputs)
+                _step_tab(wb, session, inputs, bench)
             with gr.Tab("Best tree", id="best", elem_id="best-tab") as best:
                 _best_tab(best, session)
             with gr.Tab("Compare", id="compare", elem_id="compare-tab"):
@@ -65,7 +84,7 @@ def warm_up(wb) -> float:
     """Run and render two steps of a throwaway session, so that the first Step a user presses
     does not pay for first calls (plotly builds its figure classes lazily, ~1-3 s). Seconds taken."""
     t0 = time.perf_counter()
-    session = Session.start(wb, Settings(prompt="Hello", max_new_tokens=4))
+    session = Session.start(wb, replace(default_settings(wb), prompt="Hello", max_new_tokens=4))
     for _ in range(2):
         session.step()
         render(session, wb)
@@ -95,17 +114,34 @@ def launch(demo: gr.Blocks, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, 
                        prevent_thread_lock=not block, quiet=not block)
 
 
-def _inputs() -> list:
-    """Prompt, examples, method and knobs, in ``Settings`` field order. Number boxes (not
-    sliders) so that any value reaches ``Settings.build`` and gets a readable message."""
+def default_settings(wb) -> Settings:
+    """The page's first values: ``Settings``' defaults, drafted as the app was started (the loaded
+    head; else ``--draft ngram[:MIN-MAX]`` or ``exit:N``; else the n-gram lookup), the early
+    exit's N at most the target's layers - 1."""
+    layers = wb.target.config.num_layers
+    default = Settings(exit_layers=min(DEFAULT_EXIT_LAYERS, layers - 1))
+    if isinstance(wb.draft, DraftHead):
+        return default
+    source = parse_draft(wb.draft_source) or DraftSource("ngram")
+    if source.kind == "exit":
+        return replace(default, draft="exit", exit_layers=source.num_layers)
+    source = source if source.kind == "ngram" else DraftSource("ngram")
+    return replace(default, draft="ngram", ngram_min=source.min_match, ngram_max=source.max_match)
+
+
+def _inputs(wb) -> list:
+    """Prompt, examples, method, knobs and draft source, in ``Settings`` field order. Number
+    boxes (not sliders) so that any value reaches ``Settings.build`` and gets a readable message."""
     examples = load_examples()
-    default = Settings()  # the defaults live in SpecConfig (and Settings), not here
-    labels = [f"{e['category']}: {e['prompt'][:70]}…" for e in examples]
+    default = default_settings(wb)  # the defaults live in SpecConfig (and Settings), not here
+    labels = [example_label(e) for e in examples]
     small = dict(min_width=90)
     with gr.Row():
         with gr.Column(scale=3):
             prompt = gr.Textbox(label="Prompt", lines=3, value="Tell me about Paris.", elem_id="prompt")
-            example = gr.Dropdown(labels, value=None, label="Spec-Bench examples (first turns)", elem_id="examples")
+            example = gr.Dropdown(labels, value=None, label="Examples (Spec-Bench first turns, and prompts that suit "
+                                                           "a draft route)", elem_id="examples")
+            draft = _draft_inputs(wb, default)
         with gr.Column(scale=3):
             with gr.Row():
                 method = gr.Radio(["eagle2", "static", "linear", "vanilla"], value=default.method, label="method", elem_id="method",
@@ -124,8 +160,23 @@ def _inputs() -> list:
                                         "tree cut to num_draft_tokens)", max_lines=2, elem_id="tree")
             thresholds = _threshold_inputs(default)
     example.input(lambda label: examples[labels.index(label)]["prompt"] if label in labels else gr.skip(),
-                  example, prompt, api_visibility="private")
-    return [prompt, method, num_steps, topk, num_draft, temperature, top_p, top_k, seed, max_new, tree, *thresholds]
+                  example, prompt, api_name="example")
+    return [prompt, method, num_steps, topk, num_draft, temperature, top_p, top_k, seed, max_new, tree, *thresholds,
+            *draft]
+
+
+def _draft_inputs(wb, default: Settings) -> list:
+    """Where the drafts come from: the selector, the early exit's N (1..the target's layers - 1)
+    and the n-gram match windows."""
+    layers = wb.target.config.num_layers
+    small = dict(min_width=90)
+    with gr.Row():
+        source = gr.Radio(DRAFT_CHOICES, value=default.draft, label="draft source", elem_id="draft-source", scale=3)
+        exit_n = gr.Number(default.exit_layers, label=f"early exit N (1..{layers - 1})", precision=0,
+                           elem_id="exit-layers", **small)
+        low = gr.Number(default.ngram_min, label="n-gram min match", precision=0, elem_id="ngram-min", **small)
+        high = gr.Number(default.ngram_max, label="n-gram max match", precision=0, elem_id="ngram-max", **small)
+    return [source, exit_n, low, high]
 
 
 def _threshold_inputs(default: Settings) -> list:
@@ -152,7 +203,7 @@ def _view_row(component_fn, text: str):
     return out
 
 
-def _step_tab(wb, session, inputs) -> None:
+def _step_tab(wb, session, inputs, bench=None) -> None:
     """Buttons, the views of the current step, and their events."""
     with gr.Row(equal_height=True):
         buttons = {name: gr.Button(label, variant="primary" if name == "step" else "secondary", elem_id=f"{name}-btn")
@@ -161,7 +212,7 @@ def _step_tab(wb, session, inputs) -> None:
     views, animate_btn = _step_views()
     timer = gr.Timer(AUTOPLAY_S, active=False)
     outs = [session] + [views[k] for k in VIEWS]
-    h = _Handlers(wb)
+    h = _Handlers(wb, bench)
     quiet = dict(show_progress="minimal", show_progress_on=[views["status"]])
     buttons["step"].click(h.step, [session, *inputs], outs, api_name="step", **quiet)
     buttons["back"].click(h.back, [session], outs, api_name="back", **quiet)
@@ -225,8 +276,8 @@ def _best_tab(tab: gr.Tab, session: gr.State) -> None:
 class _Handlers:
     """Event functions. Each returns (session, *views) so every view shows the same step."""
 
-    def __init__(self, wb):
-        self.wb = wb
+    def __init__(self, wb, bench=None):
+        self.wb, self.bench = wb, bench  # bench: draft_bench.DraftBench or None
 
     def _ensure(self, session: Session | None, values: tuple) -> tuple[Session | None, str]:
         """The session to step: the current one, or a new run when there is none or the inputs
@@ -235,7 +286,7 @@ class _Handlers:
         if session is not None and session.settings == settings:
             return session, ""
         try:
-            fresh = Session.start(self.wb, settings)
+            fresh = Session.start(self.wb, settings, self.bench)
         except ValueError as e:
             return None, error(str(e))
         return fresh, ("Inputs changed: started a new run." if session is not None else "Started a new run.")

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import gradio as gr
 
-from workbench.app.state import Session
+from workbench.app.state import Session, draft_label
 from workbench.engine.calibration import calibration_table
 from workbench.viz.best_tree import best_tree_figure, budget_figure, continuation_html
 from workbench.viz.calibration import calibration_html, depth_figure, reliability_figure
+from workbench.viz.html import note
 from workbench.viz.kv import kv_slots_html, kv_table_html
 from workbench.viz.logits import logits_html
 from workbench.viz.mask import mask_html
@@ -25,7 +26,7 @@ from workbench.viz.output import output_html
 from workbench.viz.sampling import sampling_html
 from workbench.viz.style import empty_figure
 from workbench.viz.tokens import show
-from workbench.viz.tree import tree_figure
+from workbench.viz.tree import no_draft_note, tree_figure
 from workbench.viz.walk import moves_html, pointer_table_html, walk_moves
 
 # Output order of every Step-like event (after the session state).
@@ -54,7 +55,7 @@ def render(session: Session | None, wb, message: str = "") -> tuple:
         "sampling": sampling_html(tr),
         "output": output_html(session.prompt_text, session.traces[: session.cursor + 1], wb.token_text),
         "kv_slots": kv_slots_html(tr),
-        "kv_table": kv_table_html(tr),
+        "kv_table": kv_table_html(tr) + draft_kv_note(tr, session.engine.spec.draft),
     }
     return tuple(values[k] for k in VIEWS)
 
@@ -105,10 +106,13 @@ def walk_views(session: Session | None, k: int) -> tuple[str, str]:
 
 
 def summary(session: Session) -> str:
-    """One line about the step on screen: which step, the method, L, what was accepted, τ, time."""
-    tr = session.current
-    head = (f"**Step {tr['step']}** of {len(session.traces)} recorded · `{session.engine.spec.describe()}` · "
-            f"L = {tr['L']}")
+    """About the step on screen: which step, the method, the draft source, L, what was accepted,
+    τ, time; under it, for a speculative step, the per-task τ the benchmark measured for this
+    draft (``Session.bench_note``), when there is one."""
+    tr, spec = session.current, session.engine.spec
+    draft = f" · draft: **{draft_label(spec.draft, session.engine.target.config.num_layers)}**" \
+        if spec.speculative else ""
+    head = f"**Step {tr['step']}** of {len(session.traces)} recorded · `{spec.describe()}`{draft} · L = {tr['L']}"
     ms = sum(tr["timing_ms"].values())
     if tr["kind"] == "prefill":
         body = f"prefill of {tr['prompt_len']} prompt tokens → first token · {ms:.0f} ms"
@@ -119,10 +123,24 @@ def summary(session: Session) -> str:
         t = tr["timing_ms"]
         bonus = show(tr["accept"]["bonus"]["text"])
         worth = f" (tree worth {tr['accept']['expected']:.2f} over the coins)" if "expected" in tr["accept"] else ""
-        body = (f"{n} correct draft(s) + bonus `{bonus}` → τ = {tr['accept_length']}{worth} · "
+        drafted = f"{n} correct draft(s)" if len(tr["tree"]["nodes"]) > 1 else no_draft_note(tr)
+        body = (f"{drafted} + bonus `{bonus}` → τ = {tr['accept_length']}{worth} · "
                 f"{ms:.0f} ms (draft {t['draft_extend_ms'] + t['draft_tree_ms']:.0f}, verify {t['verify_ms']:.0f})")
     end = f" · finished ({session.finish_reason})" if session.engine.done and session.at_end else ""
-    return f"{head} · {body}{end}"
+    measured = f"\n\n{session.bench_note}" if session.bench_note and tr["kind"] == "spec" else ""
+    return f"{head} · {body}{end}{measured}"
+
+
+def draft_kv_note(trace: dict, draft) -> str:
+    """Where this draft's K/V lives, for the KV view: an early exit and the n-gram draft have no
+    pool of their own (the head's is the "draft KV" row)."""
+    if trace["kind"] != "spec" or draft.kind in ("head", "model"):
+        return ""
+    if draft.kind == "ngram":
+        return note("The n-gram draft runs no model: it writes no K/V (nothing in the draft row).")
+    return note(f"{draft.name} has no KV pool of its own: the K/V of its {draft.num_layers} layers for the committed "
+                "tokens is the target's. Its tree scratch (the draft row) is written into the target's pool, in "
+                "those layers only, and freed after the step.")
 
 
 def error(message: str) -> str:

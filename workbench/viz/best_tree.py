@@ -25,7 +25,8 @@ from workbench.viz.html import note, table
 from workbench.viz.layout import Line, tree_layout
 from workbench.viz.style import NODE, OKABE_ITO, base_layout, empty_figure
 from workbench.viz.tokens import show, show_html
-from workbench.viz.tree import MARGIN, WIDTH, collapse_dropped, draw_tree, frame, node_lines, rerank_line, tree_graph
+from workbench.viz.tree import (MARGIN, WIDTH, collapse_dropped, draw_tree, frame, no_draft_note, node_lines,
+                                rerank_line, tree_graph)
 
 
 def greedy_continuation(trace: dict) -> list[dict]:
@@ -141,6 +142,8 @@ def budget_figure(trace: dict, height: int = 280) -> go.Figure:
     """τ this step would have had with each smaller budget (best-scored prefix of the tree)."""
     if trace["kind"] != "spec":
         return empty_figure("No tree at this step.", 200)
+    if len(trace["tree"]["nodes"]) == 1:
+        return empty_figure(f"Step {trace['step']}: {no_draft_note(trace)}; no smaller budget to try.", 200)
     taus = budget_taus(trace)
     fig = go.Figure(go.Bar(x=[t["D"] for t in taus], y=[t["tau"] for t in taus], name="τ",
                            marker_color=NODE["accepted"].colour,
@@ -167,10 +170,12 @@ def continuation_html(trace: dict) -> str:
     cells.append([str(rows[-1]["depth"] + 1) + "…", "?", "–", "unknown",
                   "the target never ran after a token that was not verified"])
     attrs.append({"depth": rows[-1]["depth"] + 1, "status": "unknown"})
+    out = table(["depth", "target's argmax", "target p", "tree", "where"], cells, attrs, name="continuation")
     taus = budget_taus(trace)
+    if not taus:  # the root alone: nothing was drafted
+        return out + note(f"This step had no draft tree ({no_draft_note(trace)}): τ = 1.")
     best = max(t["tau"] for t in taus)
     smallest = min(t["D"] for t in taus if t["tau"] == best)
-    return (table(["depth", "target's argmax", "target p", "tree", "where"], cells, attrs, name="continuation") +
-            note(f"This tree gave τ = {best}; the best-scored {smallest - 1} draft(s) (num_draft_tokens = {smallest}) "
-                 f"would have given the same. A tree covering the whole continuation would reach τ = D, but past "
-                 f"depth {rows[-1]['depth']} the continuation is unknown."))
+    return out + note(f"This tree gave τ = {best}; the best-scored {smallest - 1} draft(s) (num_draft_tokens = "
+                      f"{smallest}) would have given the same. A tree covering the whole continuation would reach "
+                      f"τ = D, but past depth {rows[-1]['depth']} the continuation is unknown.")

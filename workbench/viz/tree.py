@@ -213,9 +213,19 @@ def tree_figure(trace: dict, show_dropped: bool = True, compact: bool = False, w
     return fig
 
 
+def no_draft_note(trace: dict) -> str:
+    """Why a spec step verifies the root alone (the n-gram draft found no earlier occurrence)."""
+    why = "no earlier occurrence of the last tokens" if trace.get("draft_source", "").startswith("ngram") else \
+        "no candidate"
+    return f"{why}: nothing drafted, this step decodes one token"
+
+
 def rerank_line(trace: dict) -> str:
-    """Where the rerank cut: how many candidates, how many kept, the lowest kept path score."""
+    """Where the rerank cut: how many candidates, how many kept, the lowest kept path score (or
+    why there was nothing to cut)."""
     c, n = len(trace["draft"]["candidates"]), len(trace["tree"]["nodes"])
+    if not c:
+        return no_draft_note(trace)
     return (f"rerank: the best D − 1 = {n - 1} of {c} candidates kept (path score s ≥ {num(cutoff(trace))}), "
             f"{c - n + 1} dropped")
 

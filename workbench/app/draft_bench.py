@@ -1,0 +1,136 @@
+"""What the benchmark measured per task for each draft source, shown beside a step's τ so that a
+miss-heavy step on a task the draft is weak at reads as the task, not a bug.
+
+The asset (``workbench/assets/draft-sources.json``, written from a benchmark run) is::
+
+    {"meta": {"command": str, "date": str, "cpu": str, "dtype": str, "max_new_tokens": int},
+     "routes": {"head 4/3/2": {"draft": "head" | "ngram:1-12" | "exit:28", "tree": "4/3/2",
+                               "per_task": {"math_reasoning": {"tau": 3.1, "speedup": 1.4}, ...}}}}
+
+``tree`` is ``D/S/K`` (num_draft_tokens / num_steps / topk), as the benchmark writes trees. No
+file: nothing is shown. A file that does not follow the format: ``ValueError`` naming the entry.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.engine.config import SpecConfig
+from workbench.engine.draft_source import DraftSource, parse_draft
+
+ASSET = Path(__file__).resolve().parent.parent / "assets" / "draft-sources.json"
+META = {"command": str, "date": str, "cpu": str, "dtype": str, "max_new_tokens": int}
+TASK_NAMES = {"qa": "QA", "rag": "RAG", "mt_bench": "MT-bench"}  # the others: underscores as spaces
+
+
+@dataclass(frozen=True)
+class Route:
+    """One measured draft source at one tree: τ and speedup over vanilla per task."""
+
+    label: str
+    draft: str  # DraftSource.name: head, ngram:1-12, exit:28
+    tree: tuple[int, int, int]  # (num_draft_tokens, num_steps, topk)
+    per_task: dict[str, tuple[float, float]]  # task -> (tau, speedup)
+
+    @property
+    def tree_text(self) -> str:
+        return "/".join(map(str, self.tree))
+
+
+@dataclass(frozen=True)
+class DraftBench:
+    meta: dict
+    routes: tuple[Route, ...]
+
+    def route_for(self, spec: SpecConfig) -> Route | None:
+        """The route measured with ``spec``'s draft source, at the tree nearest to ``spec``'s
+        (the smallest sum of differences in D, S and K; the file's first on a tie); None if that
+        draft was not measured."""
+        mine = (spec.num_draft_tokens, spec.num_steps, spec.topk)
+        same = [r for r in self.routes if r.draft == spec.draft.name]
+        return min(same, key=lambda r: sum(abs(a - b) for a, b in zip(r.tree, mine)), default=None)
+
+    def sentence(self, spec: SpecConfig) -> str:
+        """One line for the page: the per-task τ (and speedup) of ``spec``'s draft; "" if unmeasured."""
+        route = self.route_for(spec)
+        if route is None:
+            return ""
+        m = self.meta
+        tasks = ", ".join(f"{task_name(t)} {tau:.2f} ({speed:.2f}×)" for t, (tau, speed) in route.per_task.items())
+        nearest = "" if route.tree == (spec.num_draft_tokens, spec.num_steps, spec.topk) else \
+            " (the measured tree nearest yours)"
+        return (f"Measured on the bench ({m['cpu']}, {m['dtype']}, {m['max_new_tokens']} tokens per answer, "
+                f"{m['date']}: `{m['command']}`): τ per task for this draft ({route.draft}) at {route.tree_text}"
+                f"{nearest}, with the speedup over plain decoding: {tasks}. A step that misses on an open chat "
+                "prompt is the task, not a bug.")
+
+
+def task_name(task: str) -> str:
+    """``math_reasoning`` -> "math reasoning", ``qa`` -> "QA"."""
+    return TASK_NAMES.get(task, task.replace("_", " "))
+
+
+def load_draft_bench(path: str | Path | None = None) -> DraftBench | None:
+    """The benchmark's per-task τ per draft source from ``path`` (default: the shipped asset);
+    None when the file does not exist. ValueError, naming the file and the entry, for a file
+    that does not follow the format above."""
+    path = Path(path) if path is not None else ASSET
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        return DraftBench(_meta(data.get("meta")), _routes(data.get("routes")))
+    except (ValueError, AttributeError) as err:
+        raise ValueError(f"{path}: {err}") from None
+
+
+def _meta(meta) -> dict:
+    if not isinstance(meta, dict):
+        raise ValueError("meta must be an object")
+    for key, kind in META.items():
+        if not isinstance(meta.get(key), kind) or isinstance(meta.get(key), bool):
+            raise ValueError(f"meta.{key} must be a {kind.__name__}, got {meta.get(key)!r}")
+    return meta
+
+
+def _routes(routes) -> tuple[Route, ...]:
+    if not isinstance(routes, dict) or not routes:
+        raise ValueError("routes must be a non-empty object")
+    return tuple(_route(label, r) for label, r in routes.items())
+
+
+def _route(label: str, r) -> Route:
+    where = f"routes[{label!r}]"
+    if not isinstance(r, dict):
+        raise ValueError(f"{where} must be an object")
+    draft, tree, per_task = r.get("draft"), r.get("tree"), r.get("per_task")
+    if not isinstance(draft, str):
+        raise ValueError(f"{where}.draft must be head, ngram[:MIN-MAX] or exit:N, got {draft!r}")
+    source = DraftSource() if draft == "head" else parse_draft(draft)
+    if source is None:
+        raise ValueError(f"{where}.draft must be head, ngram[:MIN-MAX] or exit:N, got {draft!r}")
+    parts = tree.split("/") if isinstance(tree, str) else []
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"{where}.tree must be D/S/K (num_draft_tokens/num_steps/topk), got {tree!r}")
+    if not isinstance(per_task, dict) or not per_task:
+        raise ValueError(f"{where}.per_task must be a non-empty object")
+    return Route(label, source.name, tuple(int(p) for p in parts),
+                 {task: _task(f"{where}.per_task[{task!r}]", v) for task, v in per_task.items()})
+
+
+def _task(where: str, v) -> tuple[float, float]:
+    if not isinstance(v, dict):
+        raise ValueError(f"{where} must be an object with tau and speedup")
+    tau, speed = v.get("tau"), v.get("speedup")
+    if not _finite(tau) or tau < 1:
+        raise ValueError(f"{where}.tau must be a number >= 1 (tokens per verify step), got {tau!r}")
+    if not _finite(speed) or speed <= 0:
+        raise ValueError(f"{where}.speedup must be a number > 0, got {speed!r}")
+    return float(tau), float(speed)
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
