@@ -52,7 +52,7 @@ PROMPTS = {
     "word problem": "A shop sells pencils at 3 for 45 cents. How much do 12 pencils cost? Show the steps.",
 }
 MAX_NEW = 64
-EXIT = 24  # the exit the table below uses; the sweep after it tries several
+EXIT = 28  # the exit the benchmark below uses too; the sweep after it tries several
 ROUTES = {"head": None, "ngram": "ngram", f"exit:{EXIT}": f"exit:{EXIT}"}
 ids = [wb.encode(p) for p in PROMPTS.values()]
 vanilla = run_route(wb, SpecConfig("vanilla"), ids, MAX_NEW)
@@ -105,16 +105,14 @@ display(Markdown("**Takeaway.** Same tree budget, same verify, same walk: " + ";
 # (the same file the app quotes beside τ); its command, machine and date are printed with it.
 
 # %%
-from workbench.bench.routes import load_route_table
+from workbench.app.draft_bench import load_draft_bench
 
-routes = load_route_table()
-meta = routes["meta"]
-print(f"`{meta['command']}`\n{meta['date']}, {meta['cpu']}, {meta['dtype']}, {meta['questions']} questions × "
-      f"{meta['max_new_tokens']} new tokens")
-cells = []
-for label, route in routes["routes"].items():
-    for task, v in route["per_task"].items():
-        cells.append({"route": label, "task": task, "τ": v["tau"], "× plain decoding": v["speedup"]})
+bench = load_draft_bench()  # the shipped workbench/assets/draft-sources.json
+meta = bench.meta
+print(f"{meta['command']}\n{meta['date']}, {meta['cpu']}, {meta['dtype']}, {meta['max_new_tokens']} new tokens "
+      "per answer, one question per task")
+cells = [{"route": route.label, "task": task, "τ": tau, "× plain decoding": speed}
+         for route in bench.routes for task, (tau, speed) in route.per_task.items()]
 per_task = pd.DataFrame(cells)
 per_task.pivot(index="task", columns="route", values="× plain decoding").round(2)
 

@@ -45,3 +45,16 @@ def test_a_result_without_speculation_is_refused():
     result["summary"] = {"vanilla": {"per_task": {}}}
     with pytest.raises(ValueError, match="no speculative method"):
         route_table(result)
+
+
+def test_the_app_reads_what_the_command_writes(tmp_path):
+    from workbench.app.draft_bench import load_draft_bench
+    from workbench.engine.config import SpecConfig
+
+    src, out = tmp_path / "results.json", tmp_path / "routes.json"
+    src.write_text(json.dumps(_result()))
+    assert main([str(src), "--out", str(out)]) == 0
+    bench = load_draft_bench(out)
+    route = bench.route_for(SpecConfig.from_knobs("eagle2", 3, 2, 4, draft="ngram"))
+    assert route.draft == "ngram:1-12" and route.per_task["math_reasoning"] == (3.1, 2.0)
+    assert "math reasoning 3.10" in bench.sentence(SpecConfig.from_knobs("eagle2", 3, 2, 4))

@@ -6,8 +6,8 @@ the small file the app shows beside τ.
 reads the ``results.json`` of ``python -m workbench bench --methods ...`` (methods with
 ``@ngram`` / ``@exit:N``; a speculative method without ``@`` drafts with the head) and keeps,
 per speculative method, its draft source, tree (``D/S/K``) and per-task τ and speedup over
-vanilla, with the run's command, date, CPU and dtype. The app reads the shipped copy,
-``workbench/assets/draft-sources.json``.
+vanilla, with the run's command, date, CPU and dtype. The app and notebook 09 read the shipped
+copy, ``workbench/assets/draft-sources.json``, through ``workbench.app.draft_bench``.
 """
 
 from __future__ import annotations
@@ -16,17 +16,6 @@ import json
 from pathlib import Path
 
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
-
-ASSET = Path(__file__).resolve().parent.parent / "assets" / "draft-sources.json"
-
-
-def load_route_table(path: Path = ASSET) -> dict | None:
-    """The shipped route table (``route_table``'s format), or None when there is none."""
-    try:
-        table = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return table if isinstance(table, dict) and isinstance(table.get("routes"), dict) else None
 
 
 def route_table(result: dict) -> dict:
