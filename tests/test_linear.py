@@ -52,6 +52,7 @@ def test_decide_keeps_f_linear_unless_the_other_order_clearly_wins():
     # wins at 2 and 4, loses at 8: stops at 4 even though it wins again at 16
     assert decide([_timing(2, 10, 5), _timing(4, 10, 5), _timing(8, 10, 11), _timing(16, 10, 5)]) == 4
     assert decide([_timing(2, 10.0, 9.8)]) == 0  # inside the 5 % margin: no change
+    assert decide(wins_all + [_timing(32, 10.0, 5.0)]) == MAX  # a count past the measured ones is not decided on
     assert decide([]) == 0
 
 

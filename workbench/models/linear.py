@@ -108,9 +108,10 @@ def time_orders(weights: list[torch.Tensor], rows: tuple[int, ...] = MEASURED_RO
 
 def decide(timings: list[dict]) -> int:
     """``max_left_rows`` from ``time_orders``: the largest measured row count up to which the
-    weight-left order won at every measured count (0 if it did not win at 2 rows)."""
+    weight-left order won at every measured count (0 if it did not win at 2 rows), at most
+    ``MEASURED_ROWS[-1]``: counts past it are shown by the benchmark, never decided on."""
     best = 0
-    for t in sorted(timings, key=lambda t: t["rows"]):
+    for t in sorted((t for t in timings if t["rows"] <= MEASURED_ROWS[-1]), key=lambda t: t["rows"]):
         if t["weight_left_ms"] >= WIN_MARGIN * t["linear_ms"]:
             break
         best = t["rows"]
