@@ -60,6 +60,7 @@ cands.sort_values(["level", "score"], ascending=[True, False])
 from workbench.viz.candidates import path_score_figure  # the figure builder the app shares
 
 by_index = cands.set_index("index")  # candidates by flat index, for the frontier table below
+cutoff = cands[cands["in verify tree"]].score.min()  # the rerank cut-off: the lowest kept path score
 
 path_score_figure(step).show()
 
