@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from helpers import random_prompts, tiny_pair
-from test_sampling import ALPHA, N, SAMPLINGS, chi_square_pvalue, engine_samples, exact_joint
+from test_sampling import N, SAMPLINGS, assert_samples_like_target
 from workbench.attention.batch import extend_batch
 from workbench.engine.config import SpecConfig
 from workbench.engine.draft_source import DraftSource, parse_draft
@@ -158,11 +158,7 @@ SAMPLED = [("ngram T1", SpecConfig("eagle2", 3, 2, 6, draft=NGRAM), SAMPLINGS[0]
 @pytest.mark.parametrize("name, spec, params", SAMPLED, ids=[c[0] for c in SAMPLED])
 def test_sampling_matches_the_target_for_every_draft_source(pair8, name, spec, params):
     target, head = pair8
-    samples, eng = engine_samples(target, head, spec, params)
-    accepted = sum(n - 1 for r in eng.requests for n in r.accept_lengths)
-    assert accepted > N // 20, "too few drafts accepted for the test to mean anything"
-    p = chi_square_pvalue(samples, exact_joint(target, params))
-    assert p > ALPHA, f"{name}: chi-square p = {p:.2e}: the output distribution differs from the target's"
+    assert_samples_like_target(target, head, spec, params, name, min_accepted=N // 20)
 
 
 # ---- bad input -------------------------------------------------------------------------------------
