@@ -171,10 +171,10 @@ def test_a_user_runs_generate_with_a_bad_trace_folder_and_gets_one_line(tmp_path
     ("workbench.bench.calibration", ["--method", "warp"], "--method"),
     ("workbench.bench.calibration", ["--per-category", "0"], "--per-category"),
     ("workbench.bench.calibration", ["--device", "tpu"], "--device"),
-    ("workbench.bench.linear", ["--rows", "0,x"], "--rows"),
-    ("workbench.bench.linear", ["--threads", "0"], "--threads"),
+    ("experiments.linear_order", ["--rows", "0,x"], "--rows"),
+    ("experiments.linear_order", ["--threads", "0"], "--threads"),
     ("workbench.bench.plain", ["--dtypes", "fp32,fp64"], "--dtypes"),
-    ("workbench.bench.kernel", ["--hq", "3", "--hkv", "2"], "--hq"),
+    ("experiments.kernel", ["--hq", "3", "--hkv", "2"], "--hq"),
     ("workbench.bench.gpu", ["--skip", "tests,bogus"], "--skip"),
     ("workbench.bench.gpu", ["--prefix", "x"], "--prefix"),
 ])
@@ -267,8 +267,8 @@ def every_parser(parser: argparse.ArgumentParser):
                 yield from every_parser(sub)
 
 
-ENTRY_POINTS = ("workbench.cli", "workbench.bench.calibration", "workbench.bench.gpu", "workbench.bench.kernel",
-                "workbench.bench.linear", "workbench.bench.plain", "workbench.bench.suite", "workbench.bench.tune",
+ENTRY_POINTS = ("workbench.cli", "workbench.bench.calibration", "workbench.bench.gpu", "experiments.kernel",
+                "experiments.linear_order", "workbench.bench.plain", "workbench.bench.suite", "workbench.bench.tune",
                 "workbench.train.__main__", "workbench.train.evaluate", "workbench.train.generate",
                 "experiments.scaling", "experiments.gpu.recipe", "workbench.lessons.notebooks",
                 "workbench.app.latency", "app")

@@ -10,7 +10,6 @@ import torch.nn.functional as F
 
 from helpers import fresh_prefill
 from workbench import cpu_choices
-from workbench.bench.linear import main as bench_linear_main, measure
 from workbench.cpu_choices import choose_linear_order, linear_weights
 from workbench.models.linear import (MEASURED_ROWS, Linear, LinearOrder, apply_linear_order, decide, linear,
                                      uses_weight_left)
@@ -130,14 +129,3 @@ def test_module_keeps_nn_linear_names_and_gradients():
     ref(x2).square().sum().backward()
     torch.testing.assert_close(x.grad, x2.grad)
     torch.testing.assert_close(lin.weight.grad, ref.weight.grad)
-
-
-def test_bench_linear_measures_both_orders(capsys):
-    (r,) = measure([2], layers=1, repeats=1)
-    assert r["rows"] == 2 and all(r[k] > 0 for k in r if k.endswith("_ms"))
-    assert bench_linear_main(["--rows", "1,2", "--repeats", "1"]) == 0
-    out = capsys.readouterr().out
-    assert "| 2 |" in out and "choice: few-row linear:" in out
-    with pytest.raises(SystemExit):
-        bench_linear_main(["--rows", "0,x"])
-    assert "positive integers" in capsys.readouterr().err

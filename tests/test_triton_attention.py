@@ -367,34 +367,6 @@ def test_kernels_compile_for_sm90():
     assert proc.returncode == 0, proc.stderr[-4000:]
 
 
-# ----------------------------------------------------------------------------------------------
-# The benchmark script (python -m workbench.bench kernel)
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU behaviour of the benchmark script")
-def test_bench_kernel_cpu(tmp_path):
-    import json
-    import subprocess
-    import sys
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = [sys.executable, "-m", "workbench.bench", "kernel"]
-    proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2 and "needs a CUDA GPU" in proc.stderr
-    out = tmp_path / "kernel.json"
-    proc = subprocess.run(cmd + ["--interpret-smoke", "--out", str(out)], env=env, cwd=root,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    report = json.loads(out.read_text())
-    assert report["interpret_smoke"] and report["failures"] == 0
-    assert all(c["ok"] for c in report["checks"])
-    (row,) = report["results"]
-    assert row["max_abs_diff_vs_sdpa"] < 2e-2 and row["sdpa_us"] > 0 and row["gather_us"] > 0
-    assert "| B | P | N |" in proc.stdout
-
-
 def test_engine_with_triton_backend_matches_torch_backend(tmp_path):
     """End to end: greedy eagle2 on a tiny model through the Triton kernel (the interpreter on a
     CPU) gives the same tokens as through the PyTorch reference."""

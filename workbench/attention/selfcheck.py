@@ -156,12 +156,25 @@ def as_bucket(meta: AttentionMeta, bucket_keys: int) -> AttentionMeta:
 
 def make_problem(p: Problem, hq: int, hkv: int, dh: int, dtype: torch.dtype, device, gen: torch.Generator):
     """Random inputs of ``p``: q [T, hq, dh], k and v [S, hkv, dh], the exact ``meta`` (for the
-    reference) and the ``launched`` one (what the kernel gets: ``as_bucket`` for a bucket case)."""
+    reference) and the ``launched`` one (what the kernel gets: ``as_bucket`` for a bucket case).
+    The layout comes from ``gen``; the values are drawn on ``device`` by a generator there, seeded
+    from ``gen``, so that a benchmark's large shapes are never built on the host."""
     meta, size = _random_meta(p, device, gen)
-    q = torch.randn(sum(p.q_lens), hq, dh, generator=gen).to(device, dtype)
-    k = torch.randn(size, hkv, dh, generator=gen).to(device, dtype)
-    v = torch.randn(size, hkv, dh, generator=gen).to(device, dtype)
+    values = torch.Generator(device=device).manual_seed(int(torch.randint(0, 2**31, (1,), generator=gen)))
+    q = torch.randn(sum(p.q_lens), hq, dh, generator=values, device=device, dtype=dtype)
+    k = torch.randn(size, hkv, dh, generator=values, device=device, dtype=dtype)
+    v = torch.randn(size, hkv, dh, generator=values, device=device, dtype=dtype)
     return q, k, v, meta, (meta if p.bucket_keys is None else as_bucket(meta, p.bucket_keys))
+
+
+def tolerance_ratio(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> tuple[float, float]:
+    """(max |out - ref|, max of |out - ref| / (atol + rtol |ref|)) with ``dtype``'s tolerance:
+    ``out`` passes when the ratio is at most 1 (a NaN or an infinity never does)."""
+    atol, rtol = TOLERANCE.get(dtype, TOLERANCE[torch.bfloat16])
+    err = (out.float() - ref.float()).abs()
+    if err.numel() == 0:
+        return 0.0, 0.0
+    return err.max().item(), (err / (atol + rtol * ref.float().abs())).max().item()
 
 
 def check_kernel(device: torch.device | str, dtype: torch.dtype, head_dim: int = 64, num_heads: int = 4,
@@ -176,14 +189,15 @@ def check_kernel(device: torch.device | str, dtype: torch.dtype, head_dim: int =
         if kernel is None:
             from workbench.attention.triton_tree import tree_attention as kernel  # lazy: imports triton
         gen = torch.Generator().manual_seed(0)
-        atol, rtol = TOLERANCE.get(dtype, TOLERANCE[torch.bfloat16])
         for p in cases:
             q, k, v, meta, launched = make_problem(p, num_heads, num_kv_heads, head_dim, dtype, where, gen)
-            out = kernel(q, k, v, launched, None, **p.knobs).float()
-            ref = attention_reference(q, k, v, meta, None).float()
-            err = (out - ref).abs()
-            if out.shape != ref.shape or not torch.isfinite(out).all() or (err > atol + rtol * ref.abs()).any():
-                return f"differs from the reference on the {p.name} case (max abs error {err.max().item():.3g})"
+            out = kernel(q, k, v, launched, None, **p.knobs)
+            ref = attention_reference(q, k, v, meta, None)
+            if out.shape != ref.shape:
+                return f"returned shape {tuple(out.shape)} on the {p.name} case, not {tuple(ref.shape)}"
+            err, ratio = tolerance_ratio(out, ref, dtype)
+            if not ratio <= 1:  # NaN or inf included
+                return f"differs from the reference on the {p.name} case (max abs error {err:.3g})"
     except Exception as exc:  # noqa: BLE001 - any failure (compile, launch, driver) means: do not use it
         raise_if_device_lost(where, exc, "the Triton kernel's self-check ran")
         text = " ".join(str(exc).split())[:160]

@@ -1,7 +1,7 @@
 """``python -m workbench.bench <command> [options]``: run one benchmark by name.
 
 Each command is a module with ``main(argv: list[str]) -> int``, imported only when chosen
-(so that, e.g., the kernel benchmark can set Triton's environment before triton loads).
+(so that, e.g., the GPU check's dry run can set Triton's environment before triton loads).
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ import sys
 COMMANDS: dict[str, str] = {
     "calibration": "workbench.bench.calibration",
     "gpu": "workbench.bench.gpu",
-    "kernel": "workbench.bench.kernel",
-    "linear": "workbench.bench.linear",
     "plain": "workbench.bench.plain",
     "routes": "workbench.bench.routes",
     "run": "workbench.bench.suite",

@@ -2,92 +2,129 @@
 
 ``measure_verify_cost`` times one target forward of N tree nodes (logits included) after a
 committed prefix, exactly as verify runs it; N = 1 is a plain decode step. ``measure_draft_cost``
-times one draft forward of ``rows`` tokens (one tree level has ``topk`` rows). On a GPU a
-forward of 1 and of 64 tokens cost about the same (memory-bound); on a small CPU they do not,
-which is why the best tree here is smaller.
+times one draft forward of ``rows`` tokens (one tree level has ``topk`` rows). Either runs
+eagerly or, ``cuda_graphs=True``, replayed from the engine's CUDA graphs. On a GPU a forward of
+1 and of 64 tokens cost about the same (memory-bound); on a small CPU they do not, which is why
+the best tree here is smaller.
+
+Both go through one procedure, ``measure_forward``: a pool holding a committed random prefix
+(``prefilled``), then for each size a chain of new tokens after it, timed by ``time_ms``, whose
+clock (``synced_clock``) is read after a sync on CUDA, as every timer of the benchmarks is.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass
 
 import torch
 
-from workbench.attention.meta import build_meta
 from workbench.attention.batch import ForwardBatch, extend_batch
+from workbench.attention.meta import build_meta
 from workbench.kv import SlotAllocator
 
 
-def _time(fn, repeats: int, warmup: int) -> float:
+def synced_clock(device: torch.device | str) -> float:
+    """perf_counter, after ``device`` has finished the work queued so far (CUDA is asynchronous:
+    without the sync, the clock would stop before the last kernels ran)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+def time_ms(fn, device: torch.device | str, repeats: int, warmup: int) -> float:
+    """Median ms of ``fn()`` over ``repeats`` calls after ``warmup`` untimed ones."""
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(repeats):
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        t0 = synced_clock(device)
         fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) * 1e3)
+        times.append((synced_clock(device) - t0) * 1e3)
     return statistics.median(times)
 
 
-def _prefilled(model_forward, new_pool, vocab: int, prefix_len: int, extra: int, device):
-    """A pool holding ``prefix_len`` committed random tokens; returns (pool, alloc, prefix slots)."""
-    alloc = SlotAllocator(prefix_len + extra)
-    kv = new_pool(prefix_len + extra)
+@dataclass
+class Prefilled:
+    """A KV pool holding ``prefix`` (slots of committed random tokens) and the allocator of its
+    other slots, for a model of ``vocab`` tokens on ``device``."""
+
+    kv: object
+    alloc: SlotAllocator
+    prefix: list[int]
+    vocab: int
+    device: torch.device
+
+
+def prefilled(forward, new_pool, vocab: int, prefix_len: int, spare: int, device) -> Prefilled:
+    """``prefix_len`` random tokens run through ``forward(batch, kv)`` into a pool of
+    ``new_pool(prefix_len + spare)`` slots."""
+    alloc = SlotAllocator(prefix_len + spare)
+    kv = new_pool(prefix_len + spare)
     prefix = alloc.alloc(prefix_len)
-    gen = torch.Generator().manual_seed(0)
-    toks = torch.randint(0, vocab, (prefix_len,), generator=gen).tolist()
+    toks = torch.randint(0, vocab, (prefix_len,), generator=torch.Generator().manual_seed(0)).tolist()
     if prefix_len:
-        model_forward(extend_batch([toks], [[]], [prefix], [0], device), kv)
-    return kv, alloc, prefix
+        forward(extend_batch([toks], [[]], [prefix], [0], device), kv)
+    return Prefilled(kv, alloc, prefix, vocab, torch.device(device))
 
 
-def _chain_batch(n: int, prefix: list[int], slots: list[int], vocab: int, device) -> ForwardBatch:
-    """n nodes after the prefix under a tree mask (a chain: the cost does not depend on the shape)."""
+def chain_batch(n: int, pool: Prefilled, slots: list[int]) -> ForwardBatch:
+    """n nodes after the pool's prefix under a tree mask (a chain: the cost does not depend on
+    the tree's shape), written to ``slots``."""
     mask = torch.ones(n, n, dtype=torch.bool).tril()
-    meta = build_meta([n], [prefix], [slots], [mask], device)
-    i64 = dict(dtype=torch.int64, device=device)
-    ids = torch.randint(0, vocab, (n,), generator=torch.Generator().manual_seed(n)).to(device)
-    pos = torch.arange(len(prefix), len(prefix) + n, **i64)
+    meta = build_meta([n], [pool.prefix], [slots], [mask], pool.device)
+    i64 = dict(dtype=torch.int64, device=pool.device)
+    ids = torch.randint(0, pool.vocab, (n,), generator=torch.Generator().manual_seed(n)).to(pool.device)
+    pos = torch.arange(len(pool.prefix), len(pool.prefix) + n, **i64)
     return ForwardBatch(ids, pos, torch.tensor(slots, **i64), meta)
 
 
-def measure_verify_cost(target, sizes=(1, 2, 4, 8, 16, 32, 64), prefix_len: int = 256,
-                        repeats: int = 5, warmup: int = 2) -> list[dict]:
-    """Median ms of one target forward + logits over N nodes, for each N in ``sizes``."""
-    device = target.lm_head.weight.device
-    vocab = target.config.vocab_size
-    kv, alloc, prefix = _prefilled(target, target.new_kv_pool, vocab, prefix_len, max(sizes), device)
+def measure_forward(pool: Prefilled, sizes, forward, repeats: int = 5, warmup: int = 2) -> list[float]:
+    """Median ms of ``forward(batch)`` on a chain of n new tokens after the pool's prefix, for
+    each n in ``sizes`` (the chain's slots are freed after each size)."""
     out = []
     for n in sizes:
-        slots = alloc.alloc(n)
-        batch = _chain_batch(n, prefix, slots, vocab, device)
-        ms = _time(lambda: target.logits(target(batch, kv)), repeats, warmup)
-        alloc.free(slots)
-        out.append({"tokens": n, "ms": round(ms, 3)})
+        slots = pool.alloc.alloc(n)
+        batch = chain_batch(n, pool, slots)
+        out.append(round(time_ms(lambda: forward(batch), pool.device, repeats, warmup), 3))
+        pool.alloc.free(slots)
     return out
 
 
-def measure_draft_cost(target, head, rows=(1, 4, 10), prefix_len: int = 256, repeats: int = 5,
-                       warmup: int = 2) -> list[dict]:
-    """Median ms of one draft forward + draft log-probs over ``rows`` tokens (a tree level)."""
+def measure_verify_cost(target, sizes=(1, 2, 4, 8, 16, 32, 64), prefix_len: int = 256, repeats: int = 5,
+                        warmup: int = 2, cuda_graphs: bool = False) -> list[dict] | None:
+    """Median ms of one target forward + logits over N nodes, for each N in ``sizes``.
+    ``cuda_graphs``: replayed by ``GraphedTarget`` (None when its capture failed: it ran eagerly)."""
     device = target.lm_head.weight.device
-    vocab = target.config.vocab_size
-    kv, alloc, prefix = _prefilled(
-        lambda b, pool: head(torch.zeros(b.num_tokens, target.config.hidden_size, dtype=target.lm_head.weight.dtype,
-                                         device=device), b, pool),
-        head.new_kv_pool, vocab, prefix_len, max(rows), device)
-    out = []
-    for n in rows:
-        slots = alloc.alloc(n)
-        batch = _chain_batch(n, prefix, slots, vocab, device)
-        feats = torch.zeros(n, target.config.hidden_size, dtype=target.lm_head.weight.dtype, device=device)
-        ms = _time(lambda: head.log_probs(head(feats, batch, kv)), repeats, warmup)
-        alloc.free(slots)
-        out.append({"rows": n, "ms": round(ms, 3)})
-    return out
+    pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, prefix_len, max(sizes) + 1, device)
+    runner = None
+    if cuda_graphs:
+        from workbench.engine.graphs import GraphedTarget, make_buckets
 
+        runner = GraphedTarget(target, pool.kv, pool.alloc.alloc(1)[0], max_keys=pool.kv.num_slots,
+                               buckets=make_buckets((1, 2), sizes))
+    forward = runner if runner is not None else (lambda batch: target.logits(target(batch, pool.kv)))
+    ms = measure_forward(pool, sizes, forward, repeats, warmup)
+    return None if runner is not None and not runner.replays else [{"tokens": n, "ms": t} for n, t in zip(sizes, ms)]
+
+
+def measure_draft_cost(target, head, rows=(1, 4, 10), prefix_len: int = 256, repeats: int = 5, warmup: int = 2,
+                       cuda_graphs: bool = False) -> list[dict] | None:
+    """Median ms of one draft forward + draft log-probs over ``rows`` tokens (a tree level).
+    ``cuda_graphs``: replayed by ``GraphedDraft`` (None when its capture failed: it ran eagerly)."""
+    w = target.lm_head.weight
+    feats = torch.zeros(max(rows), target.config.hidden_size, dtype=w.dtype, device=w.device)  # [R, H]
+    pool = prefilled(lambda batch, kv: head(feats.new_zeros(batch.num_tokens, feats.shape[1]), batch, kv),
+                     head.new_kv_pool, target.config.vocab_size, prefix_len, max(rows) + 1, w.device)
+    runner = None
+    if cuda_graphs:
+        from workbench.engine.graphs import GraphedDraft, make_buckets
+
+        runner = GraphedDraft(head, pool.kv, pool.alloc.alloc(1)[0], max_keys=pool.kv.num_slots,
+                              buckets=make_buckets((1, 2), rows))
+    draft = runner if runner is not None else (lambda features, batch: head(features, batch, pool.kv))
+    ms = measure_forward(pool, rows, lambda batch: head.log_probs(draft(feats[: batch.num_tokens], batch)),
+                         repeats, warmup)
+    return None if runner is not None and not runner.replays else [{"rows": n, "ms": t} for n, t in zip(rows, ms)]

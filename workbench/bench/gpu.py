@@ -7,16 +7,17 @@ one GPU. In order, each section timed and kept going if another fails:
 1. ``tests``: the GPU-marked tests (``pytest -m gpu``), or, without pytest, the kernel's
    start-up self-check (its engine-shaped cases included) at the head shapes of both models in
    bf16, fp16 and fp32;
-2. ``kernel``: ``python -m workbench.bench kernel`` on a reduced sweep (reference check,
-   SDPA-with-dense-mask baseline, % of the HBM roofline);
+2. ``kernel``: ``bench/kernel.py`` on a reduced sweep (reference check, SDPA-with-dense-mask
+   baseline, % of the HBM roofline; the full sweep is ``python -m experiments.kernel``);
 3. ``equality``: greedy outputs of the engine on tiny random models, torch vs triton backend
    and eager vs CUDA graphs (target and draft levels), for vanilla, linear, eagle2 and static,
    and the start-up check of CUDA graphs (``engine/graph_check.py``) on the same models, with
    the logit error it measured;
 4. ``timing``: random weights made on the device at SmolLM2-135M and Llama-3-8B shapes (bf16):
    a decode step and a verify of N = 1..64 tokens, one draft level of 1, 4 and 10 rows (each
-   eager and graph-replayed), the start-up check of CUDA graphs at these shapes, and the speedup predicted for the accept lengths τ measured on the CPU with the real head
-   (``docs/bench/cpu-quick.json``).
+   eager and graph-replayed: ``bench/cost.py``), the start-up check of CUDA graphs at these
+   shapes, and the speedup predicted for the accept lengths τ measured on the CPU with the real
+   head (``docs/bench/cpu-quick.json``).
 
 Writes ``gpu-check.md`` and ``gpu-check.json`` (+ ``kernel.json``) to ``--out``, else ``$OUT``,
 else ``bench_out/gpu``. ``--dry-run`` runs the same plumbing on the CPU at tiny sizes (the kernel
@@ -113,15 +114,16 @@ def selfchecks(ctx: dict) -> dict:
 def section_kernel(ctx: dict) -> dict:
     from workbench.bench import kernel
 
-    out = ctx["out"] / "kernel.json"
-    argv = ["--out", str(out)]
-    argv += (["--interpret-smoke"] if ctx["dry_run"] else
-             ["--prefixes", "512,4096,32768", "--n", "8,64", "--batch", "1,16", "--no-tune", "--rep-ms", "40"])
-    code = kernel.main(argv)
-    report = json.loads(out.read_text())
-    heads = f"{report.get('dtype')}, Hq {report.get('hq')} / Hkv {report.get('hkv')} / Dh {report.get('dh')}"
-    return {"ok": code == 0, "json": out.name, "heads": heads, "results": report.get("results", []),
-            "checks_ok": all(c.get("ok") for c in report.get("checks", []))}
+    if ctx["dry_run"]:
+        setup, shapes = kernel.Setup.interpreted(), kernel.INTERPRETED_SHAPES
+    else:
+        setup = kernel.Setup(rep_ms=40)
+        shapes = [(b, p, n) for p in (512, 4096, 32768) for n in (8, 64) for b in (1, 16)]
+    report = kernel.benchmark(setup, shapes)
+    (ctx["out"] / "kernel.json").write_text(json.dumps(report, indent=2) + "\n")
+    heads = f"{setup.dtype}, Hq {setup.hq} / Hkv {setup.hkv} / Dh {setup.dh}"
+    return {"ok": report["failures"] == 0, "json": "kernel.json", "heads": heads, "results": report["results"],
+            "checks_ok": all(c["ok"] for c in report["checks"])}
 
 
 def section_equality(ctx: dict) -> dict:
@@ -173,6 +175,7 @@ def section_timing(ctx: dict) -> dict:
     shapes = {"tiny": TINY} if ctx["dry_run"] else SHAPES
     sizes = (1, 2, 4) if ctx["dry_run"] else (1, 2, 4, 8, 16, 32, 64)
     prefix = 32 if ctx["dry_run"] else ctx["prefix"]
+    repeats = 5 if ctx["dry_run"] else 20
     taus = cpu_taus()
     out = {"prefix": prefix, "dtype": ctx["dtype_name"], "taus_from": "docs/bench/cpu-quick.json", "models": {}}
     for name, shape in shapes.items():
@@ -180,11 +183,12 @@ def section_timing(ctx: dict) -> dict:
         target = synthetic_target(shape, ctx["device"], ctx["dtype"])
         head = random_head(target, 0)
         target.attention_backend = "triton" if ctx["device"] == "cuda" else "torch"
-        eager = measure_verify_cost(target, sizes, prefix_len=prefix, repeats=5 if ctx["dry_run"] else 20)
-        graphed = graph_costs(target, sizes, prefix) if ctx["device"] == "cuda" else None
-        draft = measure_draft_cost(target, head, rows=DRAFT_ROWS, prefix_len=prefix,
-                                   repeats=5 if ctx["dry_run"] else 20)
-        draft_graphed = draft_graph_costs(target, head, DRAFT_ROWS, prefix) if ctx["device"] == "cuda" else None
+        eager = measure_verify_cost(target, sizes, prefix, repeats)
+        draft = measure_draft_cost(target, head, DRAFT_ROWS, prefix, repeats)
+        graphed = draft_graphed = None
+        if ctx["device"] == "cuda":  # None when a capture failed (its warning is on stderr)
+            graphed = measure_verify_cost(target, sizes, prefix, repeats, warmup=3, cuda_graphs=True)
+            draft_graphed = measure_draft_cost(target, head, DRAFT_ROWS, prefix, repeats, warmup=3, cuda_graphs=True)
         model = {"verify_eager_ms": eager, "verify_graph_ms": graphed, "draft_level_ms": draft,
                  "draft_level_graph_ms": draft_graphed,
                  "graph_check": graph_start_up_check(target, head) if ctx["device"] == "cuda" else None,
@@ -229,51 +233,6 @@ def synthetic_target(shape: dict, device: str, dtype):
     if cfg.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
     return model.eval()
-
-
-def graph_costs(target, sizes, prefix_len: int) -> list[dict]:
-    """Median ms of a graph-replayed forward + logits (``GraphedTarget``), N = 1 causal, else a
-    chain of N nodes under a tree mask, as ``measure_verify_cost`` does eagerly."""
-    from workbench.bench.cost import _chain_batch, _prefilled, _time
-    from workbench.engine.graphs import GraphedTarget, make_buckets
-
-    vocab = target.config.vocab_size
-    device = target.lm_head.weight.device
-    kv, alloc, prefix = _prefilled(target, target.new_kv_pool, vocab, prefix_len, max(sizes) + 1, device)
-    scratch = alloc.alloc(1)[0]
-    runner = GraphedTarget(target, kv, scratch, max_keys=kv.num_slots, buckets=make_buckets((1, 2), sizes))
-    out = []
-    for n in sizes:
-        slots = alloc.alloc(n)
-        batch = _chain_batch(n, prefix, slots, vocab, device)
-        out.append({"tokens": n, "ms": round(_time(lambda: runner(batch), 20, 3), 3)})
-        alloc.free(slots)
-    return out
-
-
-def draft_graph_costs(target, head, rows, prefix_len: int) -> list[dict]:
-    """Median ms of a graph-replayed draft level + draft log-probs (``GraphedDraft``) over
-    ``rows`` tokens after the prefix, as ``measure_draft_cost`` does eagerly."""
-    import torch
-
-    from workbench.bench.cost import _chain_batch, _prefilled, _time
-    from workbench.engine.graphs import GraphedDraft, make_buckets
-
-    vocab, hsz = target.config.vocab_size, target.config.hidden_size
-    device, dtype = target.lm_head.weight.device, target.lm_head.weight.dtype
-    kv, alloc, prefix = _prefilled(
-        lambda b, pool: head(torch.zeros(b.num_tokens, hsz, dtype=dtype, device=device), b, pool),
-        head.new_kv_pool, vocab, prefix_len, max(rows) + 1, device)
-    scratch = alloc.alloc(1)[0]
-    runner = GraphedDraft(head, kv, scratch, max_keys=kv.num_slots, buckets=make_buckets((1, 2), rows))
-    out = []
-    for n in rows:
-        slots = alloc.alloc(n)
-        batch = _chain_batch(n, prefix, slots, vocab, device)
-        feats = torch.zeros(n, hsz, dtype=dtype, device=device)
-        out.append({"rows": n, "ms": round(_time(lambda: head.log_probs(runner(feats, batch)), 20, 3), 3)})
-        alloc.free(slots)
-    return out if runner.replays else None  # a failed capture ran eagerly (its warning is on stderr)
 
 
 def cpu_taus() -> dict:

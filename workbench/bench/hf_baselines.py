@@ -3,7 +3,8 @@
 Both load the HF model from the same target directory in the same dtype, take the same prompt
 ids (chat template applied once, by the benchmark) and stop on the same stop ids. Tokens are
 counted as the engine counts them: the new tokens only, a final stop token included; seconds
-cover the whole ``generate`` call (prefill included), as ``Workbench.generate`` times its own.
+cover the whole ``generate`` call (prefill included), as ``Workbench.generate`` times its own, the
+clock read after a sync on CUDA (``cost.synced_clock``).
 
 Prompt lookup (``prompt_lookup_num_tokens``) drafts by matching the last n-gram against the
 prompt and copying what followed it; transformers verifies the copy with the target, so its
@@ -12,10 +13,11 @@ greedy output equals plain greedy ``generate``.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import torch
+
+from workbench.bench.cost import synced_clock
 
 PROMPT_LOOKUP_TOKENS = 10  # drafted tokens per step (transformers' prompt_lookup_num_tokens)
 
@@ -40,21 +42,13 @@ def hf_generate(model, prompt_ids: list[int], max_new_tokens: int, stop_ids: tup
                 prompt_lookup: int | None = None) -> HFResult:
     """Greedy ``generate`` (``prompt_lookup``: prompt lookup with that many drafted tokens)."""
     ids = torch.tensor([prompt_ids], dtype=torch.int64, device=model.device)  # [1, P]
-    t0 = _clock(model.device)
+    t0 = synced_clock(model.device)
     out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
                          eos_token_id=list(stop_ids), pad_token_id=stop_ids[0],
                          prompt_lookup_num_tokens=prompt_lookup, temperature=None, top_p=None, top_k=None)
-    seconds = _clock(model.device) - t0
+    seconds = synced_clock(model.device) - t0
     new = out[0, len(prompt_ids):].tolist()
     return HFResult(_cut_at_stop(new, stop_ids), seconds)
-
-
-def _clock(device: torch.device) -> float:
-    """perf_counter, after the device has finished the work queued so far (CUDA is asynchronous:
-    without the sync, the clock would stop before the last kernels ran)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter()
 
 
 def _cut_at_stop(tokens: list[int], stop_ids: tuple[int, ...]) -> list[int]:

@@ -1,5 +1,5 @@
 """Plain decoding speed: our ``vanilla`` against transformers ``generate``, same prompts, same
-dtype, same machine, one run.
+dtype, same machine, one run: each decoded as ``run`` decodes it (``suite.Runner``, ``hf_baselines``).
 
     python -m workbench.bench plain [--prompts 8] [--max-new-tokens 64] [--dtypes fp32,bf16]
 
@@ -10,13 +10,11 @@ prompt at a time, after one warm-up prompt) and whether the greedy outputs are e
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 
 from workbench.errors import ArgumentParser, reports_user_errors
 from workbench.flags import positive
-
 
 
 def spec_bench_prompts(n: int) -> list[str]:
@@ -26,34 +24,19 @@ def spec_bench_prompts(n: int) -> list[str]:
     return [q.turns[0] for q in spread(load_questions(), n)]
 
 
-def run_ours(wb, prompts: list[list[int]], max_new: int) -> tuple[float, list[list[int]]]:
-    from workbench.engine.config import SpecConfig
+def tokens_per_s(runner, method, prompts: list[list[int]], max_new: int) -> tuple[float, list[list[int]]]:
+    """``method``'s tokens/s over ``prompts``, decoded one at a time by the suite's ``Runner``
+    after an 8-token warm-up on the first, and its outputs."""
     from workbench.engine.sampling import SamplingParams
 
-    wb.generate([prompts[0]], SpecConfig("vanilla"), SamplingParams(), 8)  # warm-up
-    tokens, seconds, outs = 0, 0.0, []
+    greedy = SamplingParams()
+    runner.decode(method, prompts[0], greedy, 8)  # warm-up
+    outs, seconds = [], 0.0
     for ids in prompts:
-        (req,), s = wb.generate([ids], SpecConfig("vanilla"), SamplingParams(), max_new)
-        tokens, seconds = tokens + len(req.output_ids), seconds + s
-        outs.append(req.output_ids)
-    return tokens / seconds, outs
-
-
-def run_hf(path, dtype: torch.dtype, prompts: list[list[int]], max_new: int, stop_ids) -> tuple[float, list[list[int]]]:
-    from transformers import AutoModelForCausalLM
-
-    hf = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).eval()
-    gen = dict(do_sample=False, eos_token_id=list(stop_ids))
-    with torch.no_grad():
-        hf.generate(torch.tensor([prompts[0]]), max_new_tokens=8, **gen)  # warm-up
-        tokens, seconds, outs = 0, 0.0, []
-        for ids in prompts:
-            t0 = time.perf_counter()
-            out = hf.generate(torch.tensor([ids]), max_new_tokens=max_new, **gen)[0, len(ids):].tolist()
-            seconds += time.perf_counter() - t0
-            tokens += len(out)
-            outs.append(out)
-    return tokens / seconds, outs
+        out, s, _ = runner.decode(method, ids, greedy, max_new)
+        outs.append(out)
+        seconds += s
+    return sum(len(o) for o in outs) / seconds, outs
 
 
 def build_parser() -> ArgumentParser:
@@ -77,6 +60,9 @@ def dtype_list(text: str) -> list[str]:
 @reports_user_errors
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from workbench.bench.hf_baselines import load_hf_model
+    from workbench.bench.methods import parse_methods
+    from workbench.bench.suite import Runner
     from workbench.models.loading import parse_dtype
     from workbench.pipeline import Workbench
 
@@ -85,11 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(texts)} Spec-Bench prompts, {args.max_new_tokens} new tokens, {args.threads} threads\n")
     print("| dtype | ours vanilla tok/s | transformers generate tok/s | ours / HF | outputs equal |")
     print("|---|---|---|---|---|")
+    vanilla, hf_greedy = parse_methods("vanilla,hf-greedy")
     for name in args.dtypes:
         wb = Workbench.load(dtype=name, need_draft=False)
+        hf_model = load_hf_model(wb.target_dir, parse_dtype(name)).to(wb.target.lm_head.weight.device)
+        runner = Runner(wb, hf_model, args.max_new_tokens)
         prompts = [wb.encode(t) for t in texts]
-        ours, ours_out = run_ours(wb, prompts, args.max_new_tokens)
-        hf, hf_out = run_hf(wb.target_dir, parse_dtype(name), prompts, args.max_new_tokens, wb.stop_ids)
+        ours, ours_out = tokens_per_s(runner, vanilla, prompts, args.max_new_tokens)
+        hf, hf_out = tokens_per_s(runner, hf_greedy, prompts, args.max_new_tokens)
         same = sum(a == b for a, b in zip(ours_out, hf_out))
         print(f"| {name} | {ours:.1f} | {hf:.1f} | {ours / hf:.2f}x | {same}/{len(prompts)} |", flush=True)
     return 0

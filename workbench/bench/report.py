@@ -4,7 +4,8 @@ Nothing is computed here that ``suite.py`` / ``metrics.py`` did not already reco
 only lays the numbers out:
 
 - ``results.json``  everything, per-question records included
-- ``report.md``     headline table, per-task speedups, per-depth acceptance, verify cost, tuner, goals
+- ``report.md``     headline table, per-task speedups, per-depth acceptance, verify cost, tuner,
+                    static against dynamic trees, calibration
 - ``figures.html``  tokens/s per method, speedup per task, tau per method, per-depth acceptance,
                     verify cost curve (plotly.js embedded once, so the page works offline)
 """
@@ -100,15 +101,6 @@ def _tune_table(tuned: dict | None) -> str:
     return "\n".join(rows)
 
 
-def goals_list(result: dict) -> str:
-    lines = []
-    for g in result["goals"]:
-        mark = "met" if g["met"] else "**missed**"
-        lines.append(f"- {g['goal']}: {_fmt(g['value'], '.2f')} (goal {g['target']}) — {mark}"
-                     + (f". {g['note']}" if g["note"] else ""))
-    return "\n".join(lines)
-
-
 def markdown(result: dict) -> str:
     m = result["meta"]
     mach = m["machine"]
@@ -123,7 +115,6 @@ def markdown(result: dict) -> str:
         "`= vanilla`: share of questions whose "
         "output ids equal vanilla's.", "",
         headline_table(result), "",
-        "## Goals", "", goals_list(result), "",
         "## Speedup over vanilla per Spec-Bench task", "", _task_table(result), "",
         "## Per-depth acceptance", "",
         "P(accept at depth k | depth k-1 accepted), pooled over verify steps.", "", _depth_table(result), "",

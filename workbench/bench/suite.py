@@ -236,7 +236,6 @@ def cmd_bench(args) -> int:
     import torch
 
     from workbench.bench import report, tune
-    from workbench.bench.goals import goals
     from workbench.flags import load_from_args
 
     t_start = time.perf_counter()
@@ -293,7 +292,6 @@ def cmd_bench(args) -> int:
                  "wall_s": round(time.perf_counter() - t_start, 1)},
         "costs": costs, "tune": tuned, "best_tree": tune.tree_name(best) if best else None,
         "methods": {m.name: m.describe() for m in methods}, "summary": summary,
-        "goals": goals(summary, methods, costs, wb.dtype_name),
         "static_vs_dynamic": static_vs_dynamic.compare(methods, records), "calibration": calibration,
         "records": records, "records_t1": hot,
     }

@@ -12,7 +12,7 @@ is faster:
 * 2-core Intel Xeon with AMX: the 30 layers' projections at 2 rows took 21.5 ms with ``F.linear``
   and 49.6 ms the other way round (lm_head: 4.8 ms against 13.2 ms).
 
-(``python -m workbench.bench linear`` prints both orders and the choice on your machine.) So the
+(``python -m experiments.linear_order`` prints both orders and the choice on your machine.) So the
 order is not assumed: ``LinearOrder`` says which rows take the weight-left order, and
 ``workbench.cpu_choices`` decides it once per CPU model and torch version by timing both orders on
 the loaded model's own weights, keeping ``F.linear`` unless the other order is clearly faster.

@@ -1,11 +1,13 @@
 """Few-row linear layers on this CPU: ``F.linear(x, W)`` against ``(W @ x^T)^T``, and the choice.
 
-    python -m workbench.bench linear [--rows 1,2,4,8,16,32,64,128] [--threads 2]
+    python -m experiments.linear_order [--rows 1,2,4,8,16,32,64,128] [--threads 2]
 
 For SmolLM2's shapes (a layer's seven projections, and the 49152 x 576 lm_head), fp32, the
-fastest of the repeats (``models.linear.time_orders``), each weight a separate tensor so it is read from memory as in a real forward. The
-rows are the tokens of one forward: 1 for a decode step, the tree size for a verify. The last
-line is the order ``--linear-order auto`` picks from these timings (``workbench.models.linear``).
+fastest of the repeats (``models.linear.time_orders``), each weight a separate tensor so it is
+read from memory as in a real forward. The rows are the tokens of one forward: 1 for a decode
+step, the tree size for a verify. The last line is the order ``--linear-order auto`` picks from
+these timings (``workbench.models.linear``; the engine makes that choice itself, once per CPU,
+in ``workbench.cpu_choices``: this prints the timings behind it).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def table(results: list[dict]) -> str:
 
 
 def build_parser() -> ArgumentParser:
-    p = ArgumentParser(prog="python -m workbench.bench linear", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="python -m experiments.linear_order", description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=positive_list, default="1,2,4,8,16,32,64,128",
                    help="comma list of row counts (tokens of one forward)")
     p.add_argument("--threads", type=positive("--threads"), default=2, help="torch CPU threads")
