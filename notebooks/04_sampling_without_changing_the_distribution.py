@@ -141,7 +141,7 @@ pd.DataFrame([{"law of the emitted token": k, "max |law − p|": float((v - p).a
 # the engine uses.
 
 # %%
-from workbench.engine.oracle import expectation
+from workbench.analysis.expectation import expectation
 
 # tokens: 1 = the 0.3 node, 2 = the 0.2 node, 3 = the 0.3 node's best child, 4 = the 0.2 node's child
 after = torch.zeros(5, 6)  # [node token, V]: the target's law after each token
@@ -161,8 +161,9 @@ display(Markdown(
 # %%
 from statistics import mean
 
+from workbench.analysis.expectation import step_expectation
+from workbench.analysis.oracle import perfect_head_trees
 from workbench.engine.config import SpecConfig
-from workbench.engine.oracle import perfect_head_trees, step_expectation
 
 TREE = SpecConfig("eagle2", num_steps=5, topk=4, num_draft_tokens=8)
 eng = wb.engine(TREE, HOT, trace=True)

@@ -217,7 +217,7 @@ display(Markdown(
 #
 # α above belongs to the shipped head. What would a better draft buy? The engine can draft with
 # the target itself cut short: its first $n$ layers, then its final norm and lm_head (an *early
-# exit*, as self-speculative decoding drafts; `early_exit_trees` in `workbench/engine/oracle.py`).
+# exit*, as self-speculative decoding drafts; `early_exit_trees` in `workbench/analysis/oracle.py`).
 # Fewer layers make a worse draft; all of them agree with the target on every token. Each exit
 # drafts the tree the head drafts, at the same contexts, with the same procedure and budget
 # (SGLang's default 8/5/4 here), and the whole target verifies it: greedy, a tree is worth exactly
@@ -228,7 +228,8 @@ display(Markdown(
 # %%
 from statistics import mean
 
-from workbench.engine.oracle import early_exit_trees, step_expectation
+from workbench.analysis.expectation import step_expectation
+from workbench.analysis.oracle import early_exit_trees
 from workbench.models.heads import default_draft_dir
 from workbench.train.evaluate import answer_sequences, measure_head
 

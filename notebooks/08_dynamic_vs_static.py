@@ -36,7 +36,7 @@ wb = start(dtype="fp32")  # fp32: both trees must be scored against the same tex
 import pandas as pd
 from IPython.display import HTML, Markdown, display
 
-from workbench.engine.calibration import calibration_table
+from workbench.analysis.calibration import calibration_table
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
 from workbench.lessons.settings import CATEGORIES, lesson_prompts

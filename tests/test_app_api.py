@@ -356,7 +356,7 @@ def test_a_malformed_bench_asset_costs_only_its_line(tiny_model, tmp_path, capsy
 
 
 def test_static_steps_and_calibration_fill_from_the_traces(app_url):
-    from workbench.engine.calibration import calibration_table
+    from workbench.analysis.calibration import calibration_table
 
     c = client(app_url)
     tree = "[[0],[1],[0,0],[0,0,0]]"

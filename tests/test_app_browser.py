@@ -178,7 +178,7 @@ def test_step_views_match_the_trace_and_compare(app, shots):
 
 def check_calibration_tab(page, traces: list[dict]) -> None:
     """The session's calibration (steps 1..STEPS) equals the table computed from the traces."""
-    from workbench.engine.calibration import calibration_table
+    from workbench.analysis.calibration import calibration_table
 
     cal = calibration_table(traces)
     page.get_by_role("tab", name="Calibration").click()

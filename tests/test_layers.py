@@ -19,13 +19,19 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 # The layer table, lowest first: each entry is a top-level module or subpackage of workbench/.
 # A module may import its own layer and the layers below it, never a layer above. A new
 # subpackage (or top-level module) goes in here, in the lowest layer whose imports it needs.
+# viz renders traces (and what analysis derives from them); bench draws with viz; train and app
+# share a layer because neither imports the other (test_train_and_app_stay_apart), and both may
+# use bench (train evaluates heads on the Spec-Bench questions, the app shows measured routes).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("__init__", "errors", "device", "metrics")),
     ("kv and attention", ("kv", "attention")),
     ("models", ("models",)),
     ("engine", ("engine",)),
+    ("analysis", ("analysis",)),
     ("pipeline", ("store", "cpu_choices", "pipeline", "flags", "testing")),
-    ("tools", ("bench", "train", "viz", "app")),
+    ("figures", ("viz",)),
+    ("benchmarks", ("bench",)),
+    ("training and app", ("train", "app")),
     ("notebook helpers", ("lessons",)),
     ("command line", ("cli",)),
     ("entry point", ("__main__",)),
@@ -167,6 +173,14 @@ def test_no_import_cycles():
 def test_only_the_entry_point_imports_the_command_line():
     graph = import_graph(ROOT)
     assert sorted(m for m, targets in graph.items() if f"{PACKAGE}.cli" in targets) == [f"{PACKAGE}.__main__"]
+
+
+def test_train_and_app_stay_apart():
+    graph = import_graph(ROOT)
+    for mod, targets in graph.items():
+        for one, other in (("train", "app"), ("app", "train")):
+            if unit_of(mod) == one:
+                assert not [t for t in targets if unit_of(t) == other], mod
 
 
 def test_models_never_import_the_engine():

@@ -1,9 +1,10 @@
-"""Expected accept length and the perfect-head tree (workbench/engine/oracle.py).
+"""Expected accept length and the perfect-head tree (workbench/analysis/expectation.py, oracle.py).
 
 * the expectation formula against the walk itself: many coin draws of ``sampling_walk`` on one
   tree average to ``expectation`` (and its per-depth reach), within a 5-sigma band;
 * a step record's expectation is the same sum over its own verify logits, and greedy gives the
-  accept length itself;
+  accept length itself; a trace's (from each node's recorded ``target_prob``) is the record's,
+  for the target-only rule only;
 * the perfect head's tree equals the same procedure done by brute force, every node's
   distribution from a fresh causal forward of its whole path (so positions and masks are
   right); greedy, it takes every level;
@@ -23,7 +24,8 @@ from workbench.attention.batch import extend_batch
 from workbench.engine.accept import sampling_walk
 from workbench.engine.config import SpecConfig
 from workbench.engine.engine import Engine
-from workbench.engine.oracle import early_exit_trees, expectation, path_mass, perfect_head_trees, step_expectation
+from workbench.analysis.expectation import expectation, path_mass, step_expectation, trace_expectation
+from workbench.analysis.oracle import early_exit_trees, perfect_head_trees
 from workbench.engine.sampling import SamplingParams, target_probs
 from workbench.engine.tree import Candidates, build_tree
 
@@ -178,25 +180,28 @@ def test_perfect_head_rejects_a_point_outside_the_sequences(pair):
         perfect_head_trees(target, [[1, 2, 3]], [(0, 3)], 2, 2, 4, SamplingParams(temperature=1.0))
 
 
-def test_traces_carry_the_expectation_and_the_app_shows_it(pair):
+def test_the_expectation_derived_from_a_trace_is_the_records_and_the_app_shows_it(pair):
     from workbench.engine.trace import step_trace
     from workbench.viz.sampling import sampling_html
 
     target, head = pair
+    lossy = SpecConfig("eagle2", 3, 2, 6, accept_threshold_single=0.5, accept_threshold_acc=0.5)
     for sampling, spec, has in [(SamplingParams(temperature=1.0, seed=2), SpecConfig("eagle2", 3, 2, 6), True),
                                 (SamplingParams(), SpecConfig("eagle2", 3, 2, 6), False),
-                                (SamplingParams(temperature=1.0, seed=2), SpecConfig.linear(3, "leviathan"), False)]:
+                                (SamplingParams(temperature=1.0, seed=2), SpecConfig.linear(3, "leviathan"), False),
+                                (SamplingParams(temperature=1.0, seed=2), lossy, False)]:
         eng = Engine(target, head, spec, sampling, trace=True)
         eng.add_requests(random_prompts(1, VOCAB, 4), 8)
         eng.step_records()  # prefill
         (rec,) = eng.step_records()
         t = step_trace(rec)
-        assert ("expected" in t["accept"]) == has
+        got = trace_expectation(t)
+        assert (got is not None) == has
         if has:
-            e = step_expectation(rec, 3)
-            assert t["accept"]["expected"] == pytest.approx(e.accept_length, abs=1e-4)
-            assert t["accept"]["reach"] == pytest.approx(list(e.reach), abs=1e-4)
-            assert f"<b>{t['accept']['expected']:.2f}</b> tokens on average" in sampling_html(t)
+            e = step_expectation(rec, max(rec.tree.depths))
+            assert got.accept_length == pytest.approx(e.accept_length, abs=1e-4)  # target_prob kept to 6 places
+            assert got.reach == pytest.approx(e.reach, abs=1e-4)
+            assert f"<b>{got.accept_length:.2f}</b> tokens on average" in sampling_html(t)
 
 
 def test_early_exit_with_every_layer_is_the_perfect_head(pair):

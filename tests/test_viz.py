@@ -9,10 +9,10 @@ import networkx as nx
 import pytest
 
 from helpers import tiny_pair
+from workbench.analysis.calibration import calibration_table
 from workbench.engine.config import SpecConfig
 from workbench.engine.engine import Engine
 from workbench.engine.sampling import SamplingParams
-from workbench.engine.calibration import calibration_table
 from workbench.viz.best_tree import best_tree_figure, budget_figure, budget_taus, continuation_html, greedy_continuation
 from workbench.viz.candidates import FLOOR, LABEL_ALL, path_score_figure
 from workbench.viz.calibration import calibration_html, depth_figure, reliability_figure
@@ -72,7 +72,8 @@ def seed_tree_trace() -> dict:
     parents, depths = [-1, 0, 0, 1, 1, 2], [0, 1, 1, 2, 2, 2]
     cand = [-1, 0, 1, 2, 3, 4]  # flat candidate index of each node; candidate 5 (F) was dropped
     nodes = [{"node": i, "token": 100 + i, "text": names[i], "score": 0.5 ** depths[i], "prob": 0.5,
-              "parent": parents[i], "depth": depths[i], "position": 10 + depths[i], "candidate": cand[i]}
+              "parent": parents[i], "depth": depths[i], "position": 10 + depths[i], "candidate": cand[i],
+              "target_prob": None if i == 0 else 0.9}
              for i in range(6)]
     candidates = [{"index": c, "token": 101 + c, "text": names[c + 1], "prob": 0.5, "score": 0.5 ** depths[c + 1],
                    "parent": [-1, -1, 0, 0, 1][c], "level": depths[c + 1]} for c in range(5)]
@@ -82,7 +83,7 @@ def seed_tree_trace() -> dict:
     return {
         "kind": "spec", "step": 2, "request": 0, "method": "eagle2", "L": 10,
         "draft": {"levels": [], "candidates": candidates, "kept": [0, 1, 2, 3, 4], "dropped": []},
-        "tree": {"nodes": nodes, "mask": mask, "retrieve_index": list(range(6)),
+        "tree": {"nodes": nodes, "mask": mask,
                  "retrieve_next_token": [1, 3, 5, -1, -1, -1], "retrieve_next_sibling": [-1, 2, -1, 4, -1, -1]},
         "verify": {"top": top},
         "accept": {"moves": [{"node": 0, "child": 1, "via": "next_token", "read": 0, "match": True},
@@ -90,10 +91,9 @@ def seed_tree_trace() -> dict:
                              {"node": 1, "child": 4, "via": "next_sibling", "read": 3, "match": True}],
                    "path": [0, 1, 4], "accepted": [101, 104], "stop": "leaf", "bonus": {"token": 100, "text": "the", "after_node": 4},
                    "bonus_from": "target", "residual_top": [], "rule": "greedy"},
-        "kv": {"target": {"committed_before": 10, "written": [10, 11, 12, 13, 14, 15], "kept": [10, 11, 14],
-                          "freed": [12, 13, 15], "moved": []},
-               "draft": {"extend_written": [8, 9], "scratch": [16, 17, 18, 19], "scratch_freed": [16, 17, 18, 19]},
-               "rollback": "slot-table remap", "allocated": 13, "free": 7, "total": 20},
+        "kv": {"target": {"written": [10, 11, 12, 13, 14, 15], "kept": [10, 11, 14], "freed": [12, 13, 15]},
+               "draft": {"extend_written": [8, 9], "scratch": [16, 17, 18, 19]},
+               "allocated": 13, "free": 7, "total": 20},
         "emitted": [101, 104, 100], "accept_length": 3, "finished": None,
         "timing_ms": {"draft_extend_ms": 1.0, "draft_tree_ms": 2.0, "build_ms": 0.1, "verify_ms": 3.0,
                       "accept_ms": 0.1, "commit_ms": 0.1},

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import gradio as gr
 
+from workbench.analysis.calibration import calibration_table
+from workbench.analysis.expectation import trace_expectation
 from workbench.app.state import Session, draft_label
-from workbench.engine.calibration import calibration_table
 from workbench.viz.best_tree import best_tree_figure, budget_figure, continuation_html
 from workbench.viz.calibration import calibration_html, depth_figure, reliability_figure
 from workbench.viz.html import note
@@ -122,7 +123,8 @@ def summary(session: Session) -> str:
         n = len(tr["accept"]["accepted"])
         t = tr["timing_ms"]
         bonus = show(tr["accept"]["bonus"]["text"])
-        worth = f" (tree worth {tr['accept']['expected']:.2f} over the coins)" if "expected" in tr["accept"] else ""
+        e = trace_expectation(tr)
+        worth = f" (tree worth {e.accept_length:.2f} over the coins)" if e is not None else ""
         drafted = f"{n} correct draft(s)" if len(tr["tree"]["nodes"]) > 1 else no_draft_note(tr)
         body = (f"{drafted} + bonus `{bonus}` → τ = {tr['accept_length']}{worth} · "
                 f"{ms:.0f} ms (draft {t['draft_extend_ms'] + t['draft_tree_ms']:.0f}, verify {t['verify_ms']:.0f})")

@@ -16,8 +16,8 @@ import json
 import sys
 from pathlib import Path
 
+from workbench.analysis.calibration import calibration_table
 from workbench.bench import specbench
-from workbench.engine.calibration import calibration_table
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.metrics import tau
 from workbench.models.chat import chat_ids

@@ -1,7 +1,8 @@
 """Step traces: a ``StepRecord`` (``record.py``) as a plain JSON-ready dict, for the app and notebooks.
 
 A pure function of the record: the engine decided everything in it. Every view of the app and
-every notebook figure renders these and nothing else. Keys:
+every notebook figure renders these and nothing else; what a step was worth (the expected
+accept length over the coins) is derived from them on request (``analysis/expectation.py``). Keys:
 
 ``kind``            "prefill" | "decode" (vanilla) | "spec"
 ``step``, ``request``, ``L``       step number, request id, committed length before the step
@@ -13,16 +14,19 @@ every notebook figure renders these and nothing else. Keys:
                     level (its depth: the draft forward that proposed it)
 ``draft.kept`` / ``draft.dropped``  flat indices that survived the rerank / were dropped (parent missing)
 ``tree``            nodes (node, token, text, score, prob, parent, depth, position, candidate,
-                    rank_path: the draft rank of each node from the root down, e.g. [0, 2]),
-                    shape ("static" | "dynamic"), mask rows, retrieve_index / retrieve_next_token / retrieve_next_sibling
+                    rank_path: the draft rank of each node from the root down, e.g. [0, 2],
+                    target_prob: the target's probability of the node's token at its parent, in
+                    the distribution ``verify.top`` shows; None at the root), shape ("static" |
+                    "dynamic"), mask rows, retrieve_next_token / retrieve_next_sibling (node i is
+                    row i of its verify block)
 ``verify.top``      per node i: the target's top next tokens, i.e. the token **after** node i
 ``accept``          moves (node, child, via, read: whose pointer was read, match, [target_prob,
                     draft_prob, coin]), path, accepted tokens, stop ("leaf" | "no_match"), bonus,
-                    bonus_from, residual_top, rule; target-only sampling also ``expected``: the accept
-                    length this tree is worth over the coins, and ``reach``: P(a node at depth d is
-                    accepted), d = 1.. (``oracle.py``); a lossy walk instead ``lossy``: its thresholds
+                    bonus_from, residual_top, rule; a lossy walk also ``lossy``: its thresholds
                     (each move then also has ``accept_prob``, the relaxed probability its coin met)
-``kv``              target/draft slots written, kept, freed; allocator counts after the step
+``kv``              target slots written, kept, freed (rollback is a slot-table edit: no row is
+                    copied); a spec step's draft slots (extend: kept; tree scratch: freed after
+                    drafting); allocator counts after the step
 ``emitted``, ``accept_length``, ``finished``, ``timing_ms``
 """
 
@@ -30,7 +34,6 @@ from __future__ import annotations
 
 import torch
 
-from workbench.engine.oracle import step_expectation
 from workbench.engine.record import StepRecord
 from workbench.engine.sampling import target_probs
 from workbench.engine.tree import Candidates
@@ -45,10 +48,11 @@ def step_trace(rec: StepRecord, token_text=str) -> dict:
          "L": rec.kv.committed_before}
     if rec.kind == "prefill":
         d["prompt_len"] = rec.prompt_len
+    probs = _shown_probs(rec)
     if rec.kind == "spec":
         d["draft"] = _draft(rec, token_text)
-        d["tree"] = _tree(rec, token_text)
-    d["verify"] = {"top": [_top(rec, row, token_text) for row in rec.logits]}
+        d["tree"] = _tree(rec, token_text, probs)
+    d["verify"] = {"top": [_top(row, token_text) for row in probs]}
     if rec.kind == "spec":
         d["accept"] = _accept(rec, token_text)
     d["kv"] = _kv(rec)
@@ -59,14 +63,17 @@ def step_trace(rec: StepRecord, token_text=str) -> dict:
     return d
 
 
-def _top(rec: StepRecord, logits_row: torch.Tensor, token_text, k: int = TOP) -> list[dict]:
-    """Greedy: softmax at temperature 1 (what the argmax was taken over); sampling: the target
-    distribution p actually used (temperature, top-k, top-p)."""
+def _shown_probs(rec: StepRecord) -> torch.Tensor:
+    """[N, V], the distribution a trace shows per verify row. Greedy: softmax at temperature 1
+    (what the argmax was taken over); sampling: the target distribution p actually used
+    (temperature, top-k, top-p)."""
     if rec.sampling.greedy:
-        probs = torch.softmax(logits_row.float(), dim=-1)
-    else:
-        probs = target_probs(logits_row[None], rec.sampling)[0]
-    vals, ids = torch.topk(probs, k)
+        return torch.softmax(rec.logits.float(), dim=-1)
+    return target_probs(rec.logits, rec.sampling)
+
+
+def _top(probs_row: torch.Tensor, token_text, k: int = TOP) -> list[dict]:
+    vals, ids = torch.topk(probs_row, k)
     return [{"token": int(i), "text": token_text(int(i)), "prob": round(float(v), 5)} for v, i in zip(vals, ids)]
 
 
@@ -94,19 +101,21 @@ def rank_paths(c: Candidates) -> list[list[int]]:
     return paths
 
 
-def _tree(rec: StepRecord, text) -> dict:
+def _tree(rec: StepRecord, text, probs: torch.Tensor) -> dict:
+    """``probs``: the shown distribution per verify row; row ``parent`` gives a node's target_prob."""
     tree, paths = rec.tree, rank_paths(rec.candidates)
+    target_prob = [None] + [round(p, 6) for p in probs[tree.parents[1:], tree.tokens[1:]].tolist()]
     return {
         "nodes": [
             {"node": i, "token": tree.tokens[i], "text": text(tree.tokens[i]), "score": round(tree.scores[i], 6),
              "prob": round(tree.probs[i], 5), "parent": tree.parents[i], "depth": tree.depths[i],
              "position": tree.positions[i], "candidate": tree.candidate_index[i],
-             "rank_path": [] if i == 0 else paths[tree.candidate_index[i]]}
+             "rank_path": [] if i == 0 else paths[tree.candidate_index[i]],
+             "target_prob": target_prob[i]}
             for i in range(tree.num_nodes)
         ],
         "shape": "static" if rec.method == "static" else "dynamic",
         "mask": tree.mask.int().tolist(),
-        "retrieve_index": list(range(tree.num_nodes)),
         "retrieve_next_token": tree.retrieve_next_token,
         "retrieve_next_sibling": tree.retrieve_next_sibling,
     }
@@ -124,22 +133,15 @@ def _accept(rec: StepRecord, text) -> dict:
         "residual_top": [{"token": t, "text": text(t), "prob": round(p, 5)} for t, p in res.residual_top],
         "rule": rec.rule,
     }
-    if res.thresholds is not None:  # the expectation below holds for the exact rule only
+    if res.thresholds is not None:
         out["lossy"] = {"accept_threshold_single": res.thresholds[0], "accept_threshold_acc": res.thresholds[1]}
-    elif rec.rule == "target-only":  # greedy: the walk is deterministic; leviathan: another law
-        e = step_expectation(rec, max(tree.depths))
-        out["expected"] = round(e.accept_length, 4)
-        out["reach"] = [round(r, 4) for r in e.reach]
     return out
 
 
 def _kv(rec: StepRecord) -> dict:
     kv = rec.kv
-    target = {"written": kv.written, "kept": kv.kept, "freed": kv.freed}
-    out = {"target": target, "allocated": kv.allocated, "free": kv.free, "total": kv.total}
+    out = {"target": {"written": kv.written, "kept": kv.kept, "freed": kv.freed},
+           "allocated": kv.allocated, "free": kv.free, "total": kv.total}
     if rec.kind == "spec":
-        target.update(committed_before=kv.committed_before, moved=[])
-        out["draft"] = {"extend_written": kv.draft_extend, "scratch": kv.draft_scratch,
-                        "scratch_freed": kv.draft_scratch}
-        out["rollback"] = "slot-table remap (page size 1): kept slots appended in path order, no row copied"
+        out["draft"] = {"extend_written": kv.draft_extend, "scratch": kv.draft_scratch}
     return out

@@ -112,7 +112,8 @@ def ceiling(wb, prompts: list[list[int]], spec: SpecConfig, max_new: int, temper
     accepts a node at depth d), d = 1..num_steps. ``exits``: also the target's early exit after
     each of these numbers of layers as the draft, at the same contexts and budget, with its
     agreement on the answers (``oracle.early_exit_trees``)."""
-    from workbench.engine.oracle import early_exit_trees, perfect_head_trees, step_expectation
+    from workbench.analysis.expectation import step_expectation
+    from workbench.analysis.oracle import early_exit_trees, perfect_head_trees
 
     sampling = SamplingParams(temperature=temperature, seed=seed)
     eng = wb.engine(spec, sampling, trace=True)

@@ -1,8 +1,9 @@
 """Figures and tables of one decoding step, built from the engine's step traces only.
 
 Every function here takes trace dicts (``workbench/engine/trace.py`` lists the keys) and returns
-a plotly figure, an HTML string or plain rows: no model, no tokenizer, no engine state. The app
-(``workbench/app``) and the notebooks render what these return.
+a plotly figure, an HTML string or plain rows: no model, no tokenizer, no engine state; what a
+step was worth comes from ``workbench/analysis``. The app (``workbench/app``) and the notebooks
+render what these return.
 
 ================  ==========================================================================
 ``tree.py``       the draft tree: every kept node named, "+n dropped" per parent, and the walk

@@ -1,6 +1,6 @@
 """Calibration figures: the draft's confidence against the target's acceptance.
 
-Takes the table ``workbench.engine.calibration.calibration_table`` computes from step traces
+Takes the table ``workbench.analysis.calibration.calibration_table`` computes from step traces
 (or the same table stored as JSON by the benchmark) and draws it; nothing is measured here.
 
 * reliability diagram: per bin, the mean confidence (x) against the acceptance rate (y), for

@@ -3,9 +3,9 @@
 Both share one slot allocator (two physical buffers, same slot ids; docs/design.md §2). In a spec
 step the target writes one slot per verified node; the slots of the root and the accepted drafts
 are kept (committed), the others rolled back: freed. Rollback here is a slot-table remap (page
-size 1), so no row is moved; an engine that copies accepted rows down would list them in
-``moved``. The draft writes its extend slots (kept: the next steps attend to them) and scratch
-slots for the tree levels (freed at once).
+size 1), so no row is moved (``moved`` is 0: an engine that copies accepted rows down would
+count them there). The draft writes its extend slots (kept: the next steps attend to them) and
+scratch slots for the tree levels (freed at once).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from workbench.viz.layout import legend_rows
 from workbench.viz.style import FONT, LEGEND_ROW, SLOT, base_layout
 from workbench.viz.tokens import show
 
+# How this engine rolls back (engine.py): the same for every speculative step, so traces omit it.
+ROLLBACK = "slot-table remap (page size 1): kept slots appended in path order, no row copied"
 BAND_OVER = 16  # more cells than this in one group are drawn as one band
 BAND_WIDTH = 3.0
 
@@ -29,7 +31,7 @@ def kv_summary(trace: dict) -> dict:
     t = trace["kv"]["target"]
     d = trace["kv"].get("draft", {})
     return {"committed_before": trace["L"], "written": len(t["written"]), "kept": len(t["kept"]),
-            "rolled_back": len(t["freed"]), "moved": len(t.get("moved", [])),
+            "rolled_back": len(t["freed"]), "moved": 0,
             "draft_extend": len(d.get("extend_written", [])), "draft_scratch": len(d.get("scratch", [])),
             "allocated": trace["kv"]["allocated"], "free": trace["kv"]["free"], "total": trace["kv"]["total"],
             "committed_after": trace["L"] + len(t["kept"])}
@@ -148,5 +150,5 @@ def kv_table_html(trace: dict) -> str:
              f"{s['allocated']} / {s['free']} / {s['total']}"]]
     keys = ["committed_before", "written", "kept", "rolled_back", "moved", "draft_extend", "draft_scratch", "allocated"]
     out = table(["pool", "slots", "count"], rows, [{"key": k} for k in keys], name="kv")
-    how = trace["kv"].get("rollback", "no rollback: every written slot is kept")
+    how = ROLLBACK if trace["kind"] == "spec" else "no rollback: every written slot is kept"
     return out + note(f"Rollback: {how}.") + "".join(chip(look) for look in SLOT.values())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from workbench.analysis.expectation import trace_expectation
 from workbench.viz.html import bar, note, table
 from workbench.viz.logits import VERDICT
 from workbench.viz.style import LEGEND_ROW, OKABE_ITO, base_layout
@@ -58,13 +59,13 @@ def sampling_html(trace: dict) -> str:
 
 def _expected_html(trace: dict) -> str:
     """What the tree was worth before the coins fell (target-only rule only)."""
-    accept = trace["accept"]
-    if "expected" not in accept:
+    e = trace_expectation(trace)
+    if e is None:
         return ""
-    reach = ", ".join(f"depth {d} {num(r)}" for d, r in enumerate(accept["reach"], start=1))
+    reach = ", ".join(f"depth {d} {num(r)}" for d, r in enumerate(e.reach, start=1))
     return note(f"Before the coins: each child is accepted with exactly its target probability p (the mass of "
                 f"the siblings rejected before it is taken out), so this tree was worth "
-                f"<b>{accept['expected']:.2f}</b> tokens on average: 1 (the bonus) + the sum over its nodes of "
+                f"<b>{e.accept_length:.2f}</b> tokens on average: 1 (the bonus) + the sum over its nodes of "
                 f"the target's probability of the path to each. This step's coins gave τ = "
                 f"{trace['accept_length']}. P(the walk gets a node at): {reach}.")
 

@@ -1,6 +1,7 @@
 """The accept walk: the pointer arrays it follows and the moves it made, in order.
 
-``retrieve_index[i]`` is node i's row in the verify batch; ``retrieve_next_token[i]`` its first
+``retrieve_index[i]`` is node i's row in its verify block: i itself, since a tree's nodes are
+verified in node order (so traces do not carry it); ``retrieve_next_token[i]`` is its first
 child and ``retrieve_next_sibling[i]`` its next sibling (-1: none). From the root, the walk tries
 the first child, then follows sibling pointers; a match is accepted and the walk descends to it; a
 leaf, or a node none of whose children match, ends the walk, and the target's token there is the
@@ -24,7 +25,7 @@ def pointer_rows(trace: dict) -> list[dict]:
     """One row per verified node: token text, parent, depth, the three retrieve_* entries, status."""
     tree, status = trace["tree"], node_status(trace)
     return [{"node": n["node"], "text": n["text"], "parent": n["parent"], "depth": n["depth"],
-             "retrieve_index": tree["retrieve_index"][i], "retrieve_next_token": tree["retrieve_next_token"][i],
+             "retrieve_index": i, "retrieve_next_token": tree["retrieve_next_token"][i],
              "retrieve_next_sibling": tree["retrieve_next_sibling"][i], "status": status[i]}
             for i, n in enumerate(tree["nodes"])]
 

@@ -1,17 +1,5 @@
-"""Expected accept length of a tree, and the tree a perfect head would draft.
-
-**Expected accept length.** Under the target-only rule (``accept.sampling_walk``) the walk at an
-accepted node tries its children in order; child ``c_i`` is reached with probability
-``1 - p(c_1) - ... - p(c_{i-1})`` (the mass of the children rejected before it is removed) and
-accepted with ``p(c_i)`` over that mass, so it is accepted with probability exactly ``p(c_i)``,
-the target's probability of its token. The walk thus follows the tree as far as a token-by-token
-draw from ``p`` would, and over the coins::
-
-    E[accept length] = 1 + sum over the non-root nodes of P(path),  P(path) = product of p along it
-
-(the 1 is the bonus token). It reads only the tree and the verify logits a step already has, so
-it has none of the coins' noise; greedy (``p`` one-hot) gives the accept length itself. The same
-sum restricted to depth ``d`` is ``P(accept length > d)``, the chance the walk gets past depth d.
+"""The trees a perfect head and an early exit of the target would draft, and what each is worth
+(``expectation.py``: the expected accept length of a tree over the coins).
 
 **A perfect head.** The draft's only part in target-only sampling is *which* tokens the tree
 holds. A head that proposed from the target's own distribution would put the most probable paths
@@ -44,53 +32,14 @@ from dataclasses import dataclass
 
 import torch
 
+from workbench.analysis.expectation import Expectation, expectation, from_mass
 from workbench.attention.batch import ForwardBatch, extend_batch
 from workbench.attention.meta import build_meta
 from workbench.engine.draft import grow_tree, scratch_slots_per_step
-from workbench.engine.record import StepRecord
 from workbench.engine.sampling import SamplingParams, target_probs
 from workbench.engine.tree import build_tree, rerank
 from workbench.kv import SlotAllocator
 from workbench.models.llama import TargetModel
-
-
-@dataclass(frozen=True)
-class Expectation:
-    """Over the coins of one verify step: ``accept_length`` = E[tokens emitted], ``reach[d-1]`` =
-    P(the walk accepts a node at depth d), for d = 1..num_steps."""
-
-    accept_length: float
-    reach: tuple[float, ...]
-
-
-def path_mass(tokens: list[int], parents: list[int], probs: torch.Tensor) -> list[float]:
-    """P(path) of every node (root 1.0); ``probs[i]`` [V] is the target distribution after node i.
-    Parents must come before their children (as in every tree the engine builds)."""
-    mass = [1.0] * len(tokens)
-    for i in range(1, len(tokens)):
-        j = parents[i]
-        if not 0 <= j < i:
-            raise ValueError(f"node {i}: parent {j} does not come before it")
-        mass[i] = mass[j] * float(probs[j, tokens[i]])
-    return mass
-
-
-def expectation(tokens: list[int], parents: list[int], depths: list[int], probs: torch.Tensor,
-                num_steps: int) -> Expectation:
-    mass = path_mass(tokens, parents, probs)
-    reach = [0.0] * num_steps
-    for m, d in zip(mass[1:], depths[1:]):
-        reach[d - 1] += m
-    return Expectation(1.0 + sum(mass[1:]), tuple(min(r, 1.0) for r in reach))
-
-
-def step_expectation(rec: StepRecord, num_steps: int) -> Expectation:
-    """The expectation of one speculative step from its record: its tree and verify logits, under
-    the sampling parameters it ran with (``target_probs``, as the walk used)."""
-    if rec.kind != "spec" or rec.tree is None:
-        raise ValueError(f"step {rec.step} is a {rec.kind} step: only speculative steps have a tree")
-    probs = target_probs(rec.logits, rec.sampling).cpu()
-    return expectation(rec.tree.tokens, rec.tree.parents, rec.tree.depths, probs, num_steps)
 
 
 class _TargetAsHead:
@@ -150,11 +99,8 @@ def perfect_head_trees(target: TargetModel, sequences: list[list[int]], points: 
                                 lambda part: torch.stack([hidden[i][L] for i, L in part]), num_steps, topk,
                                 lambda _features, batch: target(batch, kv), chunk):
         for c in candidates:
-            kept, _ = rerank(c, num_draft_tokens)
-            reach = [0.0] * num_steps
-            for k in kept:
-                reach[c.depths[k] - 1] += c.scores[k]
-            out.append(Expectation(1.0 + sum(c.scores[k] for k in kept), tuple(min(r, 1.0) for r in reach)))
+            kept, _ = rerank(c, num_draft_tokens)  # a path's score is its probability under the target
+            out.append(from_mass([1.0] + [c.scores[k] for k in kept], [0] + [c.depths[k] for k in kept], num_steps))
     return out
 
 
