@@ -3,7 +3,7 @@ acceptance, measured on Spec-Bench questions with step traces on.
 
 Decodes each question's first turn with one speculative method (default EAGLE-2's paper tree
 60/6/10: many nodes per step, so many bins fill), greedy, and turns the traces into the table
-of ``workbench.engine.calibration`` (no timing is read: traces cost time, so this pass is
+of ``workbench.analysis.calibration`` (no timing is read: traces cost time, so this pass is
 separate from the timed runs). ``--out FILE`` writes ``{"meta", "table"}`` as JSON: the app's
 Calibration tab shows ``workbench/assets/eagle-smollm2-135m/calibration.json``, made by
 
