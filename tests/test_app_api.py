@@ -180,6 +180,8 @@ def test_compare(app_url):
     # the settings on screen as SGLang / vLLM / EAGLE flags (default knobs 8/5/4)
     assert "data-table='elsewhere'" in summary and "--speculative-num-draft-tokens 8" in summary
     assert "depth=4, top_k=4, total_token=8" in summary and "data-method='vanilla'" not in summary.split("elsewhere")[1]
+    for name in ("eagle2:8/5/4", "linear:5", "linear:7", "static:8"):  # each row's name for bench --methods
+        assert f"<code>{name}</code>" in summary.split("elsewhere")[1]
     static_tree = json.loads(out[-1]["plot"])  # the static tree at step 2: EAGLE-1's 7 drafts + the root
     kept = sum(len(t["x"]) for t in static_tree["data"] if t.get("meta") in ("root", "accepted", "missed", "unreached"))
     assert kept == 8 and static_tree["layout"]["title"]["text"].startswith("static")

@@ -250,3 +250,38 @@ def test_debug_checks_catch_misplaced_pending_pairs(pair):
     r.draft_length += 1  # as if the pending pairs did not sit in the last committed slots
     with pytest.raises(AssertionError, match=f"draft KV covers 1 positions \\+ {L} pending pairs, but {L} are"):
         eng.step()
+
+
+# ---- the method grammar: one parser, one namer ------------------------------------------------------
+@pytest.mark.parametrize("name", ["vanilla", "linear:1", "linear:5", "eagle2:8/5/4", "eagle2:60/6/10", "static:8",
+                                  "eagle2:8/5/4@ngram:1-12", "linear:4@exit:24", "static:12@exit:3"])
+def test_method_names_parse_and_print_back(name):
+    from workbench.engine.config import parse_spec
+
+    spec = parse_spec(name)
+    assert spec.name == name
+    assert parse_spec(spec.name) == spec
+
+
+def test_a_parsed_name_is_the_config_the_knobs_give():
+    from workbench.engine.config import parse_spec
+
+    assert parse_spec("eagle2:60/6/10") == SpecConfig.from_knobs("eagle2", num_steps=6, topk=10, num_draft_tokens=60)
+    assert parse_spec("linear:3") == SpecConfig.linear(3)
+
+
+@pytest.mark.parametrize("name, message", [
+    ("eagle2:8/5", "unknown method"), ("eagle2:a/b/c", "unknown method"), ("beam:4", "unknown method"),
+    ("linear:0", "num_steps"), ("vanilla@ngram", "only a speculative method"), ("eagle2:8/5/4@ngarm", "ngarm"),
+    ("eagle2:200/5/4", "num_draft_tokens")])
+def test_bad_method_names_say_what_is_wrong(name, message):
+    from workbench.engine.config import parse_spec
+
+    with pytest.raises(ValueError, match=message):
+        parse_spec(name)
+
+
+def test_configs_without_a_short_name_say_so():
+    lossy = SpecConfig.from_knobs("eagle2", accept_threshold_acc=0.5)
+    with pytest.raises(ValueError, match="no short name"):
+        lossy.name

@@ -102,15 +102,24 @@ def measure_cost(wb, prefix_len: int) -> list[dict] | None:
     return measure_verify_cost(wb.target, sizes=COST_SIZES, prefix_len=prefix_len, repeats=3, warmup=1)
 
 
+def short_name(spec: SpecConfig) -> str:
+    """The setting's name for ``python -m workbench bench --methods`` (``SpecConfig.name``), or
+    what it lacks one for."""
+    try:
+        return spec.name
+    except ValueError:
+        return "custom tree (no short name)" if spec.custom_tree else "no short name"
+
+
 def elsewhere_html(configs: dict[str, SpecConfig]) -> str:
     """The speculative settings on screen as SGLang flags, a vLLM ``speculative_config`` and
     EAGLE's arguments, one row each, so a setting found here can be taken to a serving engine."""
-    rows = [[f"<b>{html.escape(name)}</b>", *(f"<code>{html.escape(framework_flags(spec)[f])}</code>"
-                                             for f in FRAMEWORKS)]
+    rows = [[f"<b>{html.escape(name)}</b>", f"<code>{html.escape(short_name(spec))}</code>",
+             *(f"<code>{html.escape(framework_flags(spec)[f])}</code>" for f in FRAMEWORKS)]
             for name, spec in configs.items() if spec.speculative]
     return ("<h4>The same settings in SGLang, vLLM and the EAGLE repository</h4>"
-            + table(["method", *FRAMEWORKS], rows, [{"method": n} for n, s in configs.items() if s.speculative],
-                    name="elsewhere")
+            + table(["method", "--methods", *FRAMEWORKS], rows,
+                    [{"method": n} for n, s in configs.items() if s.speculative], name="elsewhere")
             + note("SGLang's num_steps, topk and num_draft_tokens are ours one to one; EAGLE's depth is num_steps "
                    "- 1; vLLM verifies a chain or one fixed tree (no dynamic tree)."))
 

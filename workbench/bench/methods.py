@@ -51,35 +51,28 @@ def parse_methods(text: str, best=None) -> list[Method]:
 
 def _method(name: str, base: str, best) -> Method | None:
     """Method ``name`` from its part before any ``@`` (None: ``eagle2:best`` without ``best``)."""
-    from workbench.bench import tune
     from workbench.bench.hf_baselines import PROMPT_LOOKUP_TOKENS
-    from workbench.engine.config import SpecConfig
+    from workbench.engine.config import METHOD_GRAMMAR, parse_spec
 
-    if base == "vanilla":
-        return Method(name, SpecConfig("vanilla"))
     if base == "hf-greedy":
         return Method(name, None)
     if base == "hf-pld":
         return Method(name, None, PROMPT_LOOKUP_TOKENS)
-    if base.startswith("linear:") and base[7:].isdigit():
-        return Method(name, SpecConfig.linear(int(base[7:])))
     if base == "eagle2:best":
         return None if best is None else Method(name, best)
-    if base.startswith("eagle2:"):
-        return Method(name, tune.tree_from_name(base[7:]))
-    if base.startswith("static:") and base[7:].isdigit():
-        return Method(name, SpecConfig.from_knobs("static", num_draft_tokens=int(base[7:])))
-    raise ValueError(f"unknown method {name!r}; use vanilla, linear:S, eagle2:D/S/K, eagle2:best, static:D, "
-                     "hf-greedy or hf-pld, a speculative one optionally with @ngram[:MIN-MAX] or @exit:N")
+    try:
+        return Method(name, parse_spec(base))
+    except ValueError as e:
+        if str(e).startswith("unknown method"):
+            raise ValueError(f"unknown method {name!r}; use {METHOD_GRAMMAR}; or eagle2:best, hf-greedy, "
+                             "hf-pld") from None
+        raise
 
 
 def _with_draft(method: Method, text: str) -> Method:
     """``method`` drafting from the source ``text`` names (``ngram[:MIN-MAX]``, ``exit:N``)."""
-    from workbench.engine.draft_source import parse_draft
+    from workbench.engine.config import parse_spec
 
-    source = parse_draft(text)
-    if source is None:
-        raise ValueError(f"{method.name}: unknown draft source {text!r}; use ngram, ngram:MIN-MAX or exit:N")
-    if not method.speculative:
+    if method.spec is None:
         raise ValueError(f"{method.name}: only a speculative method drafts (linear, eagle2 or static)")
-    return replace(method, spec=replace(method.spec, draft=source))
+    return replace(method, spec=parse_spec(f"{method.spec.name}@{text}"))

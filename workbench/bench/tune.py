@@ -28,7 +28,7 @@ import sys
 from statistics import mean
 
 from workbench.bench.cost import measure_draft_cost, measure_verify_cost
-from workbench.engine.config import SpecConfig
+from workbench.engine.config import SpecConfig, parse_spec
 from workbench.engine.frameworks import framework_flags
 from workbench.engine.sampling import SamplingParams
 from workbench.errors import ArgumentParser, reports_user_errors
@@ -47,15 +47,16 @@ TUNE_PROMPTS = (  # chat-style requests written for tuning; none comes from Spec
 
 
 def tree_from_name(text: str) -> SpecConfig:
-    """``"D/S/K"`` (num_draft_tokens/num_steps/topk) -> an eagle2 SpecConfig; ``tree_name``'s inverse."""
-    try:
-        d, s, k = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise ValueError(f"a tree is written D/S/K (num_draft_tokens/num_steps/topk), got {text!r}") from None
-    return SpecConfig.from_knobs("eagle2", num_steps=s, topk=k, num_draft_tokens=d)
+    """``"D/S/K"`` (num_draft_tokens/num_steps/topk) -> an eagle2 SpecConfig (the method grammar's
+    ``eagle2:D/S/K``, ``parse_spec``); ``tree_name``'s inverse."""
+    if text.count("/") != 2 or not all(x.strip().isdigit() for x in text.split("/")):
+        raise ValueError(f"a tree is written D/S/K (num_draft_tokens/num_steps/topk), got {text!r}")
+    return parse_spec(f"eagle2:{text.replace(' ', '')}")
 
 
 def tree_name(spec: SpecConfig) -> str:
+    """The tree shape ``"D/S/K"`` of any speculative config (a chain of S is ``S+1/S/1``), as the
+    tuner and the route table write trees."""
     return f"{spec.num_draft_tokens}/{spec.num_steps}/{spec.topk}"
 
 

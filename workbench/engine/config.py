@@ -28,6 +28,11 @@ node, and the rerank keeps ``num_draft_tokens - 1`` nodes. The n-gram draft has 
 to sample from, so it takes neither the leviathan rule nor a static shape (which ranks a
 draft's top-k).
 
+Every config has a **name** in one grammar, read and written here only (``parse_spec`` and
+``SpecConfig.name``) for the command line's ``--methods``, the benchmark, the tuner, the head's
+evaluation and the app: ``vanilla``, ``linear:S``, ``eagle2:D/S/K`` (num_draft_tokens / num_steps /
+topk), ``static:D``, each speculative one optionally ``@SOURCE`` (``eagle2:8/5/4@ngram:1-12``).
+
 ``SpecConfig.from_knobs`` is the one way from what a user typed (command line, app, benchmark,
 tuner) to a ``SpecConfig``: it owns the defaults (``DEFAULT_*``) and, with ``__post_init__``,
 the bounds. ``check_context`` is the one context-length check (the engine calls it; the command
@@ -229,6 +234,17 @@ class SpecConfig:
         "leviathan" (a chain drawn from the draft distribution q, accepted with min(1, p/q))."""
         return "greedy" if sampling.greedy else self.chain_rule
 
+    @property
+    def name(self) -> str:
+        """This config in the method grammar (``parse_spec``'s inverse). A custom static shape
+        and a lossy setting have none: ValueError."""
+        if self.custom_tree or self.lossy or self.chain_rule != "target-only":
+            raise ValueError(f"{self.describe()} has no short name: only vanilla, linear:S, eagle2:D/S/K and "
+                             "static:D (EAGLE-1's shape) with the exact rule do")
+        base = {"vanilla": "vanilla", "linear": f"linear:{self.num_steps}", "static": f"static:{self.num_draft_tokens}",
+                "eagle2": f"eagle2:{self.num_draft_tokens}/{self.num_steps}/{self.topk}"}[self.method]
+        return base if self.draft.kind == "head" or not self.speculative else f"{base}@{self.draft.name}"
+
     def describe(self) -> str:
         """One line naming the method and its knobs; a lossy setting says so."""
         if self.method == "vanilla":
@@ -245,6 +261,37 @@ class SpecConfig:
             text += (f", lossy acceptance (accept_threshold_single={self.accept_threshold_single:g}, "
                      f"accept_threshold_acc={self.accept_threshold_acc:g}): the output no longer follows the target")
         return text
+
+
+METHOD_GRAMMAR = "vanilla, linear:S, eagle2:D/S/K or static:D, a speculative one optionally with @SOURCE"
+
+
+def parse_spec(name: str) -> SpecConfig:
+    """``vanilla``, ``linear:S``, ``eagle2:D/S/K``, ``static:D``, optionally ``@ngram[:MIN-MAX]``,
+    ``@exit:N`` or ``@model:DIR`` -> a validated ``SpecConfig``; ValueError naming what is wrong."""
+    base, at, source_text = name.strip().partition("@")
+    method, _, knobs = base.partition(":")
+    numbers = knobs.split("/") if knobs else []
+    if not all(n.isdigit() for n in numbers) or (method, len(numbers)) not in (
+            ("vanilla", 0), ("linear", 1), ("eagle2", 3), ("static", 1)):
+        raise ValueError(f"unknown method {name!r}; write {METHOD_GRAMMAR}")
+    n = [int(x) for x in numbers]
+    if method == "vanilla":
+        spec = SpecConfig("vanilla")
+    elif method == "linear":
+        spec = SpecConfig.from_knobs("linear", num_steps=n[0])
+    elif method == "static":
+        spec = SpecConfig.from_knobs("static", num_draft_tokens=n[0])
+    else:
+        spec = SpecConfig.from_knobs("eagle2", num_steps=n[1], topk=n[2], num_draft_tokens=n[0])
+    if not at:
+        return spec
+    source = parse_draft(source_text)
+    if source is None:
+        raise ValueError(f"{name}: unknown draft source {source_text!r}; use ngram, ngram:MIN-MAX, exit:N or model:DIR")
+    if not spec.speculative:
+        raise ValueError(f"{name}: only a speculative method drafts (linear, eagle2 or static)")
+    return replace(spec, draft=source)
 
 
 def check_context(spec: SpecConfig, context_len: int, prompt_len: int, max_new_tokens: int) -> None:
