@@ -271,7 +271,7 @@ ENTRY_POINTS = ("workbench.cli", "workbench.bench.calibration", "workbench.bench
                 "experiments.linear_order", "workbench.bench.plain", "workbench.bench.suite", "workbench.bench.tune",
                 "workbench.train.__main__", "workbench.train.evaluate", "workbench.train.generate",
                 "experiments.scaling", "experiments.gpu.recipe", "workbench.lessons.notebooks",
-                "workbench.app.latency", "app")
+                "experiments.app_latency", "app")
 
 
 def entry_main(name: str):

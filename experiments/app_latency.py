@@ -1,4 +1,4 @@
-"""How long a Step takes in the app: ``python -m workbench.app.latency [--steps 20] [--browser]``.
+"""How long a Step takes in the app: ``python -m experiments.app_latency [--steps 20] [--browser]``.
 
 Loads the app's default model (dtype auto, the default head) and warms up as the app does, starts a
 run with the page's default inputs and presses Step ``--steps`` times (restarting the run when
@@ -80,7 +80,7 @@ def browser_times(wb, steps: int, port: int = 7899) -> list[float]:
 
 def main(argv=None) -> None:
     """Parse the options, load, time, print."""
-    ap = ArgumentParser(prog="python -m workbench.app.latency", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m experiments.app_latency", description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20, help="steps timed")
     ap.add_argument("--browser", action="store_true", help="time in chromium, click to drawn figure")
     ap.add_argument("--dtype", default="auto", choices=["auto", "bf16", "fp32"], help="the target's dtype")
