@@ -2,6 +2,7 @@
 generator's shards are the target's own decoding, resumable and deterministic; features are
 recomputed from the ids and the held-out split is by prompt."""
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -28,6 +29,26 @@ def test_prompt_set_is_large_distinct_and_deterministic():
     assert all(sum(p.kind == k for p in a[:1000]) >= 10 for k in kinds)  # any prefix is a balanced sample
     with pytest.raises(ValueError, match="n must be"):
         build_prompt_set(0, 0)
+
+
+def digest(prompts) -> str:
+    return hashlib.sha256("\n\0".join(f"{p.kind}\t{p.text}" for p in prompts).encode()).hexdigest()
+
+
+# The sets as the data on disk was made from them: a shard i holds prompts [i*G, (i+1)*G) of one of
+# these lists, so an edit that reorders or changes a prompt would silently change what a shard means.
+TEMPLATE_SET_DIGESTS = {0: (10_772, "01dbbe502a9f2899dce0f12ff36a726a10e30b2d57aa046e47c527456003f821"),
+                        1: (10_753, "905aa16f3e26d4cb24bc04558a6cfcfbf76c147e566c4abbae9a391bc8d8cb59")}
+WORD_SET_DIGEST = "743702ec1455fed9b837bb6556d587a045664958def19893bee7a725e604faf0"
+SMOLLM2_WORD_SET_DIGEST = (11_775, "c9ed25c155386fecd55a37595b289e1d8f3eabaa8432323230063726d572ca56")
+
+
+def test_prompt_sets_are_the_ones_the_data_was_made_from():
+    for seed, (n, want) in TEMPLATE_SET_DIGESTS.items():
+        prompts = build_prompt_set(seed)
+        assert (len(prompts), digest(prompts)) == (n, want), seed
+    words = ["apple", "banana", "cherry", "delta", "echo", "foxtrot", "garden", "harbour"]
+    assert digest(build_word_prompt_set(words, 0)) == WORD_SET_DIGEST
 
 
 def test_followups_fit_the_prompt_kind():
@@ -78,7 +99,9 @@ def test_no_word_prompt_is_a_spec_bench_question(smollm2_dir):
     assert len(words) >= 10_000
     bench = {" ".join(json.loads(line)["turns"][0].lower().split())
              for line in SPEC_BENCH.read_text().splitlines() if line.strip()}
-    assert not {" ".join(p.text.lower().split()) for p in build_word_prompt_set(words, 0)} & bench
+    prompts = build_word_prompt_set(words, 0)
+    assert not {" ".join(p.text.lower().split()) for p in prompts} & bench
+    assert (len(prompts), digest(prompts)) == SMOLLM2_WORD_SET_DIGEST  # the words arm's prompts
 
 
 class FakeChat(Chat):
