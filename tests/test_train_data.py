@@ -350,7 +350,7 @@ def test_val_positions_caps_the_held_out_conversations_training_validates_on(tin
     from workbench.train.__main__ import load_sequences, main, parse_args
 
     run(small_config(tmp_path, num_prompts=8), tiny_target, FakeChat(), (95,), log=lambda *a, **k: None)
-    base = ["--shards", str(tmp_path), "--val-every", "3"]
+    base = ["train", "--shards", str(tmp_path), "--val-every", "3"]
     seqs, train, val = load_sequences(parse_args(base), tiny_target)
     assert len(val) >= 3
     cap = val[0].num_targets + val[1].num_targets
@@ -359,13 +359,13 @@ def test_val_positions_caps_the_held_out_conversations_training_validates_on(tin
     assert len(train2) == len(train) and len(seqs2) == len(seqs)  # only validation is capped
     _, _, one = load_sequences(parse_args(base + ["--val-positions", "1"]), tiny_target)
     assert len(one) == 1  # never empty
-    for bad in (base + ["--val-positions", "0"], ["--val-positions", "5"]):
-        assert main(["--phase", "train"] + bad) == 2
-        assert "error: --val-positions" in capsys.readouterr().err
+    assert main(base + ["--val-positions", "0"]) == 2
+    assert "error: --val-positions" in capsys.readouterr().err
 
 
 def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
     from experiments import scaling
+    from experiments.head_studies import cut_answers
     from workbench.train.evaluate import answer_sequences, held_out_sequences, measure_head
 
     data = tmp_path / "data"
@@ -380,7 +380,7 @@ def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
     assert all(r["response_tokens"] >= r["point"] and "top1_step3" in r["val"] for r in rows)
     assert (tmp_path / "curve" / "tokens_60" / "head" / "model.safetensors").exists()
     assert (tmp_path / "curve" / "scaling.md").read_text().count("\n") == 4
-    # the held-out figures `evaluate --held-out` prints for an exported (fp16) head are training's own
+    # the held-out figures `python -m workbench.train evaluate --held-out` prints for an exported (fp16) head are training's own
     head = tmp_path / "curve" / "tokens_60" / "head"
     v = measure_head(head, tiny_target, held_out_sequences(data, tiny_target, 60, 4))
     from workbench.train.features import load_sequences
@@ -402,9 +402,9 @@ def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
     assert (tf["conversations"], tf["positions"]) == (cov["conversations"], cov["positions"])
     for k in ("top1", "top1_step2", "in_top2"):
         assert tf[k] == pytest.approx(cov[k], abs=0.02), k
-    # --held-out-answer-tokens 3: each answer cut to its first 3 tokens (3 loss positions at most),
+    # head_studies agreement --answer-tokens 3: each answer cut to its first 3 tokens (3 loss positions at most),
     # the same as agreement on answers cut there
-    cut = held_out_sequences(data, tiny_target, 60, 4, answer_tokens=3)
+    cut = cut_answers(held_out_sequences(data, tiny_target, 60, 4), 3)
     assert [len(c.tokens) for c in cut] == [min(len(s.tokens), s.prompt_len + 3) for s in val]
     assert all(0 < c.num_targets <= 3 for c in cut) and sum(c.num_targets for c in cut) < cov["positions"]
     tf3 = measure_head(head, tiny_target, answer_sequences(tiny_target, prompts, [a[:3] for a in answers]))

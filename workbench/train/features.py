@@ -54,7 +54,7 @@ def target_features(target, seqs: list[list[int]], max_tokens: int = 4096,
 def shard_files(data: Path) -> list[Path]:
     files = sorted(data.glob("shard_*.safetensors"))
     if not files:
-        raise FileNotFoundError(f"no shard_*.safetensors in {data}: run python -m workbench.train.generate first")
+        raise FileNotFoundError(f"no shard_*.safetensors in {data}: run python -m workbench.train generate first")
     return files
 
 

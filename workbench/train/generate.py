@@ -1,13 +1,13 @@
 """Self-distillation data at scale: the target's own answers to the large prompt set and its
 features, sharded and resumable.
 
-    OMP_NUM_THREADS=1 nice -n 19 python -m workbench.train.generate --threads 1   # into ~/.cache/workbench/train-data-v2
-    python -m workbench.train.generate --out DIR --shard-size 48 --samples 2 --max-new 512
-    python -m workbench.train.generate --status                      # totals only, generates nothing
-    python -m workbench.train.generate --threads 1 --worker 0/2 & python -m workbench.train.generate --threads 1 --worker 1/2
-    python -m workbench.train.generate --first-shard 138             # only shards 138.. (ones a head has not seen)
-    python -m workbench.train.generate --prompt-set words --out ~/.cache/workbench/train-data-words
-    python -m workbench.train.generate --material-frac 0.5 --out ~/.cache/workbench/train-data-material
+    OMP_NUM_THREADS=1 nice -n 19 python -m workbench.train generate --threads 1   # into ~/.cache/workbench/train-data-v2
+    python -m workbench.train generate --out DIR --shard-size 48 --samples 2 --max-new 512
+    python -m workbench.train generate --status                      # totals only, generates nothing
+    python -m workbench.train generate --threads 1 --worker 0/2 & python -m workbench.train generate --threads 1 --worker 1/2
+    python -m workbench.train generate --first-shard 138             # only shards 138.. (ones a head has not seen)
+    python -m workbench.train generate --prompt-set words --out ~/.cache/workbench/train-data-words
+    python -m workbench.train generate --material-frac 0.5 --out ~/.cache/workbench/train-data-material
 
 Shard i holds prompts ``[i*G, (i+1)*G)`` of ``build_prompt_set(seed)`` (G = ``--shard-size``), or
 with ``--prompt-set words`` of ``build_word_prompt_set``: one prompt per whole word of the
@@ -63,7 +63,7 @@ import torch
 
 from workbench.attention import BACKENDS
 from workbench.device import default_device
-from workbench.errors import ArgumentParser, UserError, reports_user_errors
+from workbench.errors import UserError
 from workbench.models.chat import chat_ids
 from workbench.train.prompt_set import (Prompt, build_prompt_set, build_word_prompt_set, followup, material_prompt,
                                         vocabulary_words)
@@ -370,9 +370,16 @@ def parse_worker(text: str) -> tuple[int, int]:
     return k, n
 
 
-def build_parser() -> ArgumentParser:
+def add_parser(sub) -> None:
+    """Register ``generate`` on ``python -m workbench.train``'s subparsers."""
+    ap = sub.add_parser("generate", help="the target's own answers to the prompt set, and its features, in shards",
+                        description=__doc__)
+    add_arguments(ap)
+    ap.set_defaults(func=cmd_generate)
+
+
+def add_arguments(ap) -> None:
     d = GenConfig()
-    ap = ArgumentParser(prog="python -m workbench.train.generate", description=__doc__)
     ap.add_argument("--out", type=Path, default=d.out, help="data directory")
     ap.add_argument("--target", default=None, help="target model directory (default: SmolLM2-135M-Instruct)")
     ap.add_argument("--seed", type=int, default=d.seed, help="prompt-set order and sampling seeds")
@@ -410,12 +417,10 @@ def build_parser() -> ArgumentParser:
     ap.add_argument("--no-features", action="store_true",
                     help="store token ids only (features.py then recomputes the features: one prefill per sequence)")
     ap.add_argument("--status", action="store_true", help="print the totals of --out and exit")
-    return ap
 
 
-@reports_user_errors
-def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+def cmd_generate(args) -> int:
+    """``python -m workbench.train generate``: every missing shard of ``--out`` (or its totals)."""
     if args.status:
         t = totals(args.out)
         per_m = {"mb_per_million_tokens": round(t["bytes"] / max(1, t["tokens"]), 2),
@@ -460,7 +465,3 @@ def main(argv=None) -> int:
         raise UserError(str(err)) from None
     print(json.dumps(t), flush=True)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
