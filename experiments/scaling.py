@@ -84,7 +84,8 @@ def markdown(rows: list[dict]) -> str:
 
 def build_parser() -> ArgumentParser:
     ap = ArgumentParser(prog="python -m experiments.scaling", description=__doc__)
-    ap.add_argument("--shards", type=Path, required=True, help="the data: a python -m workbench.train generate --out directory")
+    ap.add_argument("--shards", type=Path, required=True,
+                    help="the data: a python -m workbench.train generate --out directory")
     ap.add_argument("--out", type=Path, default=Path.home() / ".cache" / "workbench" / "scaling",
                     help="where each point's head and scaling.json go")
     ap.add_argument("--points", default="375000,750000,1500000,3000000", help="response tokens per point")
