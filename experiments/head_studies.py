@@ -39,9 +39,9 @@ from workbench.bench import specbench
 from workbench.engine.config import SpecConfig
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.train.batches import Sequence
-from workbench.train.evaluate import (DEFAULT_METHODS, add_head_args, add_held_out_args, answer_sequences, check_args,
-                                      each_head, held_out, load_workbench, measure_head, mt_bench_first_turns, named,
-                                      report, run, speculative_methods)
+from workbench.train.evaluate import (DEFAULT_METHODS, add_head_args, add_held_out_args, answer_sequences,
+                                      check_head_args, check_held_out_args, each_head, held_out, load_workbench,
+                                      measure_head, mt_bench_first_turns, named, report, run, speculative_methods)
 
 
 def cut_answers(val: list[Sequence], answer_tokens: int | None) -> list[Sequence]:
@@ -100,7 +100,8 @@ def report_categories(args, target, categories: list[str], prompts: list, output
 
 
 def cmd_agreement(args) -> int:
-    check_args(args)
+    check_head_args(args)
+    check_held_out_args(args)
     if args.held_out is None and not args.mt_bench:
         raise UserError("agreement measures --held-out DATA or --mt-bench: give one of them")
     if any(k < 1 for k in args.coverage):
@@ -134,7 +135,7 @@ def cmd_agreement(args) -> int:
 
 
 def cmd_trees(args) -> int:
-    check_args(args)
+    check_head_args(args)
     if not (args.tree_use or args.ceiling):
         raise UserError("trees measures --tree-use or --ceiling: give one of them")
     try:

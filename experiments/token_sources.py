@@ -40,7 +40,7 @@ def response_pair_counts(data: Path) -> Counter:
     """How often each token pair ``(a, b)`` occurs in the answers of a ``generate`` directory."""
     from safetensors import safe_open
 
-    from workbench.train.features import shard_files
+    from workbench.train.shards import shard_files
 
     counts = Counter()
     for path in shard_files(data):

@@ -1,19 +1,15 @@
 """Draft-head training: the training forward is the engine's inference forward; the chunked
-loss is the plain loss; the training prompts are ours, not Spec-Bench's."""
-
-import json
+loss is the plain loss; an exported head loads back and warm-starts training; evaluate measures
+several heads on the same answers."""
 
 import pytest
 import torch
 
-from workbench.bench.specbench import DATA_FILE
 from workbench.attention.batch import extend_batch
 from workbench.models.draft import random_head
 from workbench.models.loading import load_target
 from workbench.testing.tiny import make_tiny_checkpoint
 from workbench.train.forward import eagle_loss_backward, feature_loss, soft_ce, train_forward
-
-SPEC_BENCH = DATA_FILE
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ from workbench.bench.specbench import DATA_FILE as SPEC_BENCH
 from workbench.attention.batch import extend_batch
 from workbench.models.loading import load_target
 from workbench.testing.tiny import make_tiny_checkpoint
-from workbench.train.generate import (Chat, GenConfig, data_identity, decode_batch, feature_path, parse_worker, run,
-                                     shard_path, shard_seed)
+from workbench.train.generate import Chat, GenConfig, data_identity, decode_batch, parse_worker, run, shard_seed
+from workbench.train.shards import feature_path, shard_path
 from workbench.train.prompt_set import (MATERIAL_TASKS, WORD_TEMPLATES, build_prompt_set, build_word_prompt_set,
                                         followup, material_prompt, vocabulary_words)
 

@@ -380,7 +380,7 @@ def run(args: argparse.Namespace) -> dict:
             break
         if run_stage("generate", [*gen, "--first-shard", str(first), "--minutes", f"{left:.2f}"]):
             raise SystemExit("error: generation failed (run.log has the reason)")
-    from workbench.train.generate import totals
+    from workbench.train.shards import totals
 
     report["data"] = totals(data)
     if not report["data"]["shards"]:

@@ -4,6 +4,7 @@ generate|train|export|evaluate``.
 ``prompt_set``        the training prompts (templates x topics, one per vocabulary word; never benchmark questions)
 ``prompt_templates``  the templates and topics the template set is built from
 ``generate``          the target's own answers to them, token shards + its post-norm features
+``shards``            the data directory: shard files, features beside them, totals, the settings that made them
 ``features``          training sequences from the shards; held-out split by prompt
 ``batches``           (f_t, x_{t+1}) -> f_{t+1} pairs, padded batches, the loss mask
 ``forward``, ``ttt``  the head's training forward (causal SDPA), the EAGLE loss, unrolled draft steps

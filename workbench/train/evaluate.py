@@ -193,8 +193,8 @@ def add_parser(sub) -> None:
     ap.set_defaults(func=cmd_evaluate)
 
 
-def check_args(args) -> None:
-    """The mistakes in the flags of ``add_head_args`` and ``add_held_out_args``, before anything loads."""
+def check_head_args(args) -> None:
+    """The mistakes in the flags of ``add_head_args``, before anything loads."""
     if args.temperature < 0 or args.n < 1 or args.max_new < 1:
         raise UserError("--temperature must be >= 0, -n and --max-new >= 1")
     if args.hot is not None and args.hot < 0:
@@ -204,14 +204,16 @@ def check_args(args) -> None:
     for head in args.head:
         if not (head / "config.json").exists():
             raise UserError(f"--head {head}: no head there (no config.json)")
-    if getattr(args, "val_every", 1) < 1:
-        raise UserError("--val-every must be >= 1")
-    if getattr(args, "held_out", None) is not None and not args.held_out.is_dir():
-        raise UserError(f"--held-out {args.held_out}: no such directory")
-    if getattr(args, "agreement", False) and args.temperature != 0:
-        raise UserError("--agreement measures on greedy answers: leave --temperature at 0")
     if args.threads:
         torch.set_num_threads(args.threads)
+
+
+def check_held_out_args(args) -> None:
+    """The mistakes in the flags of ``add_held_out_args``."""
+    if args.val_every < 1:
+        raise UserError("--val-every must be >= 1")
+    if args.held_out is not None and not args.held_out.is_dir():
+        raise UserError(f"--held-out {args.held_out}: no such directory")
 
 
 def load_workbench(args, teacher: bool):
@@ -272,7 +274,10 @@ def tau_table(wb, prompts: list[list[int]], base: dict, methods: dict[str, SpecC
 
 def cmd_evaluate(args) -> int:
     """``python -m workbench.train evaluate``: held-out agreement, MT-bench agreement, τ."""
-    check_args(args)
+    check_head_args(args)
+    check_held_out_args(args)
+    if args.agreement and args.temperature != 0:
+        raise UserError("--agreement measures on greedy answers: leave --temperature at 0")
     try:
         methods = speculative_methods(args.methods)
     except ValueError as err:
