@@ -347,18 +347,15 @@ def test_features_are_the_targets_prefill_and_held_out_is_by_prompt(tiny_target,
 
 
 def test_val_positions_caps_the_held_out_conversations_training_validates_on(tiny_target, tmp_path, capsys):
-    from workbench.train.__main__ import load_sequences, main, parse_args
+    from workbench.train.__main__ import first_positions, load_sequences, main, parse_args
 
     run(small_config(tmp_path, num_prompts=8), tiny_target, FakeChat(), (95,), log=lambda *a, **k: None)
     base = ["train", "--shards", str(tmp_path), "--val-every", "3"]
-    seqs, train, val = load_sequences(parse_args(base), tiny_target)
-    assert len(val) >= 3
+    train, val = load_sequences(parse_args(base), tiny_target)
+    assert len(val) >= 3 and train
     cap = val[0].num_targets + val[1].num_targets
-    seqs2, train2, two = load_sequences(parse_args(base + ["--val-positions", str(cap)]), tiny_target)
-    assert [s.tokens.tolist() for s in two] == [s.tokens.tolist() for s in val[:2]]
-    assert len(train2) == len(train) and len(seqs2) == len(seqs)  # only validation is capped
-    _, _, one = load_sequences(parse_args(base + ["--val-positions", "1"]), tiny_target)
-    assert len(one) == 1  # never empty
+    assert [s.tokens.tolist() for s in first_positions(val, cap)] == [s.tokens.tolist() for s in val[:2]]
+    assert len(first_positions(val, 1)) == 1  # never empty
     assert main(base + ["--val-positions", "0"]) == 2
     assert "error: --val-positions" in capsys.readouterr().err
 

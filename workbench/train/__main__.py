@@ -88,36 +88,37 @@ def first_positions(seqs: list, positions: int) -> list:
     return kept
 
 
-def load_sequences(args, target, capture: tuple[int, ...] = ()) -> tuple[list, list, list]:
-    """(every sequence, training, validation) of ``--shards``; validation is capped at
-    ``--val-positions`` (hot tokens count every sequence, so the cap is validation's only)."""
+def load_sequences(args, target, capture: tuple[int, ...] = ()) -> tuple[list, list]:
+    """(training, held-out) sequences of ``--shards``."""
     from workbench.train.features import load_sequences as load_shards
 
     train, val = load_shards(args.shards, target, args.max_response_tokens, args.val_every, log=print,
                              capture=capture)
     if not train or not val:
         raise UserError(f"{args.shards}: too little data for a training and a held-out set")
-    positions = getattr(args, "val_positions", None)
-    return train + val, train, val if positions is None else first_positions(val, positions)
+    return train, val
 
 
-def check_args(args) -> Path:
-    """The target's directory; the mistakes that show before anything loads, each as one
-    ``error:`` line."""
+def check_data_args(args) -> Path:
+    """The target's directory; a missing ``--shards`` or ``--target`` as one ``error:`` line."""
     from workbench import store
 
-    if getattr(args, "minutes", None) is not None and args.minutes <= 0:
-        raise UserError(f"--minutes takes a positive time, got {args.minutes:g}")
-    if getattr(args, "val_positions", None) is not None and args.val_positions < 1:
-        raise UserError(f"--val-positions takes a count >= 1, got {args.val_positions}")
     if not args.shards.is_dir():
         raise UserError(f"--shards {args.shards}: no such directory (python -m workbench.train generate makes it)")
-    if getattr(args, "init", "") and not Path(args.init).exists():
-        raise UserError(f"--init {args.init}: no such checkpoint or head directory")
     target_dir = store.resolve_target(args.target)
     if args.threads:
         torch.set_num_threads(args.threads)
     return target_dir
+
+
+def check_train_args(args) -> None:
+    """The mistakes in the flags only ``train`` has, before anything loads."""
+    if args.minutes is not None and args.minutes <= 0:
+        raise UserError(f"--minutes takes a positive time, got {args.minutes:g}")
+    if args.val_positions is not None and args.val_positions < 1:
+        raise UserError(f"--val-positions takes a count >= 1, got {args.val_positions}")
+    if args.init and not Path(args.init).exists():
+        raise UserError(f"--init {args.init}: no such checkpoint or head directory")
 
 
 def load_target(target_dir: Path, device: torch.device):
@@ -128,10 +129,11 @@ def load_target(target_dir: Path, device: torch.device):
     return load_target(target_dir, torch.float32, device).requires_grad_(False)
 
 
-def write_head(args, head, seqs: list, train_seqs: list, val_seqs: list) -> None:
-    """The head and the hot tokens of ``seqs`` into ``--export``; the data's totals beside the run."""
+def write_head(args, head, train_seqs: list, val_seqs: list) -> None:
+    """The head and the hot tokens of every sequence into ``--export``; the data's totals beside the run."""
     from workbench.train.export import export_head, export_hot_tokens
 
+    seqs = train_seqs + val_seqs
     export_head(head, args.export)
     export_hot_tokens(seqs, args.export, args.hot)
     stats = {"sequences": len(seqs), "train_sequences": len(train_seqs), "val_sequences": len(val_seqs),
@@ -143,20 +145,22 @@ def write_head(args, head, seqs: list, train_seqs: list, val_seqs: list) -> None
 def cmd_train(args) -> int:
     from workbench.train.loop import train
 
-    target_dir = check_args(args)
+    check_train_args(args)
+    target_dir = check_data_args(args)
     try:
         cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
         target = load_target(target_dir, cfg.torch_device)
         last = target.config.num_layers - 1
         if cfg.capture and cfg.capture[-1] > last:
             raise ValueError(f"--fuse-layers {cfg.fuse_layers}: the target has layers 0..{last}")
-        seqs, train_seqs, val_seqs = load_sequences(args, target, cfg.capture)
+        train_seqs, val_seqs = load_sequences(args, target, cfg.capture)
+        checked = val_seqs if args.val_positions is None else first_positions(val_seqs, args.val_positions)
         t0 = time.time()
-        head = train(args.out, target, train_seqs, val_seqs, cfg, args.resume, args.minutes)
+        head = train(args.out, target, train_seqs, checked, cfg, args.resume, args.minutes)
     except (ValueError, FileNotFoundError) as err:
         raise UserError(str(err)) from None
     print(f"trained in {time.time() - t0:.0f}s on {cfg.torch_device}", flush=True)
-    write_head(args, head, seqs, train_seqs, val_seqs)
+    write_head(args, head, train_seqs, val_seqs)
     return 0
 
 
@@ -164,20 +168,20 @@ def cmd_export(args) -> int:
     """The head as the checkpoint holds it (its depth and fused layers), whatever the flags say."""
     from workbench.train.loop import init_head, layers_in, parse_layers
 
-    target_dir = check_args(args)
+    target_dir = check_data_args(args)
     path = args.out / "ckpt.pt"
     if not path.exists():
         raise UserError(f"--out {args.out}: no ckpt.pt (python -m workbench.train train writes it)")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=False)
         target = load_target(target_dir, torch.device("cpu"))
-        seqs, train_seqs, val_seqs = load_sequences(args, target)  # the hot tokens need the tokens only
+        train_seqs, val_seqs = load_sequences(args, target)  # the hot tokens need the tokens only
     except (ValueError, FileNotFoundError) as err:
         raise UserError(str(err)) from None
     fuse_layers = parse_layers(ckpt.get("cfg", {}).get("fuse_layers", ""))
     head = init_head(target, 0, layers_in(ckpt["head"]), fuse_layers)
     head.load_state_dict(ckpt["head"])
-    write_head(args, head, seqs, train_seqs, val_seqs)
+    write_head(args, head, train_seqs, val_seqs)
     return 0
 
 
