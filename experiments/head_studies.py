@@ -40,7 +40,7 @@ from workbench.engine.config import SpecConfig
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.train.batches import Sequence
 from workbench.train.evaluate import (DEFAULT_METHODS, add_head_args, add_held_out_args, answer_sequences,
-                                      check_head_args, check_held_out_args, each_head, held_out, load_workbench,
+                                      check_head_args, check_held_out_args, each_head, load_held_out, load_workbench,
                                       measure_head, mt_bench_first_turns, named, report, run, speculative_methods)
 
 
@@ -121,7 +121,7 @@ def cmd_agreement(args) -> int:
     except FileNotFoundError as err:
         raise UserError(str(err)) from None
     if args.held_out is not None:
-        val = cut_answers(held_out(args, target, capture), args.answer_tokens)
+        val = cut_answers(load_held_out(args, target, capture), args.answer_tokens)
         breakdown(f"held out of {args.held_out} (every {args.val_every}th prompt)", val, target, args, pairs)
     if args.mt_bench:
         rows = specbench.mt_bench_first_turns(args.n, args.questions)

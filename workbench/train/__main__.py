@@ -90,10 +90,10 @@ def first_positions(seqs: list, positions: int) -> list:
 
 def load_sequences(args, target, capture: tuple[int, ...] = ()) -> tuple[list, list]:
     """(training, held-out) sequences of ``--shards``."""
-    from workbench.train.features import load_sequences as load_shards
+    from workbench.train import features
 
-    train, val = load_shards(args.shards, target, args.max_response_tokens, args.val_every, log=print,
-                             capture=capture)
+    train, val = features.load_sequences(args.shards, target, args.max_response_tokens, args.val_every, log=print,
+                                         capture=capture)
     if not train or not val:
         raise UserError(f"{args.shards}: too little data for a training and a held-out set")
     return train, val

@@ -249,7 +249,8 @@ def named(label: str, head: Path, heads: list[Path]) -> str:
     return f"{label} [{head}]" if len(heads) > 1 else label
 
 
-def held_out(args, target, capture: tuple[int, ...]) -> list:
+def load_held_out(args, target, capture: tuple[int, ...]) -> list:
+    """``held_out_sequences`` of ``--held-out``, a missing or empty directory as one ``error:`` line."""
     try:
         return held_out_sequences(args.held_out, target, args.held_out_tokens, args.val_every, capture)
     except (ValueError, FileNotFoundError) as err:
@@ -284,7 +285,7 @@ def cmd_evaluate(args) -> int:
         raise UserError(f"--methods: {err}") from None
     wb, target, capture = load_workbench(args, teacher=args.held_out is not None or args.agreement)
     if args.held_out is not None:
-        val = held_out(args, target, capture)
+        val = load_held_out(args, target, capture)
         for head in args.head:
             label = f"held out of {args.held_out} (every {args.val_every}th prompt)"
             report(named(label, head, args.head), measure_head(head, target, val))
