@@ -10,7 +10,7 @@ prefix is a balanced sample), then measured on the same held-out set for every p
 - held-out top-1 at draft steps 1-3 (conversations on prompts never trained on, greedy answers,
   full vocabulary; steps 2-3 are fed the head's own outputs, as drafting is);
 - τ on ``-n`` MT-bench first turns × ``--max-new`` tokens, greedy, fp32, at EAGLE-2's 60/6/10
-  tree and SGLang's 8/5/4 (``evaluate.py``; these questions are never trained on).
+  tree and SGLang's 8/5/4 (``workbench/train/evaluate.py``; these questions are never trained on).
 
 Each point writes ``<out>/tokens_N/`` (checkpoint, log, exported head) and a row of
 ``<out>/scaling.json`` and ``<out>/scaling.md``; a finished point is skipped on a rerun. Any
@@ -84,7 +84,8 @@ def markdown(rows: list[dict]) -> str:
 
 def build_parser() -> ArgumentParser:
     ap = ArgumentParser(prog="python -m experiments.scaling", description=__doc__)
-    ap.add_argument("--shards", type=Path, required=True, help="python -m workbench.train.generate output")
+    ap.add_argument("--shards", type=Path, required=True,
+                    help="the data: a python -m workbench.train generate --out directory")
     ap.add_argument("--out", type=Path, default=Path.home() / ".cache" / "workbench" / "scaling",
                     help="where each point's head and scaling.json go")
     ap.add_argument("--points", default="375000,750000,1500000,3000000", help="response tokens per point")

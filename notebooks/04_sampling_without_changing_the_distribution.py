@@ -200,7 +200,7 @@ display(Markdown(
     f"better than greedily could close some of it (the counter-example above). At depth 1 the head's "
     f"{TREE.topk} children hold {mean(e.reach[0] for e in worth):.2f} of the target's mass, the target's own "
     f"top {TREE.topk} {mean(e.reach[0] for e in perfect):.2f}. "
-    f"(On 20 MT-bench turns: `python -m workbench.train.evaluate --temperature 1 --ceiling`, "
+    f"(On 20 MT-bench turns: `python -m experiments.head_studies trees --temperature 1 --ceiling`, "
     f"docs/bench/head-training.md section 11.)"))
 
 # %% [markdown]

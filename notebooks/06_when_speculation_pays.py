@@ -223,7 +223,7 @@ display(Markdown(
 # (SGLang's default 8/5/4 here), and the whole target verifies it: greedy, a tree is worth exactly
 # the tokens its step emits. Its **agreement** is how often its most likely token is the
 # target's over the answers; the head's is measured the same way (teacher-forced, as
-# `python -m workbench.train.evaluate --agreement` does).
+# `python -m workbench.train evaluate --agreement` does).
 
 # %%
 from statistics import mean

@@ -220,15 +220,17 @@ def test_app_launch_mistakes_are_one_line_before_anything_loads(tmp_path):
 
 
 @pytest.mark.parametrize("module, argv, flag", [
-    ("workbench.train.__main__", ["--minutes", "0", "--phase", "train"], "--minutes"),
-    ("workbench.train.__main__", ["--phase", "train", "--shards", "/no/such/dir"], "--shards"),
-    ("workbench.train.__main__", ["--steps", "many"], "--steps"),
-    ("workbench.train.__main__", ["--phase", "export", "--target", "/no/such/model"], "--target"),
-    ("workbench.train.generate", ["--target", "/no/such/model", "--out", "/tmp/unused"], "--target"),
-    ("workbench.train.evaluate", ["-n", "0"], "-n"),
-    ("workbench.train.evaluate", ["--hot", "-1"], "--hot"),
-    ("workbench.train.evaluate", ["--questions", "/no/such/questions.jsonl"], "--questions"),
-    ("workbench.train.generate", ["--worker", "3/2", "--out", "/tmp/unused"], "--worker"),
+    ("workbench.train.__main__", ["train", "--minutes", "0"], "--minutes"),
+    ("workbench.train.__main__", ["train", "--shards", "/no/such/dir"], "--shards"),
+    ("workbench.train.__main__", ["train", "--steps", "many"], "--steps"),
+    ("workbench.train.__main__", ["export", "--shards", str(ROOT), "--target", "/no/such/model"], "--target"),
+    ("workbench.train.__main__", ["generate", "--target", "/no/such/model", "--out", "/tmp/unused"], "--target"),
+    ("workbench.train.__main__", ["evaluate", "-n", "0"], "-n"),
+    ("workbench.train.__main__", ["evaluate", "--hot", "-1"], "--hot"),
+    ("workbench.train.__main__", ["evaluate", "--questions", "/no/such/questions.jsonl"], "--questions"),
+    ("workbench.train.__main__", ["generate", "--worker", "3/2", "--out", "/tmp/unused"], "--worker"),
+    ("experiments.head_studies", ["trees", "--ceiling", "--early-exit", "x"], "--early-exit"),
+    ("experiments.head_studies", ["agreement", "--mt-bench", "--coverage", "0"], "--coverage"),
     ("experiments.scaling", ["--shards", "/tmp", "--points", "x"], "--points"),
     ("experiments.gpu.recipe", ["run", "--arms", "warm,cold"], "--arms"),
 ])
@@ -269,9 +271,8 @@ def every_parser(parser: argparse.ArgumentParser):
 
 ENTRY_POINTS = ("workbench.cli", "workbench.bench.calibration", "workbench.bench.gpu", "experiments.kernel",
                 "experiments.linear_order", "workbench.bench.plain", "workbench.bench.suite", "workbench.bench.tune",
-                "workbench.train.__main__", "workbench.train.evaluate", "workbench.train.generate",
-                "experiments.scaling", "experiments.gpu.recipe", "workbench.lessons.notebooks",
-                "experiments.app_latency", "app")
+                "workbench.train.__main__", "experiments.head_studies", "experiments.scaling", "experiments.gpu.recipe",
+                "workbench.lessons.notebooks", "experiments.app_latency", "app")
 
 
 def entry_main(name: str):

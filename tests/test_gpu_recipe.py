@@ -158,16 +158,13 @@ def test_the_model_converted_there_must_equal_the_one_packed_here(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the machine has CUDA")
 def test_cuda_asked_for_without_cuda_is_a_clear_error(smollm2_dir, tmp_path, capsys):
-    from workbench.train.__main__ import main as train_main
-    from workbench.train.generate import main as generate_main
+    from workbench.train.__main__ import main
 
-    assert train_main(["--phase", "train", "--shards", str(tmp_path), "--out", str(tmp_path / "w"),
-                       "--device", "cuda"]) == 2
+    assert main(["train", "--shards", str(tmp_path), "--out", str(tmp_path / "w"), "--device", "cuda"]) == 2
     assert "error: --device cuda: this machine has no CUDA device" in capsys.readouterr().err
-    assert generate_main(["--out", str(tmp_path / "d"), "--device", "cuda"]) == 2
+    assert main(["generate", "--out", str(tmp_path / "d"), "--device", "cuda"]) == 2
     assert "error: --device cuda: this machine has no CUDA device" in capsys.readouterr().err
-    assert train_main(["--phase", "train", "--shards", str(tmp_path), "--out", str(tmp_path / "w"),
-                       "--device", "gpu"]) == 2
+    assert main(["train", "--shards", str(tmp_path), "--out", str(tmp_path / "w"), "--device", "gpu"]) == 2
     assert "device must be cpu, cuda, cuda:N or auto" in capsys.readouterr().err
 
 

@@ -2,6 +2,7 @@
 generator's shards are the target's own decoding, resumable and deterministic; features are
 recomputed from the ids and the held-out split is by prompt."""
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -12,8 +13,8 @@ from workbench.bench.specbench import DATA_FILE as SPEC_BENCH
 from workbench.attention.batch import extend_batch
 from workbench.models.loading import load_target
 from workbench.testing.tiny import make_tiny_checkpoint
-from workbench.train.generate import (Chat, GenConfig, data_identity, decode_batch, feature_path, parse_worker, run,
-                                     shard_path, shard_seed)
+from workbench.train.generate import Chat, GenConfig, data_identity, decode_batch, parse_worker, run, shard_seed
+from workbench.train.shards import feature_path, shard_path
 from workbench.train.prompt_set import (MATERIAL_TASKS, WORD_TEMPLATES, build_prompt_set, build_word_prompt_set,
                                         followup, material_prompt, vocabulary_words)
 
@@ -28,6 +29,26 @@ def test_prompt_set_is_large_distinct_and_deterministic():
     assert all(sum(p.kind == k for p in a[:1000]) >= 10 for k in kinds)  # any prefix is a balanced sample
     with pytest.raises(ValueError, match="n must be"):
         build_prompt_set(0, 0)
+
+
+def digest(prompts) -> str:
+    return hashlib.sha256("\n\0".join(f"{p.kind}\t{p.text}" for p in prompts).encode()).hexdigest()
+
+
+# The sets as the data on disk was made from them: a shard i holds prompts [i*G, (i+1)*G) of one of
+# these lists, so an edit that reorders or changes a prompt would silently change what a shard means.
+TEMPLATE_SET_DIGESTS = {0: (10_772, "01dbbe502a9f2899dce0f12ff36a726a10e30b2d57aa046e47c527456003f821"),
+                        1: (10_753, "905aa16f3e26d4cb24bc04558a6cfcfbf76c147e566c4abbae9a391bc8d8cb59")}
+WORD_SET_DIGEST = "743702ec1455fed9b837bb6556d587a045664958def19893bee7a725e604faf0"
+SMOLLM2_WORD_SET_DIGEST = (11_775, "c9ed25c155386fecd55a37595b289e1d8f3eabaa8432323230063726d572ca56")
+
+
+def test_prompt_sets_are_the_ones_the_data_was_made_from():
+    for seed, (n, want) in TEMPLATE_SET_DIGESTS.items():
+        prompts = build_prompt_set(seed)
+        assert (len(prompts), digest(prompts)) == (n, want), seed
+    words = ["apple", "banana", "cherry", "delta", "echo", "foxtrot", "garden", "harbour"]
+    assert digest(build_word_prompt_set(words, 0)) == WORD_SET_DIGEST
 
 
 def test_followups_fit_the_prompt_kind():
@@ -78,7 +99,9 @@ def test_no_word_prompt_is_a_spec_bench_question(smollm2_dir):
     assert len(words) >= 10_000
     bench = {" ".join(json.loads(line)["turns"][0].lower().split())
              for line in SPEC_BENCH.read_text().splitlines() if line.strip()}
-    assert not {" ".join(p.text.lower().split()) for p in build_word_prompt_set(words, 0)} & bench
+    prompts = build_word_prompt_set(words, 0)
+    assert not {" ".join(p.text.lower().split()) for p in prompts} & bench
+    assert (len(prompts), digest(prompts)) == SMOLLM2_WORD_SET_DIGEST  # the words arm's prompts
 
 
 class FakeChat(Chat):
@@ -324,25 +347,22 @@ def test_features_are_the_targets_prefill_and_held_out_is_by_prompt(tiny_target,
 
 
 def test_val_positions_caps_the_held_out_conversations_training_validates_on(tiny_target, tmp_path, capsys):
-    from workbench.train.__main__ import load_sequences, main, parse_args
+    from workbench.train.__main__ import first_positions, load_sequences, main, parse_args
 
     run(small_config(tmp_path, num_prompts=8), tiny_target, FakeChat(), (95,), log=lambda *a, **k: None)
-    base = ["--shards", str(tmp_path), "--val-every", "3"]
-    seqs, train, val = load_sequences(parse_args(base), tiny_target)
-    assert len(val) >= 3
+    base = ["train", "--shards", str(tmp_path), "--val-every", "3"]
+    train, val = load_sequences(parse_args(base), tiny_target)
+    assert len(val) >= 3 and train
     cap = val[0].num_targets + val[1].num_targets
-    seqs2, train2, two = load_sequences(parse_args(base + ["--val-positions", str(cap)]), tiny_target)
-    assert [s.tokens.tolist() for s in two] == [s.tokens.tolist() for s in val[:2]]
-    assert len(train2) == len(train) and len(seqs2) == len(seqs)  # only validation is capped
-    _, _, one = load_sequences(parse_args(base + ["--val-positions", "1"]), tiny_target)
-    assert len(one) == 1  # never empty
-    for bad in (base + ["--val-positions", "0"], ["--val-positions", "5"]):
-        assert main(["--phase", "train"] + bad) == 2
-        assert "error: --val-positions" in capsys.readouterr().err
+    assert [s.tokens.tolist() for s in first_positions(val, cap)] == [s.tokens.tolist() for s in val[:2]]
+    assert len(first_positions(val, 1)) == 1  # never empty
+    assert main(base + ["--val-positions", "0"]) == 2
+    assert "error: --val-positions" in capsys.readouterr().err
 
 
 def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
     from experiments import scaling
+    from experiments.head_studies import cut_answers
     from workbench.train.evaluate import answer_sequences, held_out_sequences, measure_head
 
     data = tmp_path / "data"
@@ -357,7 +377,7 @@ def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
     assert all(r["response_tokens"] >= r["point"] and "top1_step3" in r["val"] for r in rows)
     assert (tmp_path / "curve" / "tokens_60" / "head" / "model.safetensors").exists()
     assert (tmp_path / "curve" / "scaling.md").read_text().count("\n") == 4
-    # the held-out figures `evaluate --held-out` prints for an exported (fp16) head are training's own
+    # the held-out figures `python -m workbench.train evaluate --held-out` prints for an exported (fp16) head are training's own
     head = tmp_path / "curve" / "tokens_60" / "head"
     v = measure_head(head, tiny_target, held_out_sequences(data, tiny_target, 60, 4))
     from workbench.train.features import load_sequences
@@ -379,9 +399,9 @@ def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
     assert (tf["conversations"], tf["positions"]) == (cov["conversations"], cov["positions"])
     for k in ("top1", "top1_step2", "in_top2"):
         assert tf[k] == pytest.approx(cov[k], abs=0.02), k
-    # --held-out-answer-tokens 3: each answer cut to its first 3 tokens (3 loss positions at most),
+    # head_studies agreement --answer-tokens 3: each answer cut to its first 3 tokens (3 loss positions at most),
     # the same as agreement on answers cut there
-    cut = held_out_sequences(data, tiny_target, 60, 4, answer_tokens=3)
+    cut = cut_answers(held_out_sequences(data, tiny_target, 60, 4), 3)
     assert [len(c.tokens) for c in cut] == [min(len(s.tokens), s.prompt_len + 3) for s in val]
     assert all(0 < c.num_targets <= 3 for c in cut) and sum(c.num_targets for c in cut) < cov["positions"]
     tf3 = measure_head(head, tiny_target, answer_sequences(tiny_target, prompts, [a[:3] for a in answers]))

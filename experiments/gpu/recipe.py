@@ -24,11 +24,11 @@ On the GPU machine, two commands::
 machine's transformers converts instead, as ``python -m workbench fetch`` does, if that fails)
 and stops unless every tensor equals the one converted here, then:
 
-1. ``generate``: ``python -m workbench.train.generate`` on the GPU (bf16, plain batched
+1. ``generate``: ``python -m workbench.train generate`` on the GPU (bf16, plain batched
    decoding, the ``padded`` attention backend, ``--shard-size`` prompts a batch), first the
    prompts no shipped head trained on (``--first-shard``), then the rest, until
    ``--gen-minutes`` run out;
-2. ``train``: ``python -m workbench.train --phase train --shards ...`` on the GPU, one process per
+2. ``train``: ``python -m workbench.train train --shards ...`` on the GPU, one process per
    arm of ``--arms``, side by side: ``warm`` continues the shipped head (stage 4's recipe),
    ``fused`` trains a fresh fused head (``--fuse-layers 1,14``); ``--epochs`` over what was made,
    each stopped by ``--train-minutes`` at the latest; arguments after ``--`` go to every arm;
@@ -40,7 +40,7 @@ and stops unless every tensor equals the one converted here, then:
    ``--eval-minutes``; its tables land in ``run.log``.
 
 The heads then come back here and are measured on the CPU like any other:
-``python -m workbench.train.evaluate --head workbench/assets/eagle-smollm2-135m DIR/warm-head ...``.
+``python -m workbench.train evaluate --head workbench/assets/eagle-smollm2-135m DIR/warm-head ...``.
 
 ``--dry-run`` runs the same stages on this CPU at toy sizes with the local default model (no
 parts, no fetch): what ``tests/test_gpu_recipe.py`` runs in CI.
@@ -368,7 +368,7 @@ def run(args: argparse.Namespace) -> dict:
     device = "cpu" if args.dry_run else "cuda"
 
     data = work / "data"
-    gen = ["-m", "workbench.train.generate", *target, "--out", str(data), "--device", device,
+    gen = ["-m", "workbench.train", "generate", *target, "--out", str(data), "--device", device,
            "--dtype", args.gen_dtype, "--attention", "padded", "--shard-size", str(args.shard_size),
            "--samples", str(args.samples), "--max-new", str(args.max_new)]
     if args.dry_run:
@@ -380,7 +380,7 @@ def run(args: argparse.Namespace) -> dict:
             break
         if run_stage("generate", [*gen, "--first-shard", str(first), "--minutes", f"{left:.2f}"]):
             raise SystemExit("error: generation failed (run.log has the reason)")
-    from workbench.train.generate import totals
+    from workbench.train.shards import totals
 
     report["data"] = totals(data)
     if not report["data"]["shards"]:
@@ -391,7 +391,7 @@ def run(args: argparse.Namespace) -> dict:
     heads, threads, codes = {}, [], {}
     for arm in args.arms:  # side by side: one small head leaves the GPU mostly idle
         heads[arm] = args.out / f"{arm}-head"
-        train = ["-m", "workbench.train", "--phase", "train", *target, "--shards", str(data),
+        train = ["-m", "workbench.train", "train", *target, "--shards", str(data),
                  "--out", str(work / f"train-{arm}"), "--export", str(heads[arm]), "--device", device,
                  "--val-every", str(args.val_every), "--minutes", f"{args.train_minutes:g}", *COMMON, *ARMS[arm],
                  "--steps", str(steps), "--ckpt-every", str(max(1, steps // 4))]
@@ -411,7 +411,7 @@ def run(args: argparse.Namespace) -> dict:
     if args.eval_minutes:
         held_out = [] if args.dry_run else ["--held-out", str(data), "--val-every", str(args.val_every)]
         methods = ["linear:5"] if args.dry_run else ["eagle2:8/5/4", "eagle2:60/6/10"]
-        rc = run_stage("evaluate", ["-m", "workbench.train.evaluate", "--head", str(SHIPPED_HEAD), *map(str, done),
+        rc = run_stage("evaluate", ["-m", "workbench.train", "evaluate", "--head", str(SHIPPED_HEAD), *map(str, done),
                                     "--dtype", "fp32", "-n", str(args.eval_questions), *held_out,
                                     "--max-new", "16" if args.dry_run else "128", "--methods", *methods],
                        minutes=args.eval_minutes)
@@ -453,7 +453,7 @@ def build_parser() -> ArgumentParser:
                    help="then measure both heads here (held-out top-1, τ on MT-bench), stopped after this; 0 = skip")
     r.add_argument("--eval-questions", type=int, default=80, help="MT-bench first turns for the τ measurement")
     r.add_argument("--dry-run", action="store_true", help="this CPU, toy sizes, the local model: the plumbing only")
-    r.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: passed to python -m workbench.train")
+    r.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: passed to python -m workbench.train train")
     return ap
 
 

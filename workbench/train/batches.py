@@ -1,4 +1,4 @@
-"""Training examples from the data shards, packed into padded batches of similar length.
+"""Training examples from the data shards (``features.py``), packed into padded batches of similar length.
 
 A sequence of T tokens x_0..x_{T-1} with features f_0..f_{T-2} gives T-1 pairs: pair t is
 ``(f_t, x_{t+1})`` at position t, with target ``f_{t+1}``. The last pair has no target (f_{T-1},
@@ -25,22 +25,6 @@ class Sequence:
     @property
     def num_targets(self) -> int:
         return max(0, len(self.tokens) - 1 - self.prompt_len)
-
-
-def sequences_from_shards(shards: list[dict[str, torch.Tensor]]) -> list[Sequence]:
-    out = []
-    for sh in shards:
-        starts = sh["starts"].tolist()
-        for i, p in enumerate(sh["prompt_lens"].tolist()):
-            s, e = starts[i], starts[i + 1]
-            out.append(Sequence(sh["tokens"][s:e].long(), sh["features"][s:e], p))
-    return [s for s in out if s.num_targets > 0]
-
-
-def split(seqs: list[Sequence], n_val: int, seed: int) -> tuple[list[Sequence], list[Sequence]]:
-    order = list(range(len(seqs)))
-    random.Random(seed).shuffle(order)
-    return [seqs[i] for i in order[n_val:]], [seqs[i] for i in order[:n_val]]
 
 
 def plan_batches(seqs: list[Sequence], max_tokens: int, seed: int) -> list[list[int]]:

@@ -18,13 +18,13 @@ the greedy first answers only (what the head meets at inference under greedy dec
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
 
 from workbench.attention.batch import extend_batch
 from workbench.train.batches import Sequence
+from workbench.train.shards import beside, save_atomic, shard_files
 
 
 @torch.inference_mode()
@@ -51,26 +51,9 @@ def target_features(target, seqs: list[list[int]], max_tokens: int = 4096,
     return out
 
 
-def shard_files(data: Path) -> list[Path]:
-    files = sorted(data.glob("shard_*.safetensors"))
-    if not files:
-        raise FileNotFoundError(f"no shard_*.safetensors in {data}: run python -m workbench.train.generate first")
-    return files
-
-
 def aux_path(shard: Path, capture: tuple[int, ...]) -> Path:
     """Where a shard's captured residual streams (a fused head's extra input) are cached."""
-    tag = "-".join(str(i) for i in capture)
-    return shard.parent / "features" / shard.name.replace("shard_", f"aux{tag}_")
-
-
-def _save(path: Path, feats: torch.Tensor) -> None:
-    from safetensors.torch import save_file
-
-    path.parent.mkdir(exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    save_file({"features": feats}, str(tmp))
-    os.replace(tmp, path)
+    return beside(shard, "aux" + "-".join(str(i) for i in capture))
 
 
 FP16_MAX = 65504.0
@@ -84,7 +67,7 @@ def load_shard(path: Path, target, cache: bool = True,
     from safetensors.torch import load_file
 
     shard = load_file(str(path))
-    feat_path = path.parent / "features" / path.name.replace("shard_", "feat_")
+    feat_path = beside(path)
     aux_file = aux_path(path, capture) if capture else None
     feats = load_file(str(feat_path))["features"] if feat_path.exists() else None
     aux = load_file(str(aux_file))["features"] if aux_file is not None and aux_file.exists() else None
@@ -101,11 +84,11 @@ def load_shard(path: Path, target, cache: bool = True,
                              f"{peak:.0f}, beyond fp16; fuse other layers")
         aux = wide[:, :-h].half()
         if cache:
-            _save(aux_file, aux)
+            save_atomic(aux_file, {"features": aux})
     if feats is None:  # recorded features, when the generator kept them, stay as they were
         feats = wide[:, -h:].half()
         if cache:
-            _save(feat_path, feats)
+            save_atomic(feat_path, {"features": feats})
     return shard, feats, aux
 
 

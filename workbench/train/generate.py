@@ -1,13 +1,13 @@
 """Self-distillation data at scale: the target's own answers to the large prompt set and its
 features, sharded and resumable.
 
-    OMP_NUM_THREADS=1 nice -n 19 python -m workbench.train.generate --threads 1   # into ~/.cache/workbench/train-data-v2
-    python -m workbench.train.generate --out DIR --shard-size 48 --samples 2 --max-new 512
-    python -m workbench.train.generate --status                      # totals only, generates nothing
-    python -m workbench.train.generate --threads 1 --worker 0/2 & python -m workbench.train.generate --threads 1 --worker 1/2
-    python -m workbench.train.generate --first-shard 138             # only shards 138.. (ones a head has not seen)
-    python -m workbench.train.generate --prompt-set words --out ~/.cache/workbench/train-data-words
-    python -m workbench.train.generate --material-frac 0.5 --out ~/.cache/workbench/train-data-material
+    OMP_NUM_THREADS=1 nice -n 19 python -m workbench.train generate --threads 1   # into ~/.cache/workbench/train-data-v2
+    python -m workbench.train generate --out DIR --shard-size 48 --samples 2 --max-new 512
+    python -m workbench.train generate --status                      # totals only, generates nothing
+    python -m workbench.train generate --threads 1 --worker 0/2 & python -m workbench.train generate --threads 1 --worker 1/2
+    python -m workbench.train generate --first-shard 138             # only shards 138.. (ones a head has not seen)
+    python -m workbench.train generate --prompt-set words --out ~/.cache/workbench/train-data-words
+    python -m workbench.train generate --material-frac 0.5 --out ~/.cache/workbench/train-data-material
 
 Shard i holds prompts ``[i*G, (i+1)*G)`` of ``build_prompt_set(seed)`` (G = ``--shard-size``), or
 with ``--prompt-set words`` of ``build_word_prompt_set``: one prompt per whole word of the
@@ -25,26 +25,9 @@ decoding through the chat template, writes:
   JSON", "Edit the following text ...", "Review the following answer's code ..."), and the greedy
   reply, which copies, condenses or rewrites text of its own prompt as MT-bench's answers do.
 
-A shard (``shard_NNNNN.safetensors``) stores what training needs, compactly::
-
-    tokens       [N] int32      all sequences, concatenated (context + answer, the answer ends
-                                with <|im_end|> unless cut at --max-new)
-    starts       [S + 1] int64  sequence boundaries in tokens
-    prompt_lens  [S] int64      context tokens of each sequence (the loss covers the answer only)
-    prompt_index [S] int64      index of the prompt in the prompt set
-    temperature  [S] float32    0 = greedy
-    turn         [S] int64      1 = first answer, 2 = answer to the follow-up
-    material     [S] int64      1 = the user turn hands back an earlier answer as material
-
-about 4 bytes per token. Beside it, ``features/feat_NNNNN.safetensors`` holds the target's
-post-norm features ``f_t`` [N, H] fp16, recorded from the target's own forwards while it decodes
-(free in compute; hidden size x 2 = 1,152 bytes per token for SmolLM2, ~1.15 GB per million
-tokens, prompts included). With ``--no-features`` only the ids are kept and ``features.py``
-recomputes the features, one target prefill per sequence. Each file is written to
-``.tmp`` and renamed into place, so a run killed at any moment (even ``kill -9``) leaves only
-finished shards, and the next run skips them. Every sampled answer has its own seed (shard,
-pass), so a regenerated shard is identical (with the same dtype and attention backend, both in
-each shard's metadata). One progress line per shard: response tokens/s of
+The shards and the features beside them are laid out as ``shards.py`` says. Every sampled answer
+has its own seed (shard, pass), so a regenerated shard is identical (with the same dtype and
+attention backend, both in each shard's metadata). One progress line per shard: response tokens/s of
 this run, totals and the ETA to ``--goal-tokens`` and to the last shard.
 """
 
@@ -52,7 +35,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import sys
 import time
@@ -63,13 +45,14 @@ import torch
 
 from workbench.attention import BACKENDS
 from workbench.device import default_device
-from workbench.errors import ArgumentParser, UserError, reports_user_errors
+from workbench.errors import UserError
 from workbench.models.chat import chat_ids
 from workbench.train.prompt_set import (Prompt, build_prompt_set, build_word_prompt_set, followup, material_prompt,
                                         vocabulary_words)
+from workbench.train.shards import (FORMAT, check_same_data, feature_path, response_tokens, save_atomic, shard_path,
+                                    totals)
 
 DEFAULT_OUT = Path.home() / ".cache" / "workbench" / "train-data-v2"
-FORMAT = "workbench-selfdistill-v2"
 PROMPT_SETS = ("templates", "words")
 MATERIAL_MAX_TOKENS = 320  # longer answers are not handed back (the reply would start past 350 context tokens)
 
@@ -245,55 +228,6 @@ def make_shard(target, chat: Chat, stop_ids: tuple[int, ...], prompts: list[Prom
     return out
 
 
-def save_atomic(path: Path, tensors: dict[str, torch.Tensor], meta: dict[str, str]) -> None:
-    """Write beside ``path`` and rename into place: a reader never sees a partial shard."""
-    from safetensors.torch import save_file
-
-    tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp), metadata=meta)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def shard_path(out: Path, i: int) -> Path:
-    return out / f"shard_{i:05d}.safetensors"
-
-
-def feature_path(out: Path, i: int) -> Path:
-    """Where ``features.py`` looks for a shard's features (and caches them when it computes them)."""
-    return out / "features" / f"feat_{i:05d}.safetensors"
-
-
-def response_tokens(shard: dict[str, torch.Tensor]) -> int:
-    return int(shard["starts"][-1] - shard["prompt_lens"].sum())
-
-
-def totals(out: Path) -> dict:
-    """Shards, sequences, response and all tokens, and bytes on disk of finished shards; of them,
-    the material turns (``--material-frac``) and their response tokens."""
-    from safetensors import safe_open
-
-    t = {"shards": 0, "sequences": 0, "response_tokens": 0, "tokens": 0, "bytes": 0, "feature_bytes": 0,
-         "material_sequences": 0, "material_response_tokens": 0}
-    for p in sorted(out.glob("shard_*.safetensors")):
-        with safe_open(str(p), "pt") as f:
-            sh = {k: f.get_tensor(k) for k in ("starts", "prompt_lens")}
-            material = f.get_tensor("material").bool() if "material" in f.keys() else None  # older shards: none
-        if material is not None:
-            answer_lens = sh["starts"][1:] - sh["starts"][:-1] - sh["prompt_lens"]
-            t["material_sequences"] += int(material.sum())
-            t["material_response_tokens"] += int(answer_lens[material].sum())
-        t["shards"] += 1
-        t["sequences"] += len(sh["prompt_lens"])
-        t["response_tokens"] += response_tokens(sh)
-        t["tokens"] += int(sh["starts"][-1])
-        t["bytes"] += p.stat().st_size
-        f = feature_path(out, int(p.stem.split("_")[1]))
-        t["feature_bytes"] += f.stat().st_size if f.exists() else 0
-    return t
-
-
 def data_identity(cfg: GenConfig, prompts: list[Prompt]) -> dict:
     """What fixes a shard's content: the prompt set (a fingerprint of its texts) and the knobs.
     ``max_shards`` and ``goal_tokens`` only steer a run, so they are left out."""
@@ -302,17 +236,6 @@ def data_identity(cfg: GenConfig, prompts: list[Prompt]) -> dict:
     extra = {"material_frac": cfg.material_frac} if cfg.material_frac else {}  # old directories stay valid
     return {"format": FORMAT, "prompt_set": digest, "num_prompt_set": len(prompts),
             **{k: getattr(cfg, k) for k in keep}, **extra}
-
-
-def check_same_data(path: Path, identity: str) -> None:
-    """Resume only into a directory made with the same prompt set and knobs (else shard i would
-    mean other prompts); a new directory gets ``config.json``."""
-    if path.exists():
-        if json.loads(path.read_text()) != json.loads(identity):
-            raise ValueError(f"{path.parent} holds data made with other settings ({path.read_text().strip()}); "
-                             f"use the same settings to resume, or another --out")
-        return
-    path.write_text(identity + "\n")
 
 
 def hours(seconds: float) -> str:
@@ -346,7 +269,6 @@ def run(cfg: GenConfig, target, chat: Chat, stop_ids: tuple[int, ...], log=print
         shard = make_shard(target, chat, stop_ids, prompts[first : first + cfg.shard_size], first, i, cfg, log)
         feats = shard.pop("features", None)
         if feats is not None:  # before the shard: a shard on disk always has its features beside it
-            feature_path(cfg.out, i).parent.mkdir(exist_ok=True)
             save_atomic(feature_path(cfg.out, i), {"features": feats}, meta)
         save_atomic(shard_path(cfg.out, i), shard, meta)
         made += response_tokens(shard)
@@ -370,9 +292,16 @@ def parse_worker(text: str) -> tuple[int, int]:
     return k, n
 
 
-def build_parser() -> ArgumentParser:
+def add_parser(sub) -> None:
+    """Register ``generate`` on ``python -m workbench.train``'s subparsers."""
+    ap = sub.add_parser("generate", help="the target's own answers to the prompt set, and its features, in shards",
+                        description=__doc__)
+    add_arguments(ap)
+    ap.set_defaults(func=cmd_generate)
+
+
+def add_arguments(ap) -> None:
     d = GenConfig()
-    ap = ArgumentParser(prog="python -m workbench.train.generate", description=__doc__)
     ap.add_argument("--out", type=Path, default=d.out, help="data directory")
     ap.add_argument("--target", default=None, help="target model directory (default: SmolLM2-135M-Instruct)")
     ap.add_argument("--seed", type=int, default=d.seed, help="prompt-set order and sampling seeds")
@@ -410,12 +339,10 @@ def build_parser() -> ArgumentParser:
     ap.add_argument("--no-features", action="store_true",
                     help="store token ids only (features.py then recomputes the features: one prefill per sequence)")
     ap.add_argument("--status", action="store_true", help="print the totals of --out and exit")
-    return ap
 
 
-@reports_user_errors
-def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+def cmd_generate(args) -> int:
+    """``python -m workbench.train generate``: every missing shard of ``--out`` (or its totals)."""
     if args.status:
         t = totals(args.out)
         per_m = {"mb_per_million_tokens": round(t["bytes"] / max(1, t["tokens"]), 2),
@@ -460,7 +387,3 @@ def main(argv=None) -> int:
         raise UserError(str(err)) from None
     print(json.dumps(t), flush=True)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

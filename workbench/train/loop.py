@@ -1,7 +1,8 @@
 """The training loop: seeded, resumable, with a tqdm bar and a JSON-lines log.
 
-Work directory layout: ``data/`` (shards, ``data.py``), ``ckpt.pt`` (head + optimiser + RNG +
-step, written every ``ckpt_every`` steps and at the end), ``log.jsonl`` (one line per step).
+Work directory layout: ``ckpt.pt`` (head + optimiser + RNG + step, written every ``ckpt_every``
+steps and at the end), ``log.jsonl`` (one line per step); the data stays where ``generate.py``
+wrote it.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ CONFIG_HELP = {
     "hot_vocab": "cross-entropy over the N most frequent response tokens only; 0 = full vocabulary",
     "distill_topk": "cross-entropy against the target's top-k distribution, renormalised; 0 = all of it",
     "ckpt_every": "steps between checkpoints",
-    "seed": "seed of the head's initialisation, the batches and the data phase",
+    "seed": "seed of the head's initialisation and of the batches",
     "dtype": "bf16 = autocast for the head's matmuls",
     "init": "start from these weights (a ckpt.pt or an exported head directory), fresh schedule",
     "head_layers": "decoder layers in the head (EAGLE's: 1); --init may hold fewer (new ones start as the identity)",
