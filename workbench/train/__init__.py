@@ -2,7 +2,7 @@
 generate|train|export|evaluate``.
 
 ``prompt_set``        the training prompts (templates x topics, one per vocabulary word; never benchmark questions)
-``prompt_templates``  the templates and topics the template set is built from
+``prompt_templates``  loads the templates and topics the template set is built from (``workbench/data/prompt_templates.json``)
 ``generate``          the target's own answers to them, token shards + its post-norm features
 ``shards``            the data directory: shard files, features beside them, totals, the settings that made them
 ``features``          training sequences from the shards; held-out split by prompt

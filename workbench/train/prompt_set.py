@@ -17,11 +17,7 @@ import itertools
 import random
 from dataclasses import dataclass
 
-from workbench.train.prompt_templates import (ADVICE_T, ARITHMETIC_T, CITIES, CODE_MISC, CODE_T, CODE_TASKS,
-                                              COMPARE_T, CONCEPTS, EVENTS, EXPLAIN, FORMS, HUM_T, HUMANITIES, LANGS,
-                                              LOGIC_T, MATH_T, MONTHS, NAMES, ORGS, PAIRS, PARAGRAPH_T, PEOPLE,
-                                              REASONING_T, ROLE_TASKS, ROLES, SENTENCES, SITUATIONS, TARGET_LANGS,
-                                              TOPICS, WRITING_FILL, WRITING_TASKS)
+from workbench.train.prompt_templates import TEMPLATES as T
 
 
 @dataclass(frozen=True)
@@ -35,7 +31,7 @@ def _math(rng: random.Random, n: int) -> list[str]:
     out = []
     for _ in range(n):
         a, b, c, d = rng.randint(20, 900), rng.randint(10, 59), rng.randint(2, 12), rng.randint(2, 9)
-        out.append(rng.choice(MATH_T).format(a=a, b=b, c=c, d=d, e=a + rng.randint(5, 200), c2=c + rng.randint(1, 5),
+        out.append(rng.choice(T.MATH_T).format(a=a, b=b, c=c, d=d, e=a + rng.randint(5, 200), c2=c + rng.randint(1, 5),
                                              d2=d + rng.randint(1, 6)))
     return out
 
@@ -45,60 +41,61 @@ def _arithmetic(rng: random.Random, n: int) -> list[str]:
     out = []
     for _ in range(n):
         a, b, c, d = rng.randint(20, 400), rng.randint(10, 90), rng.randint(2, 12), rng.randint(2, 9)
-        out.append(rng.choice(ARITHMETIC_T).format(a=a, b=b, c=c, d=d))
+        out.append(rng.choice(T.ARITHMETIC_T).format(a=a, b=b, c=c, d=d))
     return out
 
 
 def _reasoning(rng: random.Random, n: int) -> list[str]:
     out = []
     for _ in range(n):
-        a, b, c = rng.sample(PEOPLE, 3)
+        a, b, c = rng.sample(T.PEOPLE, 3)
         x = rng.randint(1, 6)
         y = x + rng.randint(1, 5)
-        out.append(rng.choice(REASONING_T).format(a=a, b=b, c=c, x=x, y=y, z=y * rng.randint(3, 9)))
+        out.append(rng.choice(T.REASONING_T).format(a=a, b=b, c=c, x=x, y=y, z=y * rng.randint(3, 9)))
     return out
 
 
 def _logic(rng: random.Random, n: int) -> list[str]:
-    """Order, age and sequence puzzles over the first names of ``NAMES``."""
-    first = [name.split()[0] for name in NAMES]
+    """Order, age and sequence puzzles over the first names of ``T.NAMES``."""
+    first = [name.split()[0] for name in T.NAMES]
     out = []
     for _ in range(n):
         a, b, c = rng.sample(first, 3)
         x = rng.randint(2, 9)
         step = rng.randint(2, 7)
-        out.append(rng.choice(LOGIC_T).format(a=a, b=b, c=c, x=x, y=x + step, z=x + 2 * step))
+        out.append(rng.choice(T.LOGIC_T).format(a=a, b=b, c=c, x=x, y=x + step, z=x + 2 * step))
     return out
 
 
 def _paragraph(rng: random.Random) -> str:
     """A short made-up news paragraph with names, places, dates and numbers."""
-    a, b = rng.sample(NAMES, 2)
-    org, city, ev = rng.choice(ORGS), rng.choice(CITIES), rng.choice(EVENTS)
-    month, year, n = rng.choice(MONTHS), rng.randint(2015, 2024), rng.randint(12, 480)
+    a, b = rng.sample(T.NAMES, 2)
+    org, city, ev = rng.choice(T.ORGS), rng.choice(T.CITIES), rng.choice(T.EVENTS)
+    month, year, n = rng.choice(T.MONTHS), rng.randint(2015, 2024), rng.randint(12, 480)
     return (f"In {month} {year}, {org} based in {city} {ev}. According to its director, {a}, the change "
             f"took almost {rng.randint(2, 11)} months of planning and cost about {n} thousand dollars. "
             f"{b}, who joined the team in {year - rng.randint(1, 6)}, said the staff were proud of the result "
-            f"and hoped to expand the work to {rng.choice([c for c in CITIES if c != city])} next year.")
+            f"and hoped to expand the work to {rng.choice([c for c in T.CITIES if c != city])} next year.")
 
 
 def _paragraph_tasks(rng: random.Random, n: int) -> list[str]:
-    return [rng.choice(PARAGRAPH_T).format(p=_paragraph(rng)) for _ in range(n)]
+    return [rng.choice(T.PARAGRAPH_T).format(p=_paragraph(rng)) for _ in range(n)]
 
 
 def _fixed() -> list[Prompt]:
-    p = [Prompt("writing", f"Write {f.format(t=t)}.") for f, t in itertools.product(FORMS, TOPICS)]
-    p += [Prompt("writing", w.format(x=x)) for w, x in itertools.product(WRITING_TASKS, WRITING_FILL)]
+    p = [Prompt("writing", f"Write {f.format(t=t)}.") for f, t in itertools.product(T.FORMS, T.TOPICS)]
+    p += [Prompt("writing", w.format(x=x)) for w, x in itertools.product(T.WRITING_TASKS, T.WRITING_FILL)]
     p += [Prompt("roleplay", f"{frame.format(r=r)} {task}") for frame, r, task in
-          itertools.product(["Pretend you are {r}.", "You are {r}. Stay in character."], ROLES, ROLE_TASKS)]
-    p += [Prompt("stem", e.format(c=c)) for e, c in itertools.product(EXPLAIN, CONCEPTS)]
-    p += [Prompt("humanities", h.format(h=x)) for h, x in itertools.product(HUM_T, HUMANITIES)]
-    p += [Prompt("coding", c.format(l=lang, k=k)) for c, lang, k in itertools.product(CODE_T, LANGS, CODE_TASKS)]
-    p += [Prompt("coding", c) for c in CODE_MISC]
-    p += [Prompt("translation", f"Translate into {lang}: \"{s}\"") for lang, s in itertools.product(TARGET_LANGS, SENTENCES)]
-    p += [Prompt("advice", t.format(s=s[0].upper() + s[1:])) for t, s in itertools.product(ADVICE_T, SITUATIONS)]
+          itertools.product(["Pretend you are {r}.", "You are {r}. Stay in character."], T.ROLES, T.ROLE_TASKS)]
+    p += [Prompt("stem", e.format(c=c)) for e, c in itertools.product(T.EXPLAIN, T.CONCEPTS)]
+    p += [Prompt("humanities", h.format(h=x)) for h, x in itertools.product(T.HUM_T, T.HUMANITIES)]
+    p += [Prompt("coding", c.format(l=lang, k=k)) for c, lang, k in itertools.product(T.CODE_T, T.LANGS, T.CODE_TASKS)]
+    p += [Prompt("coding", c) for c in T.CODE_MISC]
+    p += [Prompt("translation", f"Translate into {lang}: \"{s}\"")
+          for lang, s in itertools.product(T.TARGET_LANGS, T.SENTENCES)]
+    p += [Prompt("advice", t.format(s=s[0].upper() + s[1:])) for t, s in itertools.product(T.ADVICE_T, T.SITUATIONS)]
     p += [Prompt("humanities" if i % 2 else "stem", t.format(a=a, b=b))
-          for i, (t, (a, b)) in enumerate(itertools.product(COMPARE_T, PAIRS))]
+          for i, (t, (a, b)) in enumerate(itertools.product(T.COMPARE_T, T.PAIRS))]
     return p
 
 
