@@ -58,7 +58,7 @@ $(NB_STAMP): $(STAMP)
 
 # One thread per kernel (the notebooks set it too); nice, so a shared machine stays usable.
 notebooks: $(NB_STAMP) fetch chromium
-	OMP_NUM_THREADS=1 nice -n 5 $(PY) -m workbench.lessons.notebooks refresh $(NOTEBOOKS)
+	OMP_NUM_THREADS=1 nice -n 5 $(PY) -m tools.notebooks refresh $(NOTEBOOKS)
 
 gpu-check:
 	$(PYTHON) -m workbench.bench gpu

@@ -272,7 +272,7 @@ def every_parser(parser: argparse.ArgumentParser):
 ENTRY_POINTS = ("workbench.cli", "workbench.bench.calibration", "workbench.bench.gpu", "experiments.kernel",
                 "experiments.linear_order", "workbench.bench.plain", "workbench.bench.suite", "workbench.bench.tune",
                 "workbench.train.__main__", "experiments.head_studies", "experiments.scaling", "experiments.gpu.recipe",
-                "workbench.lessons.notebooks", "experiments.app_latency", "app")
+                "tools.notebooks", "experiments.app_latency", "app")
 
 
 def entry_main(name: str):

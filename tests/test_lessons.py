@@ -25,7 +25,7 @@ from workbench.lessons.divergence import divergence, first_difference, top2_marg
 from workbench.lessons.machine import head_label, machine_label
 from workbench.lessons.settings import label, lesson_prompts, measure_settings
 from workbench.lessons.start import load_quietly
-from workbench.lessons.notebooks import out_of_sync, paired, read_script, sources
+from tools.notebooks import out_of_sync, paired, read_script, sources
 from workbench.lessons.tau import tau
 from workbench.lessons.timing import spread
 from workbench.models.draft import random_head
@@ -327,7 +327,7 @@ def test_any_numbered_script_is_paired_and_checked(tmp_path):
 
 
 def test_check_says_so_when_every_pair_is_in_step(tmp_path, monkeypatch, capsys):
-    from workbench.lessons import notebooks
+    from tools import notebooks
 
     (tmp_path / "09_new_lesson.py").write_text(SCRIPT)
     monkeypatch.setattr(notebooks, "NOTEBOOK_DIR", tmp_path)
@@ -339,7 +339,7 @@ def test_check_says_so_when_every_pair_is_in_step(tmp_path, monkeypatch, capsys)
 
 
 def test_notebooks_are_chosen_by_number_name_or_path():
-    from workbench.lessons.notebooks import _select
+    from tools.notebooks import _select
 
     first = sources()[0]
     assert _select([first.name[:2]])[0] == first

@@ -14,11 +14,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from workbench.lessons.notebooks import NOTEBOOK_DIR, execute, out_of_sync, paired, read_script, sources
+from tools.notebooks import NOTEBOOK_DIR, execute, out_of_sync, paired, read_script, sources
 
 SCRIPTS = sources()
 FIGURE = "application/vnd.plotly.v1+json"
-REFRESH = "run `make notebooks` (or `python -m workbench.lessons.notebooks refresh NN`)"
+REFRESH = "run `make notebooks` (or `python -m tools.notebooks refresh NN`)"
 # a folder of the machine that ran a notebook: its home, the checkout, a model cache
 MACHINE_PATH = re.compile("|".join(map(re.escape, {str(Path.home()), str(NOTEBOOK_DIR.parent), "/root/",
                                                    ".cache/workbench"})))

@@ -19,6 +19,5 @@ engine, these helpers and ``workbench/viz``, and renders what they return.
 ``tau.py``          τ from the recorded accept lengths (not biased by a cut last step)
 ``divergence.py``   where two greedy outputs part, and the target's top-2 margin there
 ``takeaways.py``    sentences computed from measured numbers: regime and bend, noise, trends
-``notebooks.py``    pair each ``notebooks/NN_*.py`` with its ``.ipynb``; execute, store outputs
 ==================  =========================================================================
 """

@@ -1,8 +1,8 @@
 """The notebooks are Jupytext percent scripts, ``notebooks/NN_name.py``, each paired with a stored
 ``notebooks/NN_name.ipynb`` that carries the outputs of its last run.
 
-    python -m workbench.lessons.notebooks refresh [NN ...]   # execute, store outputs + PNGs
-    python -m workbench.lessons.notebooks check              # is every pair in sync?
+    python -m tools.notebooks refresh [NN ...]   # execute, store outputs + PNGs
+    python -m tools.notebooks check              # is every pair in sync?
 
 Every ``NN_*.py`` in the folder is a notebook: a new one needs no registration. ``refresh`` runs
 each from a clean kernel started in ``notebooks/`` (as a reader's would), with
@@ -22,7 +22,7 @@ from pathlib import Path
 from workbench.errors import ArgumentParser
 from workbench.lessons.figures import IMAGES_ENV
 
-NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 SOURCE = re.compile(r"^\d\d_\w+\.py$")
 FORMATS = "ipynb,py:percent"
 CELL_TIMEOUT_S = 900
@@ -108,7 +108,7 @@ def _select(names: list[str]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ArgumentParser(prog="python -m workbench.lessons.notebooks", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="python -m tools.notebooks", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("refresh", "check"),
                         help="refresh: run each notebook and store it with its outputs; check: is each .ipynb "
                              "in step with its script")
