@@ -60,7 +60,7 @@ points = [{"method": st.spec.method, "label": name, "tau": st.tau, "speedup": st
            "low": st.speedup.low, "high": st.speedup.high}
           for name, st in settings.items() if st.spec.speculative]
 speedup_scatter(points, f"τ and speedup over plain decoding ({wb.dtype_name}, batch 1, {MAX_NEW_TOKENS} new tokens; "
-                        f"labels: method num_steps/topk/num_draft_tokens; median and range of {RUNS} runs)").show()
+                        f"labels: linear:S, eagle2:D/S/K as the bench reads them; median and range of {RUNS} runs)").show()
 
 # %%
 best, top_tau = spec_only.speedup.idxmax(), spec_only.tau.idxmax()
@@ -84,7 +84,7 @@ display(Markdown(
        "level within noise" if ahead else "") + f". Best chain: "
     f"{best_linear} ({spec_only.speedup[best_linear]:.2f}×); best tree: {best_tree} "
     f"({spec_only.speedup[best_tree]:.2f}×). " + why
-    + f"The chain linear 3/1/4 is notebook 6's chain of 3, on the same prompts and {MAX_NEW_TOKENS} new tokens "
+    + f"The chain linear:3 is notebook 6's chain of 3, on the same prompts and {MAX_NEW_TOKENS} new tokens "
       "(both measured by `measure_settings`): its τ is the same number there."))
 
 # %%

@@ -20,6 +20,7 @@ from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
 from workbench.lessons.tau import tau
 from workbench.lessons.timing import Spread, spread
+from workbench.metrics import tau as pooled_tau
 
 CATEGORIES = ("coding", "translation", "math_reasoning")
 MAX_NEW_TOKENS = 20
@@ -38,8 +39,9 @@ def lesson_prompts(wb, categories: tuple[str, ...] = CATEGORIES) -> dict[str, li
 
 
 def label(spec: SpecConfig) -> str:
-    """Short name: 'vanilla', or 'method num_steps/topk/num_draft_tokens'."""
-    return "vanilla" if not spec.speculative else f"{spec.method} {spec.num_steps}/{spec.topk}/{spec.num_draft_tokens}"
+    """The setting's name in the method grammar the bench reads: ``vanilla``, ``linear:S``,
+    ``eagle2:D/S/K`` (``SpecConfig.name``)."""
+    return spec.name
 
 
 @dataclass(frozen=True)
@@ -56,9 +58,8 @@ class Setting:
         return label(self.spec)
 
     def tau_of(self, category: str) -> float:
-        """τ on one prompt (1.0 for vanilla)."""
-        steps = self.accept_lengths[category]
-        return sum(steps) / len(steps) if steps else 1.0
+        """τ on one prompt (1.0 for vanilla: one token per target forward)."""
+        return pooled_tau(self.accept_lengths[category]) if self.spec.speculative else 1.0
 
 
 def measure_settings(wb, specs: list[SpecConfig], prompts: dict[str, list[int]], runs: int,
