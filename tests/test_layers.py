@@ -183,6 +183,30 @@ def test_train_and_app_stay_apart():
                 assert not [t for t in targets if unit_of(t) == other], mod
 
 
+BESIDE = ("experiments", "tools")  # above the package: they import it, never the reverse
+
+
+def imports_from_beside(root: Path) -> list[str]:
+    """Every import of ``experiments``/``tools`` by a module of the package at ``root``."""
+    found = []
+    for mod, path in modules(root).items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            elif isinstance(node, ast.Call) and (name := _literal_import(node)):
+                names = [name]
+            else:
+                names = []
+            found += [f"{mod} imports {n}" for n in names if n.split(".")[0] in BESIDE]
+    return found
+
+
+def test_the_package_never_imports_experiments_or_tools():
+    assert imports_from_beside(ROOT) == []
+
+
 def test_models_never_import_the_engine():
     graph = import_graph(ROOT)
     for mod, targets in graph.items():
@@ -231,3 +255,9 @@ def test_an_unknown_subpackage_fails_with_what_to_do(tmp_path):
                                     "viz/__init__.py": ""})
     with pytest.raises(KeyError, match=r"workbench/notebook .* add 'notebook' to LAYERS in tests/test_layers.py"):
         upward_imports(import_graph(root))
+
+
+def test_checker_finds_an_import_of_experiments(tmp_path):
+    root = _fake_package(tmp_path, {"bench/__init__.py": "",
+                                    "bench/run.py": "def f():\n    from experiments.kernel import main\n"})
+    assert imports_from_beside(root) == ["workbench.bench.run imports experiments.kernel"]
