@@ -372,7 +372,9 @@ def test_the_start_up_check_passes_when_replay_equals_eager(triton_pair, eager_g
 
     target, head = triton_pair
     check = check_graphs(target, head)
-    assert check.ok and check.error == 0.0 and check.message.startswith("CUDA graphs on cpu (replay equals eager")
+    # the same eager forward twice, once through the runner's padded static buffers: equal up to
+    # fp32 rounding (a loaded machine's CPU kernels may split a reduction differently), far under the tolerance
+    assert check.ok and check.error < 1e-5 and check.message.startswith("CUDA graphs on cpu (replay equals eager")
     assert capsys.readouterr().err == ""
 
 
