@@ -229,6 +229,13 @@ def test_app_launch_mistakes_are_one_line_before_anything_loads(tmp_path):
     ("workbench.train.__main__", ["evaluate", "--hot", "-1"], "--hot"),
     ("workbench.train.__main__", ["evaluate", "--questions", "/no/such/questions.jsonl"], "--questions"),
     ("workbench.train.__main__", ["generate", "--worker", "3/2", "--out", "/tmp/unused"], "--worker"),
+    ("workbench.train.__main__", ["generate", "--prompts", "/no/such/prompts.jsonl", "--out", "/tmp/unused"],
+     "--prompts"),
+    ("workbench.train.__main__", ["generate", "--prompts", str(ROOT / "README.md"), "--out", "/tmp/unused"],
+     "README.md:1"),
+    ("experiments.data_arms", ["material", "--data", "/no/such/dir", "--out", "/tmp/unused.jsonl"], "--data"),
+    ("experiments.data_arms", ["material", "--data", "/tmp", "--frac", "2", "--out", "/tmp/unused.jsonl"], "--frac"),
+    ("experiments.data_arms", ["words", "--out", "/no/such/folder/words.jsonl"], "--out"),
     ("experiments.head_studies", ["trees", "--ceiling", "--early-exit", "x"], "--early-exit"),
     ("experiments.head_studies", ["agreement", "--mt-bench", "--coverage", "0"], "--coverage"),
     ("experiments.scaling", ["--shards", "/tmp", "--points", "x"], "--points"),
@@ -272,7 +279,7 @@ def every_parser(parser: argparse.ArgumentParser):
 ENTRY_POINTS = ("workbench.cli", "workbench.bench.calibration", "workbench.bench.gpu", "experiments.kernel",
                 "experiments.linear_order", "workbench.bench.plain", "workbench.bench.suite", "workbench.bench.tune",
                 "workbench.train.__main__", "experiments.head_studies", "experiments.scaling", "experiments.gpu.recipe",
-                "tools.notebooks", "experiments.app_latency", "app")
+                "tools.notebooks", "experiments.app_latency", "experiments.data_arms", "app")
 
 
 def entry_main(name: str):

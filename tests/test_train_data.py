@@ -1,9 +1,11 @@
-"""Self-distillation data at scale: the prompt set is big, distinct and not Spec-Bench; the
-generator's shards are the target's own decoding, resumable and deterministic; features are
-recomputed from the ids and the held-out split is by prompt."""
+"""Self-distillation data at scale: the prompt set is big, distinct and not Spec-Bench; a user's
+own prompts file is read line by line, with one clear message for a bad line; the generator's
+shards are the target's own decoding, resumable and deterministic; features are recomputed from
+the ids and the held-out split is by prompt."""
 
 import hashlib
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -13,10 +15,10 @@ from workbench.bench.specbench import DATA_FILE as SPEC_BENCH
 from workbench.attention.batch import extend_batch
 from workbench.models.loading import load_target
 from workbench.testing.tiny import make_tiny_checkpoint
-from workbench.train.generate import Chat, GenConfig, data_identity, decode_batch, parse_worker, run, shard_seed
+from workbench.train.generate import (DEFAULT_OUT, Chat, GenConfig, data_identity, decode_batch, parse_worker,
+                                      prompts_for, run)
+from workbench.train.prompt_set import GENERAL, Prompt, build_prompt_set, followup, read_prompts
 from workbench.train.shards import feature_path, shard_path
-from workbench.train.prompt_set import (MATERIAL_TASKS, WORD_TEMPLATES, build_prompt_set, build_word_prompt_set,
-                                        followup, material_prompt, vocabulary_words)
 
 
 def test_prompt_set_is_large_distinct_and_deterministic():
@@ -39,21 +41,15 @@ def digest(prompts) -> str:
 # these lists, so an edit that reorders or changes a prompt would silently change what a shard means.
 TEMPLATE_SET_DIGESTS = {0: (10_772, "01dbbe502a9f2899dce0f12ff36a726a10e30b2d57aa046e47c527456003f821"),
                         1: (10_753, "905aa16f3e26d4cb24bc04558a6cfcfbf76c147e566c4abbae9a391bc8d8cb59")}
-WORD_SET_DIGEST = "743702ec1455fed9b837bb6556d587a045664958def19893bee7a725e604faf0"
-SMOLLM2_WORD_SET_DIGEST = (11_775, "c9ed25c155386fecd55a37595b289e1d8f3eabaa8432323230063726d572ca56")
 
 
 def test_prompt_sets_are_the_ones_the_data_was_made_from():
     for seed, (n, want) in TEMPLATE_SET_DIGESTS.items():
         prompts = build_prompt_set(seed)
         assert (len(prompts), digest(prompts)) == (n, want), seed
-    words = ["apple", "banana", "cherry", "delta", "echo", "foxtrot", "garden", "harbour"]
-    assert digest(build_word_prompt_set(words, 0)) == WORD_SET_DIGEST
 
 
 def test_followups_fit_the_prompt_kind():
-    import random
-
     rng = random.Random(0)
     code = next(p for p in build_prompt_set(0) if p.kind == "coding")
     asks = {followup(code, rng) for _ in range(200)}
@@ -71,37 +67,6 @@ def test_no_prompt_of_the_set_is_a_spec_bench_question():
     for p in build_prompt_set(0):
         t = norm(p.text)
         assert t[:60] not in heads and t not in bench, p.text
-
-
-def test_word_prompt_set_takes_whole_words_of_the_vocabulary_one_prompt_each():
-    vocab = ["Ġvolcano", "Ġtelescope", "Ġquickly", "Ġwalked", "Ġsinging", "Ġcat", "volcano", "ĠParis",
-             "Ġcafeteria", "Ġcafé", "Ġtele2", "Ġvolcano"]
-    assert vocabulary_words(vocab) == ["cafeteria", "telescope", "volcano"]
-    words = [f"topic{chr(97 + i % 26)}{chr(97 + i // 26)}" for i in range(400)]
-    a = build_word_prompt_set(words, 0)
-    assert len(a) == 400 and len({p.text for p in a}) == 400
-    assert sorted(next(w for w in words if w in p.text.split(" ") or w + "?" in p.text or w + "." in p.text
-                       or w + "," in p.text) for p in a) == sorted(words)  # each word is the topic of one prompt
-    assert a == build_word_prompt_set(list(reversed(words)), 0) and build_word_prompt_set(words, 0, 50) == a[:50]
-    assert build_word_prompt_set(words, 1) != a
-    assert {p.kind for p in a} == {k for k, _ in WORD_TEMPLATES}  # 400 draws reach every template
-    with pytest.raises(ValueError, match="n must be"):
-        build_word_prompt_set(words, 0, 0)
-    with pytest.raises(ValueError, match="no words"):
-        build_word_prompt_set([], 0)
-
-
-@pytest.mark.skipif(not SPEC_BENCH.exists(), reason="Spec-Bench questions not present")
-def test_no_word_prompt_is_a_spec_bench_question(smollm2_dir):
-    from transformers import AutoTokenizer
-
-    words = vocabulary_words(AutoTokenizer.from_pretrained(smollm2_dir).get_vocab())
-    assert len(words) >= 10_000
-    bench = {" ".join(json.loads(line)["turns"][0].lower().split())
-             for line in SPEC_BENCH.read_text().splitlines() if line.strip()}
-    prompts = build_word_prompt_set(words, 0)
-    assert not {" ".join(p.text.lower().split()) for p in prompts} & bench
-    assert (len(prompts), digest(prompts)) == SMOLLM2_WORD_SET_DIGEST  # the words arm's prompts
 
 
 class FakeChat(Chat):
@@ -191,103 +156,95 @@ def test_workers_split_the_shards_and_together_make_the_same_data(tiny_target, t
                 torch.testing.assert_close(a[k], b[k])
 
 
-class WordChat(FakeChat):
-    """FakeChat with a tokenizer whose vocabulary has 26 whole words."""
-
-    class Vocab:
-        def get_vocab(self):
-            return {f"Ġword{chr(97 + i)}x": i for i in range(26)}
-
-    def __init__(self):
-        super().__init__()
-        self.tokenizer = self.Vocab()
-
-
-def test_first_shard_and_the_word_prompt_set(tiny_target, tmp_path):
-    lines = []
-    t = run(small_config(tmp_path, first_shard=1), tiny_target, FakeChat(), STOP, log=lambda m, **k: lines.append(m))
+def test_first_shard_makes_only_the_shards_from_it_on(tiny_target, tmp_path):
+    t = run(small_config(tmp_path, first_shard=1), tiny_target, FakeChat(), STOP, log=lambda *a, **k: None)
     assert t["shards"] == 2 and not shard_path(tmp_path, 0).exists() and shard_path(tmp_path, 2).exists()
-    cfg = small_config(tmp_path / "words", prompt_set="words", num_prompts=None, shard_size=8, samples=0)
-    lines.clear()
-    t = run(cfg, tiny_target, WordChat(), STOP, log=lambda m, **k: lines.append(m))
-    assert t["shards"] == 4 and lines[0].startswith("26 prompts in 4 shards of 8")
-    sh = read(shard_path(tmp_path / "words", 0))
-    first = build_word_prompt_set(vocabulary_words(WordChat.Vocab().get_vocab()), 0)[0]
-    assert sh["tokens"][: sh["prompt_lens"][0]].tolist() == FakeChat().encode([{"role": "user", "content": first.text}])
-    with pytest.raises(ValueError, match="other settings"):  # a template-set run cannot resume a word-set directory
-        run(small_config(tmp_path / "words", num_prompts=None, shard_size=8, samples=0), tiny_target, WordChat(), STOP)
 
 
-class WholeChat(FakeChat):
-    """FakeChat that keeps every character of a turn (a material turn is long)."""
-
-    def encode(self, messages):
-        ids = [1]
-        for m in messages:
-            ids += [3 + ord(c) % 60 for c in m["content"]] + [1]
-        return ids
+def write_lines(path: Path, rows: list) -> Path:
+    """A prompts file: each row a JSON object on its own line, or a raw line as given."""
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
+    return path
 
 
-def test_material_rows_hand_the_greedy_answer_back_with_a_task(tiny_target, tmp_path):
-    import random
-
-    cfg = small_config(tmp_path, samples=0, followup_frac=0.0, material_frac=1.0)
-    t = run(cfg, tiny_target, WholeChat(), STOP, log=lambda *a, **k: None)
-    prompts, chat = build_prompt_set(0, 6), WholeChat()
-    made = made_tokens = 0
-    for i in range(3):
-        sh = read(shard_path(tmp_path, i))
-        starts, plens = sh["starts"].tolist(), sh["prompt_lens"].tolist()
-        seqs = [sh["tokens"][a:b].tolist() for a, b in zip(starts, starts[1:])]
-        material = sh["material"].tolist()
-        assert material[:2] == [0, 0] and sh["turn"].tolist() == [1] * len(seqs)  # a new first turn, not a follow-up
-        greedy = [q[p:] for q, p in zip(seqs[:2], plens[:2])]
-        rng = random.Random(f"material {shard_seed(cfg, i, 0)}")  # the generator's own stream, replayed
-        want = []
-        for j, g in enumerate(greedy):
-            rng.random()
-            if g[-1] in STOP:
-                want.append((2 * i + j, chat.encode([{"role": "user", "content":
-                                                      material_prompt(prompts[2 * i + j], chat.decode(g), rng)}])))
-        rows = [k for k, m in enumerate(material) if m]
-        assert [int(sh["prompt_index"][k]) for k in rows] == [w[0] for w in want]
-        assert [seqs[k][: plens[k]] for k in rows] == [w[1] for w in want]
-        answers = decode_batch(tiny_target, [w[1] for w in want], 0.0, 0, 6, STOP) if want else []
-        assert [seqs[k][plens[k]:] for k in rows] == answers  # the target's greedy reply to the material turn
-        for k in rows:  # the context holds the answer it hands back
-            text = chat.encode([{"role": "user", "content": chat.decode(greedy[int(sh["prompt_index"][k]) - 2 * i])}])
-            inner = text[1:-1]
-            assert any(seqs[k][s : s + len(inner)] == inner for s in range(plens[k]))
-        made += len(rows)
-        made_tokens += sum(len(seqs[k]) - plens[k] for k in rows)
-    assert made > 0 and (t["material_sequences"], t["material_response_tokens"]) == (made, made_tokens)
-    # without --material-frac nothing changes: no material rows, and old directories' identity holds
-    plain = small_config(tmp_path / "plain", samples=0, followup_frac=0.0)
-    t = run(plain, tiny_target, WholeChat(), STOP, log=lambda *a, **k: None)
-    assert read(shard_path(tmp_path / "plain", 0))["material"].tolist() == [0, 0] and t["material_sequences"] == 0
-    assert "material_frac" not in data_identity(plain, prompts) and data_identity(cfg, prompts)["material_frac"] == 1.0
-    with pytest.raises(ValueError, match="other settings"):
-        run(small_config(tmp_path / "plain", samples=0, followup_frac=0.0, material_frac=0.5), tiny_target,
-            WholeChat(), STOP)
-
-
-def test_material_prompts_carry_the_text_and_a_task_of_the_kind():
-    import random
-
-    p = build_prompt_set(0, 200)
-    code = next(q for q in p if q.kind == "coding")
+def test_a_prompts_file_is_read_in_its_order_with_optional_kinds(tmp_path):
+    rows = [{"text": "Write a haiku about rain.", "kind": "writing"}, "", {"text": "Why is the sea salty?", "id": 7},
+            {"text": "Sort a list in Go."}]
+    path = write_lines(tmp_path / "p.jsonl", rows)
+    assert read_prompts(path) == [Prompt("writing", "Write a haiku about rain."),
+                                  Prompt(GENERAL, "Why is the sea salty?"), Prompt(GENERAL, "Sort a list in Go.")]
+    cfg = GenConfig(out=tmp_path, prompts_file=path, num_prompts=2)
+    assert prompts_for(cfg) == read_prompts(path)[:2]
+    assert prompts_for(GenConfig(out=tmp_path, num_prompts=5)) == build_prompt_set(0, 5)  # no file: the template set
     rng = random.Random(0)
-    texts = [material_prompt(code, "  def f(x):\n    return x + 1\n", rng) for _ in range(60)]
-    assert all("def f(x):\n    return x + 1" in t for t in texts)
-    tasks = MATERIAL_TASKS["any"] + MATERIAL_TASKS["coding"]
-    assert all(any(task in t for task in tasks) for t in texts)
-    assert any(task in t for t in texts for task in MATERIAL_TASKS["coding"])  # the kind's own tasks are drawn
-    assert not any(task in t for t in texts for task in MATERIAL_TASKS["math"])
+    asks = {followup(Prompt(GENERAL, "x"), rng) for _ in range(100)}
+    assert "Explain that more simply." in asks and "Add comments to the code." not in asks
+
+
+@pytest.mark.parametrize("rows, says", [
+    ([{"text": "fine"}, "{not json"], ":2: not JSON"),
+    ([{"prompt": "the other command's key"}], ':1: expected an object with a non-empty "text" string'),
+    ([{"text": "  "}], ":1: expected"),
+    ([{"text": "fine"}, {"text": "fine", "kind": 3}], ':2: expected an object with a non-empty "text" string and '
+                                                      'an optional "kind" string'),
+    (['["a list"]'], ":1: expected"),
+    (["", "  "], ": no prompts"),
+])
+def test_a_bad_prompts_file_is_one_message_naming_the_line(tmp_path, rows, says):
+    path = write_lines(tmp_path / "bad.jsonl", rows)
+    with pytest.raises(ValueError) as err:
+        prompts_for(GenConfig(out=tmp_path, prompts_file=path))
+    assert str(err.value).startswith(f"--prompts {path}") and says in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="No such file"):
+        prompts_for(GenConfig(out=tmp_path, prompts_file=tmp_path / "missing.jsonl"))
+
+
+def test_generate_cli_refuses_a_bad_prompts_file_before_the_model_loads(tmp_path, monkeypatch, capsys):
+    from workbench.train.__main__ import main
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was looked up, though the file's mistake could be seen before")
+
+    monkeypatch.setattr("workbench.store.resolve_target", refuse)  # the first step towards loading it
+    path = write_lines(tmp_path / "bad.jsonl", [{"text": "fine"}, {"text": "fine"}, {"txt": "typo"}])
+    assert main(["generate", "--prompts", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: --prompts {path}:3: expected an object")
+    assert main(["generate", "--num-prompts", "0", "--out", str(tmp_path / "out")]) == 2
+    assert "error: --num-prompts must be >= 1" in capsys.readouterr().err
+
+
+def test_generate_decodes_a_prompts_file_and_resumes_only_with_the_same_prompts(tiny_target, tmp_path):
+    rows = [{"text": f"Tell me about topic {i}.", "kind": "stem" if i % 2 else "writing"} for i in range(5)]
+    path = write_lines(tmp_path / "mine.jsonl", rows)
+    cfg = small_config(tmp_path / "data", prompts_file=path, num_prompts=None, samples=0)
+    lines = []
+    t = run(cfg, tiny_target, FakeChat(), STOP, log=lambda m, **k: lines.append(m))
+    assert t["shards"] == 3 and lines[0].startswith("5 prompts in 3 shards of 2")
+    for i in range(3):  # shard i holds lines [2i, 2i + 2) of the file, in its order
+        sh = read(shard_path(tmp_path / "data", i))
+        want = [FakeChat().encode([{"role": "user", "content": r["text"]}]) for r in rows[2 * i : 2 * i + 2]]
+        starts, plens = sh["starts"].tolist(), sh["prompt_lens"].tolist()
+        assert [sh["tokens"][starts[k] : starts[k] + plens[k]].tolist() for k in range(len(want))] == want
+        assert sh["prompt_index"].tolist()[: len(want)] == list(range(2 * i, 2 * i + len(want)))
+    moved = write_lines(tmp_path / "moved.jsonl", rows)  # the same prompts from another path: the same data
+    assert run(small_config(tmp_path / "data", prompts_file=moved, num_prompts=None, samples=0), tiny_target,
+               FakeChat(), STOP, log=lambda *a, **k: None)["shards"] == 3
+    other = write_lines(tmp_path / "other.jsonl", rows[:4] + [{"text": "Something else."}])
+    for refused in (small_config(tmp_path / "data", prompts_file=other, num_prompts=None, samples=0),
+                    small_config(tmp_path / "data", num_prompts=5, samples=0)):  # another file, the template set
+        with pytest.raises(ValueError, match="other settings"):
+            run(refused, tiny_target, FakeChat(), STOP)
+    run(small_config(tmp_path / "templates", samples=0), tiny_target, FakeChat(), STOP, log=lambda *a, **k: None)
+    with pytest.raises(ValueError, match="other settings"):  # nor the file into a template-set directory
+        run(small_config(tmp_path / "templates", prompts_file=path, num_prompts=None, samples=0), tiny_target,
+            FakeChat(), STOP)
+    assert data_identity(cfg, read_prompts(path)) == data_identity(cfg, read_prompts(moved))
 
 
 def test_generator_rejects_bad_settings(tmp_path):
-    with pytest.raises(ValueError, match="material-frac"):
-        GenConfig(out=tmp_path, material_frac=-0.1)
+    with pytest.raises(ValueError, match="num-prompts"):
+        GenConfig(out=tmp_path, num_prompts=0)
     with pytest.raises(ValueError, match="followup-frac"):
         GenConfig(out=tmp_path, followup_frac=1.5)
     with pytest.raises(ValueError, match="temperatures"):
@@ -296,8 +253,6 @@ def test_generator_rejects_bad_settings(tmp_path):
         GenConfig(out=tmp_path, dtype="fp16")
     with pytest.raises(ValueError, match="0 <= K < N"):
         GenConfig(out=tmp_path, worker=(2, 2))
-    with pytest.raises(ValueError, match="prompt-set"):
-        GenConfig(out=tmp_path, prompt_set="wiki")
     with pytest.raises(ValueError, match="first-shard"):
         GenConfig(out=tmp_path, first_shard=-1)
     with pytest.raises(ValueError, match="K/N"):
@@ -344,6 +299,24 @@ def test_features_are_the_targets_prefill_and_held_out_is_by_prompt(tiny_target,
         torch.testing.assert_close(a.features[:-1].float(), b.features[:-1].float(), rtol=2e-3, atol=2e-3)
     few, _ = load_sequences(tmp_path, tiny_target, max_response_tokens=1, val_every=3)
     assert 0 < len(few) < len(train)
+
+
+def test_training_reads_several_data_directories_in_turn(tiny_target, tmp_path):
+    """``train --shards A B``: the template set's data and a prompts file's, each with its own held-out prompts."""
+    from workbench.train.__main__ import load_sequences, parse_args
+
+    mine = write_lines(tmp_path / "mine.jsonl", [{"text": f"Tell me about topic {i}."} for i in range(4)])
+    a, b = tmp_path / "a", tmp_path / "b"
+    run(small_config(a, num_prompts=4), tiny_target, FakeChat(), (95,), log=lambda *k, **kw: None)
+    run(small_config(b, prompts_file=mine, num_prompts=None), tiny_target, FakeChat(), (95,), log=lambda *k, **kw: None)
+
+    def tokens(argv):
+        train, val = load_sequences(parse_args(["train", "--val-every", "3", "--shards", *map(str, argv)]), tiny_target)
+        return [s.tokens.tolist() for s in train], [s.tokens.tolist() for s in val]
+
+    (train_a, val_a), (train_b, val_b) = tokens([a]), tokens([b])
+    assert tokens([a, b]) == (train_a + train_b, val_a + val_b) and len(val_b) == 2  # prompts 0 and 3 of each
+    assert parse_args(["train"]).shards == [DEFAULT_OUT]
 
 
 def test_val_positions_caps_the_held_out_conversations_training_validates_on(tiny_target, tmp_path, capsys):

@@ -372,7 +372,7 @@ def run(args: argparse.Namespace) -> dict:
            "--dtype", args.gen_dtype, "--attention", "padded", "--shard-size", str(args.shard_size),
            "--samples", str(args.samples), "--max-new", str(args.max_new)]
     if args.dry_run:
-        gen += ["--prompts", "8", "--followup-frac", "0", "--threads", "2"]
+        gen += ["--num-prompts", "8", "--followup-frac", "0", "--threads", "2"]
     deadline = time.time() + 60 * args.gen_minutes
     for first in (args.first_shard, 0):  # the unseen prompts first, then the rest while time is left
         left = (deadline - time.time()) / 60

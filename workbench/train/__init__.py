@@ -1,7 +1,7 @@
 """Training the EAGLE-2 draft head by self-distillation: ``python -m workbench.train
 generate|train|export|evaluate``.
 
-``prompt_set``        the training prompts (templates x topics, one per vocabulary word; never benchmark questions)
+``prompt_set``        the training prompts: templates x topics (never benchmark questions), or a user's prompts file
 ``prompt_templates``  loads the templates and topics the template set is built from (``workbench/data/prompt_templates.json``)
 ``generate``          the target's own answers to them, token shards + its post-norm features
 ``shards``            the data directory: shard files, features beside them, totals, the settings that made them

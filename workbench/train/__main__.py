@@ -11,13 +11,14 @@ exported and measured. One pipeline, four steps:
     python -m workbench.train evaluate --head DIR --held-out ~/.cache/workbench/train-data-v2
 
 ``generate`` writes token shards and the target's features (``generate.py``). ``train`` and
-``export`` read them from ``--shards`` (features recomputed once and cached in DIR/features where
-missing; every ``--val-every``-th prompt held out). ``train`` writes <out>/ckpt.pt every
---ckpt-every steps (--resume continues the same run; --init starts a new run from another
-checkpoint's or an exported head's weights; with --head-layers above the layers it holds, the
-head grows: each new layer starts as the identity) and exports the head when it stops; ``export``
-writes the checkpoint's head again (config.json + fp16 model.safetensors + hot_tokens.json into
---export). ``evaluate`` measures heads (``evaluate.py``).
+``export`` read them from ``--shards`` (one directory or several, read in turn; features
+recomputed once and cached in DIR/features where missing; every ``--val-every``-th prompt of each
+held out). ``train`` writes <out>/ckpt.pt every --ckpt-every steps (--resume continues the same
+run; --init starts a new run from another checkpoint's or an exported head's weights; with
+--head-layers above the layers it holds, the head grows: each new layer starts as the identity)
+and exports the head when it stops; ``export`` writes the checkpoint's head again (config.json +
+fp16 model.safetensors + hot_tokens.json into --export). ``evaluate`` measures heads
+(``evaluate.py``).
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ def add_data_args(ap, train: bool) -> None:
                     help="work directory (ckpt.pt, log.jsonl)")
     ap.add_argument("--target", default=None, help="target model directory (default: SmolLM2-135M-Instruct)")
     ap.add_argument("--export", type=Path, default=default_draft_dir(), help="where the trained head goes")
-    ap.add_argument("--shards", type=Path, default=generate.DEFAULT_OUT, help="the data: a generate --out directory")
+    ap.add_argument("--shards", type=Path, nargs="+", default=[generate.DEFAULT_OUT], metavar="DIR",
+                    help="the data: generate --out directories, read in turn (e.g. the template set's and "
+                         "one made from your --prompts file)")
     ap.add_argument("--max-response-tokens", type=int, default=None,
                     help="use the shards up to this many training response tokens (default: all)")
     ap.add_argument("--val-every", type=int, default=50, help="hold out every N-th prompt")
@@ -89,13 +92,14 @@ def first_positions(seqs: list, positions: int) -> list:
 
 
 def load_sequences(args, target, capture: tuple[int, ...] = ()) -> tuple[list, list]:
-    """(training, held-out) sequences of ``--shards``."""
+    """(training, held-out) sequences of the ``--shards`` directories."""
     from workbench.train import features
 
     train, val = features.load_sequences(args.shards, target, args.max_response_tokens, args.val_every, log=print,
                                          capture=capture)
     if not train or not val:
-        raise UserError(f"{args.shards}: too little data for a training and a held-out set")
+        raise UserError(f"--shards {' '.join(map(str, args.shards))}: too little data for a training and a "
+                        f"held-out set")
     return train, val
 
 
@@ -103,8 +107,9 @@ def check_data_args(args) -> Path:
     """The target's directory; a missing ``--shards`` or ``--target`` as one ``error:`` line."""
     from workbench import store
 
-    if not args.shards.is_dir():
-        raise UserError(f"--shards {args.shards}: no such directory (python -m workbench.train generate makes it)")
+    for data in args.shards:
+        if not data.is_dir():
+            raise UserError(f"--shards {data}: no such directory (python -m workbench.train generate makes it)")
     target_dir = store.resolve_target(args.target)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -96,14 +96,15 @@ def is_held_out(prompt_index: int, val_every: int) -> bool:
     return val_every > 0 and prompt_index % val_every == 0
 
 
-def load_sequences(data: Path, target, max_response_tokens: int | None = None, val_every: int = 50,
+def load_sequences(data: Path | list[Path], target, max_response_tokens: int | None = None, val_every: int = 50,
                    cache: bool = True, log=None, capture: tuple[int, ...] = ()) -> tuple[list[Sequence], list[Sequence]]:
-    """(train, held-out) sequences from the shards in order, until the training side holds
-    ``max_response_tokens`` response tokens (None = all shards). Every ``val_every``-th prompt
-    is held out (its greedy first answer is kept for validation). ``capture``: each sequence
-    also carries the residual streams after those target layers (``Sequence.aux``)."""
+    """(train, held-out) sequences from the shards in order (of each directory of ``data`` in
+    turn), until the training side holds ``max_response_tokens`` response tokens (None = all
+    shards). Every ``val_every``-th prompt of each directory is held out (its greedy first answer
+    is kept for validation). ``capture``: each sequence also carries the residual streams after
+    those target layers (``Sequence.aux``)."""
     train, val, seen = [], [], 0
-    for path in shard_files(data):
+    for path in [f for d in ([data] if isinstance(data, Path) else data) for f in shard_files(d)]:
         if max_response_tokens is not None and seen >= max_response_tokens:
             break
         shard, feats, aux = load_shard(path, target, cache, capture)

@@ -1,17 +1,16 @@
-"""Self-distillation data at scale: the target's own answers to the large prompt set and its
-features, sharded and resumable.
+"""Self-distillation data at scale: the target's own answers to the large prompt set (or to your
+own prompts) and its features, sharded and resumable.
 
     OMP_NUM_THREADS=1 nice -n 19 python -m workbench.train generate --threads 1   # into ~/.cache/workbench/train-data-v2
     python -m workbench.train generate --out DIR --shard-size 48 --samples 2 --max-new 512
     python -m workbench.train generate --status                      # totals only, generates nothing
     python -m workbench.train generate --threads 1 --worker 0/2 & python -m workbench.train generate --threads 1 --worker 1/2
     python -m workbench.train generate --first-shard 138             # only shards 138.. (ones a head has not seen)
-    python -m workbench.train generate --prompt-set words --out ~/.cache/workbench/train-data-words
-    python -m workbench.train generate --material-frac 0.5 --out ~/.cache/workbench/train-data-material
+    python -m workbench.train generate --prompts my_prompts.jsonl --out ~/.cache/workbench/my-data
 
 Shard i holds prompts ``[i*G, (i+1)*G)`` of ``build_prompt_set(seed)`` (G = ``--shard-size``), or
-with ``--prompt-set words`` of ``build_word_prompt_set``: one prompt per whole word of the
-target's vocabulary, about 11,800 topics where the template set has a few hundred.
+with ``--prompts FILE`` of the file's prompts in its order (one JSON object a line,
+``{"text": ..., "kind": ...}``, ``prompt_set.read_prompts``).
 For each of them the target, decoding them as one batch with the engine's plain (vanilla) batched
 decoding through the chat template, writes:
 
@@ -19,11 +18,7 @@ decoding through the chat template, writes:
 - ``--samples`` sampled answers at a temperature from ``--temperatures`` (rotating), which put
   the target's less likely continuations into the data (the head sees more of p than its argmax);
 - for a ``--followup-frac`` share of the prompts, a second user turn built on the greedy answer
-  ("Explain that more simply.", "Add comments to the code.", ...) and the greedy reply to it;
-- for a ``--material-frac`` share of the prompts (0 unless asked), a new first user turn that
-  hands the finished greedy answer back as material with a task on it ("Extract every name ... as
-  JSON", "Edit the following text ...", "Review the following answer's code ..."), and the greedy
-  reply, which copies, condenses or rewrites text of its own prompt as MT-bench's answers do.
+  ("Explain that more simply.", "Add comments to the code.", ...) and the greedy reply to it.
 
 The shards and the features beside them are laid out as ``shards.py`` says. Every sampled answer
 has its own seed (shard, pass), so a regenerated shard is identical (with the same dtype and
@@ -47,21 +42,19 @@ from workbench.attention import BACKENDS
 from workbench.device import default_device
 from workbench.errors import UserError
 from workbench.models.chat import chat_ids
-from workbench.train.prompt_set import (Prompt, build_prompt_set, build_word_prompt_set, followup, material_prompt,
-                                        vocabulary_words)
+from workbench.train.prompt_set import Prompt, build_prompt_set, followup, read_prompts
 from workbench.train.shards import (FORMAT, check_same_data, feature_path, response_tokens, save_atomic, shard_path,
                                     totals)
 
 DEFAULT_OUT = Path.home() / ".cache" / "workbench" / "train-data-v2"
-PROMPT_SETS = ("templates", "words")
-MATERIAL_MAX_TOKENS = 320  # longer answers are not handed back (the reply would start past 350 context tokens)
 
 
 @dataclass(frozen=True)
 class GenConfig:
     out: Path = DEFAULT_OUT
-    seed: int = 0  # prompt-set order and sampling seeds
+    seed: int = 0  # the template set's order and the sampling seeds
     num_prompts: int | None = None  # None = the whole prompt set
+    prompts_file: Path | None = None  # a JSON-lines file of the user's prompts (None = the template set)
     shard_size: int = 48  # prompts per shard = batch of one decoding pass
     samples: int = 1  # sampled answers per prompt beside the greedy one
     temperatures: tuple[float, ...] = (0.7, 0.85, 1.0)
@@ -72,9 +65,7 @@ class GenConfig:
     features: bool = True  # record the target's features while decoding (features/feat_NNNNN.safetensors)
     dtype: str = "fp32"  # the target's weights while decoding (bf16: ~1.7x faster on a CPU with AVX-512 BF16)
     worker: tuple[int, int] = (0, 1)  # (k, n): this process makes the shards i with i % n == k
-    prompt_set: str = "templates"  # templates (build_prompt_set) or words (build_word_prompt_set)
     first_shard: int = 0  # make only the shards i >= first_shard
-    material_frac: float = 0.0  # share of prompts whose greedy answer comes back as material in a new first turn
     minutes: float | None = None  # start no new shard after this long (None = no limit)
 
     def __post_init__(self) -> None:
@@ -82,14 +73,12 @@ class GenConfig:
             raise ValueError("--shard-size and --max-new must be >= 1 and --samples >= 0")
         if not 0.0 <= self.followup_frac <= 1.0:
             raise ValueError(f"--followup-frac must be in [0, 1], got {self.followup_frac}")
-        if not 0.0 <= self.material_frac <= 1.0:
-            raise ValueError(f"--material-frac must be in [0, 1], got {self.material_frac}")
+        if self.num_prompts is not None and self.num_prompts < 1:
+            raise ValueError(f"--num-prompts must be >= 1, got {self.num_prompts}")
         if self.samples and (not self.temperatures or any(not 0.0 < t <= 2.0 for t in self.temperatures)):
             raise ValueError(f"--temperatures must be in (0, 2], got {self.temperatures}")
         if self.dtype not in ("fp32", "bf16"):
             raise ValueError(f"--dtype must be fp32 or bf16, got {self.dtype!r}")
-        if self.prompt_set not in PROMPT_SETS:
-            raise ValueError(f"--prompt-set must be one of {', '.join(PROMPT_SETS)}, got {self.prompt_set!r}")
         if self.minutes is not None and self.minutes <= 0:
             raise ValueError(f"--minutes must be > 0, got {self.minutes:g}")
         if self.first_shard < 0:
@@ -148,12 +137,16 @@ def decode_batch(target, contexts: list[list[int]], temperature: float, seed: in
     return [r.output_ids for r in reqs], [torch.cat(f) for f in feats]
 
 
-def prompts_for(cfg: GenConfig, chat: Chat) -> list[Prompt]:
-    """The prompt set ``cfg.prompt_set`` names: the template set, or one prompt per word of the
-    target's vocabulary."""
-    if cfg.prompt_set == "words":
-        return build_word_prompt_set(vocabulary_words(chat.tokenizer.get_vocab()), cfg.seed, cfg.num_prompts)
-    return build_prompt_set(cfg.seed, cfg.num_prompts)
+def prompts_for(cfg: GenConfig) -> list[Prompt]:
+    """The first ``cfg.num_prompts`` prompts (all with None) of ``cfg.prompts_file``, in its
+    order, or of the template set, shuffled by ``cfg.seed``; a bad file is a ``ValueError``
+    naming ``--prompts`` and the line."""
+    if cfg.prompts_file is None:
+        return build_prompt_set(cfg.seed, cfg.num_prompts)
+    try:
+        return read_prompts(cfg.prompts_file)[: cfg.num_prompts]
+    except ValueError as err:
+        raise ValueError(f"--prompts {err}") from None
 
 
 def shard_seed(cfg: GenConfig, shard: int, what: int) -> int:
@@ -178,15 +171,15 @@ def make_shard(target, chat: Chat, stop_ids: tuple[int, ...], prompts: list[Prom
                 f"{n / (time.time() - t0):.1f} tok/s", flush=True)
         return answers
 
-    rows = []  # (context ids, answer ids, prompt index, temperature, turn, material)
+    rows = []  # (context ids, answer ids, prompt index, temperature, turn)
     kept = []  # each sequence's features [T, H], in the order of rows
     contexts = [chat.encode([{"role": "user", "content": p.text}]) for p in prompts]
     greedy = decode(contexts, 0.0, 0, "greedy")
-    rows += [(c, a, first + j, 0.0, 1, 0) for j, (c, a) in enumerate(zip(contexts, greedy))]
+    rows += [(c, a, first + j, 0.0, 1) for j, (c, a) in enumerate(zip(contexts, greedy))]
     for s in range(cfg.samples):
         temp = cfg.temperatures[(shard + s) % len(cfg.temperatures)]
         answers = decode(contexts, temp, shard_seed(cfg, shard, 1 + s), f"sampled at T={temp}")
-        rows += [(c, a, first + j, temp, 1, 0) for j, (c, a) in enumerate(zip(contexts, answers))]
+        rows += [(c, a, first + j, temp, 1) for j, (c, a) in enumerate(zip(contexts, answers))]
     rng = random.Random(shard_seed(cfg, shard, 0))
     follow, idx = [], []
     for j, (p, a) in enumerate(zip(prompts, greedy)):
@@ -198,19 +191,7 @@ def make_shard(target, chat: Chat, stop_ids: tuple[int, ...], prompts: list[Prom
             idx.append(j)
     if follow:
         answers = decode(follow, 0.0, 0, "follow-ups")
-        rows += [(c, a, first + j, 0.0, 2, 0) for j, c, a in zip(idx, follow, answers)]
-    if cfg.material_frac:  # its own random stream: the rows above stay as they were without it
-        rng = random.Random(f"material {shard_seed(cfg, shard, 0)}")
-        material, idx = [], []
-        for j, (p, a) in enumerate(zip(prompts, greedy)):
-            take = rng.random() < cfg.material_frac
-            if take and a and a[-1] in stop_ids and len(a) <= MATERIAL_MAX_TOKENS:
-                text = material_prompt(p, chat.decode(a), rng)
-                material.append(chat.encode([{"role": "user", "content": text}]))
-                idx.append(j)
-        if material:
-            answers = decode(material, 0.0, 0, "material")
-            rows += [(c, a, first + j, 0.0, 1, 1) for j, c, a in zip(idx, material, answers)]
+        rows += [(c, a, first + j, 0.0, 2) for j, c, a in zip(idx, follow, answers)]
     starts = [0]
     for c, a, *_ in rows:
         starts.append(starts[-1] + len(c) + len(a))
@@ -221,7 +202,6 @@ def make_shard(target, chat: Chat, stop_ids: tuple[int, ...], prompts: list[Prom
         "prompt_index": torch.tensor([r[2] for r in rows], dtype=torch.int64),
         "temperature": torch.tensor([r[3] for r in rows], dtype=torch.float32),
         "turn": torch.tensor([r[4] for r in rows], dtype=torch.int64),
-        "material": torch.tensor([r[5] for r in rows], dtype=torch.int64),
     }
     if kept:  # [N, H] fp16, row i = f of token i (zero for each sequence's last token)
         out["features"] = torch.cat(kept)
@@ -229,22 +209,33 @@ def make_shard(target, chat: Chat, stop_ids: tuple[int, ...], prompts: list[Prom
 
 
 def data_identity(cfg: GenConfig, prompts: list[Prompt]) -> dict:
-    """What fixes a shard's content: the prompt set (a fingerprint of its texts) and the knobs.
-    ``max_shards`` and ``goal_tokens`` only steer a run, so they are left out."""
+    """What fixes a shard's content: the prompts (a fingerprint of their texts, whether the
+    template set's or a ``--prompts`` file's, so a directory is resumed only with the same
+    prompts in the same order) and the knobs. ``max_shards`` and ``goal_tokens`` only steer a
+    run, so they are left out; so is the file's path (a moved file is the same data)."""
     keep = ("seed", "num_prompts", "shard_size", "samples", "temperatures", "followup_frac", "max_new")
     digest = hashlib.sha256("\n\0".join(p.text for p in prompts).encode()).hexdigest()[:16]
-    extra = {"material_frac": cfg.material_frac} if cfg.material_frac else {}  # old directories stay valid
     return {"format": FORMAT, "prompt_set": digest, "num_prompt_set": len(prompts),
-            **{k: getattr(cfg, k) for k in keep}, **extra}
+            **{k: getattr(cfg, k) for k in keep}}
+
+
+def stop_ids(target_dir: Path, tokenizer) -> tuple[int, ...]:
+    """The ids that end an answer: the tokenizer's end of sequence and the target's
+    ``generation_config.json`` ``eos_token_id`` (one id or a list)."""
+    eos = json.loads((Path(target_dir) / "generation_config.json").read_text()).get("eos_token_id")
+    stop = {tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])}
+    return tuple(sorted(i for i in stop if i is not None))
 
 
 def hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
 
-def run(cfg: GenConfig, target, chat: Chat, stop_ids: tuple[int, ...], log=print) -> dict:
-    """Generate every missing shard (or ``cfg.max_shards`` of them); returns the totals."""
-    prompts = prompts_for(cfg, chat)
+def run(cfg: GenConfig, target, chat: Chat, stop_ids: tuple[int, ...], log=print,
+        prompts: list[Prompt] | None = None) -> dict:
+    """Generate every missing shard (or ``cfg.max_shards`` of them) of ``prompts`` (by default
+    ``prompts_for(cfg)``); returns the totals."""
+    prompts = prompts_for(cfg) if prompts is None else prompts
     cfg.out.mkdir(parents=True, exist_ok=True)
     num_shards = -(-len(prompts) // cfg.shard_size)
     meta = {"format": FORMAT, "config": json.dumps(data_identity(cfg, prompts), sort_keys=True), "dtype": cfg.dtype,
@@ -304,16 +295,15 @@ def add_arguments(ap) -> None:
     d = GenConfig()
     ap.add_argument("--out", type=Path, default=d.out, help="data directory")
     ap.add_argument("--target", default=None, help="target model directory (default: SmolLM2-135M-Instruct)")
-    ap.add_argument("--seed", type=int, default=d.seed, help="prompt-set order and sampling seeds")
-    ap.add_argument("--prompts", type=int, default=None, help="use the first N prompts of the set (default: all)")
+    ap.add_argument("--prompts", type=Path, default=None, metavar="FILE.jsonl",
+                    help='your own prompts, one JSON object a line: {"text": ..., "kind": ...}, the kind optional '
+                         "(writing, coding, math, ...: it picks follow-ups that fit); default: the template set")
+    ap.add_argument("--num-prompts", type=int, default=None, help="use the first N prompts (default: all)")
+    ap.add_argument("--seed", type=int, default=d.seed, help="the template set's order and the sampling seeds")
     ap.add_argument("--shard-size", type=int, default=d.shard_size, help="prompts per shard = decoding batch")
     ap.add_argument("--samples", type=int, default=d.samples, help="sampled answers per prompt besides the greedy one")
     ap.add_argument("--temperatures", default=",".join(map(str, d.temperatures)), help="comma-separated, rotating")
     ap.add_argument("--followup-frac", type=float, default=d.followup_frac, help="share of prompts with a second turn")
-    ap.add_argument("--material-frac", type=float, default=d.material_frac,
-                    help="share of prompts whose finished greedy answer (up to %d tokens) comes back inside a new "
-                         "first user turn with a task on it (extract, edit, summarise, review the code, ...)"
-                         % MATERIAL_MAX_TOKENS)
     ap.add_argument("--max-new", type=int, default=d.max_new, help="new tokens per answer at most")
     ap.add_argument("--max-shards", type=int, default=None, help="stop after N new shards (default: no limit)")
     ap.add_argument("--minutes", type=float, default=None,
@@ -331,9 +321,6 @@ def add_arguments(ap) -> None:
                     help="the target's dtype while decoding, recorded in each shard's metadata; shards of "
                          "either dtype may share a directory (bf16 answers follow the bf16 target's greedy "
                          "choices, and its features carry bf16 rounding, well under the training noise)")
-    ap.add_argument("--prompt-set", choices=PROMPT_SETS, default=d.prompt_set,
-                    help="templates: the template set (about 10,800 prompts on a few hundred topics); words: "
-                         "one prompt per whole word of the target's vocabulary (about 11,800 topics)")
     ap.add_argument("--first-shard", type=int, default=d.first_shard,
                     help="make only shards from this one on (e.g. those a head has not trained on yet)")
     ap.add_argument("--no-features", action="store_true",
@@ -352,12 +339,12 @@ def cmd_generate(args) -> int:
     try:
         temps = tuple(float(x) for x in args.temperatures.split(",") if x.strip())
         worker = parse_worker(args.worker)
-        cfg = GenConfig(out=args.out, seed=args.seed, num_prompts=args.prompts, shard_size=args.shard_size,
-                        samples=args.samples, temperatures=temps, followup_frac=args.followup_frac,
-                        max_new=args.max_new, max_shards=args.max_shards, goal_tokens=args.goal_tokens,
-                        features=not args.no_features, dtype=args.dtype, worker=worker,
-                        prompt_set=args.prompt_set, first_shard=args.first_shard, material_frac=args.material_frac,
-                        minutes=args.minutes)
+        cfg = GenConfig(out=args.out, seed=args.seed, num_prompts=args.num_prompts, prompts_file=args.prompts,
+                        shard_size=args.shard_size, samples=args.samples, temperatures=temps,
+                        followup_frac=args.followup_frac, max_new=args.max_new, max_shards=args.max_shards,
+                        goal_tokens=args.goal_tokens, features=not args.no_features, dtype=args.dtype, worker=worker,
+                        first_shard=args.first_shard, minutes=args.minutes)
+        prompts = prompts_for(cfg)  # a bad --prompts file is refused before the model loads
         device = torch.device(default_device() if args.device == "auto" else args.device)
     except (ValueError, RuntimeError) as err:
         raise UserError(str(err)) from None
@@ -378,11 +365,9 @@ def cmd_generate(args) -> int:
                                      c.head_dim, c.num_heads, c.num_kv_heads)
     print(check.message if check.ok else f"warning: {check.message}", file=sys.stderr, flush=True)
     target.attention_backend = check.backend
-    eos = json.loads((Path(target_dir) / "generation_config.json").read_text()).get("eos_token_id")
     tok = AutoTokenizer.from_pretrained(target_dir)
-    stop = {tok.eos_token_id, *(eos if isinstance(eos, list) else [eos])}
     try:
-        t = run(cfg, target, Chat(tok), tuple(sorted(i for i in stop if i is not None)))
+        t = run(cfg, target, Chat(tok), stop_ids(target_dir, tok), prompts=prompts)
     except ValueError as err:
         raise UserError(str(err)) from None
     print(json.dumps(t), flush=True)

@@ -1,5 +1,5 @@
-"""The large training prompt set (10,000+ distinct prompts) and the follow-up turns built on
-the target's own answers.
+"""The training prompts: the large template set (10,000+ distinct prompts), a user's own prompts
+read from a JSON-lines file, and the follow-up turns built on the target's own answers.
 
 ``build_prompt_set(seed, n)`` is deterministic and shuffled by ``seed`` so any prefix is a
 balanced sample of every kind: writing, roleplay, reasoning, math, coding, extraction, STEM,
@@ -9,13 +9,18 @@ translation, from the templates and topics of ``prompt_templates.py``. Every pro
 and names from a seeded generator; nothing is taken from an evaluation set
 (``tests/test_train_data.py`` checks the Spec-Bench questions, and pins the digest of the set each
 seed builds).
+
+``read_prompts(path)`` reads ``generate --prompts FILE``: one JSON object a line,
+``{"text": "...", "kind": "coding"}`` (``kind`` optional), in the file's order.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import random
 from dataclasses import dataclass
+from pathlib import Path
 
 from workbench.train.prompt_templates import TEMPLATES as T
 
@@ -24,6 +29,9 @@ from workbench.train.prompt_templates import TEMPLATES as T
 class Prompt:
     kind: str  # writing, roleplay, reasoning, math, coding, extraction, stem, humanities, advice, translation
     text: str
+
+
+GENERAL = "general"  # the kind of a file's prompt that names none: it gets the follow-ups any prompt fits
 
 
 def _math(rng: random.Random, n: int) -> list[str]:
@@ -128,6 +136,39 @@ def build_prompt_set(seed: int = 0, n: int | None = None) -> list[Prompt]:
     return out if n is None else out[:n]
 
 
+def read_prompts(path: Path) -> list[Prompt]:
+    """The prompts of a JSON-lines file, in its order: each line an object with a non-empty
+    ``"text"`` string and, optionally, a ``"kind"`` string (the kinds of ``FOLLOWUPS`` get
+    follow-ups that fit them; any other, or none, the general ones); blank lines are skipped.
+    A bad line is a ``ValueError`` naming ``path:line``."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as err:
+        raise ValueError(f"{path}: {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text") from None
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{n}: not JSON ({err.msg})") from None
+        if not isinstance(row, dict) or not _words(row.get("text")) or not _words(row.get("kind", GENERAL)):
+            raise ValueError(f'{path}:{n}: expected an object with a non-empty "text" string and an optional '
+                             f'"kind" string, got {line.strip()[:60]}')
+        out.append(Prompt(row.get("kind", GENERAL), row["text"]))
+    if not out:
+        raise ValueError(f'{path}: no prompts (one JSON object a line: {{"text": ..., "kind": ...}})')
+    return out
+
+
+def _words(value) -> bool:
+    """A string with something in it."""
+    return isinstance(value, str) and bool(value.strip())
+
+
 FOLLOWUPS = {
     "any": ["Explain that more simply.", "Give me a concrete example.", "Can you make it shorter?",
             "Summarise your answer in three bullet points.", "What is the most important point in your answer, and why?",
@@ -149,85 +190,3 @@ FOLLOWUPS = {
 def followup(p: Prompt, rng: random.Random) -> str:
     """A second user turn that builds on the target's first answer to ``p``."""
     return rng.choice(FOLLOWUPS["any"] + FOLLOWUPS.get(p.kind, []))
-
-
-# The word-seeded prompt set: the template set above names a few hundred topics, and a head
-# trained on it agrees clearly less on topics it never saw (docs/bench/head-training.md §5). Here
-# the topic of each prompt is one whole English word of the target's own vocabulary, so about
-# 11,000 topics, each with a template of some kind.
-WORD_TEMPLATES = [
-    ("stem", "What is {w}?"), ("stem", "Explain {w} to a beginner."), ("stem", "How does {w} work?"),
-    ("humanities", "Tell me three interesting facts about {w}."), ("humanities", "Why does {w} matter?"),
-    ("humanities", "How has {w} changed over time?"), ("reasoning", "What are the pros and cons of {w}?"),
-    ("writing", "Write a short story that involves {w}."), ("writing", "Write a poem about {w}."),
-    ("writing", "Write a short blog post about {w}."), ("writing", "Write an email to a friend about {w}."),
-    ("advice", "Give me practical tips about {w}."), ("coding", "Write a Python class that models {w}, and explain it."),
-    ("roleplay", "Pretend you are an expert on {w}. Introduce yourself and your work."),
-    ("math", "Write and solve a short math word problem about {w}."),
-    ("extraction", "List five words related to {w} and say how each one relates to it."),
-]
-
-
-def vocabulary_words(vocab) -> list[str]:
-    """Whole lower-case English words of a byte-level BPE vocabulary (``Ġword`` tokens of six
-    letters or more), sorted; forms ending in -ed, -ly, -ing are left out as poor topics. Some
-    are word pieces (``earthqu``); the target answers those too."""
-    words = {t[1:] for t in vocab if t.startswith("Ġ") and len(t) >= 7 and t[1:].isascii() and t[1:].isalpha()
-             and t[1:].islower() and not t.endswith(("ed", "ly", "ing"))}
-    return sorted(words)
-
-
-def build_word_prompt_set(words: list[str], seed: int = 0, n: int | None = None) -> list[Prompt]:
-    """One prompt per word, with a template drawn by ``seed``; shuffled; the first ``n``."""
-    if n is not None and n < 1:
-        raise ValueError(f"n must be >= 1 (or None for all), got {n}")
-    if not words:
-        raise ValueError("no words to build prompts from")
-    rng = random.Random(seed)
-    out = [Prompt(kind, template.format(w=w)) for w in sorted(set(words))
-           for kind, template in [rng.choice(WORD_TEMPLATES)]]
-    rng.shuffle(out)
-    return out if n is None else out[:n]
-
-
-# Prompts that bring material to work on. MT-bench's prompts often hand the assistant a text (a
-# passage to extract from, a paragraph to edit, code to review) and its answers copy from it; ours
-# rarely do, and a head trained on them agrees 0.40 where an MT-bench answer continues a token pair
-# of its prompt against 0.73 on our held-out answers (docs/bench/head-training.md §8). Here the
-# material is one of the target's own finished answers, handed back inside a new first user turn
-# with a task on it, so the reply copies, condenses or rewrites text that sits in its prompt.
-MATERIAL_TASKS = {
-    "any": ["Summarise the following text in two sentences.",
-            "Extract every name, place, number and date from the text below and present them as JSON.",
-            "List the main points of the following text as bullet points.",
-            "Edit the following text to improve its grammar and style, then briefly explain your main changes.",
-            "Rewrite the following text so that a ten-year-old can understand it.",
-            "Give the following text a title, then rate how clear it is from 1 to 10 and explain why.",
-            "Write three questions about the following text, each followed by its answer.",
-            "Rewrite the following text as a formal email to a colleague.",
-            "What is the main idea of the following text? Answer in one paragraph, quoting it where useful.",
-            "Identify one weakness of the following text and suggest how to fix it.",
-            "Turn the following text into a short dialogue between two people.",
-            "Find the three most important sentences in the text below and copy them exactly."],
-    "writing": ["Make the following text more persuasive, keeping its structure.",
-                "Shorten the following text to half its length without losing its key points."],
-    "roleplay": ["Reply to the following message in character as a cheerful pirate.",
-                 "Read the following as a strict editor would and give your feedback in character."],
-    "coding": ["Review the following answer: point out any bugs in its code and suggest improvements.",
-               "Explain what the code in the following text does, line by line.",
-               "Rewrite the code in the following text with clearer variable names and comments."],
-    "math": ["Check the following solution step by step. Is the final answer correct?",
-             "Explain the following solution to a student who found it confusing."],
-    "reasoning": ["Check the reasoning in the following text step by step and point out any flaw."],
-    "extraction": ["Turn the information in the following text into a Markdown table."],
-    "stem": ["Find any scientific mistakes in the following explanation and correct them."],
-    "humanities": ["Which claims in the following text would need a source? List them."],
-}
-MATERIAL_LAYOUTS = ["{task}\n\n{text}", "{task}\n\n\"\"\"\n{text}\n\"\"\"", "Here is a text:\n\n{text}\n\n{task}",
-                    "{text}\n\n---\n{task}"]
-
-
-def material_prompt(p: Prompt, text: str, rng: random.Random) -> str:
-    """A first user turn that hands ``text`` (the target's answer to ``p``) back with a task on it."""
-    task = rng.choice(MATERIAL_TASKS["any"] + MATERIAL_TASKS.get(p.kind, []))
-    return rng.choice(MATERIAL_LAYOUTS).format(task=task, text=text.strip())

@@ -9,7 +9,6 @@ A shard (``shard_NNNNN.safetensors``) stores what training needs, compactly::
     prompt_index [S] int64      index of the prompt in the prompt set
     temperature  [S] float32    0 = greedy
     turn         [S] int64      1 = first answer, 2 = answer to the follow-up
-    material     [S] int64      1 = the user turn hands back an earlier answer as material
 
 about 4 bytes per token. Beside it, ``features/feat_NNNNN.safetensors`` holds the target's
 post-norm features ``f_t`` [N, H] fp16, recorded from the target's own forwards while it decodes
@@ -59,20 +58,13 @@ def response_tokens(shard: dict[str, torch.Tensor]) -> int:
 
 
 def totals(out: Path) -> dict:
-    """Shards, sequences, response and all tokens, and bytes on disk of finished shards; of them,
-    the material turns (``--material-frac``) and their response tokens."""
+    """Shards, sequences, response and all tokens, and bytes on disk of finished shards."""
     from safetensors import safe_open
 
-    t = {"shards": 0, "sequences": 0, "response_tokens": 0, "tokens": 0, "bytes": 0, "feature_bytes": 0,
-         "material_sequences": 0, "material_response_tokens": 0}
+    t = {"shards": 0, "sequences": 0, "response_tokens": 0, "tokens": 0, "bytes": 0, "feature_bytes": 0}
     for p in sorted(out.glob("shard_*.safetensors")):
         with safe_open(str(p), "pt") as f:
             sh = {k: f.get_tensor(k) for k in ("starts", "prompt_lens")}
-            material = f.get_tensor("material").bool() if "material" in f.keys() else None  # older shards: none
-        if material is not None:
-            answer_lens = sh["starts"][1:] - sh["starts"][:-1] - sh["prompt_lens"]
-            t["material_sequences"] += int(material.sum())
-            t["material_response_tokens"] += int(answer_lens[material].sum())
         t["shards"] += 1
         t["sequences"] += len(sh["prompt_lens"])
         t["response_tokens"] += response_tokens(sh)
