@@ -27,8 +27,13 @@ SHAPES = [SpecConfig.linear(1), SpecConfig.linear(3), SpecConfig.linear(6),
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    return tiny_pair(tmp_path_factory.mktemp("tiny"))
+def tiny_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("tiny")
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_dir):
+    return tiny_pair(tiny_dir)
 
 
 def decode(target, head, spec, prompts, n=24, check=False):
@@ -41,12 +46,11 @@ def decode(target, head, spec, prompts, n=24, check=False):
     return eng
 
 
-def test_vanilla_matches_transformers_generate(pair, tmp_path_factory):
+def test_vanilla_matches_transformers_generate(pair, tiny_dir):
     from transformers import AutoModelForCausalLM
 
     target, _ = pair
-    path = tmp_path_factory.getbasetemp() / "tiny0"
-    hf = AutoModelForCausalLM.from_pretrained(path).eval()
+    hf = AutoModelForCausalLM.from_pretrained(tiny_dir).eval()  # the checkpoint ``pair`` loaded
     prompts = random_prompts(4, 16, seed=3)
     ours = decode(target, None, SpecConfig("vanilla"), prompts)
     for p, r in zip(prompts, ours.requests):
