@@ -52,7 +52,7 @@ def parse_methods(text: str, best=None) -> list[Method]:
 def _method(name: str, base: str, best) -> Method | None:
     """Method ``name`` from its part before any ``@`` (None: ``eagle2:best`` without ``best``)."""
     from workbench.bench.hf_baselines import PROMPT_LOOKUP_TOKENS
-    from workbench.engine.config import METHOD_GRAMMAR, parse_spec
+    from workbench.engine.config import parse_spec
 
     if base == "hf-greedy":
         return Method(name, None)
@@ -60,19 +60,13 @@ def _method(name: str, base: str, best) -> Method | None:
         return Method(name, None, PROMPT_LOOKUP_TOKENS)
     if base == "eagle2:best":
         return None if best is None else Method(name, best)
-    try:
-        return Method(name, parse_spec(base))
-    except ValueError as e:
-        if str(e).startswith("unknown method"):
-            raise ValueError(f"unknown method {name!r}; use {METHOD_GRAMMAR}; or eagle2:best, hf-greedy, "
-                             "hf-pld") from None
-        raise
+    return Method(name, parse_spec(base, others="eagle2:best, hf-greedy, hf-pld"))
 
 
 def _with_draft(method: Method, text: str) -> Method:
     """``method`` drafting from the source ``text`` names (``ngram[:MIN-MAX]``, ``exit:N``)."""
-    from workbench.engine.config import parse_spec
+    from workbench.engine.config import with_draft
 
     if method.spec is None:
         raise ValueError(f"{method.name}: only a speculative method drafts (linear, eagle2 or static)")
-    return replace(method, spec=parse_spec(f"{method.spec.name}@{text}"))
+    return replace(method, spec=with_draft(method.spec, text, method.name))

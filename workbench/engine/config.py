@@ -266,15 +266,16 @@ class SpecConfig:
 METHOD_GRAMMAR = "vanilla, linear:S, eagle2:D/S/K or static:D, a speculative one optionally with @SOURCE"
 
 
-def parse_spec(name: str) -> SpecConfig:
+def parse_spec(name: str, others: str = "") -> SpecConfig:
     """``vanilla``, ``linear:S``, ``eagle2:D/S/K``, ``static:D``, optionally ``@ngram[:MIN-MAX]``,
-    ``@exit:N`` or ``@model:DIR`` -> a validated ``SpecConfig``; ValueError naming what is wrong."""
+    ``@exit:N`` or ``@model:DIR`` -> a validated ``SpecConfig``; ValueError naming what is wrong
+    (``others``: more names the caller accepts, listed in the unknown-method message)."""
     base, at, source_text = name.strip().partition("@")
     method, _, knobs = base.partition(":")
     numbers = knobs.split("/") if knobs else []
     if not all(n.isdigit() for n in numbers) or (method, len(numbers)) not in (
             ("vanilla", 0), ("linear", 1), ("eagle2", 3), ("static", 1)):
-        raise ValueError(f"unknown method {name!r}; write {METHOD_GRAMMAR}")
+        raise ValueError(f"unknown method {name!r}; write {METHOD_GRAMMAR}" + (f"; or {others}" if others else ""))
     n = [int(x) for x in numbers]
     if method == "vanilla":
         spec = SpecConfig("vanilla")
@@ -284,11 +285,14 @@ def parse_spec(name: str) -> SpecConfig:
         spec = SpecConfig.from_knobs("static", num_draft_tokens=n[0])
     else:
         spec = SpecConfig.from_knobs("eagle2", num_steps=n[1], topk=n[2], num_draft_tokens=n[0])
-    if not at:
-        return spec
-    source = parse_draft(source_text)
+    return with_draft(spec, source_text, name) if at else spec
+
+
+def with_draft(spec: SpecConfig, text: str, name: str) -> SpecConfig:
+    """``spec`` drafting from the source ``text`` names (the part after ``@`` of ``name``)."""
+    source = parse_draft(text)
     if source is None:
-        raise ValueError(f"{name}: unknown draft source {source_text!r}; use ngram, ngram:MIN-MAX, exit:N or model:DIR")
+        raise ValueError(f"{name}: unknown draft source {text!r}; use ngram, ngram:MIN-MAX, exit:N or model:DIR")
     if not spec.speculative:
         raise ValueError(f"{name}: only a speculative method drafts (linear, eagle2 or static)")
     return replace(spec, draft=source)
