@@ -37,7 +37,7 @@ def tree_use(traces: list[dict]) -> dict:
         off += on < len(ranks)
         end += on == len(ranks) == spine
         got.append(t["accept_length"])
-        spine_got.append(on + 1)
+        spine_got.append(min(on + 1, t["accept_length"]))  # greedy: the output ends at the same token
     n = len(spines)
     if not n:
         return {"steps": 0}

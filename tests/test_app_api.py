@@ -378,7 +378,7 @@ def test_static_steps_and_calibration_fill_from_the_traces(app_url):
     assert any(t.get("meta") == "left" for t in json.loads(best_plot["plot"])["data"])
     budget = json.loads(best_budget["plot"])
     assert budget["data"][0]["x"] == [2, 3, 4, 5]
-    assert budget["data"][0]["y"][-1] == tr["accept_length"]  # greedy: the full tree's τ is the walk's
+    assert budget["data"][0]["y"][-1] == len(tr["accept"]["path"])  # greedy: the full tree's τ is the walk's
     assert "data-status='unknown'" in best_table  # past the first token the tree missed, nothing is known
 
 

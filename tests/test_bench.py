@@ -31,15 +31,20 @@ def test_speedup_is_mean_speed_over_baseline_mean_speed():
         metrics.speedup(method, [_rec(9, 1, 1.0)])
 
 
-def test_per_depth_acceptance_and_tau_from_accept_lengths():
-    lengths = [1, 2, 3, 3, 4]  # accepted drafts 0, 1, 2, 2, 3
+def test_per_depth_acceptance_from_the_walk_and_tau_from_what_was_emitted():
+    accepted = [0, 1, 2, 2, 3]  # drafts each step's walk accepted
     # depth 1: 4 of 5 steps; depth 2: 3 of those 4; depth 3: 1 of those 3
-    assert metrics.per_depth_acceptance(lengths, 3) == pytest.approx([4 / 5, 3 / 4, 1 / 3])
-    assert metrics.per_depth_acceptance([1, 1], 3) == [0.0, None, None]
-    recs = [_rec(1, 0, 1.0, lengths=[[1, 2], [3]]), _rec(2, 0, 1.0, lengths=[[3, 4]])]
-    assert metrics.accept_lengths(recs) == [1, 2, 3, 3, 4]
+    assert metrics.per_depth_acceptance(accepted, 3) == pytest.approx([4 / 5, 3 / 4, 1 / 3])
+    assert metrics.per_depth_acceptance([0, 0], 3) == [0.0, None, None]
+    # the end of the first turn cut its last step (walk 2 + bonus, 1 token emitted): τ counts the 1,
+    # per-depth acceptance the walk's 2
+    recs = [_rec(1, 0, 1.0, lengths=[[1, 2], [1]]), _rec(2, 0, 1.0, lengths=[[3, 4]])]
+    recs[0]["drafts_accepted"], recs[1]["drafts_accepted"] = [[0, 1], [2]], [[2, 3]]
+    assert metrics.accept_lengths(recs) == [1, 2, 1, 3, 4]
     assert metrics.accept_lengths(recs, first_turn_only=True) == [1, 2, 3, 4]
-    assert metrics.tau(metrics.accept_lengths(recs)) == pytest.approx(13 / 5)
+    assert metrics.drafts_accepted(recs) == accepted
+    assert metrics.drafts_accepted(recs, first_turn_only=True) == [0, 1, 2, 3]
+    assert metrics.tau(metrics.accept_lengths(recs)) == pytest.approx(11 / 5)
     assert metrics.tau([]) is None
 
 
@@ -174,6 +179,11 @@ def test_suite_end_to_end_on_a_tiny_model(tiny_dir, tmp_path):
     for name in ("linear:3", "eagle2:8/3/2", "eagle2:best"):
         s = res["summary"][name]
         assert s["tau"] >= 1.0 and s["tau_t1"] >= 1.0 and len(s["per_depth"]) == 3
+        for rec in res["records"][name] + res["records_t1"][name]:  # τ counts what each verify step emitted
+            for ids, lengths, accepted in zip(rec["output_ids"], rec["accept_lengths"], rec["drafts_accepted"],
+                                              strict=True):
+                assert sum(lengths) == len(ids) - 1 and len(lengths) == len(accepted)
+                assert [a - 1 for a in lengths[:-1]] == accepted[:-1] and lengths[-1] <= accepted[-1] + 1
     assert res["summary"]["vanilla"]["speedup_vs_vanilla"] == 1.0
     assert [c["tokens"] for c in res["costs"]["verify"]][:2] == [1, 2]
     md = (out / "report.md").read_text()

@@ -184,6 +184,6 @@ def test_trace_of_a_fused_head_step(pair):
         eng.step()
         records += eng.step_records()
     traces = [step_trace(r, str) for r in records if r.kind == "spec"]
-    assert traces and all(t["accept_length"] == len(t["accept"]["path"]) for t in traces)
+    assert traces and all(t["accept_length"] <= len(t["accept"]["path"]) for t in traces)  # cut at the end only
     for t in traces:  # each step's trace: the drafted tree, its verify, the accept walk, what it emitted
         assert t["tree"] and t["verify"] and t["accept_length"] == len(t["emitted"]) >= 1

@@ -248,7 +248,7 @@ def test_the_chain_model_is_fitted_on_half_the_steps_and_checked_on_the_other():
     assert same.verdict().startswith("is level with them within noise")
     with pytest.raises(ValueError, match="at least 4"):
         held_out_check([2, 3, 2], 3)
-    with pytest.raises(ValueError, match="emits 1..4"):
+    with pytest.raises(ValueError, match="accepts 1..4"):
         chain_alpha([5], 3)
 
 
@@ -258,7 +258,8 @@ def _fake_workbench(outputs: dict, seconds: dict):
     def generate(prompt_ids, spec, sampling, max_new_tokens):
         out = outputs[label(spec)][:max_new_tokens]
         lengths = [] if not spec.speculative else [2] * (len(out) // 2) + [1] * (len(out) % 2)
-        return [SimpleNamespace(output_ids=out, accept_lengths=lengths)], seconds[label(spec)]
+        return [SimpleNamespace(output_ids=out, accept_lengths=lengths, drafts_accepted=[a - 1 for a in lengths])], \
+            seconds[label(spec)]
 
     return SimpleNamespace(generate=generate, encode=lambda text: [len(text)])
 
@@ -272,6 +273,7 @@ def test_settings_are_measured_once_for_every_notebook_that_quotes_them():
     assert list(got) == ["vanilla", "linear:3"]
     assert got["vanilla"].tau == 1.0 and got["linear:3"].tau == 2.0
     assert got["linear:3"].tau_of("coding") == 2.0 and got["vanilla"].tau_of("coding") == 1.0
+    assert got["linear:3"].walk_lengths["coding"] == got["linear:3"].accept_lengths["coding"]  # nothing was cut
     assert got["linear:3"].speedup.median == 2.0 and got["linear:3"].tok_s.median == 20.0
     assert got["linear:3"].outputs["math_reasoning"] == list(range(20))
     with pytest.raises(ValueError, match="must be vanilla"):

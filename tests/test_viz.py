@@ -426,7 +426,7 @@ def test_calibration_counts_equal_the_traces(runs, name):
     cal = calibration_table(traces + traces)  # two runs one after the other: steps are not merged
     s = cal["summary"]
     assert s["steps"] == 2 * len(steps) and s["nodes"] == 2 * sum(len(t["tree"]["nodes"]) - 1 for t in steps)
-    assert s["accepted"] == 2 * sum(t["accept_length"] - 1 for t in steps)
+    assert s["accepted"] == 2 * sum(len(t["accept"]["path"]) - 1 for t in steps)  # the walk's, cut or not
     assert sum(b["count"] for b in cal["score_bins"]) == s["nodes"]
     assert sum(b["count"] for b in cal["prob_bins"]) == s["tried"]
     assert sum(b["accepted"] for b in cal["prob_bins"]) == s["accepted"]  # accepted implies tried

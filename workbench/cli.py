@@ -100,7 +100,8 @@ def result_record(wb, item: dict, req, seconds: float, spec) -> dict:
     }
     if spec.speculative:
         out["tau"] = round(tau(req.accept_lengths) or 0.0, 3)
-        out["accept_lengths"] = req.accept_lengths
+        out["accept_lengths"] = req.accept_lengths  # tokens each verify step emitted: τ's
+        out["drafts_accepted"] = req.drafts_accepted  # what each step's walk accepted, cut or not
     return out
 
 

@@ -3,9 +3,11 @@
 Plain Python, no torch; the command line, the app, the benchmarks, the views and the notebooks
 import these rather than writing the formulas again (docs/design.md §6).
 
-- **τ (accept length)**: tokens emitted per verify step (accepted drafts + the bonus, ``n + 1``),
-  the mean over verify steps; the prefill's first token is not a verify step and is not counted.
-  Steps are pooled: a run (or a set of questions) is one list of accept lengths.
+- **τ (accept length)**: tokens emitted per verify step (accepted drafts + the bonus, ``n + 1``,
+  fewer at the step where a stop token or ``max_new_tokens`` ended the output), the mean over
+  verify steps; the prefill's first token is not a verify step and is not counted, so a
+  request's τ is (tokens - 1) / (verify steps). Steps are pooled: a run (or a set of questions)
+  is one list of accept lengths (``Request.accept_lengths``, a trace's ``accept_length``).
 - **speedup**: tokens/s of a method over tokens/s of the baseline (plain decoding).
 - **predicted speedup**: what τ buys at the measured costs: a step emits τ tokens in
   ``t_draft + t_verify(D)`` ms where plain decoding emits 1 token in ``t(1)`` ms, so
@@ -18,7 +20,7 @@ from statistics import mean
 
 
 def tau(accept_lengths: list[int]) -> float | None:
-    """Mean tokens per verify step over pooled accept lengths; None without a verify step."""
+    """Mean tokens emitted per verify step over pooled accept lengths; None without a verify step."""
     return float(mean(accept_lengths)) if accept_lengths else None
 
 

@@ -10,7 +10,9 @@ the coins::
     E[accept length] = 1 + sum over the non-root nodes of P(path),  P(path) = product of p along it
 
 (the 1 is the bonus token). It reads only the tree and the verify distribution a step already
-has, so it has none of the coins' noise; greedy (``p`` one-hot) gives the accept length itself.
+has, so it has none of the coins' noise; greedy (``p`` one-hot) gives the walk's own length,
+``len(accept.path)``. It is the walk's worth: a step that the end of the output cuts emits fewer
+(its recorded accept length, what τ counts), which no tree can change.
 The same sum restricted to depth ``d`` is ``P(accept length > d)``, the chance the walk gets past
 depth d.
 
@@ -31,7 +33,7 @@ from workbench.engine.sampling import target_probs
 
 @dataclass(frozen=True)
 class Expectation:
-    """Over the coins of one verify step: ``accept_length`` = E[tokens emitted], ``reach[d-1]`` =
+    """Over the coins of one verify step: ``accept_length`` = E[accepted drafts + the bonus], ``reach[d-1]`` =
     P(the walk accepts a node at depth d), for d = 1..num_steps."""
 
     accept_length: float

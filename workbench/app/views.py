@@ -126,7 +126,9 @@ def summary(session: Session) -> str:
         e = trace_expectation(tr)
         worth = f" (tree worth {e.accept_length:.2f} over the coins)" if e is not None else ""
         drafted = f"{n} correct draft(s)" if len(tr["tree"]["nodes"]) > 1 else no_draft_note(tr)
-        body = (f"{drafted} + bonus `{bonus}` → τ = {tr['accept_length']}{worth} · "
+        emitted = tr["accept_length"]  # τ counts what the step emitted; the walk drawn has n + 1
+        cut = f" (the output ended after {emitted} of these {n + 1})" if emitted < n + 1 else ""
+        body = (f"{drafted} + bonus `{bonus}` → τ = {emitted}{cut}{worth} · "
                 f"{ms:.0f} ms (draft {t['draft_extend_ms'] + t['draft_tree_ms']:.0f}, verify {t['verify_ms']:.0f})")
     end = f" · finished ({session.finish_reason})" if session.engine.done and session.at_end else ""
     measured = f"\n\n{session.bench_note}" if session.bench_note and tr["kind"] == "spec" else ""

@@ -2,7 +2,10 @@
 
 A record is one question run by one method: ``question_id``, ``task``, ``new_tokens`` and
 ``seconds`` (summed over the turns run), ``output_ids`` (one list per turn) and, for speculative
-methods, ``accept_lengths`` (one list per turn: tokens per verify step, n + 1).
+methods, ``accept_lengths`` and ``drafts_accepted`` (one list per turn, one entry per verify step:
+the tokens it emitted, n + 1 unless the turn's end cut it, and the drafts n its walk accepted).
+τ reads the first (so each turn's steps add up to its output but the prefill's token); per-depth
+acceptance reads the second, since a cut step's walk still tried every depth it reached.
 
 Speedup, Spec-Bench style (``evaluation/speed.py``): per question, tokens/s = new tokens over
 seconds, both summed over turns; a method's speed is the **mean over questions** of that; the
@@ -47,24 +50,33 @@ def speedup_mean_of_ratios(records: list[dict], base: list[dict]) -> float:
     return mean(_ratio(tokens_per_s(a), tokens_per_s(b)) for a, b in zip(mine, theirs))
 
 
-def accept_lengths(records: list[dict], first_turn_only: bool = False) -> list[int]:
-    """Every verify step's accept length, pooled over questions (and turns)."""
+def _pooled(records: list[dict], key: str, first_turn_only: bool) -> list[int]:
     out: list[int] = []
     for r in records:
-        turns = r.get("accept_lengths") or []
-        for lengths in turns[:1] if first_turn_only else turns:
-            out.extend(lengths)
+        turns = r.get(key) or []
+        for steps in turns[:1] if first_turn_only else turns:
+            out.extend(steps)
     return out
 
 
-def per_depth_acceptance(lengths: list[int], num_steps: int) -> list[float | None]:
-    """P(accept at depth k | depth k-1 accepted), k = 1..num_steps, from accept lengths.
+def accept_lengths(records: list[dict], first_turn_only: bool = False) -> list[int]:
+    """Every verify step's accept length (tokens it emitted), pooled over questions (and turns)."""
+    return _pooled(records, "accept_lengths", first_turn_only)
 
-    A step of accept length a accepted drafts down to depth a - 1 (the root is depth 0, always
-    "accepted"). Among the steps that reached depth k - 1, the share that reached depth k. None
-    where no step reached depth k - 1. A tree without a node at depth k counts as a miss there.
+
+def drafts_accepted(records: list[dict], first_turn_only: bool = False) -> list[int]:
+    """Every verify step's accepted drafts n (the walk's, cut or not), pooled over questions (and turns)."""
+    return _pooled(records, "drafts_accepted", first_turn_only)
+
+
+def per_depth_acceptance(accepted: list[int], num_steps: int) -> list[float | None]:
+    """P(accept at depth k | depth k-1 accepted), k = 1..num_steps, from each step's accepted drafts.
+
+    A step whose walk accepted n drafts reached depth n (the root is depth 0, always "accepted").
+    Among the steps that reached depth k - 1, the share that reached depth k. None where no step
+    reached depth k - 1. A tree without a node at depth k counts as a miss there.
     """
-    reached = [sum(1 for a in lengths if a - 1 >= k) for k in range(num_steps + 1)]
+    reached = [sum(1 for n in accepted if n >= k) for k in range(num_steps + 1)]
     return [reached[k] / reached[k - 1] if reached[k - 1] else None for k in range(1, num_steps + 1)]
 
 

@@ -54,32 +54,34 @@ class Runner:
     max_new_tokens: int
 
     def decode(self, method: Method, ids: list[int], sampling, max_new_tokens: int):
-        """One turn -> (output ids, seconds, accept lengths or None)."""
+        """One turn -> (output ids, seconds, per verify step {"accept_lengths", "drafts_accepted"} or None)."""
         if method.hf:
             from workbench.bench.hf_baselines import hf_generate
 
             res = hf_generate(self.hf_model, ids, max_new_tokens, self.wb.stop_ids, method.prompt_lookup)
             return res.output_ids, res.seconds, None
         (req,), seconds = self.wb.generate([ids], method.spec, sampling, max_new_tokens)
-        return req.output_ids, seconds, (list(req.accept_lengths) if method.speculative else None)
+        steps = {"accept_lengths": list(req.accept_lengths), "drafts_accepted": list(req.drafts_accepted)}
+        return req.output_ids, seconds, (steps if method.speculative else None)
 
     def question(self, method: Method, q: specbench.Question, sampling, max_new_tokens: int | None = None) -> dict:
         """Every turn of ``q``; a later turn follows the method's own earlier answer."""
         tok = self.wb.tokenizer
-        messages, outputs, lengths, seconds = [], [], [], 0.0
+        messages, outputs, steps, seconds = [], [], [], 0.0
         for turn in q.turns:
             messages.append({"role": "user", "content": turn})
             out, s, acc = self.decode(method, chat_ids(tok, messages), sampling,
                                       max_new_tokens or self.max_new_tokens)
             outputs.append(out)
-            lengths.append(acc)
+            steps.append(acc)
             seconds += s
             messages.append({"role": "assistant", "content": tok.decode(out, skip_special_tokens=True)})
         rec = {"question_id": q.question_id, "category": q.category, "task": q.task, "output_ids": outputs,
                "new_tokens": sum(len(o) for o in outputs), "seconds": round(seconds, 4)}
         rec["tokens_per_s"] = round(metrics.tokens_per_s(rec), 2)
         if method.speculative:
-            rec["accept_lengths"] = lengths
+            rec["accept_lengths"] = [turn["accept_lengths"] for turn in steps]
+            rec["drafts_accepted"] = [turn["drafts_accepted"] for turn in steps]
             rec["tau"] = round(metrics.tau(metrics.accept_lengths([rec])) or 0.0, 3)
         return rec
 
@@ -135,14 +137,15 @@ def summarize(methods: list[Method], records: dict, hot_records: dict) -> dict:
                 t["tau"] = _round(metrics.tau(metrics.accept_lengths(trecs)))
             s["per_task"][task] = t
         if m.speculative:
-            lengths = metrics.accept_lengths(recs)
+            lengths, accepted = metrics.accept_lengths(recs), metrics.drafts_accepted(recs)
             mt = metrics.accept_lengths([r for r in recs if r["task"] == "mt_bench"], first_turn_only=True)
             s.update(tau=_round(metrics.tau(lengths)), tau_mtbench_turn1=_round(metrics.tau(mt)),
-                     per_depth=[_round(x) for x in metrics.per_depth_acceptance(lengths, m.spec.num_steps)])
+                     per_depth=[_round(x) for x in metrics.per_depth_acceptance(accepted, m.spec.num_steps)])
             if m.name in hot_records:
-                hot = metrics.accept_lengths(hot_records[m.name])
-                s.update(tau_t1=_round(metrics.tau(hot)),
-                         per_depth_t1=[_round(x) for x in metrics.per_depth_acceptance(hot, m.spec.num_steps)])
+                hot = hot_records[m.name]
+                s.update(tau_t1=_round(metrics.tau(metrics.accept_lengths(hot))),
+                         per_depth_t1=[_round(x) for x in metrics.per_depth_acceptance(metrics.drafts_accepted(hot),
+                                                                                       m.spec.num_steps)])
         out[m.name] = s
     return out
 

@@ -207,9 +207,10 @@ class Engine:
         for r, slots, tok in zip(reqs, new, nxt):
             self.table.commit(r.rid, slots)
             r.target_forwards += 1
-            r.accept_lengths.append(1)
             r.root = tok
             emitted.append(r.emit([tok], ["bonus"], self.stop_ids))
+            r.accept_lengths.append(len(emitted[-1]))
+            r.drafts_accepted.append(0)
         self._release_finished()
         ms = self._ms(t0)
         if not self.trace:
@@ -312,7 +313,8 @@ class Engine:
                 for tree, p in zip(trees, probs)]
 
     def _commit(self, r: Request, tree: DraftTree, res: AcceptResult, slots: list[int], hidden: torch.Tensor):
-        """Keep root + accepted (path order = position order), free the rest, emit n + 1 tokens."""
+        """Keep root + accepted (path order = position order), free the rest, emit n + 1 tokens (fewer
+        when a stop token or max_new_tokens ends the output inside them)."""
         on_path = set(res.path)
         kept = [slots[i] for i in res.path]
         freed = [s for i, s in enumerate(slots) if i not in on_path]
@@ -320,8 +322,9 @@ class Engine:
         self.table.allocator.free(freed)
         accepted = [tree.tokens[i] for i in res.path[1:]]
         r.target_forwards += 1
-        r.accept_lengths.append(len(accepted) + 1)
         emitted = r.emit(accepted + [res.bonus], ["accepted"] * len(accepted) + ["bonus"], self.stop_ids)
+        r.accept_lengths.append(len(emitted))  # τ counts what the step emitted, not what the walk accepted
+        r.drafts_accepted.append(len(accepted))
         r.root = res.bonus
         r.pending_tokens = accepted + [res.bonus]  # pairs (f_root, a1), ..., (f_an, bonus)
         r.pending_features = hidden[res.path]

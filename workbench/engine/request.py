@@ -16,7 +16,13 @@ class Request:
     finish_reason: str | None = None  # "stop" (EOS / stop token) or "length"
     # Provenance of each output token: "prefill", "accepted" (a draft the target agreed with) or "bonus".
     provenance: list[str] = field(default_factory=list)
-    accept_lengths: list[int] = field(default_factory=list)  # tokens emitted per verify step (n + 1)
+    # Per verify step (a vanilla decode step counts as one that drafted nothing):
+    # ``accept_lengths``: tokens it emitted, n + 1 unless the output ended inside the step (a stop
+    # token or max_new_tokens cut it), so they sum to len(output_ids) - 1 (the prefill emits the
+    # first); τ is their mean (``workbench.metrics.tau``). ``drafts_accepted``: the drafts n the
+    # walk accepted, cut or not (what the target agreed with: per-depth acceptance, the chain's α).
+    accept_lengths: list[int] = field(default_factory=list)
+    drafts_accepted: list[int] = field(default_factory=list)
     target_forwards: int = 0
     # Decoding state. ``root``: the last emitted token, which has no KV yet (next step's root).
     root: int | None = None

@@ -27,7 +27,12 @@ accept length over the coins) is derived from them on request (``analysis/expect
 ``kv``              target slots written, kept, freed (rollback is a slot-table edit: no row is
                     copied); a spec step's draft slots (extend: kept; tree scratch: freed after
                     drafting); allocator counts after the step
-``emitted``, ``accept_length``, ``finished``, ``timing_ms``
+``emitted``         the tokens appended to the output (accepted drafts + bonus, cut after a stop
+                    token or at max_new_tokens)
+``accept_length``   ``len(emitted)``: what τ averages over the verify steps. The walk's own count is
+                    ``len(accept.path)`` (root + accepted drafts, the bonus after them); the two
+                    differ only at a step the end of the output cut
+``finished``, ``timing_ms``
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ def step_trace(rec: StepRecord, token_text=str) -> dict:
         d["accept"] = _accept(rec, token_text)
     d["kv"] = _kv(rec)
     d["emitted"] = rec.emitted  # accepted drafts + bonus, cut after a stop token or at max_new_tokens
-    d["accept_length"] = len(rec.result.path) if rec.result is not None else 1
+    d["accept_length"] = len(rec.emitted)  # τ's count; the walk's is len(accept.path)
     d["finished"] = rec.finish_reason
     d["timing_ms"] = {k: round(v, 3) for k, v in rec.timing_ms.items()}
     return d

@@ -8,6 +8,13 @@ independently, a step would emit on average E[N] = (1 − α^(γ+1)) / (1 − α
 Fitting α on the very steps whose τ it then predicts is circular (α is a function of them), so
 ``held_out_check`` fits on the even-numbered steps and predicts the odd-numbered ones, and says
 how far the prediction may be off by chance alone (twice the standard error of the held-out τ).
+
+Both read **walk lengths**: n + 1 per step with n the drafts the walk accepted
+(``Request.drafts_accepted``, or ``len(trace["accept"]["path"])``), not the tokens the step emitted.
+A step the end of the output cut (a stop token, ``max_new_tokens``) emitted fewer than its walk
+accepted; its trials all happened, so the walk's count is the whole observation, and counting the
+cut one would read a failure that never occurred. The held-out "τ" is therefore the walk's mean,
+what E[N] predicts; it differs from the emitted τ only through the cut steps.
 """
 
 from __future__ import annotations
@@ -17,13 +24,13 @@ import statistics
 from dataclasses import dataclass
 
 
-def chain_alpha(accept_lengths: list[int], gamma: int) -> float:
-    """α from the accept lengths (n + 1 per step) of a chain of ``gamma`` drafts."""
-    if not accept_lengths:
+def chain_alpha(walk_lengths: list[int], gamma: int) -> float:
+    """α from the walk lengths (n + 1 per step) of a chain of ``gamma`` drafts."""
+    if not walk_lengths:
         raise ValueError("α needs at least one verify step")
-    if not all(1 <= a <= gamma + 1 for a in accept_lengths):
-        raise ValueError(f"a chain of {gamma} emits 1..{gamma + 1} tokens per step, got {accept_lengths}")
-    accepted = [a - 1 for a in accept_lengths]
+    if not all(1 <= a <= gamma + 1 for a in walk_lengths):
+        raise ValueError(f"a chain of {gamma} accepts 1..{gamma + 1} tokens per step, got {walk_lengths}")
+    accepted = [a - 1 for a in walk_lengths]
     failures = sum(n < gamma for n in accepted)
     return sum(accepted) / (sum(accepted) + failures) if sum(accepted) + failures else 0.0
 
@@ -39,7 +46,7 @@ def expected_tokens(alpha: float, gamma: int) -> float:
 class HeldOut:
     alpha: float  # fitted on the even-numbered steps
     predicted: float  # E[N] from that α
-    measured: float  # τ of the odd-numbered steps
+    measured: float  # mean walk length of the odd-numbered steps
     noise: float  # twice the standard error of ``measured``
     fit_steps: int
     held_steps: int
@@ -54,11 +61,12 @@ class HeldOut:
         return f"{side}-predicts them by {abs(gap):.2f} tokens per step, beyond the noise of ±{self.noise:.2f}"
 
 
-def held_out_check(accept_lengths: list[int], gamma: int) -> HeldOut:
-    """Fit α on steps 0, 2, 4, ... and predict τ of steps 1, 3, 5, ... (at least 2 of each)."""
-    fit, held = accept_lengths[0::2], accept_lengths[1::2]
+def held_out_check(walk_lengths: list[int], gamma: int) -> HeldOut:
+    """Fit α on the walk lengths of steps 0, 2, 4, ... and predict the mean of steps 1, 3, 5, ...
+    (at least 2 of each)."""
+    fit, held = walk_lengths[0::2], walk_lengths[1::2]
     if len(held) < 2:
-        raise ValueError(f"{len(accept_lengths)} steps: need at least 4 to fit on half and check the other")
+        raise ValueError(f"{len(walk_lengths)} steps: need at least 4 to fit on half and check the other")
     alpha = chain_alpha(fit, gamma)
     noise = 2 * statistics.stdev(held) / math.sqrt(len(held))
     return HeldOut(alpha, expected_tokens(alpha, gamma), statistics.mean(held), noise, len(fit), len(held))

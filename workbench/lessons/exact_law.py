@@ -66,4 +66,5 @@ def sample_sequences(target, head, spec: SpecConfig, params: SamplingParams, pro
     eng.add_requests([prompt] * n, length)
     eng.run()
     counts = sequence_counts([r.output_ids for r in eng.requests], target.config.vocab_size, length)
-    return counts, [r.accept_lengths[0] - 1 for r in eng.requests]
+    # what the walk accepted, not what was emitted: ``length`` may end the output inside the step
+    return counts, [r.drafts_accepted[0] for r in eng.requests]

@@ -48,7 +48,8 @@ def label(spec: SpecConfig) -> str:
 class Setting:
     spec: SpecConfig
     tau: float  # tokens per target forward, pooled over the prompts (1.0 for vanilla)
-    accept_lengths: dict[str, list[int]]  # category -> every verify step (empty for vanilla)
+    accept_lengths: dict[str, list[int]]  # category -> tokens each verify step emitted (empty for vanilla)
+    walk_lengths: dict[str, list[int]]  # category -> n + 1 the walk accepted per verify step (chain_model's)
     tok_s: Spread  # per run: the mean over the prompts of tokens per second
     speedup: Spread  # per run over vanilla's tokens per second in the same run
     outputs: dict[str, list[int]]  # category -> output ids
@@ -85,9 +86,11 @@ def measure_settings(wb, specs: list[SpecConfig], prompts: dict[str, list[int]],
     out = {}
     for spec in specs:
         requests = list(first_run[label(spec)].values())  # greedy: every run emits the same
+        runs = first_run[label(spec)]
         out[label(spec)] = Setting(
-            spec, tau(requests) if spec.speculative else 1.0,
-            {c: list(r.accept_lengths) for c, r in first_run[label(spec)].items()},
-            spread(speeds[label(spec)]), spread(s / b for s, b in zip(speeds[label(spec)], base)),
-            {c: r.output_ids for c, r in first_run[label(spec)].items()})
+            spec=spec, tau=tau(requests) if spec.speculative else 1.0,
+            accept_lengths={c: list(r.accept_lengths) for c, r in runs.items()},
+            walk_lengths={c: [n + 1 for n in r.drafts_accepted] for c, r in runs.items()},
+            tok_s=spread(speeds[label(spec)]), speedup=spread(s / b for s, b in zip(speeds[label(spec)], base)),
+            outputs={c: r.output_ids for c, r in runs.items()})
     return out

@@ -1,9 +1,10 @@
 """τ, the accept length, from what the engine records.
 
-``Request.accept_lengths`` holds n + 1 for every verify step: the accepted drafts plus the bonus,
-as the walk decided them, **before** the output is cut at ``max_new_tokens`` or a stop token.
-Counting emitted tokens instead ((tokens - 1) / (forwards - 1)) under-counts the last step
-whenever it was cut, and biases τ low on short runs.
+``Request.accept_lengths`` holds, for every verify step, the tokens it emitted: the accepted drafts
+plus the bonus (n + 1), fewer at the step the output ended inside (cut after a stop token or at
+``max_new_tokens``). They add up to every output token but the prefill's, so τ is
+(tokens - 1) / (target forwards - 1) exactly. What the walk accepted, cut or not, is
+``Request.drafts_accepted``.
 """
 
 from __future__ import annotations

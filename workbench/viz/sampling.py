@@ -63,11 +63,13 @@ def _expected_html(trace: dict) -> str:
     if e is None:
         return ""
     reach = ", ".join(f"depth {d} {num(r)}" for d, r in enumerate(e.reach, start=1))
+    walk, emitted = len(trace["accept"]["path"]), trace["accept_length"]  # the worth is the walk's, never cut
+    cut = f"; the output ended inside them, so the step emitted {emitted} (its τ)" if emitted < walk else ""
     return note(f"Before the coins: each child is accepted with exactly its target probability p (the mass of "
                 f"the siblings rejected before it is taken out), so this tree was worth "
                 f"<b>{e.accept_length:.2f}</b> tokens on average: 1 (the bonus) + the sum over its nodes of "
-                f"the target's probability of the path to each. This step's coins gave τ = "
-                f"{trace['accept_length']}. P(the walk gets a node at): {reach}.")
+                f"the target's probability of the path to each. This step's coins gave the walk "
+                f"{walk} ({walk - 1} accepted + the bonus){cut}. P(the walk gets a node at): {reach}.")
 
 
 def _bonus_html(accept: dict) -> str:
