@@ -42,7 +42,7 @@ def headline_table(result: dict) -> str:
     return "\n".join(rows)
 
 
-def _task_table(result: dict) -> str:
+def task_table(result: dict) -> str:
     tasks = sorted({t for s in result["summary"].values() for t in s["per_task"]})
     rows = ["| method | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
     for name, s in result["summary"].items():
@@ -115,7 +115,7 @@ def markdown(result: dict) -> str:
         "`= vanilla`: share of questions whose "
         "output ids equal vanilla's.", "",
         headline_table(result), "",
-        "## Speedup over vanilla per Spec-Bench task", "", _task_table(result), "",
+        "## Speedup over vanilla per Spec-Bench task", "", task_table(result), "",
         "## Per-depth acceptance", "",
         "P(accept at depth k | depth k-1 accepted), pooled over verify steps.", "", _depth_table(result), "",
         "## Verify cost", "",
