@@ -444,13 +444,13 @@ def test_engine_steps_are_serialised_on_cuda(pair, monkeypatch, fake_cuda):
     inside, most, guard = [0], [0], threading.Lock()
     step = Engine._vanilla_step
 
-    def tracked(self):
+    def tracked(self, *args):
         with guard:
             inside[0] += 1
             most[0] = max(most[0], inside[0])
         time.sleep(0.02)  # let the other thread try to enter
         try:
-            return step(self)
+            return step(self, *args)
         finally:
             with guard:
                 inside[0] -= 1

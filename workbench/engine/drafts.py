@@ -11,6 +11,11 @@ came from. A draft gives the engine four things:
   them through ``draft.grow_tree`` (``static_tree.grow_static_tree`` for method static), level
   by level with path scores; the n-gram draft hands over its trie (``ngram.py``) whole.
 
+``reads_pending`` says whether ``extend`` runs the request's pending pairs (``Request.pending_tokens``
+/ ``pending_features``): only the head's does, so only for the head does a plain decode step,
+when a policy switches speculation off, add its pair to them (``Engine._vanilla_step``); a
+draft model catches up from the committed tokens themselves, the others keep no draft state.
+
 ``HeadDraft`` (the EAGLE head), ``ExitDraft`` (the target's first N layers), ``ModelDraft`` (a
 separate small model with the target's tokenizer) and ``NgramDraft``; ``make_draft`` picks one
 from ``SpecConfig.draft``.
@@ -67,6 +72,7 @@ class HeadDraft:
     (f_t, x_{t+1}) the last step committed; level 1 comes from the extend's last row."""
 
     level_offset = -1  # a frontier node at depth d runs at L + d - 1 (docs/design.md §4)
+    reads_pending = True
 
     def __init__(self, head: DraftHead, source: DraftSource = DraftSource()):
         self.head, self.name = head, source.name
@@ -110,6 +116,7 @@ class ExitDraft:
 
     level_offset = 0  # a frontier node at depth d runs at L + d, its own position
     capture = ()
+    reads_pending = False
 
     def __init__(self, target: TargetModel, source: DraftSource):
         source.check_target(target.config.num_layers)
@@ -182,6 +189,7 @@ class NgramDraft:
 
     level_offset = 0  # no levels
     capture = ()
+    reads_pending = False
 
     def __init__(self, source: DraftSource):
         self.source, self.name = source, source.name

@@ -1,4 +1,5 @@
-"""The decode loop: prefill, then plain decode steps or EAGLE-2 steps, for a batch of requests.
+"""The decode loop: requests come and go; each step prefills newcomers, or runs plain decoding
+or an EAGLE-2 step for the batch, in the setting a policy picks.
 
 One EAGLE-2 step, for every running request at once (docs/design.md §3)::
 
@@ -14,6 +15,16 @@ One EAGLE-2 step, for every running request at once (docs/design.md §3)::
 Rollback is a slot-table edit (page size 1, as SGLang): the kept nodes' slots are appended to
 the request's table in path order (their positions are L, L+1, ... already), the others are
 freed. No KV row is copied.
+
+Requests come and go (docs/design.md §3, "The request lifecycle"). ``submit`` queues one; at
+the start of each step the scheduler (``scheduler.py``) admits waiting requests first come first
+served while the fixed KV capacity (``kv_slots``) holds their worst case. A step with newcomers
+is a **prefill step** for them alone; the batch's next decode step includes them. A step without
+newcomers is one **decode step** of the whole batch, in the setting the policy (``policy.py``)
+picks for it from the running batch: plain decoding, or one of its speculative settings, all
+drafted by one draft built once, with pools sized for the largest. A request that finishes
+leaves at once, its slots back on the free list. ``add_requests`` is the one-batch case: an
+engine without ``kv_slots`` is sized for exactly that batch, and all of it is admitted at once.
 
 With ``trace=True`` every step also fills one ``StepRecord`` per request (``record.py``):
 ``step_records()`` returns them, ``step()`` returns them as JSON-ready traces (``trace.py``).
@@ -39,9 +50,11 @@ from workbench.engine.draft import DraftPhase
 from workbench.engine.drafts import make_draft
 from workbench.engine.graph_check import graphs_by_default
 from workbench.engine.graphs import step_lock
-from workbench.engine.record import DraftLevel, KVChange, StepRecord
+from workbench.engine.policy import Choice, SpecPolicy, draft_source_of, policy_for
+from workbench.engine.record import DraftLevel, KVChange, PolicyNote, StepRecord
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams, choose, target_probs
+from workbench.engine.scheduler import Scheduler
 from workbench.engine.tree import DraftTree, build_tree, rerank
 from workbench.kv import SlotAllocator, SlotTable
 from workbench.kv.pool import KVPool
@@ -51,18 +64,36 @@ from workbench.models.llama import TargetModel
 
 class Engine:
     def __init__(self, target: TargetModel, draft: DraftHead | TargetModel | None = None,
-                 spec: SpecConfig = SpecConfig(),
+                 spec: SpecConfig | None = None,
                  sampling: SamplingParams = SamplingParams(), stop_ids: tuple[int, ...] = (),
                  trace: bool = False, token_text=None, debug: bool | None = None,
-                 cuda_graphs: bool | None = None):
-        """``draft``: the EAGLE head when ``spec.draft`` is the head, the draft model for
-        ``model:DIR`` (the n-gram and early-exit drafts need none). ``cuda_graphs``: replay decode, verify and the head's forwards (tree
-        levels, and the extend when it fits a bucket) from CUDA graphs (``graphs.py``); None = on
-        where it can be (a CUDA device and the triton attention backend) and the start-up check
-        passed for these models (``graph_check.py``)."""
-        spec.check_sampling(sampling.greedy)
-        self.target, self.draft, self.spec, self.sampling = target, draft, spec, sampling
-        self.drafter = make_draft(spec, target, draft) if spec.speculative else None  # drafts.py
+                 cuda_graphs: bool | None = None, policy: SpecPolicy | None = None, kv_slots: int | None = None):
+        """``spec``: the one setting every step runs (default ``SpecConfig()``); or ``policy``
+        (``policy.py``), which picks each decode step's setting from the running batch: give one
+        of the two. ``draft``: the EAGLE head when the settings draft with the head, the draft
+        model for ``model:DIR`` (the n-gram and early-exit drafts need none). ``kv_slots``: the
+        KV capacity in slots, for requests that come and go (``submit``); without it the first
+        ``add_requests`` sizes the pools for exactly its batch. ``cuda_graphs``: replay decode,
+        verify and the head's forwards (tree levels, and the extend when it fits a bucket) from
+        CUDA graphs (``graphs.py``); None = on where it can be (a CUDA device and the triton
+        attention backend) and the start-up check passed for these models (``graph_check.py``)."""
+        if spec is not None and policy is not None:
+            raise ValueError("give the engine a spec (one setting) or a policy (a setting per step), not both")
+        self.policy = policy if policy is not None else policy_for(spec if spec is not None else SpecConfig())
+        self.settings = settings = tuple(self.policy.settings())
+        for s in settings:
+            s.check_sampling(sampling.greedy)
+        source = draft_source_of(settings)  # one draft for every setting the policy may pick
+        self.target, self.draft, self.sampling = target, draft, sampling
+        speculative = [s for s in settings if s.speculative]
+        self.drafter = make_draft(speculative[0], target, draft) if speculative else None  # drafts.py
+        # Per request and step, on top of its committed tokens: the verify block and the draft's
+        # scratch slots (allocated by its growth, freed before verify), for the largest setting.
+        need = {s: s.num_draft_tokens + self.drafter.scratch_slots(s) if s.speculative else 1 for s in settings}
+        self.spec = max(settings, key=need.get)  # the largest setting: what the pools are sized for
+        # (each step's own setting is in its record: ``StepRecord.policy``)
+        self.per_step = need[self.spec]
+        self.draft_scratch = max((self.drafter.scratch_slots(s) for s in speculative), default=0)
         self.stop_ids = set(stop_ids)
         self.trace, self.token_text = trace, token_text or (lambda t: str(t))
         self.debug = os.environ.get("WORKBENCH_DEBUG") == "1" if debug is None else debug
@@ -73,31 +104,24 @@ class Engine:
         can_graph = self.device.type == "cuda" and target.attention_backend == "triton"
         if cuda_graphs and not can_graph:
             raise ValueError("CUDA graphs need a CUDA device and the triton attention backend")
-        graphed_head = draft if spec.speculative and spec.draft.kind == "head" else None  # the head's forwards
+        graphed_head = draft if source is not None and source.kind == "head" else None  # the head's forwards
         self.cuda_graphs = graphs_by_default(target, graphed_head) if cuda_graphs is None else cuda_graphs
         self.graphed = None  # GraphedTarget: made with the KV pools
         # a fused head reads the residual stream after some target layers beside f_t
-        self.capture = self.drafter.capture if spec.speculative else ()
-        self.requests: list[Request] = []
+        self.capture = self.drafter.capture if self.drafter is not None else ()
+        self.requests: list[Request] = []  # every request submitted, in arrival order (rid = index)
+        self.batch: list[Request] = []  # admitted and not finished: prefilled, or waiting for the next step's
+        self.newcomers: list[Request] = []  # admitted, prefilled by the next step
+        self.scheduler: Scheduler | None = None
         self.table: SlotTable | None = None
         self.steps = 0
+        if kv_slots is not None:
+            self._start(kv_slots)
 
-    # ---- setup -------------------------------------------------------------------------------
-    def add_requests(self, prompts: list[list[int]], max_new_tokens: int) -> list[Request]:
-        """Queue prompts (token ids). The KV pools are sized once, for these requests."""
-        if self.table is not None:
-            raise RuntimeError("this engine already holds a batch; make a new Engine")
-        if not prompts or any(len(p) == 0 for p in prompts):
-            raise ValueError("every prompt needs at least one token")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        for p in prompts:
-            check_context(self.spec, self.target.config.max_position_embeddings, len(p), max_new_tokens)
-        # per request: its committed tokens, plus what one step holds on top of them (the verify
-        # block and the draft's scratch slots, allocated by its growth and freed before verify)
-        draft_scratch = self.drafter.scratch_slots(self.spec) if self.spec.speculative else 0
-        per_step = self.spec.num_draft_tokens + draft_scratch if self.spec.speculative else 1
-        num_slots = sum(len(p) + max_new_tokens + per_step + 1 for p in prompts)
+    # ---- setup and the request lifecycle (docs/design.md §3) -------------------------------------
+    def _start(self, num_slots: int) -> None:
+        """The KV pools, once, with a fixed capacity of ``num_slots`` slots."""
+        self.scheduler = Scheduler(num_slots)
         self.table = SlotTable(SlotAllocator(num_slots))
         # With graphs, one more pool slot that no request owns takes the padding tokens' K/V.
         self.target_kv = self.target.new_kv_pool(num_slots + (1 if self.cuda_graphs else 0))
@@ -106,10 +130,66 @@ class Engine:
 
             self.graphed = GraphedTarget(self.target, self.target_kv, scratch_slot=num_slots, max_keys=num_slots + 1,
                                          capture=self.capture)
-        if self.spec.speculative:
-            self.drafter.start(num_slots, self.target_kv, self.cuda_graphs, draft_scratch)
-        self.requests = [Request(i, list(p), max_new_tokens) for i, p in enumerate(prompts)]
-        return self.requests
+        if self.drafter is not None:
+            self.drafter.start(num_slots, self.target_kv, self.cuda_graphs, self.draft_scratch)
+
+    def slots_needed(self, prompt_len: int, max_new_tokens: int) -> int:
+        """The most KV slots a request holds at once: its committed tokens (at most the prompt
+        and every output token but the last) plus one step of the largest setting on top."""
+        return prompt_len + max_new_tokens + self.per_step + 1
+
+    def _check_request(self, prompt_ids: list[int], max_new_tokens: int) -> None:
+        if len(prompt_ids) == 0:
+            raise ValueError("every prompt needs at least one token")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        for s in self.settings:
+            check_context(s, self.target.config.max_position_embeddings, len(prompt_ids), max_new_tokens)
+
+    def submit(self, prompt_ids: list[int], max_new_tokens: int) -> Request:
+        """Queue one request (token ids); the next step admits it, first come first served,
+        once the KV capacity holds its worst case (``slots_needed``), and prefills it. Needs an
+        engine made with ``kv_slots``; ValueError when the request could never fit it."""
+        if self.scheduler is None:
+            raise RuntimeError("submit needs an engine with a KV capacity: Engine(..., kv_slots=N); "
+                               "add_requests sizes one for a single batch")
+        self._check_request(prompt_ids, max_new_tokens)
+        r = Request(len(self.requests), list(prompt_ids), max_new_tokens)
+        self.scheduler.submit(r, self.slots_needed(len(r.prompt_ids), max_new_tokens))
+        self.requests.append(r)
+        return r
+
+    def add_requests(self, prompts: list[list[int]], max_new_tokens: int) -> list[Request]:
+        """Submit a batch and admit what fits at once. On an engine without ``kv_slots`` the
+        first call sizes the KV pools for exactly this batch, so all of it is admitted and the
+        next step prefills it (``running`` lists it before that step). Returns the new requests."""
+        if not prompts:
+            raise ValueError("every prompt needs at least one token")
+        for p in prompts:
+            self._check_request(p, max_new_tokens)
+        needs = [self.slots_needed(len(p), max_new_tokens) for p in prompts]
+        if self.scheduler is None:
+            self._start(sum(needs))
+        for p, need in zip(prompts, needs):  # all or nothing: check every request before queueing one
+            self.scheduler.check_fits(len(p), max_new_tokens, need)
+        new = [self.submit(p, max_new_tokens) for p in prompts]
+        self._admit()
+        return new
+
+    def _admit(self) -> None:
+        admitted = self.scheduler.admit()
+        self.batch += admitted
+        self.newcomers += admitted
+
+    @property
+    def waiting(self) -> list[Request]:
+        """Submitted, not yet admitted (the KV capacity cannot hold them yet), oldest first."""
+        return [r for r, _ in self.scheduler.waiting] if self.scheduler is not None else []
+
+    @property
+    def capacity(self) -> int | None:
+        """The KV pool's slots (None before ``add_requests`` sizes it)."""
+        return self.scheduler.capacity if self.scheduler is not None else None
 
     @property
     def draft_kv(self) -> KVPool | None:
@@ -123,11 +203,13 @@ class Engine:
 
     @property
     def running(self) -> list[Request]:
-        return [r for r in self.requests if not r.finished]
+        """The batch: admitted and not finished (a newcomer from admission on, before its prefill)."""
+        return [r for r in self.batch if not r.finished]
 
     @property
     def done(self) -> bool:
-        return self.table is not None and not self.running
+        """Nothing running and nothing waiting (False before the pools exist)."""
+        return self.scheduler is not None and not self.running and not self.scheduler.waiting
 
     def run(self) -> list[Request]:
         while not self.done:
@@ -135,23 +217,33 @@ class Engine:
         return self.requests
 
     def step(self) -> list[dict]:
-        """Prefill (first call), then one decode or EAGLE-2 step. Returns one JSON-ready trace
-        per request stepped when tracing, else []."""
+        """One step: a prefill of the newly admitted requests when there are any, else one
+        decode or speculative step of the batch in the setting the policy picks. Returns one
+        JSON-ready trace per request stepped when tracing, else []."""
         return [tr.step_trace(rec, self.token_text) for rec in self.step_records()]
 
     def step_records(self) -> list[StepRecord]:
         """Like ``step``, returning the ``StepRecord``s themselves (tracing on; else [])."""
-        if self.table is None:
-            raise RuntimeError("add_requests first")
-        if self.done:
-            return []
+        if self.scheduler is None:
+            raise RuntimeError("add_requests or submit first")
         with step_lock(self.device):  # on CUDA, one engine step at a time in the process (graphs.py)
+            self._admit()
+            if not self.newcomers and not self.running:
+                return []
             self.steps += 1
-            if self.steps == 1:
-                records = self._prefill()
+            if self.newcomers:  # newcomers first: a step is a prefill or a decode step, never both
+                newcomers, self.newcomers = self.newcomers, []
+                records = self._prefill(newcomers)
             else:
-                records = self._spec_step() if self.spec.speculative else self._vanilla_step()
-            if self.debug:  # no slot leaked or shared, scratch included
+                batch = self.running
+                choice = self.policy.choose(batch)
+                if choice.spec not in self.settings:  # the pools are sized for those alone
+                    raise ValueError(f"policy {self.policy.name} chose {choice.label}, which its settings() "
+                                     "do not list")
+                step = self._spec_step if choice.spec.speculative else self._vanilla_step
+                records = step(batch, choice)
+                self.policy.observe(choice, batch)
+            if self.debug:  # no slot leaked or shared, scratch included; none over its reservation
                 self.check_integrity()
         return records
 
@@ -166,9 +258,10 @@ class Engine:
         return (self._clock() - t0) * 1e3
 
     # ---- prefill and plain decoding ------------------------------------------------------------
-    def _prefill(self) -> list[StepRecord]:
+    def _prefill(self, reqs: list[Request]) -> list[StepRecord]:
+        """The newly admitted requests' prompts, in one target forward: their KV, their first
+        token, and the pairs their draft extend will run."""
         t0 = self._clock()
-        reqs = self.requests
         for r in reqs:
             self.table.add_request(r.rid)
             self.table.commit(r.rid, self.table.allocator.alloc(len(r.prompt_ids)))
@@ -191,22 +284,31 @@ class Engine:
         ms = self._ms(t0)
         if not self.trace:
             return []
-        return [self._record("prefill", r, logits[i : i + 1], emitted[i], KVChange(0, slots[i], slots[i], []),
-                             {"prefill_ms": ms}, prompt_len=len(r.prompt_ids)) for i, r in enumerate(reqs)]
+        ids = [r.rid for r in reqs]
+        choice = Choice(self.policy.name, None, f"request{'s' * (len(ids) > 1)} {', '.join(map(str, ids))} admitted")
+        return [self._record("prefill", r, self.spec, choice, ids, logits[i : i + 1], emitted[i],
+                             KVChange(0, slots[i], slots[i], []), {"prefill_ms": ms}, prompt_len=len(r.prompt_ids))
+                for i, r in enumerate(reqs)]
 
-    def _vanilla_step(self) -> list[StepRecord]:
+    def _vanilla_step(self, reqs: list[Request], choice: Choice) -> list[StepRecord]:
+        """One plain decode step of the batch. With a draft that extends from pending pairs (the
+        head), each step's pair (f_root, next token) joins them, so that the next speculative
+        step's extend catches up on every token committed meanwhile (docs/design.md §4)."""
         t0 = self._clock()
-        reqs = self.running
+        keep_pairs = self.drafter is not None and self.drafter.reads_pending
         lens = [self.table.length(r.rid) for r in reqs]
         new = [self.table.allocator.alloc(1) for _ in reqs]
         batch = extend_batch([[r.root] for r in reqs], [list(self.table.slots(r.rid)) for r in reqs],
                              new, lens, self.device)
-        _, logits = self._target_forward(batch)  # [B, V]
+        hidden, logits = self._target_forward(batch)  # [B, W], [B, V]
         nxt = choose(logits, self.sampling, self.dev_gen).tolist()
         emitted = []
-        for r, slots, tok in zip(reqs, new, nxt):
+        for i, (r, slots, tok) in enumerate(zip(reqs, new, nxt)):
             self.table.commit(r.rid, slots)
             r.target_forwards += 1
+            if keep_pairs:  # the root is committed now: its pair waits for the draft
+                r.pending_tokens.append(tok)
+                r.pending_features = torch.cat([r.pending_features, hidden[i : i + 1]])  # a copy, graphs or not
             r.root = tok
             emitted.append(r.emit([tok], ["bonus"], self.stop_ids))
             r.accept_lengths.append(len(emitted[-1]))
@@ -215,12 +317,13 @@ class Engine:
         ms = self._ms(t0)
         if not self.trace:
             return []
-        return [self._record("decode", r, logits[i : i + 1], emitted[i], KVChange(lens[i], new[i], new[i], []),
-                             {"decode_ms": ms}) for i, r in enumerate(reqs)]
+        ids = [r.rid for r in reqs]
+        return [self._record("decode", r, choice.spec, choice, ids, logits[i : i + 1], emitted[i],
+                             KVChange(lens[i], new[i], new[i], []), {"decode_ms": ms}) for i, r in enumerate(reqs)]
 
     # ---- one EAGLE-2 step ----------------------------------------------------------------------
-    def _spec_step(self) -> list[StepRecord]:
-        reqs = self.running
+    def _spec_step(self, reqs: list[Request], choice: Choice) -> list[StepRecord]:
+        spec = choice.spec
         rids = [r.rid for r in reqs]
         timing: dict[str, float] = {}
         lens = [self.table.length(rid) for rid in rids]  # L per request, before this step
@@ -229,8 +332,8 @@ class Engine:
         extended = self.drafter.extend(reqs, self.table)
         timing["draft_extend_ms"] = self._ms(t)
         t = self._clock()
-        chain = self.sampling if self.spec.accept_rule(self.sampling) == "leviathan" else None
-        phase = self.drafter.grow(reqs, self.table, extended, self.spec, chain, self.dev_gen)
+        chain = self.sampling if spec.accept_rule(self.sampling) == "leviathan" else None
+        phase = self.drafter.grow(reqs, self.table, extended, spec, chain, self.dev_gen)
         for slots in phase.scratch_slots:  # tree-level draft KV is scratch: back to the free list
             self.table.allocator.free(slots)
         timing["draft_tree_ms"] = self._ms(t)
@@ -238,7 +341,7 @@ class Engine:
         t = self._clock()
         trees = []
         for r, c, L in zip(reqs, phase.candidates, lens):
-            kept, dropped = rerank(c, self.spec.num_draft_tokens)
+            kept, dropped = rerank(c, spec.num_draft_tokens)
             trees.append(build_tree(r.root, c, kept, L, dropped))
         verify_slots = [self.table.allocator.alloc(tree.num_nodes) for tree in trees]
         if self.debug:
@@ -250,7 +353,7 @@ class Engine:
         timing["verify_ms"] = self._ms(t)
 
         t = self._clock()
-        results = self._accept(trees, logits, phase)
+        results = self._accept(spec, trees, logits, phase)
         timing["accept_ms"] = self._ms(t)
 
         t = self._clock()
@@ -264,18 +367,22 @@ class Engine:
         timing["commit_ms"] = self._ms(t)
         if not self.trace:
             return []
-        return [self._record("spec", r, rows, emitted[i], changes[i], dict(timing), candidates=phase.candidates[i],
-                             levels=phase.levels[i], tree=trees[i], result=results[i])
+        return [self._record("spec", r, spec, choice, rids, rows, emitted[i], changes[i], dict(timing),
+                             candidates=phase.candidates[i], levels=phase.levels[i], tree=trees[i], result=results[i])
                 for i, (r, rows) in enumerate(zip(reqs, per_tree(trees, logits)))]
 
-    def _record(self, kind: str, r: Request, logits: torch.Tensor, emitted: list[int], kv: KVChange,
-                timing: dict[str, float], **spec_parts) -> StepRecord:
-        """The record of one request's step (tracing only), with the allocator counts after it."""
+    def _record(self, kind: str, r: Request, spec: SpecConfig, choice: Choice, batch: list[int],
+                logits: torch.Tensor, emitted: list[int], kv: KVChange, timing: dict[str, float],
+                **spec_parts) -> StepRecord:
+        """The record of one request's step (tracing only), with the allocator counts after it.
+        ``spec``: the setting the step ran (a prefill: the largest); ``batch``: the step's requests."""
         a = self.table.allocator
         kv.allocated, kv.free, kv.total = a.num_used, a.num_free, a.num_slots
-        draft = self.drafter.name if self.spec.speculative else "none"
-        return StepRecord(kind, self.steps, r.rid, self.spec.method, self.spec.accept_rule(self.sampling),
-                          self.sampling, logits, emitted, r.finish_reason, kv, timing, draft=draft, **spec_parts)
+        draft = self.drafter.name if spec.speculative else "none"
+        return StepRecord(kind=kind, step=self.steps, request=r.rid, method=spec.method,
+                          rule=spec.accept_rule(self.sampling), sampling=self.sampling, logits=logits,
+                          emitted=emitted, finish_reason=r.finish_reason, kv=kv, timing_ms=timing, draft=draft,
+                          policy=PolicyNote(choice.policy, choice.label, choice.reason), batch=batch, **spec_parts)
 
     def _verify(self, reqs: list[Request], trees: list[DraftTree], slots: list[list[int]]):
         """One target forward over every node of every request: prefix from the cache, nodes
@@ -299,7 +406,8 @@ class Engine:
         hidden = self.target(batch, self.target_kv, self.capture)
         return hidden, self.target.logits(hidden)
 
-    def _accept(self, trees: list[DraftTree], logits: torch.Tensor, phase: DraftPhase) -> list[AcceptResult]:
+    def _accept(self, spec: SpecConfig, trees: list[DraftTree], logits: torch.Tensor,
+                phase: DraftPhase) -> list[AcceptResult]:
         if self.sampling.greedy:
             argmax = per_tree(trees, logits.argmax(-1).cpu())
             return [greedy_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling, a.tolist())
@@ -309,7 +417,7 @@ class Engine:
             return [leviathan_chain(tree.tokens, p, q.cpu(), self.cpu_gen)
                     for tree, p, q in zip(trees, probs, phase.chain_q)]
         return [sampling_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling, p, self.cpu_gen,
-                              self.spec.accept_threshold_single, self.spec.accept_threshold_acc)
+                              spec.accept_threshold_single, spec.accept_threshold_acc)
                 for tree, p in zip(trees, probs)]
 
     def _commit(self, r: Request, tree: DraftTree, res: AcceptResult, slots: list[int], hidden: torch.Tensor):
@@ -331,13 +439,19 @@ class Engine:
         return kept, freed, emitted
 
     def _release_finished(self) -> None:
-        for r in self.requests:
-            if r.finished and r.rid in self.table.tables:
+        """A finished request leaves the batch at once: its target and draft KV slots go back
+        to the free list (the draft's live at the same ids), its reservation to the scheduler."""
+        for r in self.batch:
+            if r.finished:
                 self.table.release(r.rid)
+                self.scheduler.retire(r.rid)
                 r.pending_features = None
+        self.batch = [r for r in self.batch if not r.finished]
 
     def check_integrity(self) -> None:
+        """Every slot free or owned by exactly one request; none holds more than it reserved."""
         self.table.check_integrity()
+        self.scheduler.check({rid: len(slots) for rid, slots in self.table.tables.items()})
 
 
 def per_tree(trees: list[DraftTree], rows: torch.Tensor) -> tuple[torch.Tensor, ...]:

@@ -44,11 +44,20 @@ class DraftLevel:
 
 
 @dataclass
+class PolicyNote:
+    """What a step ran, as the speculation policy chose it (``policy.Choice``, in words)."""
+
+    name: str  # the policy: "off", "fixed", "schedule", "adaptive", ...
+    choice: str  # the setting: "eagle2:8/5/4", "linear:3", "off"; "prefill" on a prefill step
+    reason: str  # "batch 3 in 3-4", "fixed", "requests 4, 5 admitted", ...
+
+
+@dataclass
 class StepRecord:
     """Everything one step did for one request. ``kind``: "prefill", "decode" (vanilla) or "spec"."""
 
     kind: str
-    step: int  # 1 = the prefill
+    step: int  # the engine's step count, from 1 (a prefill step: kind "prefill" for each request it admitted)
     request: int  # request id
     method: str
     rule: str  # accept rule: "greedy", "target-only" or "leviathan"
@@ -59,6 +68,8 @@ class StepRecord:
     kv: KVChange
     timing_ms: dict[str, float]  # per phase
     draft: str = "head"  # the draft source (``DraftSource.name``; "none" for vanilla)
+    policy: PolicyNote | None = None  # what the step ran and why
+    batch: list[int] = field(default_factory=list)  # ids of every request the step ran, in batch order
     prompt_len: int | None = None  # prefill only
     # spec only: the draft phase, the verify tree and the accept walk's result
     candidates: Candidates | None = None

@@ -7,6 +7,9 @@ accept length over the coins) is derived from them on request (``analysis/expect
 ``kind``            "prefill" | "decode" (vanilla) | "spec"
 ``step``, ``request``, ``L``       step number, request id, committed length before the step
 ``draft_source``    where the drafts came from: "head", "ngram:MIN-MAX", "exit:N" ("none": vanilla)
+``policy``          what the step ran and why: name (the speculation policy), choice (the setting:
+                    "eagle2:8/5/4", "off"; "prefill" on a prefill step), reason ("batch 3 in 3-4")
+``batch``           ids of every request the step ran: a prefill step's are the requests it admitted
 ``draft.levels``    per draft forward after the first: the frontier's depth (``level``), its flat
                     candidate indices, their scratch slots and their position (the head: L +
                     level - 1; an early exit: L + level); none for the n-gram draft
@@ -50,7 +53,9 @@ def step_trace(rec: StepRecord, token_text=str) -> dict:
     """The JSON trace of one record; ``token_text(id)`` gives a token's text. Reads nothing but
     its arguments."""
     d = {"kind": rec.kind, "step": rec.step, "request": rec.request, "method": rec.method, "draft_source": rec.draft,
-         "L": rec.kv.committed_before}
+         "L": rec.kv.committed_before, "batch": list(rec.batch)}
+    if rec.policy is not None:
+        d["policy"] = {"name": rec.policy.name, "choice": rec.policy.choice, "reason": rec.policy.reason}
     if rec.kind == "prefill":
         d["prompt_len"] = rec.prompt_len
     probs = _shown_probs(rec)
