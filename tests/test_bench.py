@@ -237,7 +237,7 @@ def test_calibration_command_writes_the_asset_format(tiny_dir, tmp_path):
 
 
 @pytest.mark.parametrize("argv", [["bench", "--hot-tokens", "0"], ["tune", "--hot-tokens", "0"]])
-def test_hot_tokens_option_reaches_the_model_load(argv, monkeypatch):
+def test_hot_tokens_option_reaches_the_model_load(argv, monkeypatch, tmp_path):
     """``--hot-tokens`` is passed to ``Workbench.load`` (0 = the draft's full vocabulary)."""
     from workbench import pipeline
     from workbench.bench import tune as tune_cmd
@@ -251,6 +251,8 @@ def test_hot_tokens_option_reaches_the_model_load(argv, monkeypatch):
 
     monkeypatch.setattr(pipeline.Workbench, "load", fake_load)
     run = main if argv[0] == "bench" else lambda a: tune_cmd.main(a[1:])
+    if argv[0] == "bench":  # not the working directory's bench_out, whose journal it would read
+        argv = [*argv, "--out", str(tmp_path)]
     assert run(argv) == 2  # the stop-here error is reported as a user error
     assert seen.get("hot_tokens") == 0
 

@@ -18,6 +18,7 @@ from workbench.engine.config import check_context
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.flags import add_model_args, add_spec_args, load_from_args, new_file, positive, spec_from_args
 from workbench.metrics import tau
+from workbench.progress import StatusLine
 
 
 def read_prompts(args) -> list[dict]:
@@ -69,20 +70,53 @@ def cmd_generate(args) -> int:
         print(wb.attention.message, file=sys.stderr)
     trace_file = open(args.trace, "w", encoding="utf-8") if args.trace else None
     sink = (lambda t: trace_file.write(json.dumps(t) + "\n")) if trace_file else None
-    bs = args.batch_size
+    bs, status = args.batch_size, StatusLine(sys.stderr)  # progress only when stderr is a terminal
     for start in range(0, len(items), bs):  # each batch decodes together, ragged lengths and all
-        reqs, seconds = wb.generate(encoded[start : start + bs], spec, sampling, args.max_new_tokens, sink)
-        for it, req in zip(items[start : start + bs], reqs):
+        batch = items[start : start + bs]
+        label = batch_label(batch, start, len(items))
+
+        def show(requests, seconds: float, label: str = label) -> None:
+            status.update(progress_text(label, requests, seconds, spec.speculative))
+
+        reqs, seconds = wb.generate(encoded[start : start + bs], spec, sampling, args.max_new_tokens, sink,
+                                    on_step=show if status.enabled else None)
+        status.finish(progress_text(label, reqs, seconds, spec.speculative))
+        for n, (it, req) in enumerate(zip(batch, reqs), start):
             out = result_record(wb, it, req, seconds, spec)
             if args.json:
                 print(json.dumps(out), flush=True)
-            else:
-                print(out["text"], flush=True)
+                continue
+            if args.prompts is not None:  # several answers: each under its id, a blank line between
+                print(("\n" if n else "") + answer_heading(out["id"]), flush=True)
+            print(out["text"], flush=True)
+            if not status.enabled:  # else the finished status line said it
                 print(f"[{out['new_tokens']} tokens, {out['tokens_per_s']} tok/s" +
                       (f", tau {out['tau']}]" if "tau" in out else "]"), file=sys.stderr)
     if trace_file:
         trace_file.close()
     return 0
+
+
+def answer_heading(item_id) -> str:
+    """The line above each answer of a prompts file, as ``head`` marks each file it prints."""
+    return f"==> {item_id} <=="
+
+
+def batch_label(batch: list[dict], start: int, total: int) -> str:
+    """Which prompts a batch holds, for its progress line: ``[2/5] id 81`` or ``[1-4/10]``."""
+    if len(batch) == 1:
+        return f"[{start + 1}/{total}] id {batch[0]['id']}"
+    return f"[{start + 1}-{start + len(batch)}/{total}]"
+
+
+def progress_text(label: str, requests, seconds: float, speculative: bool) -> str:
+    """One progress line for a batch as it stands: tokens so far, τ so far (``speculative``), tokens/s."""
+    tokens = sum(len(r.output_ids) for r in requests)
+    text = f"{label}: {tokens} token{'s' * (tokens != 1)}"
+    if speculative:
+        so_far = tau([n for r in requests for n in r.accept_lengths])
+        text += ", tau " + ("-" if so_far is None else f"{so_far:.2f}")
+    return text + f", {tokens / max(seconds, 1e-9):.1f} tok/s, {seconds:.1f} s"
 
 
 def check_cuda_graphs(cuda_graphs: bool | None, device, backend: str) -> None:

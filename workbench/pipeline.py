@@ -145,9 +145,11 @@ class Workbench:
                       trace=trace, token_text=self.token_text, cuda_graphs=self.cuda_graphs)
 
     def generate(self, prompt_ids: list[list[int]], spec: SpecConfig, sampling: SamplingParams,
-                 max_new_tokens: int, trace_sink=None) -> tuple[list, float]:
+                 max_new_tokens: int, trace_sink=None, on_step=None) -> tuple[list, float]:
         """Decode a batch together; returns (requests, seconds). ``trace_sink(dict)`` gets every
-        step trace when given."""
+        step trace when given; ``on_step(requests, seconds)`` is called after every step (the
+        prefill included) with the requests as they stand and the seconds since decoding began,
+        read without a device sync: for progress, not for timing."""
         eng = self.engine(spec, sampling, trace=trace_sink is not None)
         eng.add_requests(prompt_ids, max_new_tokens)
         _sync(eng.device)
@@ -155,6 +157,8 @@ class Workbench:
         while not eng.done:
             for t in eng.step():
                 trace_sink(t)
+            if on_step is not None:
+                on_step(eng.requests, time.perf_counter() - t0)
         _sync(eng.device)
         return eng.requests, time.perf_counter() - t0
 

@@ -110,6 +110,7 @@ def markdown(result: dict) -> str:
         f"threads, {mach['cuda'] or 'no GPU'}), {m['dtype']}, {m['questions']} questions ({m['subset']}), "
         f"{m['max_new_tokens']} new tokens, draft {m['draft']}, {mach.get('linear_order', 'few-row linear: not recorded')}. Wall time {m['wall_s']:.0f} s. Load average "
         f"{mach['load_average_start']} at start, {mach.get('load_average_end')} at the end.", "",
+        *_resumed_md(m.get("resumed")),
         "Speedup = mean over questions of tokens/s, over the baseline's (Spec-Bench). Temperature 0 "
         f"everywhere except τ (T=1), on {m['tau_questions']} questions × {m.get('tau_max_new_tokens')} new tokens. "
         "`= vanilla`: share of questions whose "
@@ -128,6 +129,20 @@ def markdown(result: dict) -> str:
         static_vs_dynamic.markdown(result.get("static_vs_dynamic") or []), "",
         "## Calibration: draft confidence against acceptance", "", _calibration_md(result.get("calibration")), "",
     ])
+
+
+def _resumed_md(resumed: dict | None) -> list[str]:
+    """The lines that say a run was stopped and resumed, and which results came from which start."""
+    if not resumed:
+        return []
+    starts = "; ".join(f"{s['started']}, load average {s['load_average_start']}: {s['measured']} measured"
+                       + (f", the last {s['last_result_s']:.0f} s after that start" if s["last_result_s"] else "")
+                       for s in resumed["sessions"])
+    return [f"**Resumed run**: {resumed['reused']} of {resumed['results']} results were measured before the last "
+            f"start and reused as they were, timings included (starts: {starts}). The methods were interleaved "
+            "within each start only, so a change of machine load between starts can favour some methods; "
+            "compare within one start where it matters (per-record `seconds` in results.json, "
+            f"each record's start in {resumed['journal']}).", ""]
 
 
 def _calibration_md(cal: dict | None) -> str:

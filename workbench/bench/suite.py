@@ -18,21 +18,28 @@ per method, then for each question every method in turn (interleaved, so a chang
 load hits all methods alike), temperature 0; then temperature 1 on a few questions for tau.
 After the timed runs, one traced pass of ``--calibration`` (greedy, first turns, shorter) gives
 the draft's calibration: traces cost time, so no timing is read from it.
-Outputs in ``--out``: ``results.json``, ``report.md``, ``figures.html`` (``report.py``).
+Outputs in ``--out``: ``results.json``, ``report.md``, ``figures.html`` (``report.py``), and
+``records.jsonl``, where each result is kept as soon as it is finished (``journal.py``): a run
+stopped midway and started again with the same settings reuses those results, timings included,
+runs only the missing ones, and its report says that it was resumed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import os
 import platform
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.bench import metrics, specbench, static_vs_dynamic
+from workbench.bench.journal import Journal, open_journal
 from workbench.bench.methods import Method, parse_methods
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.models.chat import chat_ids
@@ -87,30 +94,44 @@ class Runner:
 
 
 def run_all(runner: Runner, methods: list[Method], questions: list[specbench.Question],
-            tau_questions: list[specbench.Question], tau_max_new_tokens: int, log) -> tuple[dict, dict]:
+            tau_questions: list[specbench.Question], tau_max_new_tokens: int, log, *,
+            journal: Journal) -> tuple[dict, dict]:
     """Warm-up, then temperature 0 on ``questions`` (interleaved), then temperature 1 on
     ``tau_questions`` for the speculative methods (only tau is read from these, so they may be
-    shorter). Returns (records, records at T=1)."""
+    shorter). A result ``journal`` already holds is reused as measured; every new one is added to
+    it as soon as it is finished. Returns (records, records at T=1)."""
     from workbench.engine.sampling import SamplingParams
 
     greedy, hot = SamplingParams(), SamplingParams(temperature=1.0, seed=0)
+    jobs = [("t0", m, q) for q in questions for m in methods]
+    jobs += [("t1", m, q) for m in methods if m.speculative for q in tau_questions]
+    todo = [(phase, m, q) for phase, m, q in jobs if journal.get(phase, m.name, q.question_id) is None]
+    if len(todo) < len(jobs):
+        log(f"{len(jobs) - len(todo)} of {len(jobs)} results reused from {journal.path}; {len(todo)} to run")
     warm_ids = chat_ids(runner.wb.tokenizer, [{"role": "user", "content": questions[0].turns[0]}])
-    for m in methods:
+    to_warm = [m for m in methods if any(m is job[1] for job in todo)]
+    for m in to_warm:  # only the methods that still run: a warm-up is for timing
         runner.decode(m, warm_ids, greedy, WARMUP_TOKENS)
-    log(f"warm-up done ({len(methods)} methods)")
-    records: dict[str, list[dict]] = {m.name: [] for m in methods}
-    for i, q in enumerate(questions, 1):
-        for m in methods:
+    log(f"warm-up done ({len(to_warm)} methods)")
+    t_jobs, measured = time.perf_counter(), 0
+    for k, (phase, m, q) in enumerate(jobs, 1):
+        if journal.get(phase, m.name, q.question_id) is not None:
+            continue
+        if phase == "t0":
             rec = runner.question(m, q, greedy)
-            records[m.name].append(rec)
-            log(f"[{i:>3}/{len(questions)}] q{q.question_id:<4} {q.category:<14} {m.name:<16} "
-                f"{rec['new_tokens']:>4} tok {rec['tokens_per_s']:>7.2f} tok/s" +
-                (f"  tau {rec['tau']:.2f}" if "tau" in rec else ""))
-    hot_records: dict[str, list[dict]] = {}
-    for m in [m for m in methods if m.speculative and tau_questions]:
-        hot_records[m.name] = [runner.question(m, q, hot, tau_max_new_tokens) for q in tau_questions]
-        log(f"T=1 {m.name:<16} tau {metrics.tau(metrics.accept_lengths(hot_records[m.name])):.2f} "
-            f"on {len(tau_questions)} questions")
+        else:
+            rec = runner.question(m, q, hot, tau_max_new_tokens)
+        journal.add_result(phase, m.name, rec)
+        measured += 1
+        left = (time.perf_counter() - t_jobs) / measured * (len(todo) - measured)
+        log(f"[{k:>3}/{len(jobs)}] {'T=1 ' if phase == 't1' else ''}q{q.question_id:<4} {q.category:<14} "
+            f"{m.name:<16} {rec['new_tokens']:>4} tok {rec['tokens_per_s']:>7.2f} tok/s" +
+            (f"  tau {rec['tau']:.2f}" if "tau" in rec else "") + f"  (~{left:.0f}s left)")
+    records = {m.name: [journal.get("t0", m.name, q.question_id) for q in questions] for m in methods}
+    hot_records = {m.name: [journal.get("t1", m.name, q.question_id) for q in tau_questions]
+                   for m in methods if m.speculative and tau_questions}
+    for name, recs in hot_records.items():
+        log(f"T=1 {name:<16} tau {metrics.tau(metrics.accept_lengths(recs)):.2f} on {len(tau_questions)} questions")
     return records, hot_records
 
 
@@ -230,7 +251,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="new tokens per question in the calibration pass")
     p.add_argument("--tune-trees", type=positive("--tune-trees"), default=5, help="trees the tuner measures")
     p.add_argument("--threads", type=positive("--threads"), default=2, help="torch CPU threads")
-    p.add_argument("--out", default="bench_out", help="output directory")
+    p.add_argument("--out", default="bench_out",
+                   help="output directory; its records.jsonl keeps each result as it finishes, and a stopped "
+                        "run started again with the same settings reuses them")
+    p.add_argument("--fresh", action="store_true",
+                   help="discard an unfinished run's results in --out and measure everything again")
     add_model_args(p)
     p.set_defaults(dtype="auto")
 
@@ -238,8 +263,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_bench(args) -> int:
     import torch
 
-    from workbench.bench import report, tune
-    from workbench.flags import load_from_args
+    from workbench.bench import tune
 
     t_start = time.perf_counter()
 
@@ -257,11 +281,57 @@ def cmd_bench(args) -> int:
         raise UserError(f"--best {args.best}: {err}") from None
     questions = specbench.select(specbench.load_questions(), args.subset, args.per_category)[: args.limit]
     names = [n.strip() for n in args.methods.split(",")]
-    speculative = any(n.startswith(("linear", "eagle2", "static")) for n in names)
     if args.calibration not in ("auto", "none", *names):
         raise UserError(f"--calibration {args.calibration}: not among --methods (or auto / none)")
-    wb = load_from_args(args, speculative)
     info = machine_info(args.threads)
+    journal = open_journal(Path(args.out), run_settings(args, questions), fresh=args.fresh, log=log)  # read only
+    try:
+        with stop_on_sigterm():
+            return measure(args, questions, best=best, info=info, journal=journal, log=log, t_start=t_start)
+    except KeyboardInterrupt:
+        print(f"interrupted: {len(journal.results)} results are kept in {journal.path}; "
+              "the same command resumes the run", file=sys.stderr)
+        return 130
+
+
+@contextlib.contextmanager
+def stop_on_sigterm():
+    """A SIGTERM (``kill PID``, a job scheduler's stop) ends the run as Ctrl-C does, so that it
+    says what was kept; outside the main thread, where no handler can be set, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+# Options that name where the output goes or shape the untimed calibration pass: a run resumes
+# across a change of these. Every other option is a setting the results depend on.
+NOT_SETTINGS = ("command", "func", "out", "fresh", "calibration", "calibration_max_new_tokens")
+
+
+def run_settings(args, questions: list[specbench.Question]) -> dict:
+    """What a run's results depend on, compared when it resumes: its options and its questions."""
+    settings = {k: v for k, v in sorted(vars(args).items()) if k not in NOT_SETTINGS}
+    return {**settings, "question_ids": [q.question_id for q in questions]}
+
+
+def measure(args, questions: list[specbench.Question], *, best, info: dict, journal: Journal, log,
+            t_start: float) -> int:
+    """Load, cost curves and tuning (kept in the journal, so a resumed run keeps its tuned tree),
+    the timed runs, calibration; then the report."""
+    from workbench.bench import report, tune
+    from workbench.flags import load_from_args
+
+    names = [n.strip() for n in args.methods.split(",")]
+    wb = load_from_args(args, any(n.startswith(("linear", "eagle2", "static")) for n in names))
     info["linear_order"] = wb.linear_order.describe()
     log(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}; {len(questions)} questions "
         f"({args.subset}); load average {info['load_average_start']}")
@@ -271,17 +341,24 @@ def cmd_bench(args) -> int:
         from workbench.models.loading import parse_dtype
 
         hf_model = load_hf_model(wb.target_dir, parse_dtype(wb.dtype_name)).to(wb.target.lm_head.weight.device)
-    costs = tune.measure_costs(wb)
-    log("verify cost " + ", ".join(f"{c['tokens']}:{c['ms']:.0f}ms" for c in costs["verify"]))
-    tuned = None
-    if "eagle2:best" in names and best is None:
-        tuned = tune.search(wb, costs, max_trees=args.tune_trees, log=log)
-        best = tune.tree_from_name(tuned["best"])
+    journal.start(info["load_average_start"])  # the models loaded: from here on, results are kept
+    if journal.setup is None:
+        costs = tune.measure_costs(wb)
+        log("verify cost " + ", ".join(f"{c['tokens']}:{c['ms']:.0f}ms" for c in costs["verify"]))
+        tuned = None
+        if "eagle2:best" in names and best is None:
+            tuned = tune.search(wb, costs, max_trees=args.tune_trees, log=log)
+            best = tune.tree_from_name(tuned["best"])
+        journal.add_setup({"costs": costs, "tune": tuned, "best_tree": tune.tree_name(best) if best else None})
+    else:
+        costs, tuned = journal.setup["costs"], journal.setup["tune"]
+        best = tune.tree_from_name(journal.setup["best_tree"]) if journal.setup["best_tree"] else None
+        log("cost curves" + (" and tuned tree" if tuned else "") + " kept from the first session")
     methods = parse_methods(args.methods, best)
     mt = [q for q in questions if q.task == "mt_bench"] + [q for q in questions if q.task != "mt_bench"]
     tau_questions = mt[: args.tau_questions] if args.temperature_tau else []
     records, hot = run_all(Runner(wb, hf_model, args.max_new_tokens), methods, questions, tau_questions,
-                           args.tau_max_new_tokens, log)
+                           args.tau_max_new_tokens, log, journal=journal)
     summary = summarize(methods, records, hot)
     calibration = run_calibration(wb, methods, questions, args.calibration, args.calibration_max_new_tokens, log)
     info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -292,13 +369,15 @@ def cmd_bench(args) -> int:
                  "tau_questions": len(tau_questions), "tau_max_new_tokens": args.tau_max_new_tokens,
                  "max_new_tokens": args.max_new_tokens,
                  "target": str(wb.target_dir), "draft": wb.draft_source,
-                 "wall_s": round(time.perf_counter() - t_start, 1)},
+                 "wall_s": round(time.perf_counter() - t_start, 1),
+                 "resumed": journal.summary() if journal.resumed else None},
         "costs": costs, "tune": tuned, "best_tree": tune.tree_name(best) if best else None,
         "methods": {m.name: m.describe() for m in methods}, "summary": summary,
         "static_vs_dynamic": static_vs_dynamic.compare(methods, records), "calibration": calibration,
         "records": records, "records_t1": hot,
     }
     paths = report.write_all(Path(args.out), result)
+    journal.finish()
     log("wrote " + ", ".join(str(p) for p in paths))
     print(report.headline_table(result))
     return 0
