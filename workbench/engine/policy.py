@@ -18,9 +18,9 @@ Here: ``Off`` (plain decoding), ``Fixed`` (one setting: the engine's behaviour w
 ``SpecConfig``), ``Schedule`` (ranges of running batch size -> a setting or off, as vLLM's
 speculative tokens per batch size), and ``Adaptive`` (a moving average of the accepted drafts
 walks a ladder of settings, as SGLang's adaptive speculation). They are small enough to read
-top to bottom in one file. Another policy (say, one that maximises expected
-tokens/s from a measured verify-cost curve and the running acceptance) is one more class with
-those four members: the engine does not change.
+top to bottom in one file. Another policy (say, one that maximises expected tokens/s from a
+measured verify-cost curve and the running acceptance) is one more class with those four
+members: the engine does not change.
 
 Every policy has a name in one grammar (``parse_policy``, ``POLICY_GRAMMAR``): ``off``,
 ``fixed`` (the method given beside it) or ``fixed:NAME``, ``schedule:1-2=eagle2:8/5/4,3+=off``,
@@ -262,7 +262,7 @@ def parse_schedule(text: str) -> Schedule:
         lo, dash, hi = sizes.strip().partition("-")
         open_end = not dash and lo.endswith("+")
         lo = lo[:-1] if open_end else lo
-        if not eq or not lo.isdigit() or not (open_end or (dash and hi.isdigit()) or (not dash and lo)):
+        if not eq or not lo.isdigit() or (dash and not hi.isdigit()):
             raise ValueError(f"schedule entry {part.strip()!r}: write LO-HI=SETTING, N=SETTING or LO+=SETTING "
                              "(batch sizes; SETTING a method name or off)")
         top = None if open_end else int(hi) if dash else int(lo)
@@ -275,7 +275,7 @@ POLICY_GRAMMAR = ("off, fixed, fixed:NAME, schedule:LO-HI=NAME,...,LO+=NAME (NAM
                   "or adaptive:NAME,NAME,... (a ladder, least speculative first)")
 
 
-def parse_policy(text: str, spec: SpecConfig | None = None):
+def parse_policy(text: str, spec: SpecConfig | None = None) -> SpecPolicy:
     """A policy in ``POLICY_GRAMMAR``; ``fixed`` alone runs ``spec`` (the method given beside
     it). ValueError naming what is wrong."""
     kind, _, arg = text.strip().partition(":")
