@@ -1,7 +1,8 @@
 """The app's API through ``gradio_client``, on a tiny random model (``workbench.app.tiny``):
 Step / Back / the step slider / Run to end / Reset / Compare, each draft source, separate sessions,
-bad input that gets a message instead of an error, the examples, the benchmark's per-task τ
-(``tests/data/draft-sources.json``), and ``app.py`` itself started as a process."""
+bad input that gets a message naming its field instead of an error, the examples, the benchmark's
+per-task τ (``tests/data/draft-sources.json``) and its suggestion after a step that accepted
+nothing, and ``app.py`` itself started as a process."""
 
 import json
 import os
@@ -16,7 +17,10 @@ import pytest
 gradio_client = pytest.importorskip("gradio_client")
 from gradio_client import Client  # noqa: E402
 
+from workbench.app.compare import OUTPUTS as COMPARE_OUTPUTS  # noqa: E402
+from workbench.app.state import setting_names  # noqa: E402
 from workbench.app.tiny import make_tiny_app_model  # noqa: E402
+from workbench.app.views import VIEWS  # noqa: E402
 
 # Gradio's queue calls pandas APIs that pandas 3 deprecates: not this project's to fix.
 pytestmark = [pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),
@@ -30,8 +34,7 @@ DEFAULTS = dict(prompt=PROMPT, method="eagle2", num_steps=5, topk=4, num_draft_t
                 accept_threshold_acc=1.0, draft="head", exit_layers=1, ngram_min=1, ngram_max=12)
 SOURCES = {"head": "EAGLE head", "ngram": "n-gram (prompt lookup, ngram:1-12)",
            "exit": "early exit (exit:1: the first 1 of 2 layers)"}  # the tiny target has 2 layers
-VIEWS = ("status", "summary", "step_slider", "tree", "mask", "logits", "pointers", "moves", "walk_slider",
-         "sampling", "output", "kv_slots", "kv_table")
+OUTPUTS = VIEWS + ("bench",)  # what a Step returns through the API (the buttons and tabs it updates are not values)
 
 
 def free_port() -> int:
@@ -41,14 +44,15 @@ def free_port() -> int:
 
 
 def inputs(**changes) -> list:
-    return list(dict(DEFAULTS, **changes).values())
+    values = dict(DEFAULTS, **changes)
+    return [values[name] for name in setting_names()]  # the page's inputs go in Settings' field order
 
 
 def views(out, c: Client | None = None) -> dict:
     """The Step outputs by name; with the client ``c``, plus the trace of the step on screen,
     which the page fetches on demand (the Step itself does not send it)."""
-    assert len(out) == len(VIEWS)
-    v = dict(zip(VIEWS, out))
+    assert len(out) == len(OUTPUTS)
+    v = dict(zip(OUTPUTS, out))
     if c is not None:
         v["trace"] = c.predict(api_name="/trace")
     return v
@@ -119,10 +123,13 @@ def test_step_back_and_goto(app_url):
     (dict(num_steps=0), "num_steps must be in 1..16"),
     (dict(topk=None), "topk is empty"),
     (dict(temperature=-1.0), "temperature must be in [0, 100]"),
+    (dict(top_k=-1), "top_k must be >= 0, got -1."),
     (dict(top_p=0.0), "top_p must be in (0, 1]"),
     (dict(max_new_tokens=0), "max_new_tokens must be in 1..512"),
     (dict(method="static", tree="[[0],[1,0]]"), "tree path [1, 0] has no parent: add [1]"),
     (dict(method="static", tree="[[0],"), "is not valid JSON"),
+    (dict(method="static", tree="[[0],[1],[0,0]]"), "static tree of 4 tokens (root included), but num_draft_tokens "
+                                                     "is 8: set num_draft_tokens to 4, or empty the tree box"),
     (dict(method="static", num_draft_tokens=300), "num_draft_tokens must be in 2..256"),
     (dict(accept_threshold_acc=0.0), "accept_threshold_acc must be in (0, 1]"),
     (dict(accept_threshold_single=0.5), "set a temperature above 0"),
@@ -134,10 +141,15 @@ def test_step_back_and_goto(app_url):
     (dict(draft="ngram", method="static"), "no distribution to rank or sample from"),
 ], ids=lambda x: x if isinstance(x, str) else None)
 def test_bad_input_gives_a_message(shared, changes, message):
+    from workbench.app.handlers import ELEM_IDS, FIELDS
+
     ok = views(shared.predict(*inputs(), api_name="/step"), shared)
     bad = views(shared.predict(*inputs(**changes), api_name="/step"), shared)
     assert message in bad["status"] and bad["status"].startswith("⚠️")
     assert bad["trace"] == ok["trace"]  # what was on screen stays
+    named = [f for f in FIELDS if f"wb-bad-{ELEM_IDS[f]}'" in bad["status"]]  # the fields the page outlines
+    assert set(named) & set(changes), (named, changes)  # among them, one this case made bad
+    assert all(f"**{FIELDS[f][0]}**" in bad["status"] for f in named)  # and names in words
     after = views(shared.predict(*inputs(), api_name="/step"), shared)  # and the app keeps working
     assert after["trace"]["step"] == ok["trace"]["step"] + 1 and not after["status"].startswith("⚠️")
 
@@ -171,8 +183,8 @@ def test_run_to_end_and_reset(app_url):
 
 def test_compare(app_url):
     c = client(app_url)
-    out = c.predict(*inputs(max_new_tokens=6), 6, False, api_name="/compare")
-    status, summary = out[0], out[1]
+    out = compared(c.predict(*inputs(max_new_tokens=6), 6, False, api_name="/compare"))
+    status, summary = out["status"], out["summary"]
     assert status.startswith("Done: 5 runs")
     for name in ("vanilla", "linear", "linear (same verify budget)", "eagle2", "static"):
         assert f"data-method='{name}'" in summary
@@ -182,10 +194,11 @@ def test_compare(app_url):
     assert "depth=4, top_k=4, total_token=8" in summary and "data-method='vanilla'" not in summary.split("elsewhere")[1]
     for name in ("eagle2:8/5/4", "linear:5", "linear:7", "static:8"):  # each row's name for bench --methods
         assert f"<code>{name}</code>" in summary.split("elsewhere")[1]
-    static_tree = json.loads(out[-1]["plot"])  # the static tree at step 2: EAGLE-1's 7 drafts + the root
+    assert out["tree-2"]["label"] == "static: a fixed shape (EAGLE-1)"  # each tree plot is labelled by its run
+    static_tree = figure(out["tree-2"])  # the static tree at step 2: EAGLE-1's 7 drafts + the root
     kept = sum(len(t["x"]) for t in static_tree["data"] if t.get("meta") in ("root", "accepted", "missed", "unreached"))
     assert kept == 8 and static_tree["layout"]["title"]["text"].startswith("static")
-    tau = json.loads(out[3]["plot"])
+    tau = figure(out["tau"])
     assert {t["name"] for t in tau["data"]} >= {"eagle2", "static"}
     custom = c.predict(*inputs(max_new_tokens=4, tree="[[0],[1],[0,0]]"), 4, False, api_name="/compare")
     assert custom[0].startswith("⚠️") and "set num_draft_tokens to 4" in custom[0]
@@ -194,6 +207,17 @@ def test_compare(app_url):
     assert custom[0].startswith("Done: 5 runs") and "custom tree" in custom[1]
     bad = c.predict(*inputs(num_draft_tokens=1), 6, False, api_name="/compare")
     assert bad[0].startswith("⚠️") and "num_draft_tokens" in bad[0]
+
+
+def figure(value) -> dict:
+    """A plot's figure as the client receives it: the plot, or an update of its label and value."""
+    return json.loads(value.get("value", value)["plot"])
+
+
+def compared(out) -> dict:
+    """The Compare outputs by name (the API leaves out the state)."""
+    assert len(out) == len(COMPARE_OUTPUTS) - 1
+    return dict(zip(COMPARE_OUTPUTS[1:], out))
 
 
 def tree_nodes(figure: dict) -> int:
@@ -227,8 +251,9 @@ def test_each_draft_source_fills_every_view(app_url, draft):
     # beside τ: what the bench measured for this draft (the fixture's route at 8/5/4)
     measured = {"head": "math reasoning 3.30 (1.20×), MT-bench 1.60 (0.80×)",
                 "ngram": "summarization 2.40 (1.70×), QA 1.20 (0.90×)", "exit": "math reasoning 2.90 (0.70×)"}
-    assert f"for this draft ({tr['draft_source']}) at 8/5/4, with the speedup" in v["summary"]
-    assert measured[draft] in v["summary"] and "is the task, not a bug" in v["summary"]
+    assert f"for this draft ({tr['draft_source']} at 8/5/4; the speedup" in v["bench"]
+    assert measured[draft] in v["bench"] and "is the task, not a bug" in v["bench"]
+    assert "Bench τ" not in v["summary"]  # shown once beside the steps, not in every step's summary
 
 
 def test_an_ngram_step_without_a_match_decodes_one_token(app_url):
@@ -257,8 +282,8 @@ def test_compare_draft_sources_at_one_tree(app_url):
     from workbench.app.compare import MODES
 
     c = client(app_url)
-    out = c.predict(*inputs(max_new_tokens=6, draft="exit"), 6, False, MODES[1], api_name="/compare")
-    status, summary = out[0], out[1]
+    out = compared(c.predict(*inputs(max_new_tokens=6, draft="exit"), 6, False, MODES[1], api_name="/compare"))
+    status, summary = out["status"], out["summary"]
     assert status.startswith("Done: 4 runs")
     for name in ("vanilla", "head", "ngram:1-12", "exit:1"):
         assert f"data-method='{name}'" in summary
@@ -266,12 +291,12 @@ def test_compare_draft_sources_at_one_tree(app_url):
     assert "eagle2(num_steps=5, topk=4, num_draft_tokens=8, draft=ngram:1-12)" in summary
     elsewhere = summary.split("data-table='elsewhere'")[1]  # the n-gram and exit rows in SGLang / vLLM / EAGLE words
     assert "--speculative-algorithm NGRAM" in elsewhere and "no early-exit draft (exit:1)" in elsewhere
-    assert {t["name"] for t in json.loads(out[3]["plot"])["data"]} == {"vanilla", "head", "ngram:1-12", "exit:1"}
-    titles = [json.loads(fig["plot"])["layout"]["title"]["text"] for fig in out[-3:]]  # linear / eagle2 / static plots
-    assert [t.split(" · ")[0] for t in titles] == ["exit:1", "head", "ngram:1-12"]
+    assert {t["name"] for t in figure(out["tau"])["data"]} == {"vanilla", "head", "ngram:1-12", "exit:1"}
+    trees = [out[name] for name in ("tree-1", "tree-2", "tree-3")]
+    assert [figure(t)["layout"]["title"]["text"].split(" · ")[0] for t in trees] == ["head", "ngram:1-12", "exit:1"]
+    assert [t["label"].split(":")[0] for t in trees] == ["head", "ngram", "exit"]  # labelled by the run drawn
     later = c.predict(3, api_name="/compare_step")  # the step slider redraws the same three runs
-    assert [json.loads(f["plot"])["layout"]["title"]["text"].split(" · ")[0] for f in later] == \
-        ["exit:1", "head", "ngram:1-12"]
+    assert [figure(f)["layout"]["title"]["text"].split(" · ")[0] for f in later] == ["head", "ngram:1-12", "exit:1"]
     bad = c.predict(*inputs(exit_layers=5), 6, False, MODES[1], api_name="/compare")
     assert bad[0].startswith("⚠️") and "exit:5: the target has 2 layers" in bad[0]
     methods = c.predict(*inputs(max_new_tokens=4, draft="ngram"), 4, False, MODES[0], api_name="/compare")
@@ -286,8 +311,11 @@ def test_examples_name_their_route_and_fill_the_prompt(app_url):
     assert {"the EAGLE head", "n-gram (prompt lookup)"} <= routes
     spec_bench = {json.loads(line)["turns"][0] for line in
                   (ROOT / "workbench" / "data" / "spec_bench_questions.jsonl").read_text().splitlines()}
+    tasks = {json.loads(line)["category"] for line in
+             (ROOT / "workbench" / "data" / "spec_bench_questions.jsonl").read_text().splitlines()}
     for e in examples:  # the prompts written for the app are not Spec-Bench's (evaluation only)
         assert (e["prompt"] in spec_bench) == ("question_id" in e), e["category"]
+        assert e["task"] in tasks | {"mt_bench"}, e  # the task whose bench τ stands for it
     c = client(app_url)
     for e in examples:
         label = example_label(e)
@@ -321,9 +349,10 @@ def test_the_bench_asset_loader(tmp_path):
     assert bench.route_for(SpecConfig.from_knobs("eagle2", 3, 2, 5)).label == "head 4/3/2"  # the nearest tree
     assert bench.route_for(SpecConfig.from_knobs("eagle2", 6, 4, 10)).label == "head 8/5/4"
     assert bench.route_for(SpecConfig.from_knobs("eagle2", draft="ngram:2-5")) is None
-    assert bench.sentence(SpecConfig.from_knobs("eagle2", draft="exit:28")) == ""  # not measured: no line
-    line = bench.sentence(SpecConfig.from_knobs("eagle2", 4, 2, 5))
-    assert "at 4/3/2 (the measured tree nearest yours)" in line and "math reasoning 3.10 (1.50×), QA 2.00" in line
+    assert bench.note_html(SpecConfig.from_knobs("eagle2", draft="exit:28")) == ""  # not measured: no line
+    line = bench.note_html(SpecConfig.from_knobs("eagle2", 4, 2, 5))
+    assert "at 4/3/2, the measured tree nearest yours" in line and "math reasoning 3.10 (1.50×), QA 2.00" in line
+    assert "<details><summary>how it was measured</summary>fixture CPU, fp32" in line  # the command folded away
     good = json.loads(BENCH.read_text())
     for change, message in [
         (lambda d: d["meta"].pop("cpu"), "meta.cpu must be a str, got None"),
@@ -362,7 +391,8 @@ def test_static_steps_and_calibration_fill_from_the_traces(app_url):
 
     c = client(app_url)
     tree = "[[0],[1],[0,0],[0,0,0]]"
-    traces = [views(c.predict(*inputs(method="static", tree=tree), api_name="/step"), c)["trace"] for _ in range(5)]
+    traces = [views(c.predict(*inputs(method="static", tree=tree, num_draft_tokens=5), api_name="/step"), c)["trace"]
+              for _ in range(5)]
     tr = traces[-1]
     assert tr["method"] == "static" and tr["tree"]["shape"] == "static"
     assert sorted(n["rank_path"] for n in tr["tree"]["nodes"][1:]) == [[0], [0, 0], [0, 0, 0], [1]]
@@ -407,7 +437,7 @@ def test_app_py_serves_a_tiny_model(tiny_model):
 
 
 def test_server_address_flags_win_over_gradio_variables():
-    from workbench.app.ui import server_address
+    from workbench.app.address import server_address
 
     assert server_address(environ={}) == ("127.0.0.1", 7860)
     env = {"GRADIO_SERVER_NAME": "0.0.0.0", "GRADIO_SERVER_PORT": "8001"}
@@ -417,3 +447,43 @@ def test_server_address_flags_win_over_gradio_variables():
         server_address(environ={"GRADIO_SERVER_PORT": "http"})
     with pytest.raises(ValueError, match="port must be in 1..65535, got 70000"):
         server_address(port=70000, environ={})
+
+
+def test_app_py_refuses_a_bad_port_before_loading_anything():
+    for argv, env, message in [(["--port", "99999"], {}, "argument --port: the port must be in 1..65535, got 99999"),
+                               (["--port", "http"], {}, "argument --port: a port is a number, got 'http'"),
+                               ([], {"GRADIO_SERVER_PORT": "0"}, "error: the port must be in 1..65535, got 0")]:
+        done = subprocess.run([sys.executable, str(ROOT / "app.py"), *argv], cwd=ROOT, capture_output=True, text=True,
+                              env=dict(os.environ, **env), timeout=60)
+        assert done.returncode == 2 and message in done.stderr, done.stderr
+        assert "[app" not in done.stderr  # refused before the first loading stage
+    helped = subprocess.run([sys.executable, str(ROOT / "app.py"), "--help"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=60)
+    assert "random[:SEED], ngram[:MIN-MAX], exit:N or model:DIR" in " ".join(helped.stdout.split())
+
+
+def test_a_step_that_accepts_nothing_says_why_and_offers_the_bench_best(app_url):
+    """The tiny random head misses often: such a step's status line says why, and the page offers
+    the example and draft with the bench fixture's highest τ near the page's tree (the head on
+    math reasoning, 3.30 at 8/5/4); taking it fills the prompt and the draft source."""
+    from workbench.app.ui import load_examples
+
+    c = client(app_url)
+    changes = dict(prompt="Why do cats purr?", draft="ngram")
+    for _ in range(30):
+        v = views(c.predict(*inputs(**changes), api_name="/step"), c)
+        if v["trace"]["kind"] == "spec" and not v["trace"]["accept"]["accepted"]:
+            break
+    else:
+        pytest.fail("no step without an accepted draft in 30 steps")
+    tr = v["trace"]
+    assert f"Nothing accepted at step {tr['step']}: " in v["status"]
+    assert "The highest τ this machine's bench measured near your tree (8/5/4) is 3.30: the EAGLE head on math " \
+           "reasoning, the task of the *math word problem* example." in v["status"]
+    *filled, status = c.predict(*inputs(**changes), api_name="/take_suggestion")
+    math = next(e for e in load_examples() if e["category"] == "math word problem")
+    got = dict(zip(setting_names(), filled))
+    assert got["prompt"] == math["prompt"] and got["draft"] == "head"
+    assert status.startswith("Filled in the math word problem example and the head draft")
+    ok = views(c.predict(*inputs(**dict(changes, prompt=math["prompt"], draft="head")), api_name="/step"), c)
+    assert ok["status"].startswith("Inputs changed: started a new run.")

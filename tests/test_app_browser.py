@@ -3,17 +3,22 @@ prompt, press Step three times, check that the tree, mask, logits, walk, KV and 
 what the engine's trace of that step holds, that the Best tree and Calibration tabs show what
 those traces hold, open Compare and check its static row and tree against a static run, pick the
 n-gram draft and step with it, save screenshots, and check that no request of the page leaves
-127.0.0.1 (no font, script or image from elsewhere).
+127.0.0.1 (no font, script or image from elsewhere). At 1366×768: the first screen is the prompt,
+Step and (after Step) the tree and the status line, with the settings folded; a bad field is
+named and outlined in view; autoplay stops when unticked, on Reset and at the run's end.
 
 The expected trace comes from a separate run of the same settings (greedy decoding is
 deterministic). Environment:
 
 * ``WORKBENCH_SCREENSHOTS=docs/screenshots`` saves the screenshots there (else a temp dir);
 * ``WORKBENCH_BROWSER_MODEL=default`` serves the real default model and head in bf16 (for the
-  README's screenshots) instead of the tiny random model.
+  README's screenshots) instead of the tiny random model; the prompt is then the examples' math
+  word problem, whose step 3 accepts a path of several drafts (the README's first screenshot).
 """
 
 import os
+import re
+import time
 from pathlib import Path
 
 import pytest
@@ -28,8 +33,21 @@ pytestmark = [pytest.mark.browser,
 sync_api = pytest.importorskip("playwright.sync_api")
 
 REAL = os.environ.get("WORKBENCH_BROWSER_MODEL") == "default"
-PROMPT = "Tell me about Paris." if REAL else "tell me about the cat"
+MATH = "A bakery sells muffins for $3 each"  # the start of the examples' math word problem
 STEPS = 3
+LAPTOP = {"width": 1366, "height": 768}
+
+
+def prompt() -> str:
+    """The prompt the tests type (the real model: the math word problem, which the head drafts well)."""
+    if not REAL:
+        return "tell me about the cat"
+    from workbench.app.ui import load_examples
+
+    return next(e["prompt"] for e in load_examples() if e["prompt"].startswith(MATH))
+
+
+PROMPT = prompt()
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +103,11 @@ def save(page, shots: Path, name: str, selectors: list[str]) -> None:
     path = shots / f"{name}.png"
     clip = dict(x=x0 - 8, y=y0 - 8, width=x1 - x0 + 16, height=y1 - y0 + 16)
     page.screenshot(path=str(path), full_page=True, clip=clip)
+    quantize(path)
+
+
+def quantize(path: Path) -> None:
+    """Store ``path`` as a 256-colour PNG (small for the README), when Pillow is there."""
     try:
         from PIL import Image
     except ImportError:
@@ -109,7 +132,7 @@ def test_step_views_match_the_trace_and_compare(app, shots):
     n, path = len(tr["tree"]["nodes"]), tr["accept"]["path"]
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page = browser.new_page(viewport=LAPTOP)
         page.set_default_timeout(120_000)
         requests = []  # every request the page makes, to check that none leaves this machine
         page.on("request", lambda r: requests.append(r.url))
@@ -142,7 +165,9 @@ def test_step_views_match_the_trace_and_compare(app, shots):
         accepted = sum(len(t["accept"]["accepted"]) for t in traces if t["kind"] == "spec")
         assert len(rows(page, "#output-view span[data-prov='accepted']", "data-step")) == accepted
 
-        save(page, shots, "step", ["#prompt", "#step-btn", "#summary", "#output-view"])
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=str(shots / "step.png"))  # the first screen after Step 3, as a user sees it
+        quantize(shots / "step.png")
         save(page, shots, "tree", ["#tree-plot"])
         save(page, shots, "mask-logits", ["#mask-view", "#logits-view"])
         save(page, shots, "walk", ["#walk-pointers", "#walk-moves"])
@@ -164,13 +189,13 @@ def test_step_views_match_the_trace_and_compare(app, shots):
         page.click("#compare-btn")
         page.wait_for_function("document.querySelector('#compare-status').innerText.startsWith('Done')",
                                timeout=600_000)
-        page.wait_for_selector("#compare-eagle2-tree .gtitle")
+        page.wait_for_selector("#compare-tree-1 .gtitle")
         methods = rows(page, "#compare-summary [data-table='summary'] tr[data-method]", "data-method")
         assert methods == ["vanilla", "linear", "linear (same verify budget)", "eagle2", "static"]
         check_compare_static(page, wb, 16 if REAL else 8)
         save(page, shots, "compare", ["#compare-summary", "#compare-tau", "#compare-tokens"])
-        save(page, shots, "compare-cost", ["#compare-cost", "#compare-linear-tree"])
-        save(page, shots, "compare-static", ["#compare-eagle2-tree", "#compare-static-tree"])
+        save(page, shots, "compare-cost", ["#compare-cost", "#compare-tree-3"])
+        save(page, shots, "compare-static", ["#compare-tree-1", "#compare-tree-2"])
         check_draft_selector(page)
         browser.close()
     assert requests and [u for u in requests if not u.startswith(("http://127.0.0.1:", "data:", "blob:"))] == []
@@ -210,6 +235,7 @@ def check_calibration_tab(page, traces: list[dict]) -> None:
 def check_draft_selector(page) -> None:
     """Picking the n-gram draft starts a new run drafted by it, named in the step header."""
     page.get_by_role("tab", name="Step through").click()
+    page.click("#settings")  # the draft source is among the settings, folded away until opened
     page.get_by_label("n-gram (prompt lookup)").check()
     page.click("#step-btn")
     page.wait_for_function("document.querySelector('#summary').innerText.includes('Step 1 of 1')")
@@ -232,7 +258,7 @@ def check_compare_static(page, wb, max_new: int) -> None:
     s = run_summary(traces)
     assert tau == f"{s['tau']:.2f}" and forwards == str(s["target_forwards"])
     step2 = traces[1]
-    tree = {t["meta"]: t for t in plot_data(page, "compare-static-tree") if t["meta"]}
+    tree = {t["meta"]: t for t in plot_data(page, "compare-tree-2") if t["meta"]}
     assert sum(tree[k]["n"] for k in ("root", "accepted", "missed", "unreached") if k in tree) == \
         len(step2["tree"]["nodes"]) == spec.num_draft_tokens
     assert sorted(int(k) for k in tree.get("accepted", {"keys": []})["keys"]) == sorted(step2["accept"]["path"][1:])
@@ -240,3 +266,91 @@ def check_compare_static(page, wb, max_new: int) -> None:
         t => ({name: t.name, y: t.y}))""")
     static_tau = next(t["y"] for t in taus if t["name"] == "static")
     assert static_tau == [t["accept_length"] for t in traces if t["kind"] != "prefill"]
+
+
+def in_view(page, selector: str) -> bool:
+    """Is the whole box of ``selector`` inside the viewport (no scrolling needed to see it)?"""
+    box, size = page.locator(selector).first.bounding_box(), page.viewport_size
+    return box is not None and box["y"] >= 0 and box["x"] >= 0 and box["y"] + box["height"] <= size["height"] \
+        and box["x"] + box["width"] <= size["width"]
+
+
+def recorded(page) -> int:
+    """Steps recorded in the run on screen (0 before the first)."""
+    found = re.search(r"of (\d+) recorded", page.inner_text("#summary"))
+    return int(found.group(1)) if found else 0
+
+
+def test_the_first_screen_is_the_step(app, shots):
+    """At 1366×768 a first visit sees the prompt, Step and, once stepped, the tree and the status
+    line without scrolling; the settings are folded (their label shows the defaults); a bad
+    field is named in the status line, outlined and shown."""
+    url, _ = app
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport=LAPTOP)
+        page.set_default_timeout(120_000)
+        page.goto(url)
+        page.wait_for_selector("#step-btn")
+        assert in_view(page, "#prompt") and in_view(page, "#step-btn") and in_view(page, "#autoplay")
+        assert not page.locator("#num-draft-tokens").is_visible()  # folded away, the values in the label:
+        assert "eagle2 · num_steps 5 · topk 4 · num_draft_tokens 8 · greedy" in page.inner_text("#settings")
+        page.fill("#prompt textarea", PROMPT)
+        for step in (1, 2):
+            page.click("#step-btn")
+            page.wait_for_function(f"document.querySelector('#summary').innerText.includes('Step {step} of')")
+        page.wait_for_function("(document.querySelector('#tree-plot .gtitle') || {}).textContent?.startsWith('Step 2:')")
+        assert page.inner_text("#status").startswith("Step 2: ")  # what the press did, next to the button
+        for selector in ("#status", "#tree-plot", "#summary", "#step-btn"):
+            assert in_view(page, selector), selector
+        page.click("#settings")
+        page.fill("#num-draft-tokens input", "800")
+        page.click("#settings .label-wrap")  # fold the settings again: the error opens them
+        page.click("#step-btn")
+        page.wait_for_function("document.querySelector('#status').innerText.startsWith('⚠️')")
+        status = page.inner_text("#status")
+        assert "num_draft_tokens must be in 2..69" in status and "Check num_draft_tokens (under Settings › Method" in status
+        assert in_view(page, "#status") and page.locator("#num-draft-tokens").is_visible()
+        outline = "id => { const s = getComputedStyle(document.getElementById(id)); return s.outlineStyle + s.outlineColor; }"
+        assert page.evaluate(outline, "num-draft-tokens") == "solidrgb(213, 94, 0)"  # outlined: Okabe-Ito vermillion
+        assert page.evaluate(outline, "topk").startswith("none")  # and no other field
+        page.screenshot(path=str(shots / "error.png"))
+        quantize(shots / "error.png")
+        browser.close()
+
+
+def test_autoplay_stops_when_unticked_on_reset_and_at_the_end(app):
+    from workbench.app.ui import AUTOPLAY_S
+
+    url, _ = app
+    quiet = 2 * AUTOPLAY_S + 1.0  # long enough for two more ticks, were autoplay still on
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport=LAPTOP)
+        page.set_default_timeout(60_000)
+        page.goto(url)
+        page.fill("#prompt textarea", PROMPT)
+        page.check("#autoplay input")
+        page.wait_for_function("/of [3-9]\\d* recorded/.test(document.querySelector('#summary').innerText)")
+        page.uncheck("#autoplay input")  # mid-run
+        time.sleep(AUTOPLAY_S)  # a tick under way may still finish its step
+        stopped = recorded(page)
+        time.sleep(quiet)
+        assert recorded(page) == stopped and not page.is_checked("#autoplay input")
+
+        page.check("#autoplay input")
+        page.wait_for_function(f"!document.querySelector('#summary').innerText.includes('of {stopped} recorded')")
+        page.click("#reset-btn")
+        page.wait_for_function("document.querySelector('#summary').innerText.includes('No step yet')")
+        time.sleep(quiet)
+        assert page.inner_text("#summary").startswith("No step yet") and not page.is_checked("#autoplay input")
+
+        page.click("#settings")
+        page.fill("#max-new-tokens input", "6")
+        page.check("#autoplay input")
+        page.wait_for_function("document.querySelector('#summary').innerText.includes('finished')")
+        page.wait_for_function("!document.querySelector('#autoplay input').checked")  # it unticks itself
+        end = recorded(page)
+        time.sleep(quiet)
+        assert recorded(page) == end
+        browser.close()

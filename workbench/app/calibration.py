@@ -45,6 +45,7 @@ def build_calibration_tab(wb, tab: gr.Tab, session: gr.State) -> None:
                 + ("" if str(wb.draft_source).endswith("eagle-smollm2-135m") or "eagle-smollm2-135m" in
                    str(wb.draft_source) else " (this app runs another head: the session view above is its own)"))
     with gr.Row():
-        gr.Plot(reliability_figure(bench["table"], "Shipped head (benchmark)"), elem_id="calibration-bench-plot")
-        gr.Plot(depth_figure(bench["table"]), elem_id="calibration-bench-depth")
+        gr.Plot(reliability_figure(bench["table"], "Shipped head (benchmark)"), label="the shipped head",
+                elem_id="calibration-bench-plot")
+        gr.Plot(depth_figure(bench["table"]), label="per depth, the shipped head", elem_id="calibration-bench-depth")
     gr.HTML(calibration_html(bench["table"]), elem_id="calibration-bench-table")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import gradio as gr
 
 from workbench.app import explain
-from workbench.app.state import DRAFT_CHOICES, Settings
+from workbench.app.state import DRAFT_CHOICES, Settings, draft_label
 from workbench.app.views import error
 from workbench.engine.config import MAX_STEPS, SpecConfig
 from workbench.engine.frameworks import FRAMEWORKS, framework_flags
@@ -26,26 +26,49 @@ from workbench.viz.tree import tree_figure
 
 COST_SIZES = (1, 2, 4, 8, 16, 32)
 MODES = ("methods (vanilla, chains, trees)", "draft sources (head, n-gram, exit:N) at this tree")
-TREES = ("linear", "eagle2", "static")  # the structures drawn at one step, in the order of the tree plots
-# Each plot's label names what it shows in either mode (the figure's title names the run).
-TREE_LABELS = ("linear · draft sources: the early exit", "eagle2 (dynamic) · draft sources: the EAGLE head",
-               "static (fixed shape) · draft sources: the n-gram draft")
-SOURCE_SLOTS = ("exit", "head", "ngram")  # the draft source each tree plot shows, as TREE_LABELS
+# What the methods mode draws in each tree plot, in words.
+METHOD_TREES = {"eagle2": "eagle2: the dynamic tree", "static": "static: a fixed shape (EAGLE-1)",
+                "linear": "linear: the chain"}
+
+
+@dataclass(frozen=True)
+class TreeSlot:
+    """One tree plot of the tab, and the run it draws in each mode."""
+
+    name: str  # its output's name (and, with "compare-" before it, its element id)
+    method: str  # methods mode: the run of this name
+    draft: str  # draft-sources mode: the eagle2 run drafted by this kind (DraftSource.kind)
+
+
+SLOTS = (TreeSlot("tree-1", "eagle2", "head"), TreeSlot("tree-2", "static", "ngram"),
+         TreeSlot("tree-3", "linear", "exit"))
+# The Compare button's outputs, by name, in the order the API returns them (``result`` is state).
+OUTPUTS = ("result", "status", "summary", "tau", "tokens", "cost", "step", *(s.name for s in SLOTS))
+
+
+@dataclass(frozen=True)
+class TreePlot:
+    """What one tree plot shows: its label (the run it draws) and the figure."""
+
+    label: str
+    figure: object
 
 
 @dataclass
 class CompareResult:
     """Traces per method (``viz.compare`` run format), the measured verify cost, if any, and the
-    runs whose trees are drawn (one per tree plot; None: that plot stays empty)."""
+    run drawn in each tree plot (``SLOTS`` order; None: that plot stays empty), with its label."""
 
     runs: dict
     measured: list[dict] | None
-    trees: tuple = TREES
+    drawn: tuple
+    labels: tuple
 
 
 def methods(spec: SpecConfig, static: SpecConfig | None = None) -> dict[str, SpecConfig]:
     """The configurations compared for the eagle2 knobs in ``spec``; ``static``: the tree box's
-    shape (default: EAGLE-1's tree at the same num_draft_tokens)."""
+    shape, of the same num_draft_tokens (``Settings.static_spec`` checks it; default: EAGLE-1's
+    tree at that size)."""
     out = {"vanilla": SpecConfig.from_knobs("vanilla"), "linear": SpecConfig.from_knobs("linear", spec.num_steps)}
     budget = spec.num_draft_tokens - 1  # linear verifying as many tokens as eagle2
     if budget != spec.num_steps and budget <= MAX_STEPS:
@@ -53,10 +76,6 @@ def methods(spec: SpecConfig, static: SpecConfig | None = None) -> dict[str, Spe
     out["eagle2"] = SpecConfig.from_knobs("eagle2", spec.num_steps, spec.topk, spec.num_draft_tokens)
     out["static"] = static if static is not None else SpecConfig.from_knobs(
         "static", num_draft_tokens=spec.num_draft_tokens)
-    if out["static"].num_draft_tokens != spec.num_draft_tokens:
-        raise ValueError(f"The tree box holds a static tree of {out['static'].num_draft_tokens} tokens (root "
-                         f"included): set num_draft_tokens to {out['static'].num_draft_tokens} to compare it with "
-                         "eagle2 at the same budget, or empty the tree box.")
     return out
 
 
@@ -76,11 +95,17 @@ def draft_sources(wb, settings: Settings, spec: SpecConfig) -> dict[str, SpecCon
     return out
 
 
-def tree_slots(configs: dict[str, SpecConfig]) -> tuple:
-    """The draft-source runs in the order of the tree plots (``SOURCE_SLOTS``); None for a source
-    not run (the head, when none is loaded)."""
+def drawn_runs(configs: dict[str, SpecConfig], by_source: bool) -> tuple[tuple, tuple]:
+    """(run name or None, label) per tree plot (``SLOTS`` order): the method's run, or in the
+    draft-sources mode the eagle2 run of the slot's draft kind (None: not run, as the head when
+    none is loaded)."""
+    if not by_source:
+        return tuple(s.method for s in SLOTS), tuple(METHOD_TREES[s.method] for s in SLOTS)
     by_kind = {spec.draft.kind: name for name, spec in configs.items() if spec.speculative}
-    return tuple(by_kind.get(kind) for kind in SOURCE_SLOTS)
+    names = tuple(by_kind.get(s.draft) for s in SLOTS)
+    labels = tuple(f"{name}: eagle2 drafted by {draft_label(configs[name].draft)}" if name else
+                   f"no {s.draft} draft" for name, s in zip(names, SLOTS))
+    return names, labels
 
 
 def decode(wb, spec: SpecConfig, sampling, ids: list[int], max_new: int) -> list[dict]:
@@ -124,83 +149,99 @@ def elsewhere_html(configs: dict[str, SpecConfig]) -> str:
                    "- 1; vLLM verifies a chain or one fixed tree (no dynamic tree)."))
 
 
-def structures(result: CompareResult | None, step: int) -> tuple:
-    """The trees of ``result.trees`` (linear, eagle2 and static; or the draft sources) at the same
-    step (1-based; step 1 is the prefill)."""
+def structures(result: CompareResult | None, step: int) -> dict[str, TreePlot]:
+    """The tree plots (by slot name) at the same step (1-based; step 1 is the prefill), each
+    labelled and titled by the run it draws."""
     if result is None:
-        return (empty_figure("Press Compare.", 220),) * len(TREES)
-    figs = []
-    for name in result.trees:
+        return {s.name: TreePlot(METHOD_TREES[s.method], empty_figure("Press Compare.", 220)) for s in SLOTS}
+    out = {}
+    for slot, name, label in zip(SLOTS, result.drawn, result.labels):
         if name is None:
-            figs.append(empty_figure("No third draft source to draw (no EAGLE head loaded).", 220))
+            out[slot.name] = TreePlot(label, empty_figure("No such draft source to draw (no EAGLE head loaded).", 220))
             continue
         traces = result.runs[name]["traces"]
         tr = traces[min(int(step), len(traces)) - 1]
         fig = tree_figure(tr, height=380, compact=True)
         fig.update_layout(title_text=f"{name} · L = {tr['L']} · {fig.layout.title.text}")
-        figs.append(fig)
-    return tuple(figs)
+        out[slot.name] = TreePlot(label, fig)
+    return out
 
 
-def build_compare_tab(wb, inputs: list) -> None:
-    """The tab's components and its two events (Compare, and the step slider)."""
+def build_compare_tab(wb, inputs: dict) -> None:
+    """The tab's components and its two events (Compare, and the step slider); ``inputs``: the
+    page's input components by ``Settings`` field, in field order."""
     gr.Markdown(explain.COMPARE, elem_classes=["wb-explain"])
-    result = gr.State(None)
     with gr.Row(equal_height=True):
         mode = gr.Radio(list(MODES), value=MODES[0], label="compare", elem_id="compare-mode", scale=2)
         max_new = gr.Number(32, label="max_new_tokens (each run)", precision=0, elem_id="compare-max-new")
         measure = gr.Checkbox(True, label="measure the verify cost on this machine", elem_id="compare-measure")
         button = gr.Button("Compare", variant="primary", elem_id="compare-btn")
-    status = gr.Markdown(elem_id="compare-status")
-    summary = gr.HTML(elem_id="compare-summary")
+    c = {"result": gr.State(None), "status": gr.Markdown(elem_id="compare-status"),
+         "summary": gr.HTML(elem_id="compare-summary")}
     with gr.Row():
-        tau = gr.Plot(label="τ per step", elem_id="compare-tau")
-        tokens = gr.Plot(label="tokens against target forwards", elem_id="compare-tokens")
-    cost = gr.Plot(label="verify cost", elem_id="compare-cost")
-    step = gr.Slider(1, 2, value=2, step=1, label="structures at step", elem_id="compare-step")
+        c["tau"] = gr.Plot(label="τ per step", elem_id="compare-tau")
+        c["tokens"] = gr.Plot(label="tokens against target forwards", elem_id="compare-tokens")
+    c["cost"] = gr.Plot(label="verify cost", elem_id="compare-cost")
+    c["step"] = gr.Slider(1, 2, value=2, step=1, label="structures at step", elem_id="compare-step")
+    first = structures(None, 1)
     with gr.Row():
-        eagle_tree = gr.Plot(label=TREE_LABELS[1], elem_id="compare-eagle2-tree")
-        static_tree = gr.Plot(label=TREE_LABELS[2], elem_id="compare-static-tree")
-    linear_tree = gr.Plot(label=TREE_LABELS[0], elem_id="compare-linear-tree")
-    trees = [linear_tree, eagle_tree, static_tree]  # TREES order
-    outs = [result, status, summary, tau, tokens, cost, step, *trees]
+        for slot in SLOTS[:2]:
+            c[slot.name] = gr.Plot(label=first[slot.name].label, elem_id=f"compare-{slot.name}")
+    c[SLOTS[2].name] = gr.Plot(label=first[SLOTS[2].name].label, elem_id=f"compare-{SLOTS[2].name}")
+    assert tuple(c) == OUTPUTS
+    trees = [c[s.name] for s in SLOTS]
+    names = tuple(inputs)
+
     def on_compare(*values):  # a generator function, so Gradio streams its progress
         """Decode the prompt with each method, measure the verify cost, draw the comparison."""
-        yield from run_compare(wb, *values)
+        *settings_values, max_new_tokens, measured, chosen = values
+        for update in run_compare(wb, dict(zip(names, settings_values, strict=True)), max_new_tokens, measured,
+                                  chosen):
+            yield {c[k]: _component_value(v) for k, v in update.items()}
 
-    button.click(on_compare, [*inputs, max_new, measure, mode], outs, api_name="compare",
-                 show_progress="minimal", show_progress_on=[status])
-    step.release(structures, [result, step], trees, api_name="compare_step")
+    def at_step(res, k):
+        """The tree plots at step ``k`` of the runs on screen."""
+        return tuple(_component_value(p) for p in structures(res, k).values())
+
+    button.click(on_compare, [*inputs.values(), max_new, measure, mode], list(c.values()), api_name="compare",
+                 show_progress="minimal", show_progress_on=[c["status"]])
+    c["step"].release(at_step, [c["result"], c["step"]], trees, api_name="compare_step")
 
 
-def run_compare(wb, *values):
-    """Generator for the Compare button: progress lines, then every figure and the table."""
-    *settings_values, max_new, measure, mode = values
-    skip = (gr.skip(),) * 8
+def _component_value(v):
+    """A tree plot as its labelled component; anything else as it is."""
+    return gr.Plot(value=v.figure, label=v.label) if isinstance(v, TreePlot) else v
+
+
+def run_compare(wb, values: dict, max_new, measure, mode):
+    """Generator for the Compare button, by output name (``result``, ``status``, ``summary``,
+    ``tau``, ``tokens``, ``cost``, ``step`` and the slots' names): progress lines, then every
+    figure and the table. ``values``: the page's inputs by
+    ``Settings`` field."""
     by_source = mode == MODES[1]
     try:
         # methods: all drafted by the head; draft sources: each is checked by draft_sources
-        settings = replace(Settings(*settings_values), method="eagle2", max_new_tokens=max_new,
+        settings = replace(Settings(**values), method="eagle2", max_new_tokens=max_new,
                            draft="ngram" if by_source else "head")
         spec, sampling, ids, max_new = settings.build(wb)
         todo = draft_sources(wb, settings, spec) if by_source else \
             methods(spec, settings.static_spec() if str(settings.tree or "").strip() else None)
     except ValueError as e:
-        yield (gr.skip(), error(str(e)), *skip)
+        yield {"status": error(str(e))}
         return
     runs = {}
     for i, (name, cfg) in enumerate(todo.items(), start=1):
-        yield (gr.skip(), f"Decoding with {name} ({i}/{len(todo)}): `{cfg.describe()}`…", *skip)
+        yield {"status": f"Decoding with {name} ({i}/{len(todo)}): `{cfg.describe()}`…"}
         runs[name] = {"config": cfg.describe(), "traces": decode(wb, cfg, sampling, ids, max_new)}
     measured = None
     if measure:
-        yield (gr.skip(), "Measuring the verify cost on this machine…", *skip)
+        yield {"status": "Measuring the verify cost on this machine…"}
         measured = measure_cost(wb, len(ids) + max_new // 2)
-    drawn = tree_slots(todo) if by_source else TREES
-    res = CompareResult(runs, measured, drawn)
-    shortest = min(len(runs[name]["traces"]) for name in drawn if name is not None)
+    res = CompareResult(runs, measured, *drawn_runs(todo, by_source))
+    shortest = min(len(runs[name]["traces"]) for name in res.drawn if name is not None)
     unmeasured = "" if measure and measured is not None else " (verify cost not measured)"
-    yield (res, f"Done: {len(runs)} runs of up to {max_new} tokens{unmeasured}.", summary_html(runs) + elsewhere_html(todo),
-           tau_figure(runs), tokens_figure(runs), cost_figure(runs, measured),
-           gr.Slider(minimum=1, maximum=max(2, shortest), value=min(2, shortest), interactive=shortest > 1),
-           *structures(res, min(2, shortest)))
+    yield {"result": res, "status": f"Done: {len(runs)} runs of up to {max_new} tokens{unmeasured}.",
+           "summary": summary_html(runs) + elsewhere_html(todo), "tau": tau_figure(runs), "tokens": tokens_figure(runs),
+           "cost": cost_figure(runs, measured),
+           "step": gr.Slider(minimum=1, maximum=max(2, shortest), value=min(2, shortest), interactive=shortest > 1),
+           **structures(res, min(2, shortest))}

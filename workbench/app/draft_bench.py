@@ -13,6 +13,7 @@ file: nothing is shown. A file that does not follow the format: ``ValueError`` n
 
 from __future__ import annotations
 
+import html
 import json
 import math
 from dataclasses import dataclass
@@ -49,23 +50,43 @@ class DraftBench:
         """The route measured with ``spec``'s draft source, at the tree nearest to ``spec``'s
         (the smallest sum of differences in D, S and K; the file's first on a tie); None if that
         draft was not measured."""
-        mine = (spec.num_draft_tokens, spec.num_steps, spec.topk)
         same = [r for r in self.routes if r.draft == spec.draft.name]
-        return min(same, key=lambda r: sum(abs(a - b) for a, b in zip(r.tree, mine)), default=None)
+        return min(same, key=lambda r: tree_distance(r.tree, spec), default=None)
 
-    def sentence(self, spec: SpecConfig) -> str:
-        """One line for the page: the per-task τ (and speedup) of ``spec``'s draft; "" if unmeasured."""
+    def nearest_tree(self, spec: SpecConfig) -> tuple[int, int, int] | None:
+        """The measured tree nearest ``spec``'s (by ``tree_distance``; the file's first on a tie)."""
+        return min((r.tree for r in self.routes), key=lambda t: tree_distance(t, spec), default=None)
+
+    def note_html(self, spec: SpecConfig) -> str:
+        """One compact line for the page: the per-task τ (and speedup) of ``spec``'s draft, how it
+        was measured folded under it; "" if that draft was not measured."""
         route = self.route_for(spec)
         if route is None:
             return ""
         m = self.meta
         tasks = ", ".join(f"{task_name(t)} {tau:.2f} ({speed:.2f}×)" for t, (tau, speed) in route.per_task.items())
         nearest = "" if route.tree == (spec.num_draft_tokens, spec.num_steps, spec.topk) else \
-            " (the measured tree nearest yours)"
-        return (f"Measured on the bench ({m['cpu']}, {m['dtype']}, {m['max_new_tokens']} tokens per answer, "
-                f"{m['date']}: `{m['command']}`): τ per task for this draft ({route.draft}) at {route.tree_text}"
-                f"{nearest}, with the speedup over plain decoding: {tasks}. A step that misses on an open chat "
-                "prompt is the task, not a bug.")
+            ", the measured tree nearest yours"
+        how = (f"{m['cpu']}, {m['dtype']}, {m['max_new_tokens']} tokens per answer, {m['date']}: "
+               f"<code>{html.escape(m['command'])}</code>")
+        return (f"<div class='wb-bench'><b>Bench τ per task</b> for this draft ({html.escape(route.draft)} at "
+                f"{route.tree_text}{nearest}; the speedup over plain decoding in brackets): {html.escape(tasks)}. "
+                "A step that misses on an open chat prompt is the task, not a bug."
+                f"<details><summary>how it was measured</summary>{how}</details></div>")
+
+    def best(self, spec: SpecConfig, tasks, usable) -> tuple[Route, str] | None:
+        """(route, task) with the highest τ among the routes at the measured tree nearest
+        ``spec``'s, over the ``tasks`` given (those the page has an example for) and the drafts
+        ``usable(name)`` accepts (those this app can run); None when there is none."""
+        tree = self.nearest_tree(spec)
+        found = [(tau, -i, r, t) for i, r in enumerate(self.routes) if r.tree == tree and usable(r.draft)
+                 for t, (tau, _) in r.per_task.items() if t in tasks]
+        return max(found, key=lambda f: f[:2])[2:] if found else None
+
+
+def tree_distance(tree: tuple[int, int, int], spec: SpecConfig) -> int:
+    """How far a measured (D, S, K) is from ``spec``'s: the sum of the differences."""
+    return sum(abs(a - b) for a, b in zip(tree, (spec.num_draft_tokens, spec.num_steps, spec.topk)))
 
 
 def task_name(task: str) -> str:

@@ -7,17 +7,22 @@ the notebooks name every thing the same way.
 from __future__ import annotations
 
 INTRO = """\
-# EAGLE-2 Workbench
-Step through EAGLE-2 speculative decoding one target forward at a time. Each **Step** runs one
-cycle: the **draft** grows a tree of guesses, the **target** checks the whole tree in one
-forward, the accept walk keeps the longest path the target agrees with and adds a **bonus** token.
-The draft is the **EAGLE head**, an **n-gram** lookup in the prompt and output so far (no model:
-it suits output that repeats the input), or an **early exit**: the target's own first N layers
-(the same tree, drafted by a bigger part of the target). Every view below is drawn from that step's
-trace, nothing else."""
+## EAGLE-2 Workbench
+Type a prompt and press **Step**. Each step is one cycle of speculative decoding: the **draft**
+grows a tree of guesses, the **target** checks the whole tree in one forward, and the accept walk
+keeps the longest path the target agrees with, plus a **bonus** token of its own. Every view is
+drawn from that step's trace."""
+
+SETTINGS = """\
+**Draft source**: the **EAGLE head** (a small trained model reading the target's last hidden
+state; it drafts among its hot draft tokens), an **n-gram** lookup in the prompt and output so
+far (no model: it suits output that repeats the input), or an **early exit**: the target's own
+first N layers. The tree, verify and accept walk are the same for all three. Changing a setting
+and pressing Step starts a new run."""
 
 TREE = """\
-**Draft tree.** Every candidate the draft proposed, left to right by depth. The rerank
+**Draft tree.** Every candidate the draft proposed, left to right by depth: each level grows
+from the **frontier**, the `topk` best nodes of the level before. The rerank
 keeps the best `num_draft_tokens` − 1 by **path score** (product of draft probabilities from
 the root); the rest are *dropped at rerank* (▽, never verified). Each kept node shows its token,
 its draft probability *p* and path score *s* (n-gram: the share of earlier occurrences that
@@ -97,11 +102,17 @@ GLOSSARY = """\
 | draft source | where the drafts come from: the EAGLE head, an n-gram lookup in the request's own tokens (`ngram:MIN-MAX`), or the target's first N layers (`exit:N`); the tree, verify and accept walk are the same for all |
 | draft head | EAGLE head: `fc(concat(embed(x_{t+1}), f_t))` → one decoder layer (ours may stack more) → the target's `lm_head`; a fused head reads the target's low and middle layers beside `f_t` (`fuse_layers`) |
 | feature `f_t` | the target's last hidden state at position t, **after** the final RMSNorm |
+| prefill | the first step of a run: the target reads the whole prompt in one forward and emits the first token; no tree yet |
 | root | first node of every verify block: the token emitted last step (bonus), which has no KV yet |
 | `num_steps` | draft levels (tree depth) |
 | `topk` | children kept per expansion and nodes expanded per level (tree width) |
 | `num_draft_tokens` (D) | verify block size **including the root**: D − 1 real drafts |
 | path score | product of draft probabilities from the root to a node (or the sum of log-probs; same ranking) |
+| frontier | the `topk` nodes of the newest level with the best path scores: the ones the next draft level expands |
+| rerank | after the last level, keep the `num_draft_tokens` − 1 candidates with the best path scores (plus the root); the rest are *dropped at rerank*, never verified |
+| hot draft tokens | the head drafts only among the N tokens most frequent in its training answers (a smaller `lm_head` to run); the target still verifies over the whole vocabulary |
+| accept walk | from the root, follow `retrieve_next_token` / `retrieve_next_sibling` while a child is the target's token (greedy) or passes its coin (sampling); it keeps the accepted path |
+| bonus | the target's own token after the last accepted node: every verify step emits it, so a step emits at least one token |
 | `retrieve_index[i]` | row of node i in the flattened verify batch |
 | `retrieve_next_token[i]` | first child of node i, −1 if none |
 | `retrieve_next_sibling[i]` | next sibling of node i, −1 if none |
@@ -116,3 +127,17 @@ GLOSSARY = """\
 
 `topk` = 1 gives a chain: the `linear` special case, with `num_draft_tokens` = `num_steps` + 1.
 Most tokens per step = `num_steps` + 1."""
+
+
+def glossary_terms() -> set[str]:
+    """The words the glossary defines, as the page writes them: each first cell without its
+    backticks, split at " / " and without a trailing "(symbol)" (``num_draft_tokens (D)`` gives
+    ``num_draft_tokens``; ``tried / accepted`` gives both)."""
+    terms = set()
+    for line in GLOSSARY.splitlines()[2:]:
+        if not line.startswith("| "):
+            continue
+        cell = line.split(" | ")[0].removeprefix("| ").replace("`", "")
+        for word in cell.split(" / "):
+            terms.add(word.split(" (")[0].strip())
+    return terms

@@ -10,8 +10,10 @@ user can act on; the UI shows that message instead of failing.
 from __future__ import annotations
 
 import math
+import re
 import threading
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
 
 from workbench.engine.config import (DEFAULT_NUM_DRAFT_TOKENS, DEFAULT_NUM_STEPS, DEFAULT_TOPK, EXACT_THRESHOLD,
                                      SpecConfig, check_context)
@@ -25,6 +27,15 @@ MAX_NEW_TOKENS = 512
 DEFAULT_EXIT_LAYERS = 28  # the early exit's N (the head-training measurements: 28 of 30 layers agree 0.53)
 # The draft selector's choices: (what the page shows, the value ``Settings.draft`` holds).
 DRAFT_CHOICES = [("EAGLE head", "head"), ("n-gram (prompt lookup)", "ngram"), ("early exit: first N layers", "exit")]
+
+
+class InputError(ValueError):
+    """Bad input on the page: the message, and the ``Settings`` fields it is about (empty: none
+    in particular), so that the page can point at them."""
+
+    def __init__(self, message: str, fields: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.fields = fields
 
 
 @dataclass(frozen=True)
@@ -50,20 +61,29 @@ class Settings:
     ngram_max: object = DEFAULT_MAX_MATCH
 
     def build(self, wb) -> tuple[SpecConfig, SamplingParams, list[int], int]:
-        """(spec, sampling, prompt ids, max_new_tokens), or ValueError with the reason."""
+        """(spec, sampling, prompt ids, max_new_tokens), or ``InputError`` with the reason and the
+        fields it is about."""
         prompt = (self.prompt or "").strip()
         if not prompt:
-            raise ValueError("The prompt is empty: type a question or pick an example.")
+            raise InputError("The prompt is empty: type a question or pick an example.", ("prompt",))
         if len(prompt) > MAX_PROMPT_CHARS:
-            raise ValueError(f"The prompt is {len(prompt)} characters long; at most {MAX_PROMPT_CHARS} are accepted.")
-        max_new = _int("max_new_tokens", self.max_new_tokens, 1, MAX_NEW_TOKENS)
-        spec = self.spec(self.draft_source(wb))
-        sampling = SamplingParams(temperature=_number("temperature", self.temperature),
-                                  top_p=_number("top_p", self.top_p), top_k=_int("top_k", self.top_k, 0, None),
-                                  seed=_int("seed", self.seed, 0, None))
-        spec.check_sampling(sampling.greedy)
+            raise InputError(f"The prompt is {len(prompt)} characters long; at most {MAX_PROMPT_CHARS} are accepted.",
+                             ("prompt",))
+        with _about("max_new_tokens"):
+            max_new = _int("max_new_tokens", self.max_new_tokens, 1, MAX_NEW_TOKENS)
+        with _about(*DRAFT_FIELDS.get(self.draft, ("draft",))):
+            draft = self.draft_source(wb)
+        with _about(*SPEC_FIELDS, pick=True):
+            spec = self.spec(draft)
+        with _about("temperature", "top_p", "top_k", "seed", pick=True):
+            sampling = SamplingParams(temperature=_number("temperature", self.temperature),
+                                      top_p=_number("top_p", self.top_p), top_k=_int("top_k", self.top_k, 0, None),
+                                      seed=_int("seed", self.seed, 0, None))
+        with _about("accept_threshold_single", "accept_threshold_acc"):
+            spec.check_sampling(sampling.greedy)
         ids = wb.encode(prompt)
-        check_context(spec, wb.target.config.max_position_embeddings, len(ids), max_new)
+        with _about("prompt", "max_new_tokens"):
+            check_context(spec, wb.target.config.max_position_embeddings, len(ids), max_new)
         return spec, sampling, ids, max_new
 
     def spec(self, draft: DraftSource = DraftSource()) -> SpecConfig:
@@ -82,15 +102,21 @@ class Settings:
                                      _int("num_draft_tokens", self.num_draft_tokens, None, None), **thresholds)
 
     def static_spec(self, thresholds: dict | None = None) -> SpecConfig:
-        """The static tree: the tree box's rank paths, else EAGLE-1's tree at num_draft_tokens
-        (num_steps and topk follow from the shape; the tree box is read by static only); exact
-        acceptance and the head unless ``thresholds`` (with ``draft``) are given."""
+        """The static tree: the tree box's rank paths, which must hold num_draft_tokens nodes
+        (root included; ValueError otherwise), else EAGLE-1's tree at num_draft_tokens (num_steps
+        and topk follow from the shape; the tree box is read by static only); exact acceptance and
+        the head unless ``thresholds`` (with ``draft``) are given."""
         thresholds = thresholds or {}
         text = str(self.tree or "").strip()
-        if text:
-            return SpecConfig.from_knobs("static", tree=text, **thresholds)
-        return SpecConfig.from_knobs("static", num_draft_tokens=_int("num_draft_tokens", self.num_draft_tokens,
-                                                                     None, None), **thresholds)
+        budget = _int("num_draft_tokens", self.num_draft_tokens, None, None)
+        if not text:
+            return SpecConfig.from_knobs("static", num_draft_tokens=budget, **thresholds)
+        spec = SpecConfig.from_knobs("static", tree=text, **thresholds)
+        if spec.num_draft_tokens != budget:  # Step and Compare both refuse: the page never overrides a box
+            raise ValueError(f"The tree box holds a static tree of {spec.num_draft_tokens} tokens (root included), "
+                             f"but num_draft_tokens is {budget}: set num_draft_tokens to {spec.num_draft_tokens}, "
+                             "or empty the tree box.")
+        return spec
 
     def draft_source(self, wb, kind: str | None = None) -> DraftSource:
         """The selected draft source (``kind``: another of ``DRAFT_CHOICES`` with this page's
@@ -138,6 +164,41 @@ def acceptance_note(threshold_single, threshold_acc) -> str:
     return "exact: the output follows the target's distribution"
 
 
+# The fields each part of ``Settings.build`` reads, for the page to point at the one a message is about.
+SPEC_FIELDS = ("method", "num_steps", "topk", "num_draft_tokens", "tree", "accept_threshold_single",
+               "accept_threshold_acc", "draft")
+DRAFT_FIELDS = {"exit": ("exit_layers",), "ngram": ("ngram_min", "ngram_max"), "head": ("draft",)}
+FIELD_WORDS = {"tree": ("tree", "static tree"), "draft": ("draft", "draft source")}  # else the field's own name
+
+
+@contextmanager
+def _about(*names: str, pick: bool = False):
+    """Re-raise a ValueError of the block as an ``InputError`` about ``names``; ``pick``: about
+    the one of them the message names first (none when it names none)."""
+    try:
+        yield
+    except InputError:
+        raise
+    except ValueError as err:
+        raise InputError(str(err), named_first(str(err), names) if pick else names) from None
+
+
+def named_first(message: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The field of ``names`` that ``message`` mentions first (as a whole word), or ()."""
+    found = []
+    for name in names:
+        for word in FIELD_WORDS.get(name, (name,)):
+            hit = re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", message)
+            if hit:
+                found.append((hit.start(), name))
+    return (min(found)[1],) if found else ()
+
+
+def setting_names() -> tuple[str, ...]:
+    """``Settings``' fields, in order: the names the page's input components go by."""
+    return tuple(f.name for f in fields(Settings))
+
+
 def _number(name: str, value) -> float:
     if value is None or (isinstance(value, str) and not value.strip()):
         raise ValueError(f"{name} is empty: enter a number.")
@@ -155,8 +216,9 @@ def _int(name: str, value, lo: int | None, hi: int | None) -> int:
     if x != int(x):
         raise ValueError(f"{name} must be a whole number, got {value!r}.")
     if (lo is not None and x < lo) or (hi is not None and x > hi):
-        bounds = f"{lo}..{hi}" if hi is not None else f">= {lo}"
-        raise ValueError(f"{name} must be in {bounds}, got {int(x)}.")
+        bounds = f"in {lo}..{hi}" if lo is not None and hi is not None else f">= {lo}" if lo is not None \
+            else f"<= {hi}"
+        raise ValueError(f"{name} must be {bounds}, got {int(x)}.")
     return int(x)
 
 
@@ -169,7 +231,7 @@ class Session:
     engine: Engine
     traces: list[dict] = field(default_factory=list)
     cursor: int = -1
-    bench_note: str = ""  # what the benchmark measured per task for this run's draft ("": nothing)
+    bench_note: str = ""  # HTML: what the benchmark measured per task for this run's draft ("": nothing)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
@@ -179,7 +241,7 @@ class Session:
         spec, sampling, ids, max_new = settings.build(wb)
         engine = wb.engine(spec, sampling, trace=True)
         engine.add_requests([ids], max_new)
-        note = bench.sentence(spec) if bench is not None and spec.speculative else ""
+        note = bench.note_html(spec) if bench is not None and spec.speculative else ""
         return cls(settings, settings.prompt.strip(), engine, bench_note=note)
 
     @property

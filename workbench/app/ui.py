@@ -1,16 +1,28 @@
-"""The Gradio page: inputs, the Step-through views, Best tree, Compare, Calibration and the
-glossary, and their events. Best tree and Calibration are drawn when their tab is opened.
+"""The Gradio page: the prompt and the step controls on top, the step's result right under them,
+the settings folded away, then the tabs (Step through, Best tree, Compare, Calibration, Glossary).
+Best tree and Calibration are drawn when their tab is opened.
+
+Layout, top to bottom, so that at 1366×768 a Step's result is in view without scrolling:
+
+* the prompt, and beside it Step / Back / Run to end / Reset / autoplay;
+* the status line: what the last action did, or what is wrong (naming the field, which is
+  outlined), and when a step accepted nothing, why, with a button to try the example and draft
+  source for which this machine's bench measured the highest τ;
+* Settings, an accordion (closed; its label shows the values in use) grouping the draft source,
+  the method and tree knobs, and sampling;
+* the Step-through tab: the draft tree, beside it the step summary and the bench's τ for the
+  run's draft; under it every other view.
 
 The model is loaded once per process and shared read-only; each browser session keeps its own
 ``Session`` (its Engine and KV cache) in a ``gr.State``. Events run on the queue with room for
 several at once, so one session's *Run to end* (a generator that yields after every step) never
 holds up another session's Step. Bad input never raises: the status line says what is wrong.
+The inputs go by name: a dict of components keyed by ``Settings``' fields.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from dataclasses import replace
@@ -19,29 +31,38 @@ from pathlib import Path
 import gradio as gr
 
 from workbench.app import explain
+from workbench.app.address import DEFAULT_HOST, DEFAULT_PORT
 from workbench.app.calibration import build_calibration_tab
 from workbench.app.compare import build_compare_tab
 from workbench.app.draft_bench import load_draft_bench
-from workbench.app.state import DEFAULT_EXIT_LAYERS, DRAFT_CHOICES, Session, Settings, acceptance_note
-from workbench.app.views import VIEWS, best_tree_views, blank, error, render, trace_view, walk_views
+from workbench.app.handlers import ELEM_IDS, PAGE, StepEvents, settings_label
+from workbench.app.state import DEFAULT_EXIT_LAYERS, DRAFT_CHOICES, Session, Settings, acceptance_note, setting_names
+from workbench.app.views import VIEWS, best_tree_views, render, trace_view
 from workbench.engine.draft_source import DraftSource, parse_draft
 from workbench.models.draft import DraftHead
-from workbench.viz.walk import walk_moves
 
 SESSION_TTL_S = 2 * 3600  # a session's Engine (and its KV cache) is dropped after this idle time
 CONCURRENCY = 8  # events of different sessions that may run at once (per event kind)
 AUTOPLAY_S = 1.2
-ANIMATE_S = 0.6
-CSS = ".wb-explain {font-size: 13px; color: #333} .wb-table code {font-size: 12px}"
 # System fonts only: the page loads no font file, from this server or any other.
 THEME = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"],
                           font_mono=["ui-monospace", "Consolas", "monospace"])
-DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 7860
+
+
+def page_css() -> str:
+    """The page's few styles; an input the status line marks as bad (``handlers.field_error``) is
+    outlined."""
+    invalid = " ".join(f"body:has(#status .wb-bad-{i}) #{i} {{outline: 3px solid #D55E00; outline-offset: -3px; "
+                       "background: #FFF4EC}" for i in ELEM_IDS.values())  # inside the box: no parent clips it
+    return (".wb-explain {font-size: 13px; color: #333} .wb-table code {font-size: 12px} "
+            ".wb-info {font-size: 12px; color: #555} .wb-bench {font-size: 12px; color: #444} "
+            "#status {min-height: 1.6em} #status p {margin: 0} " + invalid)
 
 
 def load_examples() -> list[dict]:
     """The example prompts shipped with the app (``examples.json``): Spec-Bench first turns, and
-    prompts written for the app, each naming the draft route it suits."""
+    prompts written for the app, each naming the draft route it suits and the Spec-Bench task
+    nearest to it."""
     return json.loads((Path(__file__).with_name("examples.json")).read_text())["examples"]
 
 
@@ -61,13 +82,18 @@ def build_app(wb, info: str = "", draft_bench: str | Path | None = None) -> gr.B
     except ValueError as err:
         print(f"warning: {err}: the page shows no per-task τ", file=sys.stderr, flush=True)
         bench = None
+    examples = load_examples()
     with gr.Blocks(title="EAGLE-2 Workbench") as demo:
         session = gr.State(None, time_to_live=SESSION_TTL_S)
-        gr.Markdown(explain.INTRO + (f"\n\n{info}" if info else ""))
-        inputs = _inputs(wb)
-        with gr.Tabs():
+        gr.Markdown(explain.INTRO)
+        if info:
+            gr.Markdown(info, elem_classes=["wb-info"])
+        page = _controls()
+        page["settings"], boxes = _settings(wb, examples, page["prompt"])
+        inputs = {name: page["prompt"] if name == "prompt" else boxes[name] for name in setting_names()}
+        with gr.Tabs(selected="step") as page["tabs"]:
             with gr.Tab("Step through", id="step"):
-                _step_tab(wb, session, inputs, bench)
+                views, animate = _step_views()
             with gr.Tab("Best tree", id="best", elem_id="best-tab") as best:
                 _best_tab(best, session)
             with gr.Tab("Compare", id="compare", elem_id="compare-tab"):
@@ -76,6 +102,7 @@ def build_app(wb, info: str = "", draft_bench: str | Path | None = None) -> gr.B
                 build_calibration_tab(wb, calibration, session)
             with gr.Tab("Glossary", id="glossary"):
                 gr.Markdown(explain.GLOSSARY)
+        _wire(StepEvents(wb, bench, examples), session, {**page, **views}, inputs, animate)
     demo.queue(default_concurrency_limit=CONCURRENCY)
     return demo
 
@@ -91,26 +118,9 @@ def warm_up(wb) -> float:
     return time.perf_counter() - t0
 
 
-def server_address(host: str | None = None, port: int | None = None, environ=None) -> tuple[str, int]:
-    """Where to listen: ``host`` / ``port`` when given (the command line's flags), else Gradio's
-    own ``GRADIO_SERVER_NAME`` / ``GRADIO_SERVER_PORT`` (what hosting platforms set), else
-    127.0.0.1:7860. ValueError for a port that is not a number in 1..65535."""
-    environ = os.environ if environ is None else environ
-    host = host or environ.get("GRADIO_SERVER_NAME") or DEFAULT_HOST
-    if port is None:
-        text = environ.get("GRADIO_SERVER_PORT", "").strip()
-        try:
-            port = int(text) if text else DEFAULT_PORT
-        except ValueError:
-            raise ValueError(f"GRADIO_SERVER_PORT must be a port number, got {text!r}") from None
-    if not 1 <= port <= 65535:
-        raise ValueError(f"the port must be in 1..65535, got {port}")
-    return host, port
-
-
 def launch(demo: gr.Blocks, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, block: bool = True):
     """Serve ``demo``; ``block=False`` returns at once (tests), the server runs in a thread."""
-    return demo.launch(server_name=host, server_port=port, css=CSS, theme=THEME, footer_links=["api"],
+    return demo.launch(server_name=host, server_port=port, css=page_css(), theme=THEME, footer_links=["api"],
                        prevent_thread_lock=not block, quiet=not block)
 
 
@@ -129,68 +139,94 @@ def default_settings(wb) -> Settings:
     return replace(default, draft="ngram", ngram_min=source.min_match, ngram_max=source.max_match)
 
 
-def _inputs(wb) -> list:
-    """Prompt, examples, method, knobs and draft source, in ``Settings`` field order. Number
-    boxes (not sliders) so that any value reaches ``Settings.build`` and gets a readable message."""
-    examples = load_examples()
+def _controls() -> dict:
+    """The prompt, the step buttons and autoplay, and the status line under them (with the
+    button that takes the bench's suggestion, shown after a step that accepted nothing)."""
+    with gr.Row(elem_id="controls"):
+        prompt = gr.Textbox(label="Prompt", lines=2, max_lines=8, value="Tell me about Paris.", elem_id="prompt",
+                            scale=3)
+        with gr.Column(scale=2, min_width=380):
+            c = {"prompt": prompt, "step": gr.Button("Step", variant="primary", elem_id="step-btn")}
+            with gr.Row():
+                for name, label in [("back", "Back"), ("run", "Run to end"), ("reset", "Reset")]:
+                    c[name] = gr.Button(label, elem_id=f"{name}-btn", size="md", min_width=80)
+                c["autoplay"] = gr.Checkbox(False, label="autoplay", elem_id="autoplay", min_width=100)
+    with gr.Row(elem_id="status-row", equal_height=True):
+        c["status"] = gr.Markdown("Press **Step**: the first step reads the prompt (the prefill), each next one "
+                                  "drafts a tree and verifies it.", elem_id="status")
+        c["suggest"] = gr.Button("Try", visible=False, elem_id="suggest-btn", size="sm", scale=0, min_width=260)
+    c["timer"], c["playing"] = gr.Timer(AUTOPLAY_S, active=False), gr.State(False)
+    return c
+
+
+def _settings(wb, examples: list[dict], prompt: gr.Textbox) -> tuple[gr.Accordion, dict]:
+    """The settings accordion (closed; its label shows the values in use) and its inputs, by
+    ``Settings`` field (the ``prompt`` is the one outside it; the examples fill it). Number boxes
+    (not sliders) so that any value reaches ``Settings.build`` and gets a readable message."""
     default = default_settings(wb)  # the defaults live in SpecConfig (and Settings), not here
     labels = [example_label(e) for e in examples]
-    small = dict(min_width=90)
-    with gr.Row():
-        with gr.Column(scale=3):
-            prompt = gr.Textbox(label="Prompt", lines=3, value="Tell me about Paris.", elem_id="prompt")
-            example = gr.Dropdown(labels, value=None, label="Examples (Spec-Bench first turns, and prompts that suit "
-                                                           "a draft route)", elem_id="examples")
-            draft = _draft_inputs(wb, default)
-        with gr.Column(scale=3):
-            with gr.Row():
-                method = gr.Radio(["eagle2", "static", "linear", "vanilla"], value=default.method, label="method", elem_id="method",
-                                  scale=2)
-                max_new = gr.Number(default.max_new_tokens, label="max_new_tokens", precision=0, elem_id="max-new-tokens", **small)
-            with gr.Row():
-                num_steps = gr.Number(default.num_steps, label="num_steps", precision=0, elem_id="num-steps", **small)
-                topk = gr.Number(default.topk, label="topk", precision=0, elem_id="topk", **small)
-                num_draft = gr.Number(default.num_draft_tokens, label="num_draft_tokens", precision=0, elem_id="num-draft-tokens", **small)
-            with gr.Row():
-                temperature = gr.Number(0.0, label="temperature", elem_id="temperature", **small)
-                top_p = gr.Number(1.0, label="top-p", elem_id="top-p", **small)
-                top_k = gr.Number(0, label="top-k (0 = off)", precision=0, elem_id="top-k", **small)
-                seed = gr.Number(0, label="seed", precision=0, elem_id="seed", **small)
-            tree = gr.Textbox("", label="static tree: rank paths as JSON, e.g. [[0],[1],[0,0]] (empty = EAGLE-1's "
-                                        "tree cut to num_draft_tokens)", max_lines=2, elem_id="tree")
-            thresholds = _threshold_inputs(default)
+    box = dict(min_width=90)
+    i = {}
+    with gr.Accordion(settings_label(vars(default)), open=False, elem_id="settings") as accordion:
+        with gr.Row():
+            with gr.Column(scale=4, min_width=320):
+                gr.Markdown("**Prompt examples and draft source**")
+                example = gr.Dropdown(labels, value=None, label="Examples (Spec-Bench first turns, and prompts that "
+                                                               "suit a draft route)", elem_id="examples")
+                i.update(_draft_inputs(wb, default))
+                gr.Markdown(explain.SETTINGS, elem_classes=["wb-explain"])
+            with gr.Column(scale=5, min_width=320):
+                gr.Markdown("**Method and tree**")
+                i["method"] = gr.Radio(["eagle2", "static", "linear", "vanilla"], value=default.method, label="method",
+                                       elem_id="method")
+                with gr.Row():
+                    for name in ("num_steps", "topk", "num_draft_tokens"):
+                        i[name] = gr.Number(getattr(default, name), label=name, precision=0, elem_id=ELEM_IDS[name],
+                                            **box)
+                i["tree"] = gr.Textbox("", label="static tree: rank paths as JSON, e.g. [[0],[1],[0,0]] (empty = "
+                                                 "EAGLE-1's tree cut to num_draft_tokens)", max_lines=2, elem_id="tree")
+            with gr.Column(scale=4, min_width=320):
+                gr.Markdown("**Sampling and length**")
+                with gr.Row():
+                    i["temperature"] = gr.Number(default.temperature, label="temperature", elem_id="temperature", **box)
+                    i["top_p"] = gr.Number(default.top_p, label="top-p", elem_id="top-p", **box)
+                    i["top_k"] = gr.Number(default.top_k, label="top-k (0 = off)", precision=0, elem_id="top-k", **box)
+                with gr.Row():
+                    i["seed"] = gr.Number(default.seed, label="seed", precision=0, elem_id="seed", **box)
+                    i["max_new_tokens"] = gr.Number(default.max_new_tokens, label="max_new_tokens", precision=0,
+                                                    elem_id="max-new-tokens", **box)
+                i.update(_threshold_inputs(default))
     example.input(lambda label: examples[labels.index(label)]["prompt"] if label in labels else gr.skip(),
                   example, prompt, api_name="example")
-    return [prompt, method, num_steps, topk, num_draft, temperature, top_p, top_k, seed, max_new, tree, *thresholds,
-            *draft]
+    return accordion, i
 
 
-def _draft_inputs(wb, default: Settings) -> list:
+def _draft_inputs(wb, default: Settings) -> dict:
     """Where the drafts come from: the selector, the early exit's N (1..the target's layers - 1)
     and the n-gram match windows."""
     layers = wb.target.config.num_layers
-    small = dict(min_width=90)
+    box = dict(min_width=90)
+    source = gr.Radio(DRAFT_CHOICES, value=default.draft, label="draft source", elem_id="draft-source")
     with gr.Row():
-        source = gr.Radio(DRAFT_CHOICES, value=default.draft, label="draft source", elem_id="draft-source", scale=3)
         exit_n = gr.Number(default.exit_layers, label=f"early exit N (1..{layers - 1})", precision=0,
-                           elem_id="exit-layers", **small)
-        low = gr.Number(default.ngram_min, label="n-gram min match", precision=0, elem_id="ngram-min", **small)
-        high = gr.Number(default.ngram_max, label="n-gram max match", precision=0, elem_id="ngram-max", **small)
-    return [source, exit_n, low, high]
+                           elem_id="exit-layers", **box)
+        low = gr.Number(default.ngram_min, label="n-gram min match", precision=0, elem_id="ngram-min", **box)
+        high = gr.Number(default.ngram_max, label="n-gram max match", precision=0, elem_id="ngram-max", **box)
+    return {"draft": source, "exit_layers": exit_n, "ngram_min": low, "ngram_max": high}
 
 
-def _threshold_inputs(default: Settings) -> list:
+def _threshold_inputs(default: Settings) -> dict:
     """The two accept thresholds (1 = exact) and a note that says "lossy" while one is below 1."""
     with gr.Row():
         single = gr.Number(default.accept_threshold_single, label="accept threshold single (1 = exact)",
                            elem_id="accept-threshold-single", min_width=90)
         acc = gr.Number(default.accept_threshold_acc, label="accept threshold acc (1 = exact)",
                         elem_id="accept-threshold-acc", min_width=90)
-        note = gr.Markdown(acceptance_note(default.accept_threshold_single, default.accept_threshold_acc),
-                           elem_id="acceptance-note")
+    note = gr.Markdown(acceptance_note(default.accept_threshold_single, default.accept_threshold_acc),
+                       elem_id="acceptance-note")
     for box in (single, acc):
         box.change(acceptance_note, [single, acc], note, api_visibility="private")
-    return [single, acc]
+    return {"accept_threshold_single": single, "accept_threshold_acc": acc}
 
 
 def _view_row(component_fn, text: str):
@@ -203,38 +239,19 @@ def _view_row(component_fn, text: str):
     return out
 
 
-def _step_tab(wb, session, inputs, bench=None) -> None:
-    """Buttons, the views of the current step, and their events."""
-    with gr.Row(equal_height=True):
-        buttons = {name: gr.Button(label, variant="primary" if name == "step" else "secondary", elem_id=f"{name}-btn")
-                   for name, label in [("step", "Step"), ("back", "Back"), ("run", "Run to end"), ("reset", "Reset")]}
-        autoplay = gr.Checkbox(False, label="autoplay", elem_id="autoplay")
-    views, animate_btn = _step_views()
-    timer = gr.Timer(AUTOPLAY_S, active=False)
-    outs = [session] + [views[k] for k in VIEWS]
-    h = _Handlers(wb, bench)
-    quiet = dict(show_progress="minimal", show_progress_on=[views["status"]])
-    buttons["step"].click(h.step, [session, *inputs], outs, api_name="step", **quiet)
-    buttons["back"].click(h.back, [session], outs, api_name="back", **quiet)
-    views["step_slider"].release(h.goto, [session, views["step_slider"]], outs, api_name="goto", **quiet)
-    run = buttons["run"].click(h.run_to_end, [session, *inputs], outs, api_name="run_to_end", **quiet)
-    autoplay.change(lambda on: gr.Timer(active=on), autoplay, timer, api_visibility="private")
-    tick = timer.tick(h.tick, [session, *inputs], outs + [timer, autoplay], trigger_mode="once",
-                      api_visibility="private", **quiet)
-    views["trace_btn"].click(trace_view, [session], views["trace"], api_name="trace")
-    walk = [views["pointers"], views["moves"]]
-    views["walk_slider"].release(h.walk, [session, views["walk_slider"]], walk, api_name="walk")
-    animate = animate_btn.click(h.animate, [session], walk + [views["walk_slider"]], api_name="animate_walk")
-    buttons["reset"].click(h.reset, [session], outs + [timer, autoplay], api_name="reset",
-                           cancels=[run, tick, animate])
-
-
 def _step_views() -> tuple[dict, gr.Button]:
-    """The components of ``VIEWS`` (by name), each with its explanation, and the animate button."""
-    v = {"step_slider": gr.Slider(1, 2, value=1, step=1, label="step", interactive=False, elem_id="step-slider"),
-         "status": gr.Markdown(elem_id="status"), "summary": gr.Markdown("No step yet.", elem_id="summary")}
+    """The components of ``VIEWS`` (by name) and the bench's line, each with its explanation,
+    and the animate button. The tree comes first, the step summary beside it."""
+    v = {}
+    with gr.Row():
+        with gr.Column(scale=3):
+            v["tree"] = gr.Plot(label="draft tree", elem_id="tree-plot")
+            v["step_slider"] = gr.Slider(1, 2, value=1, step=1, label="step", interactive=False, elem_id="step-slider")
+        with gr.Column(scale=1, min_width=260):
+            v["summary"] = gr.Markdown("No step yet.", elem_id="summary")
+            v["bench"] = gr.HTML(elem_id="bench-note")
+            gr.Markdown(explain.TREE, elem_classes=["wb-explain"])
     v["output"] = _view_row(lambda: gr.HTML(elem_id="output-view"), explain.OUTPUT)
-    v["tree"] = _view_row(lambda: gr.Plot(label="draft tree", elem_id="tree-plot"), explain.TREE)
     v["mask"] = _view_row(lambda: gr.HTML(elem_id="mask-view"), explain.MASK)
     v["logits"] = _view_row(lambda: gr.HTML(elem_id="logits-view"), explain.LOGITS)
     with gr.Row():
@@ -243,7 +260,7 @@ def _step_views() -> tuple[dict, gr.Button]:
             with gr.Row():
                 v["walk_slider"] = gr.Slider(0, 1, value=0, step=1, label="walk move", interactive=False,
                                              elem_id="walk-slider")
-                animate_btn = gr.Button("Animate walk", elem_id="animate-btn", scale=0)
+                animate = gr.Button("Animate walk", elem_id="animate-btn", scale=0)
             v["moves"] = gr.HTML(elem_id="walk-moves")
         with gr.Column(scale=1, min_width=220):
             gr.Markdown(explain.WALK, elem_classes=["wb-explain"])
@@ -257,7 +274,7 @@ def _step_views() -> tuple[dict, gr.Button]:
     with gr.Accordion("This step's trace (JSON): everything the views above are drawn from", open=False):
         v["trace_btn"] = gr.Button("Show the trace of the step on screen", elem_id="trace-btn", size="sm")
         v["trace"] = gr.JSON(elem_id="trace-json")
-    return v, animate_btn
+    return v, animate
 
 
 def _best_tab(tab: gr.Tab, session: gr.State) -> None:
@@ -273,81 +290,27 @@ def _best_tab(tab: gr.Tab, session: gr.State) -> None:
     tab.select(best_tree_views, [session], [plot, budget, table], api_name="best_tree", show_progress="minimal")
 
 
-class _Handlers:
-    """Event functions. Each returns (session, *views) so every view shows the same step."""
-
-    def __init__(self, wb, bench=None):
-        self.wb, self.bench = wb, bench  # bench: draft_bench.DraftBench or None
-
-    def _ensure(self, session: Session | None, values: tuple) -> tuple[Session | None, str]:
-        """The session to step: the current one, or a new run when there is none or the inputs
-        changed. Returns (session or None, message)."""
-        settings = Settings(*values)
-        if session is not None and session.settings == settings:
-            return session, ""
-        try:
-            fresh = Session.start(self.wb, settings, self.bench)
-        except ValueError as e:
-            return None, error(str(e))
-        return fresh, ("Inputs changed: started a new run." if session is not None else "Started a new run.")
-
-    def step(self, session, *values):
-        """Show the next step: a recorded one after Back, else run one engine step (a new run when
-        the inputs changed)."""
-        session_new, message = self._ensure(session, values)
-        if session_new is None:  # bad input: keep what is on screen, say why
-            return (session, *render(session, self.wb, message))
-        if not session_new.step():
-            message = (f"The run has finished ({session_new.finish_reason}): press Reset, change the prompt, "
-                       "or use Back and the step slider to look at earlier steps.")
-        return (session_new, *render(session_new, self.wb, message))
-
-    def back(self, session):
-        """Show the previous step."""
-        if session is None or not session.back():
-            return (session, *render(session, self.wb, "Nothing to go back to."))
-        return (session, *render(session, self.wb))
-
-    def goto(self, session, step):
-        """Show step ``step`` (1-based) of those recorded."""
-        if session is not None:
-            session.goto(step)
-        return (session, *render(session, self.wb))
-
-    def run_to_end(self, session, *values):
-        """Step until the run finishes, yielding the views at most every ~0.3 s (and at the end)."""
-        session_new, message = self._ensure(session, values)
-        if session_new is None:
-            yield (session, *render(session, self.wb, message))
-            return
-        last = 0.0
-        while session_new.step():
-            if time.perf_counter() - last > 0.3:
-                last = time.perf_counter()
-                yield (session_new, *render(session_new, self.wb, "Running…"))
-        yield (session_new, *render(session_new, self.wb, f"Finished ({session_new.finish_reason})."))
-
-    def tick(self, session, *values):
-        """Autoplay: one Step; stops the timer when the run has finished."""
-        out = self.step(session, *values)
-        finished = out[0] is None or (out[0].engine.done and out[0].at_end)
-        return (*out, gr.Timer(active=not finished), gr.Checkbox(value=not finished))
-
-    def walk(self, session, k):
-        """The accept walk of the current step after its first ``k`` moves."""
-        return walk_views(session, k)
-
-    def animate(self, session):
-        """Replay the current step's accept walk one move at a time."""
-        tr = session.current if session else None
-        if tr is None or tr["kind"] != "spec":
-            yield gr.skip(), gr.skip(), gr.skip()
-            return
-        for k in range(len(walk_moves(tr)) + 1):
-            yield (*walk_views(session, k), gr.Slider(value=k))
-            time.sleep(ANIMATE_S)
-
-    def reset(self, session):
-        """Drop this session's run (and stop Run to end / autoplay / animation)."""
-        return (None, *blank("Reset: press Step to start a new run with the inputs above."),
-                gr.Timer(active=False), gr.Checkbox(value=False))
+def _wire(h: StepEvents, session, c: dict, inputs: dict, animate: gr.Button) -> None:
+    """The events of the controls, the settings and the Step-through views (``c``: every
+    component by name). Every Step-like event outputs the session, ``VIEWS`` and ``PAGE``."""
+    assert tuple(inputs) == setting_names(), "one input per Settings field, in field order"
+    values = list(inputs.values())
+    outs = [session] + [c[k] for k in VIEWS + PAGE]
+    autoplay = [c["timer"], c["autoplay"], c["playing"]]
+    quiet = dict(show_progress="minimal", show_progress_on=[c["status"]])
+    c["step"].click(h.step, [session, *values], outs, api_name="step", **quiet)
+    c["back"].click(h.back, [session], outs, api_name="back", **quiet)
+    c["step_slider"].release(h.goto, [session, c["step_slider"]], outs, api_name="goto", **quiet)
+    run = c["run"].click(h.run_to_end, [session, *values], outs, api_name="run_to_end", **quiet)
+    c["autoplay"].input(h.play, c["autoplay"], [c["timer"], c["playing"]], api_visibility="private")
+    tick = c["timer"].tick(h.tick, [session, c["playing"], *values], outs + autoplay, trigger_mode="once",
+                           api_visibility="private", **quiet)
+    c["suggest"].click(h.take_suggestion, [session, *values], values + [c["status"], c["suggest"]],
+                       api_name="take_suggestion")
+    gr.on([box.change for name, box in inputs.items() if name != "prompt"], h.relabel, values, c["settings"],
+          queue=False, show_progress="hidden", api_visibility="private")
+    c["trace_btn"].click(trace_view, [session], c["trace"], api_name="trace")
+    walk = [c["pointers"], c["moves"]]
+    c["walk_slider"].release(h.walk, [session, c["walk_slider"]], walk, api_name="walk")
+    replay = animate.click(h.animate, [session], walk + [c["walk_slider"]], api_name="animate_walk")
+    c["reset"].click(h.reset, [session], outs + autoplay, api_name="reset", cancels=[run, tick, replay])

@@ -108,8 +108,8 @@ def walk_views(session: Session | None, k: int) -> tuple[str, str]:
 
 def summary(session: Session) -> str:
     """About the step on screen: which step, the method, the draft source, L, what was accepted,
-    τ, time; under it, for a speculative step, the per-task τ the benchmark measured for this
-    draft (``Session.bench_note``), when there is one."""
+    τ, time. (What the benchmark measured for the run's draft is shown once beside it, not per
+    step: ``Session.bench_note``.)"""
     tr, spec = session.current, session.engine.spec
     draft = f" · draft: **{draft_label(spec.draft, session.engine.target.config.num_layers)}**" \
         if spec.speculative else ""
@@ -131,8 +131,7 @@ def summary(session: Session) -> str:
         body = (f"{drafted} + bonus `{bonus}` → τ = {emitted}{cut}{worth} · "
                 f"{ms:.0f} ms (draft {t['draft_extend_ms'] + t['draft_tree_ms']:.0f}, verify {t['verify_ms']:.0f})")
     end = f" · finished ({session.finish_reason})" if session.engine.done and session.at_end else ""
-    measured = f"\n\n{session.bench_note}" if session.bench_note and tr["kind"] == "spec" else ""
-    return f"{head} · {body}{end}{measured}"
+    return f"{head} · {body}{end}"
 
 
 def draft_kv_note(trace: dict, draft) -> str:

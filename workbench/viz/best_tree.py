@@ -84,7 +84,8 @@ def best_tree_figure(trace: dict, height: int | None = None, width: int = WIDTH)
     """The step's tree (compact labels) with the target's greedy continuation drawn on it: a thick
     line along the edges through the covered nodes, and the token where it left the tree,
     labelled with why (not drafted, or dropped at rerank and from which budget it is kept).
-    When that token is the bonus (always, at temperature 0) the bonus mark carries it."""
+    When that token is the bonus (always, at temperature 0) the bonus mark carries it. Both are
+    drawn under the tree's nodes, so the band and the ring never cover a node's mark."""
     if trace["kind"] != "spec":
         return empty_figure("The greedy continuation is drawn on the tree of a speculative step.", 220)
     rows = greedy_continuation(trace)
@@ -110,6 +111,7 @@ def best_tree_figure(trace: dict, height: int | None = None, width: int = WIDTH)
                                  line=dict(width=2)),
         customdata=[left["status"]], hoverinfo="text",
         hovertext=[f"the target's argmax after node {left['after_node']}; beyond it: unknown"]))
+    fig.data = fig.data[-2:] + fig.data[:-2]  # under the nodes: the band and the ring never hide the bonus star
     n, width = len(covered) - 1, max(width, round(lay.width) + 2 * MARGIN)
     frame(fig, f"Step {trace['step']}: the tree covered {n} token(s) of the target's greedy continuation, "
                f"then left it at “{show(left['text'])}” ({why}) · {rerank_line(trace)}", width, lay.height,

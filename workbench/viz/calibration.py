@@ -5,7 +5,8 @@ Takes the table ``workbench.analysis.calibration.calibration_table`` computes fr
 
 * reliability diagram: per bin, the mean confidence (x) against the acceptance rate (y), for
   draft probability vs P(accept | tried) and path score vs P(accept); the diagonal is a
-  perfectly calibrated draft; marker area grows with the bin's count (hover for the counts);
+  perfectly calibrated draft; marker area grows with the bin's count, up to ``MARKER_PX`` for
+  the largest bin (hover for the counts), drawn whole at the axes' ends;
 * per depth: P(accept | tried), P(accept) and the per-depth rate (reach);
 * a table with every bin's counts.
 """
@@ -19,6 +20,8 @@ import plotly.graph_objects as go
 from workbench.viz.html import note, table
 from workbench.viz.style import OKABE_ITO, base_layout, empty_figure
 
+MARKER_PX = (6, 26)  # marker diameter of an empty bin and of the largest one
+AXIS_PAD = 0.06  # room beyond 0 and 1 on both axes, so a marker at an end is drawn whole
 SERIES = (  # (bins key, legend, colour, symbol)
     ("prob_bins", "draft probability → P(accept | tried)", OKABE_ITO["blue"], "circle"),
     ("score_bins", "path score → P(accept)", OKABE_ITO["orange"], "diamond"),
@@ -33,24 +36,31 @@ def reliability_figure(cal: dict, title: str = "Reliability: draft confidence ag
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfectly calibrated",
                              line=dict(color=OKABE_ITO["grey"], dash="dash"), hoverinfo="skip"))
+    most = max(b["count"] for key, *_ in SERIES for b in cal[key])
+    small, large = MARKER_PX
     for key, name, colour, symbol in SERIES:
         bins = [b for b in cal[key] if b["count"]]
         fig.add_trace(go.Scatter(
             x=[b["mean_confidence"] for b in bins], y=[b["rate"] for b in bins], mode="lines+markers", name=name,
-            line=dict(color=colour), marker=dict(color=colour, symbol=symbol,
-                                                 size=[6 + 3 * math.sqrt(b["count"]) ** 0.8 for b in bins]),
+            cliponaxis=False, line=dict(color=colour),
+            marker=dict(color=colour, symbol=symbol, opacity=0.85,
+                        size=[small + (large - small) * math.sqrt(b["count"] / most) for b in bins]),
             customdata=[[b["lo"], b["hi"], b["count"], b["accepted"]] for b in bins],
             hovertemplate="bin %{customdata[0]:.1f}–%{customdata[1]:.1f}<br>mean confidence %{x:.3f}<br>"
                           "acceptance %{y:.3f}<br>%{customdata[3]} accepted of %{customdata[2]}<extra></extra>"))
     s = cal["summary"]
     fig.update_layout(**base_layout(f"{title} ({s['nodes']} nodes, {s['steps']} steps)", height))
-    fig.update_xaxes(title="draft confidence (bin mean)", range=[-0.02, 1.02])
-    fig.update_yaxes(title="accepted by the target (fraction)", range=[-0.02, 1.02])
+    fig.update_layout(margin=dict(l=70, b=50))  # room for the axis titles beside the ticks
+    fig.update_xaxes(title="draft confidence (bin mean)", range=[-AXIS_PAD, 1 + AXIS_PAD])
+    fig.update_yaxes(title="accepted by the target (fraction)", range=[-AXIS_PAD, 1 + AXIS_PAD])
     return fig
 
 
 def depth_figure(cal: dict, height: int = 320) -> go.Figure:
-    """Per depth: P(accept | tried), P(accept), and reach = P(depth k accepted | depth k-1 accepted)."""
+    """Per depth: P(accept | tried) and P(accept), counted over nodes, and ``reach``, counted over
+    steps: of the steps whose walk accepted a node at depth k - 1, the fraction that accepted one at
+    depth k (a step counts once however many siblings it tried there, and also when its tree had
+    no child to try). The legend says which is which."""
     depths = cal["depths"]
     if not depths:
         return empty_figure("No verified draft nodes yet.", height)

@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 from workbench.metrics import predicted_speedup, speedup, tau
 from workbench.viz.html import note, table
 from workbench.viz.labels import Axes, name_points
-from workbench.viz.style import METHOD, OKABE_ITO, base_layout
+from workbench.viz.style import DRAFT, METHOD, OKABE_ITO, base_layout
 
 
 def _steps(traces: list[dict]) -> list[dict]:
@@ -64,13 +64,25 @@ def speedups(runs: dict, t1_ms: float | None = None) -> dict[str, dict]:
     return out
 
 
+def run_colours(runs: dict) -> dict[str, str]:
+    """One colour per run, the same on every chart of one comparison: a method's (``METHOD``),
+    else its draft source's (``DRAFT``, by the name's kind: ``ngram:1-12`` -> ngram), else the
+    palette's next unused colour in the runs' order."""
+    known = {name: METHOD.get(name) or DRAFT.get(name.split(":")[0]) for name in runs}
+    spare = [c for c in OKABE_ITO.values() if c not in known.values() and c != OKABE_ITO["grey"]]
+    out = {}
+    for name, colour in known.items():
+        out[name] = colour or (spare.pop(0) if spare else OKABE_ITO["grey"])
+    return out
+
+
 def tau_figure(runs: dict, height: int = 300) -> go.Figure:
     """τ per verify step, one line per method."""
-    fig = go.Figure()
+    fig, colours = go.Figure(), run_colours(runs)
     for name, run in runs.items():
         steps = _steps(run["traces"])
         fig.add_trace(go.Scatter(x=[t["step"] for t in steps], y=[t["accept_length"] for t in steps],
-                                 mode="lines+markers", name=name, line=dict(color=METHOD.get(name))))
+                                 mode="lines+markers", name=name, line=dict(color=colours[name])))
     fig.update_layout(**base_layout("τ per step (tokens per target forward)", height))
     fig.update_xaxes(title="step")
     fig.update_yaxes(title="τ", rangemode="tozero", dtick=1)
@@ -79,13 +91,13 @@ def tau_figure(runs: dict, height: int = 300) -> go.Figure:
 
 def tokens_figure(runs: dict, height: int = 300) -> go.Figure:
     """Tokens emitted so far against target forwards: the steeper, the fewer forwards per token."""
-    fig = go.Figure()
+    fig, colours = go.Figure(), run_colours(runs)
     for name, run in runs.items():
         total, xs, ys = 0, [], []
         for i, t in enumerate(run["traces"], start=1):
             total += len(t["emitted"])
             xs.append(i), ys.append(total)
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=name, line=dict(color=METHOD.get(name))))
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=name, line=dict(color=colours[name])))
     fig.update_layout(**base_layout("Tokens against target forwards", height))
     fig.update_xaxes(title="target forwards (prefill = 1)")
     fig.update_yaxes(title="tokens emitted", rangemode="tozero")
@@ -95,7 +107,7 @@ def tokens_figure(runs: dict, height: int = 300) -> go.Figure:
 def cost_figure(runs: dict, measured: list[dict] | None = None, height: int = 300) -> go.Figure:
     """Verify forward time against verify block size: the median of each run's steps, and the
     measured curve (``measure_verify_cost``) when given."""
-    fig = go.Figure()
+    fig, colours = go.Figure(), run_colours(runs)
     if measured:
         fig.add_trace(go.Scatter(x=[m["tokens"] for m in measured], y=[m["ms"] for m in measured],
                                  mode="lines+markers", name="measured: one target forward of N tokens",
@@ -104,7 +116,7 @@ def cost_figure(runs: dict, measured: list[dict] | None = None, height: int = 30
         s = run_summary(run["traces"])
         if s["steps"]:
             fig.add_trace(go.Scatter(x=[s["D"]], y=[s["verify_ms"]], mode="markers", name=f"{name} (its steps)",
-                                     marker=dict(size=12, color=METHOD.get(name), symbol="diamond")))
+                                     marker=dict(size=12, color=colours[name], symbol="diamond")))
     fig.update_layout(**base_layout("Verify cost on this machine", height))
     fig.update_xaxes(title="tokens in the verify forward (D)", type="log", tickvals=[1, 2, 4, 8, 16, 32, 64, 128])
     fig.update_yaxes(title="ms", rangemode="tozero")

@@ -1,0 +1,216 @@
+"""The app's parts without a server, on a tiny random model: Compare's figures (each plot labelled
+by the run it draws, one colour per run on every chart), the line and the suggestion after a step
+that accepted nothing, the settings wired by name, and the glossary against the words the page
+uses."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("gradio")
+pytestmark = [pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),
+              pytest.mark.filterwarnings("ignore:The copy keyword is deprecated")]
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "tests" / "data" / "draft-sources.json"
+PROMPT = "Why do cats purr?"
+
+
+@pytest.fixture(scope="module")
+def wb(tmp_path_factory):
+    from workbench.app.tiny import make_tiny_app_model
+    from workbench.pipeline import Workbench
+
+    path = make_tiny_app_model(tmp_path_factory.mktemp("tiny-app"), seed=1)
+    return Workbench.load(target=str(path), draft="random:1", dtype="fp32")
+
+
+def last_update(wb, mode: str, **changes) -> dict:
+    from workbench.app.compare import run_compare
+    from workbench.app.state import Settings
+
+    values = vars(Settings(prompt=PROMPT, exit_layers=1, **changes))
+    *_, final = run_compare(wb, values, 4, False, mode)
+    assert final["status"].startswith("Done"), final["status"]
+    return final
+
+
+def colours(fig, suffix: str = "") -> dict[str, str]:
+    """Trace name -> its colour (line or marker), for the traces named ``<run><suffix>``."""
+    out = {}
+    for t in fig.data:
+        if t.name.endswith(suffix):
+            out[t.name.removesuffix(suffix)] = t.line.color if t.mode and "lines" in t.mode else t.marker.color
+    return out
+
+
+@pytest.mark.parametrize("mode", [0, 1], ids=["methods", "draft sources"])
+def test_compare_labels_each_plot_by_its_run_and_keeps_one_colour_per_run(wb, mode):
+    from workbench.app.compare import MODES, SLOTS
+
+    update = last_update(wb, MODES[mode])
+    runs = update["result"].runs
+    expected = ({"tree-1": "eagle2", "tree-2": "static", "tree-3": "linear"} if mode == 0 else
+                {"tree-1": "head", "tree-2": "ngram:1-12", "tree-3": "exit:1"})
+    words = {"eagle2": "the dynamic tree", "static": "a fixed shape", "linear": "the chain",
+             "head": "drafted by EAGLE head", "ngram:1-12": "drafted by n-gram", "exit:1": "drafted by early exit"}
+    for slot in SLOTS:
+        plot, run = update[slot.name], expected[slot.name]
+        assert plot.label.startswith(run) and words[run] in plot.label, plot.label  # the label names the run drawn
+        assert plot.figure.layout.title.text.startswith(f"{run} · L = ")  # and so does the figure's title
+        other = set(expected.values()) - {run} | ({"n-gram", "early exit", "EAGLE head", "draft sources"} if mode == 0
+                                                   else {"static", "linear"})
+        assert not any(re.search(rf"(?<![\w:-]){re.escape(o)}(?![\w:-])", plot.label) for o in other), plot.label
+    tau, tokens = colours(update["tau"]), colours(update["tokens"])
+    cost = colours(update["cost"], " (its steps)")
+    assert set(tau) == set(tokens) == set(runs) and set(cost) == set(runs)
+    assert tau == tokens == cost  # the same run, the same colour on every chart
+    assert len(set(tau.values())) == len(runs) and None not in tau.values()  # and no two runs share one
+
+
+def first_miss(wb, **changes):
+    from workbench.app.state import Session, Settings
+
+    session = Session.start(wb, Settings(prompt=PROMPT, max_new_tokens=64, **changes))
+    while session.step():
+        tr = session.current
+        if tr["kind"] == "spec" and not tr["accept"]["accepted"] and len(tr["tree"]["nodes"]) > 1:
+            return session
+    pytest.fail(f"no step without an accepted draft in {len(session.traces)} steps")
+
+
+def test_a_greedy_miss_names_the_target_token_and_the_guesses(wb):
+    from workbench.app.guide import miss_line
+    from workbench.viz.tokens import show
+
+    tr = first_miss(wb).current
+    line = miss_line(tr)
+    want = show(tr["verify"]["top"][0][0]["text"])
+    assert line.startswith(f"Nothing accepted at step {tr['step']}: the target's next token after "
+                           f"`{show(tr['tree']['nodes'][0]['text'])}` was `{want}`")
+    guessed = [show(n["text"]) for n in tr["tree"]["nodes"][1:] if n["parent"] == 0]
+    if "dropped" not in line:
+        assert f"(it guessed `{guessed[0]}`" in line and want not in guessed
+    assert miss_line({**tr, "accept": {**tr["accept"], "accepted": [1]}}) == ""  # a step that accepted one: no line
+
+
+def test_a_sampled_miss_says_the_coins_rejected_the_drafts(wb):
+    from workbench.app.guide import miss_line
+
+    tr = first_miss(wb, temperature=1.0, seed=3).current
+    tried = sum(1 for m in tr["accept"]["moves"] if m.get("child") is not None)
+    assert miss_line(tr).startswith(f"Nothing accepted at step {tr['step']}: the coins rejected all {tried} draft(s)")
+
+
+def test_the_suggestion_is_the_bench_best_near_the_tree_that_this_app_can_run(wb):
+    from workbench.app.draft_bench import load_draft_bench
+    from workbench.app.guide import suggest
+    from workbench.app.ui import load_examples
+    from workbench.engine.config import SpecConfig
+
+    bench, examples = load_draft_bench(BENCH), load_examples()
+    anything = lambda source: True  # noqa: E731
+    best = suggest(bench, examples, SpecConfig.from_knobs("eagle2", 5, 4, 8), anything)
+    assert (best.draft.name, best.task, best.tau, best.tree) == ("head", "math_reasoning", 3.3, "8/5/4")
+    assert best.example["category"] == "math word problem"
+    no_head = suggest(bench, examples, SpecConfig.from_knobs("eagle2", 5, 4, 8), lambda s: s.kind != "head")
+    assert (no_head.draft.name, no_head.tau) == ("exit:1", 2.9)  # the best of what can run
+    small = suggest(bench, examples, SpecConfig.from_knobs("eagle2", 3, 2, 4), anything)
+    assert (small.tree, small.tau) == ("4/3/2", 3.1)  # at the measured tree nearest the page's
+    assert suggest(None, examples, SpecConfig(), anything) is None
+    ngram = suggest(bench, examples, SpecConfig.from_knobs("eagle2", 5, 4, 8), lambda s: s.kind == "ngram")
+    filled = ngram.settings({"prompt": PROMPT, "method": "static", "draft": "head"})
+    assert filled == {"prompt": ngram.example["prompt"], "method": "eagle2", "draft": "ngram", "ngram_min": 1,
+                      "ngram_max": 12}  # the n-gram draft takes no static tree
+
+
+def test_the_page_wires_every_setting_by_name(wb):
+    from workbench.app.handlers import StepEvents
+    from workbench.app.state import Settings, setting_names
+
+    events = StepEvents(wb)
+    values = {name: f"<{name}>" for name in setting_names()}
+    assert vars(events.settings([values[n] for n in setting_names()])) == values
+    with pytest.raises(ValueError):  # one value too few is an error, not a silently shifted field
+        events.settings([values[n] for n in setting_names()][:-1])
+    assert tuple(vars(Settings())) == setting_names()
+
+
+def test_bounds_read_as_sentences(wb):
+    from workbench.app.state import Settings
+
+    for changes, message in [(dict(top_k=-1), "top_k must be >= 0, got -1."),
+                             (dict(seed=-2), "seed must be >= 0, got -2."),
+                             (dict(max_new_tokens=600), "max_new_tokens must be in 1..512, got 600.")]:
+        with pytest.raises(ValueError) as err:
+            Settings(prompt=PROMPT, **changes).build(wb)
+        assert str(err.value) == message
+
+
+# Words the page uses (its explanations, the step views, the loaded head's line): each must be defined.
+PAGE_TERMS = ("target", "draft source", "draft head", "root", "bonus", "accept walk", "prefill", "frontier", "rerank",
+              "hot draft tokens", "path score", "num_steps", "topk", "num_draft_tokens", "static tree", "tried",
+              "accepted", "calibration", "accept length τ")
+
+
+def words_of(value) -> str:
+    """The text a view shows: an HTML or Markdown string, or a figure's title and legend."""
+    if isinstance(value, str):
+        return value
+    layout = getattr(value, "layout", None)
+    if layout is None:
+        return ""
+    return " ".join([layout.title.text or ""] + [t.name or "" for t in value.data])
+
+
+def test_every_word_the_page_uses_is_in_the_glossary(wb):
+    from workbench.app import explain
+    from workbench.app.state import Session, Settings
+    from workbench.app.views import calibration_views, render
+
+    session = Session.start(wb, Settings(prompt=PROMPT))
+    shown = []
+    for _ in range(3):
+        session.step()
+        shown += [words_of(v) for v in (*render(session, wb), *calibration_views(session))]
+    texts = [getattr(explain, name) for name in dir(explain) if name.isupper()] + shown
+    page = " ".join(re.sub(r"[*`]", "", " ".join(texts)).lower().split())
+    missing = [t for t in PAGE_TERMS if t.lower() not in page]
+    assert not missing, f"not on the page: {missing}"
+    undefined = [t for t in PAGE_TERMS if t not in explain.glossary_terms()]
+    assert not undefined, f"used on the page, not in the glossary: {undefined}"
+
+
+def test_every_plot_on_the_page_is_labelled(wb):
+    import gradio as gr
+
+    from workbench.app.ui import build_app
+
+    demo = build_app(wb, draft_bench=BENCH)
+    plots = {b.elem_id: b.label for b in demo.blocks.values() if isinstance(b, gr.Plot)}
+    demo.close()
+    assert {"calibration-bench-plot", "calibration-bench-depth", "tree-plot", "compare-tree-1"} <= set(plots)
+    assert all(label and label != "Plot" for label in plots.values()), plots
+
+
+def test_the_best_tree_draws_its_band_and_ring_under_the_bonus_star(wb):
+    from workbench.viz.best_tree import best_tree_figure
+
+    session = first_miss(wb)  # the continuation leaves the tree at once: at the bonus itself
+    fig = best_tree_figure(session.current)
+    order = [t.meta for t in fig.data]
+    assert order.index("continuation") < order.index("bonus") and order.index("left") < order.index("bonus")
+
+
+def test_the_reliability_markers_fit_the_plot():
+    from workbench.viz.calibration import AXIS_PAD, MARKER_PX, reliability_figure
+
+    bins = [{"lo": i / 10, "hi": (i + 1) / 10, "count": c, "accepted": c // 3, "rate": 0.0 if i == 0 else 1.0,
+             "mean_confidence": 0.0 if i == 0 else 1.0} for i, c in enumerate([6845, 2])]
+    cal = {"summary": {"nodes": 6847, "steps": 120}, "prob_bins": bins, "score_bins": bins}
+    fig = reliability_figure(cal)
+    sizes = [s for t in fig.data[1:] for s in t.marker.size]
+    assert max(sizes) == MARKER_PX[1] and min(sizes) >= MARKER_PX[0]  # the biggest bin no longer fills the plot
+    assert all(t.cliponaxis is False for t in fig.data[1:])  # a marker at 0 or 1 is drawn whole
+    assert tuple(fig.layout.yaxis.range) == (-AXIS_PAD, 1 + AXIS_PAD)

@@ -1,0 +1,257 @@
+"""The Step-through page's event functions: Step, Back, the step slider, Run to end, autoplay,
+Reset, the walk's slider and replay, and taking the bench's suggestion after a step that accepted
+nothing.
+
+Every Step-like event returns (session, *``VIEWS``, *``PAGE``): the views of one step, drawn by
+``views.render``, and the parts of the page around them. The status line always says what the
+action did: the step shown, or the message of an ``InputError`` naming the field (which the page
+outlines, opening the settings when the field is there).
+
+Autoplay is a ``gr.Timer`` whose ticks step while the server-side flag ``playing`` is on. Only
+the checkbox (``play``) turns it on; unticking it, Reset, a run's end and bad input turn it off.
+A tick never turns it back on, and a tick that arrives after it went off does nothing, so no
+step runs once autoplay is off (at most the one already under way finishes).
+"""
+
+from __future__ import annotations
+
+import time
+
+import gradio as gr
+
+from workbench.app.guide import miss_line, suggest
+from workbench.app.state import DRAFT_CHOICES, InputError, Session, Settings, setting_names
+from workbench.app.views import blank, error, render, walk_views
+from workbench.models.draft import DraftHead
+from workbench.viz.tokens import show
+from workbench.viz.walk import walk_moves
+
+ANIMATE_S = 0.6
+PAGE = ("bench", "suggest", "settings", "tabs")  # Step-like outputs after the views
+# The element id of each input (the status line outlines the one an error is about).
+ELEM_IDS = {name: {"draft": "draft-source"}.get(name, name.replace("_", "-")) for name in setting_names()}
+# Where each input sits, for the status line: (its label, its group in the settings; None: on top).
+FIELDS = {
+    "prompt": ("Prompt", None), "method": ("method", "Method and tree"), "num_steps": ("num_steps", "Method and tree"),
+    "topk": ("topk", "Method and tree"), "num_draft_tokens": ("num_draft_tokens", "Method and tree"),
+    "tree": ("static tree", "Method and tree"), "temperature": ("temperature", "Sampling and length"),
+    "top_p": ("top-p", "Sampling and length"), "top_k": ("top-k", "Sampling and length"),
+    "seed": ("seed", "Sampling and length"), "max_new_tokens": ("max_new_tokens", "Sampling and length"),
+    "accept_threshold_single": ("accept threshold single", "Sampling and length"),
+    "accept_threshold_acc": ("accept threshold acc", "Sampling and length"),
+    "draft": ("draft source", "Prompt examples and draft source"),
+    "exit_layers": ("early exit N", "Prompt examples and draft source"),
+    "ngram_min": ("n-gram min match", "Prompt examples and draft source"),
+    "ngram_max": ("n-gram max match", "Prompt examples and draft source"),
+}
+
+
+def settings_label(values: dict) -> str:
+    """The settings accordion's label: the values in use, as typed (field -> raw value)."""
+    v = values
+    method = v.get("method")
+    knobs = {"eagle2": f" · num_steps {v.get('num_steps')} · topk {v.get('topk')} · num_draft_tokens "
+                       f"{v.get('num_draft_tokens')}",
+             "linear": f" · num_steps {v.get('num_steps')}",
+             "static": f" · tree {v.get('tree')}" if str(v.get("tree") or "").strip() else
+             f" · num_draft_tokens {v.get('num_draft_tokens')}"}.get(method, "")
+    sampling = "greedy" if _is_zero(v.get("temperature")) else f"temperature {v.get('temperature')}"
+    names = {value: label for label, value in DRAFT_CHOICES}
+    draft = names.get(v.get("draft"), v.get("draft"))
+    draft += {"exit": f" N = {v.get('exit_layers')}", "ngram": f" {v.get('ngram_min')}-{v.get('ngram_max')}"}.get(
+        v.get("draft"), "")
+    drafted = f" · draft: {draft}" if method != "vanilla" else ""
+    return f"Settings: {method}{knobs} · {sampling}{drafted} · max_new_tokens {v.get('max_new_tokens')}"
+
+
+def _is_zero(x) -> bool:
+    try:
+        return float(x) == 0
+    except (TypeError, ValueError):
+        return False
+
+
+def field_error(err: InputError) -> str:
+    """The status line for bad input: the message, the field(s) it is about and where they sit;
+    an empty span per field, classed ``wb-bad-<element id>``, which the page's CSS outlines (the
+    status line's sanitiser keeps classes, not data attributes)."""
+    fields = [f for f in err.fields if f in FIELDS]
+    if not fields:
+        return error(str(err))
+    where = " and ".join(f"**{FIELDS[f][0]}**" for f in fields)
+    group = FIELDS[fields[0]][1]
+    place = f" (under Settings › {group})" if group else ""
+    marks = "".join(f"<span class='wb-bad-{ELEM_IDS[f]}'></span>" for f in fields)
+    return f"{error(str(err))} Check {where}{place}.{marks}"
+
+
+def step_line(session: Session) -> str:
+    """What the step on screen did, in a few words, for the status line."""
+    tr = session.current
+    if tr["kind"] == "prefill":
+        return (f"Step {tr['step']}: the prefill read the {tr['prompt_len']} prompt tokens in one forward and emitted "
+                "the first token. Press Step again to draft and verify a tree.")
+    if tr["kind"] == "decode":
+        return f"Step {tr['step']}: plain decoding, one token."
+    n = len(tr["accept"]["accepted"])
+    return f"Step {tr['step']}: {n} draft(s) accepted, then the bonus `{show(tr['accept']['bonus']['text'])}`."
+
+
+class StepEvents:
+    """Event functions of one page (the loaded workbench, the bench's per-task τ, the examples)."""
+
+    def __init__(self, wb, bench=None, examples=()):
+        self.wb, self.bench, self.examples = wb, bench, list(examples)  # bench: draft_bench.DraftBench or None
+        self.names = setting_names()
+
+    def settings(self, values) -> Settings:
+        """The page's input values (in ``Settings`` field order) as ``Settings``, by name."""
+        return Settings(**dict(zip(self.names, values, strict=True)))
+
+    def _ensure(self, session: Session | None, values: tuple) -> tuple[Session | None, str | InputError]:
+        """The session to step: the current one, or a new run when there is none or the inputs
+        changed. Returns (session, message), or (None, the InputError) for bad input."""
+        settings = self.settings(values)
+        if session is not None and session.settings == settings:
+            return session, ""
+        try:
+            fresh = Session.start(self.wb, settings, self.bench)
+        except InputError as err:
+            return None, err
+        except ValueError as err:
+            return None, InputError(str(err))
+        return fresh, ("Inputs changed: started a new run." if session is not None else "Started a new run.")
+
+    def show(self, session: Session | None, message: str | InputError = "", select: bool = True) -> tuple:
+        """(session, *VIEWS, *PAGE) for the step on screen; ``message``: what the action did, or
+        the bad input (the views keep the last good step). ``select``: bring the Step-through tab
+        forward (not for autoplay's ticks)."""
+        bad = isinstance(message, InputError)
+        offer = None if bad else self.suggestion(session)
+        status = field_error(message) if bad else self.status(session, message, offer)
+        opened = bad and any(FIELDS.get(f, (None, None))[1] for f in message.fields)
+        page = {"bench": session.bench_note if session else "",
+                "suggest": gr.Button(offer.button() if offer else "Try", visible=offer is not None),
+                "settings": gr.Accordion(open=True) if opened else gr.skip(),
+                "tabs": gr.Tabs(selected="step") if select else gr.skip()}
+        return (session, *render(session, self.wb, status), *(page[k] for k in PAGE))
+
+    def status(self, session: Session | None, message: str, offer) -> str:
+        """The status line after a good action: the message, what the step on screen did, and
+        after a step that accepted nothing, why, and what the bench suggests."""
+        parts = [message] if message else []
+        if session is not None and session.current is not None:
+            miss = miss_line(session.current)
+            parts.append(miss or step_line(session))
+            if offer is not None:
+                parts.append(offer.sentence())
+        return " ".join(parts)
+
+    def suggestion(self, session: Session | None):
+        """The bench's example and draft to try after a step that accepted nothing (None when
+        the step accepted something, or when the page already shows that prompt and draft)."""
+        if session is None or not miss_line(session.current):
+            return None
+        offer = suggest(self.bench, self.examples, session.engine.spec, self.runnable)
+        same = offer is not None and offer.example["prompt"].strip() == session.prompt_text and \
+            offer.draft == session.engine.spec.draft
+        return None if same else offer
+
+    def runnable(self, source) -> bool:
+        """Can this page draft with ``source`` (the head only when one is loaded; an exit
+        shallower than the target)?"""
+        if source is None or source.kind == "model":
+            return False
+        if source.kind == "head":
+            return isinstance(self.wb.draft, DraftHead)
+        return source.kind == "ngram" or source.num_layers < self.wb.target.config.num_layers
+
+    def _advance(self, session, values) -> tuple[Session | None, str | InputError]:
+        """The next step: a recorded one after Back, else one engine step (a new run when the
+        inputs changed). (session to show, message); bad input keeps the session on screen."""
+        fresh, message = self._ensure(session, values)
+        if fresh is None:
+            return session, message
+        if not fresh.step():
+            message = (f"The run has finished ({fresh.finish_reason}): press Reset, change the prompt, "
+                       "or use Back and the step slider to look at earlier steps.")
+        return fresh, message
+
+    def step(self, session, *values):
+        """Show the next step (``_advance``)."""
+        return self.show(*self._advance(session, values))
+
+    def back(self, session):
+        """Show the previous step."""
+        if session is None or not session.back():
+            return self.show(session, "Nothing to go back to.")
+        return self.show(session)
+
+    def goto(self, session, step):
+        """Show step ``step`` (1-based) of those recorded."""
+        if session is not None:
+            session.goto(step)
+        return self.show(session)
+
+    def run_to_end(self, session, *values):
+        """Step until the run finishes, yielding the views at most every ~0.3 s (and at the end)."""
+        fresh, message = self._ensure(session, values)
+        if fresh is None:
+            yield self.show(session, message)
+            return
+        last = 0.0
+        while fresh.step():
+            if time.perf_counter() - last > 0.3:
+                last = time.perf_counter()
+                yield self.show(fresh, "Running…")
+        yield self.show(fresh, f"Finished ({fresh.finish_reason}).")
+
+    def play(self, on: bool):
+        """The autoplay checkbox, ticked or unticked by the user: (timer, playing)."""
+        return gr.Timer(active=bool(on)), bool(on)
+
+    def tick(self, session, playing, *values):
+        """Autoplay: one Step while ``playing``; off at the run's end or on bad input. Returns
+        (session, *VIEWS, *PAGE, timer, checkbox, playing)."""
+        off = (gr.Timer(active=False), gr.Checkbox(value=False), False)
+        if not playing:  # autoplay went off after this tick was sent: no step
+            return (*self.show(session, select=False), *off)
+        now, message = self._advance(session, values)
+        finished = isinstance(message, InputError) or now.engine.done and now.at_end
+        unchanged = (gr.skip(), gr.skip(), gr.skip())  # a tick never turns autoplay back on
+        return (*self.show(now, message, select=False), *(off if finished else unchanged))
+
+    def take_suggestion(self, session, *values):
+        """Fill the inputs with the bench's suggestion: (*inputs, status, suggest button)."""
+        offer = self.suggestion(session)
+        if offer is None:
+            return (*(gr.skip() for _ in self.names), "Nothing to suggest for the step on screen.",
+                    gr.Button(visible=False))
+        new = offer.settings(dict(zip(self.names, values, strict=True)))
+        return (*(new[n] for n in self.names),
+                f"Filled in the {offer.example['category']} example and the {offer.draft.name} draft: press "
+                "**Step** to start that run.", gr.Button(visible=False))
+
+    def relabel(self, *values):
+        """The settings accordion's label after an input changed."""
+        return gr.Accordion(label=settings_label(dict(zip(self.names, values, strict=True))))
+
+    def walk(self, session, k):
+        """The accept walk of the current step after its first ``k`` moves."""
+        return walk_views(session, k)
+
+    def animate(self, session):
+        """Replay the current step's accept walk one move at a time."""
+        tr = session.current if session else None
+        if tr is None or tr["kind"] != "spec":
+            yield gr.skip(), gr.skip(), gr.skip()
+            return
+        for k in range(len(walk_moves(tr)) + 1):
+            yield (*walk_views(session, k), gr.Slider(value=k))
+            time.sleep(ANIMATE_S)
+
+    def reset(self, session):
+        """Drop this session's run; stop Run to end, autoplay and the walk's replay."""
+        page = {"bench": "", "suggest": gr.Button(visible=False), "settings": gr.skip(), "tabs": gr.skip()}
+        return (None, *blank("Reset: press Step to start a new run with the inputs above."),
+                *(page[k] for k in PAGE), gr.Timer(active=False), gr.Checkbox(value=False), False)
