@@ -35,7 +35,7 @@
 # %%
 from workbench.lessons.start import start
 
-wb = start(dtype="fp32")  # fp32: the numbers below match a plain forward exactly
+wb = start(dtype="fp32")  # fp32, the reference precision (notebook 2 measures a verify row against a fresh forward)
 
 # %%
 import pandas as pd
@@ -88,10 +88,10 @@ print(f"{len(pairs)} pairs wait for the draft extend; the last pairs the final p
 # %%
 for _ in range(12):
     (step,) = eng.step()
-    if step["accept_length"] >= 3 or eng.done:
+    if len(step["accept"]["path"]) >= 3 or eng.done:  # the root and at least two accepted drafts
         break
 nodes = step["tree"]["nodes"]
-if step["accept_length"] < 3:
+if len(step["accept"]["path"]) < 3:
     print("no step accepted two drafts within 12 steps: showing the last one")
 print(f"step {step['step']} (step 1 was the prefill): committed length before the step L = {step['L']}; "
       f"{len(step['draft']['candidates'])} candidates "
@@ -187,7 +187,7 @@ after = pd.DataFrame({
     "x_{t+1}": [repr(wb.token_text(x)) for x in req.pending_tokens],
 })
 display(after)
-n = step["accept_length"] - 1
+n = len(step["accept"]["path"]) - 1  # drafts the walk accepted; accept_length counts what the step emitted
 display(Markdown(
     f"**Takeaway.** One target forward over {len(nodes)} nodes accepted {n} draft{plural(n)} and added a "
     f"bonus: {step['accept_length']} token{plural(step['accept_length'])} for the price of one forward (plus {SPEC.num_steps} small "
@@ -198,7 +198,9 @@ display(Markdown(
 # ## Four words for what comes next
 #
 # * $\tau$, the **accept length**: tokens emitted per verify step, accepted drafts plus the bonus,
-#   averaged over steps: $1 \le \tau \le$ `num_steps` $+ 1$. (The prefill's token is not counted.)
+#   averaged over steps: $1 \le \tau \le$ `num_steps` $+ 1$. A step that the end of the output cuts
+#   (a stop token, `max_new_tokens`) counts the tokens it appended, so the steps' counts add up to
+#   the output less the prefill's token, which is not counted.
 # * $\gamma$: the number of drafts per step of a **chain** (`topk = 1`, `num_steps` $= \gamma$).
 # * $\alpha$, the **acceptance rate**: the chance that a draft is accepted given that the drafts
 #   before it were. For a chain with i.i.d. acceptance,

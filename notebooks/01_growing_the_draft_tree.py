@@ -39,7 +39,7 @@ traces = []
 (req,), _ = wb.generate([wb.encode("Name the planets of the solar system in order.")], SPEC,
                         SamplingParams(), max_new_tokens=24, trace_sink=traces.append)
 steps = [t for t in traces if t["kind"] == "spec"]
-step = max(steps, key=lambda t: t["accept_length"])  # the step that accepted the most
+step = max(steps, key=lambda t: t["accept_length"])  # the step that emitted the most
 cands = pd.DataFrame(step["draft"]["candidates"])
 frontier = {i for lv in step["draft"]["levels"] for i in lv["frontier"]}
 kept = set(step["draft"]["kept"])
@@ -53,8 +53,9 @@ cands.sort_values(["level", "score"], ascending=[True, False])
 # ## Path scores level by level
 #
 # Each dot is a candidate, placed at its level and its path score; a line joins it to its parent.
-# Filled dots were expanded (they were in a frontier), diamonds were kept for verification and
-# carry their token; the dashed line is the rerank's cut-off, the lowest kept path score.
+# Filled dots were expanded (they were in a frontier), diamonds were kept for verification; those
+# two kinds carry their token, the other candidates name theirs on hover (the table above lists
+# them all). The dashed line is the rerank's cut-off, the lowest kept path score.
 
 # %%
 from workbench.viz.candidates import path_score_figure  # the figure builder the app shares

@@ -144,6 +144,7 @@ print(f"every node sees the whole prefix: {bool(vis[:, :L].all())}; "
 # %%
 from workbench.lessons.ancestors import branch_tokens
 from workbench.lessons.exact_law import next_token_laws
+from workbench.lessons.takeaways import within
 
 committed = (req.prompt_ids + req.output_ids)[:L]
 branches = [committed + branch_tokens(step, i) for i in range(len(nodes))]  # prefix + root..node i
@@ -154,10 +155,12 @@ for i, top in enumerate(step["verify"]["top"]):
     worst = max(worst, max(abs(float(fresh[i, t["token"]]) - t["prob"]) for t in top))
 display(Markdown(
     f"**Takeaway.** For all {len(nodes)} nodes, the verify row and a fresh forward over "
-    f"{L} + depth + 1 tokens agree: same top token for {same_top} of {len(nodes)}, top-5 "
-    f"probabilities within {worst:.1e}. The verify forward computed {len(nodes)} tokens, "
-    f"the fresh forwards {sum(L + d + 1 for d in nodes.depth)}: the history is read from the "
-    f"cache, not prefilled again."))
+    f"{L} + depth + 1 tokens agree: the same top token for {same_top} of {len(nodes)}, and the top-5 "
+    f"probabilities {within(worst)}"
+    + ("" if worst == 0 else " (fp32 rounds two differently batched computations apart: numbers are compared "
+                             "within a tolerance, tokens for equality)")
+    + f". The verify forward computed {len(nodes)} tokens, the fresh forwards "
+      f"{sum(L + d + 1 for d in nodes.depth)}: the history is read from the cache, not prefilled again."))
 
 # %% [markdown]
 # ### One row under each mask
@@ -216,4 +219,5 @@ display(Markdown(
     f"**Takeaway.** The verify forward returns {len(nodes)} rows over a vocabulary of {V:,} "
     f"(`[nodes, vocab]`). In {int(table['a child matches'].sum())} rows one of the node's children "
     f"is the target's choice; the accept walk (notebook 3) follows those matches from the root, and "
-    f"the walk accepted {step['accept_length'] - 1} draft{plural(step['accept_length'] - 1)} in this step."))
+    f"the walk accepted {len(step['accept']['path']) - 1} draft{plural(len(step['accept']['path']) - 1)} "
+    "in this step."))

@@ -23,7 +23,7 @@ from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
 from workbench.lessons.start import start
 
-wb = start(dtype="fp32")  # the real target, for the last part; fp32: its outputs are compared exactly
+wb = start(dtype="fp32")  # the real target, for the last part; fp32: its output tokens are compared for equality
 
 # %% [markdown]
 # ## The code
@@ -119,9 +119,10 @@ tree_figure(step).show()
 
 # %%
 path_text = [repr(nodes[i]["text"]) for i in step["accept"]["path"]]
+n = len(step["accept"]["path"]) - 1  # drafts the walk accepted (accept_length: the tokens the step emitted)
 display(Markdown(
     f"**Takeaway.** In step {step['step']} the walk made {len(moves)} pointer moves and accepted "
-    f"{step['accept_length'] - 1} draft{'s' * (step['accept_length'] != 2)} along {' → '.join(path_text)}; the bonus "
+    f"{n} draft{'s' * (n != 1)} along {' → '.join(path_text)}; the bonus "
     f"{step['accept']['bonus']['text']!r} is the target's choice after node {step['accept']['bonus']['after_node']}. "
     f"The step emitted {step['accept_length']} token{'s' * (step['accept_length'] > 1)} for one target forward."))
 
@@ -141,7 +142,8 @@ fig = go.Figure()
 for name, r in [("chain", chain_req), ("tree", tree_req)]:
     fig.add_histogram(x=r.accept_lengths, name=name, xbins=dict(start=0.5, end=TREE.num_steps + 1.5, size=1))
 fig.update_layout(title="Tokens emitted per step", barmode="group", height=340,
-                  xaxis=dict(title="accept length (n + 1)", dtick=1), yaxis_title="steps")
+                  xaxis=dict(title="tokens the step emitted (n + 1; fewer at a step the output ends inside)",
+                             dtick=1), yaxis_title="steps")
 fig.show()
 for r, spec in [(chain_req, CHAIN), (tree_req, TREE)]:
     assert 1 <= min(r.accept_lengths) and max(r.accept_lengths) <= spec.num_steps + 1

@@ -27,10 +27,11 @@
 #
 # This notebook first looks at the pieces at one real position of SmolLM2 with the shipped head,
 # then derives why each rule is exact, then checks the whole law of the first **four** generated
-# tokens on a tiny model whose law can be enumerated (that section counts how deep each rule's
-# accepted drafts reached), and shows what a tempting shortcut breaks. Two production knobs
-# that trade exactness for acceptance close the notebook, beside how vLLM lays out the same
-# verify step and the two acceptance metrics it reports.
+# tokens on a tiny model whose law can be enumerated, for both rules with trees and chains that
+# hold drafts down to depth 3 (that section counts how many steps accepted a draft there), and
+# shows what a tempting shortcut breaks. Two production knobs that trade exactness for acceptance
+# close the notebook, beside how vLLM lays out the same verify step and the two acceptance
+# metrics it reports.
 
 # %%
 from workbench.lessons.start import start
@@ -68,7 +69,7 @@ names = [repr(wb.token_text(t)) for t in shown]
 after_rejection = (1 - parts.accept_prob) * parts.residual  # [V]: (1 − β) r
 acceptance_stack_figure(names, parts.p[shown].tolist(), parts.q[shown].tolist(),
                         f"After {wb.token_text(context[-1])!r}: p = min(p, q) + (1 − β)·r, for the 12 tokens "
-                        "with the most mass under p or q").show()
+                        "with the most mass under p or q", beta=parts.accept_prob).show()
 
 # %%
 rest = 1 - float(p[shown].sum())
@@ -191,7 +192,8 @@ fig.show()
 # %%
 e_head, e_perfect = mean(e.accept_length for e in worth), mean(e.accept_length for e in perfect)
 display(Markdown(
-    f"**Takeaway.** Over {len(points)} steps the coins gave τ = {mean(coins):.2f}; the expectation of the "
+    f"**Takeaway.** Over {len(points)} steps the coins gave walks of {mean(coins):.2f} tokens on average "
+    f"(accepted drafts + the bonus, as the expectation counts them); the expectation of the "
     f"same trees is {e_head:.2f} (the coins scatter around it), and the greedy reference, drafting from p "
     f"through the same procedure, would have grown trees worth {e_perfect:.2f} at the same contexts. The head "
     f"gets {(e_head - 1) / (e_perfect - 1):.0%} of the reference's gain over plain decoding at temperature 1. "
@@ -208,19 +210,32 @@ display(Markdown(
 #
 # vLLM (its v1 engine) drafts a **chain** of $\gamma$ tokens per request (`num_speculative_tokens`;
 # a fixed tree given as rank paths, `speculative_token_tree`, is its other option, and it has no
-# dynamic tree) and verifies the chain in the next forward:
+# dynamic tree) and verifies the chain in the next forward. What follows was read in
+# vllm-project/vllm at the commits named, file by file:
 #
+# * **Drafting is greedy.** The EAGLE proposer takes each draft as the argmax of the head's
+#   logits (`vllm/v1/spec_decode/eagle.py` at f7eef1b), and the model runner hands the rejection
+#   sampler no draft probabilities (`_sample` passes `None` as `draft_probs`,
+#   `vllm/v1/worker/gpu_model_runner.py` at 4e17906). The draft is treated as one-hot, $q = \delta_x$:
+#   Algorithm 1 then accepts $x$ with probability $\min(1, p(x)/1) = p(x)$ and draws the
+#   "recovered" token from $p$ with $x$ removed, renormalised: the target-only rule above for a
+#   node with one child. Exact, because a picked draft is a point mass, whatever the head thought.
 # * **Layout.** A request's verify input is its last sampled token followed by its $\gamma$ drafts:
 #   $1 + \gamma$ query tokens, packed with every other request's tokens into one flat, ragged
 #   batch (a chain needs only the causal mask; no tree mask). The scheduler allocates KV slots
-#   for those $1 + \gamma$ positions before the forward (`allocate_slots`), as our engine
-#   allocates `num_draft_tokens` slots per request for its tree.
-# * **Rejection sampler** (`vllm/v1/sample/rejection_sampler.py`). The target's logits at the
-#   draft positions of all requests arrive flattened, `[total drafts, V]`, with cumulative offsets
-#   per request. Greedy requests compare each draft with the argmax; sampled ones apply
-#   Algorithm 1 above ($\min(1, p/q)$, and a "recovered" token from $\max(0, p - q)$ at the first
-#   rejection); the bonus after an all-accepted chain is sampled from the last position's logits.
-#   The output is `[B, γ + 1]`, padded with −1 after the first rejection.
+#   for those $1 + \gamma$ positions before the forward, **plus** `num_lookahead_tokens`
+#   $= \gamma$ more for the EAGLE and draft-model methods (`allocate_slots(request, num_new_tokens,
+#   num_lookahead_tokens=...)` in `vllm/v1/core/sched/scheduler.py` at b4622cf): room for the
+#   $\gamma$ drafts the proposer writes right after this verify, before any scheduler step has
+#   seen them. Our engine takes `num_draft_tokens` verify slots per request and, beside them, the
+#   draft levels' scratch slots, freed once the tree is built (notebook 5).
+# * **Rejection sampler** (`vllm/v1/sample/rejection_sampler.py` at 7f6fc1c). The target's logits at
+#   the draft positions of all requests arrive flattened, `[total drafts, V]`, with cumulative
+#   offsets per request. Greedy requests compare each draft with the argmax; sampled ones apply
+#   Algorithm 1 ($\min(1, p/q)$, and a "recovered" token from $\max(0, p - q)$ at the first
+#   rejection), with the one-hot $q$ above unless draft probabilities are passed; the bonus after
+#   an all-accepted chain is sampled from the last position's logits. The output is `[B, γ + 1]`,
+#   padded with −1 after the first rejection.
 # * **Rollback.** The rejected drafts' KV rows were written by the forward. The scheduler lowers
 #   the request's `num_computed_tokens` by the number rejected, so the next step writes over
 #   those positions: nothing is copied. Our engine does the same with a slot-table edit (page
@@ -229,7 +244,9 @@ display(Markdown(
 # vLLM logs two acceptance metrics that are easy to confuse:
 #
 # * **mean acceptance length** $= 1 + \frac{\text{accepted drafts}}{\text{verify steps}}$, the bonus
-#   included: our τ, tokens per target forward;
+#   included: the walk's mean, what our τ is unless the output ends inside a step (τ counts the
+#   tokens a step emitted, and the step the end of the output cuts emitted fewer than its walk
+#   accepted);
 # * **draft acceptance rate** $= \frac{\text{accepted drafts}}{\text{drafted tokens}}$, a fraction of
 #   what was verified. For a tree the denominator counts every verified node, siblings that can
 #   never all be accepted included, so the rate is small even when τ is good.
@@ -240,12 +257,12 @@ display(Markdown(
 steps, accepted_total, drafted_total = len(coins), sum(c - 1 for c in coins), sum(drafted)
 first_depth = sum(c >= 2 for c in coins) / steps  # steps whose walk accepted a depth-1 draft
 pd.DataFrame([
-    {"metric": "mean acceptance length (τ)", "formula": "1 + accepted / verify steps",
+    {"metric": "mean acceptance length (the walk's)", "formula": "1 + drafts the walk accepted / verify steps",
      "value": f"1 + {accepted_total} / {steps} = {1 + accepted_total / steps:.2f}"},
     {"metric": "draft acceptance rate", "formula": "accepted / drafted tokens",
      "value": f"{accepted_total} / {drafted_total} = {accepted_total / drafted_total:.1%}"},
     {"metric": "most tokens one verify can emit", "formula": "num_steps + 1",
-     "value": f"{TREE.num_steps + 1} (longest here: {max(coins)})"},
+     "value": f"{TREE.num_steps + 1} (the longest walk here: {max(coins)})"},
 ])
 
 # %%
@@ -255,7 +272,7 @@ display(Markdown(
     f"drafts and kept {accepted_total / steps:.2f} of them. Two statements that often go wrong:\n\n"
     f"* The most tokens one verify can emit is **num_steps + 1 = {TREE.num_steps + 1}**, not num_draft_tokens + 1 = "
     f"{TREE.num_draft_tokens + 1}: the walk keeps one root-to-leaf path, at most {TREE.num_steps} drafts deep, plus "
-    f"the bonus (the longest step here emitted {max(coins)}).\n"
+    f"the bonus (the longest walk here kept {max(coins)}).\n"
     f"* **α is an acceptance rate**, the chance that a draft is accepted (Leviathan et al. define it as the "
     f"expected β above), not a mismatch rate. Here the walk got past depth 1 with rate "
     f"{first_depth:.2f} (one of its {TREE.topk} children accepted): an acceptance rate; the mismatch rate is "
@@ -294,7 +311,10 @@ print(f"exact law of {LENGTH} tokens: {exact.numel()} cells, sums to {float(exac
 from workbench.lessons.chi_square import chi_square_pvalue, total_variation
 
 # topk = 4 of 8 tokens: each node offers half the vocabulary, so many steps accept 2 drafts or more
-RULES = {"target-only rule, tree 3/4/16": SpecConfig("eagle2", num_steps=3, topk=4, num_draft_tokens=16),
+# num_draft_tokens 37 keeps every candidate (4 + 16 + 16 drafts over 3 levels), so the tree holds depth 3;
+# at 16 the rerank kept so few deep nodes that none of 4000 steps accepted a draft at depth 3
+TREE_RULE = "target-only rule, tree eagle2:37/3/4"
+RULES = {TREE_RULE: SpecConfig("eagle2", num_steps=3, topk=4, num_draft_tokens=37),
          "Algorithm 1, sampled chain of 3": SpecConfig.linear(3, "leviathan")}
 
 rows, samples, depths_reached = [], {}, {}
@@ -412,7 +432,7 @@ display(Markdown(
 # (`workbench/lessons/lossy.py` writes the law of the emitted token in closed form; the engine's
 # walk tosses one coin per child with the equivalent probabilities, `accept.relaxed_accept_prob`.)
 #
-# On the tiny exact-law setup (the tree 3/4/16, the same prompt and seed as above), each setting
+# On the tiny exact-law setup (the tree eagle2:37/3/4, the same prompt and seed as above), each setting
 # below is measured twice: by sampling, with the chi-square test of $(t_1..t_4)$ against the
 # target's exact law, and in closed form for $(t_1, t_2)$ (the first speculative step's root),
 # which has no sampling noise.
@@ -421,7 +441,7 @@ display(Markdown(
 from workbench.lessons.chi_square import chi_square_test
 from workbench.lessons.lossy import drift_sentence, first_two_tokens_law
 
-EXACT_TREE = RULES["target-only rule, tree 3/4/16"]
+EXACT_TREE = RULES[TREE_RULE]
 SETTINGS = {"exact (1, 1)": (1.0, 1.0), "acc 0.8": (1.0, 0.8), "acc 0.5": (1.0, 0.5),
             "single 0.4": (0.4, 1.0), "single 0.25": (0.25, 1.0)}
 exact_two = exact.sum(dim=(2, 3))  # [V, V]: the target's law of (t1, t2)
@@ -454,8 +474,8 @@ fig.update_layout(title=f"Lossy thresholds on the tiny target: acceptance gained
 fig.show()
 
 # %%
-same = int((runs["exact (1, 1)"][0] == samples["target-only rule, tree 3/4/16"][0]).all())
-same_steps = sum(a == b for a, b in zip(runs["exact (1, 1)"][1], samples["target-only rule, tree 3/4/16"][1]))
+same = int((runs["exact (1, 1)"][0] == samples[TREE_RULE][0]).all())
+same_steps = sum(a == b for a, b in zip(runs["exact (1, 1)"][1], samples[TREE_RULE][1]))
 display(Markdown(
     f"**Takeaway.** {drift_sentence(drift_table['setting'].tolist(), drift_table['drafts accepted per step'].tolist(), drift_table['TV (t1, t2), closed form'].tolist(), drift_table['chi-square p-value'].tolist(), LEVEL)} "
     f"At (1, 1) the knobs change nothing: the same seed gives the same accepted drafts in {same_steps} of {N} "

@@ -88,7 +88,7 @@ table_after = eng.table.slots(req.rid)[L: L + len(kept)]
 reused = sorted(set(kv["draft"]["scratch"]) & set(kv["target"]["written"]))
 display(Markdown(
     f"**Takeaway.** Verify wrote {len(kv['target']['written'])} target slots; the walk accepted "
-    f"{step['accept_length'] - 1} drafts, so the slots of root + accepted, {kept}, became positions "
+    f"{len(step['accept']['path']) - 1} drafts, so the slots of root + accepted, {kept}, became positions "
     f"{L}..{L + len(kept) - 1} of the request (the table now reads {table_after} there) and the other "
     f"{len(freed)} went back to the free list. The kept slots need not be contiguous: the table maps "
     f"positions to slots, so nothing was copied. {len(reused)} slot ids served first as draft scratch "
@@ -117,17 +117,19 @@ display(Markdown(
     f"{len(rows)} pairs of steps."))
 
 # %% [markdown]
-# ## After the steps, the cache equals a fresh prefill
+# ## After the steps, the cache matches a fresh prefill
 #
 # Every committed token (the prompt and the output so far, all but the last token, which is
 # the next root) is run again through the target in a new cache; its K/V must match what
-# the engine kept, layer by layer.
+# the engine kept, layer by layer, up to fp32 rounding (the tolerance and the largest difference
+# are printed).
 
 # %%
 import torch
 
 from workbench.attention.batch import extend_batch
 from workbench.kv import SlotAllocator
+from workbench.lessons.takeaways import FP32_ATOL, within
 
 committed = eng.table.slots(req.rid)
 tokens = (req.prompt_ids + req.output_ids)[: len(committed)]
@@ -140,7 +142,7 @@ diff = max(diff, max(float((eng.target_kv.v[i][index] - fresh.v[i][fresh_slots])
                      for i in range(len(fresh.v))))
 display(Markdown(
     f"**Takeaway.** After {len(spec_steps)} steps the request holds {len(committed)} committed tokens; "
-    f"their target K/V over all {len(fresh.k)} layers "
-    + ("equals a fresh prefill's bit for bit" if diff == 0 else
-       f"differs from a fresh prefill's by at most {diff:.1e} (rounding of a differently batched computation)")
-    + ": nothing the rolled-back branches wrote survived."))
+    f"their target K/V over all {len(fresh.k)} layers and a fresh prefill's are {within(diff)}"
+    + ("" if diff == 0 else " (fp32 rounds a differently batched computation differently)")
+    + (": nothing the rolled-back branches wrote survived." if diff <= FP32_ATOL else
+       ": more than rounding, as if something a rolled-back branch wrote had survived.")))

@@ -120,9 +120,12 @@ display(Markdown(
 # A greedy chain (`SpecConfig.linear(γ)`, `topk = 1`) makes each step a run of Bernoulli trials:
 # draft $k$ is compared only if drafts $1..k-1$ were accepted. With $n$ accepted drafts in a step,
 # the step saw $n$ successes, plus one failure when $n < \gamma$; $\alpha$ is successes over
-# trials (`workbench/lessons/chain_model.py`). $\tau$ is the mean of the accept lengths the walk
-# decided (`workbench/lessons/tau.py`): a last step cut at `max_new_tokens` still counts what the
-# walk accepted. $c$ is one draft forward (one row) over one target decode step, from
+# trials (`workbench/lessons/chain_model.py`), counted on each step's **walk length** $n + 1$
+# (`Setting.walk_lengths`). $\tau$ is the mean of the tokens each verify step emitted
+# (`workbench/lessons/tau.py`): a last step cut at `max_new_tokens` counts what it appended. The
+# two differ only at such a cut step, and α must not read it: all of its trials happened, so its
+# emitted count would record a failure that never occurred. $c$ is one draft forward (one row)
+# over one target decode step, from
 # `measure_draft_cost`. Speeds are measured as Spec-Bench does: batch 1, tokens per second,
 # `RUNS` times, by `measure_settings` (`workbench/lessons/settings.py`) on the prompts and length
 # notebook 7 uses too, so the chain of 3 has the same τ there (its speedup moves with the noise of
@@ -138,7 +141,7 @@ measured = measure_settings(wb, [SpecConfig("vanilla"), SpecConfig.linear(GAMMA)
 vanilla, chain = measured.values()
 speed = {"vanilla": vanilla.tok_s, "chain": chain.tok_s}
 speedup = chain.speedup
-steps = [a for lengths in chain.accept_lengths.values() for a in lengths]
+steps = [w for lengths in chain.walk_lengths.values() for w in lengths]  # n + 1 per step, the walk's
 alpha = chain_alpha(steps, GAMMA)
 tau = chain.tau
 draft_runs = [measure_draft_cost(wb.target, wb.draft, rows=(1, 2, 4, 8, 16, 32, 64), prefix_len=128, repeats=1,
@@ -165,7 +168,7 @@ from plotly.subplots import make_subplots
 
 from workbench.lessons.chain_model import expected_tokens
 
-check = held_out_check(steps, GAMMA)  # α from the even-numbered steps, τ of the odd-numbered ones
+check = held_out_check(steps, GAMMA)  # α from the even-numbered steps, the mean walk of the odd-numbered ones
 gammas = np.arange(1, 9)
 expected = np.array([expected_tokens(alpha, int(g)) for g in gammas])
 held_curve = [expected_tokens(check.alpha, int(g)) for g in gammas]
@@ -177,7 +180,7 @@ fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens per step E[N]", "spe
 fig.add_scatter(x=gammas, y=held_curve, name="E[N], α fitted on half the steps", row=1, col=1)
 fig.add_scatter(x=[GAMMA], y=[check.measured], mode="markers", marker=dict(size=12, symbol="x"),
                 error_y=dict(type="data", array=[check.noise]),
-                name=f"τ of the other half (γ = {GAMMA}), ± 2 s.e.", row=1, col=1)
+                name=f"mean walk length of the other half (γ = {GAMMA}), ± 2 s.e.", row=1, col=1)
 fig.add_scatter(x=gammas, y=s_formula, name="S = E[N] / (γc + 1): verify costs one decode", row=1, col=2)
 fig.add_scatter(x=gammas, y=s_measured, name="S with the measured verify curve", row=1, col=2)
 fig.add_scatter(x=[GAMMA], y=[measured_speedup], mode="markers", marker=dict(size=12, symbol="x"),
@@ -206,7 +209,7 @@ display(Markdown(
     f"The formula's best chain is γ = {best_formula} (S = {s_formula.max():.2f}); with the verify "
     f"curve of this machine the best is γ = {best_measured} (S = {max(s_measured):.2f}). {noise}"
     f"Fitted on {check.fit_steps} of the chain's steps, α = {check.alpha:.2f} predicts E[N] = {check.predicted:.2f} "
-    f"for the other {check.held_steps}, which emitted τ = {check.measured:.2f}: the i.i.d. model "
+    f"for the other {check.held_steps}, whose walks kept {check.measured:.2f} tokens on average: the i.i.d. model "
     f"{check.verdict()}. The chain of {GAMMA} (τ = {tau:.2f} over all {len(steps)} steps) ran "
     f"{speedup.with_unit('×')} as fast as plain decoding; against that range the formula's "
     f"{s_formula[GAMMA - 1]:.2f}× is {versus(s_formula[GAMMA - 1], speedup)} and the measured-curve "
@@ -220,10 +223,13 @@ display(Markdown(
 # exit*, as self-speculative decoding drafts; `early_exit_trees` in `workbench/analysis/oracle.py`).
 # Fewer layers make a worse draft; all of them agree with the target on every token. Each exit
 # drafts the tree the head drafts, at the same contexts, with the same procedure and budget
-# (SGLang's default 8/5/4 here), and the whole target verifies it: greedy, a tree is worth exactly
-# the tokens its step emits. Its **agreement** is how often its most likely token is the
-# target's over the answers; the head's is measured the same way (teacher-forced, as
-# `python -m workbench.train evaluate --agreement` does).
+# (8/5/4, the tree SGLang picks for a Llama target when none is given), and the whole target
+# verifies it: greedy, a tree is worth exactly the tokens its step emits. Its **top-1 agreement**
+# is how often its most likely token is the target's, at every position of the answers
+# (teacher-forced); the head's is measured the same way, as
+# `python -m workbench.train evaluate --agreement` does. It is not the acceptance rate α of a
+# chain, which counts a draft only once the drafts before it were accepted, on the draft's own
+# continuation (notebook 9 measures that α for early exits of the same target).
 
 # %%
 from statistics import mean
@@ -250,8 +256,9 @@ head_agreement = measure_head(default_draft_dir(), wb.target,
                               answer_sequences(wb.target, *map(list, zip(*answers))))["top1"]
 exit_worth = [mean(x.accept_length for x in e.expectations) for e in exits]
 for e, w in zip(exits, exit_worth):
-    print(f"target cut after {e.num_layers:>2} layers: agreement {e.agreement:.3f}, tree worth {w:.2f} tokens per step")
-print(f"the head: agreement {head_agreement:.3f}, tree worth {mean(head_worth):.2f} ({len(points)} steps)")
+    print(f"target cut after {e.num_layers:>2} layers: top-1 agreement {e.agreement:.3f}, "
+          f"tree worth {w:.2f} tokens per step")
+print(f"the head: top-1 agreement {head_agreement:.3f}, tree worth {mean(head_worth):.2f} ({len(points)} steps)")
 
 fig = go.Figure([
     go.Scatter(x=[e.agreement for e in exits], y=exit_worth, mode="lines+markers+text", name="early exits",
@@ -261,8 +268,9 @@ fig = go.Figure([
                name="the shipped head"),
 ])
 fig.add_hline(y=TREE.num_steps + 1, line_dash="dot", annotation_text="every level accepted")
-fig.update_layout(title=f"What a draft's agreement buys at the {TREE.num_draft_tokens}/{TREE.num_steps}/{TREE.topk} tree",
-                  height=400, xaxis=dict(title="agreement: its top token is the target's", range=[0, 1.08]),
+fig.update_layout(title=f"What a draft's top-1 agreement buys at the {TREE.num_draft_tokens}/{TREE.num_steps}/{TREE.topk} tree",
+                  height=400, xaxis=dict(title="top-1 agreement: its top token is the target's (teacher-forced)",
+                                         range=[0, 1.08]),
                   yaxis_title="tokens per step")
 fig.show()
 
@@ -278,11 +286,11 @@ whole = (f"Even the whole target as the draft is worth {exit_worth[-1]:.2f}, not
          if exit_worth[-1] < TREE.num_steps + 1 - 1e-6 else
          f"The whole target as the draft takes every level ({TREE.num_steps + 1} tokens per step).")
 display(Markdown(
-    f"**Takeaway.** From the exit after {lo.num_layers} layers to the one after {hi.num_layers}, agreement goes "
-    f"{lo.agreement:.2f} → {hi.agreement:.2f} and the tree's worth {exit_worth[1]:.2f} → {exit_worth[-2]:.2f}: "
-    f"about {per_tenth:.2f} tokens per step for each 0.1 of agreement. "
-    f"The head agrees {head_agreement:.2f} and its trees are worth {mean(head_worth):.2f}, {than_exit} the "
-    f"{as_exit:.2f} an exit of that agreement would be worth (read off the curve). "
+    f"**Takeaway.** From the exit after {lo.num_layers} layers to the one after {hi.num_layers}, top-1 agreement "
+    f"goes {lo.agreement:.2f} → {hi.agreement:.2f} and the tree's worth {exit_worth[1]:.2f} → {exit_worth[-2]:.2f}: "
+    f"about {per_tenth:.2f} tokens per step for each 0.1 of top-1 agreement. "
+    f"The head's top-1 agreement is {head_agreement:.2f} and its trees are worth {mean(head_worth):.2f}, "
+    f"{than_exit} the {as_exit:.2f} an exit of that agreement would be worth (read off the curve). "
     f"{whole} These are {len(points)} steps of {len(answers)} short answers; "
     "`docs/bench/head-training.md` §13 has the same measurement on 20 MT-bench questions at both trees."))
 

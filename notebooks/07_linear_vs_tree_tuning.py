@@ -14,8 +14,8 @@
 # Three knobs shape each step: `num_steps` (draft levels, the tree depth), `topk` (the width) and
 # `num_draft_tokens` (the verify block, root included). `topk = 1` is the linear chain. This
 # notebook sweeps them on a few Spec-Bench questions (one per category, first turn, greedy,
-# batch 1) and reports the accept length τ (tokens per target forward, from the accept lengths the
-# walk decided, so a last step cut at `max_new_tokens` does not bias it) and the speedup in tokens
+# batch 1) and reports the accept length τ (tokens per target forward: the tokens each verify step
+# emitted, so a last step cut at `max_new_tokens` counts what it appended) and the speedup in tokens
 # per second over plain decoding on this machine, as Spec-Bench measures it. Every setting runs
 # `RUNS` times; tokens per second are the median of the runs, with their range.
 
@@ -43,7 +43,7 @@ CONFIGS = [
     *(SpecConfig.linear(s) for s in (1, 3)),  # chains: num_steps
     SpecConfig("eagle2", 3, 2, 4), SpecConfig("eagle2", 3, 2, 6),  # num_draft_tokens
     SpecConfig("eagle2", 3, 4, 6),  # topk
-    SpecConfig("eagle2", 5, 4, 8),  # num_steps, topk and num_draft_tokens: SGLang's default
+    SpecConfig("eagle2", 5, 4, 8),  # num_steps, topk, num_draft_tokens: what SGLang picks for a Llama target
 ]
 settings = measure_settings(wb, CONFIGS, prompts, RUNS)  # the helper notebook 6 measures its chain of 3 with
 per_config = pd.DataFrame([{
@@ -158,19 +158,39 @@ display(Markdown(
 # | here | SGLang | EAGLE repository | vLLM (v1) |
 # |---|---|---|---|
 # | `num_steps` | `--speculative-num-steps` | `depth = num_steps - 1` | chain: `num_speculative_tokens`; static tree: its depth |
-# | `topk` | `--speculative-eagle-topk` | `top_k` | chain: 1; static tree: the branching written in `speculative_token_tree` |
+# | `topk` | `--speculative-eagle-topk` | `top_k` | chain: 1; static tree: not carried over (below) |
 # | `num_draft_tokens` (with the root) | `--speculative-num-draft-tokens` | `total_token` | `num_speculative_tokens + 1` |
 #
-# EAGLE's `depth` counts the draft levels after the first, so it is one less than `num_steps`:
-# its paper default `depth=5, top_k=10, total_token=60` is `num_steps=6` here and in SGLang
-# ([EAGLE-2](https://arxiv.org/abs/2406.16858); the EAGLE repository's `ea_model.py`).
+# EAGLE's `depth` counts the draft levels after the first, so it is one less than `num_steps`.
+# The defaults quoted here, each read in the file and at the commit named:
+#
+# * SafeAILab/EAGLE, the evaluation scripts `eagle/evaluation/gen_ea_answer_*.py` (vicuna,
+#   llama2chat, llama3chat, mix): `--total-token 60 --depth 5 --top-k 10`, at the EAGLE-2 release
+#   (commit bfeb532, 2024-06-27) and still at cb7e084 (2026-02-19); `num_steps=6` here, the
+#   60/6/10 below.
+# * SafeAILab/EAGLE, `EaModel.from_pretrained` in `eagle/model/ea_model.py`: `total_token=59,
+#   depth=5, top_k=10` at bfeb532 (59/6/10 here), and `total_token=60, depth=7, top_k=10` from
+#   f2f2366 (EAGLE-3, 2025-03-19) through cb7e084 (60/8/10 here).
+# * sgl-project/sglang: with none of the three flags given, `auto_choose_speculative_params` in
+#   `python/sglang/srt/server_args.py` picks `num_steps=5, topk=4, num_draft_tokens=8` for a
+#   `LlamaForCausalLM` target, as SmolLM2 is; its documentation,
+#   `docs/advanced_features/speculative_decoding.md` at 067ad4d, gives the same ("Auto", 5, 4 and
+#   8 for Llama and Grok, other values for many other models).
+#
 # vLLM v1 verifies a chain by default and has an **experimental static tree**:
 # `speculative_config["speculative_token_tree"]` lists the node paths of one fixed tree, e.g.
-# `[(0,), (1,), (0, 0)]` = the top-2 children of the root and the top child of the first, verified
-# with its tree attention backend. What vLLM lacks is the **dynamic** tree of EAGLE-2, reshaped at
-# every step by the path scores; a `topk > 1` setting here maps to a static tree of the same size,
-# not to the same tree. The table below is `workbench.engine.frameworks.framework_flags`, the same
-# one the app's Compare tab and `python -m workbench.bench tune` print.
+# `[(0,), (1,), (0, 0)]`, verified with its tree attention backend. Its EAGLE proposer
+# (`vllm/v1/spec_decode/eagle.py` at f7eef1b) reads from that list only how many nodes each depth
+# holds, and gives every node of a depth the same number of children, the top-k of its logits:
+# the next depth's count divided by this one's (a list of 4 nodes at depth 1 and 3 at depth 2, as
+# the 8-node export below, gives each depth-1 node 3 // 4 = 0 children: it is not grown as
+# written). What vLLM lacks is the **dynamic** tree of
+# EAGLE-2, reshaped at every step by the path scores. For a `topk > 1` setting the vLLM column
+# below (`workbench.engine.frameworks.framework_flags`, the same mapping the app's Compare tab and
+# `python -m workbench.bench tune` print) writes EAGLE-1's default static tree cut to the setting's
+# `num_draft_tokens - 1` paths: it keeps the size of the verify block and nothing of `topk` or
+# `num_steps`. For eagle2:4/3/2 (topk 2, 3 levels) that is `[(0,), (1,), (2,)]`, three children of
+# the root and no deeper node: the nearest fixed tree of the same size, not the same tree.
 
 # %%
 from workbench.engine.frameworks import framework_flags  # the one mapping, shared with the app and bench tune
@@ -181,7 +201,8 @@ def flags(spec):
 spec_of = {label(s): s for s in CONFIGS}
 runner_up = ("fastest tree here", best_tree) if best == best_linear else ("fastest chain here", best_linear)
 chosen = {"fastest here": spec_of[best], runner_up[0]: spec_of[runner_up[1]],
-          "SGLang default": SpecConfig("eagle2", 5, 4, 8), "EAGLE paper default": SpecConfig("eagle2", 6, 10, 60)}
+          "SGLang's pick for a Llama target": SpecConfig("eagle2", 5, 4, 8),
+          "EAGLE evaluation scripts' default": SpecConfig("eagle2", 6, 10, 60)}
 pd.DataFrame([{"setting": name, **flags(spec)} for name, spec in chosen.items()])
 
 # %%
@@ -197,6 +218,5 @@ display(Markdown(
     "code is off by one in depth. The best setting is a property of the machine: for the verify blocks "
     f"measured here (up to {biggest} tokens) this machine is {here_regime.sentence()} (notebook 6's `regime`, "
     "measured again here), and the fastest setting is the one above. On a memory-bound GPU the verify block "
-    "should be nearly free and the larger trees of the EAGLE paper should win: an *expectation*, not "
-    "measured here (notebook 6 gives the arithmetic; the EAGLE-2 paper reports its speedups with 60-token "
-    "trees on datacenter GPUs)."))
+    "should be nearly free and the larger trees of the EAGLE evaluation scripts (60 tokens) should win: "
+    "an *expectation*, not measured here (notebook 6 gives the arithmetic)."))

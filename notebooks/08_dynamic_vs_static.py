@@ -53,7 +53,8 @@ def say(text: str) -> None:
 # %% [markdown]
 # Three Spec-Bench questions of different kinds (the shortest of each category, first turn, the
 # prompts of notebooks 6 and 7), 40 new tokens each, greedy. Two budgets: `num_draft_tokens` 8
-# (SGLang's default dynamic tree 8/5/4 against EAGLE-1's tree cut to its first 7 paths) and 32
+# (8/5/4, the dynamic tree SGLang picks for a Llama target, against EAGLE-1's tree cut to its
+# first 7 paths) and 32
 # (dynamic 32/6/8 against EAGLE-1's 25 paths plus the next 6 breadth first). Static and dynamic
 # draft from the same head.
 #
@@ -100,7 +101,15 @@ print(f"{wb.dtype_name}: {sum(equal)} of {len(runs)} runs (4 configurations × {
 # was **tried** when its parent was accepted (the root always is): then the target's choice
 # there decides it. The draft probability claims P(accept | tried); the path score, the product
 # of those probabilities down the path, claims P(accept) among all verified nodes. On the
-# diagonal, the draft is perfectly calibrated. Pooled over both methods and budgets:
+# diagonal, the draft is perfectly calibrated.
+#
+# The second figure has three bars per depth k. The first two count **nodes**, as the diagonal
+# plot does: P(accept | tried) among the nodes at depth k whose parent was accepted, P(accept)
+# among all verified nodes at depth k. The third counts **steps**: of the steps whose walk
+# accepted a node at depth k − 1, the fraction that went on to accept one at depth k. A step
+# counts once there however many siblings it tried at depth k, and also when its tree had no
+# child to try: so the third bar is above the first where losing siblings pull P(accept | tried)
+# down, and below it where trees stop before depth k. Pooled over both methods and budgets:
 
 # %%
 all_traces = [t for r in runs for t in r["traces"]]
@@ -138,7 +147,7 @@ say(f"Over {s['steps']} steps and {s['nodes']} verified nodes ({s['tried']} trie
 
 # %%
 def tau(traces: list[dict]) -> float:
-    """τ over the verify steps of some traces: the accept lengths the walk recorded."""
+    """τ over the verify steps of some traces: the tokens each step emitted."""
     return pooled_tau([t["accept_length"] for t in traces if t["kind"] == "spec"])
 
 
@@ -178,8 +187,9 @@ say(f"Pooled over the {len(SAME_TEXT)} prompts, the same {MAX_NEW} tokens of tex
 
 # %% [markdown]
 # Where does each tree spend its budget? Nodes per depth, and accepted nodes per depth, summed
-# over all steps at D = 32. The static shape is the same at every step; the dynamic one goes
-# deep where the draft is sure and wide where it is not.
+# over all steps at D = 32, and the nodes per step. The static shape is the same at every step;
+# the dynamic one is grown anew at every step from the path scores. What that changes is read
+# off the table below, not assumed.
 
 # %%
 rows = []
@@ -193,11 +203,23 @@ for r in compared:
         for n in t["tree"]["nodes"][1:]:
             rows.append({"method": r["method"], "depth": n["depth"], "accepted": n["node"] in path})
 spend = pd.DataFrame(rows).groupby(["method", "depth"]).agg(nodes=("accepted", "size"), accepted=("accepted", "sum"))
-print(spend.to_string())
+n_steps = {m: sum(t["kind"] == "spec" for r in compared if r["D"] == 32 and r["method"] == m for t in r["traces"])
+           for m in ("dynamic", "static")}
+spend["nodes per step"] = [n / n_steps[m] for (m, _), n in spend["nodes"].items()]
+print(spend.round(2).to_string())
 deep = {m: spend.loc[m].index.max() for m in ("dynamic", "static")}
-say(f"At D = 32 the dynamic tree reached depth {deep['dynamic']} and the static one depth {deep['static']}; "
-    f"accepted nodes deeper than 2: dynamic {int(spend.loc['dynamic'].query('depth > 2')['accepted'].sum())}, "
-    f"static {int(spend.loc['static'].query('depth > 2')['accepted'].sum())}.")
+near = {m: spend.loc[m].loc[1, "nodes per step"] for m in deep}  # depth 1
+far = {m: spend.loc[m].query("depth >= 3")["nodes per step"].sum() for m in deep}
+got = {m: int(spend.loc[m].query("depth >= 3")["accepted"].sum()) for m in deep}
+rate = {m: got[m] / max(1, int(spend.loc[m].query("depth >= 3")["nodes"].sum())) for m in deep}
+say(f"At D = 32 the dynamic tree reached depth {deep['dynamic']} and the static one depth {deep['static']}. Per step "
+    f"the dynamic tree put {near['dynamic']:.1f} of its {max(BUDGETS) - 1} drafts at depth 1 against {near['static']:.1f} for the "
+    f"static one, and {far['dynamic']:.1f} at depth 3 or deeper against {far['static']:.1f}: it is "
+    + ("wider" if near["dynamic"] > near["static"] else "narrower") + " near the root and "
+    + ("holds fewer" if far["dynamic"] < far["static"] else "holds more") + " nodes deep. Over the steps "
+    f"({n_steps['dynamic']} dynamic, {n_steps['static']} static), {got['dynamic']} of its nodes at depth 3 or deeper "
+    f"were accepted against {got['static']} of the static tree's: {rate['dynamic']:.1%} of the nodes there against "
+    f"{rate['static']:.1%}.")
 
 # %% [markdown]
 # ## 3. In hindsight: the best tree of each step

@@ -21,23 +21,25 @@
 # | an n-gram lookup (`ngram`) | what followed earlier occurrences of the last tokens, in the request's own prompt and output | no forward at all |
 # | an early exit (`exit:N`) | the target's own first N layers, its final norm and LM head | N of the target's layers and the full LM head per tree level |
 #
-# A draft is worth its agreement with the target (α: how often a draft is accepted) against its
-# cost (c: a draft forward relative to a decode step), the trade-off notebook 6 puts into a
-# formula. This notebook measures both for each source, on one engine, in fp32 so that every
+# A draft is worth its acceptance rate α (how often the target accepts a draft, once the drafts
+# before it were accepted) against its cost c (one draft forward relative to a decode step), the
+# trade-off notebook 6 puts into a formula. This notebook measures both for each source, on one engine, in fp32 so that every
 # output can be compared token for token with plain decoding.
 
 # %%
 from workbench.engine.config import SpecConfig
 from workbench.lessons.start import start
 
-wb = start(dtype="fp32")  # fp32: every route's output is compared exactly with plain decoding
+wb = start(dtype="fp32")  # fp32: every route's output is compared token for token with plain decoding
 
 # %% [markdown]
 # ## One engine, three routes
 #
 # Two prompts written for this notebook (the Spec-Bench questions are kept for evaluation): one
 # that asks to rework a passage, so the answer repeats the prompt's words, and a short word problem.
-# Each is decoded greedily with EAGLE-2's default tree (8/5/4) and each source.
+# Each is decoded greedily with each source through the tree 8/5/4 (`num_draft_tokens`/`num_steps`/
+# `topk`): what SGLang picks for a Llama target when no tree is given, and this engine's default
+# (notebook 7 says where each framework's defaults come from).
 
 # %%
 import pandas as pd
@@ -77,14 +79,12 @@ table.pivot(index="route", columns="prompt", values="τ").round(2)
 # passage is being copied, a bare root where nothing matches (that step then decodes one token).
 
 # %%
-from workbench.viz.tree import tree_figure
+from workbench.viz.tree import WIDTH, tree_figure
 
 for name, run in runs.items():
     steps = [t for t in run.traces[0] if t["kind"] == "spec"]
     best = max(steps, key=lambda t: t["accept_length"])
-    fig = tree_figure(best, compact=True)
-    fig.update_layout(title_text=f"{name}: {fig.layout.title.text}")
-    fig.show()
+    tree_figure(best, compact=True, width=WIDTH, label=name).show()  # the page's width: whole token names
 
 # %%
 by_prompt = table.pivot(index="route", columns="prompt", values="τ")
@@ -139,34 +139,27 @@ display(Markdown("**Takeaway.** The fastest route per task on this machine (one 
 # ## How many layers should an early exit keep?
 #
 # More layers agree more with the target and cost more. For a chain of γ = 3 drafts from `exit:N`
-# this measures, on the two prompts above, the agreement α (fitted on every other step), the cost
-# c of one draft forward against a decode step (medians of the engine's own phase timings), τ,
-# the measured speedup over plain decoding, and the speedup the α/c model of notebook 6 predicts
-# from that α and the measured draft and verify times.
+# this measures, on the two prompts above, the acceptance rate α (fitted on the walks of every
+# other step, as notebook 6 fits it; not notebook 6's top-1 agreement, which compares the
+# exit's top token with the target's at every position of a fixed answer), the cost c of one
+# draft forward against a decode step (medians of the engine's own phase timings: the steps'
+# draft time over the γ forwards of a step), τ, the measured speedup over plain decoding, and
+# the speedup the α/c model of notebook 6 predicts from that α and the measured draft and verify
+# times.
 
 # %%
 from workbench.lessons.draft_routes import exit_sweep
 
 LAYERS = [6, 12, 18, 24, 28]
 GAMMA = 3
-sweep = pd.DataFrame(exit_sweep(wb, LAYERS, ids, GAMMA, MAX_NEW, vanilla=vanilla)).set_index("layers")
+sweep_rows = exit_sweep(wb, LAYERS, ids, GAMMA, MAX_NEW, vanilla=vanilla)
+sweep = pd.DataFrame(sweep_rows).set_index("layers")
 sweep.round(3)
 
 # %%
-import plotly.graph_objects as go
+from workbench.lessons.draft_routes import exit_sweep_figure
 
-fig = go.Figure()
-fig.add_scatter(x=sweep.index, y=sweep.speedup, mode="lines+markers", name="measured speedup")
-fig.add_scatter(x=sweep.index, y=sweep.speedup_predicted, mode="lines+markers", line=dict(dash="dash"),
-                name="predicted from α and c")
-fig.add_scatter(x=sweep.index, y=sweep.alpha, mode="lines+markers+text", name="agreement α", yaxis="y2",
-                text=[f"α {a:.2f}" for a in sweep.alpha], textposition="top center")
-fig.add_hline(y=1, line_dash="dot", annotation_text="plain decoding", annotation_position="bottom right")
-fig.update_layout(title=f"A chain of {GAMMA} drafts from the target's first N layers ({wb.dtype_name}, batch 1)",
-                  xaxis_title="layers the draft runs (of 30)", yaxis_title="speedup over plain decoding (×)",
-                  yaxis2=dict(title="agreement α", overlaying="y", side="right", range=[0, 1]), height=460,
-                  legend=dict(orientation="h", y=-0.25))
-fig.show()
+exit_sweep_figure(sweep_rows, GAMMA, wb.dtype_name, wb.target.config.num_layers).show()
 
 # %%
 best = sweep.speedup.idxmax()
@@ -175,14 +168,44 @@ gain = sweep.alpha.iloc[-1] - sweep.alpha.iloc[0]
 cost = sweep.c.iloc[-1] / sweep.c.iloc[0]
 head_c = runs["head"].phase_ms("draft_extend_ms", "draft_tree_ms") / 5 / vanilla.phase_ms("decode_ms")
 display(Markdown(
-    f"**Takeaway.** From {LAYERS[0]} to {LAYERS[-1]} layers the agreement rises from α {sweep.alpha.iloc[0]:.2f} "
+    f"**Takeaway.** From {LAYERS[0]} to {LAYERS[-1]} layers the acceptance rate rises from α {sweep.alpha.iloc[0]:.2f} "
     f"to {sweep.alpha.iloc[-1]:.2f} (+{gain:.2f}) while a draft forward grows from c {sweep.c.iloc[0]:.2f} to "
     f"{sweep.c.iloc[-1]:.2f} of a decode step ({cost:.1f}x). "
     + (f"The exit pays here from {paying.index.min()} layers on, best at {best} ({sweep.speedup.max():.2f}x). "
        if len(paying) else
        f"No exit pays on this machine: the best, {best} layers, runs at {sweep.speedup.max():.2f}x plain "
-       f"decoding, because even the cheapest draft costs c {sweep.c.min():.2f} (its LM head over the whole "
-       f"vocabulary runs at every level) and a chain of {GAMMA} pays {GAMMA} of them per step. ")
+       f"decoding, because even the cheapest draft costs c {sweep.c.min():.2f} and a chain of {GAMMA} pays "
+       f"{GAMMA} of them per step. ")
     + f"The model of notebook 6 predicts the measured speedups within "
       f"{(sweep.speedup_predicted - sweep.speedup).abs().max():.2f}. The EAGLE head costs c {head_c:.2f} per "
       "level at the tree above: a draft must be cheap before it is good."))
+
+# %% [markdown]
+# **What c counts, and why it passes 1.** A chain of γ drafts from `exit:N` runs γ draft forwards
+# per step (`ExitDraft` in `workbench/engine/drafts.py`: the root, then one per further level),
+# each through the target's first N layers, its final norm and its LM head over the whole
+# vocabulary, followed by a log-softmax and a top-k over those logits and the bookkeeping of one
+# tree level (its batch, its mask over the scratch slots). c is a step's draft time (the median
+# over the steps) divided by γ and by a decode step's time: one such forward against one pass
+# through all the layers and the LM head. A straight line through the sweep splits it into what
+# each layer adds and what a forward pays whatever N is:
+
+# %%
+import numpy as np
+
+slope, intercept = np.polyfit(sweep.index, sweep.c, 1)  # c ≈ intercept + slope · N
+cfg = wb.target.config
+lm_share = wb.target.lm_head.weight.numel() / sum(p.numel() for p in wb.target.parameters())
+print(f"c ≈ {intercept:.3f} + {slope:.4f} × layers (largest gap to the line: "
+      f"{(sweep.c - (intercept + slope * sweep.index)).abs().max():.3f})")
+display(Markdown(
+    f"**Takeaway.** Each layer adds {slope:.3f} of a decode step to a draft forward ({cfg.num_layers} layers: "
+    f"{slope * cfg.num_layers:.2f}), and {intercept:.2f} is paid at every forward whatever N: the LM head "
+    f"({lm_share:.0%} of the weights, which a decode step reads too, once per token) and what only a draft "
+    f"level does, the log-softmax and top-k over {cfg.vocab_size:,} logits and the level's bookkeeping. "
+    f"So the fit puts a "
+    f"{LAYERS[-1]}-layer draft forward at {intercept + slope * LAYERS[-1]:.2f} decode steps "
+    f"({sweep.c[LAYERS[-1]]:.2f} measured) and one through all {cfg.num_layers} layers at "
+    f"{intercept + slope * cfg.num_layers:.2f}, "
+    + ("more" if intercept + slope * cfg.num_layers > 1 else "less") + " than the decode step a draft "
+    f"is meant to save, and the chain pays it {GAMMA} times per step."))

@@ -202,6 +202,37 @@ def test_takeaway_sentences_follow_the_numbers():
     assert takeaways.plural(1) == "" and takeaways.plural(2) == "s"
 
 
+def test_float_differences_are_said_with_their_tolerance_and_only_zero_is_equal():
+    from workbench.lessons.start import DTYPE_WHY
+
+    assert takeaways.within(0.0) == "equal, bit for bit"
+    said = takeaways.within(5e-6)
+    assert said.startswith("within") and f"{takeaways.FP32_ATOL:.0e}" in said and "5.0e-06" in said
+    assert takeaways.within(3e-4).startswith("beyond") and "equal" not in takeaways.within(5e-6)
+    with pytest.raises(ValueError):
+        takeaways.within(-1.0)
+    assert "exactly" not in DTYPE_WHY["fp32"] and "tolerance" in DTYPE_WHY["fp32"]  # the first line of every fp32 notebook
+
+
+def test_exit_sweep_figure_gives_each_measure_its_own_axis_from_zero():
+    from workbench.lessons.draft_routes import exit_sweep_figure
+
+    rows = [dict(layers=n, alpha=a, c=c, speedup=s, speedup_predicted=sp) for n, a, c, s, sp in
+            [(6, 0.0, 0.455, 0.363, 0.346), (18, 0.196, 0.849, 0.304, 0.316), (28, 0.708, 1.159, 0.506, 0.520)]]
+    fig = exit_sweep_figure(rows, 3, "fp32", 30)
+    assert sorted(k for k in fig.layout if k.startswith("yaxis")) == ["yaxis", "yaxis2"]
+    axes = [fig.layout.yaxis, fig.layout.yaxis2]
+    assert all(a.overlaying is None for a in axes)  # two panels, no axis laid over another
+    assert all(a.range[0] == 0 for a in axes)  # both start at 0
+    by = {t.meta: t for t in fig.data}
+    assert {by["speedup"].yaxis, by["predicted"].yaxis} == {"y"} and {by["alpha"].yaxis, by["c"].yaxis} == {"y2"}
+    assert axes[0].range[1] > 1 and axes[1].range[1] > 1.159  # plain decoding's 1× and the dearest c fit in
+    assert all("text" not in (t.mode or "") for t in fig.data)  # no numbers printed over the lines
+    notes = [a for a in fig.layout.annotations if a.yref in ("y", "y2")]
+    assert {(a.yref, a.y) for a in notes} == {("y", 1), ("y2", 1)}  # one note per panel, on its own 1-line
+    assert list(fig.layout.xaxis.tickvals) == [6, 18, 28]
+
+
 def test_regime_and_bend_come_from_the_cost_curve():
     sizes = (1, 2, 4, 8, 16, 32)
     flat = CostCurve(sizes, (10.0, 10.1, 10.2, 10.3, 10.5, 11.0))

@@ -2,6 +2,7 @@
 models) and on the docs/design.md §5 seed tree written out by hand: node counts, one marker symbol
 and colour per status, mask cells equal to the trace's mask, walk moves, KV counts."""
 
+import math
 import re
 from pathlib import Path
 
@@ -14,10 +15,10 @@ from workbench.engine.config import SpecConfig
 from workbench.engine.engine import Engine
 from workbench.engine.sampling import SamplingParams
 from workbench.viz.best_tree import best_tree_figure, budget_figure, budget_taus, continuation_html, greedy_continuation
-from workbench.viz.candidates import FLOOR, LABEL_ALL, path_score_figure
+from workbench.viz.candidates import FLOOR, path_score_figure
 from workbench.viz.calibration import calibration_html, depth_figure, reliability_figure
-from workbench.viz.compare import (cost_figure, run_summary, speedup_scatter, speedups, summary_html, tau_figure,
-                                   tokens_figure)
+from workbench.viz.compare import (DODGE, cost_figure, dodge_x, run_summary, speedup_scatter, speedups, summary_html,
+                                   tau_figure, tokens_figure)
 from workbench.viz.layout import (Box, Line, fit_lines, legend_rows, overlapping_pairs, place_labels, spread,
                                   water_fill, wrap)
 from workbench.viz.kv import kv_figure, kv_slots_html, kv_summary, kv_table_html
@@ -26,7 +27,8 @@ from workbench.viz.mask import MASKED, PREFIX, TREE, mask_figure, mask_html, mas
 from workbench.viz.output import output_html, output_tokens, tau_per_step
 from workbench.viz.sampling import acceptance_stack_figure, coin_rows, sampling_html
 from workbench.viz.style import NODE, SLOT
-from workbench.viz.tree import MARGIN, collapse_dropped, layout_tree, node_status, tree_figure, tree_graph
+from workbench.viz.tokens import plotly_text
+from workbench.viz.tree import MARGIN, WIDTH, collapse_dropped, layout_tree, node_status, tree_figure, tree_graph
 from workbench.viz.walk import moves_html, moves_upto, pointer_rows, pointer_table_html, walk_moves, walk_position
 
 RUNS = {
@@ -206,12 +208,16 @@ def test_best_tree_at_60_6_10_labels_its_left_token(wide_traces):
         assert (left.x[0], left.y[0]) in {(t.x[0], t.y[0]) for t in fig.data if t.meta == "bonus"}  # greedy
 
 
-def test_path_score_figure_names_every_candidate_and_draws_the_cutoff(runs, wide_traces):
+def test_path_score_figure_names_the_kept_and_expanded_and_draws_the_cutoff(runs, wide_traces):
     for tr in spec_steps(runs, "wide")[:3] + wide_traces["60/6/10"][:1]:
         fig = path_score_figure(tr)
         cands, kept = tr["draft"]["candidates"], set(tr["draft"]["kept"])
-        named = len(cands) if len(cands) <= LABEL_ALL else len(kept)
-        assert len(fig.layout.annotations) == named + 1  # + the root
+        expanded = {i for lv in tr["draft"]["levels"] for i in lv["frontier"]}
+        assert len(fig.layout.annotations) == len(kept | expanded) + 1  # + the root; the others on hover
+        ticks = list(fig.layout.yaxis.tickvals)  # powers of ten only: no "2" or "5" that reads as a value
+        assert ticks and all(math.log10(t) == round(math.log10(t)) for t in ticks)
+        assert all(10 ** fig.layout.yaxis.range[0] <= t <= 10 ** fig.layout.yaxis.range[1] for t in ticks)
+        assert all(float(text) == pytest.approx(t) for text, t in zip(fig.layout.yaxis.ticktext, ticks))
         cut = next(t for t in fig.data if t.meta == "cutoff")
         lowest = min(n["score"] for n in tr["tree"]["nodes"][1:])
         assert cut.y[0] == max(lowest, FLOOR)  # a score the trace rounded to 0 is drawn at the floor
@@ -219,6 +225,76 @@ def test_path_score_figure_names_every_candidate_and_draws_the_cutoff(runs, wide
         shown = sum(len(t.x) for t in fig.data if t.meta and "rerank," in t.meta)
         assert shown == len(cands)
         assert (fig.layout.width, fig.layout.margin.autoexpand) == (900, False)
+
+
+ENTITIES = ("&quot;", "&amp;", "&#x27;", "&#39;")  # what html.escape writes and plotly prints as it is
+
+
+def plotly_strings(fig) -> list[str]:
+    """Every text a figure draws or shows on hover: title, annotations, legend names, hovertext."""
+    out = [fig.layout.title.text or ""] + [a.text for a in fig.layout.annotations]
+    for t in fig.data:
+        out += [t.name or ""] + [str(h) for h in (getattr(t, "hovertext", None) or [])]
+    return out
+
+
+def test_token_text_reaches_the_picture_as_written():
+    """A token with a quote, an ampersand or a tag in it is shown as written: no HTML entity that
+    plotly would print literally (&quot;), no markup it would read (<b>)."""
+    assert plotly_text('␣"a&b<b>') == "␣\"a&#38;b&lt;b&gt;" and plotly_text("plain") == "plain"
+    tr = seed_tree_trace()
+    for i, text in [(1, '"'), (2, "&"), (4, "<b>x</b>")]:
+        tr["tree"]["nodes"][i]["text"] = text
+        next(c for c in tr["draft"]["candidates"] if c["index"] == tr["tree"]["nodes"][i]["candidate"])["text"] = text
+    tr["accept"]["bonus"]["text"] = "'"
+    tr["verify"]["top"][4] = [{"token": 100, "text": "'", "prob": 0.9}]
+    for fig in (tree_figure(tr), tree_figure(tr, compact=True, label="a & b"), best_tree_figure(tr)):
+        strings = plotly_strings(fig)
+        assert not [s for s in strings if any(e in s for e in ENTITIES)]
+        assert not [s for s in strings if "<b>x" in s]  # the token's tag never reaches plotly as markup
+        labels = " ".join(a.text for a in fig.layout.annotations)
+        assert all(t in labels for t in ('"', "&#38;", "&lt;b&gt;x")), labels  # decoded by plotly: " & <b>x
+
+
+def test_compact_trees_keep_token_names_readable(wide_traces):
+    """A deep compact tree is drawn wider rather than cutting every name to one character and
+    "…": each verified node keeps at least four characters of its name, or all of it."""
+    for tr in wide_traces["chain of 16"][:2] + wide_traces["60/6/10"][:2]:
+        lay = layout_tree(collapse_dropped(tree_graph(tr)), True, 480)
+        for n in tr["tree"]["nodes"]:
+            shown = lay.lines[n["node"]][0].text
+            assert not shown.endswith("…") or len(shown) >= 5, shown
+    fig = tree_figure(wide_traces["chain of 16"][0], compact=True, width=WIDTH, label="exit:28")
+    assert fig.layout.title.text.startswith("exit:28: Step") and fig.layout.width >= WIDTH
+
+
+def test_best_tree_rings_the_bonus_and_keeps_its_title_to_two_lines(wide_traces):
+    for tr in wide_traces["60/6/10"][:3]:
+        fig = best_tree_figure(tr)
+        left = next(t for t in fig.data if t.meta == "left")
+        assert left.marker.symbol == "circle-open"  # around the bonus star, not a second star over it
+        assert fig.layout.title.text.count("<br>") <= 1 and "token(s)" not in fig.layout.title.text
+    tr = seed_tree_trace()
+    tr["verify"]["top"][0] = [{"token": 102, "text": "B", "prob": 0.9}]  # leaves at a token dropped at rerank
+    tr["verify"]["top"][2] = [{"token": 99, "text": "F", "prob": 0.8}]
+    assert next(t for t in best_tree_figure(tr).data if t.meta == "left").marker.symbol == "hexagram-open"
+
+
+def test_settings_of_one_tau_are_drawn_apart():
+    assert dodge_x([1.0, 2.0, 2.0, 3.0], 0.1) == pytest.approx([1.0, 1.95, 2.05, 3.0])
+    assert dodge_x([], 0.1) == [] and dodge_x([1.0], 0.1) == [1.0]
+    pts = [dict(method="eagle2", label=f"eagle2:6/3/{k}", tau=2.5, speedup=1.88 + k / 100, low=1.8, high=1.9)
+           for k in (2, 4)] + [dict(method="linear", label="linear:1", tau=1.6, speedup=1.5, low=1.4, high=1.6)]
+    fig = speedup_scatter(pts, "t")
+    trace = next(t for t in fig.data if t.meta == "eagle2")
+    assert abs(trace.x[1] - trace.x[0]) == pytest.approx(DODGE * 0.9)  # apart by DODGE of the τ span
+    assert [c[1] for c in trace.customdata] == [2.5, 2.5]  # the hover keeps the measured τ
+
+
+def test_calibration_per_depth_legend_says_what_each_bar_counts(runs):
+    cal = calibration_table(runs["eagle2"][0])
+    names = [t.name for t in depth_figure(cal).data]
+    assert "per step" in names[2] and "|" not in names[2]
 
 
 def test_speedup_scatter_and_acceptance_stack():
@@ -233,6 +309,11 @@ def test_speedup_scatter_and_acceptance_stack():
     by = {t.meta: t for t in fig.data}
     assert [a + r for a, r in zip(by["accepted"].y, by["rejected"].y)] == pytest.approx(p)  # the stack is p
     assert list(by["rejected"].base) == list(by["accepted"].y) and list(by["q"].y) == q
+    assert not by["accepted"].name.startswith("target p")  # the green part is min(p, q), the stack is p
+    assert "min(p, q)" in by["accepted"].name and "target's p" in by["rejected"].name
+    axis = acceptance_stack_figure(["a", "b", "c"], p, q, "t", beta=0.42).layout.xaxis.title.text
+    assert "0.70" in axis and "β = 0.42" in axis  # the shown tokens' part, then β over the whole vocabulary
+    assert "β =" not in fig.layout.xaxis.title.text  # without β, the shown part is not called β
     with pytest.raises(ValueError, match="one value per token"):
         acceptance_stack_figure(["a"], p, q, "t")
 

@@ -5,17 +5,29 @@
 here                   SGLang                       EAGLE repository      vLLM (v1)
 =====================  ===========================  ====================  ==============================
 ``num_steps``          ``--speculative-num-steps``  ``depth + 1``         chain: ``num_speculative_tokens``
-``topk``               ``--speculative-eagle-topk`` ``top_k``             static tree: its widest branching
+``topk``               ``--speculative-eagle-topk`` ``top_k``             static tree: not carried (below)
 ``num_draft_tokens``   ``--speculative-num-draft-`` ``total_token``       ``num_speculative_tokens + 1``
 (root included)        ``tokens``
 =====================  ===========================  ====================  ==============================
 
-EAGLE's ``depth`` counts the draft levels after the first, one less than ``num_steps``: its
-paper default ``depth=5, top_k=10, total_token=60`` is ``num_steps=6`` here and in SGLang.
-vLLM verifies a chain, or one fixed tree given as rank paths in
-``speculative_token_tree`` (e.g. ``"[(0,), (1,), (0, 0)]"``: the root's top-2 children and the
-first one's top child); it has no dynamic tree, so ``eagle2`` maps to the static tree of the
-same size (EAGLE-1's shape), which is the nearest setting, not the same tree.
+EAGLE's ``depth`` counts the draft levels after the first, one less than ``num_steps``. Its
+defaults, as read in SafeAILab/EAGLE: the evaluation scripts ``eagle/evaluation/gen_ea_answer_*.py``
+take ``--total-token 60 --depth 5 --top-k 10`` (60/6/10 here) at the EAGLE-2 release, commit
+bfeb532, and still at cb7e084; ``EaModel.from_pretrained`` (``eagle/model/ea_model.py``) takes
+``total_token=59, depth=5, top_k=10`` at bfeb532 and ``total_token=60, depth=7, top_k=10`` from
+f2f2366 (EAGLE-3) on. SGLang, given none of the three flags, picks 5/4/8 (``num_steps``, ``topk``,
+``num_draft_tokens``) for a ``LlamaForCausalLM`` target (``auto_choose_speculative_params`` in
+``python/sglang/srt/server_args.py``; ``docs/advanced_features/speculative_decoding.md`` at
+067ad4d): 8/5/4 here, the default of ``SpecConfig`` too.
+
+vLLM verifies a chain, or one fixed tree given as rank paths in ``speculative_token_tree`` (e.g.
+``"[(0,), (1,), (0, 0)]"``); it has no dynamic tree, so ``eagle2`` maps to EAGLE-1's static tree
+cut to the same ``num_draft_tokens - 1`` paths (``default_static_tree``): the nearest setting, of
+the same size, carrying nothing of ``topk`` or ``num_steps`` (4/3/2 becomes the root's top 3
+children). vLLM's EAGLE proposer (``vllm/v1/spec_decode/eagle.py`` at f7eef1b) reads from the list
+only the nodes per depth and gives every node of a depth the same number of children, the next
+depth's count divided by this one's; a list whose depths are not whole multiples (the 8-node one:
+4 at depth 1, 3 at depth 2) is not grown as written.
 
 The draft source (``SpecConfig.draft``): the n-gram draft is SGLang's ``NGRAM`` algorithm
 (match windows ``--speculative-ngram-{min,max}-match-window-size``; it draws from a corpus

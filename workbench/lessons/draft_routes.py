@@ -5,7 +5,7 @@ EAGLE head, an n-gram lookup in the request's own tokens, or the target's own fi
 measures, for a chain of γ drafts from ``exit:N``, what the α/c model of notebook 06 needs: the
 agreement α (fitted on half the steps, ``chain_model``), the draft's cost c against a decode
 step (medians of the traces' own phase timings), τ, and the speedup over plain decoding measured
-and predicted, E[N](α) · t(1) / (γ · t_draft + t_verify(γ + 1)).
+and predicted, E[N](α) · t(1) / (γ · t_draft + t_verify(γ + 1)); ``exit_sweep_figure`` draws the sweep.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
 from workbench.lessons.chain_model import held_out_check
 from workbench.metrics import predicted_speedup, tau
+from workbench.viz.style import OKABE_ITO, base_layout
 
 
 @dataclass
@@ -79,3 +80,40 @@ def exit_sweep(wb, layers: list[int], prompts: list[list[int]], gamma: int, max_
                      "speedup_predicted": predicted_speedup(fit.predicted, verify_ms, draft_ms, decode_ms),
                      "equal": run.equal(vanilla), "prompts": len(prompts)})
     return rows
+
+
+def exit_sweep_figure(rows: list[dict], gamma: int, dtype: str, num_layers: int, height: int = 420):
+    """``exit_sweep`` rows as two panels over the layers the draft runs: left, the speedup over
+    plain decoding, measured and predicted, with plain decoding's 1×; right, the acceptance rate
+    α and the draft's cost c (one draft forward over a decode step), with c = 1. Two panels, not
+    a second axis laid over the first: each has its own scale and gridlines, and both start at
+    0, so a point's height reads as its value. Nothing is written beside the points."""
+    from plotly.subplots import make_subplots
+
+    layers = [r["layers"] for r in rows]
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                        subplot_titles=("speedup over plain decoding (×)", "acceptance rate α and draft cost c"))
+    fig.update_annotations(font_size=12)  # the two panel titles, under the figure's own
+    fig.add_scatter(x=layers, y=[r["speedup"] for r in rows], mode="lines+markers", name="measured speedup",
+                    line=dict(color=OKABE_ITO["blue"]), meta="speedup", row=1, col=1)
+    fig.add_scatter(x=layers, y=[r["speedup_predicted"] for r in rows], mode="lines+markers",
+                    name="speedup predicted from α and c", line=dict(color=OKABE_ITO["orange"], dash="dash"),
+                    meta="predicted", row=1, col=1)
+    fig.add_scatter(x=layers, y=[r["alpha"] for r in rows], mode="lines+markers", name="acceptance rate α",
+                    line=dict(color=OKABE_ITO["bluish_green"]), meta="alpha", row=1, col=2)
+    fig.add_scatter(x=layers, y=[r["c"] for r in rows], mode="lines+markers",
+                    name="draft cost c (one draft forward / a decode step)",
+                    line=dict(color=OKABE_ITO["vermillion"], dash="dot"), meta="c", row=1, col=2)
+    left_top = 1.1 * max(1.0, *(r[k] for r in rows for k in ("speedup", "speedup_predicted")))
+    right_top = 1.1 * max(1.0, *(r[k] for r in rows for k in ("alpha", "c")))
+    for col, top, what in ((1, left_top, "plain decoding"), (2, right_top, "c = 1: a draft forward costs a decode step")):
+        fig.add_hline(y=1, line=dict(color=OKABE_ITO["grey"], dash="dot", width=1), row=1, col=col)
+        fig.add_annotation(x=layers[0], y=1, text=what, showarrow=False, xanchor="left", yanchor="bottom",
+                           font=dict(size=11, color="#555"), row=1, col=col)
+        fig.update_yaxes(range=[0, top], row=1, col=col)
+    fig.update_layout(**base_layout(f"A chain of {gamma} drafts from the target's first N layers ({dtype}, batch 1)",
+                                    height))
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.3, xanchor="left", x=0),
+                      margin=dict(b=130))
+    fig.update_xaxes(title=f"layers the draft runs (of {num_layers})", tickvals=layers)
+    return fig

@@ -14,7 +14,7 @@ from workbench.lessons.figures import configure
 from workbench.lessons.machine import head_label, machine_label
 
 DTYPE_WHY = {"auto": "bf16 where the hardware computes it natively, else fp32",
-             "fp32": "fp32: this notebook compares numbers exactly"}
+             "fp32": "fp32: tokens compared for equality, numbers within a printed tolerance"}
 
 
 def start(dtype: str | None = None):

@@ -18,8 +18,26 @@ COMPUTE_BOUND = 0.7  # above: every verify token costs nearly its share of a dec
 BEND = 0.5  # the segment where the cost starts to follow N more than it stays flat
 
 
+# Two fp32 computations of the same numbers in a different order (a verify row against a fresh
+# forward, a cache against a fresh prefill) round differently, by about 1e-5 on this model; tokens
+# are compared for equality, numbers against this absolute tolerance (as tests/test_engine.py
+# compares a cache with a fresh prefill).
+FP32_ATOL = 1e-4
+
+
 def plural(n: int, suffix: str = "s") -> str:
     return "" if n == 1 else suffix
+
+
+def within(difference: float, tolerance: float = FP32_ATOL) -> str:
+    """How a measured largest difference between two computations of the same numbers reads:
+    equal only when it is 0; else within, or beyond, ``tolerance``, with both numbers printed."""
+    if difference < 0 or tolerance <= 0:
+        raise ValueError(f"a difference >= 0 and a tolerance > 0, got {difference} and {tolerance}")
+    if difference == 0:
+        return "equal, bit for bit"
+    side = "within" if difference <= tolerance else "beyond"
+    return f"{side} the tolerance of {tolerance:.0e} (largest difference {difference:.1e})"
 
 
 def elasticity(curve: CostCurve, lo: float, hi: float) -> float:

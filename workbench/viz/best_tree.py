@@ -24,8 +24,8 @@ import plotly.graph_objects as go
 from workbench.viz.html import note, table
 from workbench.viz.layout import Line, tree_layout
 from workbench.viz.style import NODE, OKABE_ITO, base_layout, empty_figure
-from workbench.viz.tokens import show, show_html
-from workbench.viz.tree import (MARGIN, WIDTH, collapse_dropped, draw_tree, frame, no_draft_note, node_lines,
+from workbench.viz.tokens import num, plotly_text, show, show_html
+from workbench.viz.tree import (MARGIN, WIDTH, collapse_dropped, cutoff, draw_tree, frame, no_draft_note, node_lines,
                                 rerank_line, tree_graph)
 
 
@@ -105,18 +105,24 @@ def best_tree_figure(trace: dict, height: int | None = None, width: int = WIDTH)
     fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name="target's greedy continuation",
                              line=dict(color=OKABE_ITO["reddish_purple"], width=7), opacity=0.45,
                              hoverinfo="skip", meta="continuation"))
-    fig.add_trace(go.Scatter(
+    ring = dict(symbol="circle-open", size=28) if key == "bonus" else dict(symbol="hexagram-open", size=20)
+    fig.add_trace(go.Scatter(  # around the bonus star a ring, not a second star printed over it
         x=[lay.xy[key][0]], y=[lay.xy[key][1]], mode="markers", name=f"left the tree ({left['status']})",
-        meta="left", marker=dict(symbol="hexagram-open", size=20, color=OKABE_ITO["reddish_purple"],
-                                 line=dict(width=2)),
+        meta="left", marker=dict(**ring, color=OKABE_ITO["reddish_purple"], line=dict(width=2)),
         customdata=[left["status"]], hoverinfo="text",
         hovertext=[f"the target's argmax after node {left['after_node']}; beyond it: unknown"]))
     fig.data = fig.data[-2:] + fig.data[:-2]  # under the nodes: the band and the ring never hide the bonus star
     n, width = len(covered) - 1, max(width, round(lay.width) + 2 * MARGIN)
-    frame(fig, f"Step {trace['step']}: the tree covered {n} token(s) of the target's greedy continuation, "
-               f"then left it at “{show(left['text'])}” ({why}) · {rerank_line(trace)}", width, lay.height,
-          [t.name for t in fig.data if t.meta], height)
+    frame(fig, f"Step {trace['step']}: the tree covered {n} token{'s' * (n != 1)} of the target's greedy "
+               f"continuation; it left at “{plotly_text(show(left['text']))}” ({why}) · {_kept(trace)}", width,
+          lay.height, [t.name for t in fig.data if t.meta], height)
     return fig
+
+
+def _kept(trace: dict) -> str:
+    """The rerank in a few words, for a title that holds two lines: kept of drafted, and the cut."""
+    c, n = len(trace["draft"]["candidates"]), len(trace["tree"]["nodes"])
+    return f"kept {n - 1} of {c} candidates (s ≥ {num(cutoff(trace))})" if c else rerank_line(trace)
 
 
 def _add_left(g, trace: dict, left: dict):

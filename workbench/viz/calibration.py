@@ -67,7 +67,7 @@ def depth_figure(cal: dict, height: int = 320) -> go.Figure:
     fig = go.Figure()
     for key, name, colour in (("p_accept_given_tried", "P(accept | tried)", OKABE_ITO["blue"]),
                               ("p_accept", "P(accept), all verified nodes", OKABE_ITO["orange"]),
-                              ("reach", "per-depth rate: accepted at k | accepted at k-1", OKABE_ITO["bluish_green"])):
+                              ("reach", "per step: walk went on from depth k−1 to k", OKABE_ITO["bluish_green"])):
         fig.add_trace(go.Bar(x=[d["depth"] for d in depths], y=[d[key] for d in depths], name=name,
                              marker_color=colour,
                              customdata=[[d["nodes"], d["tried"], d["accepted"]] for d in depths],

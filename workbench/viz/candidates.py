@@ -3,9 +3,11 @@
 x is the candidate's level (the draft forward that proposed it), y its path score s (log scale),
 a grey line joins it to its parent. Filled markers were expanded (in a frontier), open ones were
 not; diamonds were kept by the rerank, circles dropped. The dashed line is the rerank's cut-off,
-the lowest path score kept: everything kept lies on or above it. Tokens are named in the picture
+the lowest path score kept: everything kept lies on or above it. The candidates the lesson is
+about, those kept by the rerank or expanded in a frontier, are named in the picture
 (``layout.place_labels``: no two labels overlap, a thin line leads to a label moved off its
-point), not only on hover.
+point); the others, which crowd the low scores of every level, on hover. The log axis is ticked
+at powers of ten only, labelled as numbers (a "2" or "5" between them would read as a value).
 """
 
 from __future__ import annotations
@@ -17,10 +19,9 @@ import plotly.graph_objects as go
 from workbench.viz.labels import Axes, name_points
 from workbench.viz.layout import legend_rows
 from workbench.viz.style import LEGEND_ROW, NODE, OKABE_ITO, base_layout, empty_figure, title_height
-from workbench.viz.tokens import num, show
+from workbench.viz.tokens import num, plotly_text, show
 from workbench.viz.tree import cutoff
 
-LABEL_ALL = 60  # up to this many candidates every one is named; above it only the kept ones
 FLOOR = 1e-7  # a trace rounds path scores to 6 decimals: a 0 is drawn here, on the log axis
 LEFT, RIGHT, BOTTOM = 70, 20, 50  # px margins: y ticks and title, room past the last level, x title
 
@@ -46,9 +47,9 @@ def path_score_figure(trace: dict, width: int = 900, height: int = 460) -> go.Fi
     kept, expanded = set(trace["draft"]["kept"]), {i for lv in trace["draft"]["levels"] for i in lv["frontier"]}
     by = {c["index"]: c for c in cands}
     cut = cutoff(trace)
-    title = (f"Step {trace['step']}: {len(cands)} candidates by level and path score; the rerank kept the best "
-             f"{len(kept)} (num_draft_tokens − 1), path score s ≥ {num(cut)}"
-             + ("" if len(cands) <= LABEL_ALL else "; the kept ones named (the others on hover)"))
+    title = (f"Step {trace['step']}: {len(cands)} candidates by level and path score s; the rerank kept the best "
+             f"{len(kept)} (num_draft_tokens − 1, s ≥ {num(cut)}); the kept and the expanded named, the "
+             "others on hover")
     fig = go.Figure()
     for c in cands:
         parent = 1.0 if c["parent"] == -1 else _y(by[c["parent"]])
@@ -65,7 +66,7 @@ def path_score_figure(trace: dict, width: int = 900, height: int = 460) -> go.Fi
                 name, marker = _encodings(exp, keep)
                 fig.add_scatter(x=[c["level"] for c in group], y=[_y(c) for c in group], mode="markers",
                                 name=name, marker=marker, meta=name, customdata=[c["index"] for c in group],
-                                hovertext=[f"{show(c['text'], 40)}: p {c['prob']:.3g}, s {c['score']:.3g}"
+                                hovertext=[f"{plotly_text(show(c['text'], 40))}: p {c['prob']:.3g}, s {c['score']:.3g}"
                                            for c in group], hoverinfo="text")
     root = trace["tree"]["nodes"][0]
     fig.add_scatter(x=[0], y=[1.0], mode="markers", name="root", meta="root",
@@ -75,12 +76,20 @@ def path_score_figure(trace: dict, width: int = 900, height: int = 460) -> go.Fi
     x_range = [-0.3, top_level + 0.9]
     lo = math.log10(min(_y(c) for c in cands))
     y_range = [lo - 0.15, 0.25]
-    named = [c for c in cands if len(cands) <= LABEL_ALL or c["index"] in kept]
-    name_points(fig, [(0, 1.0, show(root["text"]))] + [(c["level"], _y(c), show(c["text"])) for c in named],
+    named = [c for c in cands if c["index"] in kept or c["index"] in expanded]
+    name_points(fig, [(0, 1.0, plotly_text(show(root["text"])))]
+                + [(c["level"], _y(c), plotly_text(show(c["text"]))) for c in named],
                 Axes(x_range, y_range, width - LEFT - RIGHT, height - top - BOTTOM, log_y=True))
     fig.update_layout(**base_layout(title, height, width=width))
     fig.update_layout(width=width, margin=dict(l=LEFT, r=RIGHT, t=top, b=BOTTOM, autoexpand=False),
                       legend=dict(xanchor="left", x=0))
     fig.update_xaxes(title="level (depth)", dtick=1, range=x_range, automargin=False)
-    fig.update_yaxes(title="path score s (log)", type="log", range=y_range, automargin=False)
+    decades = list(range(math.floor(y_range[0]) + 1, math.floor(y_range[1]) + 1))  # 10^k inside the range
+    fig.update_yaxes(title="path score s (log)", type="log", range=y_range, automargin=False,
+                     tickvals=[10.0 ** k for k in decades], ticktext=[decade_label(k) for k in decades])
     return fig
+
+
+def decade_label(k: int) -> str:
+    """10^k as a reader writes it: 1, 0.1, 0.01, 0.001, then 1e-4, 1e-5, ..."""
+    return f"{10.0 ** k:g}" if k >= -3 else f"1e{k}"

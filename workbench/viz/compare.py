@@ -158,23 +158,47 @@ def _agreement(runs: dict) -> str:
     return "All methods emitted the same tokens."
 
 
+DODGE = 0.03  # of the τ axis's span: how far apart two settings of the same τ are drawn
+
+
+def dodge_x(xs: list[float], gap: float) -> list[float]:
+    """``xs`` moved apart where they are closer than ``gap``: each run of values within ``gap`` of
+    the next is spread ``gap`` apart, centred on its mean; the others stay where they are."""
+    if not xs:
+        return []
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    out, run = list(xs), [order[0]]
+    for i in order[1:] + [None]:
+        if i is not None and xs[i] - xs[run[-1]] < gap:
+            run.append(i)
+            continue
+        centre = sum(xs[j] for j in run) / len(run)
+        for k, j in enumerate(run):
+            out[j] = centre + (k - (len(run) - 1) / 2) * gap
+        run = [i] if i is not None else []
+    return out
+
+
 def speedup_scatter(points: list[dict], title: str, width: int = 900, height: int = 460) -> go.Figure:
     """τ (x) against measured speedup over plain decoding (y), one point per setting, each named
     in the picture (``labels.name_points``: no two names overlap). ``points``: dicts with
     ``method`` (a ``METHOD`` key: the colour), ``label`` (the name drawn), ``tau``, ``speedup``
     and its range over the runs, ``low`` <= speedup <= ``high``. The dotted line is plain
-    decoding (1x); ``title`` wraps to the width."""
+    decoding (1x); ``title`` wraps to the width. Settings of (nearly) the same τ would print their
+    markers and error bars on top of each other: they are drawn side by side, ``dodge_x`` apart
+    (the hover gives each one's τ)."""
     fig = go.Figure()
-    for method in dict.fromkeys(p["method"] for p in points):
-        group = [p for p in points if p["method"] == method]
-        fig.add_scatter(x=[p["tau"] for p in group], y=[p["speedup"] for p in group], mode="markers", name=method,
-                        meta=method, marker=dict(size=9, color=METHOD.get(method, OKABE_ITO["black"])),
-                        error_y=dict(type="data", array=[p["high"] - p["speedup"] for p in group],
-                                     arrayminus=[p["speedup"] - p["low"] for p in group], width=4),
-                        customdata=[p["label"] for p in group],
-                        hovertemplate="%{customdata}: τ %{x:.2f}, speedup %{y:.2f}×<extra></extra>")
     taus, lows, highs = [p["tau"] for p in points], [p["low"] for p in points], [p["high"] for p in points]
     span_x, span_y = max(max(taus) - min(taus), 0.2), max(max(highs + [1.0]) - min(lows + [1.0]), 0.1)
+    drawn = dodge_x(taus, DODGE * span_x)
+    for method in dict.fromkeys(p["method"] for p in points):
+        group = [i for i, p in enumerate(points) if p["method"] == method]
+        fig.add_scatter(x=[drawn[i] for i in group], y=[points[i]["speedup"] for i in group], mode="markers",
+                        name=method, meta=method, marker=dict(size=9, color=METHOD.get(method, OKABE_ITO["black"])),
+                        error_y=dict(type="data", array=[points[i]["high"] - points[i]["speedup"] for i in group],
+                                     arrayminus=[points[i]["speedup"] - points[i]["low"] for i in group], width=4),
+                        customdata=[[points[i]["label"], points[i]["tau"]] for i in group],
+                        hovertemplate="%{customdata[0]}: τ %{customdata[1]:.2f}, speedup %{y:.2f}×<extra></extra>")
     x_range = (min(taus) - 0.08 * span_x, max(taus) + 0.3 * span_x)  # room for names right of the points
     y_range = (min(lows + [1.0]) - 0.08 * span_y, max(highs + [1.0]) + 0.12 * span_y)
     fig.add_scatter(x=list(x_range), y=[1, 1], mode="lines", name="plain decoding (1×)", meta="vanilla",
@@ -182,7 +206,7 @@ def speedup_scatter(points: list[dict], title: str, width: int = 900, height: in
     fig.update_layout(**base_layout(title, height, width=width))
     fig.update_layout(width=width, margin=dict(l=70, r=20, b=50, autoexpand=False))
     m = fig.layout.margin
-    name_points(fig, [(p["tau"], p["speedup"], p["label"]) for p in points],
+    name_points(fig, [(x, p["speedup"], p["label"]) for x, p in zip(drawn, points)],
                 Axes(x_range, y_range, width - m.l - m.r, height - m.t - m.b))
     fig.update_xaxes(title="τ (tokens per verify step)", range=list(x_range), automargin=False)
     fig.update_yaxes(title="speedup over plain decoding (×)", range=list(y_range), automargin=False)

@@ -157,7 +157,9 @@ MARKER = 16  # px: the widest marker
 GAP = 4  # px between a marker and its label
 GUTTER = 16  # px between a column's widest label and the next column's markers: where edges bend
 ROW_PAD = 4  # px between two labels of one column
-MIN_LABEL = 2 * SYMBOL_EM * 11  # px: the narrowest column, one character and "…" (a deep tree grows wider)
+# px: the narrowest label column, a name of about four characters at 11 px bold ("␣books", or "␣boo…"):
+# a deep tree grows wider rather than cutting every token to one character and "…", which no one can read.
+MIN_LABEL = 5 * SYMBOL_EM * 11
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from workbench.analysis.expectation import trace_expectation
 from workbench.viz.html import bar, note, table
+from workbench.viz.layout import legend_rows
 from workbench.viz.logits import VERDICT
 from workbench.viz.style import LEGEND_ROW, OKABE_ITO, base_layout
 from workbench.viz.tokens import num, show_html
@@ -87,26 +88,35 @@ def _bonus_html(accept: dict) -> str:
 
 
 def acceptance_stack_figure(tokens: list[str], p: list[float], q: list[float], title: str, width: int = 900,
-                            height: int = 420) -> go.Figure:
+                            height: int = 420, beta: float | None = None) -> go.Figure:
     """Per token, the target's p drawn as the stack it is made of under Algorithm 1:
     min(p, q), emitted through acceptance, under max(0, p − q) = (1 − β)·r, emitted through a
     rejection (r, the residual, renormalised, would overstate it by 1 / (1 − β)); the draft's q
-    beside it. The stack's top is p exactly (the legend says so). ``tokens`` name the bars."""
+    beside it. The stack's top is p exactly (the legend says so). ``tokens`` name the bars.
+
+    ``beta``: the acceptance probability β = Σ min(p, q) over the **whole** vocabulary, as the
+    text beside the figure quotes it; the bars show only some tokens, so their own Σ min(p, q)
+    is smaller, and the axis gives both rather than calling the part β. Without ``beta`` the
+    axis gives the shown tokens' sum only."""
     if not len(tokens) == len(p) == len(q):
         raise ValueError(f"tokens, p and q must have one value per token, got {len(tokens)}, {len(p)}, {len(q)}")
     accepted = [min(a, b) for a, b in zip(p, q)]
     rejected = [max(0.0, a - b) for a, b in zip(p, q)]
-    beta = sum(accepted)
+    shown = sum(accepted)
     fig = go.Figure([
-        go.Bar(x=tokens, y=accepted, name="target p = min(p, q): emitted through acceptance", offsetgroup="p",
+        go.Bar(x=tokens, y=accepted, name="min(p, q): emitted through acceptance", offsetgroup="p",
                marker_color=OKABE_ITO["bluish_green"], meta="accepted"),
-        go.Bar(x=tokens, y=rejected, base=accepted, name="+ (1 − β)·r = max(0, p − q): through a rejection",
+        go.Bar(x=tokens, y=rejected, base=accepted, name="+ max(0, p − q) = (1 − β)·r: through a rejection "
+                                                         "(the stack's top is the target's p)",
                offsetgroup="p", marker_color=OKABE_ITO["vermillion"], meta="rejected"),
         go.Bar(x=tokens, y=q, name="draft q", offsetgroup="q", marker_color=OKABE_ITO["sky_blue"], meta="q"),
     ])
     fig.update_layout(**base_layout(title, height, width=width))
+    rows = legend_rows([t.name for t in fig.data], width - 20)  # base_layout left room for one
     fig.update_layout(width=width, barmode="group", legend=dict(x=0, xanchor="left"),
-                      margin=dict(t=fig.layout.margin.t + LEGEND_ROW))  # the legend takes two rows here
-    fig.update_xaxes(title=f"next token (β = Σ min(p, q) = {beta:.2f} over these tokens)")
+                      margin=dict(t=fig.layout.margin.t + (rows - 1) * LEGEND_ROW))
+    part = f"Σ min(p, q) over these {len(tokens)} tokens = {shown:.2f}"
+    fig.update_xaxes(title=f"next token ({part} of β = {beta:.2f} over the whole vocabulary)" if beta is not None
+                     else f"next token ({part})")
     fig.update_yaxes(title="probability", rangemode="tozero")
     return fig

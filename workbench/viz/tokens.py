@@ -21,6 +21,18 @@ def show_html(text: str, limit: int | None = None) -> str:
     return html.escape(show(text, limit))
 
 
+# Plotly draws text as its own small HTML: it reads tags (<b>, <br>, ...) and a few named
+# entities (&lt; &gt; &amp; ...), not &quot; or &#x27;, which html.escape writes and plotly then
+# prints as they are. So only the three characters that could start a tag or an entity are
+# replaced, by forms plotly decodes: what the picture shows is the token's text.
+_PLOTLY = str.maketrans({"&": "&#38;", "<": "&lt;", ">": "&gt;"})
+
+
+def plotly_text(text: str) -> str:
+    """``text`` for a plotly title, annotation or legend: shown as written, never read as markup."""
+    return text.translate(_PLOTLY)
+
+
 def node_label(trace: dict, node: int) -> str:
     """``"3 ␣cat"``: the node index and its token, as the mask and the tables label rows."""
     return f"{node} {show(trace['tree']['nodes'][node]['text'])}"

@@ -12,19 +12,18 @@ right), leaves in depth-first order top to bottom, siblings in descending draft 
 parent at the mean height of its children. Every kept node and the bonus carry their token in
 the picture; the candidates dropped at rerank under one parent are folded into one "+n dropped"
 mark (listed on hover). Columns share the figure's width, so a long token is cut with "…" (whole
-on hover) rather than printed over its neighbour.
+on hover) rather than printed over its neighbour, but never below about four characters
+(``layout.MIN_LABEL``): a tree too deep for the width is drawn wider instead.
 """
 
 from __future__ import annotations
-
-import html
 
 import networkx as nx
 import plotly.graph_objects as go
 
 from workbench.viz.layout import Line, TreeLayout, legend_rows, tree_layout
 from workbench.viz.style import LEGEND_ROW, NODE, base_layout, empty_figure, title_height
-from workbench.viz.tokens import num, show
+from workbench.viz.tokens import num, plotly_text, show
 
 WIDTH, COMPACT_WIDTH = 900, 480  # px: the notebooks' PNG width; half of it, for two trees side by side
 MARGIN = 10  # px left, right and below the plot area
@@ -115,11 +114,11 @@ def node_lines(a: dict, compact: bool) -> list[Line]:
 
 def _hover(key, a: dict) -> str:
     if a["status"] == "dropped":
-        listed = ", ".join(f"{show(t)} (s {num(s)})" for _, t, s in a["members"][:DROPPED_LISTED])
+        listed = ", ".join(f"{plotly_text(show(t))} (s {num(s)})" for _, t, s in a["members"][:DROPPED_LISTED])
         more = f", … {a['count'] - DROPPED_LISTED} more" if a["count"] > DROPPED_LISTED else ""
         return (f"<b>{a['count']} candidate(s) dropped at rerank</b> under this node: drafted, never verified"
                 f"<br>best first: {listed}{more}")
-    lines = [f"<b>{show(a['text'], 40)}</b> — {NODE[a['status']].label}"]
+    lines = [f"<b>{plotly_text(show(a['text'], 40))}</b> — {NODE[a['status']].label}"]
     if a["node"] is not None:
         lines.append(f"node {a['node']}, depth {a['depth']}, position {a['position']}")
     if a["prob"] is not None and key != 0:
@@ -130,9 +129,11 @@ def _hover(key, a: dict) -> str:
 
 
 def _label_html(lines: list[Line]) -> str:
+    """A label's lines as plotly text: the token as written (``plotly_text``, never an HTML
+    entity such as &quot; that plotly would print), the first line bold when it is a name."""
     first, rest = lines[0], lines[1:]
-    text = f"<b>{html.escape(first.text)}</b>" if first.bold else html.escape(first.text)
-    return "<br>".join([text] + [f"<span style='font-size:{line.size}px'>{html.escape(line.text)}</span>"
+    text = f"<b>{plotly_text(first.text)}</b>" if first.bold else plotly_text(first.text)
+    return "<br>".join([text] + [f"<span style='font-size:{line.size}px'>{plotly_text(line.text)}</span>"
                                  for line in rest])
 
 
@@ -196,12 +197,13 @@ def frame(fig: go.Figure, title: str, width: int, plot_height: float, legend: li
 
 
 def tree_figure(trace: dict, show_dropped: bool = True, compact: bool = False, width: int | None = None,
-                height: int | None = None) -> go.Figure:
+                height: int | None = None, label: str = "") -> go.Figure:
     """The draft tree of a spec step (an explanatory empty figure for prefill / vanilla steps).
     Every verified node and the bonus carry their token in the picture, the candidates dropped
     at rerank one "+n dropped" mark per parent (listed on hover), the rerank's cut-off in the
     legend. ``compact``: token text only (p and s on hover) and a short title, for a half-width
-    figure. ``width`` px (default 900, compact 480); ``height``: at least this tall."""
+    figure. ``width`` px (default 900, compact 480); ``height``: at least this tall; ``label``: put
+    in front of the title (which run the step is from), wrapped with it."""
     if trace["kind"] != "spec":
         return empty_figure(_no_tree(trace), height=220)
     width = width or (COMPACT_WIDTH if compact else WIDTH)
@@ -209,7 +211,8 @@ def tree_figure(trace: dict, show_dropped: bool = True, compact: bool = False, w
     lay = layout_tree(g, compact, width)
     fig = draw_tree(g, lay, trace["accept"]["path"])
     width = max(width, round(lay.width) + 2 * MARGIN)  # a very deep tree: wider, never squeezed
-    frame(fig, _title(trace, compact), width, lay.height, [t.name for t in fig.data if t.meta], height)
+    title = f"{plotly_text(label)}: {_title(trace, compact)}" if label else _title(trace, compact)
+    frame(fig, title, width, lay.height, [t.name for t in fig.data if t.meta], height)
     return fig
 
 
@@ -232,8 +235,8 @@ def rerank_line(trace: dict) -> str:
 
 def _title(trace: dict, compact: bool) -> str:
     n, path = len(trace["tree"]["nodes"]), trace["accept"]["path"]
-    accepted = " → ".join(show(trace["tree"]["nodes"][i]["text"]) for i in path[1:]) or "none"
-    bonus = show(trace["accept"]["bonus"]["text"])
+    accepted = " → ".join(plotly_text(show(trace["tree"]["nodes"][i]["text"])) for i in path[1:]) or "none"
+    bonus = plotly_text(show(trace["accept"]["bonus"]["text"]))
     if compact:
         return f"Step {trace['step']}: {n} nodes · accepted: {accepted} · bonus: {bonus}"
     return (f"Step {trace['step']}: {n} verified nodes (root + {n - 1} drafts) · accepted: {accepted} · "
