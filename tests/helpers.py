@@ -1,14 +1,24 @@
-"""Shared builders for the engine tests: tiny random targets and heads, fresh prefills."""
+"""What several test modules share (a test module never imports another): tiny random targets
+and heads, fresh prefills, the sampling-losslessness set-up, a tree's test vectors, the head's
+forward through the paged KV cache, and the training-data fakes."""
 
 from __future__ import annotations
+
+import hashlib
+from pathlib import Path
 
 import torch
 
 from workbench.attention.batch import extend_batch
+from workbench.engine.sampling import SamplingParams
+from workbench.engine.tree import Candidates
 from workbench.kv import SlotAllocator
+from workbench.lessons.chi_square import chi_square_pvalue
+from workbench.lessons.exact_law import sample_sequences, sequence_counts, sequence_law
 from workbench.models.draft import random_head
 from workbench.models.loading import load_target
 from workbench.testing.tiny import make_tiny_checkpoint
+from workbench.train.generate import Chat, GenConfig
 
 
 def tiny_pair(path, vocab_size: int = 16, seed: int = 0, head_seed: int = 1, head_std: float = 0.3, **kw):
@@ -32,3 +42,102 @@ def fresh_prefill(target, tokens: list[int], capture: tuple[int, ...] = ()):
 def random_prompts(n: int, vocab: int, seed: int, lengths=(3, 11, 6, 17)) -> list[list[int]]:
     gen = torch.Generator().manual_seed(seed)
     return [torch.randint(3, vocab, (lengths[i % len(lengths)],), generator=gen).tolist() for i in range(n)]
+
+
+# ---- sampling losslessness: the engine's tokens follow the target's exact law ------------------------
+# The joint law of the first LOSSLESS_LENGTH tokens after LOSSLESS_PROMPT of a tiny target over
+# LOSSLESS_VOCAB tokens (8^3 = 512 outcomes), enumerated exactly (``lessons.exact_law``), against
+# LOSSLESS_DRAWS requests decoded together, by a chi-square test (``lessons.chi_square``, cells
+# with expected count < 5 pooled). Each such test fails a correct engine with probability
+# LOSSLESS_ALPHA.
+LOSSLESS_ALPHA = 1e-3
+LOSSLESS_VOCAB = 8
+LOSSLESS_PROMPT = [3, 5, 1, 6]
+LOSSLESS_LENGTH = 3
+LOSSLESS_DRAWS = 3000
+LOSSLESS_SAMPLINGS = [SamplingParams(temperature=1.0, seed=11), SamplingParams(temperature=0.7, top_p=0.9, seed=12)]
+
+
+def lossless_pvalue(target, outputs: list[list[int]], params: SamplingParams) -> float:
+    """Chi-square p-value of the first LOSSLESS_LENGTH tokens of ``outputs`` (each a request of
+    LOSSLESS_PROMPT) against the target's exact law under ``params``."""
+    counts = sequence_counts(outputs, target.config.vocab_size, LOSSLESS_LENGTH)
+    return chi_square_pvalue(counts, sequence_law(target, LOSSLESS_PROMPT, params, LOSSLESS_LENGTH))
+
+
+def assert_samples_like_target(target, head, spec, params: SamplingParams, name: str, min_accepted: int,
+                               draws: int = LOSSLESS_DRAWS) -> None:
+    """``draws`` requests of LOSSLESS_PROMPT pass the chi-square test against the exact law, with
+    more than ``min_accepted`` drafts accepted in their first speculative step (fewer and the
+    test would say little about acceptance)."""
+    counts, accepted = sample_sequences(target, head, spec, params, LOSSLESS_PROMPT, LOSSLESS_LENGTH, draws)
+    assert sum(accepted) > min_accepted, f"{name}: too few drafts accepted for the test to mean anything"
+    p = chi_square_pvalue(counts, sequence_law(target, LOSSLESS_PROMPT, params, LOSSLESS_LENGTH))
+    assert p > LOSSLESS_ALPHA, f"{name}: chi-square p = {p:.2e}: the output distribution differs from the target's"
+
+
+# ---- a tree's test vectors (docs/design.md section 5) --------------------------------------------------
+def score_driven_candidates() -> Candidates:
+    """Ten drafts over three levels whose rerank by path score is worked out in docs/design.md."""
+    A, B, C, D, E, F, G, H, I, J = range(20, 30)
+    c = Candidates()
+    a = c.add(A, .6, .6, -1, 1)
+    b = c.add(B, .3, .3, -1, 1)
+    cc = c.add(C, .55, .6 * .55, a, 2)
+    c.add(D, .28, .6 * .28, a, 2)
+    e = c.add(E, .8, .3 * .8, b, 2)
+    c.add(F, .1, .3 * .1, b, 2)
+    c.add(G, .6, .33 * .6, cc, 3)
+    c.add(H, .2, .33 * .2, cc, 3)
+    c.add(I, .5, .24 * .5, e, 3)
+    c.add(J, .4, .24 * .4, e, 3)
+    return c
+
+
+# ---- the draft head's forward as the engine runs it ----------------------------------------------------
+def engine_forward(head, features: list[torch.Tensor], ids: list[list[int]]) -> list[torch.Tensor]:
+    """DraftHead.forward through the paged KV cache: one extend batch holding every sequence."""
+    sizes = [len(s) for s in ids]
+    slots, start = [], 0
+    for n in sizes:
+        slots.append(list(range(start, start + n)))
+        start += n
+    kv = head.new_kv_pool(start)
+    batch = extend_batch(ids, [[] for _ in ids], slots, [0] * len(ids), "cpu")
+    return list(head(torch.cat(features), batch, kv).split(sizes))
+
+
+# ---- training data: a fake chat template, a small generator config -------------------------------------
+STOP = tuple(range(40, 96))  # many stop ids: most answers finish, so follow-ups happen
+
+
+class FakeChat(Chat):
+    """Characters as token ids 3..62 of the tiny vocabulary; a turn boundary is id 1."""
+
+    def __init__(self):
+        super().__init__(None)
+
+    def encode(self, messages):
+        ids = [1]
+        for m in messages:
+            ids += [3 + ord(c) % 60 for c in m["content"][:12]] + [1]
+        return ids
+
+    def decode(self, ids):
+        return "".join(chr(97 + i % 26) for i in ids)
+
+
+def small_config(out: Path, **kw) -> GenConfig:
+    return GenConfig(**{**dict(out=out, num_prompts=6, shard_size=2, samples=2, followup_frac=1.0, max_new=6), **kw})
+
+
+def read(path: Path) -> dict:
+    """A safetensors shard as {name: tensor}."""
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
+
+
+def digest(prompts) -> str:
+    """sha256 of a prompt list, kinds and texts in order."""
+    return hashlib.sha256("\n\0".join(f"{p.kind}\t{p.text}" for p in prompts).encode()).hexdigest()

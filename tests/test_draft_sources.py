@@ -7,8 +7,7 @@ import json
 import pytest
 import torch
 
-from helpers import random_prompts, tiny_pair
-from test_sampling import N, SAMPLINGS, assert_samples_like_target
+from helpers import LOSSLESS_DRAWS, LOSSLESS_SAMPLINGS as SAMPLINGS, assert_samples_like_target, random_prompts, tiny_pair
 from workbench.attention.batch import extend_batch
 from workbench.engine.config import SpecConfig
 from workbench.engine.draft_source import DraftSource, parse_draft
@@ -158,7 +157,7 @@ SAMPLED = [("ngram T1", SpecConfig("eagle2", 3, 2, 6, draft=NGRAM), SAMPLINGS[0]
 @pytest.mark.parametrize("name, spec, params", SAMPLED, ids=[c[0] for c in SAMPLED])
 def test_sampling_matches_the_target_for_every_draft_source(pair8, name, spec, params):
     target, head = pair8
-    assert_samples_like_target(target, head, spec, params, name, min_accepted=N // 20)
+    assert_samples_like_target(target, head, spec, params, name, min_accepted=LOSSLESS_DRAWS // 20)
 
 
 # ---- bad input -------------------------------------------------------------------------------------

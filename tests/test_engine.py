@@ -4,7 +4,7 @@ the KV cache always equals a fresh prefill, no slot leaks, bad knobs get clear e
 import pytest
 import torch
 
-from helpers import fresh_prefill, random_prompts, tiny_pair
+from helpers import fresh_prefill, random_prompts, score_driven_candidates, tiny_pair
 from workbench.attention.batch import extend_batch
 from workbench.engine.accept import AcceptResult
 from workbench.engine.config import SpecConfig, check_context
@@ -15,7 +15,6 @@ from workbench.engine.tree import build_tree
 from workbench.models.draft import random_head
 from workbench.models.loading import load_target
 from workbench.testing.tiny import make_tiny_checkpoint
-from test_tree import score_driven_candidates
 
 SHAPES = [SpecConfig.linear(1), SpecConfig.linear(3), SpecConfig.linear(6),
           SpecConfig("eagle2", 1, 4, 5), SpecConfig("eagle2", 2, 2, 2), SpecConfig("eagle2", 3, 2, 6),

@@ -7,8 +7,7 @@ import json
 import pytest
 import torch
 
-from helpers import fresh_prefill, random_prompts, tiny_pair
-from test_train import engine_forward
+from helpers import engine_forward, fresh_prefill, random_prompts, tiny_pair
 from workbench.attention.batch import extend_batch
 from workbench.engine.config import SpecConfig
 from workbench.engine.engine import Engine

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from helpers import tiny_pair
+from workbench.analysis.expectation import trace_expectation
 from workbench.engine.accept import relaxed_accept_prob, sampling_walk
 from workbench.engine.config import SpecConfig
 from workbench.engine.engine import Engine
@@ -158,7 +159,9 @@ def test_lossy_steps_trace_their_thresholds(pair):
     assert spec_steps
     for t in spec_steps:
         assert t["accept"]["lossy"] == {"accept_threshold_single": 0.3, "accept_threshold_acc": 1.0}
-        assert "expected" not in t["accept"]  # the exact rule's expectation does not hold here
+        assert trace_expectation(t) is None  # the exact rule's expectation does not hold here
+        exact = {**t, "accept": {k: v for k, v in t["accept"].items() if k != "lossy"}}
+        assert trace_expectation(exact) is not None  # the same tree without thresholds has one
         assert all("accept_prob" in m for m in t["accept"]["moves"])
     with pytest.raises(ValueError, match="set a temperature above 0"):
         Engine(target, head, spec, SamplingParams())

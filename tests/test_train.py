@@ -5,7 +5,7 @@ several heads on the same answers."""
 import pytest
 import torch
 
-from workbench.attention.batch import extend_batch
+from helpers import engine_forward
 from workbench.models.draft import random_head
 from workbench.models.loading import load_target
 from workbench.testing.tiny import make_tiny_checkpoint
@@ -16,18 +16,6 @@ from workbench.train.forward import eagle_loss_backward, feature_loss, soft_ce, 
 def tiny(tmp_path_factory):
     target = load_target(make_tiny_checkpoint(tmp_path_factory.mktemp("tiny"), num_kv_heads=2), torch.float32)
     return target, random_head(target, seed=3, std=0.2)
-
-
-def engine_forward(head, features: list[torch.Tensor], ids: list[list[int]]) -> list[torch.Tensor]:
-    """DraftHead.forward through the paged KV cache: one extend batch holding every sequence."""
-    sizes = [len(s) for s in ids]
-    slots, start = [], 0
-    for n in sizes:
-        slots.append(list(range(start, start + n)))
-        start += n
-    kv = head.new_kv_pool(start)
-    batch = extend_batch(ids, [[] for _ in ids], slots, [0] * len(ids), "cpu")
-    return list(head(torch.cat(features), batch, kv).split(sizes))
 
 
 @pytest.mark.parametrize("layers", [1, 2])

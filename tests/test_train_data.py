@@ -3,7 +3,6 @@ own prompts file is read line by line, with one clear message for a bad line; th
 shards are the target's own decoding, resumable and deterministic; features are recomputed from
 the ids and the held-out split is by prompt."""
 
-import hashlib
 import json
 import random
 from pathlib import Path
@@ -11,11 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers import STOP, FakeChat, digest, read, small_config
 from workbench.bench.specbench import DATA_FILE as SPEC_BENCH
 from workbench.attention.batch import extend_batch
 from workbench.models.loading import load_target
 from workbench.testing.tiny import make_tiny_checkpoint
-from workbench.train.generate import (DEFAULT_OUT, Chat, GenConfig, data_identity, decode_batch, parse_worker,
+from workbench.train.generate import (DEFAULT_OUT, GenConfig, data_identity, decode_batch, parse_worker,
                                       prompts_for, run)
 from workbench.train.prompt_set import GENERAL, Prompt, build_prompt_set, followup, read_prompts
 from workbench.train.shards import feature_path, shard_path
@@ -31,10 +31,6 @@ def test_prompt_set_is_large_distinct_and_deterministic():
     assert all(sum(p.kind == k for p in a[:1000]) >= 10 for k in kinds)  # any prefix is a balanced sample
     with pytest.raises(ValueError, match="n must be"):
         build_prompt_set(0, 0)
-
-
-def digest(prompts) -> str:
-    return hashlib.sha256("\n\0".join(f"{p.kind}\t{p.text}" for p in prompts).encode()).hexdigest()
 
 
 # The sets as the data on disk was made from them: a shard i holds prompts [i*G, (i+1)*G) of one of
@@ -69,38 +65,9 @@ def test_no_prompt_of_the_set_is_a_spec_bench_question():
         assert t[:60] not in heads and t not in bench, p.text
 
 
-class FakeChat(Chat):
-    """Characters as token ids 3..62 of the tiny vocabulary; a turn boundary is id 1."""
-
-    def __init__(self):
-        super().__init__(None)
-
-    def encode(self, messages):
-        ids = [1]
-        for m in messages:
-            ids += [3 + ord(c) % 60 for c in m["content"][:12]] + [1]
-        return ids
-
-    def decode(self, ids):
-        return "".join(chr(97 + i % 26) for i in ids)
-
-
 @pytest.fixture(scope="module")
 def tiny_target(tmp_path_factory):
     return load_target(make_tiny_checkpoint(tmp_path_factory.mktemp("tiny"), seed=2), torch.float32)
-
-
-STOP = tuple(range(40, 96))  # many stop ids: most answers finish, so follow-ups happen
-
-
-def small_config(out: Path, **kw) -> GenConfig:
-    return GenConfig(**{**dict(out=out, num_prompts=6, shard_size=2, samples=2, followup_frac=1.0, max_new=6), **kw})
-
-
-def read(path: Path) -> dict:
-    from safetensors.torch import load_file
-
-    return load_file(str(path))
 
 
 def test_generator_writes_the_targets_own_answers(tiny_target, tmp_path):

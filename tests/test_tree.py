@@ -2,6 +2,7 @@
 
 import torch
 
+from helpers import score_driven_candidates
 from workbench.engine.accept import greedy_walk
 from workbench.engine.tree import Candidates, build_tree, max_candidates, rerank
 
@@ -53,22 +54,6 @@ def test_seed_tree_walk_follows_pointers():
     assert res.path == [0, 1, 4] and res.bonus == 42 and res.num_accepted == 2
     moves = [(m.node, m.child, m.via, m.match) for m in res.moves]
     assert moves == [(0, 1, "next_token", True), (1, 3, "next_token", False), (1, 4, "next_sibling", True)]
-
-
-def score_driven_candidates():
-    A, B, C, D, E, F, G, H, I, J = range(20, 30)
-    c = Candidates()
-    a = c.add(A, .6, .6, -1, 1)
-    b = c.add(B, .3, .3, -1, 1)
-    cc = c.add(C, .55, .6 * .55, a, 2)
-    c.add(D, .28, .6 * .28, a, 2)
-    e = c.add(E, .8, .3 * .8, b, 2)
-    c.add(F, .1, .3 * .1, b, 2)
-    c.add(G, .6, .33 * .6, cc, 3)
-    c.add(H, .2, .33 * .2, cc, 3)
-    c.add(I, .5, .24 * .5, e, 3)
-    c.add(J, .4, .24 * .4, e, 3)
-    return c
 
 
 def test_score_driven_build():
