@@ -1,6 +1,6 @@
 """The few-row CPU linear is F.linear up to float rounding, contiguous, with or without bias,
 differentiable, and used only where it applies; its order is decided by a measurement on this
-machine (cached), never assumed."""
+machine (cached only when its rounds agree), never assumed."""
 
 import json
 
@@ -72,37 +72,90 @@ def _tiny_target(tmp_path):
     return load_target(tmp_path / "t")
 
 
-def test_choice_measured_once_then_cached(tmp_path, monkeypatch):
-    target = _tiny_target(tmp_path)
-    calls = []
-
+def fake_timer(results_per_call, calls):
+    """A stand-in for ``time_orders``: call i returns ``results_per_call[i]`` as (rows -> (plain, left))."""
     def fake_time(weights, rows=MEASURED_ROWS, repeats=5):
         calls.append(len(weights))
-        return [_timing(r, 10.0, 4.0 if r <= 4 else 12.0) for r in rows]
+        result = results_per_call[min(len(calls), len(results_per_call)) - 1]
+        return [_timing(r, *result(r)) for r in rows]
 
-    monkeypatch.setattr(cpu_choices, "time_orders", fake_time)
+    return fake_time
+
+
+def up_to_4(r):  # (plain, left) ms: the weight-left order wins up to 4 rows
+    return 10.0, 4.0 if r <= 4 else 12.0
+
+
+def up_to_4_slower(r):  # another round, slower all over, the same verdict
+    return 11.0, 4.5 if r <= 4 else 13.0
+
+
+def loaded(r):  # a round with another process on the cores: the weight-left order seen losing
+    return 10.0, 50.0
+
+
+def test_agreeing_rounds_are_measured_once_then_cached(tmp_path, monkeypatch):
+    target = _tiny_target(tmp_path)
+    calls = []
+    monkeypatch.setattr(cpu_choices, "time_orders", fake_timer([up_to_4, up_to_4_slower, up_to_4], calls))
     order = choose_linear_order("auto", target, tmp_path)
     assert order.max_left_rows == 4 and order.reason == "measured on this CPU"
-    assert calls == [len(linear_weights(target))]  # every distinct weight, tied lm_head once
+    assert calls == [len(linear_weights(target))] * cpu_choices.ROUNDS  # every distinct weight, tied lm_head once
     again = choose_linear_order("auto", target, tmp_path)
-    assert again.max_left_rows == 4 and "cached" in again.reason and len(calls) == 1
+    assert again.max_left_rows == 4 and "cached" in again.reason and len(calls) == cpu_choices.ROUNDS
     cache = json.loads((tmp_path / cpu_choices.CACHE_FILE).read_text())
     (entry,) = cache.values()
     assert entry["max_left_rows"] == 4 and entry["cpu"] == cpu_choices.cpu_signature()
-    # forcing never measures; a bf16 model needs no choice
-    assert choose_linear_order("plain", target, tmp_path).max_left_rows == 0
-    assert choose_linear_order("weight-left", target, tmp_path).max_left_rows == MAX
+    # how it was measured: rounds, repeats, each round's verdict, medians and spreads over the rounds
+    assert (entry["rounds"], entry["repeats"], entry["verdicts"]) == (3, cpu_choices.REPEATS, [4, 4, 4])
+    two = entry["timings"][0]
+    assert two["rows"] == 2 and (two["linear_ms"], two["weight_left_ms"]) == (10.0, 4.0)  # the medians
+    assert two["linear_spread"] == pytest.approx(0.1) and two["weight_left_spread"] == pytest.approx(0.125)
     assert choose_linear_order("auto", target.to(torch.bfloat16), tmp_path).reason == "not an fp32 CPU run"
-    assert len(calls) == 1
     with pytest.raises(ValueError, match="--linear-order must be one of"):
         choose_linear_order("fast", target, tmp_path)
+
+
+def test_disagreeing_rounds_are_refused_run_plain_and_are_not_cached(tmp_path, monkeypatch, capsys):
+    """One round under load makes the verdict untrusted: F.linear, and the next load measures again."""
+    target = _tiny_target(tmp_path)
+    calls = []
+    monkeypatch.setattr(cpu_choices, "time_orders", fake_timer([up_to_4, loaded, up_to_4], calls))
+    order = choose_linear_order("auto", target, tmp_path)
+    assert order.max_left_rows == 0 and "disagreed, not cached" in order.reason
+    assert "chose differently" in capsys.readouterr().err
+    assert not (tmp_path / cpu_choices.CACHE_FILE).exists()
+    choose_linear_order("auto", target, tmp_path)  # nothing was kept: the next load measures again
+    assert len(calls) == 2 * cpu_choices.ROUNDS
+
+
+def test_a_forced_order_never_measures(tmp_path, monkeypatch):
+    target = _tiny_target(tmp_path)
+
+    def no_timing(*args, **kwargs):
+        raise AssertionError("a forced order must not measure")
+
+    monkeypatch.setattr(cpu_choices, "time_orders", no_timing)
+    assert choose_linear_order("plain", target, tmp_path).max_left_rows == 0
+    assert choose_linear_order("weight-left", target, tmp_path).max_left_rows == MAX
+    assert not (tmp_path / cpu_choices.CACHE_FILE).exists()
+
+
+def test_an_entry_without_rounds_is_measured_again(tmp_path, monkeypatch):
+    """A verdict cached before the rounds existed was one measurement, possibly under load."""
+    target = _tiny_target(tmp_path)
+    key = cpu_choices._cache_key(linear_weights(target))
+    (tmp_path / cpu_choices.CACHE_FILE).write_text(json.dumps({key: {"max_left_rows": MAX, "timings": []}}))
+    calls = []
+    monkeypatch.setattr(cpu_choices, "time_orders", fake_timer([up_to_4], calls))
+    assert choose_linear_order("auto", target, tmp_path).max_left_rows == 4 and calls
+    assert json.loads((tmp_path / cpu_choices.CACHE_FILE).read_text())[key]["verdicts"] == [4, 4, 4]
 
 
 def test_unreadable_cache_measures_again(tmp_path, monkeypatch):
     target = _tiny_target(tmp_path)
     (tmp_path / cpu_choices.CACHE_FILE).write_text("not json")
-    monkeypatch.setattr(cpu_choices, "time_orders",
-                        lambda weights, rows=MEASURED_ROWS, repeats=5: [_timing(r, 1.0, 2.0) for r in rows])
+    monkeypatch.setattr(cpu_choices, "time_orders", fake_timer([loaded], []))
     assert choose_linear_order("auto", target, tmp_path).max_left_rows == 0
 
 
