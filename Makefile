@@ -4,13 +4,17 @@
 #                  with outputs and a PNG of each figure (NOTEBOOKS='00 04' for a few)
 # make gpu-check - on a CUDA machine, with the python3 that has torch/triton/transformers
 #                  (no venv, no network): GPU tests, kernel benchmark, equality, timings
+# make constraints - rewrite constraints.txt from the venv's pip freeze (docs/code.md#dependencies)
 #
 # TORCH_SPEC picks the torch build installed first (before the project's own
 # requirements), so that pip never reaches for a large CUDA build on its own.
+# CONSTRAINTS is the file of tested releases the venv installs with; CONSTRAINTS= installs the
+# newest releases pyproject.toml allows instead (how the pins move forward).
 
 PYTHON     ?= python3
 VENV       ?= .venv
 TORCH_SPEC ?= torch==2.13.0
+CONSTRAINTS ?= constraints.txt
 PYTEST_ARGS ?=
 NOTEBOOKS  ?=
 CHROMIUM   ?= /usr/bin/chromium
@@ -18,18 +22,19 @@ CHROMIUM   ?= /usr/bin/chromium
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.workbench-installed
 NB_STAMP := $(VENV)/.workbench-notebooks
+PIN   := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 
-.PHONY: venv fetch app test chromium notebooks gpu-check
+.PHONY: venv fetch app test chromium notebooks gpu-check constraints
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@if ! $(PY) -c "import torch" >/dev/null 2>&1; then \
 		echo "installing $(TORCH_SPEC) first" >&2; \
 		$(PY) -m pip install "$(TORCH_SPEC)"; \
 	fi
-	$(PY) -m pip install -e '.[test]'
+	$(PY) -m pip install $(PIN) -e '.[test]'
 	@touch $(STAMP)
 
 fetch: venv
@@ -53,7 +58,7 @@ test: venv fetch chromium
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 $(NB_STAMP): $(STAMP)
-	$(PY) -m pip install -e '.[test,notebooks]'
+	$(PY) -m pip install $(PIN) -e '.[test,notebooks]'
 	@touch $(NB_STAMP)
 
 # One thread per kernel (the notebooks set it too); nice, so a shared machine stays usable.
@@ -62,3 +67,10 @@ notebooks: $(NB_STAMP) fetch chromium
 
 gpu-check:
 	$(PYTHON) -m workbench.bench gpu
+
+# constraints.txt pins what the venv holds now (the notebooks extra added first, so that its
+# pins are written too), less torch and triton, which follow TORCH_SPEC.
+constraints:
+	@test -x $(PY) || { echo "no $(VENV): run make test (with CONSTRAINTS= to take new releases) first" >&2; exit 1; }
+	$(PY) -m pip install -e '.[test,notebooks]'
+	$(PY) -m tools.constraints
