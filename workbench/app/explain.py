@@ -8,10 +8,9 @@ from __future__ import annotations
 
 INTRO = """\
 ## EAGLE-2 Workbench
-Type a prompt and press **Step**. Each step is one cycle of speculative decoding: the **draft**
-grows a tree of guesses, the **target** checks the whole tree in one forward, and the accept walk
-keeps the longest path the target agrees with, plus a **bonus** token of its own. Every view is
-drawn from that step's trace."""
+Type a prompt and press **Step**: the **draft** grows a tree of guesses, the **target** checks the
+whole tree in one forward, the accept walk keeps the longest path it agrees with plus a **bonus**
+token of its own. Every view is drawn from that step's trace."""
 
 SETTINGS = """\
 **Draft source**: the **EAGLE head** (a small trained model reading the target's last hidden

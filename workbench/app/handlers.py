@@ -20,7 +20,7 @@ import time
 import gradio as gr
 
 from workbench.app.guide import miss_line, suggest
-from workbench.app.state import DRAFT_CHOICES, InputError, Session, Settings, setting_names
+from workbench.app.state import InputError, Session, Settings, setting_names
 from workbench.app.views import blank, error, render, walk_views
 from workbench.models.draft import DraftHead
 from workbench.viz.tokens import show
@@ -56,10 +56,8 @@ def settings_label(values: dict) -> str:
              "static": f" · tree {v.get('tree')}" if str(v.get("tree") or "").strip() else
              f" · num_draft_tokens {v.get('num_draft_tokens')}"}.get(method, "")
     sampling = "greedy" if _is_zero(v.get("temperature")) else f"temperature {v.get('temperature')}"
-    names = {value: label for label, value in DRAFT_CHOICES}
-    draft = names.get(v.get("draft"), v.get("draft"))
-    draft += {"exit": f" N = {v.get('exit_layers')}", "ngram": f" {v.get('ngram_min')}-{v.get('ngram_max')}"}.get(
-        v.get("draft"), "")
+    draft = {"head": "EAGLE head", "exit": f"early exit N = {v.get('exit_layers')}",
+             "ngram": f"n-gram {v.get('ngram_min')}-{v.get('ngram_max')}"}.get(v.get("draft"), v.get("draft"))
     drafted = f" · draft: {draft}" if method != "vanilla" else ""
     return f"Settings: {method}{knobs} · {sampling}{drafted} · max_new_tokens {v.get('max_new_tokens')}"
 
@@ -82,7 +80,8 @@ def field_error(err: InputError) -> str:
     group = FIELDS[fields[0]][1]
     place = f" (under Settings › {group})" if group else ""
     marks = "".join(f"<span class='wb-bad-{ELEM_IDS[f]}'></span>" for f in fields)
-    return f"{error(str(err))} Check {where}{place}.{marks}"
+    stop = "" if str(err).endswith((".", "!", "?")) else "."
+    return f"{error(str(err))}{stop} Check {where}{place}.{marks}"
 
 
 def step_line(session: Session) -> str:

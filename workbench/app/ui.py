@@ -55,7 +55,7 @@ def page_css() -> str:
     invalid = " ".join(f"body:has(#status .wb-bad-{i}) #{i} {{outline: 3px solid #D55E00; outline-offset: -3px; "
                        "background: #FFF4EC}" for i in ELEM_IDS.values())  # inside the box: no parent clips it
     return (".wb-explain {font-size: 13px; color: #333} .wb-table code {font-size: 12px} "
-            ".wb-info {font-size: 12px; color: #555} .wb-bench {font-size: 12px; color: #444} "
+            ".wb-info, .wb-info p {font-size: 12px !important; color: #555; margin: 0} .wb-bench {font-size: 12px; color: #444} "
             "#status {min-height: 1.6em} #status p {margin: 0} " + invalid)
 
 
