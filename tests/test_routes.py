@@ -57,4 +57,4 @@ def test_the_app_reads_what_the_command_writes(tmp_path):
     bench = load_draft_bench(out)
     route = bench.route_for(SpecConfig.from_knobs("eagle2", 3, 2, 4, draft="ngram"))
     assert route.draft == "ngram:1-12" and route.per_task["math_reasoning"] == (3.1, 2.0)
-    assert "math reasoning 3.10" in bench.sentence(SpecConfig.from_knobs("eagle2", 3, 2, 4))
+    assert "math reasoning 3.10" in bench.note_html(SpecConfig.from_knobs("eagle2", 3, 2, 4))
