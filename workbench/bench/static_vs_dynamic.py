@@ -7,7 +7,7 @@ of this step). Per budget and per Spec-Bench task: τ and tokens/s of each, and 
 dynamic / static. Plain Python over the suite's records (``metrics.py``).
 
 The command of docs/benchmarks.md (static against dynamic trees) runs EAGLE-2's ablation at the
-budgets 8, 16, 32 and 60, with the dynamic trees 8/5/4 (SGLang's default), 16/6/4, 32/6/8 and
+budgets 8, 16, 32 and 60, with the dynamic trees 8/5/4 (what SGLang picks for a Llama target), 16/6/4, 32/6/8 and
 60/6/10 (the EAGLE-2 paper's).
 """
 

@@ -5,7 +5,7 @@ Methods (``--methods``, comma list; trees are ``D/S/K`` = num_draft_tokens/num_s
 ==================  ==============================================================
 ``vanilla``         our engine, one target forward per token: the baseline
 ``linear:S``        a chain of S drafts (topk 1, S + 1 verify tokens)
-``eagle2:D/S/K``    an EAGLE-2 tree; 60/6/10 is the EAGLE-2 paper's, 8/5/4 SGLang's default
+``eagle2:D/S/K``    an EAGLE-2 tree; 60/6/10 is the EAGLE-2 paper's, 8/5/4 what SGLang picks for a Llama target
 ``eagle2:best``     the tree ``tune.py`` finds best for this machine (or ``--best D/S/K``)
 ``static:D``        EAGLE-1's static tree cut to D tokens (root included), the same head:
                     paired with the eagle2 tree of the same D in the static-vs-dynamic table
