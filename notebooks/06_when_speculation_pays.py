@@ -77,7 +77,7 @@ for n in (1, 8, 64):
 from workbench.bench.cost import measure_draft_cost, measure_verify_cost
 from workbench.metrics import predicted_speedup
 from workbench.lessons.cost_curve import CostCurve
-from workbench.lessons.timing import spread
+from workbench.timing import spread
 
 RUNS = 3
 SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)

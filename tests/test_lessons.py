@@ -27,7 +27,7 @@ from workbench.lessons.settings import label, lesson_prompts, measure_settings
 from workbench.lessons.start import load_quietly
 from tools.notebooks import out_of_sync, paired, read_script, sources
 from workbench.lessons.tau import tau
-from workbench.lessons.timing import spread
+from workbench.timing import spread
 from workbench.models.draft import random_head
 from workbench.models.loading import load_target
 from workbench.testing.tiny import make_tiny_checkpoint

@@ -19,7 +19,7 @@ from workbench.bench.specbench import load_questions
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
 from workbench.lessons.tau import tau
-from workbench.lessons.timing import Spread, spread
+from workbench.timing import Spread, spread
 from workbench.metrics import tau as pooled_tau
 
 CATEGORIES = ("coding", "translation", "math_reasoning")

@@ -8,7 +8,7 @@ import statistics
 from dataclasses import dataclass
 
 from workbench.lessons.cost_curve import CostCurve
-from workbench.lessons.timing import Spread
+from workbench.timing import Spread
 
 # How a forward's cost follows its size N between two measured sizes: the elasticity
 # log(t(n2) / t(n1)) / log(n2 / n1), 0 when the cost stays flat (reading the weights dominates:

@@ -1,0 +1,58 @@
+"""The timing harness: interleaved rounds, spreads, verdicts that name a winner only when the
+ranges separate, and the monotone fit of a cost curve."""
+
+import pytest
+
+from workbench.timing import NOISE, Spread, interleaved, monotone, spread, verdict
+
+
+def test_interleaved_rotates_the_first_setting_and_keeps_one_value_per_round():
+    order = []
+    settings = {name: (lambda name=name: order.append(name) or len(order)) for name in "abc"}
+    values = interleaved(settings, rounds=3, warmup=1)
+    assert order == list("abc") + list("abc") + list("bca") + list("cab")
+    assert values == {"a": [4, 9, 11], "b": [5, 7, 12], "c": [6, 8, 10]}
+
+
+def test_interleaved_times_a_setting_that_returns_nothing():
+    values = interleaved({"x": lambda: None}, rounds=2)
+    assert len(values["x"]) == 2 and all(0 <= v < 1 for v in values["x"])
+
+
+def test_interleaved_refuses_no_rounds_and_no_settings():
+    with pytest.raises(ValueError, match="rounds must be >= 1"):
+        interleaved({"x": lambda: 1.0}, rounds=0)
+    with pytest.raises(ValueError, match="at least one setting"):
+        interleaved({}, rounds=1)
+
+
+def test_verdict_names_a_winner_only_when_its_range_is_clear():
+    clear = verdict({"fast": spread([10, 11, 12]), "slow": spread([7, 8, 9])})
+    assert clear.winner == "fast" and clear.level == ("fast",) and "wins" in clear.text
+    tied = verdict({"fast": spread([10, 11, 12]), "slow": spread([8, 9, 10.5])})
+    assert tied.winner is None and set(tied.level) == {"fast", "slow"} and NOISE in tied.text
+    lower = verdict({"a": spread([5, 6]), "b": spread([7, 8])}, higher_is_better=False)
+    assert lower.winner == "a"
+
+
+def test_verdict_leaves_out_a_setting_clear_below_the_best():
+    v = verdict({"a": spread([10, 12]), "b": spread([9, 11]), "c": spread([1, 2])})
+    assert v.winner is None and v.level == ("a", "b")
+
+
+def test_spread_ratio_is_conservative_and_overlap_is_symmetric():
+    a, b = Spread(2.0, 1.5, 2.5, 3), Spread(1.0, 0.9, 1.1, 4)
+    r = a.ratio(b)
+    assert (r.median, r.low, r.high, r.runs) == (2.0, 1.5 / 1.1, 2.5 / 0.9, 3)
+    assert a.overlaps(Spread(2.4, 2.4, 3, 1)) and Spread(2.4, 2.4, 3, 1).overlaps(a)
+    assert not a.overlaps(b) and not b.overlaps(a)
+
+
+def test_monotone_pools_a_dip_and_keeps_a_rising_curve():
+    assert monotone([1, 2, 4, 8, 16], [39, 42, 54, 77, 75]) == [39, 42, 54, 76, 76]
+    assert monotone([1, 2, 3], [1, 2, 3]) == [1, 2, 3]
+    assert monotone([1, 2, 3, 4], [5, 1, 1, 1]) == [2, 2, 2, 2]
+    fit = monotone(range(6), [3, 1, 4, 1, 5, 9])
+    assert all(b >= a for a, b in zip(fit, fit[1:]))
+    with pytest.raises(ValueError, match="sizes must increase"):
+        monotone([1, 1], [1, 2])

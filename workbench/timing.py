@@ -1,0 +1,123 @@
+"""How every timed comparison in the workbench is taken and read.
+
+A 2-core machine's timings move by a fifth between runs, and a slow spell hits whatever runs
+during it. So a comparison never times one setting and then the next: ``interleaved`` runs
+every setting once per round, rotating who goes first, for several rounds, and keeps each
+round's value. ``spread`` summarises one setting's values (median and range), ``verdict``
+names a winner only where its range is clear of every other's and says "level within noise"
+otherwise, and ``monotone`` fits a cost curve that physics says cannot fall (a verify of more
+tokens never costs less) so that a regime is read from the fit, not from single points.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+NOISE = "level within noise"
+
+
+@dataclass(frozen=True)
+class Spread:
+    median: float
+    low: float
+    high: float
+    runs: int
+
+    def __str__(self) -> str:
+        return f"{self.median:.3g} ({self.low:.3g}–{self.high:.3g}, {self.runs} runs)"
+
+    def with_unit(self, unit: str, digits: int = 3) -> str:
+        """'151 ms (146–195 ms over 3 runs)'."""
+        g = f".{digits}g"
+        return (f"{self.median:{g}} {unit} ({self.low:{g}}–{self.high:{g}} {unit} over {self.runs} "
+                f"run{'s' if self.runs != 1 else ''})")
+
+    def ratio(self, other: "Spread") -> "Spread":
+        """self / other: median over median, range from the extremes (conservative)."""
+        return Spread(self.median / other.median, self.low / other.high, self.high / other.low,
+                      min(self.runs, other.runs))
+
+    def overlaps(self, other: "Spread") -> bool:
+        return self.low <= other.high and other.low <= self.high
+
+    def as_dict(self, digits: int = 4) -> dict:
+        return {"median": round(self.median, digits), "low": round(self.low, digits),
+                "high": round(self.high, digits), "runs": self.runs}
+
+
+def spread(values) -> Spread:
+    """Median and range of repeated measurements."""
+    values = [float(v) for v in values]
+    if not values:
+        raise ValueError("spread() needs at least one measurement")
+    return Spread(statistics.median(values), min(values), max(values), len(values))
+
+
+def interleaved(settings: Mapping[str, Callable[[], float | None]], rounds: int, warmup: int = 0,
+                on_round: Callable[[int, dict[str, list[float]]], None] | None = None) -> dict[str, list[float]]:
+    """Run every setting once per round, ``rounds`` rounds, the starting setting rotating by
+    one each round; ``warmup`` untimed rounds first. A setting's callable returns its own
+    measurement (a throughput, say) or None, in which case its wall time in seconds is kept.
+    Returns each setting's values, one per round, in round order."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    if not settings:
+        raise ValueError("interleaved() needs at least one setting")
+    names = list(settings)
+    for _ in range(warmup):
+        for name in names:
+            settings[name]()
+    values: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            t0 = time.perf_counter()
+            got = settings[name]()
+            values[name].append(time.perf_counter() - t0 if got is None else float(got))
+        if on_round is not None:
+            on_round(r, values)
+    return values
+
+
+@dataclass(frozen=True)
+class Verdict:
+    winner: str | None  # the setting whose range is clear of every other's, else None
+    level: tuple[str, ...]  # the settings level with the best median within noise (winner alone when one)
+    text: str  # "A wins (...)" or "A, B level within noise"
+
+
+def verdict(spreads: Mapping[str, Spread], higher_is_better: bool = True, unit: str = "") -> Verdict:
+    """The best setting by median, named the winner only if its range overlaps no other's;
+    otherwise every setting whose range overlaps the best's is level with it within noise."""
+    if not spreads:
+        raise ValueError("verdict() needs at least one setting")
+    sign = 1 if higher_is_better else -1
+    best = max(spreads, key=lambda n: sign * spreads[n].median)
+    level = tuple(n for n in spreads if n == best or spreads[n].overlaps(spreads[best]))
+    shown = lambda n: spreads[n].with_unit(unit) if unit else str(spreads[n])  # noqa: E731
+    if len(spreads) == 1:
+        return Verdict(best, (best,), f"{best} alone: {shown(best)}")
+    if len(level) == 1:
+        return Verdict(best, level, f"{best} wins: {shown(best)}, clear of every other range")
+    return Verdict(None, level, f"{', '.join(level)} {NOISE} (ranges overlap)")
+
+
+def monotone(xs, ys) -> list[float]:
+    """The non-decreasing fit of ``ys`` over increasing ``xs`` closest in squares (pool adjacent
+    violators): a cost curve where a larger size never costs less. Equal to ``ys`` where they
+    already rise; a dip is pooled with its neighbours into their mean."""
+    xs, ys = list(xs), [float(y) for y in ys]
+    if len(xs) != len(ys):
+        raise ValueError(f"one value per size: {len(xs)} sizes, {len(ys)} values")
+    if any(b <= a for a, b in zip(xs, xs[1:])):
+        raise ValueError("sizes must increase")
+    blocks: list[list[float]] = []  # [sum, count]
+    for y in ys:
+        blocks.append([y, 1])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            s, c = blocks.pop()
+            blocks[-1][0] += s
+            blocks[-1][1] += c
+    return [s / c for s, c in blocks for _ in range(c)]
