@@ -3,8 +3,7 @@
 * device: CUDA when present, else the CPU.
 * dtype ``auto``: bf16 on a GPU, and on a CPU that computes bf16 natively (AVX-512 BF16 or AMX
   instructions); fp32 on any other CPU, where bf16 matmuls are emulated and run several times
-  slower than fp32 (seen on an AVX2-only machine: a 16x576 @ 576x1536 matmul took 8.4 ms in
-  bf16 against 1.5 ms in fp32).
+  slower than fp32 (docs/benchmarks.md, "Measurements behind code choices").
 """
 
 from __future__ import annotations

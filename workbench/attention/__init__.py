@@ -5,7 +5,7 @@
 ``padded`` : ``sdpa.py`` too, but a plain-decoding step (one causal query per request) as one
              padded SDPA call over the whole batch: for large decoding batches (the data generator)
 ``triton`` : ``triton_tree.py``, a flash-style kernel (GPU, or the CPU under TRITON_INTERPRET=1).
-Both take ``(q, k_pool, v_pool, meta, scale)`` and return ``[T, Hq, Dh]``.
+Each takes ``(q, k_pool, v_pool, meta, scale)`` and return ``[T, Hq, Dh]``.
 """
 
 from __future__ import annotations

@@ -15,9 +15,8 @@ into a ``[B, Kmax]`` block, the padding masked out. The per-request loop above c
 operator calls per request and layer, which at a decoding batch of hundreds dominates a step
 (on a GPU, thousands of kernel launches); any other forward goes through that loop unchanged.
 
-Measured on a 2-core AVX2 CPU, SmolLM2 fp32: a 779-token prefill spent most of its attention
-time in the reference's two einsums, the scaled ``[9, 779, 779]`` scores and their mask; here it
-is one fused call per layer. Scores are fp32 as in the reference (inputs are upcast); a query
+The reference's scores and mask cost most of a long prefill's attention; here it is one fused
+call per layer (the measurement: docs/benchmarks.md, "Measurements behind code choices"). Scores are fp32 as in the reference (inputs are upcast); a query
 with no visible key gets zeros, as in the reference.
 """
 

@@ -1,16 +1,9 @@
 """The decode loop: requests come and go; each step prefills newcomers, or runs plain decoding
 or an EAGLE-2 step for the batch, in the setting a policy picks.
 
-One EAGLE-2 step, for every running request at once (docs/design.md §3)::
-
-    draft    from the draft source (drafts.py): the EAGLE head extends its KV with last step's
-             pairs and grows the tree (num_steps forwards; method static: a shape fixed in
-             advance, static_tree.py); an early exit grows it with the target's first layers;
-             the n-gram draft looks it up in the request's own tokens
-    build    rerank to num_draft_tokens - 1, prepend the root, mask / positions / pointers
-    verify   ONE target forward over all nodes of all requests, under the tree masks
-    accept   walk retrieve_next_token / retrieve_next_sibling; bonus at the last accepted node
-    commit   keep the KV slots of root + accepted drafts, free the rest; L += n + 1
+One EAGLE-2 step, for every running request at once, is ``_spec_step``: its five phases (draft,
+build, verify, accept, commit) one call each, as docs/design.md §3 describes them. The drafts
+come from the draft source (``drafts.py``), the tree from ``tree.py``, the walk from ``accept.py``.
 
 Rollback is a slot-table edit (page size 1, as SGLang): the kept nodes' slots are appended to
 the request's table in path order (their positions are L, L+1, ... already), the others are

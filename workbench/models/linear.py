@@ -5,12 +5,9 @@ Decode, verify and draft run a linear layer on a handful of rows (1 to a few doz
 against a large weight: the product is bound by reading ``W`` from memory, once. How well the CPU
 BLAS does that with ``F.linear`` depends on the CPU, and so does whether the same product the
 other way round, ``(W @ x^T)^T`` (the large matrix on the left, where some BLAS builds stream it),
-is faster:
-
-* 2-core AMD EPYC with AVX2 only: SmolLM2's lm_head (49152 x 576, fp32) took 23.5 ms for 2 rows
-  with ``F.linear`` and 6.5 ms the other way round;
-* 2-core Intel Xeon with AMX: the 30 layers' projections at 2 rows took 21.5 ms with ``F.linear``
-  and 49.6 ms the other way round (lm_head: 4.8 ms against 13.2 ms).
+is faster: on one CPU the weight-left order runs the lm_head at 2 rows in a third of
+``F.linear``'s time, on another in more than twice it (docs/benchmarks.md, "Measurements behind
+code choices").
 
 (``python -m experiments.linear_order`` prints both orders and the choice on your machine.) So the
 order is not assumed: ``LinearOrder`` says which rows take the weight-left order, and
