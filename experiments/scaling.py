@@ -130,7 +130,7 @@ def main(argv=None) -> int:
         base = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig) if hasattr(args, f.name)})
         target = load_target(store.resolve_target(args.target), torch.float32).requires_grad_(False)
         train_all, val = load_sequences(args.shards, target, args.points[-1], args.val_every, log=print,
-                                        capture=base.capture)
+                                        taps=base.taps)
     except (ValueError, FileNotFoundError) as err:
         raise UserError(str(err)) from None
     val = val[: args.max_val]

@@ -30,12 +30,12 @@ def tiny_pair(path, vocab_size: int = 16, seed: int = 0, head_seed: int = 1, hea
     return target, random_head(target, head_seed, std=head_std)
 
 
-def fresh_prefill(target, tokens: list[int], capture: tuple[int, ...] = ()):
+def fresh_prefill(target, tokens: list[int], taps: tuple[int, ...] = ()):
     """Target K/V of every layer and post-norm hidden states for ``tokens`` in a new pool
-    (``capture``: with the residual streams a fused head reads in front)."""
+    (``taps``: with the residual streams a fused head reads in front)."""
     kv = target.new_kv_pool(len(tokens))
     slots = SlotAllocator(len(tokens)).alloc(len(tokens))
-    hidden = target(extend_batch([tokens], [[]], [slots], [0], "cpu"), kv, capture)
+    hidden = target(extend_batch([tokens], [[]], [slots], [0], "cpu"), kv, taps)
     return kv, slots, hidden
 
 

@@ -31,20 +31,20 @@ def pair(tmp_path_factory):
     return target, random_head(target, 1, std=0.3, fuse_layers=FUSE)
 
 
-def prefill(target, tokens, capture=()):
+def prefill(target, tokens, taps=()):
     kv = target.new_kv_pool(len(tokens))
     slots = SlotAllocator(len(tokens)).alloc(len(tokens))
-    return slots, target(extend_batch([tokens], [[]], [slots], [0], "cpu"), kv, capture)
+    return slots, target(extend_batch([tokens], [[]], [slots], [0], "cpu"), kv, taps)
 
 
-def test_target_captures_the_residual_stream_after_the_chosen_layers(pair):
+def test_target_taps_the_residual_stream_after_the_chosen_layers(pair):
     target, _ = pair
     seen = []
     hook = target.model.layers[0].register_forward_hook(lambda _m, _i, out: seen.append(out.clone()))
     tokens = [3, 7, 1, 12, 5, 9]
     try:
         _, plain = prefill(target, tokens)
-        _, wide = prefill(target, tokens, capture=FUSE)
+        _, wide = prefill(target, tokens, taps=FUSE)
     finally:
         hook.remove()
     h = target.config.hidden_size
@@ -53,8 +53,8 @@ def test_target_captures_the_residual_stream_after_the_chosen_layers(pair):
     torch.testing.assert_close(wide[:, :h], seen[1])  # the residual stream after layer 0
     assert not torch.allclose(wide[:, :h], plain)
     torch.testing.assert_close(target.logits(wide), target.logits(plain))  # logits read the last H
-    with pytest.raises(ValueError, match="capture layers"):
-        prefill(target, tokens, capture=(5,))
+    with pytest.raises(ValueError, match="tapped layers"):
+        prefill(target, tokens, taps=(5,))
 
 
 def test_feature_in_reads_each_kind_of_input(pair):
@@ -69,7 +69,7 @@ def test_feature_in_reads_each_kind_of_input(pair):
     with pytest.raises(ValueError, match="reads 128 feature columns, got 192"):
         head.feature_in(torch.randn(3, 3 * h))
     with pytest.raises(ValueError, match="reads 64 feature columns, got 128"):
-        random_head(target, 2).feature_in(wide)  # a plain head never takes captured layers
+        random_head(target, 2).feature_in(wide)  # a plain head never takes tapped layers
 
 
 def test_plain_head_grows_into_a_fused_one_that_computes_the_same(pair):
@@ -115,7 +115,7 @@ def test_training_forward_equals_inference_forward_for_a_fused_head(pair):
 
 
 def test_fused_head_exports_loads_and_is_measured_as_trained(pair, tmp_path):
-    from workbench.train.evaluate import fused_capture, head_fuse_layers, load_head
+    from workbench.train.evaluate import fused_taps, head_fuse_layers, load_head
 
     target, head = pair
     out = export_head(head, tmp_path / "head", dtype=torch.float32)
@@ -128,13 +128,13 @@ def test_fused_head_exports_loads_and_is_measured_as_trained(pair, tmp_path):
     measured = load_head(out, target)  # what evaluate --held-out / --agreement measures
     torch.testing.assert_close(engine_forward(measured, wide, ids)[0], engine_forward(head, wide, ids)[0])
     plain = export_head(random_head(target, 3), tmp_path / "plain", dtype=torch.float32)
-    assert head_fuse_layers(plain) == () and fused_capture([plain, out]) == FUSE
+    assert head_fuse_layers(plain) == () and fused_taps([plain, out]) == FUSE
     cfg = json.loads((out / "config.json").read_text())
     other = tmp_path / "other"
     other.mkdir()
     (other / "config.json").write_text(json.dumps({**cfg, "fuse_layers": [1]}))
     with pytest.raises(ValueError, match="fuse different target layers"):
-        fused_capture([out, other])
+        fused_taps([out, other])
     (out / "config.json").write_text(json.dumps({**cfg, "fuse_layers": [7]}))
     with pytest.raises(ValueError, match=r"fuses target layers \[7\]; the target has 2"):
         load_draft(out, target)
@@ -151,7 +151,7 @@ def test_fused_head_trains_and_resume_keeps_its_layers(pair, tmp_path):
     h = target.config.hidden_size
     tokens = [[3 + (i * 5 + j) % 13 for i in range(20)] for j in range(4)]
     seqs = [Sequence(torch.tensor(t), f[:, h:].half(), 4, f[:, :h].half())
-            for t, f in zip(tokens, target_features(target, tokens, capture=FUSE))]
+            for t, f in zip(tokens, target_features(target, tokens, taps=FUSE))]
     cfg = TrainConfig(steps=3, lr=1e-3, warmup=1, ckpt_every=3, max_tokens=96, ttt_steps=2, fuse_layers="0",
                       fuse_lr_mult=5)
     head = train(tmp_path, target, seqs, seqs[:1], cfg, resume=False)

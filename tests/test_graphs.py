@@ -253,7 +253,7 @@ def test_bucket_choice_for_draft_levels(pair):
             GraphedDraft(head, kv, kv.num_slots, kv.num_slots + 1)
     finally:
         target.attention_backend = "torch"
-    with pytest.raises(ValueError, match="CUDA graphs need the triton"):
+    with pytest.raises(ValueError, match="CUDA graphs need a graphable attention backend"):
         GraphedDraft(head, kv, scratch, alloc.num_slots + 1)
 
 
@@ -344,11 +344,11 @@ def eager_graphs(monkeypatch):
     state = {"perturb": 0.0}
 
     def record(runner, cap):
-        cap.outputs = runner._run(cap.batch, cap.features)
+        cap.outputs = runner.run_eager(cap.batch, cap.features)
 
         @torch.inference_mode()
         def replay():
-            for out, new in zip(cap.outputs, runner._run(cap.batch, cap.features)):
+            for out, new in zip(cap.outputs, runner.run_eager(cap.batch, cap.features)):
                 out.copy_(new + state["perturb"])
 
         cap.graph = EagerGraph(replay)
@@ -417,7 +417,7 @@ def test_the_engine_default_follows_the_check(pair, monkeypatch):
         return GraphCheck(verdict["ok"], "fake")
 
     monkeypatch.setattr(graph_check, "check_graphs", check)
-    monkeypatch.setattr(graphs, "_is_cuda", lambda device: True)
+    monkeypatch.setattr(graphs, "is_cuda", lambda device: True)
     assert Engine(target, head, SpecConfig("eagle2", 3, 2, 6)).cuda_graphs is False  # torch backend: unchecked
     assert asked == []
     target.attention_backend = "triton"
@@ -439,7 +439,7 @@ def test_engine_steps_are_serialised_on_cuda(pair, monkeypatch, fake_cuda):
 
     from workbench.engine import graphs
 
-    monkeypatch.setattr(graphs, "_is_cuda", lambda device: fake_cuda)
+    monkeypatch.setattr(graphs, "is_cuda", lambda device: fake_cuda)
     target, _ = pair
     inside, most, guard = [0], [0], threading.Lock()
     step = Engine._vanilla_step
@@ -490,7 +490,7 @@ def test_graphs_hold_the_rope_tables_they_read(triton_pair, eager_graphs):
     target.rope(torch.tensor([cos.shape[0] + 5]), torch.float32)  # an eager forward past the table
     assert target.rotary.cos is not cos and cap.reads[0] is cos  # rebuilt; the graph keeps its own
     _, got = runner(batch)
-    torch.testing.assert_close(got, runner._run(batch)[1])
+    torch.testing.assert_close(got, runner.run_eager(batch)[1])
     assert runner.replays == 2
 
 
@@ -558,3 +558,11 @@ def test_the_start_up_check_and_one_pool_per_runner_on_gpu(pair):
     finally:
         target.attention_backend = "torch"
         target.cpu(), head.cpu()
+
+
+def test_every_backend_says_whether_it_can_be_graphed_and_checked():
+    from workbench.attention import BACKEND, BACKENDS
+
+    assert set(BACKEND) == set(BACKENDS) and all(BACKEND[b].name == b for b in BACKENDS)
+    assert [b for b in BACKENDS if BACKEND[b].graphable] == ["triton"]  # the torch backends loop on the host
+    assert [b for b in BACKENDS if BACKEND[b].self_check] == ["triton"]

@@ -41,7 +41,7 @@ def test_two_layer_and_fused_heads_are_lossless_and_accepted(pair2, spec, kind):
     prompts = random_prompts(4, 16, seed=2)
     plain = decode(target, None, SpecConfig("vanilla"), prompts)
     ours = decode(target, head, spec, prompts)
-    assert ours.capture == head.fuse_layers
+    assert ours.taps == head.fuse_layers
     assert [r.output_ids for r in ours.requests] == [r.output_ids for r in plain.requests]
     lengths = [n for r in ours.requests for n in r.accept_lengths]
     assert max(lengths) >= 2  # drafts of the head really get accepted, so the walk runs

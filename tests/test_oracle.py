@@ -249,7 +249,7 @@ def test_early_exit_agreement_counts_answer_positions(pair):
 def test_forward_num_layers_is_the_residual_after_them_normed(pair):
     target, _ = pair
     seq = random_prompts(1, VOCAB, 14, lengths=(9,))[0]
-    _, _, wide = fresh_prefill(target, seq, capture=(0,))
+    _, _, wide = fresh_prefill(target, seq, taps=(0,))
     kv = target.new_kv_pool(len(seq))
     short = target(extend_batch([seq], [[]], [list(range(len(seq)))], [0], "cpu"), kv, num_layers=1)
     hid = target.config.hidden_size

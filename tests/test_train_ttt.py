@@ -103,9 +103,9 @@ def test_bad_options_are_clear_errors():
         TrainConfig(ce_frac=0.0)
 
 
-def toy_sequences(target, n: int, seed: int, capture: tuple[int, ...] = ()) -> list[Sequence]:
+def toy_sequences(target, n: int, seed: int, taps: tuple[int, ...] = ()) -> list[Sequence]:
     """Token sequences with a repeating pattern (learnable), their features from our prefill
-    (``capture``: with the residual streams a fused head reads)."""
+    (``taps``: with the residual streams a fused head reads)."""
     from workbench.train.features import target_features
 
     gen = torch.Generator().manual_seed(seed)
@@ -114,8 +114,8 @@ def toy_sequences(target, n: int, seed: int, capture: tuple[int, ...] = ()) -> l
         start = int(torch.randint(3, 20, (1,), generator=gen))
         seqs.append([start + (i % 5) * 7 for i in range(24)])
     h = target.config.hidden_size
-    feats = target_features(target, seqs, capture=capture)
-    return [Sequence(torch.tensor(s), f[:, -h:].half(), 4, f[:, :-h].half() if capture else None)
+    feats = target_features(target, seqs, taps=taps)
+    return [Sequence(torch.tensor(s), f[:, -h:].half(), 4, f[:, :-h].half() if taps else None)
             for s, f in zip(seqs, feats)]
 
 
@@ -128,7 +128,7 @@ def toy_sequences(target, n: int, seed: int, capture: tuple[int, ...] = ()) -> l
 ])
 def test_each_option_trains_a_tiny_head(tiny, tmp_path, options):
     target, _ = tiny
-    seqs = toy_sequences(target, 12, 0, TrainConfig(**options).capture)
+    seqs = toy_sequences(target, 12, 0, TrainConfig(**options).taps)
     cfg = TrainConfig(steps=80, lr=3e-3, warmup=2, ckpt_every=80, max_tokens=96, **options)
     train(tmp_path, target, seqs, seqs[:4], cfg, resume=False)
     log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]

@@ -11,7 +11,7 @@ import sys
 import torch
 
 from workbench import store
-from workbench.attention import default_backend
+from workbench.attention import BACKEND, default_backend
 from workbench.bench.suite import add_bench_parser
 from workbench.device import default_device
 from workbench.engine.config import check_context
@@ -121,7 +121,7 @@ def progress_text(label: str, requests, seconds: float, speculative: bool) -> st
 
 def check_cuda_graphs(cuda_graphs: bool | None, device, backend: str) -> None:
     """``--cuda-graphs`` replays the triton kernel's launches: refuse it on another device or backend."""
-    if cuda_graphs and (torch.device(device).type != "cuda" or backend != "triton"):
+    if cuda_graphs and (torch.device(device).type != "cuda" or not BACKEND[backend].graphable):
         raise UserError("--cuda-graphs needs a CUDA device and the triton attention backend")
 
 

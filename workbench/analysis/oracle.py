@@ -54,7 +54,7 @@ class _TargetAsHead:
 
 
 def _prefill(target: TargetModel, sequences: list[list[int]], points: list[tuple[int, int]], room: int,
-             capture: tuple[int, ...] = ()):
+             taps: tuple[int, ...] = ()):
     """Check the points, then prefill every sequence once into a new pool with ``room`` more
     slots; returns the allocator, the pool, each sequence's slots and its forward's output."""
     for i, L in points:
@@ -67,7 +67,7 @@ def _prefill(target: TargetModel, sequences: list[list[int]], points: list[tuple
     for seq in sequences:
         s = allocator.alloc(len(seq))
         slots.append(s)
-        out.append(target(extend_batch([seq], [[]], [s], [0], device), kv, capture))  # [len, W]
+        out.append(target(extend_batch([seq], [[]], [s], [0], device), kv, taps))  # [len, W]
     return allocator, kv, slots, out
 
 
@@ -140,7 +140,7 @@ def early_exit_trees(target: TargetModel, sequences: list[list[int]], answer_sta
     if len(answer_starts) != len(sequences):
         raise ValueError(f"{len(answer_starts)} answer starts for {len(sequences)} sequences")
     room = chunk * (scratch_slots_per_step(num_steps, topk) + num_draft_tokens - 1)
-    allocator, kv, slots, out = _prefill(target, sequences, points, room, capture=(num_layers - 1,))
+    allocator, kv, slots, out = _prefill(target, sequences, points, room, taps=(num_layers - 1,))
     hid, device = target.config.hidden_size, target.lm_head.weight.device
     exit_hidden = [target.model.norm(o[:, :hid]) for o in out]  # [len, H]: what the cut-short target ends with
     full_hidden = [o[:, hid:] for o in out]

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from workbench.attention import BACKEND
 from workbench.attention.meta import AttentionMeta, build_meta
 from workbench.attention.reference import attention_reference
 
@@ -210,7 +211,7 @@ def choose_attention_backend(requested: str, device: torch.device | str, dtype: 
     """``requested`` unless it is ``triton`` and the kernel fails its check here: then ``torch``."""
     where = torch.device(device)
     name = torch.cuda.get_device_name(where) if where.type == "cuda" else where.type
-    if requested != "triton":
+    if not BACKEND[requested].self_check:
         return SelfCheck(requested, True, f"attention backend: {requested} on {name}")
     g = max(1, num_heads // max(1, num_kv_heads))
     problem = check_kernel(where, dtype, head_dim, 2 * g, 2, kernel)  # the model's head dim and GQA ratio

@@ -76,7 +76,7 @@ class HeadDraft:
 
     def __init__(self, head: DraftHead, source: DraftSource = DraftSource()):
         self.head, self.name = head, source.name
-        self.capture = tuple(head.fuse_layers)  # a fused head reads these target layers beside f_t
+        self.taps = tuple(head.fuse_layers)  # a fused head reads these target layers beside f_t
         self.kv: KVPool | None = None
         self.graphed = None  # graphs.GraphedDraft when CUDA graphs are on
 
@@ -115,7 +115,7 @@ class ExitDraft:
     in the target's pool, attending the committed prefix, the root and the node's ancestors."""
 
     level_offset = 0  # a frontier node at depth d runs at L + d, its own position
-    capture = ()
+    taps = ()
     reads_pending = False
 
     def __init__(self, target: TargetModel, source: DraftSource):
@@ -188,7 +188,7 @@ class NgramDraft:
     """No model: each request's tree is looked up in its own tokens (``ngram.py``)."""
 
     level_offset = 0  # no levels
-    capture = ()
+    taps = ()
     reads_pending = False
 
     def __init__(self, source: DraftSource):

@@ -34,6 +34,7 @@ import time
 
 import torch
 
+from workbench.attention import BACKEND
 from workbench.attention.batch import ForwardBatch, extend_batch
 from workbench.attention.meta import build_meta
 from workbench.engine import trace as tr
@@ -94,14 +95,14 @@ class Engine:
         self.cpu_gen = torch.Generator().manual_seed(sampling.seed)
         self.dev_gen = self.cpu_gen if self.device.type == "cpu" else \
             torch.Generator(device=self.device).manual_seed(sampling.seed)
-        can_graph = self.device.type == "cuda" and target.attention_backend == "triton"
+        can_graph = self.device.type == "cuda" and BACKEND[target.attention_backend].graphable
         if cuda_graphs and not can_graph:
             raise ValueError("CUDA graphs need a CUDA device and the triton attention backend")
         graphed_head = draft if source is not None and source.kind == "head" else None  # the head's forwards
         self.cuda_graphs = graphs_by_default(target, graphed_head) if cuda_graphs is None else cuda_graphs
         self.graphed = None  # GraphedTarget: made with the KV pools
         # a fused head reads the residual stream after some target layers beside f_t
-        self.capture = self.drafter.capture if self.drafter is not None else ()
+        self.taps = self.drafter.taps if self.drafter is not None else ()
         self.requests: list[Request] = []  # every request submitted, in arrival order (rid = index)
         self.batch: list[Request] = []  # admitted and not finished: prefilled, or waiting for the next step's
         self.newcomers: list[Request] = []  # admitted, prefilled by the next step
@@ -122,7 +123,7 @@ class Engine:
             from workbench.engine.graphs import GraphedTarget
 
             self.graphed = GraphedTarget(self.target, self.target_kv, scratch_slot=num_slots, max_keys=num_slots + 1,
-                                         capture=self.capture)
+                                         taps=self.taps)
         if self.drafter is not None:
             self.drafter.start(num_slots, self.target_kv, self.cuda_graphs, self.draft_scratch)
 
@@ -260,7 +261,7 @@ class Engine:
             self.table.commit(r.rid, self.table.allocator.alloc(len(r.prompt_ids)))
         batch = extend_batch([r.prompt_ids for r in reqs], [[] for _ in reqs],
                              [self.table.slots(r.rid) for r in reqs], [0] * len(reqs), self.device)
-        hidden = self.target(batch, self.target_kv, self.capture)  # [T, H] (fused head: [T, W])
+        hidden = self.target(batch, self.target_kv, self.taps)  # [T, H] (fused head: [T, W])
         ends = torch.tensor([sum(len(r.prompt_ids) for r in reqs[: i + 1]) - 1 for i in range(len(reqs))])
         logits = self.target.logits(hidden[ends.to(self.device)])
         first = choose(logits, self.sampling, self.dev_gen).tolist()
@@ -396,7 +397,7 @@ class Engine:
         """hidden [T, H] and logits [T, V]: from a CUDA graph when one fits, else eagerly."""
         if self.graphed is not None:
             return self.graphed(batch)
-        hidden = self.target(batch, self.target_kv, self.capture)
+        hidden = self.target(batch, self.target_kv, self.taps)
         return hidden, self.target.logits(hidden)
 
     def _accept(self, spec: SpecConfig, trees: list[DraftTree], logits: torch.Tensor,

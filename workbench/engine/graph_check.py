@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from workbench.attention import BACKEND
 from workbench.attention.batch import ForwardBatch, extend_batch
 from workbench.attention.meta import build_meta
 from workbench.attention.selfcheck import raise_if_device_lost, random_tree_mask
@@ -60,9 +61,10 @@ _RESULTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def graphs_by_default(target, draft=None) -> bool:
     """The engine's default for ``cuda_graphs``: a CUDA device, the triton backend and a
+    graphable attention backend (``attention.BACKEND``) and a
     passed check of the target (and of ``draft``, when given)."""
     device = target.lm_head.weight.device
-    if not graphs._is_cuda(device) or target.attention_backend != "triton":
+    if not graphs.is_cuda(device) or not BACKEND[target.attention_backend].graphable:
         return False
     return check_graphs(target, draft).ok
 
@@ -125,9 +127,9 @@ def _replay(runner, batch: ForwardBatch, features=None) -> tuple[torch.Tensor, .
     bucket = runner.bucket_for(batch)
     if bucket is None:
         raise ValueError(f"the check's batch of {batch.num_tokens} tokens fits no bucket")
-    runner._capture(bucket, batch.meta.mask is not None)
+    runner.capture(bucket, batch.meta.mask is not None)
     replays = runner.replays
-    out = runner._call(batch, features)
+    out = runner.run(batch, features)
     if runner.replays != replays + 1:
         raise RuntimeError("the captured graph did not replay")
     return out
@@ -168,7 +170,7 @@ def _check_target(target) -> tuple[str | None, float | None]:
                          vocab, device)
     errors = []
     for name, batch in (("decode", decode), ("verify", verify)):
-        want = runner._run(batch)[1]
+        want = runner.run_eager(batch)[1]
         problem, error = _compare(_replay(runner, batch)[1], want, dtype)
         if problem:
             return f"({name}) {problem}", error
@@ -190,6 +192,6 @@ def _check_draft(head) -> tuple[str | None, float | None]:
     mask = torch.cat([torch.eye(n, dtype=torch.bool)] * 2, dim=1)  # row r: earlier node r, then itself
     batch = _tree_batch(lens, slots, level, earlier, [mask] * len(lens), gen, head.target.config.vocab_size, device)
     feats = torch.randn(batch.num_tokens, hsz, generator=gen).to(device, dtype)
-    want = head.log_probs(runner._run(batch, feats)[0])[0]
+    want = head.log_probs(runner.run_eager(batch, feats)[0])[0]
     problem, error = _compare(head.log_probs(_replay(runner, batch, feats)[0])[0], want, dtype)
     return (f"(a tree level) {problem}" if problem else None), error

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 
 import torch
 
+from workbench.attention import BACKEND
 from workbench.attention.meta import AttentionMeta
 from workbench.attention.batch import ForwardBatch
 from workbench.attention.selfcheck import raise_if_device_lost
@@ -63,7 +64,7 @@ DEFAULT_TOKENS = (1, 2, 4, 8, 16, 32, 64)
 _STEP_LOCK = threading.RLock()
 
 
-def _is_cuda(device: torch.device | str) -> bool:
+def is_cuda(device: torch.device | str) -> bool:
     return torch.device(device).type == "cuda"
 
 
@@ -71,7 +72,7 @@ def step_lock(device: torch.device | str):
     """The context that an engine step (and a graph capture) on ``device`` runs in: the
     process-wide lock on CUDA (re-entrant: a capture inside a step takes it again), nothing
     elsewhere."""
-    return _STEP_LOCK if _is_cuda(device) else contextlib.nullcontext()
+    return _STEP_LOCK if is_cuda(device) else contextlib.nullcontext()
 
 
 @dataclass(frozen=True)
@@ -197,7 +198,7 @@ class GraphedForward:
     """The bucketing, padding, static buffers, capture and eager fallback shared by the graphed
     forwards: a module with a KV pool whose forward is ``run(batch)`` (``features=None``) or
     ``run(batch, features)`` (``features``: the width of the input features, one more static
-    buffer). Subclasses say what runs (``_run``) and which cos/sin tables it reads
+    buffer). Subclasses say what runs (``run_eager``) and which cos/sin tables it reads
     (``_rope_tables``). ``max_keys``: the most keys a batch's requests may see in all (the pool
     size is always enough); ``scratch_slot``: a pool slot no request owns; ``max_extra``: the
     most extra keys a request may have beyond its own query rows (0: decode, verify and extend
@@ -219,7 +220,7 @@ class GraphedForward:
         self.replays = self.eager = 0  # counters, for tests and benchmarks
         self.failed: str | None = None  # why a capture failed (everything then runs eagerly)
 
-    def _run(self, batch: ForwardBatch, features: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    def run_eager(self, batch: ForwardBatch, features: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
         raise NotImplementedError
 
     def _rope_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -236,16 +237,16 @@ class GraphedForward:
             return None
         return pick_bucket(self.buckets, meta.batch_size, batch.num_tokens)
 
-    def _call(self, batch: ForwardBatch, features: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+    def run(self, batch: ForwardBatch, features: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
         bucket = self.bucket_for(batch)
         if bucket is None:
             self.eager += 1
-            return self._run(batch, features)
+            return self.run_eager(batch, features)
         key = (bucket, batch.meta.mask is not None)
         cap = self.graphs.get(key)
         if cap is None:
             try:
-                cap = self._capture(*key)
+                cap = self.capture(*key)
             except Exception as exc:  # noqa: BLE001 - a graph that cannot be captured: eager, said once
                 raise_if_device_lost(self.device, exc, f"capturing a CUDA graph of the {self.name}")
                 self.failed = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
@@ -253,7 +254,7 @@ class GraphedForward:
                       f"{self.name} runs eagerly from now on", file=sys.stderr, flush=True)
                 self.buckets = []  # whatever broke one capture is likely to break the others
                 self.eager += 1
-                return self._run(batch, features)
+                return self.run_eager(batch, features)
         cap.load(pad_batch(batch, bucket, self.scratch_slot),
                  None if features is None else pad_features(features.to(self.feature_dtype), bucket))
         cap.graph.replay()
@@ -261,7 +262,7 @@ class GraphedForward:
         t = batch.num_tokens
         return tuple(o[:t] for o in cap.outputs)
 
-    def _capture(self, bucket: Bucket, masked: bool) -> _Captured:
+    def capture(self, bucket: Bucket, masked: bool) -> _Captured:
         """The static buffers of ``bucket`` with a valid dummy layout, and their graph."""
         cap = _Captured(bucket, masked, self.max_keys, self.device, self.max_extra, self.features, self.feature_dtype)
         # A valid dummy layout for warm-up and capture: every row in the first request, seeing
@@ -288,18 +289,19 @@ class GraphedForward:
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):  # warm-up off the default stream (Triton compiles here)
             for _ in range(2):
-                self._run(cap.batch, cap.features)
+                self.run_eager(cap.batch, cap.features)
         torch.cuda.current_stream(self.device).wait_stream(stream)
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
         cap.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(cap.graph, pool=self.pool, capture_error_mode="thread_local"):
-            cap.outputs = self._run(cap.batch, cap.features)
+            cap.outputs = self.run_eager(cap.batch, cap.features)
 
 
-def _check_triton(target) -> None:
-    if target.attention_backend != "triton":
-        raise ValueError("CUDA graphs need the triton attention backend (the torch one loops on the host)")
+def _check_graphable(target) -> None:
+    if not BACKEND[target.attention_backend].graphable:
+        raise ValueError(f"CUDA graphs need a graphable attention backend (triton), not {target.attention_backend} "
+                         "(it loops over requests on the host)")
 
 
 def _grown(rope, rotary, positions: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
@@ -319,14 +321,14 @@ class GraphedTarget(GraphedForward):
     name = "target forward"
 
     def __init__(self, target, kv, scratch_slot: int, max_keys: int, buckets: list[Bucket] | None = None,
-                 capture: tuple[int, ...] = ()):
-        _check_triton(target)
-        self.target, self.capture = target, tuple(capture)  # capture: TargetModel.forward's, for a fused head
+                 taps: tuple[int, ...] = ()):
+        _check_graphable(target)
+        self.target, self.taps = target, tuple(taps)  # TargetModel.forward's layer taps, for a fused head
         super().__init__(target.lm_head.weight.device, kv, scratch_slot, max_keys,
                          target.config.max_position_embeddings, buckets)
 
-    def _run(self, batch: ForwardBatch, features=None) -> tuple[torch.Tensor, torch.Tensor]:
-        hidden = self.target(batch, self.kv, self.capture)
+    def run_eager(self, batch: ForwardBatch, features=None) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden = self.target(batch, self.kv, self.taps)
         return hidden, self.target.logits(hidden)
 
     def _rope_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -334,7 +336,7 @@ class GraphedTarget(GraphedForward):
         return _grown(t.rope, lambda: t.rotary, self.context, self.device, t.lm_head.weight.dtype)
 
     def __call__(self, batch: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._call(batch)
+        return self.run(batch)
 
 
 class GraphedDraft(GraphedForward):
@@ -348,18 +350,18 @@ class GraphedDraft(GraphedForward):
 
     def __init__(self, head, kv, scratch_slot: int, max_keys: int, max_extra: int = 0,
                  buckets: list[Bucket] | None = None):
-        from workbench.models.draft import _same_rope
+        from workbench.models.draft import same_rope
 
         if head.target is None:
             raise ValueError("the draft head must be attached to its target first")
-        _check_triton(head.target)
-        self.head, self.shares_rope = head, _same_rope(head.target.config, head.config)
+        _check_graphable(head.target)
+        self.head, self.shares_rope = head, same_rope(head.target.config, head.config)
         w = head.fc.weight
         context = (head.target if self.shares_rope else head).config.max_position_embeddings
         super().__init__(w.device, kv, scratch_slot, max_keys, context, buckets, max_extra=max_extra,
                          features=head.config.hidden_size, feature_dtype=w.dtype)
 
-    def _run(self, batch: ForwardBatch, features: torch.Tensor) -> tuple[torch.Tensor]:
+    def run_eager(self, batch: ForwardBatch, features: torch.Tensor) -> tuple[torch.Tensor]:
         return (self.head(features, batch, self.kv),)
 
     def _rope_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -373,7 +375,7 @@ class GraphedDraft(GraphedForward):
             raise ValueError(f"{features.shape[0]} feature rows for {batch.num_tokens} tokens")
         if features.shape[-1] != self.features:  # a fused head's target features (the extend): eager
             self.eager += 1
-            return self._run(batch, features)[0]
+            return self.run_eager(batch, features)[0]
         replays = self.replays
-        (hidden,) = self._call(batch, features)
+        (hidden,) = self.run(batch, features)
         return hidden.clone() if self.replays > replays else hidden

@@ -14,12 +14,12 @@ trained one does.
 A *fused* head (``fuse_layers`` in its config, our own extension after EAGLE-3's idea) reads more
 of the target than ``f_t``: the residual stream after some of the target's layers (the low and
 middle ones) beside ``f_t``. The engine asks the target for them (``TargetModel.forward``'s
-``capture``) and the head folds them into one feature before ``fc``:
+``taps``) and the head folds them into one feature before ``fc``:
 
     g_t = fuse(concat(rms(r_a,t), rms(r_b,t), ..., f_t))   fuse: Linear((n + 1) H, H), no bias
     x_t = fc(concat(embed(x_{t+1}), g_t))                  as above
 
-``rms`` scales each captured state to unit root mean square (no weight: ``fuse`` learns the
+``rms`` scales each tapped state to unit root mean square (no weight: ``fuse`` learns the
 scales; raw residual streams run to large values). Inside the tree a node's feature is still
 its parent's draft output, which skips ``fuse``. ``fuse.weight`` = [0 | ... | 0 | I] computes
 exactly the head without it, which is how a fused head grows from a plain one.
@@ -107,7 +107,7 @@ class DraftHead(nn.Module):
         emb = target.model.embed_tokens(batch.input_ids)  # [T, H]
         g = self.feature_in(features.to(emb.dtype))
         x = self.fc(torch.cat([emb, g], dim=-1))  # [T, 2H] -> [T, H]
-        cos, sin = target.rope(batch.positions, x.dtype) if _same_rope(target.config, self.config) else \
+        cos, sin = target.rope(batch.positions, x.dtype) if same_rope(target.config, self.config) else \
             self._own_rope(batch.positions, x.dtype)
         for layer in self.layers:
             x = layer(x, cos, sin, batch, kv, target.attention_backend)
@@ -135,7 +135,7 @@ class DraftHead(nn.Module):
         self._hot_w = None if hot is None else self.target.lm_head.weight[self.hot_tokens].contiguous()
 
 
-def _same_rope(a: ModelConfig, b: ModelConfig) -> bool:
+def same_rope(a: ModelConfig, b: ModelConfig) -> bool:
     return a.head_dim == b.head_dim and a.rope_theta == b.rope_theta and a.rope_scaling == b.rope_scaling
 
 

@@ -5,7 +5,7 @@ a strict ``load_state_dict`` and no converter. A forward takes a ``ForwardBatch`
 positions, slots to write, what each query attends) and returns the final hidden states
 **after** the last RMSNorm: the features ``f_t`` the EAGLE draft head reads. Logits are a
 separate call so verify and plain decoding project only the rows they need onto the vocabulary.
-A forward may also return the residual stream after chosen layers (``capture``), the input of a
+A forward may also return the residual stream after chosen layers (``taps``), the input of a
 fused draft head (EAGLE-3's idea: low, middle and last target layers; docs/design.md §9).
 """
 
@@ -120,12 +120,12 @@ class TargetModel(nn.Module):
         return self.rotary(positions, dtype)
 
     @torch.inference_mode()
-    def forward(self, batch: ForwardBatch, kv: KVPool, capture: tuple[int, ...] = (),
+    def forward(self, batch: ForwardBatch, kv: KVPool, taps: tuple[int, ...] = (),
                 num_layers: int | None = None) -> torch.Tensor:
         """Returns post-norm hidden states [T, H]; writes K/V of every layer at ``out_slots``.
 
-        ``capture`` (layer indices): also the residual stream after each of those layers, in
-        front: [T, (len(capture) + 1) * H] = [r_a | r_b | ... | post-norm]. Used for a fused draft
+        ``taps`` (layer indices): also the residual stream after each of those layers, in
+        front: [T, (len(taps) + 1) * H] = [r_a | r_b | ... | post-norm]. Used for a fused draft
         head: by the engine (its forwards feed the head) and by training's feature extraction.
         ``num_layers``: run only the first n layers, then the final norm (an early exit: the
         target cut short); K/V of those only. Used by the early-exit draft source ``exit:N``
@@ -140,14 +140,14 @@ class TargetModel(nn.Module):
         kept = []
         for i, layer in enumerate(layers):
             x = layer(x, cos, sin, batch, kv, self.attention_backend)
-            if i in capture:
+            if i in taps:
                 kept.append(x)
-        if len(kept) != len(capture):
-            raise ValueError(f"capture layers {capture}: the forward runs layers 0..{len(layers) - 1}")
+        if len(kept) != len(taps):
+            raise ValueError(f"tapped layers {taps}: the forward runs layers 0..{len(layers) - 1}")
         return torch.cat([*kept, self.model.norm(x)], dim=-1) if kept else self.model.norm(x)
 
     @torch.inference_mode()
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """[R, H] -> [R, V] in fp32 (sampling and comparisons want fp32). A wider ``hidden`` (a
-        forward with ``capture``) projects its last H columns, the post-norm state."""
+        forward with ``taps``) projects its last H columns, the post-norm state."""
         return self.lm_head(hidden[..., -self.config.hidden_size:]).float()

@@ -91,12 +91,12 @@ def first_positions(seqs: list, positions: int) -> list:
     return kept
 
 
-def load_sequences(args, target, capture: tuple[int, ...] = ()) -> tuple[list, list]:
+def load_sequences(args, target, taps: tuple[int, ...] = ()) -> tuple[list, list]:
     """(training, held-out) sequences of the ``--shards`` directories."""
     from workbench.train import features
 
     train, val = features.load_sequences(args.shards, target, args.max_response_tokens, args.val_every, log=print,
-                                         capture=capture)
+                                         taps=taps)
     if not train or not val:
         raise UserError(f"--shards {' '.join(map(str, args.shards))}: too little data for a training and a "
                         f"held-out set")
@@ -156,9 +156,9 @@ def cmd_train(args) -> int:
         cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
         target = load_target(target_dir, cfg.torch_device)
         last = target.config.num_layers - 1
-        if cfg.capture and cfg.capture[-1] > last:
+        if cfg.taps and cfg.taps[-1] > last:
             raise ValueError(f"--fuse-layers {cfg.fuse_layers}: the target has layers 0..{last}")
-        train_seqs, val_seqs = load_sequences(args, target, cfg.capture)
+        train_seqs, val_seqs = load_sequences(args, target, cfg.taps)
         checked = val_seqs if args.val_positions is None else first_positions(val_seqs, args.val_positions)
         t0 = time.time()
         head = train(args.out, target, train_seqs, checked, cfg, args.resume, args.minutes)

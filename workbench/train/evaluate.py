@@ -80,26 +80,26 @@ def run(wb, prompts: list[list[int]], spec: SpecConfig, max_new: int, temperatur
 
 
 def held_out_sequences(data: Path, target, max_response_tokens: int | None, val_every: int,
-                       capture: tuple[int, ...] = ()) -> list:
-    """The conversations training holds out of ``data``; ``capture``: ``fused_capture``'s."""
+                       taps: tuple[int, ...] = ()) -> list:
+    """The conversations training holds out of ``data``; ``taps``: ``fused_taps``'s."""
     from workbench.train.features import load_sequences
 
-    _, val = load_sequences(data, target, max_response_tokens, val_every, capture=capture)
+    _, val = load_sequences(data, target, max_response_tokens, val_every, taps=taps)
     if not val:
         raise ValueError(f"{data}: no held-out conversations")
     return val
 
 
-def answer_sequences(target, prompts: list[list[int]], outputs: list[list[int]], capture: tuple[int, ...] = ()) -> list:
+def answer_sequences(target, prompts: list[list[int]], outputs: list[list[int]], taps: tuple[int, ...] = ()) -> list:
     """Training sequences of ``prompts`` + ``outputs``, with the target's features (one prefill
-    each); ``capture``: also the residual streams a fused head reads (``fused_capture``)."""
+    each); ``taps``: also the residual streams a fused head reads (``fused_taps``)."""
     from workbench.train.batches import Sequence
     from workbench.train.features import target_features
 
     seqs = [p + o for p, o in zip(prompts, outputs)]
     h = target.config.hidden_size
-    return [Sequence(torch.tensor(s), f[:, -h:].half(), len(p), f[:, :-h].half() if capture else None)
-            for s, f, p in zip(seqs, target_features(target, seqs, capture=capture), prompts) if len(s) - 1 - len(p) > 0]
+    return [Sequence(torch.tensor(s), f[:, -h:].half(), len(p), f[:, :-h].half() if taps else None)
+            for s, f, p in zip(seqs, target_features(target, seqs, taps=taps), prompts) if len(s) - 1 - len(p) > 0]
 
 
 def head_fuse_layers(head_dir: Path) -> tuple[int, ...]:
@@ -110,9 +110,9 @@ def head_fuse_layers(head_dir: Path) -> tuple[int, ...]:
     return fuse_layers_in(json.loads(cfg.read_text())) if cfg.exists() else ()
 
 
-def fused_capture(head_dirs: list[Path]) -> tuple[int, ...]:
-    """The target layers to capture for teacher-forcing every head of ``head_dirs`` on one set of
-    features (plain heads ignore the captured layers); fused heads must agree on them."""
+def fused_taps(head_dirs: list[Path]) -> tuple[int, ...]:
+    """The target layers to taps for teacher-forcing every head of ``head_dirs`` on one set of
+    features (plain heads ignore the tapped layers); fused heads must agree on them."""
     fused = {head_fuse_layers(d) for d in head_dirs} - {()}
     if len(fused) > 1:
         raise ValueError(f"these heads fuse different target layers ({sorted(fused)}): measure them in separate runs")
@@ -218,19 +218,19 @@ def check_held_out_args(args) -> None:
 
 def load_workbench(args, teacher: bool):
     """(the Workbench with the first head, the fp32 target that teacher-forces heads or None,
-    the target layers every head's features capture)."""
+    the target layers every head's features taps)."""
     from workbench.models.loading import load_target
     from workbench.pipeline import Workbench
 
     try:
-        capture = fused_capture(args.head)  # one set of teacher-forcing features serves every head
+        taps = fused_taps(args.head)  # one set of teacher-forcing features serves every head
         wb = Workbench.load(draft=str(args.head[0]), dtype=args.dtype, hot_tokens=args.hot)
     except ValueError as err:
         raise UserError(str(err)) from None
     if not teacher:
-        return wb, None, capture
+        return wb, None, taps
     target = wb.target if args.dtype == "fp32" else load_target(wb.target_dir, torch.float32)
-    return wb, target.requires_grad_(False), capture
+    return wb, target.requires_grad_(False), taps
 
 
 def each_head(wb, args):
@@ -249,10 +249,10 @@ def named(label: str, head: Path, heads: list[Path]) -> str:
     return f"{label} [{head}]" if len(heads) > 1 else label
 
 
-def load_held_out(args, target, capture: tuple[int, ...]) -> list:
+def load_held_out(args, target, taps: tuple[int, ...]) -> list:
     """``held_out_sequences`` of ``--held-out``, a missing or empty directory as one ``error:`` line."""
     try:
-        return held_out_sequences(args.held_out, target, args.held_out_tokens, args.val_every, capture)
+        return held_out_sequences(args.held_out, target, args.held_out_tokens, args.val_every, taps)
     except (ValueError, FileNotFoundError) as err:
         raise UserError(str(err)) from None
 
@@ -283,9 +283,9 @@ def cmd_evaluate(args) -> int:
         methods = speculative_methods(args.methods)
     except ValueError as err:
         raise UserError(f"--methods: {err}") from None
-    wb, target, capture = load_workbench(args, teacher=args.held_out is not None or args.agreement)
+    wb, target, taps = load_workbench(args, teacher=args.held_out is not None or args.agreement)
     if args.held_out is not None:
-        val = load_held_out(args, target, capture)
+        val = load_held_out(args, target, taps)
         for head in args.head:
             label = f"held out of {args.held_out} (every {args.val_every}th prompt)"
             report(named(label, head, args.head), measure_head(head, target, val))
@@ -294,7 +294,7 @@ def cmd_evaluate(args) -> int:
     prompts = [wb.encode(q) for q in mt_bench_first_turns(args.questions, args.n)]
     base = run(wb, prompts, SpecConfig("vanilla"), args.max_new, args.temperature, args.seed)
     if args.agreement:
-        val = answer_sequences(target, prompts, base["outputs"], capture)
+        val = answer_sequences(target, prompts, base["outputs"], taps)
         for head in args.head:
             label = f"teacher-forced on the greedy answers to {len(prompts)} MT-bench first turns"
             report(named(f"{label} ({args.max_new} tokens)", head, args.head), measure_head(head, target, val))

@@ -29,9 +29,9 @@ from workbench.train.shards import beside, save_atomic, shard_files
 
 @torch.inference_mode()
 def target_features(target, seqs: list[list[int]], max_tokens: int = 4096,
-                    capture: tuple[int, ...] = ()) -> list[torch.Tensor]:
+                    taps: tuple[int, ...] = ()) -> list[torch.Tensor]:
     """Post-norm features [T, H] (fp32) of each token sequence: prefill batches of at most
-    ``max_tokens`` tokens (one sequence alone may exceed it). ``capture``: [T, (n + 1) H], the
+    ``max_tokens`` tokens (one sequence alone may exceed it). ``taps``: [T, (n + 1) H], the
     residual stream after those target layers in front (a fused head's input)."""
     out, i = [], 0
     while i < len(seqs):
@@ -45,42 +45,42 @@ def target_features(target, seqs: list[list[int]], max_tokens: int = 4096,
             slots.append(list(range(start, start + len(s))))
             start += len(s)
         batch = extend_batch(group, [[] for _ in group], slots, [0] * len(group), target.lm_head.weight.device)
-        hidden = target(batch, target.new_kv_pool(start), capture).float().cpu()  # [sum T, W]
+        hidden = target(batch, target.new_kv_pool(start), taps).float().cpu()  # [sum T, W]
         out += list(hidden.split([len(s) for s in group]))
         i = j
     return out
 
 
-def aux_path(shard: Path, capture: tuple[int, ...]) -> Path:
-    """Where a shard's captured residual streams (a fused head's extra input) are cached."""
-    return beside(shard, "aux" + "-".join(str(i) for i in capture))
+def aux_path(shard: Path, taps: tuple[int, ...]) -> Path:
+    """Where a shard's tapped residual streams (a fused head's extra input) are cached."""
+    return beside(shard, "aux" + "-".join(str(i) for i in taps))
 
 
 FP16_MAX = 65504.0
 
 
 def load_shard(path: Path, target, cache: bool = True,
-               capture: tuple[int, ...] = ()) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor | None]:
-    """A shard's tensors, its fp16 features [N, H] and, for ``capture``, the residual streams
-    after those target layers [N, len(capture) * H] fp16 (else None); each from the cache in
+               taps: tuple[int, ...] = ()) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor | None]:
+    """A shard's tensors, its fp16 features [N, H] and, for ``taps``, the residual streams
+    after those target layers [N, len(taps) * H] fp16 (else None); each from the cache in
     ``features/``, else computed (one prefill for both) and cached."""
     from safetensors.torch import load_file
 
     shard = load_file(str(path))
     feat_path = beside(path)
-    aux_file = aux_path(path, capture) if capture else None
+    aux_file = aux_path(path, taps) if taps else None
     feats = load_file(str(feat_path))["features"] if feat_path.exists() else None
     aux = load_file(str(aux_file))["features"] if aux_file is not None and aux_file.exists() else None
-    if feats is not None and (aux is not None or not capture):
+    if feats is not None and (aux is not None or not taps):
         return shard, feats, aux
     starts = shard["starts"].tolist()
     toks = shard["tokens"].tolist()
-    wide = torch.cat(target_features(target, [toks[s:e] for s, e in zip(starts, starts[1:])], capture=capture))
+    wide = torch.cat(target_features(target, [toks[s:e] for s, e in zip(starts, starts[1:])], taps=taps))
     h = target.config.hidden_size
-    if capture:
+    if taps:
         peak = float(wide[:, :-h].abs().max())
         if peak > FP16_MAX:
-            raise ValueError(f"{path.name}: the residual stream after target layers {list(capture)} reaches "
+            raise ValueError(f"{path.name}: the residual stream after target layers {list(taps)} reaches "
                              f"{peak:.0f}, beyond fp16; fuse other layers")
         aux = wide[:, :-h].half()
         if cache:
@@ -97,17 +97,17 @@ def is_held_out(prompt_index: int, val_every: int) -> bool:
 
 
 def load_sequences(data: Path | list[Path], target, max_response_tokens: int | None = None, val_every: int = 50,
-                   cache: bool = True, log=None, capture: tuple[int, ...] = ()) -> tuple[list[Sequence], list[Sequence]]:
+                   cache: bool = True, log=None, taps: tuple[int, ...] = ()) -> tuple[list[Sequence], list[Sequence]]:
     """(train, held-out) sequences from the shards in order (of each directory of ``data`` in
     turn), until the training side holds ``max_response_tokens`` response tokens (None = all
     shards). Every ``val_every``-th prompt of each directory is held out (its greedy first answer
-    is kept for validation). ``capture``: each sequence also carries the residual streams after
+    is kept for validation). ``taps``: each sequence also carries the residual streams after
     those target layers (``Sequence.aux``)."""
     train, val, seen = [], [], 0
     for path in [f for d in ([data] if isinstance(data, Path) else data) for f in shard_files(d)]:
         if max_response_tokens is not None and seen >= max_response_tokens:
             break
-        shard, feats, aux = load_shard(path, target, cache, capture)
+        shard, feats, aux = load_shard(path, target, cache, taps)
         starts = shard["starts"].tolist()
         for i, p in enumerate(shard["prompt_lens"].tolist()):
             s, e = starts[i], starts[i + 1]

@@ -26,7 +26,7 @@ def head_input(head: DraftHead, features: torch.Tensor, aux: torch.Tensor | None
         return features
     if aux is None:
         raise ValueError(f"this head fuses target layers {list(head.fuse_layers)}: the data must carry them "
-                         "(load it with capture=head.fuse_layers)")
+                         "(load it with taps=head.fuse_layers)")
     return head.feature_in(torch.cat([aux.to(features.dtype), features], dim=-1))
 
 

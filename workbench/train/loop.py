@@ -65,7 +65,7 @@ class TrainConfig:
             raise ValueError(f"head_layers must be >= 1, got {self.head_layers}")
         if self.hot_vocab < 0 or self.distill_topk < 0 or self.w_feat < 0 or self.w_ce < 0:
             raise ValueError("hot_vocab, distill_topk, w_feat and w_ce must be >= 0")
-        self.capture  # parses fuse_layers, or says what is wrong with it
+        self.taps  # parses fuse_layers, or says what is wrong with it
         if self.device != "auto":
             try:
                 torch.device(self.device)
@@ -80,7 +80,7 @@ class TrainConfig:
         return torch.device(default_device() if self.device == "auto" else self.device)
 
     @property
-    def capture(self) -> tuple[int, ...]:
+    def taps(self) -> tuple[int, ...]:
         """``fuse_layers`` as target layer indices (increasing, distinct)."""
         return parse_layers(self.fuse_layers)
 
@@ -307,7 +307,7 @@ def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfi
     out before ``cfg.steps``, the run validates, checkpoints (``--resume`` continues it) and
     returns the head as it is, its schedule cut short."""
     device = target.lm_head.weight.device
-    head = init_head(target, cfg.seed, cfg.head_layers, cfg.capture).to(device).train()
+    head = init_head(target, cfg.seed, cfg.head_layers, cfg.taps).to(device).train()
     def group(name: str) -> str:  # layers 1.. and fuse get their own rates (--upper-lr-mult, --fuse-lr-mult)
         if name.startswith("layers.") and int(name.split(".")[1]) > 0:
             return "upper"
@@ -326,8 +326,8 @@ def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfi
             raise ValueError(f"--resume: {ckpt} holds a head of {layers_in(state['head'])} layers; "
                              f"--head-layers is {cfg.head_layers}")
         had = parse_layers(state.get("cfg", {}).get("fuse_layers", ""))
-        if had != cfg.capture:
-            raise ValueError(f"--resume: {ckpt} fuses target layers {list(had)}; --fuse-layers gives {list(cfg.capture)}")
+        if had != cfg.taps:
+            raise ValueError(f"--resume: {ckpt} fuses target layers {list(had)}; --fuse-layers gives {list(cfg.taps)}")
         head.load_state_dict(state["head"])
         opt.load_state_dict(state["opt"])
         gen.set_state(state["gen"])

@@ -37,7 +37,7 @@ def shard_path(out: Path, i: int) -> Path:
 
 def beside(shard: Path, kind: str = "feat") -> Path:
     """The file in ``features/`` that belongs to ``shard``: ``feat_NNNNN`` its features,
-    ``aux{layers}_NNNNN`` the residual streams a fused head captures."""
+    ``aux{layers}_NNNNN`` the residual streams a fused head taps."""
     return shard.parent / "features" / shard.name.replace("shard_", f"{kind}_")
 
 
