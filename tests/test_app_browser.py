@@ -354,3 +354,63 @@ def test_autoplay_stops_when_unticked_on_reset_and_at_the_end(app):
         time.sleep(quiet)
         assert recorded(page) == end
         browser.close()
+
+
+def load_traces(page, elem_id: str) -> list[dict]:
+    return page.evaluate(f"""() => document.querySelector('#{elem_id} .js-plotly-plot').data.map(t => (
+        {{meta: t.meta || null, name: t.name || null, x: t.x || [], y: t.y || [], on: t.customdata || []}}))""")
+
+
+def test_load_tab_draws_each_step_then_the_bars_and_runs_one_load_at_a_time(app):
+    """A small closed loop: the step chart (batch, speculation on/off, τ per step) and the bars
+    against off; bad input in the status line; while one session's load runs, another session's
+    Run load is refused with a message and its Step still works."""
+    from workbench.app.load_tab import BUSY
+
+    url, _ = app
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport=LAPTOP)
+        page.set_default_timeout(120_000)
+        page.goto(url, wait_until="load")
+        page.get_by_role("tab", name="Load").click()
+        page.fill("#load-value input", "2")
+        page.fill("#load-requests input", "4")
+        page.fill("#load-max-new input", "8")
+        page.fill("#load-policies textarea", "off,eagle2:4/3/2")
+        page.click("#load-btn")
+        page.wait_for_function("document.querySelector('#load-status').innerText.startsWith('Done')")
+        page.wait_for_selector("#load-bars .js-plotly-plot")
+        steps = {(t["meta"], t["name"]): t for t in load_traces(page, "load-steps")}
+        assert {n for _, n in steps} == {"off", "eagle2:4/3/2"}
+        assert set(steps[("speculative", "off")]["on"]) == {0} and set(steps[("speculative", "eagle2:4/3/2")]["on"]) == {1}
+        assert 1 <= max(steps[("batch", "eagle2:4/3/2")]["y"]) <= 2
+        assert all(y is None for y in steps[("tau", "off")]["y"]) and max(steps[("tau", "eagle2:4/3/2")]["y"]) >= 1
+        bars = {t["meta"]: t for t in load_traces(page, "load-bars")}
+        assert bars["throughput_tok_s"]["x"] == bars["tpot_ms_p50"]["x"] == ["off", "eagle2:4/3/2"]
+        assert rows(page, "#load-table tr[data-policy]", "data-equal") == ["yes", "yes"]
+
+        page.get_by_label("open loop: rate (requests per second)").check()
+        page.fill("#load-value input", "0")
+        page.click("#load-btn")
+        page.wait_for_function("document.querySelector('#load-status').innerText.startsWith('⚠️')")
+        assert "a rate must be > 0 requests per second, got 0" in page.inner_text("#load-status")
+
+        page.fill("#load-value input", "0.5")  # arrivals about 2 s apart: the load holds the server a while
+        page.fill("#load-policies textarea", "off")
+        page.click("#load-btn")
+        page.wait_for_function("document.querySelector('#load-status').innerText.startsWith('Running')")
+        other = browser.new_page(viewport=LAPTOP)  # a second session
+        other.set_default_timeout(120_000)
+        other.goto(url, wait_until="load")
+        other.get_by_role("tab", name="Load").click()
+        other.click("#load-btn")
+        other.wait_for_function("document.querySelector('#load-status').innerText.startsWith('⚠️')")
+        assert BUSY.split(" (")[0] in other.inner_text("#load-status")
+        other.get_by_role("tab", name="Step through").click()
+        other.fill("#prompt textarea", PROMPT)
+        other.click("#step-btn")  # stepping in another session keeps working
+        other.wait_for_function("document.querySelector('#summary').innerText.includes('Step 1 of')")
+        assert page.inner_text("#load-status").startswith("Running")  # the first load is still under way
+        page.wait_for_function("document.querySelector('#load-status').innerText.startsWith('Done')")
+        browser.close()

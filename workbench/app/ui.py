@@ -1,5 +1,5 @@
 """The Gradio page: the prompt and the step controls on top, the step's result right under them,
-the settings folded away, then the tabs (Step through, Best tree, Compare, Calibration, Glossary).
+the settings folded away, then the tabs (Step through, Best tree, Compare, Calibration, Load, Glossary).
 Best tree and Calibration are drawn when their tab is opened.
 
 Layout, top to bottom, so that at 1366×768 a Step's result is in view without scrolling:
@@ -36,6 +36,7 @@ from workbench.app.calibration import build_calibration_tab
 from workbench.app.compare import build_compare_tab
 from workbench.app.draft_bench import load_draft_bench
 from workbench.app.handlers import ELEM_IDS, PAGE, StepEvents, settings_label
+from workbench.app.load_tab import build_load_tab
 from workbench.app.state import DEFAULT_EXIT_LAYERS, DRAFT_CHOICES, Session, Settings, acceptance_note, setting_names
 from workbench.app.views import VIEWS, best_tree_views, render, trace_view
 from workbench.engine.draft_source import DraftSource, parse_draft
@@ -100,6 +101,8 @@ def build_app(wb, info: str = "", draft_bench: str | Path | None = None) -> gr.B
                 build_compare_tab(wb, inputs)
             with gr.Tab("Calibration", id="calibration", elem_id="calibration-tab") as calibration:
                 build_calibration_tab(wb, calibration, session)
+            with gr.Tab("Load", id="load", elem_id="load-tab"):
+                build_load_tab(wb)
             with gr.Tab("Glossary", id="glossary"):
                 gr.Markdown(explain.GLOSSARY)
         _wire(StepEvents(wb, bench, examples), session, {**page, **views}, inputs, animate)

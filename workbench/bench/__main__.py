@@ -13,6 +13,7 @@ import sys
 COMMANDS: dict[str, str] = {
     "calibration": "workbench.bench.calibration",
     "gpu": "workbench.bench.gpu",
+    "load": "workbench.bench.load_run",
     "plain": "workbench.bench.plain",
     "routes": "workbench.bench.routes",
     "run": "workbench.bench.suite",

@@ -91,3 +91,17 @@ def by_task(records: list[dict]) -> dict[str, list[dict]]:
     for r in records:
         out.setdefault(r["task"], []).append(r)
     return out
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The ``q``-th percentile (0..100) of ``values``, linear between the two nearest ranks (numpy's
+    default, as vLLM's serving benchmark reports p50 / p90); None for no values."""
+    if not 0 <= q <= 100:
+        raise ValueError(f"a percentile is in 0..100, got {q}")
+    xs = sorted(values)
+    if not xs:
+        return None
+    k = (len(xs) - 1) * q / 100
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)

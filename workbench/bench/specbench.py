@@ -73,6 +73,16 @@ def select(questions: list[Question], subset: str, per_category: int | None = No
     return [Question(q.question_id, q.category, q.turns[:1]) for q in chosen]
 
 
+def first_turns_by_task(questions: list[Question]) -> list[str]:
+    """The questions' first turns, the tasks taken in turn (the first of each task, then the
+    second of each, ...): any prefix of the list mixes the tasks (the load benchmark's requests)."""
+    by_task: dict[str, list[str]] = {}
+    for q in questions:
+        by_task.setdefault(q.task, []).append(q.turns[0])
+    longest = max((len(v) for v in by_task.values()), default=0)
+    return [v[i] for i in range(longest) for v in by_task.values() if i < len(v)]
+
+
 def spread(questions: list[Question], n: int) -> list[Question]:
     """``n`` questions taken at an even stride through ``questions`` (file order kept)."""
     return questions[:: max(1, len(questions) // n)][:n]

@@ -35,6 +35,18 @@ shared by every request, this one from the request's own tokens) and vLLM's ``ng
 (``prompt_lookup_{min,max}``, a chain); the EAGLE repository has none. None of the three drafts
 with an early exit of the target; the nearest there is a separate small draft model, which
 ``model:DIR`` is here and SGLang's ``STANDALONE`` algorithm and vLLM's draft-model method are.
+
+A setting per running batch size (a ``policy.Schedule``, such as the one the load benchmark
+reads off what ``auto`` chose) is ``schedule_flags``: vLLM takes one in its speculative config,
+``num_speculative_tokens_per_batch_size``, entries ``[lo, hi, k]`` (batch sizes lo..hi verify k
+speculative tokens, 0 = none; the first entry starts at 1, sizes past the last take its k, and
+k is capped at ``num_speculative_tokens``; ``vllm/v1/spec_decode/dynamic/utils.py`` at
+14b450c): k here is what ``framework_flags`` gives each setting, num_draft_tokens - 1. SGLang
+has no batch-size schedule; its adaptive mode (``--speculative-adaptive`` with a JSON file of
+``candidate_steps`` given by ``--speculative-adaptive-config``;
+``python/sglang/srt/speculative/adaptive_spec_params.py`` at 13d3f64) moves ``num_steps``
+among the candidates by an average of the accepted drafts, not by batch size, for chains only
+(``--speculative-eagle-topk 1``), and needs two candidates or more.
 """
 
 from __future__ import annotations
@@ -42,6 +54,7 @@ from __future__ import annotations
 import json
 
 from workbench.engine.config import SpecConfig
+from workbench.engine.policy import Schedule
 from workbench.engine.static_tree import default_static_tree
 
 FRAMEWORKS = ("SGLang", "vLLM", "EAGLE")
@@ -113,3 +126,40 @@ def _eagle(spec: SpecConfig) -> str:
     if spec.method == "static":
         return args + " (EAGLE-2's dynamic tree: the nearest setting; EAGLE-1 took a fixed tree of paths)"
     return args
+
+
+def vllm_tokens(spec: SpecConfig) -> int:
+    """The ``num_speculative_tokens`` vLLM verifies for ``spec`` (0: plain decoding)."""
+    return spec.num_draft_tokens - 1 if spec.speculative else 0
+
+
+def schedule_flags(schedule: Schedule, largest_batch: int | None = None) -> dict[str, str]:
+    """A setting per batch size in vLLM's and SGLang's terms (see the module docstring):
+    {"vLLM": its speculative config, "SGLang": the nearest launch flags, and why only nearest}.
+    ``largest_batch`` closes the open last range for vLLM (default: where it starts)."""
+    ranges = schedule.ranges
+    last = ranges[-1]
+    entries = [[r.lo, r.hi if r.hi is not None else max(r.lo, largest_batch or r.lo), vllm_tokens(r.spec)]
+               for r in ranges]
+    speculative = [r.spec for r in ranges if r.spec.speculative]
+    if not speculative:
+        off = "no speculative decoding at any batch size (leave the speculative options out)"
+        return {"vLLM": off, "SGLang": off}
+    config = {"method": "eagle", "model": HEAD, "num_speculative_tokens": max(e[2] for e in entries),
+              "num_speculative_tokens_per_batch_size": entries}
+    vllm = f"--speculative-config '{json.dumps(config)}'"
+    if any(s.topk > 1 for s in speculative):
+        vllm += " (k = verify tokens past the root: vLLM drafts a chain of k, or one static tree)"
+    if last.hi is None:
+        vllm += f" (batch sizes past {entries[-1][1]} keep k = {entries[-1][2]})"
+    steps = sorted({s.num_steps for s in speculative})
+    widest = max(speculative, key=lambda s: (s.num_steps, s.num_draft_tokens))
+    base = _sglang(widest)
+    if len(steps) < 2:
+        sglang = f"{base} (one num_steps throughout: SGLang has no batch-size schedule"
+        sglang += ", and off at some batch sizes has no flag there)" if len(speculative) < len(ranges) else ")"
+    else:
+        sglang = (f"{base} --speculative-adaptive --speculative-adaptive-config FILE, FILE holding "
+                  f"{json.dumps({'candidate_steps': steps})} (SGLang moves among them by acceptance, not by batch "
+                  "size, for chains only: --speculative-eagle-topk 1)")
+    return {"vLLM": vllm, "SGLang": sglang}

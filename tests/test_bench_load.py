@@ -1,0 +1,292 @@
+"""The load benchmark (``bench/load_spec.py``, ``load.py``, ``load_run.py``, ``load_report.py``) on a tiny random
+model: closed and open loops keep their promises (requests in flight, arrivals, times in order,
+outputs equal to plain decoding under every policy), a refused or queued request loses nothing
+of the others, a time limit keeps what finished; bad input is one line, exit 2, before the model
+loads; ``--quick`` writes load.json and load.md in their layout and a stopped run resumes; what
+a policy settled on per batch size becomes a schedule and vLLM's / SGLang's flags."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workbench.bench import load as ld
+from workbench.bench import load_run
+from workbench.bench.load import LoadRun, check_load, run_load
+from workbench.bench.load_spec import DEFAULT_LADDER, Load, parse_load_policy, parse_policies
+from workbench.errors import UserError
+
+PROMPTS_TEXT = ["tell me about the cat", "the dog ran on the mat and the cat sat", "soft rug", "the cat sat on the mat",
+                "tell me about the dog and the rug and the mat"]
+MAX_NEW = 10
+
+
+@pytest.fixture(scope="module")
+def wb(tmp_path_factory):
+    from workbench.app.tiny import make_tiny_app_model
+    from workbench.pipeline import Workbench
+
+    path = make_tiny_app_model(tmp_path_factory.mktemp("tiny-load"), seed=1)
+    return Workbench.load(target=str(path), draft="random:1", dtype="fp32")
+
+
+@pytest.fixture(scope="module")
+def prompts(wb):
+    return [wb.encode(t) for t in PROMPTS_TEXT]
+
+
+@pytest.fixture(scope="module")
+def prompts_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("prompts") / "prompts.jsonl"
+    path.write_text("".join(json.dumps({"prompt": t}) + "\n" for t in PROMPTS_TEXT))
+    return path
+
+
+POLICIES = ["off", "eagle2:4/3/2", "linear:2", "adaptive", "schedule:1=eagle2:4/3/2,2-3=off,4+=linear:2"]
+
+
+@pytest.fixture(scope="module")
+def off_outputs(wb, prompts):
+    """Each request of a 6-request load decoded by plain decoding alone."""
+    res = run_load(wb, parse_load_policy("off"), prompts, Load("closed", 1, 6), MAX_NEW)
+    return [t.output_ids for t in res.timed]
+
+
+# ---- what a load is and the policies it names -------------------------------------------------------
+def test_loads_refuse_what_cannot_run():
+    with pytest.raises(ValueError, match=r"concurrency must be a whole number >= 1 \(requests in flight\), got 0"):
+        Load("closed", 0, 4)
+    with pytest.raises(ValueError, match="concurrency must be a whole number"):
+        Load("closed", 1.5, 4)
+    for rate in (0, -2, float("inf")):
+        with pytest.raises(ValueError, match="a rate must be > 0 requests per second"):
+            Load("open", rate, 4)
+    with pytest.raises(ValueError, match="at least one request"):
+        Load("open", 1, 0)
+
+
+def test_open_loop_arrivals_are_seeded_poisson():
+    a = Load("open", 4.0, 400, seed=3).arrivals()
+    assert a == Load("open", 4.0, 400, seed=3).arrivals() != Load("open", 4.0, 400, seed=4).arrivals()
+    gaps = [y - x for x, y in zip(a, a[1:])]
+    assert a[0] == 0 and min(gaps) > 0
+    assert 0.2 < sum(gaps) / len(gaps) < 0.3  # mean gap 1 / rate = 0.25 s
+    assert Load("closed", 2, 4).arrivals() is None
+
+
+def test_policies_are_named_as_the_bench_takes_them():
+    named = parse_policies("off,eagle2:4/3/2,adaptive")
+    assert [p.name for p in named] == ["off", "eagle2:4/3/2", "adaptive"]
+    assert named[1].build().name == "fixed" and named[2].text == f"adaptive:{DEFAULT_LADDER}"
+    both = parse_policies("off; schedule:1-2=eagle2:4/3/2,3+=off; adaptive:linear:1,linear:3")
+    assert [p.build().name for p in both] == ["off", "schedule", "adaptive"]
+    assert parse_load_policy("linear:3@ngram").build().settings()[0].draft.kind == "ngram"
+
+
+@pytest.mark.parametrize("text,message", [
+    ("off,bogus", r"bogus: unknown policy 'bogus'; write a method name"),
+    ("off,eagle2:4/3", r"eagle2:4/3: unknown method"),
+    ("off;schedule:1-3=eagle2:4/3/2,2+=off", r"batch-size ranges overlap"),
+    ("off;schedule:1-2=eagle2:4/3/2,4+=off", r"batch-size ranges leave a gap: batch 3 has no setting"),
+    ("off,schedule:1-2=eagle2:4/3/2,3+=off", r"separate the policies with ';'"),
+    ("off,off", r"named twice"),
+    ("", r"no policy named"),
+])
+def test_a_bad_policy_is_named_in_one_message(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_policies(text)
+
+
+# ---- the driver ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_closed_loop_keeps_its_concurrency_and_every_output_equals_plain_decoding(wb, prompts, off_outputs, policy):
+    res = run_load(wb, parse_load_policy(policy), prompts, Load("closed", 3, 6), MAX_NEW)
+    assert [t.output_ids for t in res.timed] == off_outputs
+    assert [t.prompt_index for t in res.timed] == [0, 1, 2, 3, 4, 0]
+    decode = res.decode_steps
+    assert decode and max(s.batch for s in decode) <= 3 and not res.stopped
+    assert res.tokens == sum(len(o) for o in off_outputs) == sum(s.tokens for s in res.steps)
+    for t in res.timed:
+        assert t.arrival == t.submitted <= t.first_token <= t.finished <= res.seconds
+        n = len(t.output_ids)  # a one-token answer (a stop token first) has no TPOT
+        assert t.tpot_ms == (pytest.approx((t.e2e_ms - t.ttft_ms) / (n - 1)) if n > 1 else None)
+    in_flight = max(sum(t.submitted <= s.t - 1e-9 < t.finished for t in res.timed) for s in res.steps)
+    assert in_flight == 3  # topped up as requests finish, never over
+    spec = [s for s in decode if s.speculative]
+    assert res.spec_step_share == len(spec) / len(decode)
+    assert (res.tau is None) == (not spec) and (policy != "off" or not spec)
+
+
+def test_an_open_loop_submits_each_request_once_it_has_arrived(wb, prompts, off_outputs):
+    load = Load("open", 200.0, 6, seed=1)
+    res = run_load(wb, parse_load_policy("eagle2:4/3/2"), prompts, load, MAX_NEW)
+    assert [t.arrival for t in res.timed] == load.arrivals()
+    assert all(t.arrival <= t.submitted <= t.first_token <= t.finished for t in res.timed)
+    assert [t.output_ids for t in res.timed] == off_outputs
+    slow = run_load(wb, parse_load_policy("off"), prompts[:1], Load("open", 20.0, 3, seed=2), 2)
+    assert slow.seconds >= slow.timed[-1].arrival  # the clock waited for the last arrival
+
+
+def test_a_refused_request_loses_nothing_of_the_others(wb, prompts, off_outputs):
+    policy = parse_load_policy("eagle2:4/3/2")
+    long_one = max(range(len(prompts)), key=lambda i: len(prompts[i]))
+    needs, _ = ld.plan_capacity(wb, policy, prompts, Load("closed", 1, 5), MAX_NEW)
+    room = sorted(needs)[-2]  # every request fits but the longest
+    res = run_load(wb, policy, prompts, Load("closed", 2, 5), MAX_NEW, kv_slots=room)
+    refused = [t for t in res.timed if t.refused]
+    assert [t.prompt_index for t in refused] == [long_one] and "could never run" in refused[0].refused
+    assert all(t.output_ids == off_outputs[t.index] for t in res.timed if not t.refused)
+    with pytest.raises(UserError, match=rf"prompt {long_one}: it needs up to \d+ KV slots .* but the pool holds {room}"):
+        check_load(wb, policy, prompts, Load("closed", 2, 5), MAX_NEW, kv_slots=room)
+
+
+def test_queued_requests_wait_for_room_and_all_finish(wb, prompts, off_outputs):
+    policy = parse_load_policy("adaptive")
+    needs, _ = ld.plan_capacity(wb, policy, prompts, Load("closed", 1, 6), MAX_NEW)
+    res = run_load(wb, policy, prompts, Load("closed", 3, 6), MAX_NEW, kv_slots=max(needs))  # room for one
+    assert [t.output_ids for t in res.timed] == off_outputs
+    assert {s.batch for s in res.steps} == {1}  # three in flight, one at a time in the batch
+    assert max(t.ttft_ms for t in res.timed) > min(t.e2e_ms for t in res.timed)  # a later one waited
+
+
+def test_a_run_stopped_before_its_first_step_has_nothing_and_says_so(wb, prompts):
+    cut = LoadRun(wb, parse_load_policy("off"), prompts, Load("closed", 2, 6), MAX_NEW).run(seconds=0.0)
+    assert cut.stopped and cut.tokens == 0 and not cut.steps and cut.throughput_tok_s == 0.0
+
+
+def test_a_run_cut_by_its_time_limit_keeps_its_finished_requests(wb, prompts, off_outputs, monkeypatch):
+    clock = iter(range(10_000))
+    monkeypatch.setattr(ld.time, "perf_counter", lambda: float(next(clock)))  # one second per reading
+    res = run_load(wb, parse_load_policy("off"), prompts, Load("closed", 1, 6), MAX_NEW, seconds=30)
+    done = [t for t in res.timed if t.finished is not None]
+    assert res.stopped and 0 < len(done) < 6 and res.seconds >= 30
+    assert all(t.output_ids == off_outputs[t.index] for t in done)
+    rec = res.record()
+    assert sum(q["e2e_ms"] is not None for q in rec["requests"]) == len(done)
+    assert ld.equal_outputs(rec, run_load(wb, parse_load_policy("off"), prompts, Load("closed", 1, 6), MAX_NEW).record())
+
+
+# ---- the command ------------------------------------------------------------------------------------------
+def bench(*argv) -> int:
+    return load_run.main(list(argv))
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--concurrency", "0"], "--concurrency must be whole numbers >= 1 (requests in flight), got 0"),
+    (["--concurrency", "1,x"], "--concurrency takes numbers separated by commas"),
+    (["--rate", "0"], "--rate must be > 0 requests per second, got 0"),
+    (["--rate", "-1.5"], "--rate must be > 0 requests per second, got -1.5"),
+])
+def test_bad_loads_are_one_line_and_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as err:
+        bench("--target", "/nonexistent", *argv)
+    assert err.value.code == 2
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and message in lines[0]
+
+
+@pytest.mark.parametrize("policies,message", [
+    ("off,nope", "--policies: nope: unknown policy 'nope'"),
+    ("off;schedule:1-2=eagle2:4/3/2,2+=off", "--policies: schedule:1-2=eagle2:4/3/2,2+=off: batch-size ranges overlap"),
+    ("off;schedule:1=eagle2:4/3/2,3+=off", "batch-size ranges leave a gap: batch 2 has no setting"),
+])
+def test_bad_policies_are_one_line_before_the_model_loads(policies, message, capsys, monkeypatch):
+    monkeypatch.setattr("workbench.pipeline.load_target", lambda *a, **k: pytest.fail("the model loaded"))
+    assert bench("--target", "/nonexistent", "--policies", policies, "--threads", "1") == 2
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+
+
+def test_no_load_at_all_is_refused(capsys):
+    assert bench("--concurrency", "none", "--rate", "none", "--threads", "1") == 2
+    assert "leave no load to run" in capsys.readouterr().err
+
+
+def test_a_prompt_longer_than_the_pool_is_one_line_before_any_decoding(wb, prompts_file, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(ld.LoadRun, "steps", lambda *a, **k: pytest.fail("a load ran"))
+    code = bench("--target", str(wb.target_dir), "--draft", "random:1", "--prompts", str(prompts_file), "--quick",
+                 "--kv-slots", "20", "--threads", "1", "--out", str(tmp_path / "out"))
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error")]
+    assert code == 2 and len(lines) == 1
+    assert "prompt 0: it needs up to" in lines[0] and "but the pool holds 20: it could never run" in lines[0]
+
+
+@pytest.fixture
+def quick_run(wb, prompts_file, tmp_path, monkeypatch):
+    """``--quick`` on the tiny model (a high rate: tiny steps take a millisecond), two rounds."""
+    monkeypatch.setattr("torch.set_num_threads", lambda n: None)  # keep the tests' one thread
+    out = tmp_path / "out"
+
+    def run(*extra) -> int:
+        return bench("--target", str(wb.target_dir), "--draft", "random:1", "--prompts", str(prompts_file), "--quick",
+                     "--rate", "100", "--rounds", "2", "--policies", "off,eagle2:4/3/2,adaptive", "--threads", "1",
+                     "--out", str(out), *extra)
+
+    return run, out
+
+
+def test_quick_writes_load_json_and_load_md_in_their_layout(quick_run, capsys):
+    run, out = quick_run
+    assert run() == 0
+    result = json.loads((out / "load.json").read_text())
+    assert {"machine", "command", "rows", "requests"} <= set(result)
+    assert result["command"].startswith("python -m workbench.bench load")
+    rows = result["rows"]
+    assert [(r["mode"], r["load"]) for r in rows[::3]] == [("closed", 1), ("closed", 2), ("open", 100.0)]
+    for r in rows:
+        assert set(load_run.FIGURES) | {"policy", "mode", "load", "equal_to_off", "spreads"} <= set(r)
+        assert r["equal_to_off"] is True and r["spreads"]["throughput_tok_s"]["runs"] == 2
+        assert (r["tau"] is None) == (r["policy"] == "off") and r["mean_batch"] <= max(r["load"], 4)
+    assert len(result["requests"]) == 3 * 3 * 4
+    assert set(result["requests"][0]) == {"policy", "mode", "load", "prompt_index", "output_ids"}
+    assert [q["prompt_index"] for q in result["requests"][:4]] == [0, 1, 2, 3]
+    md = (out / "load.md").read_text()
+    assert "## Closed loop" in md and "## Open loop" in md and "| concurrency | policy | tokens/s |" in md
+    assert md.count("- concurrency ") == 2 and "- rate 100/s: tokens/s: " in md
+    assert "fp32" in md and "1 torch threads" in md and result["command"] in md
+    verdict = result["verdicts"][0]["throughput_tok_s"]
+    assert "level within noise" in verdict or " wins: " in verdict
+    assert "| concurrency | policy |" in capsys.readouterr().out
+
+
+def test_a_stopped_run_resumes_with_only_the_missing_runs(quick_run, capsys, monkeypatch):
+    run, out = quick_run
+    calls = {"n": 0, "stop_after": 3}
+    real = load_run.run_load
+
+    def counted(*args, **kwargs):
+        if args[3] is not load_run.WARMUP:
+            if calls["stop_after"] is not None and calls["n"] >= calls["stop_after"]:
+                raise KeyboardInterrupt
+            calls["n"] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(load_run, "run_load", counted)
+    assert run() == 130
+    assert "interrupted: 3 runs are kept" in capsys.readouterr().err
+    calls.update(n=0, stop_after=None)
+    assert run() == 0
+    assert calls["n"] == 3 * 3 * 2 - 3
+    err = capsys.readouterr().err
+    assert "3 of 18 runs reused" in err
+    assert "**Resumed run**: 3 of 18 runs" in (out / "load.md").read_text()
+    assert run("--max-new-tokens", "5") == 0  # a finished run's journal is begun anew: other settings are fine
+
+
+# ---- what a policy settled on --------------------------------------------------------------------------------
+def test_what_a_policy_settled_on_becomes_a_schedule_and_the_engines_flags():
+    records = {("closed 1", "auto", 0): {"choices": [[1, "eagle2:8/5/4", 30], [2, "eagle2:4/3/2", 5]]},
+               ("closed 4", "auto", 0): {"choices": [[2, "eagle2:4/3/2", 9], [3, "eagle2:4/3/2", 4], [4, "off", 20],
+                                                     [1, "off", 2]]},
+               ("closed 4", "off", 0): {"choices": [[4, "off", 50]]}}
+    found = load_run.settled("auto", records)
+    assert found["batch"] == {1: "eagle2:8/5/4", 2: "eagle2:4/3/2", 3: "eagle2:4/3/2", 4: "off"}
+    assert found["steps"] == {1: 32, 2: 14, 3: 4, 4: 20}
+    assert found["schedule"] == "schedule:1-1=eagle2:8/5/4,2-3=eagle2:4/3/2,4+=off"
+    assert parse_load_policy(found["schedule"]).build().name == "schedule"
+    vllm = found["frameworks"]["vLLM"]
+    assert '"num_speculative_tokens_per_batch_size": [[1, 1, 7], [2, 3, 3], [4, 4, 0]]' in vllm
+    assert '"num_speculative_tokens": 7' in vllm
+    assert '{"candidate_steps": [3, 5]}' in found["frameworks"]["SGLang"]
+    assert load_run.settled("nobody", records) is None

@@ -1,0 +1,122 @@
+"""The load benchmark's result (the dict ``load_run.py`` builds) as ``load.json`` and ``load.md``.
+
+Nothing is computed here that ``load_run.py`` did not record; this file lays it out: the
+machine and the command, one table per loop (closed, open) with a row per (load, policy), the
+verdict at each load, and what ``auto`` settled on per batch size, in our schedule grammar and
+in vLLM's and SGLang's terms beside today's fixed flags.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+LOOPS = {"closed": ("Closed loop: a fixed number of requests in flight", "concurrency"),
+         "open": ("Open loop: Poisson arrivals", "rate (req/s)")}
+GPU_CAVEAT = ("Measured on this machine: where a verify of many tokens costs several decode steps (a CPU), "
+              "speculation stops paying at a small batch; on a GPU, where a verify of a few hundred tokens costs "
+              "about one decode step, the crossover sits at a much larger batch. Measure there before copying "
+              "a schedule.")
+
+
+def write_all(out_dir: Path, result: dict) -> tuple[list[Path], str]:
+    """Write ``load.json`` and ``load.md``; (their paths, the tables for the terminal)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / "load.json", out_dir / "load.md"]
+    paths[0].write_text(json.dumps(result, indent=1), encoding="utf-8")
+    paths[1].write_text(markdown(result), encoding="utf-8")
+    return paths, "\n\n".join(table(result["rows"], mode) for mode in LOOPS if _rows(result["rows"], mode))
+
+
+def _f(x, spec: str = ".1f") -> str:
+    return "–" if x is None else f"{x:{spec}}"
+
+
+def _with_range(row: dict, key: str, spec: str = ".1f") -> str:
+    """``31.2 (29.8–33.0)``: the median and, over several rounds, the range."""
+    s = row["spreads"].get(key)
+    if s is None:
+        return "–"
+    return f"{s['median']:{spec}}" + (f" ({s['low']:{spec}}–{s['high']:{spec}})" if s["runs"] > 1 else "")
+
+
+def _rows(rows: list[dict], mode: str) -> list[dict]:
+    return [r for r in rows if r["mode"] == mode]
+
+
+def _equal(value) -> str:
+    return "–" if value is None else "yes" if value else "**no**"
+
+
+def table(rows: list[dict], mode: str) -> str:
+    """One loop's rows: throughput and TPOT p50 with their ranges, the other figures as medians."""
+    head = (f"| {LOOPS[mode][1]} | policy | tokens/s | TPOT p50 ms | TPOT p90 | TTFT p50 ms | TTFT p90 | e2e p50 ms | "
+            "e2e p90 | mean batch | spec steps | τ | = off |")
+    out = [head, "|" + "---|" * 13]
+    for r in _rows(rows, mode):
+        unfinished = r["requests"] - r["finished"]
+        note = f" ({unfinished} unfinished)" if unfinished else ""
+        out.append(f"| {r['load']:g} | `{r['policy']}`{note} | {_with_range(r, 'throughput_tok_s')} | "
+                   f"{_with_range(r, 'tpot_ms_p50', '.0f')} | {_f(r['tpot_ms_p90'], '.0f')} | "
+                   f"{_f(r['ttft_ms_p50'], '.0f')} | {_f(r['ttft_ms_p90'], '.0f')} | {_f(r['e2e_ms_p50'], '.0f')} | "
+                   f"{_f(r['e2e_ms_p90'], '.0f')} | {_f(r['mean_batch'], '.2f')} | {_f(r['spec_step_share'], '.0%')} | "
+                   f"{_f(r['tau'], '.2f')} | {_equal(r['equal_to_off'])} |")
+    return "\n".join(out)
+
+
+def _verdict_lines(result: dict, mode: str) -> list[str]:
+    name = "concurrency" if mode == "closed" else "rate"
+    unit = "" if mode == "closed" else "/s"
+    return [f"- {name} {v['load']:g}{unit}: tokens/s: {v['throughput_tok_s']}; TPOT p50: {v['tpot_ms_p50']}"
+            for v in result["verdicts"] if v["mode"] == mode]
+
+
+def settled_md(name: str, found: dict | None, rows: list[dict]) -> list[str]:
+    """What ``name`` ran at each batch size, as a schedule and in the serving engines' terms."""
+    from workbench.engine.frameworks import FRAMEWORKS, framework_flags
+    from workbench.engine.policy import parse_setting
+
+    if found is None:
+        return [f"`{name}` ran no decode step."]
+    sizes = " · ".join(f"{b}: `{s}` ({found['steps'][b]} steps)" for b, s in found["batch"].items())
+    out = [f"`{name}` ran, at each running batch size (the setting it chose most, over every load and round): "
+           f"{sizes}. As a schedule policy (`--policies \"{found['schedule']}\"` runs it as a fixed rule; sizes "
+           "between measured ones take the smaller's setting):", "", f"    {found['schedule']}", "",
+           "In the serving engines' own terms:", ""]
+    out += [f"- **{k}**: `{v}`" for k, v in found["frameworks"].items()]
+    settings = sorted({s for s in found["batch"].values() if s != "off"})
+    if settings:
+        out += ["", "Today's flags for one fixed setting each (`engine/frameworks.py`):", "",
+                "| setting | " + " | ".join(FRAMEWORKS) + " |", "|---|" + "---|" * len(FRAMEWORKS)]
+        for s in settings:
+            flags = framework_flags(parse_setting(s))
+            out.append(f"| `{s}` | " + " | ".join(f"`{flags[f]}`" for f in FRAMEWORKS) + " |")
+    return out + ["", GPU_CAVEAT]
+
+
+def markdown(result: dict) -> str:
+    m, s = result["machine"], result["settings"]
+    lines = ["# Speculation under load", "", f"`{result['command']}`", "",
+             f"{result['date']}, {m['cpu']} ({m['cores']} cores, {result['threads']} torch threads, "
+             f"{m['cuda'] or 'no GPU'}), {result['dtype']}, draft {result['draft']}, "
+             f"{m.get('linear_order', 'few-row linear: not recorded')}. {s['prompt_count']} prompts ({s['prompts']}), "
+             f"{s['max_new_tokens']} new tokens at most per request, greedy; {s['rounds']} timed round{'s' * (s['rounds'] != 1)} per load; KV "
+             f"slots {s['kv_slots'] or 'room for every request in flight'}. Wall time {result['wall_s']:.0f} s. Load "
+             f"average {m['load_average_start']} at the start, {m.get('load_average_end')} at the end.", ""]
+    if result.get("resumed"):
+        r = result["resumed"]
+        lines += [f"**Resumed run**: {r['reused']} of {r['results']} runs were measured before the last start and "
+                  "reused as they were; policies were interleaved within each start only.", ""]
+    lines += ["Each round runs every policy once at a load, the first policy rotating; a figure is the median over "
+              "the rounds, the range in brackets. p50 / p90 are over a run's requests: TTFT from arrival to the "
+              "first token, TPOT the mean gap between a request's later tokens, e2e from arrival to the last. "
+              "Mean batch: running requests per decode step; spec steps: the share of decode steps that "
+              "speculated; τ: tokens per request per speculative step; = off: every request's output equals "
+              "the `off` run's, token for token. A policy wins at a load only where its range is clear of "
+              "every other's.", ""]
+    for mode, (title, _) in LOOPS.items():
+        if _rows(result["rows"], mode):
+            lines += [f"## {title}", "", table(result["rows"], mode), "", *_verdict_lines(result, mode), ""]
+    for name, found in (result.get("settled") or {}).items():
+        lines += [f"## What `{name}` settled on", "", *settled_md(name, found, result["rows"]), ""]
+    return "\n".join(lines)
