@@ -68,6 +68,11 @@ def _children(node: int, next_token: list[int], next_sibling: list[int]):
         child, via, read = next_sibling[child], "next_sibling", child
 
 
+def children(node: int, next_token: list[int], next_sibling: list[int]) -> list[int]:
+    """The children of ``node`` in the order every walk tries them (views read the tree this way)."""
+    return [child for child, _, _ in _children(node, next_token, next_sibling)]
+
+
 def _stop(node: int, next_token: list[int]) -> str:
     return "leaf" if next_token[node] == -1 else "no_match"
 

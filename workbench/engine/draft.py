@@ -9,9 +9,12 @@ kept. The output at the last pair gives level 1: the ``topk`` most likely childr
 (its ``topk`` best nodes of the last depth) runs through the draft with the *parent's draft
 output* as feature, attending the request's prefix plus the node's exact ancestors in the tree.
 Each proposes ``topk`` children scored ``parent score x child prob``; the ``topk`` best of
-those ``topk^2`` candidates are the next frontier. Tree-level KV is scratch: its slots are
-freed after the phase. ``tree_level_batch`` builds one level's batch for every request; the
-static grower (``static_tree.py``) uses it too.
+those ``topk^2`` candidates (``tree.score_order``) are the next frontier. Every request's
+frontier has the same width F, so one forward's rows are a [B, F] grid, row ``b * F + j``
+being request b's node j: ``Proposals`` holds what the forward proposed in that grid and maps
+frontier nodes back to rows. Tree-level KV is scratch: its slots are freed after the phase.
+``tree_level_batch`` builds one level's batch for every request; the static grower
+(``static_tree.py``) uses it and ``propose`` too.
 
 The prefix is what every node of the tree sees: for the head, the committed tokens, and a
 frontier node at depth d runs at ``L + d - 1``, one behind the target's (its input is paired
@@ -36,7 +39,7 @@ from workbench.attention.batch import ForwardBatch, extend_batch
 from workbench.attention.meta import build_meta
 from workbench.engine.record import DraftLevel
 from workbench.engine.sampling import SamplingParams, target_probs
-from workbench.engine.tree import Candidates
+from workbench.engine.tree import Candidates, ancestor_mask, score_order
 from workbench.kv import SlotAllocator, SlotTable
 from workbench.kv.pool import KVPool
 from workbench.models.draft import DraftHead
@@ -72,16 +75,18 @@ class Frontier:
         self.written += self.nodes
         self.scratch += slots
 
+    def add_children(self, depth: int, tokens: list[int], probs: list[float], scores: list[float],
+                     width: int) -> int:
+        """Record the ``width`` children of each frontier node (the root's at depth 1), node by
+        node in rank order; returns the flat index of the first."""
+        parents = self.nodes if depth > 1 else [-1]
+        return self.cands.extend(tokens, probs, scores, parents=[p for p in parents for _ in range(width)],
+                                 depth=depth, ranks=list(range(width)) * len(parents))
+
     def mask(self) -> torch.Tensor:
         """[F, W] bool: frontier node r sees written node j iff j is r itself or an ancestor
         (every ancestor ran in an earlier level: it is among ``written``)."""
-        where = {c: j for j, c in enumerate(self.written)}
-        mask = torch.zeros(len(self.nodes), len(self.written), dtype=torch.bool)
-        for r, node in enumerate(self.nodes):
-            while node != -1:  # self, then ancestors
-                mask[r, where[node]] = True
-                node = self.cands.parents[node]
-        return mask
+        return ancestor_mask(self.nodes, self.cands.parents, {c: j for j, c in enumerate(self.written)})
 
 
 def tree_level_batch(fronts: list[Frontier], device) -> ForwardBatch:
@@ -143,19 +148,51 @@ def draft_extend(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int],
     return hidden[last], new
 
 
-def _pick(log_probs: torch.Tensor, cols: torch.Tensor | None, k: int, sampled: SamplingParams | None,
-          generator: torch.Generator | None):
-    """Children of each row: top-k of the draft distribution, or (leviathan chain) one draw from
-    q = the draft distribution under the sampling params. Returns tokens [R, k], probs [R, k], q."""
+@dataclass(frozen=True)
+class Proposals:
+    """What one draft forward proposes: row ``b * F + j`` of its output is request b's frontier
+    node j (every request has F), and proposes ``width`` children of it, best first."""
+
+    tokens: torch.Tensor  # [B, F, width] token ids (CPU)
+    probs: torch.Tensor  # [B, F, width] draft probability given the parent (CPU)
+    q: torch.Tensor | None = None  # leviathan: [B * F, V] the full-vocabulary law each child was drawn from
+
+    def children(self, parent_scores: torch.Tensor, rows: torch.Tensor | None = None,
+                 ranks: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Tokens, probs and path scores [B, n] of the children at (``rows``, ``ranks``) [n]
+        (default: all of them, row by row, in rank order), scored ``parent score x prob`` in float64
+        as Python multiplies floats; ``parent_scores`` [B, F]: the frontier's path scores."""
+        if rows is None:
+            tokens, probs, parent = self.tokens, self.probs, parent_scores[:, :, None]  # [B, F, width]
+        else:
+            tokens, probs, parent = self.tokens[:, rows, ranks], self.probs[:, rows, ranks], parent_scores[:, rows]
+        scores = parent * probs.double()
+        return tokens.flatten(1), probs.flatten(1), scores.flatten(1)
+
+    def rows(self, frontier_index: torch.Tensor) -> torch.Tensor:
+        """[B, n] (or [n], the same for every request) frontier node j of each request -> [B * n]
+        its row ``b * F + j`` of this forward's output."""
+        bsz, frontier = self.tokens.shape[:2]
+        return (torch.arange(bsz)[:, None] * frontier + frontier_index).flatten()
+
+
+def propose(head, hidden: torch.Tensor, bsz: int, width: int, sampled: SamplingParams | None = None,
+            generator: torch.Generator | None = None) -> Proposals:
+    """Children of each row of ``hidden`` [B * F, H]: the top ``width`` of the draft distribution,
+    or (leviathan chain, width 1) one draw from q = the draft distribution under the sampling params.
+    Tokens and probs come to the CPU (one copy each), where the tree's bookkeeping runs."""
+    log_probs, cols = head.log_probs(hidden)  # [B * F, V']; cols: the token of each column (None: all)
+    q = None
     if sampled is None:
-        lp, idx = log_probs.topk(k, dim=-1)  # sorted: descending probability
-        probs, q = lp.exp(), None
+        lp, idx = log_probs.topk(width, dim=-1)  # sorted: descending probability
+        probs = lp.exp()
     else:
-        q = target_probs(log_probs, sampled)  # [R, V']
-        idx = torch.multinomial(q, 1, generator=generator)  # [R, 1]
+        q = target_probs(log_probs, sampled)  # [B * F, V']
+        idx = torch.multinomial(q, 1, generator=generator)  # [B * F, 1]
         probs = q.gather(-1, idx)
     tokens = idx if cols is None else cols[idx]
-    return tokens, probs, q
+    return Proposals(tokens.view(bsz, -1, width).cpu(), probs.view(bsz, -1, width).cpu(),
+                     None if q is None else _full(q, cols, head))
 
 
 def grow_tree(head, forward: DraftForward, allocator: SlotAllocator, prefixes: list[list[int]],
@@ -167,36 +204,34 @@ def grow_tree(head, forward: DraftForward, allocator: SlotAllocator, prefixes: l
     token of each column, None = the full vocabulary); ``forward(features, batch)`` runs one
     level. ``prefixes[b]``: the slots request b's nodes attend (see the module docstring);
     ``h_last`` [B, H]: the draft's output that proposes level 1. ``sampled_chain``: leviathan
-    (topk 1): children are drawn from q under these params instead of taken top-1."""
+    (topk 1): children are drawn from q under these params instead of taken top-1.
+
+    Each request's frontier holds ``topk`` nodes (level 1: the root's ``topk`` children, already
+    in ``score_order``), so a forward's rows form a [B, topk] grid and the choice of the next
+    frontier is one sort of a [B, topk * topk] score tensor."""
     fronts = [Frontier(list(p)) for p in prefixes]
-    logp, cols = head.log_probs(h_last)  # [B, V']
-    tokens, probs, q = _pick(logp, cols, topk, sampled_chain, generator)
-    chain_q = [[_full(q[b], cols, head)] for b in range(len(fronts))] if q is not None else None
-    for b, f in enumerate(fronts):
-        f.nodes = [f.cands.add(t, p, p, -1, 1, rank)
-                   for rank, (t, p) in enumerate(zip(tokens[b].tolist(), probs[b].tolist()))]
-    features = h_last.repeat_interleave(topk, dim=0)  # [B*topk, H]: a node's feature is its parent's output
-    for depth in range(2, num_steps + 1):  # this forward runs the frontier at depth - 1, proposes depth
-        for f in fronts:
-            f.run_level(depth - 1, allocator.alloc(len(f.nodes)))
-        hidden = forward(features, tree_level_batch(fronts, h_last.device))  # [R, H], row = a frontier node
-        logp, cols = head.log_probs(hidden)  # [R, V']
-        tokens, probs, q = _pick(logp, cols, topk, sampled_chain, generator)
-        tokens, probs = tokens.tolist(), probs.tolist()
-        row, parent_rows = 0, []
-        for b, f in enumerate(fronts):
-            row_of = {}  # frontier node -> its row of this forward
-            children = []
-            for node in f.nodes:
-                row_of[node] = row
-                children += [f.cands.add(t, p, f.cands.scores[node] * p, node, depth, rank)
-                             for rank, (t, p) in enumerate(zip(tokens[row], probs[row]))]
-                row += 1
-            if chain_q is not None:  # a chain: one frontier node, one row
-                chain_q[b].append(_full(q[row_of[f.nodes[0]]], cols, head))
-            f.nodes = sorted(children, key=lambda i: (-f.cands.scores[i], i))[:topk]
-            parent_rows += [row_of[f.cands.parents[i]] for i in f.nodes]
-        features = hidden[parent_rows]
+    bsz = len(fronts)
+    chain_q: list[list[torch.Tensor]] | None = None if sampled_chain is None else [[] for _ in fronts]
+    hidden, scores = h_last, torch.ones(bsz, 1, dtype=torch.float64)  # [B * F, H], [B, F]: the root
+    for depth in range(1, num_steps + 1):  # this forward proposes depth (depth 1: the extend's output did)
+        if depth > 1:  # run the frontier at depth - 1; a node's feature is its parent's output
+            for f in fronts:
+                f.run_level(depth - 1, allocator.alloc(len(f.nodes)))
+            hidden = forward(features, tree_level_batch(fronts, h_last.device))  # [B * topk, H]
+        props = propose(head, hidden, bsz, width=topk, sampled=sampled_chain, generator=generator)
+        tokens, probs, child_scores = props.children(scores)  # [B, F * topk], row by row, in rank order
+        first = [f.add_children(depth, tokens=t, probs=p, scores=s, width=topk)
+                 for f, t, p, s in zip(fronts, tokens.tolist(), probs.tolist(), child_scores.tolist())]
+        if chain_q is not None:  # a chain: one frontier node, row b
+            for b, q in enumerate(chain_q):
+                q.append(props.q[b])
+        if depth == num_steps:
+            break
+        best = score_order(child_scores)[:, :topk]  # [B, topk]: the next frontier among the children
+        for f, start, picked in zip(fronts, first, best.tolist()):
+            f.nodes = [start + i for i in picked]
+        scores = child_scores.gather(1, best)
+        features = hidden[props.rows(best // topk)]  # their parents' rows
     expected = scratch_slots_per_step(num_steps, topk)
     if any(len(f.scratch) != expected for f in fronts):  # the engine sized the pool for exactly this many
         raise AssertionError(f"grow_tree took {[len(f.scratch) for f in fronts]} scratch slots, "
@@ -204,9 +239,9 @@ def grow_tree(head, forward: DraftForward, allocator: SlotAllocator, prefixes: l
     return phase_of(fronts, chain_q)
 
 
-def _full(q_row: torch.Tensor, cols: torch.Tensor | None, head) -> torch.Tensor:
-    """A draft distribution over the hot vocabulary, scattered back to the full vocabulary."""
+def _full(q: torch.Tensor, cols: torch.Tensor | None, head) -> torch.Tensor:
+    """Draft distributions [R, V'] over the hot vocabulary, scattered back to the full vocabulary [R, V]."""
     if cols is None:
-        return q_row
-    full = torch.zeros(head.config.vocab_size, device=q_row.device)
-    return full.index_copy(0, cols, q_row)
+        return q
+    full = torch.zeros(q.shape[0], head.config.vocab_size, device=q.device)
+    return full.index_copy(1, cols, q)

@@ -13,19 +13,23 @@ under ancestors). Beyond 26 nodes EAGLE-1 has no list, so the shape goes on brea
 ranks 0..3, the width EAGLE-1's tree uses: the missing depth-2 paths, then depth 3, ...
 
 Growth runs one draft forward per depth (the nodes of that depth that have children in the
-shape), exactly as the dynamic growth does, and returns the same ``DraftPhase``: its candidates
+shape), exactly as the dynamic growth does, reading the shape's nodes out of each forward's
+top-k through a (parent row, rank) table per depth (``shape_levels``, computed once per shape).
+It returns the same ``DraftPhase``: its candidates
 are exactly the shape's nodes, so the rerank keeps them all and the verify, the accept walk,
 commit and sampling are the ones ``eagle2`` uses.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
+from dataclasses import dataclass
 
 import torch
 
-from workbench.engine.draft import DraftForward, DraftPhase, Frontier, phase_of, tree_level_batch
+from workbench.engine.draft import DraftForward, DraftPhase, Frontier, phase_of, propose, tree_level_batch
 from workbench.kv import SlotAllocator
 
 Path = tuple[int, ...]
@@ -39,6 +43,11 @@ EAGLE1_TREE: tuple[Path, ...] = (
     (0, 0, 0, 0, 0), (0, 0, 0, 0, 1),
 )
 EXTENSION_WIDTH = 4  # ranks 0..3 when the shape grows past EAGLE-1's 25 paths
+
+
+def breadth_first(paths) -> tuple[Path, ...]:
+    """Rank paths by depth, then ranks: a parent before its children, siblings in rank order."""
+    return tuple(sorted(paths, key=lambda p: (len(p), p)))
 
 
 def default_static_tree(num_draft_tokens: int) -> tuple[Path, ...]:
@@ -55,7 +64,7 @@ def default_static_tree(num_draft_tokens: int) -> tuple[Path, ...]:
                 paths.append(p)
                 have.add(p)
         depth += 1
-    return tuple(sorted(paths, key=lambda p: (len(p), p)))  # breadth first, as the growth reads it
+    return breadth_first(paths)  # as the growth reads it
 
 
 def validate_tree(paths, max_rank: int, max_depth: int, max_nodes: int) -> tuple[Path, ...]:
@@ -87,7 +96,7 @@ def validate_tree(paths, max_rank: int, max_depth: int, max_nodes: int) -> tuple
             raise ValueError(f"tree path {list(p)} has no parent: add {list(p[:-1])}")
     if len(out) > max_nodes:
         raise ValueError(f"the tree has {len(out)} nodes besides the root; at most {max_nodes}")
-    return tuple(sorted(out, key=lambda p: (len(p), p)))
+    return breadth_first(out)
 
 
 def parse_tree(text: str, max_rank: int, max_depth: int, max_nodes: int) -> tuple[Path, ...]:
@@ -111,43 +120,68 @@ def scratch_slots(paths: tuple[Path, ...]) -> int:
     return len({p[:-1] for p in paths if len(p) > 1})
 
 
+@dataclass(frozen=True)
+class ShapeLevel:
+    """One depth of a static shape, as its growth reads it: the shape's nodes at ``depth`` in flat
+    order, each the child of rank ``ranks[i]`` of frontier node ``rows[i]`` (its parent's index
+    among the nodes the forward runs, the same for every request)."""
+
+    depth: int
+    rows: torch.Tensor  # [n] int64: frontier index j of each node's parent (depth 1: 0, the root)
+    ranks: torch.Tensor  # [n] int64: each node's rank among its parent's draft top-k
+    parents: list[int]  # [n] each node's parent as a flat index, -1 = the root
+    expanded: torch.Tensor  # [m] int64: which of this depth's nodes have children (in order)
+    frontier: list[int]  # [m] their flat indices: the nodes the next forward runs
+
+
+@functools.lru_cache(maxsize=16)  # a pure function of an immutable shape: computed once, not every step
+def shape_levels(paths: tuple[Path, ...]) -> tuple[ShapeLevel, ...]:
+    """The (parent row, rank) table of every depth of a shape. Candidates are numbered breadth
+    first (by depth, then ranks), so a parent comes before its children and siblings come in
+    descending draft probability, as in ``grow_tree``; a path's flat index is its place in that order."""
+    order = breadth_first(paths)
+    flat = {p: i for i, p in enumerate(order)}
+    has_children = {p[:-1] for p in order}
+    levels, frontier = [], [()]  # the nodes the depth's forward runs: the root first
+    for depth in range(1, max(len(p) for p in order) + 1):
+        nodes = [p for p in order if len(p) == depth]
+        row = {p: j for j, p in enumerate(frontier)}
+        expanded = [i for i, p in enumerate(nodes) if p in has_children]
+        levels.append(ShapeLevel(depth=depth,
+                                 rows=torch.tensor([row[p[:-1]] for p in nodes]),
+                                 ranks=torch.tensor([p[-1] for p in nodes]),
+                                 parents=[flat.get(p[:-1], -1) for p in nodes],
+                                 expanded=torch.tensor(expanded, dtype=torch.int64),
+                                 frontier=[flat[nodes[i]] for i in expanded]))
+        frontier = [nodes[i] for i in expanded]
+    return tuple(levels)
+
+
 def grow_static_tree(head, forward: DraftForward, allocator: SlotAllocator, prefixes: list[list[int]],
                      h_last: torch.Tensor, paths: tuple[Path, ...]) -> DraftPhase:
     """The shape's nodes for every request, one draft forward per depth, batched across requests.
 
-    Candidates are added depth by depth, and under each parent in rank order, so a parent comes
-    before its children and siblings come in descending draft probability, as in ``grow_tree``.
-    A node's input feature is its parent's draft output (the root's children: ``h_last`` [B, H]).
-    ``head``, ``forward``, ``prefixes``: as ``draft.grow_tree``."""
+    Each depth reads its nodes out of the forward's top-k by its ``ShapeLevel`` table (every
+    request drafts the same shape, so the same table serves all). A node's input feature is its
+    parent's draft output (the root's children: ``h_last`` [B, H]). ``head``, ``forward``,
+    ``prefixes``: as ``draft.grow_tree``."""
     bsz = len(prefixes)
-    max_depth, width = tree_shape(paths)
-    children: dict[Path, list[int]] = {}
-    for p in sorted(paths, key=lambda p: (len(p), p)):
-        children.setdefault(p[:-1], []).append(p[-1])
+    _, width = tree_shape(paths)
     fronts = [Frontier(list(p)) for p in prefixes]
-    flat: dict[Path, int] = {}  # rank path -> flat candidate index (the same for every request)
-    parents: list[Path] = [()]  # nodes whose children the next forward's output proposes
-    hidden = h_last  # [B * len(parents), H]: the draft output at each of them
-    for depth in range(1, max_depth + 1):  # this forward proposes the shape's nodes at ``depth``
-        if depth > 1:  # run the draft on the nodes of depth - 1 that have children
+    hidden, scores = h_last, torch.ones(bsz, 1, dtype=torch.float64)  # [B * F, H], [B, F]: the root
+    for level in shape_levels(paths):  # this forward proposes the shape's nodes at level.depth
+        if level.depth > 1:  # run the draft on the nodes of depth - 1 that have children
             for f in fronts:
-                f.nodes = [flat[p] for p in parents]
-                f.run_level(depth - 1, allocator.alloc(len(parents)))
-            hidden = forward(hidden, tree_level_batch(fronts, h_last.device))  # [B * F, H]
-        logp, cols = head.log_probs(hidden)  # [B * F, V']
-        lp, idx = logp.topk(width, dim=-1)  # ranks 0..width-1, descending probability
-        tokens = (idx if cols is None else cols[idx]).view(bsz, len(parents), width).tolist()
-        probs = lp.exp().view(bsz, len(parents), width).tolist()
-        for j, parent in enumerate(parents):
-            for r in children[parent]:
-                for b, f in enumerate(fronts):
-                    score = probs[b][j][r] * (f.cands.scores[flat[parent]] if parent else 1.0)
-                    flat[parent + (r,)] = f.cands.add(tokens[b][j][r], probs[b][j][r], score,
-                                                      flat[parent] if parent else -1, depth, r)
-        # the next frontier: this depth's nodes that have children; features = their parents' rows
-        nxt = [p for p in paths if len(p) == depth and p in children]
-        rows = [b * len(parents) + parents.index(p[:-1]) for b in range(bsz) for p in nxt]
-        hidden, parents = hidden[rows], nxt
+                f.run_level(level.depth - 1, allocator.alloc(len(f.nodes)))
+            hidden = forward(features, tree_level_batch(fronts, h_last.device))  # [B * F, H]
+        props = propose(head, hidden, bsz, width=width)  # [B, F, width]
+        tokens, probs, node_scores = props.children(scores, rows=level.rows, ranks=level.ranks)  # [B, n]
+        ranks = level.ranks.tolist()
+        for f, t, p, s in zip(fronts, tokens.tolist(), probs.tolist(), node_scores.tolist()):
+            f.cands.extend(t, p, s, parents=level.parents, depth=level.depth, ranks=ranks)
+            f.nodes = list(level.frontier)
+        scores = node_scores[:, level.expanded]
+        features = hidden[props.rows(level.rows[level.expanded])]  # the next frontier's parents' rows
     expected = scratch_slots(paths)
     if any(len(f.scratch) != expected for f in fronts):  # the engine sized the pool for exactly this many
         raise AssertionError(f"grow_static_tree took {[len(f.scratch) for f in fronts]} scratch slots, "

@@ -14,6 +14,7 @@ frontier nodes (frontier in descending path score). Here:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -39,6 +40,19 @@ class Candidates:
         self.depths.append(depth)
         return len(self.tokens) - 1
 
+    def extend(self, tokens: list[int], probs: list[float], scores: list[float], parents: list[int], depth: int,
+               ranks: list[int]) -> int:
+        """One level's candidates at once (one entry per candidate in each list, in flat order);
+        returns the flat index of the first."""
+        first = len(self.tokens)
+        self.tokens += tokens
+        self.probs += probs
+        self.scores += scores
+        self.parents += parents
+        self.depths += [depth] * len(tokens)
+        self.ranks += ranks
+        return first
+
 
 @dataclass
 class DraftTree:
@@ -61,16 +75,24 @@ class DraftTree:
         return len(self.tokens)
 
 
-def rerank(cands: Candidates, num_draft_tokens: int) -> tuple[list[int], list[int]]:
-    """Best ``num_draft_tokens - 1`` flat indices by score, sorted by flat index.
+def score_order(scores: Sequence[float] | torch.Tensor) -> torch.Tensor:
+    """[..., n] path scores -> [..., n] their indices, best first, ties toward the lower index.
 
-    Ties are broken toward the lower flat index, which always favours a parent over its child
-    (a child's score never exceeds its parent's), so the kept set is closed under ancestors.
-    The check stays anyway, for trees built elsewhere: a kept node whose parent was not kept is
-    dropped (with its descendants) and returned in the second list.
+    The one order by path score: the frontier's choice (``draft.grow_tree``), the rerank, and
+    every view that replays them. Parents precede their children in flat order and a child's
+    score never exceeds its parent's, so a tie always favours the parent. Scores are compared
+    in float64, as the growth computes them (a trace's rounded scores compare the same way)."""
+    return torch.sort(torch.as_tensor(scores, dtype=torch.float64), dim=-1, descending=True, stable=True).indices
+
+
+def rerank(cands: Candidates, num_draft_tokens: int) -> tuple[list[int], list[int]]:
+    """Best ``num_draft_tokens - 1`` flat indices by ``score_order``, sorted by flat index.
+
+    A tie favours a parent over its child, so the kept set is closed under ancestors. The check
+    stays anyway, for trees built elsewhere: a kept node whose parent was not kept is dropped
+    (with its descendants) and returned in the second list.
     """
-    order = sorted(range(len(cands.scores)), key=lambda i: (-cands.scores[i], i))
-    kept = sorted(order[: num_draft_tokens - 1])
+    kept = sorted(score_order(cands.scores)[: num_draft_tokens - 1].tolist())
     present, closed, dropped = set(), [], []
     for i in kept:  # flat order: parents come first
         parent = cands.parents[i]
@@ -80,6 +102,11 @@ def rerank(cands: Candidates, num_draft_tokens: int) -> tuple[list[int], list[in
         else:
             dropped.append(i)
     return closed, dropped
+
+
+def budget_keeping(scores: Sequence[float], index: int) -> int:
+    """The smallest ``num_draft_tokens`` whose rerank keeps candidate ``index`` (D counts the root)."""
+    return score_order(scores).tolist().index(index) + 2
 
 
 def build_tree(root_token: int, cands: Candidates, kept: list[int], prefix_len: int,
@@ -92,12 +119,7 @@ def build_tree(root_token: int, cands: Candidates, kept: list[int], prefix_len: 
         p = cands.parents[c]
         parents.append(0 if p == -1 else node_of[p])
         depths.append(depths[parents[-1]] + 1)
-    mask = torch.zeros(n, n, dtype=torch.bool)
-    for i in range(n):
-        j = i
-        while j != -1:  # self, then each ancestor up to the root
-            mask[i, j] = True
-            j = parents[j]
+    mask = ancestor_mask(range(n), parents, range(n))  # row i: i, its ancestors, the root
     next_token, next_sibling = [-1] * n, [-1] * n
     last_child = [-1] * n
     for i in range(1, n):  # ascending node index: children in descending score
@@ -120,6 +142,21 @@ def build_tree(root_token: int, cands: Candidates, kept: list[int], prefix_len: 
         retrieve_next_sibling=next_sibling,
         dropped=list(dropped or []),
     )
+
+
+def ancestor_mask(nodes: Sequence[int], parents: Sequence[int],
+                  column: Mapping[int, int] | Sequence[int]) -> torch.Tensor:
+    """[len(nodes), len(column)] bool: row r is True at ``column[c]`` for c = ``nodes[r]`` and each
+    of its ancestors (``parents[c]``, -1 past the top): what a node attends under the tree mask."""
+    rows, cols = [], []
+    for r, node in enumerate(nodes):
+        while node != -1:
+            rows.append(r)
+            cols.append(column[node])
+            node = parents[node]
+    mask = torch.zeros(len(nodes), len(column), dtype=torch.bool)
+    mask[rows, cols] = True  # one write, not one per (node, ancestor)
+    return mask
 
 
 def max_candidates(num_steps: int, topk: int) -> int:

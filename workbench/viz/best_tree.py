@@ -9,10 +9,11 @@ ran on a token that was not drafted (so a tree that had covered it could only be
 another forward). The left token is either a candidate **dropped at the rerank** (drafted, never
 verified: a budget of ``needed_D`` would have kept it) or **not drafted** at all.
 
-τ per budget: for each D' <= D the walk is rerun on the best-scored D' - 1 nodes of this tree
-(ties toward the lower node index, as the rerank), with the same target argmaxes. At
-temperature 0 that is exactly the τ a run with that budget would have had on this step (given
-the same tree growth); when sampling it is the greedy reference, not the sampled walk.
+Both replay the engine: the greedy walk (``accept.greedy_walk``) with the target's argmax after
+each node, and, for τ per budget, the rerank (``tree.rerank``) of this tree's nodes to each
+D' <= D, built (``tree.build_tree``) and walked again with the same argmaxes. At temperature 0
+that is exactly the τ a run with that budget would have had on this step (given the same tree
+growth); when sampling it is the greedy reference, not the sampled walk.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import html
 
 import plotly.graph_objects as go
 
+from workbench.engine.accept import greedy_walk
+from workbench.engine.tree import Candidates, budget_keeping, build_tree, rerank
 from workbench.viz.html import note, table
 from workbench.viz.layout import Line, tree_layout
 from workbench.viz.style import NODE, OKABE_ITO, base_layout, empty_figure
@@ -33,51 +36,59 @@ def greedy_continuation(trace: dict) -> list[dict]:
     """The target's argmax continuation over the tree: one row per token, ``status`` "covered"
     (node, prob, score) until the one that left the tree: "dropped" (candidate, score,
     needed_D) or "not drafted"."""
-    nodes, top = trace["tree"]["nodes"], trace["verify"]["top"]
-    children: dict[int, list[int]] = {}
-    for n in nodes[1:]:
-        children.setdefault(n["parent"], []).append(n["node"])
+    nodes, drafts = trace["tree"]["nodes"], _tree_drafts(trace)
+    path = _argmax_walk(trace, drafts, list(range(len(drafts.tokens))))
+    rows = []
+    for node, child in zip(path, path[1:]):
+        n = nodes[child]
+        rows.append({**_argmax_row(trace, node), "status": "covered", "node": child, "prob": n["prob"],
+                     "score": n["score"], "rank_path": n.get("rank_path")})
+    row = _argmax_row(trace, path[-1])
     kept = {n["candidate"] for n in nodes[1:]}
-    cands = trace["draft"]["candidates"]
-    order = sorted(range(len(cands)), key=lambda i: (-cands[i]["score"], i))  # the rerank's order
-    rows, node = [], 0
-    while True:
-        want = top[node][0]
-        child = next((c for c in children.get(node, []) if nodes[c]["token"] == want["token"]), None)
-        row = {"depth": nodes[node]["depth"] + 1, "token": want["token"], "text": want["text"],
-               "target_prob": want["prob"], "after_node": node}
-        if child is not None:
-            n = nodes[child]
-            rows.append({**row, "status": "covered", "node": child, "prob": n["prob"], "score": n["score"],
-                         "rank_path": n.get("rank_path")})
-            node = child
-            continue
-        parent_cand = nodes[node]["candidate"]
-        dropped = next((c for c in cands if c["parent"] == parent_cand and c["token"] == want["token"]
-                        and c["index"] not in kept), None)
-        if dropped is not None:
-            rows.append({**row, "status": "dropped", "candidate": dropped["index"], "prob": dropped["prob"],
-                         "score": dropped["score"], "needed_D": order.index(dropped["index"]) + 2})
-        else:
-            rows.append({**row, "status": "not drafted"})
-        return rows
+    cands, parent_cand = trace["draft"]["candidates"], nodes[path[-1]]["candidate"]
+    dropped = next((c for c in cands if c["parent"] == parent_cand and c["token"] == row["token"]
+                    and c["index"] not in kept), None)
+    if dropped is None:
+        return rows + [{**row, "status": "not drafted"}]
+    needed = budget_keeping([c["score"] for c in cands], dropped["index"])
+    return rows + [{**row, "status": "dropped", "candidate": dropped["index"], "prob": dropped["prob"],
+                    "score": dropped["score"], "needed_D": needed}]
 
 
 def budget_taus(trace: dict) -> list[dict]:
-    """[{D, tau}] for D = 2..this tree's size: the greedy walk on the best-scored D - 1 nodes."""
-    nodes = trace["tree"]["nodes"]
-    path = [r["node"] for r in greedy_continuation(trace) if r["status"] == "covered"]
-    order = sorted(range(1, len(nodes)), key=lambda i: (-nodes[i]["score"], i))
-    out = []
-    for d in range(2, len(nodes) + 1):
-        keep = set(order[: d - 1])
-        tau = 1
-        for n in path:  # the walk follows the argmax path while its nodes are kept
-            if n not in keep:
-                break
-            tau += 1
-        out.append({"D": d, "tau": tau})
-    return out
+    """[{D, tau}] for D = 2..this tree's size: the greedy walk on the nodes of this tree that the
+    rerank keeps at budget D."""
+    drafts = _tree_drafts(trace)
+    return [{"D": d, "tau": len(_argmax_walk(trace, drafts, rerank(drafts, d)[0]))}
+            for d in range(2, len(drafts.tokens) + 2)]
+
+
+def _tree_drafts(trace: dict) -> Candidates:
+    """The drafts of the step's tree as candidates, node i + 1 as candidate i (the tree holds them
+    in flat order, so parents still come first), for the engine's rerank and build to rerun on."""
+    nodes = trace["tree"]["nodes"][1:]
+    return Candidates(tokens=[n["token"] for n in nodes], probs=[n["prob"] for n in nodes],
+                      scores=[n["score"] for n in nodes], parents=[n["parent"] - 1 for n in nodes],
+                      depths=[n["depth"] for n in nodes], ranks=[-1] * len(nodes))
+
+
+def _argmax_walk(trace: dict, drafts: Candidates, kept: list[int]) -> list[int]:
+    """The engine's greedy walk on the target's argmax after each node, over the tree that
+    ``build_tree`` makes of the ``kept`` drafts (``_tree_drafts`` indices); returns its path as
+    node indices of the step's tree."""
+    top = trace["verify"]["top"]
+    tree = build_tree(trace["tree"]["nodes"][0]["token"], drafts, kept, prefix_len=0)  # positions unread
+    node_of = [0] + [k + 1 for k in kept]  # this tree's node -> the step's
+    walk = greedy_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling,
+                       [top[n][0]["token"] for n in node_of])
+    return [node_of[i] for i in walk.path]
+
+
+def _argmax_row(trace: dict, node: int) -> dict:
+    """The target's argmax after ``node``: the continuation's next token."""
+    want = trace["verify"]["top"][node][0]
+    return {"depth": trace["tree"]["nodes"][node]["depth"] + 1, "token": want["token"], "text": want["text"],
+            "target_prob": want["prob"], "after_node": node}
 
 
 def best_tree_figure(trace: dict, height: int | None = None, width: int = WIDTH) -> go.Figure:

@@ -9,6 +9,7 @@ attention made that free.
 
 from __future__ import annotations
 
+from workbench.engine import accept
 from workbench.viz.html import bar, note, table
 from workbench.viz.style import NODE, OKABE_ITO
 from workbench.viz.tokens import num, show_html
@@ -18,12 +19,7 @@ VERDICT = {"match": NODE["accepted"], "miss": NODE["missed"], "not compared": NO
 
 def children(trace: dict, node: int) -> list[int]:
     """Children of ``node`` in walk order: ``retrieve_next_token`` then ``retrieve_next_sibling``."""
-    first, sibling = trace["tree"]["retrieve_next_token"], trace["tree"]["retrieve_next_sibling"]
-    out, child = [], first[node]
-    while child != -1:
-        out.append(child)
-        child = sibling[child]
-    return out
+    return accept.children(node, trace["tree"]["retrieve_next_token"], trace["tree"]["retrieve_next_sibling"])
 
 
 def logits_rows(trace: dict) -> list[dict]:
