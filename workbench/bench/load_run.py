@@ -141,6 +141,8 @@ def read_prompts(path: str | None, args) -> list[str]:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError as err:
         raise UserError(f"--prompts {path}: {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"--prompts {path}: not UTF-8 text") from None
     out = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
