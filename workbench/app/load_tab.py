@@ -30,6 +30,7 @@ from workbench.bench import specbench
 from workbench.bench.load import LoadRun, check_load, equal_outputs, run_load
 from workbench.bench.load_spec import Load, parse_policies
 from workbench.bench.load_run import WARMUP, WARMUP_TOKENS, round_figures
+from workbench.bench.step_cost import step_cost_for
 from workbench.viz.html import note, table
 from workbench.viz.load import bars_figure, steps_figure
 from workbench.viz.style import empty_figure
@@ -103,15 +104,19 @@ def run_load_tab(wb, lock: threading.Lock, prompts: list[str], mode, value, poli
         yield {"status": error(BUSY)}
         return
     try:
+        cost = None
+        if any(p.needs_cost for p in named):
+            yield {"status": "Reading this CPU's step cost for auto (measured once, a few seconds, then cached)…"}
+            cost = step_cost_for(wb, next(p for p in named if p.needs_cost).draft, log=lambda msg: None)
         t0 = time.perf_counter()
         yield {"status": f"Warming up {len(named)} polic{'ies' if len(named) > 1 else 'y'} (a short untimed run "
                          "each)…"}
         for p in named:  # so that the first policy does not pay for first calls
-            run_load(wb, p, ids, WARMUP, WARMUP_TOKENS, kv_slots=kv)
+            run_load(wb, p, ids, WARMUP, WARMUP_TOKENS, kv_slots=kv, cost=cost)
         share = max(1.0, MAX_SECONDS - (time.perf_counter() - t0)) / len(named)
         steps, results, shown = {}, {}, 0.0
         for i, p in enumerate(named, 1):
-            run = LoadRun(wb, p, ids, load, max_new, kv)
+            run = LoadRun(wb, p, ids, load, max_new, kv, cost)
             for log in run.steps(share):
                 if time.perf_counter() - shown >= REDRAW_S:
                     steps[p.name] = _decode_steps(run)
@@ -135,7 +140,9 @@ def build_load_tab(wb) -> None:
     prompts = specbench.first_turns_by_task(specbench.select(specbench.load_questions(), "quick"))
     gr.Markdown("Run requests that come and go against the loaded model under each speculation policy, and watch "
                 "each decode step: how many requests run, whether the policy speculates, what it accepts. Policies: "
-                "`off`, a method name (`eagle2:4/3/2`, `linear:3`: one fixed setting), `adaptive`, or a policy "
+                "`off`, a method name (`eagle2:4/3/2`, `linear:3`: one fixed setting), `adaptive`, `auto` (off or a "
+                "small tree, whichever promises the most tokens/s from this CPU's measured step cost and the "
+                "running acceptance; its first use times this CPU for a few seconds), or a policy "
                 "such as `schedule:1-2=eagle2:4/3/2,3+=off` (separate policies with `;` when one holds commas). "
                 f"At most {MAX_SECONDS} s per run, shared by the policies; one load at a time on this server.",
                 elem_classes=["wb-explain"])
@@ -146,7 +153,7 @@ def build_load_tab(wb) -> None:
         max_new = gr.Number(32, label="max_new_tokens", precision=0, elem_id="load-max-new", min_width=90)
         kv_slots = gr.Number(0, label="KV slots (0 = room for all)", precision=0, elem_id="load-kv", min_width=90)
     with gr.Row(equal_height=True):
-        policies = gr.Textbox("off,eagle2:4/3/2,adaptive", label="policies", elem_id="load-policies", scale=4)
+        policies = gr.Textbox("off,eagle2:4/3/2,adaptive,auto", label="policies", elem_id="load-policies", scale=4)
         button = gr.Button("Run load", variant="primary", elem_id="load-btn", scale=1)
     c = {"status": gr.Markdown(elem_id="load-status"),
          "steps": gr.Plot(empty_figure("Press Run load.", 300), label="each decode step", elem_id="load-steps"),

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from workbench.bench.load_spec import Load, NamedPolicy
 from workbench.engine.config import check_context
 from workbench.engine.engine import Engine
-from workbench.engine.policy import Choice, SpecPolicy
+from workbench.engine.policy import Choice, SpecPolicy, StepCost
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams
 from workbench.errors import UserError
@@ -236,15 +236,20 @@ class LoadResult:
 
 class LoadRun:
     """One load under one policy on a fresh engine: ``steps()`` runs it and yields each step's
-    log as it ends (the app draws them live), ``run()`` runs it through; then ``result()``."""
+    log as it ends (the app draws them live), ``run()`` runs it through; then ``result()``.
+    ``cost``: this machine's step cost, which ``auto`` needs (``bench/step_cost.py``: measured
+    once by the caller, so that no timed run pays for it)."""
 
     def __init__(self, wb, policy: NamedPolicy, prompts: list[list[int]], load: Load, max_new_tokens: int,
-                 kv_slots: int | None = None):
+                 kv_slots: int | None = None, cost: StepCost | None = None):
         if not prompts:
             raise ValueError("a load needs at least one prompt")
+        if policy.needs_cost and cost is None:
+            raise ValueError(f"{policy.name} weighs settings by this machine's step cost: measure it first "
+                             "(workbench.bench.step_cost.step_cost_for) and pass cost=")
         self.name, self.load, self.prompts, self.max_new_tokens = policy.name, load, prompts, max_new_tokens
         _, capacity = plan_capacity(wb, policy, prompts, load, max_new_tokens, kv_slots)
-        self.watched = Watched(policy.build())
+        self.watched = Watched(policy.build(cost))
         self.engine = make_engine(wb, self.watched, capacity)
         self.cuda = self.engine.device.type == "cuda"
         arrivals = load.arrivals() or [None] * load.requests
@@ -331,9 +336,9 @@ class LoadRun:
 
 
 def run_load(wb, policy: NamedPolicy, prompts: list[list[int]], load: Load, max_new_tokens: int, *,
-             kv_slots: int | None = None, seconds: float | None = None) -> LoadResult:
+             kv_slots: int | None = None, seconds: float | None = None, cost: StepCost | None = None) -> LoadResult:
     """Run one load through (see ``LoadRun``)."""
-    return LoadRun(wb, policy, prompts, load, max_new_tokens, kv_slots).run(seconds)
+    return LoadRun(wb, policy, prompts, load, max_new_tokens, kv_slots, cost).run(seconds)
 
 
 def equal_outputs(result: dict, reference: dict) -> bool:

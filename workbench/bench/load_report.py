@@ -94,6 +94,16 @@ def settled_md(name: str, found: dict | None, rows: list[dict]) -> list[str]:
     return out + ["", GPU_CAVEAT]
 
 
+def cost_md(cost: dict | None) -> list[str]:
+    """The step cost ``auto`` weighed its candidates by (``bench/step_cost.py``), one line."""
+    if not cost:
+        return []
+    verify = ", ".join(f"{n}: {ms:.1f}" for n, ms in cost["verify_ms"])
+    draft = ", ".join(f"{n}: {ms:.1f}" for n, ms in cost["draft_ms"]) or "no draft forward"
+    return [f"It weighed each setting by this step cost ({cost['source']}): a verify of N tokens, ms ({verify}); "
+            f"a draft forward of R rows, ms ({draft}).", ""]
+
+
 def markdown(result: dict) -> str:
     m, s = result["machine"], result["settings"]
     lines = ["# Speculation under load", "", f"`{result['command']}`", "",
@@ -118,5 +128,6 @@ def markdown(result: dict) -> str:
         if _rows(result["rows"], mode):
             lines += [f"## {title}", "", table(result["rows"], mode), "", *_verdict_lines(result, mode), ""]
     for name, found in (result.get("settled") or {}).items():
-        lines += [f"## What `{name}` settled on", "", *settled_md(name, found, result["rows"]), ""]
+        lines += [f"## What `{name}` settled on", "", *cost_md(m.get("step_cost")),
+                  *settled_md(name, found, result["rows"]), ""]
     return "\n".join(lines)

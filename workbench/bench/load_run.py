@@ -38,11 +38,11 @@ from workbench.bench.journal import Journal, open_journal
 from workbench.bench.load import check_load, equal_outputs, run_load
 from workbench.bench.load_spec import Load, NamedPolicy, parse_policies
 from workbench.bench.metrics import percentile
-from workbench.engine.policy import POLICIES
+from workbench.engine.policy import AUTO_CANDIDATES, StepCost
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.timing import interleaved, spread, verdict
 
-DEFAULT_POLICIES = "off,eagle2:4/3/2,adaptive" + (",auto" if "auto" in POLICIES else "")
+DEFAULT_POLICIES = "off,eagle2:4/3/2,adaptive,auto"
 QUICK = {"concurrency": "1,2", "rate": "2", "policies": "off,eagle2:4/3/2", "requests": 4, "max_new_tokens": 16,
          "rounds": 1}
 DEFAULTS = {"concurrency": "1,4,8", "rate": "1", "policies": DEFAULT_POLICIES, "requests": None,
@@ -91,8 +91,10 @@ def build_parser() -> ArgumentParser:
                    help=f"open loops: Poisson arrivals per second, comma list, or none (default {DEFAULTS['rate']})")
     p.add_argument("--policies", help="comma list (semicolons when a policy holds commas) of off, a method name "
                                       "(eagle2:D/S/K, linear:S, static:D: one fixed setting), adaptive (the ladder "
-                                      "linear:1,eagle2:4/3/2,eagle2:8/5/4) or any speculation policy "
-                                      f"(schedule:..., adaptive:...) (default {DEFAULTS['policies']})")
+                                      "linear:1,eagle2:4/3/2,eagle2:8/5/4), auto (off or "
+                                      f"{AUTO_CANDIDATES}, whichever promises the most tokens/s from this CPU's "
+                                      "measured step cost) or any speculation policy (schedule:..., adaptive:..., "
+                                      f"auto:...) (default {DEFAULTS['policies']})")
     p.add_argument("--requests", type=positive("--requests"),
                    help=f"requests per load (default: 2 x the concurrency, at least 4, in a closed loop; "
                         f"{OPEN_REQUESTS} in an open loop)")
@@ -164,9 +166,10 @@ def phase(load: Load) -> str:
 
 
 def measure_all(wb, policies: list[NamedPolicy], prompts: list[list[int]], loads: list[Load], args,
-                journal: Journal, log) -> dict[tuple[str, str, int], dict]:
+                journal: Journal, log, cost: StepCost | None = None) -> dict[tuple[str, str, int], dict]:
     """Warm-up, then every load's timed rounds; each run kept in ``journal`` as it ends, a run it
-    already holds reused as measured. Returns (phase, policy, round) -> the run's record."""
+    already holds reused as measured (``cost``: the step cost ``auto`` weighs by). Returns
+    (phase, policy, round) -> the run's record."""
     total = len(loads) * len(policies) * args.rounds
     todo = sum(journal.get(phase(ld), p.name, k) is None for ld in loads for p in policies for k in range(args.rounds))
     if todo < total:
@@ -174,7 +177,7 @@ def measure_all(wb, policies: list[NamedPolicy], prompts: list[list[int]], loads
     warm = [p for p in policies if any(journal.get(phase(ld), p.name, k) is None
                                        for ld in loads for k in range(args.rounds))]
     for p in warm:
-        run_load(wb, p, prompts, WARMUP, WARMUP_TOKENS, kv_slots=args.kv_slots)
+        run_load(wb, p, prompts, WARMUP, WARMUP_TOKENS, kv_slots=args.kv_slots, cost=cost)
     log(f"warm-up done ({len(warm)} policies)")
     t0, done = time.perf_counter(), [0]
 
@@ -186,7 +189,7 @@ def measure_all(wb, policies: list[NamedPolicy], prompts: list[list[int]], loads
             if kept is not None:
                 return kept["throughput_tok_s"]
             rec = {"question_id": k, **run_load(wb, policy, prompts, load, args.max_new_tokens,
-                                                kv_slots=args.kv_slots).record()}
+                                                kv_slots=args.kv_slots, cost=cost).record()}
             journal.add_result(phase(load), policy.name, rec)
             done[0] += 1
             left = (time.perf_counter() - t0) / done[0] * (todo - done[0])
@@ -293,6 +296,19 @@ def settled(policy: str, records: dict) -> dict | None:
 
 
 # ---- the run ---------------------------------------------------------------------------------------------
+def auto_cost(wb, policies: list[NamedPolicy], log) -> StepCost | None:
+    """The step cost ``auto`` weighs by, from the cache or measured once before any timed run
+    (None: no policy needs it). Every ``auto`` of one run drafts from the loaded draft."""
+    from workbench.bench.step_cost import step_cost_for
+
+    needing = [p for p in policies if p.needs_cost]
+    if not needing:
+        return None
+    cost = step_cost_for(wb, needing[0].draft, log=log)
+    log(f"step cost for auto: {cost.source}; verify " + ", ".join(f"{n}: {ms:.0f} ms" for n, ms in cost.verify))
+    return cost
+
+
 def run_settings(args, prompts: list[str]) -> dict:
     """What the results depend on, compared when a run resumes."""
     skip = ("out", "fresh", "quick", "func")
@@ -322,7 +338,7 @@ def build_result(wb, args, info: dict, policies: list[NamedPolicy], loads: list[
         "wall_s": round(wall_s, 1),
         "resumed": journal.summary() if journal.resumed else None,
         "rows": rows, "verdicts": verdicts(rows),
-        "settled": {p.name: settled(p.name, records) for p in policies if p.text.partition(":")[0] == "auto"},
+        "settled": {p.name: settled(p.name, records) for p in policies if p.needs_cost},
         "requests": [{"policy": p.name, "mode": ld.mode, "load": load_value(ld), "prompt_index": q["prompt_index"],
                       "output_ids": q["output_ids"]}
                      for ld in loads for p in policies for q in records[(phase(ld), p.name, 0)]["requests"]],
@@ -357,12 +373,16 @@ def cmd_load(args) -> int:
     for p in policies:
         for load in loads:
             check_load(wb, p, prompts, load, args.max_new_tokens, args.kv_slots)
+    cost = auto_cost(wb, policies, log)
+    if cost is not None:
+        info["step_cost"] = {"source": cost.source, "verify_ms": [list(p) for p in cost.verify],
+                             "draft_ms": [list(p) for p in cost.draft]}
     log(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}; {len(prompts)} prompts, "
         f"{len(loads)} loads x {len(policies)} policies x {args.rounds} rounds; load average {info['load_average_start']}")
     journal.start(info["load_average_start"])
     try:
         with stop_on_sigterm():
-            records = measure_all(wb, policies, prompts, loads, args, journal, log)
+            records = measure_all(wb, policies, prompts, loads, args, journal, log, cost)
     except KeyboardInterrupt:
         print(f"interrupted: {len(journal.results)} runs are kept in {journal.path}; the same command resumes "
               "the run", file=sys.stderr)

@@ -1,7 +1,7 @@
 """What a load is and the policies it runs under, as the load benchmark and the app's Load tab
 name them: ``Load`` (closed: a concurrency; open: a rate and a seed for its Poisson arrivals)
-and ``NamedPolicy`` (``off``, a method name for one fixed setting, ``adaptive`` alone, or any
-policy of ``engine/policy.py``'s grammar), each checked with a message a user can act on.
+and ``NamedPolicy`` (``off``, a method name for one fixed setting, ``adaptive`` or ``auto``
+alone, or any policy of ``engine/policy.py``'s grammar), each checked with a message a user can act on.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import random
 from dataclasses import dataclass
 
 from workbench.engine.config import parse_spec
-from workbench.engine.policy import POLICIES, POLICY_GRAMMAR, SpecPolicy, parse_policy, parse_setting, policy_for
+from workbench.engine.draft_source import DraftSource
+from workbench.engine.policy import (POLICIES, POLICY_GRAMMAR, SpecPolicy, StepCost, draft_source_of, parse_policy,
+                                     parse_setting, policy_for)
 
 MODES = ("closed", "open")
 DEFAULT_LADDER = "linear:1,eagle2:4/3/2,eagle2:8/5/4"  # bare ``adaptive``: its ladder, least speculative first
@@ -65,15 +67,27 @@ class NamedPolicy:
     name: str
     text: str
 
-    def build(self) -> SpecPolicy:
+    def build(self, cost: StepCost | None = None) -> SpecPolicy:
+        """A fresh policy; ``cost``: the step cost ``auto`` weighs by (the others ignore it)."""
         kind = self.text.partition(":")[0]
-        return parse_policy(self.text) if kind in POLICIES else policy_for(parse_setting(self.text))
+        return parse_policy(self.text, cost=cost) if kind in POLICIES else policy_for(parse_setting(self.text))
+
+    @property
+    def needs_cost(self) -> bool:
+        """Does it weigh settings by this machine's step cost (``auto``)?"""
+        return self.text.partition(":")[0] == "auto"
+
+    @property
+    def draft(self) -> DraftSource | None:
+        """The draft source its speculative settings share (None: it never speculates)."""
+        return draft_source_of(self.build().settings())
 
 
 def parse_load_policy(name: str) -> NamedPolicy:
-    """A policy in ``parse_policy``'s grammar (``off``, ``schedule:...``, ``adaptive:...``, ...),
-    a method name for one fixed setting (``eagle2:4/3/2``, ``linear:3@ngram``), or ``adaptive``
-    alone (the ladder ``DEFAULT_LADDER``). ValueError naming what is wrong."""
+    """A policy in ``parse_policy``'s grammar (``off``, ``schedule:...``, ``adaptive:...``,
+    ``auto``, ``auto:...``), a method name for one fixed setting (``eagle2:4/3/2``,
+    ``linear:3@ngram``), or ``adaptive`` alone (the ladder ``DEFAULT_LADDER``). ValueError naming
+    what is wrong."""
     text = name.strip()
     if text == "adaptive":
         text = f"adaptive:{DEFAULT_LADDER}"
@@ -102,7 +116,7 @@ def parse_policies(text: str) -> list[NamedPolicy]:
         try:
             out.append(parse_load_policy(name))
         except ValueError as err:
-            split = sep == "," and (name[:1].isdigit() or name.startswith(("schedule:", "adaptive:")))
+            split = sep == "," and (name[:1].isdigit() or name.startswith(("schedule:", "adaptive:", "auto:")))
             hint = " (a schedule or a ladder holds commas: separate the policies with ';')" if split else ""
             raise ValueError(f"{name}: {err}{hint}") from None
     return out

@@ -5,7 +5,7 @@ afterwards what the step accepted; it never reads a fixed ``SpecConfig`` of its 
 is anything with the four members of ``SpecPolicy``:
 
 ==================  ========================================================================
-``name``            what traces call it: "off", "fixed", "schedule", "adaptive"
+``name``            what traces call it: "off", "fixed", "schedule", "adaptive", "auto"
 ``settings()``      every setting ``choose`` may return. The engine builds **one** draft from
                     them (so they must share one draft source, ``draft_source_of``) and sizes
                     its KV pools for the largest (``Engine.slots_needed``)
@@ -17,74 +17,30 @@ is anything with the four members of ``SpecPolicy``:
 Here: ``Off`` (plain decoding), ``Fixed`` (one setting: the engine's behaviour with a bare
 ``SpecConfig``), ``Schedule`` (ranges of running batch size -> a setting or off, as vLLM's
 speculative tokens per batch size), and ``Adaptive`` (a moving average of the accepted drafts
-walks a ladder of settings, as SGLang's adaptive speculation). They are small enough to read
-top to bottom in one file. Another policy (say, one that maximises expected tokens/s from a
-measured verify-cost curve and the running acceptance) is one more class with those four
-members: the engine does not change.
+walks a ladder of settings, as SGLang's adaptive speculation), small enough to read top to
+bottom in one file; and ``Auto`` (``auto.py``: off or a configured tree, whichever promises the
+most tokens per second from this machine's measured step cost and each request's running
+acceptance). What they share (``Choice``, ``SpecPolicy``, ``OFF``, how settings are named) is in
+``choice.py``, re-exported here.
 
 Every policy has a name in one grammar (``parse_policy``, ``POLICY_GRAMMAR``): ``off``,
 ``fixed`` (the method given beside it) or ``fixed:NAME``, ``schedule:1-2=eagle2:8/5/4,3+=off``,
-``adaptive:linear:1,linear:3,eagle2:8/5/4``; NAME in the method grammar of ``config.py``.
+``adaptive:linear:1,linear:3,eagle2:8/5/4``, ``auto`` or ``auto:linear:1,eagle2:4/3/2``; NAME in
+the method grammar of ``config.py``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
-from workbench.engine.config import SpecConfig, parse_spec
-from workbench.engine.draft_source import DraftSource
+from workbench.engine.auto import AUTO_CANDIDATES, Auto, StepCost, parse_auto
+from workbench.engine.choice import OFF, Choice, SpecPolicy, draft_source_of, parse_setting, setting_label
+from workbench.engine.config import SpecConfig
 from workbench.engine.request import Request
 
-OFF = SpecConfig("vanilla")
-
-
-def setting_label(spec: SpecConfig | None) -> str:
-    """A setting as traces show it: "off" for plain decoding, else its method name
-    (``eagle2:8/5/4``; ``describe()`` for a setting without one); None: "prefill"."""
-    if spec is None:
-        return "prefill"
-    if not spec.speculative:
-        return "off"
-    try:
-        return spec.name
-    except ValueError:  # a custom static shape, a lossy setting or the leviathan rule: no short name
-        text = spec.describe()
-        return text if spec.chain_rule == "target-only" else f"{text}, {spec.chain_rule} rule"
-
-
-@dataclass(frozen=True)
-class Choice:
-    """What one step runs and why (filled by a policy, or by the engine for a prefill step)."""
-
-    policy: str  # the policy's name
-    spec: SpecConfig | None  # the setting: OFF for plain decoding; None on a prefill step
-    reason: str  # one phrase: "batch 3 in 3-4", "fixed", "requests 4, 5 admitted"
-
-    @property
-    def label(self) -> str:
-        return setting_label(self.spec)
-
-
-class SpecPolicy(Protocol):
-    name: str
-
-    def settings(self) -> tuple[SpecConfig, ...]: ...
-
-    def choose(self, batch: list[Request]) -> Choice: ...
-
-    def observe(self, choice: Choice, batch: list[Request]) -> None: ...
-
-
-def draft_source_of(settings: tuple[SpecConfig, ...]) -> DraftSource | None:
-    """The one draft source the speculative settings share (None: none speculates);
-    ValueError naming them when they differ (the engine builds one draft)."""
-    sources = {s.draft for s in settings if s.speculative}
-    if len(sources) > 1:
-        names = ", ".join(sorted(s.name for s in sources))
-        raise ValueError(f"a policy's settings must share one draft source (the engine builds one draft), "
-                         f"got {names}")
-    return next(iter(sources), None)
+__all__ = ["AUTO_CANDIDATES", "OFF", "Adaptive", "Auto", "BatchRange", "Choice", "Fixed", "Off", "POLICIES",
+           "POLICY_GRAMMAR", "Schedule", "SpecPolicy", "StepCost", "draft_source_of", "parse_policy",
+           "parse_schedule", "parse_setting", "policy_for", "setting_label"]
 
 
 class Off:
@@ -249,11 +205,6 @@ class Adaptive:
         self.rung, self.average, self.steps_here, self.reason = self.rung + by, None, 0, reason
 
 
-def parse_setting(name: str) -> SpecConfig:
-    """A setting in the method grammar, ``off`` (or ``vanilla``) for plain decoding."""
-    return OFF if name.strip() == "off" else parse_spec(name, others="off")
-
-
 def parse_schedule(text: str) -> Schedule:
     """``1-2=eagle2:8/5/4,3-4=linear:3,5+=off`` -> a validated ``Schedule``."""
     ranges = []
@@ -270,14 +221,17 @@ def parse_schedule(text: str) -> Schedule:
     return Schedule(tuple(ranges))
 
 
-POLICIES = ("off", "fixed", "schedule", "adaptive")  # every policy parse_policy reads, for lists shown to users
-POLICY_GRAMMAR = ("off, fixed, fixed:NAME, schedule:LO-HI=NAME,...,LO+=NAME (NAME may be off) "
-                  "or adaptive:NAME,NAME,... (a ladder, least speculative first)")
+POLICIES = ("off", "fixed", "schedule", "adaptive", "auto")  # every policy parse_policy reads, for lists shown to users
+POLICY_GRAMMAR = ("off, fixed, fixed:NAME, schedule:LO-HI=NAME,...,LO+=NAME (NAME may be off), "
+                  "adaptive:NAME,NAME,... (a ladder, least speculative first), auto (off or "
+                  f"{AUTO_CANDIDATES.replace(',', ', ')}, by expected tokens/s) or auto:NAME,NAME,... "
+                  "(off always a candidate)")
 
 
-def parse_policy(text: str, spec: SpecConfig | None = None) -> SpecPolicy:
+def parse_policy(text: str, spec: SpecConfig | None = None, cost: StepCost | None = None) -> SpecPolicy:
     """A policy in ``POLICY_GRAMMAR``; ``fixed`` alone runs ``spec`` (the method given beside
-    it). ValueError naming what is wrong."""
+    it); ``auto`` weighs its candidates by ``cost`` (this machine's step cost: it may come later,
+    ``Auto.cost``, but before the first step). ValueError naming what is wrong."""
     kind, _, arg = text.strip().partition(":")
     if kind == "off" and not arg:
         return Off()
@@ -289,4 +243,9 @@ def parse_policy(text: str, spec: SpecConfig | None = None) -> SpecPolicy:
         return parse_schedule(arg)
     if kind == "adaptive" and arg:
         return Adaptive(tuple(parse_setting(n) for n in arg.split(",")))
+    if kind == "auto":
+        try:
+            return parse_auto(arg, cost)
+        except ValueError as err:
+            raise ValueError(f"policy {text.strip()!r}: {err}") from None
     raise ValueError(f"unknown speculation policy {text!r}; write {POLICY_GRAMMAR}")

@@ -1,0 +1,137 @@
+"""The ``auto`` policy (``engine/auto.py``) with made-up step costs, so nothing here is timed: it
+speculates when a verify is cheap and decodes plainly when it is dear, says why with numbers,
+switches off and on as requests come and go without changing a greedy output, explores a
+setting that lost early, and a bad candidate is one clear error."""
+
+import pytest
+
+from helpers import random_prompts, tiny_pair
+from workbench.engine.auto import Auto, Evidence, StepCost
+from workbench.engine.config import SpecConfig
+from workbench.engine.engine import Engine
+from workbench.engine.policy import OFF, Choice, parse_policy, parse_setting
+from workbench.engine.request import Request
+
+MAX_NEW = 12
+FLAT = StepCost(verify=((1, 10.0), (256, 11.0)), draft=((1, 0.1), (64, 0.2)))  # a GPU-like verify: tokens are free
+STEEP = StepCost(verify=((1, 10.0), (2, 20.0), (256, 2560.0)))  # every token costs a decode step: speculation never pays
+# Cheap up to 4 tokens (batch 1 under eagle2:4/3/2), dear past them: one request speculates, three do not.
+KNEE = StepCost(verify=((1, 10.0), (4, 11.0), (8, 80.0), (256, 2560.0)))
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    return tiny_pair(tmp_path_factory.mktemp("tiny_auto"))
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    return random_prompts(4, 16, seed=5)
+
+
+@pytest.fixture(scope="module")
+def reference(pair, prompts):
+    target, _ = pair
+    out = []
+    for p in prompts:
+        eng = Engine(target, None, SpecConfig("vanilla"))
+        eng.add_requests([p], MAX_NEW)
+        out.append(eng.run()[0].output_ids)
+    return out
+
+
+def test_step_cost_reads_the_monotone_fit():
+    cost = StepCost(verify=((1, 10.0), (2, 8.0), (4, 20.0)))  # the dip at 2 is noise: pooled with 1
+    assert cost.verify_ms(1) == cost.verify_ms(2) == 9.0
+    assert cost.verify_ms(3) == pytest.approx(14.5) and cost.verify_ms(8) == pytest.approx(42.0)  # last slope on
+    assert cost.draft_ms(4) == 0.0  # no draft points: no draft forward (the n-gram lookup)
+    tree = parse_setting("eagle2:4/3/2")  # verify 2 x 4 tokens; draft 2 rows, then 2 levels of 2 x 2
+    assert FLAT.step_ms(tree, 2) == pytest.approx(FLAT.verify_ms(8) + FLAT.draft_ms(2) + 2 * FLAT.draft_ms(4))
+    assert FLAT.step_ms(OFF, 3) == FLAT.verify_ms(3)
+    with pytest.raises(ValueError, match="sizes must increase"):
+        StepCost(verify=((4, 1.0), (2, 2.0)))
+    with pytest.raises(ValueError, match="at least one verify point"):
+        StepCost(verify=())
+
+
+def _choices(records) -> list[str]:
+    return [r.policy.choice for r in records if r.kind != "prefill"]
+
+
+@pytest.mark.parametrize("cost,speculates", [(FLAT, True), (STEEP, False)])
+def test_auto_speculates_only_where_the_verify_is_cheap(pair, prompts, reference, cost, speculates):
+    target, head = pair
+    eng = Engine(target, head, policy=parse_policy("auto", cost=cost), trace=True)
+    eng.add_requests(prompts, MAX_NEW)
+    records = []
+    while not eng.done:
+        records += eng.step_records()
+    labels = _choices(records)
+    assert any(c != "off" for c in labels) == speculates and (speculates or set(labels) == {"off"})
+    assert [r.output_ids for r in eng.requests] == reference
+    reason = next(r.policy.reason for r in records if r.kind != "prefill")
+    assert "tok/step" in reason and " ms = " in reason and "tok/s > " in reason  # why, in numbers
+
+
+def test_auto_goes_off_and_on_as_the_batch_moves_and_outputs_stay_plain(pair, prompts, reference):
+    """One request alone speculates; three others join and the verify past 4 tokens is dear, so
+    the step goes plain; they finish, and the first speculates again (its draft caught up)."""
+    target, head = pair
+    eng = Engine(target, head, policy=parse_policy("auto:eagle2:4/3/2", cost=KNEE), kv_slots=4096, trace=True)
+    first = eng.submit(prompts[0], MAX_NEW)
+    records = []
+    for _ in range(3):
+        records += eng.step_records()
+    others = [eng.submit(p, 3) for p in prompts[1:]]
+    while not eng.done:
+        records += eng.step_records()
+        eng.check_integrity()
+    kinds = [r.kind for r in records if r.request == first.rid]
+    runs = [k for i, k in enumerate(kinds) if i == 0 or kinds[i - 1] != k]
+    assert "spec" in runs and runs[runs.index("spec"):][:3] == ["spec", "decode", "spec"], runs
+    assert first.output_ids == reference[0]
+    assert [r.output_ids for r in others] == [ref[:3] for ref in reference[1:]]
+    assert eng.table.allocator.num_free == eng.table.allocator.num_slots
+
+
+def _request(rid: int, accepted: list[int]) -> Request:
+    return Request(rid, [1, 2], max_new_tokens=100, output_ids=[5] * (1 + sum(accepted)), accept_lengths=accepted)
+
+
+def test_estimates_start_optimistic_learn_and_fade_back():
+    tree = parse_setting("eagle2:4/3/2")
+    auto = Auto((tree,), cost=FLAT)
+    r = _request(0, [])
+    assert auto.expected_tokens(tree, [r]) == 1 + tree.num_steps  # nothing seen: every draft accepted
+    for _ in range(6):  # it accepts nothing: one token per step
+        r.accept_lengths.append(1)
+        auto.observe(Choice("auto", tree, ""), [r])
+    learned = auto.expected_tokens(tree, [r])
+    assert 1 < learned < 1.5
+    for _ in range(3 * auto.horizon):  # off runs meanwhile: the evidence fades towards the prior
+        auto.observe(Choice("auto", OFF, ""), [r])
+    assert auto.expected_tokens(tree, [r]) > 2.5  # most of the way back to 4: it would be tried again
+    assert Evidence(4.0, 2.0).mean(prior=6.0, weight=1.0) == pytest.approx(10 / 3)
+
+
+def test_no_request_is_expected_to_write_past_its_end():
+    tree = parse_setting("eagle2:8/5/4")
+    r = Request(0, [1], max_new_tokens=3, output_ids=[5, 6])
+    assert Auto((tree,), cost=FLAT).expected_tokens(tree, [r]) == 1
+
+
+@pytest.mark.parametrize("text,message", [
+    ("auto:bogus", r"policy 'auto:bogus': unknown method 'bogus'"),
+    ("auto:off", r"auto needs one or more speculative settings"),
+    ("auto:linear:2,linear:2@ngram", r"must share one draft source"),
+])
+def test_bad_auto_candidates_are_one_clear_error(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_policy(text)
+
+
+def test_auto_without_a_cost_says_how_to_get_one():
+    auto = parse_policy("auto")
+    assert [s.name for s in auto.settings()] == ["vanilla", "linear:1", "eagle2:4/3/2", "eagle2:8/5/4"]
+    with pytest.raises(ValueError, match="measured step cost, and none was given"):
+        auto.choose([_request(0, [])])

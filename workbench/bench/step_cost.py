@@ -1,0 +1,132 @@
+"""This machine's step cost for the ``auto`` policy, measured once per CPU and cached.
+
+``step_cost_for(wb, source)`` returns the ``StepCost`` (``engine/auto.py``) that ``auto`` weighs
+its candidates by: the loaded target's verify cost at ``VERIFY_SIZES`` total tokens and the
+draft's forward cost at ``DRAFT_ROWS`` rows (``cost.py``'s ``measure_verify_cost`` and
+``measure_draft_cost``, after a committed prefix of ``PREFIX`` tokens). What a draft forward costs
+depends on the draft source: the EAGLE head is timed; a draft model is timed as a target of its
+own; the early exit ``exit:N`` runs N of the target's L layers, so its forward is taken as N / L
+of a verify of as many tokens; the n-gram lookup runs no forward.
+
+The measurement runs ``ROUNDS`` whole rounds one after another (a few seconds on a small model)
+and is cached in ``<cache>/step-costs.json`` (``<cache>`` as for the model store) under the CPU
+(``cpu_choices.cpu_signature``), torch version, threads, device, dtype, the target's and the
+draft's shapes, only when the rounds agree: every size's round medians within ``AGREE`` of their
+median. A busy machine makes them disagree; the medians are used for this run, nothing is
+cached, and the next run measures again (as the linear-order choice does, ``cpu_choices.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from statistics import median
+
+import torch
+
+from workbench.bench.cost import measure_draft_cost, measure_verify_cost
+from workbench.cpu_choices import cpu_signature
+from workbench.engine.auto import StepCost
+from workbench.engine.draft_source import DraftSource
+
+CACHE_FILE = "step-costs.json"
+VERIFY_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)  # total tokens of a verify: batch x block, up to 16 x 8
+DRAFT_ROWS = (1, 4, 16, 64)  # rows of one draft forward: batch x topk
+PREFIX = 256
+ROUNDS = 3
+AGREE = 0.25  # (max - min) / median of a size's round medians, at most, for a cacheable verdict
+
+
+def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None, log=None) -> StepCost:
+    """The step cost of ``wb``'s target with the draft ``source`` (None: a policy that never
+    drafts), from the cache or measured now (see the module docstring). ``log``: one line per
+    event (default: stderr)."""
+    say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    key = _cache_key(wb, source)
+    path = Path(cache_dir) / CACHE_FILE if cache_dir is not None else _default_path()
+    cached = _read(path).get(key)
+    if isinstance(cached, dict) and "verify" in cached:
+        return StepCost(tuple(map(tuple, cached["verify"])), tuple(map(tuple, cached["draft"])),
+                        source=f"cached in {CACHE_FILE}")
+    say(f"[auto] timing verify and draft forwards on this CPU ({ROUNDS} rounds, once, a few seconds)")
+    rounds = [_measure(wb, source) for _ in range(ROUNDS)]
+    verify, v_agree = _agreed([r[0] for r in rounds])
+    draft, d_agree = _agreed([r[1] for r in rounds])
+    if not (v_agree and d_agree):
+        say(f"[auto] the {ROUNDS} rounds differ by more than {AGREE:.0%} at some size (a busy machine?): "
+            "their medians are used for this run, nothing cached, measured again next run")
+        return StepCost(verify, draft, source="measured, rounds disagreed")
+    _write(path, key, {"verify": verify, "draft": draft, "cpu": cpu_signature(), "rounds": ROUNDS,
+                       "per_round": [{"verify": v, "draft": d} for v, d in rounds]})
+    return StepCost(verify, draft, source="measured on this CPU")
+
+
+def _measure(wb, source: DraftSource | None) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """One round: (verify points, draft points), each (size, median ms)."""
+    graphs = bool(wb.cuda_graphs)
+    rows = measure_verify_cost(wb.target, VERIFY_SIZES, PREFIX, cuda_graphs=graphs) \
+        or measure_verify_cost(wb.target, VERIFY_SIZES, PREFIX)
+    verify = [(r["tokens"], r["ms"]) for r in rows]
+    kind = source.kind if source is not None else None
+    if kind == "head":
+        got = measure_draft_cost(wb.target, wb.draft, DRAFT_ROWS, PREFIX, cuda_graphs=graphs) \
+            or measure_draft_cost(wb.target, wb.draft, DRAFT_ROWS, PREFIX)
+        return verify, [(r["rows"], r["ms"]) for r in got]
+    if kind == "model":
+        return verify, [(r["tokens"], r["ms"]) for r in measure_verify_cost(wb.draft, DRAFT_ROWS, PREFIX)]
+    if kind == "exit":  # N of the target's L layers (embedding and head included: an upper bound)
+        share = source.num_layers / wb.target.config.num_layers
+        return verify, [(n, ms * share) for n, ms in verify]
+    return verify, []  # n-gram lookups, or no draft at all: no draft forward
+
+
+def _agreed(rounds: list[list[tuple[int, float]]]) -> tuple[list[tuple[int, float]], bool]:
+    """Each size's median over the rounds, and whether every size's rounds lie within AGREE."""
+    out, agree = [], True
+    for i, (n, _) in enumerate(rounds[0]):
+        ms = [r[i][1] for r in rounds]
+        mid = median(ms)
+        agree &= mid > 0 and (max(ms) - min(ms)) / mid <= AGREE
+        out.append((n, round(mid, 3)))
+    return out, agree
+
+
+def _cache_key(wb, source: DraftSource | None) -> str:
+    c = wb.target.config
+    device = next(wb.target.parameters()).device
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_signature()
+    draft = "no draft" if source is None else source.name
+    if source is not None and source.kind in ("head", "model") and wb.draft is not None:
+        draft += f" {sum(p.numel() for p in wb.draft.parameters())} params"
+    return (f"{where} | torch {torch.__version__} | {torch.get_num_threads()} threads | {wb.dtype_name} | "
+            f"target {c.num_layers}x{c.hidden_size} vocab {c.vocab_size} | {draft}"
+            f"{' | cuda graphs' if wb.cuda_graphs else ''}")
+
+
+def _default_path() -> Path:
+    from workbench.store import default_cache_dir
+
+    return default_cache_dir() / CACHE_FILE
+
+
+def _read(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}  # none yet, or unreadable: measure again
+    return data if isinstance(data, dict) else {}
+
+
+def _write(path: Path, key: str, value: dict) -> None:
+    """Add one entry; a cache that cannot be written only costs a measurement next time."""
+    data = _read(path)
+    data[key] = value
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(path)
+    except OSError as err:
+        print(f"[auto] note: could not cache the step cost in {path}: {err.strerror or err}", file=sys.stderr)

@@ -1,0 +1,201 @@
+"""The ``auto`` policy: at each decode step, the candidate with the most expected tokens per second.
+
+Candidates are plain decoding (``off``, always one) and a few speculative settings sharing one
+draft source (``AUTO_CANDIDATES`` by default). For a running batch of B requests, a candidate's
+score is
+
+    expected tokens per step / step cost (ms)
+
+**Expected tokens per step** is a sum over the running requests. Plain decoding emits exactly one
+token per request. Under a speculative setting, each request is expected to emit its running mean
+of accepted lengths (``Request.accept_lengths``) under that setting, shrunk towards the pooled mean
+of every request under it (a new request has no history of its own), which is in turn shrunk
+towards an optimistic prior, ``1 + num_steps`` (every draft accepted along the deepest path).
+Shrinking by ``prior_steps`` steps of weight means the first steps under a setting move its
+estimate fast, and one unlucky step does not bury it. No request is expected to emit more than it
+has left to write (``max_new_tokens``).
+
+**Exploration.** A setting that is not chosen gathers no evidence, so an early unlucky estimate
+could keep it out for good. Here evidence fades: each decode step a setting does not run, its
+counts (pooled and per request) shrink by ``1 / horizon``, so after about ``horizon`` steps
+without it its estimate has drifted back most of the way to the optimistic prior, and it runs
+again if that prior could win. A setting that loses on cost even when every draft is accepted
+(a verify too dear for the batch) is never tried, which is the point: exploring costs steps.
+
+**Step cost** (``StepCost``) comes from this machine's measured curves: a target verify of
+B x N tokens (N = ``num_draft_tokens``; 1 for plain decoding) plus the draft's forwards, one per
+level, of B rows at the first level and B x ``topk`` at each later one. The curves are given to
+the policy (``StepCost`` has no clock): ``workbench/bench/step_cost.py`` measures them once per
+CPU and caches them; tests pass made-up curves, so nothing is timed there. Each curve is read
+through the monotone fit of ``workbench.timing`` (a forward of more tokens never costs less),
+interpolated linearly between measured sizes and extended past the largest along its last slope.
+
+Every ``Choice`` says why, with numbers: ``eagle2:4/3/2: 2.1 tok/step / 61 ms = 34 tok/s > off
+1.0 tok/step / 40 ms = 25 tok/s``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from workbench.engine.config import SpecConfig
+from workbench.engine.choice import OFF, Choice, draft_source_of, parse_setting, setting_label
+from workbench.engine.request import Request
+from workbench.timing import monotone
+
+AUTO_CANDIDATES = "linear:1,eagle2:4/3/2,eagle2:8/5/4"  # bare ``auto``: small trees, cheap enough for a CPU
+
+
+def _interpolate(points: tuple[tuple[int, float], ...], x: float) -> float:
+    """The piecewise-linear curve through ``points`` (sizes increasing) at ``x``: the first
+    value below the first size, the last segment's slope past the last size."""
+    (x0, y0) = points[0]
+    if x <= x0 or len(points) == 1:
+        return y0 if x <= x0 else y0 * x / x0  # one point: proportional to the size past it
+    for (xa, ya), (xb, yb) in zip(points, points[1:]):
+        if x <= xb:
+            return ya + (yb - ya) * (x - xa) / (xb - xa)
+    (xa, ya), (xb, yb) = points[-2], points[-1]
+    return yb + (yb - ya) * (x - xb) / (xb - xa)
+
+
+def _fitted(points, what: str) -> tuple[tuple[int, float], ...]:
+    points = tuple((int(n), float(ms)) for n, ms in points)
+    if any(n < 1 or ms <= 0 for n, ms in points):
+        raise ValueError(f"{what}: each point is (tokens >= 1, ms > 0), got {points}")
+    sizes = [n for n, _ in points]
+    if any(b <= a for a, b in zip(sizes, sizes[1:])):
+        raise ValueError(f"{what}: sizes must increase, got {sizes}")
+    return tuple(zip(sizes, monotone(sizes, [ms for _, ms in points]))) if points else ()
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """What a decode step costs on this machine, from measured (size, ms) points.
+
+    ``verify``: one target forward + logits of that many tokens, the whole batch's together
+    (size 1 is a plain decode step of one request). ``draft``: one draft forward of that many
+    rows; empty when the draft runs no forward (the n-gram lookup). ``source``: where the
+    points came from, for the reasons traces show ("measured", "cached", "given")."""
+
+    verify: tuple[tuple[int, float], ...]
+    draft: tuple[tuple[int, float], ...] = ()
+    source: str = "given"
+    _fit: dict = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.verify:
+            raise ValueError("a step cost needs at least one verify point (tokens, ms)")
+        object.__setattr__(self, "_fit", {"verify": _fitted(self.verify, "verify cost"),
+                                          "draft": _fitted(self.draft, "draft cost")})
+
+    def verify_ms(self, tokens: int) -> float:
+        return _interpolate(self._fit["verify"], tokens)
+
+    def draft_ms(self, rows: int) -> float:
+        return _interpolate(self._fit["draft"], rows) if self._fit["draft"] else 0.0
+
+    def step_ms(self, spec: SpecConfig, batch: int) -> float:
+        """One decode step of ``batch`` requests under ``spec``: the verify of every request's
+        block, and for a speculative setting its draft levels (1 row per request, then topk)."""
+        if not spec.speculative:
+            return self.verify_ms(batch)
+        drafting = self.draft_ms(batch) + (spec.num_steps - 1) * self.draft_ms(batch * spec.topk)
+        return self.verify_ms(batch * spec.num_draft_tokens) + drafting
+
+
+@dataclass
+class Evidence:
+    """Accepted lengths seen under one setting, faded (see the module docstring)."""
+
+    tokens: float = 0.0
+    steps: float = 0.0
+
+    def mean(self, prior: float, weight: float) -> float:
+        return (prior * weight + self.tokens) / (weight + self.steps)
+
+    def fade(self, keep: float) -> None:
+        self.tokens, self.steps = self.tokens * keep, self.steps * keep
+
+
+@dataclass
+class Auto:
+    """Off or one of ``candidates`` at each step, by expected tokens per second (module docstring).
+
+    ``cost`` must be set before the first ``choose`` (the load benchmark and the app measure
+    it, ``bench/step_cost.py``; tests give one). ``prior_steps``: the weight, in steps, of each
+    estimate's prior; ``horizon``: steps over which a setting's evidence fades while it is idle."""
+
+    candidates: tuple[SpecConfig, ...]
+    cost: StepCost | None = None
+    prior_steps: float = 1.0
+    horizon: int = 32
+    name = "auto"
+
+    def __post_init__(self) -> None:
+        self.candidates = tuple(dict.fromkeys(s for s in self.candidates if s.speculative))
+        if not self.candidates:
+            raise ValueError("auto needs one or more speculative settings to weigh against off "
+                             "(off is always a candidate)")
+        draft_source_of(self.candidates)
+        if self.prior_steps <= 0 or self.horizon < 1:
+            raise ValueError(f"prior_steps must be > 0 and horizon >= 1, got {self.prior_steps}, {self.horizon}")
+        self.pooled: dict[SpecConfig, Evidence] = {s: Evidence() for s in self.candidates}
+        self.mine: dict[int, dict[SpecConfig, Evidence]] = {}  # request id -> its own evidence
+
+    def settings(self) -> tuple[SpecConfig, ...]:
+        return (OFF, *self.candidates)
+
+    def expected_tokens(self, spec: SpecConfig, batch: list[Request]) -> float:
+        """Tokens the batch is expected to emit in one step under ``spec``."""
+        if not spec.speculative:
+            return float(len(batch))
+        pooled = self.pooled[spec].mean(1 + spec.num_steps, self.prior_steps)
+        total = 0.0
+        for r in batch:
+            own = self.mine.get(r.rid, {}).get(spec, Evidence()).mean(pooled, self.prior_steps)
+            total += min(own, max(1, r.max_new_tokens - len(r.output_ids)))
+        return total
+
+    def rates(self, batch: list[Request]) -> list[tuple[SpecConfig, float, float]]:
+        """(setting, expected tokens per step, step ms) for every candidate, off first."""
+        if self.cost is None:
+            raise ValueError("auto weighs each setting by its measured step cost, and none was given: measure one "
+                             "(workbench.bench.step_cost.step_cost_for) or pass Auto(cost=StepCost(...))")
+        return [(s, self.expected_tokens(s, batch), self.cost.step_ms(s, len(batch))) for s in self.settings()]
+
+    def choose(self, batch: list[Request]) -> Choice:
+        scored = self.rates(batch)
+        best = max(scored, key=lambda x: x[1] / x[2])  # ties go to the first: off
+        said = lambda s, tok, ms: f"{setting_label(s)} {tok:.1f} tok/step / {ms:.0f} ms = {tok / ms * 1e3:.0f} tok/s"  # noqa: E731
+        others = [x for x in scored if x is not best]
+        runner = max(others, key=lambda x: x[1] / x[2])
+        return Choice(self.name, best[0], f"{said(*best)} > {said(*runner)}")
+
+    def observe(self, choice: Choice, batch: list[Request]) -> None:
+        keep = 1 - 1 / self.horizon
+        running = {r.rid for r in batch}
+        self.mine = {rid: ev for rid, ev in self.mine.items() if rid in running}  # the finished leave
+        for spec in self.candidates:
+            if spec == choice.spec:
+                continue
+            self.pooled[spec].fade(keep)
+            for ev in self.mine.values():
+                if spec in ev:
+                    ev[spec].fade(keep)
+        if not choice.spec.speculative:
+            return
+        for r in batch:
+            if r.finished:  # its last step was cut by its end, not by a rejected draft
+                continue
+            n = r.accept_lengths[-1]
+            for ev in (self.pooled[choice.spec], self.mine.setdefault(r.rid, {}).setdefault(choice.spec, Evidence())):
+                ev.tokens += n
+                ev.steps += 1
+
+
+def parse_auto(arg: str, cost: StepCost | None = None) -> Auto:
+    """``auto``'s argument: empty for ``AUTO_CANDIDATES``, else settings separated by commas
+    (``off`` among them is allowed and changes nothing: off is always a candidate)."""
+    names = [n.strip() for n in (arg or AUTO_CANDIDATES).split(",")]
+    return Auto(tuple(parse_setting(n) for n in names if n), cost=cost)

@@ -1,0 +1,69 @@
+"""What a speculation policy returns and is: the ``Choice`` of one step, the ``SpecPolicy``
+protocol, plain decoding's setting ``OFF``, and how a setting is named (``setting_label``,
+``parse_setting``). The policies themselves are in ``policy.py`` and ``auto.py``, which both
+build on this file (and ``policy.py`` re-exports it, so ``workbench.engine.policy`` names them all).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from workbench.engine.config import SpecConfig, parse_spec
+from workbench.engine.draft_source import DraftSource
+from workbench.engine.request import Request
+
+OFF = SpecConfig("vanilla")
+
+
+def setting_label(spec: SpecConfig | None) -> str:
+    """A setting as traces show it: "off" for plain decoding, else its method name
+    (``eagle2:8/5/4``; ``describe()`` for a setting without one); None: "prefill"."""
+    if spec is None:
+        return "prefill"
+    if not spec.speculative:
+        return "off"
+    try:
+        return spec.name
+    except ValueError:  # a custom static shape, a lossy setting or the leviathan rule: no short name
+        text = spec.describe()
+        return text if spec.chain_rule == "target-only" else f"{text}, {spec.chain_rule} rule"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What one step runs and why (filled by a policy, or by the engine for a prefill step)."""
+
+    policy: str  # the policy's name
+    spec: SpecConfig | None  # the setting: OFF for plain decoding; None on a prefill step
+    reason: str  # one phrase: "batch 3 in 3-4", "fixed", "requests 4, 5 admitted"
+
+    @property
+    def label(self) -> str:
+        return setting_label(self.spec)
+
+
+class SpecPolicy(Protocol):
+    name: str
+
+    def settings(self) -> tuple[SpecConfig, ...]: ...
+
+    def choose(self, batch: list[Request]) -> Choice: ...
+
+    def observe(self, choice: Choice, batch: list[Request]) -> None: ...
+
+
+def draft_source_of(settings: tuple[SpecConfig, ...]) -> DraftSource | None:
+    """The one draft source the speculative settings share (None: none speculates);
+    ValueError naming them when they differ (the engine builds one draft)."""
+    sources = {s.draft for s in settings if s.speculative}
+    if len(sources) > 1:
+        names = ", ".join(sorted(s.name for s in sources))
+        raise ValueError(f"a policy's settings must share one draft source (the engine builds one draft), "
+                         f"got {names}")
+    return next(iter(sources), None)
+
+
+def parse_setting(name: str) -> SpecConfig:
+    """A setting in the method grammar, ``off`` (or ``vanilla``) for plain decoding."""
+    return OFF if name.strip() == "off" else parse_spec(name, others="off")
