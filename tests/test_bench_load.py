@@ -15,6 +15,7 @@ from workbench.bench import load as ld
 from workbench.bench import load_run
 from workbench.bench.load import LoadRun, check_load, run_load
 from workbench.bench.load_spec import DEFAULT_LADDER, Load, parse_load_policy, parse_policies
+from workbench.engine.policy import StepCost
 from workbench.errors import UserError
 
 PROMPTS_TEXT = ["tell me about the cat", "the dog ran on the mat and the cat sat", "soft rug", "the cat sat on the mat",
@@ -290,3 +291,52 @@ def test_what_a_policy_settled_on_becomes_a_schedule_and_the_engines_flags():
     assert '"num_speculative_tokens": 7' in vllm
     assert '{"candidate_steps": [3, 5]}' in found["frameworks"]["SGLang"]
     assert load_run.settled("nobody", records) is None
+
+
+# ---- auto: a step cost given, or measured once and cached -----------------------------------------------
+FLAT_COST = StepCost(verify=((1, 10.0), (256, 11.0)), draft=((1, 0.1), (64, 0.2)))  # made up: nothing is timed
+
+
+def test_auto_under_load_equals_plain_decoding_and_needs_a_step_cost(wb, prompts, off_outputs):
+    auto = parse_load_policy("auto")
+    assert auto.needs_cost and auto.draft.kind == "head" and not parse_load_policy("adaptive").needs_cost
+    res = run_load(wb, auto, prompts, Load("closed", 3, 6), MAX_NEW, cost=FLAT_COST)
+    assert [t.output_ids for t in res.timed] == off_outputs
+    assert res.spec_step_share > 0  # a free verify: it speculated
+    with pytest.raises(ValueError, match="measure it first"):
+        LoadRun(wb, auto, prompts, Load("closed", 1, 2), MAX_NEW)
+
+
+def test_the_report_says_what_auto_settled_on(wb, prompts_file, tmp_path, monkeypatch):
+    import workbench.bench.step_cost as sc
+
+    monkeypatch.setattr("torch.set_num_threads", lambda n: None)
+    monkeypatch.setattr(sc, "step_cost_for", lambda *a, **k: FLAT_COST)
+    out = tmp_path / "out"
+    assert bench("--target", str(wb.target_dir), "--draft", "random:1", "--prompts", str(prompts_file), "--quick",
+                 "--rate", "none", "--policies", "off,auto", "--threads", "1", "--out", str(out)) == 0
+    result = json.loads((out / "load.json").read_text())
+    assert result["machine"]["step_cost"]["verify_ms"] == [[1, 10.0], [256, 11.0]]
+    found = result["settled"]["auto"]
+    assert found["schedule"].startswith("schedule:1") and all(r["equal_to_off"] for r in result["rows"])
+    md = (out / "load.md").read_text()
+    assert "## What `auto` settled on" in md and "It weighed each setting by this step cost (given)" in md
+    assert "num_speculative_tokens_per_batch_size" in md
+
+
+def test_a_step_cost_is_cached_only_when_its_rounds_agree(wb, tmp_path, monkeypatch):
+    import workbench.bench.step_cost as sc
+
+    rounds = iter([([(1, 10.0), (8, 20.0)], [(1, 1.0)])] * 3 + [([(1, 10.0), (8, 20.0)], [(1, 1.0)]),
+                                                               ([(1, 30.0), (8, 20.0)], [(1, 1.0)]),
+                                                               ([(1, 10.0), (8, 20.0)], [(1, 1.0)])])
+    monkeypatch.setattr(sc, "_measure", lambda wb, source: next(rounds))
+    head = parse_load_policy("auto").draft
+    busy, quiet = tmp_path / "busy", tmp_path / "quiet"
+    got = sc.step_cost_for(wb, head, cache_dir=quiet, log=lambda m: None)
+    assert got.source == "measured on this CPU" and got.verify == ((1, 10.0), (8, 20.0))
+    assert sc.step_cost_for(wb, head, cache_dir=quiet, log=lambda m: None).source == f"cached in {sc.CACHE_FILE}"
+    said = []
+    got = sc.step_cost_for(wb, head, cache_dir=busy, log=said.append)
+    assert got.source == "measured, rounds disagreed" and got.verify_ms(1) == 10.0  # the medians, for this run
+    assert "nothing cached" in said[-1] and not (busy / sc.CACHE_FILE).exists()

@@ -48,7 +48,7 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
     path = Path(cache_dir) / CACHE_FILE if cache_dir is not None else _default_path()
     cached = _read(path).get(key)
     if isinstance(cached, dict) and "verify" in cached:
-        return StepCost(tuple(map(tuple, cached["verify"])), tuple(map(tuple, cached["draft"])),
+        return StepCost(cached["verify"], cached["draft"],
                         source=f"cached in {CACHE_FILE}")
     say(f"[auto] timing verify and draft forwards on this CPU ({ROUNDS} rounds, once, a few seconds)")
     rounds = [_measure(wb, source) for _ in range(ROUNDS)]

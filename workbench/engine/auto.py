@@ -86,6 +86,8 @@ class StepCost:
     def __post_init__(self) -> None:
         if not self.verify:
             raise ValueError("a step cost needs at least one verify point (tokens, ms)")
+        for name in ("verify", "draft"):  # lists (from JSON) become tuples: a StepCost compares and hashes
+            object.__setattr__(self, name, tuple((int(n), float(ms)) for n, ms in getattr(self, name)))
         object.__setattr__(self, "_fit", {"verify": _fitted(self.verify, "verify cost"),
                                           "draft": _fitted(self.draft, "draft cost")})
 
