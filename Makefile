@@ -16,6 +16,7 @@ VENV       ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 CONSTRAINTS ?= constraints.txt
 PYTEST_ARGS ?=
+TEST_WORKERS ?= 2
 NOTEBOOKS  ?=
 CHROMIUM   ?= /usr/bin/chromium
 
@@ -54,8 +55,11 @@ chromium:
 		     "the browser tests will be skipped (install the Debian package chromium to run them)" >&2; \
 	fi
 
+# TEST_WORKERS pytest-xdist workers (one per core of the 2-core machine the suite is timed on;
+# TEST_WORKERS=0 runs every test in one process), each handed one test at a time
+# (--maxschedchunk 1), so that neither holds a queue of long tests while the other waits.
 test: venv fetch chromium
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxschedchunk 1 $(PYTEST_ARGS)
 
 $(NB_STAMP): $(STAMP)
 	$(PY) -m pip install $(PIN) -e '.[test,notebooks]'

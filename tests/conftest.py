@@ -1,8 +1,13 @@
-"""Run Triton kernels in its CPU interpreter when no GPU is present, and every Engine with its
-debug invariant checks on (docs/design.md §4).
+"""Run Triton kernels in its CPU interpreter when no GPU is present, every Engine with its
+debug invariant checks on (docs/design.md §4), and torch on the cores this process has.
 
 Triton reads TRITON_INTERPRET when a ``@triton.jit`` function is defined (its own ``tl.*``
 helpers at ``import triton``), so it is set here, before any test module imports triton.
+
+``make test`` runs two pytest-xdist workers on a 2-core machine: each then runs its real-model
+tests, and the processes it starts (the CLI, the app, notebook kernels: OMP_NUM_THREADS, which
+torch reads when they import it), on one thread, so that the workers never ask for more threads
+than there are cores (``helpers.real_model_threads``).
 """
 
 import os
@@ -12,6 +17,11 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("WORKBENCH_DEBUG", "1")  # inherited by the app and CLI processes the tests start
+
+from helpers import real_model_threads  # noqa: E402  (after TRITON_INTERPRET: it imports the package)
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", str(real_model_threads()))  # for the processes tests start
 
 # Tiny-model tests run many small ops: one thread avoids paying for thread wake-ups (on a busy
 # 2-core machine, an idle OpenMP worker can stall each op by a scheduler tick). Tests on the
@@ -35,7 +45,15 @@ def smollm2_dir():
 
 @pytest.fixture
 def real_threads():
-    """Two threads for real-model tests (one is faster for tiny models)."""
-    torch.set_num_threads(2)
+    """Every core this process has for real-model tests (one thread is faster for tiny models)."""
+    torch.set_num_threads(real_model_threads())
     yield
     torch.set_num_threads(1)
+
+
+def pytest_collection_modifyitems(items):
+    """The tests on the real model first, in their files' order: they are the long ones (a
+    notebook, a CLI run over ten prompts: one to two minutes each), so ``make test``'s two workers
+    each start on them, and the short tiny-model tests fill in at the end, when one worker would
+    otherwise wait for the other's last long test."""
+    items.sort(key=lambda item: "smollm2_dir" not in getattr(item, "fixturenames", ()))

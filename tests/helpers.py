@@ -1,10 +1,14 @@
 """What several test modules share (a test module never imports another): tiny random targets
 and heads, fresh prefills, the sampling-losslessness set-up, a tree's test vectors, the head's
-forward through the paged KV cache, and the training-data fakes."""
+forward through the paged KV cache, the training-data fakes, and results computed once for
+every worker of a session."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import json
+import os
 from pathlib import Path
 
 import torch
@@ -141,3 +145,28 @@ def read(path: Path) -> dict:
 def digest(prompts) -> str:
     """sha256 of a prompt list, kinds and texts in order."""
     return hashlib.sha256("\n\0".join(f"{p.kind}\t{p.text}" for p in prompts).encode()).hexdigest()
+
+
+# ---- threads and results under make test's workers ----------------------------------------------------
+def real_model_threads() -> int:
+    """Torch threads for a real-model test: two (one is faster for tiny models), or the cores
+    each pytest-xdist worker has when ``make test`` runs one worker per core."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return max(1, min(2, (os.cpu_count() or 1) // workers))
+
+
+def computed_once(tmp_path_factory, name: str, compute):
+    """``compute()`` (a JSON value) once per test session. ``make test`` runs pytest-xdist
+    workers, each with its own session-scoped fixtures: the first worker to ask computes and
+    writes ``name``.json in the folder above every worker's temporary folder (one per session),
+    under a lock that the others wait on, then read. Without workers it is plain ``compute()``."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return compute()
+    path = tmp_path_factory.getbasetemp().parent / f"{name}.json"
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not path.exists():
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(compute()))
+            tmp.replace(path)  # whole or absent, even if this worker dies mid-write
+        return json.loads(path.read_text())

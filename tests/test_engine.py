@@ -58,16 +58,26 @@ def test_vanilla_matches_transformers_generate(pair, tiny_dir):
         assert r.output_ids == ref
 
 
-@pytest.mark.parametrize("spec", SHAPES, ids=lambda s: s.describe())
-def test_greedy_speculation_is_lossless(pair, spec):
-    target, head = pair
-    for bsz in (1, 4):  # B = 1 and a ragged batch of 4
+@pytest.fixture(scope="module")
+def plain_outputs(pair):
+    """{B: (prompts, plain greedy outputs)} for B = 1 and a ragged batch of 4, decoded once for
+    every tree shape."""
+    target, _ = pair
+    runs = {}
+    for bsz in (1, 4):
         prompts = random_prompts(bsz, 16, seed=bsz)
-        plain = decode(target, None, SpecConfig("vanilla"), prompts)
+        runs[bsz] = prompts, [r.output_ids for r in decode(target, None, SpecConfig("vanilla"), prompts).requests]
+    return runs
+
+
+@pytest.mark.parametrize("spec", SHAPES, ids=lambda s: s.describe())
+def test_greedy_speculation_is_lossless(pair, plain_outputs, spec):
+    target, head = pair
+    for prompts, plain in plain_outputs.values():
         spec_run = decode(target, head, spec, prompts, check=True)
-        for a, b in zip(plain.requests, spec_run.requests):
-            assert b.output_ids == a.output_ids
-            assert all(1 <= n <= spec.num_steps + 1 for n in b.accept_lengths)
+        for want, got in zip(plain, spec_run.requests):
+            assert got.output_ids == want
+            assert all(1 <= n <= spec.num_steps + 1 for n in got.accept_lengths)
 
 
 def test_drafts_really_get_accepted(pair):

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers import computed_once, real_model_threads
+
 ROOT = Path(__file__).resolve().parents[1]
 N_PROMPTS, NEW_TOKENS = 10, 64
 
@@ -39,22 +41,28 @@ def run_cli(*args) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def hf_reference(prompt_file, smollm2_dir):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def hf_reference(prompt_file, smollm2_dir, tmp_path_factory):
+    """{question id: transformers ``generate``'s greedy tokens}: computed once for the session,
+    shared by every method's test and every worker (``helpers.computed_once``)."""
+    rows = [json.loads(line) for line in prompt_file.read_text().splitlines()]
 
-    torch.set_num_threads(2)
-    tok = AutoTokenizer.from_pretrained(smollm2_dir)
-    hf = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32).eval()
-    refs = {}
-    for line in prompt_file.read_text().splitlines():
-        row = json.loads(line)
-        ids = tok.apply_chat_template([{"role": "user", "content": row["turns"][0]}], add_generation_prompt=True)
-        ids = torch.tensor([list(ids["input_ids"])])
-        with torch.no_grad():
-            out = hf.generate(ids, max_new_tokens=NEW_TOKENS, do_sample=False)
-        refs[row["question_id"]] = out[0, ids.shape[1]:].tolist()
-    torch.set_num_threads(1)
-    return refs
+    def generate() -> list[tuple[int, list[int]]]:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        torch.set_num_threads(real_model_threads())
+        tok = AutoTokenizer.from_pretrained(smollm2_dir)
+        hf = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32).eval()
+        refs = []
+        for row in rows:
+            ids = tok.apply_chat_template([{"role": "user", "content": row["turns"][0]}], add_generation_prompt=True)
+            ids = torch.tensor([list(ids["input_ids"])])
+            with torch.no_grad():
+                out = hf.generate(ids, max_new_tokens=NEW_TOKENS, do_sample=False)
+            refs.append((row["question_id"], out[0, ids.shape[1]:].tolist()))
+        torch.set_num_threads(1)
+        return refs
+
+    return dict(computed_once(tmp_path_factory, "smollm2-hf-reference", generate))
 
 
 @pytest.mark.slow
