@@ -8,7 +8,10 @@ import json
 
 import pytest
 
-from workbench.bench import metrics, specbench, tune
+import torch
+
+from workbench.bench import floor as floor_mod
+from workbench.bench import metrics, report, specbench, tune
 from workbench.bench.hf_baselines import hf_generate, load_hf_model
 from workbench.bench.suite import parse_methods
 
@@ -145,12 +148,40 @@ def test_hf_baselines_read_the_clock_after_a_cuda_sync(monkeypatch):
     assert events == ["sync", "clock", "generate", "sync", "clock"]
 
 
+def test_weight_bytes_reads_a_tied_table_once_and_skips_an_untied_embedding():
+    from torch import nn
+
+    class Target(nn.Module):
+        def __init__(self, tied: bool):
+            super().__init__()
+            self.model = nn.Module()
+            self.model.embed_tokens = nn.Embedding(10, 4)
+            self.lm_head = nn.Linear(4, 10, bias=False)
+            self.norm = nn.Parameter(torch.ones(4))
+            if tied:
+                self.lm_head.weight = self.model.embed_tokens.weight
+
+    # tied: the table is the lm_head, read whole once; untied: the lm_head read, the table not
+    assert floor_mod.weight_bytes(Target(tied=True)) == (40 + 4) * 4
+    assert floor_mod.weight_bytes(Target(tied=False)) == (40 + 4) * 4
+
+
+def test_floor_line_is_empty_without_a_floor():
+    assert report.floor_line({"decode_ms": 1.0, "verify": []}) == ""
+
+
 def test_tuner_measures_and_picks_a_tree(tiny_dir):
     from workbench.pipeline import Workbench
 
     wb = Workbench.load(str(tiny_dir), "random", "fp32")
     costs = tune.measure_costs(wb, prefix_len=16, repeats=1)
     assert [c["tokens"] for c in costs["verify"]] == list(tune.VERIFY_SIZES)
+    assert all(c["lo"] <= c["ms"] <= c["hi"] for c in costs["verify"])
+    floor = costs["floor"]
+    assert floor["weights_mb"] == round(floor_mod.weight_bytes(wb.target) / 2**20, 1) > 0
+    assert floor["floor_ms_lo"] <= floor["floor_ms"] <= floor["floor_ms_hi"]
+    text = report.floor_line(costs, {"vanilla": {"tokens_per_s": 1e3 / (2 * floor["floor_ms"])}})
+    assert f"{floor['floor_ms']:.1f} ms per decode step" in text and "(2.00x)" in text
     # which trees are tried depends on the measured costs; flat costs (a GPU-like verify) keep both
     flat = {"verify": [{"tokens": n, "ms": 1.0} for n in tune.VERIFY_SIZES],
             "draft": [{"rows": r, "ms": 0.01} for r in tune.DRAFT_ROWS], "decode_ms": 1.0}

@@ -34,8 +34,8 @@ def synced_clock(device: torch.device | str) -> float:
     return time.perf_counter()
 
 
-def time_ms(fn, device: torch.device | str, repeats: int, warmup: int) -> float:
-    """Median ms of ``fn()`` over ``repeats`` calls after ``warmup`` untimed ones."""
+def time_samples(fn, device: torch.device | str, repeats: int, warmup: int) -> list[float]:
+    """ms of each of ``repeats`` calls of ``fn()`` after ``warmup`` untimed ones."""
     for _ in range(warmup):
         fn()
     times = []
@@ -43,7 +43,12 @@ def time_ms(fn, device: torch.device | str, repeats: int, warmup: int) -> float:
         t0 = synced_clock(device)
         fn()
         times.append((synced_clock(device) - t0) * 1e3)
-    return statistics.median(times)
+    return times
+
+
+def time_ms(fn, device: torch.device | str, repeats: int, warmup: int) -> float:
+    """Median ms of ``fn()`` over ``repeats`` calls after ``warmup`` untimed ones."""
+    return statistics.median(time_samples(fn, device, repeats, warmup))
 
 
 @dataclass
@@ -84,18 +89,24 @@ def chain_batch(n: int, pool: Prefilled, slots: list[int]) -> ForwardBatch:
 def measure_forward(pool: Prefilled, sizes, forward, repeats: int = 5, warmup: int = 2) -> list[float]:
     """Median ms of ``forward(batch)`` on a chain of n new tokens after the pool's prefix, for
     each n in ``sizes`` (the chain's slots are freed after each size)."""
+    return [round(statistics.median(t), 3) for t in forward_samples(pool, sizes, forward, repeats, warmup)]
+
+
+def forward_samples(pool: Prefilled, sizes, forward, repeats: int = 5, warmup: int = 2) -> list[list[float]]:
+    """``measure_forward``'s timings before the median: ``repeats`` ms per size."""
     out = []
     for n in sizes:
         slots = pool.alloc.alloc(n)
         batch = chain_batch(n, pool, slots)
-        out.append(round(time_ms(lambda: forward(batch), pool.device, repeats, warmup), 3))
+        out.append(time_samples(lambda: forward(batch), pool.device, repeats, warmup))
         pool.alloc.free(slots)
     return out
 
 
 def measure_verify_cost(target, sizes=(1, 2, 4, 8, 16, 32, 64), prefix_len: int = 256, repeats: int = 5,
                         warmup: int = 2, cuda_graphs: bool = False) -> list[dict] | None:
-    """Median ms of one target forward + logits over N nodes, for each N in ``sizes``.
+    """Median ms of one target forward + logits over N nodes, for each N in ``sizes``, with the
+    fastest and slowest repeat (``lo``, ``hi``).
     ``cuda_graphs``: replayed by ``GraphedTarget`` (None when its capture failed: it ran eagerly)."""
     device = target.lm_head.weight.device
     pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, prefix_len, max(sizes) + 1, device)
@@ -106,8 +117,11 @@ def measure_verify_cost(target, sizes=(1, 2, 4, 8, 16, 32, 64), prefix_len: int 
         runner = GraphedTarget(target, pool.kv, pool.alloc.alloc(1)[0], max_keys=pool.kv.num_slots,
                                buckets=make_buckets((1, 2), sizes))
     forward = runner if runner is not None else (lambda batch: target.logits(target(batch, pool.kv)))
-    ms = measure_forward(pool, sizes, forward, repeats, warmup)
-    return None if runner is not None and not runner.replays else [{"tokens": n, "ms": t} for n, t in zip(sizes, ms)]
+    samples = forward_samples(pool, sizes, forward, repeats, warmup)
+    if runner is not None and not runner.replays:
+        return None
+    return [{"tokens": n, "ms": round(statistics.median(t), 3), "lo": round(min(t), 3), "hi": round(max(t), 3)}
+            for n, t in zip(sizes, samples)]
 
 
 def measure_draft_cost(target, head, rows=(1, 4, 10), prefix_len: int = 256, repeats: int = 5, warmup: int = 2,

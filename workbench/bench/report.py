@@ -69,11 +69,34 @@ def _depth_table(result: dict) -> str:
     return "\n".join(rows)
 
 
+def floor_line(costs: dict, summary: dict | None = None) -> str:
+    """The memory floor of one decode step beside the measured ones (the cost curve's N = 1 and,
+    when given, plain decoding's tokens/s), or "" when the run measured no floor."""
+    f = costs.get("floor")
+    if not f:
+        return ""
+    bw = f["read_gbs"]
+    text = (f"Memory floor: the target's {f['weights_mb']:.0f} MB of weights at {bw['gbs']:.1f} GB/s "
+            f"(read here, {bw['lo']:.1f}–{bw['hi']:.1f} over {bw['repeats']} reads, {bw['threads']} threads) "
+            f"give {f['floor_ms']:.1f} ms per decode step at best; the cost curve's decode step took "
+            f"{costs['decode_ms']:.1f} ms ({costs['decode_ms'] / f['floor_ms']:.2f}x the floor)")
+    plain = (summary or {}).get("vanilla", {}).get("tokens_per_s")
+    if plain:
+        text += f", plain decoding {1e3 / plain:.1f} ms per token ({1e3 / plain / f['floor_ms']:.2f}x)"
+    return text + "."
+
+
 def _cost_table(costs: dict) -> str:
-    rows = ["| verify tokens | " + " | ".join(str(c["tokens"]) for c in costs["verify"]) + " |",
-            "|---|" + "---|" * len(costs["verify"]),
-            "| ms | " + " | ".join(f"{c['ms']:.1f}" for c in costs["verify"]) + " |",
-            "| × decode | " + " | ".join(f"{c['ms'] / costs['decode_ms']:.2f}" for c in costs["verify"]) + " |"]
+    verify = costs["verify"]
+    rows = ["| verify tokens | " + " | ".join(str(c["tokens"]) for c in verify) + " |",
+            "|---|" + "---|" * len(verify),
+            "| ms | " + " | ".join(f"{c['ms']:.1f}" for c in verify) + " |",
+            "| × decode | " + " | ".join(f"{c['ms'] / costs['decode_ms']:.2f}" for c in verify) + " |"]
+    if all("lo" in c for c in verify):  # each repeat over the median decode step
+        rows.append("| × decode, range | " + " | ".join(f"{c['lo'] / costs['decode_ms']:.2f}–"
+                                                       f"{c['hi'] / costs['decode_ms']:.2f}" for c in verify) + " |")
+    if costs.get("floor"):
+        rows.append("| × floor | " + " | ".join(f"{c['ms'] / costs['floor']['floor_ms']:.2f}" for c in verify) + " |")
     if costs.get("draft"):
         rows += ["", "| draft rows | " + " | ".join(str(c["rows"]) for c in costs["draft"]) + " |",
                  "|---|" + "---|" * len(costs["draft"]),
@@ -115,13 +138,14 @@ def markdown(result: dict) -> str:
         f"everywhere except τ (T=1), on {m['tau_questions']} questions × {m.get('tau_max_new_tokens')} new tokens. "
         "`= vanilla`: share of questions whose "
         "output ids equal vanilla's.", "",
-        headline_table(result), "",
+        headline_table(result), "", floor_line(result["costs"], result["summary"]), "",
         "## Speedup over vanilla per Spec-Bench task", "", task_table(result), "",
         "## Per-depth acceptance", "",
         "P(accept at depth k | depth k-1 accepted), pooled over verify steps.", "", _depth_table(result), "",
         "## Verify cost", "",
         f"One target forward of N tokens after a {result['costs']['prefix_len']}-token prefix (logits included), "
-        "median ms.", "", _cost_table(result["costs"]), "",
+        "median ms; the range is the fastest and slowest repeat.", "", _cost_table(result["costs"]), "",
+        floor_line(result["costs"], result["summary"]), "",
         "## Best tree for this machine", "", _tune_table(result.get("tune")), "",
         "## Static against dynamic trees at the same num_draft_tokens", "",
         "`static:D` drafts EAGLE-1's fixed tree cut to D tokens, `eagle2` the dynamic tree of the same D, "

@@ -345,6 +345,8 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
     if journal.setup is None:
         costs = tune.measure_costs(wb)
         log("verify cost " + ", ".join(f"{c['tokens']}:{c['ms']:.0f}ms" for c in costs["verify"]))
+        log(f"memory floor {costs['floor']['floor_ms']:.1f} ms per decode step ({costs['floor']['weights_mb']:.0f} MB "
+            f"at {costs['floor']['read_gbs']['gbs']:.1f} GB/s)")
         tuned = None
         if "eagle2:best" in names and best is None:
             tuned = tune.search(wb, costs, max_trees=args.tune_trees, log=log)
