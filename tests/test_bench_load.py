@@ -327,9 +327,8 @@ def test_the_report_says_what_auto_settled_on(wb, prompts_file, tmp_path, monkey
 def test_a_step_cost_is_cached_only_when_its_rounds_agree(wb, tmp_path, monkeypatch):
     import workbench.bench.step_cost as sc
 
-    rounds = iter([([(1, 10.0), (8, 20.0)], [(1, 1.0)])] * 3 + [([(1, 10.0), (8, 20.0)], [(1, 1.0)]),
-                                                               ([(1, 30.0), (8, 20.0)], [(1, 1.0)]),
-                                                               ([(1, 10.0), (8, 20.0)], [(1, 1.0)])])
+    good, busy_round = ([(1, 10.0), (8, 20.0)], [(1, 1.0)]), ([(1, 30.0), (8, 20.0)], [(1, 1.0)])
+    rounds = iter([good] * sc.ROUNDS + [good, busy_round] + [good] * (sc.ROUNDS - 2))  # quiet, then busy
     monkeypatch.setattr(sc, "_measure", lambda wb, source: next(rounds))
     head = parse_load_policy("auto").draft
     busy, quiet = tmp_path / "busy", tmp_path / "quiet"

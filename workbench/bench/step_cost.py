@@ -8,7 +8,7 @@ depends on the draft source: the EAGLE head is timed; a draft model is timed as 
 own; the early exit ``exit:N`` runs N of the target's L layers, so its forward is taken as N / L
 of a verify of as many tokens; the n-gram lookup runs no forward.
 
-The measurement runs ``ROUNDS`` whole rounds one after another (a few seconds on a small model)
+The measurement runs ``ROUNDS`` whole rounds one after another (seconds on a small model)
 and is cached in ``<cache>/step-costs.json`` (``<cache>`` as for the model store) under the CPU
 (``cpu_choices.cpu_signature``), torch version, threads, device, dtype, the target's and the
 draft's shapes, only when the rounds agree: every size's round medians within ``AGREE`` of their
@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from statistics import median
 
@@ -32,10 +33,15 @@ from workbench.engine.auto import StepCost
 from workbench.engine.draft_source import DraftSource
 
 CACHE_FILE = "step-costs.json"
-VERIFY_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)  # total tokens of a verify: batch x block, up to 16 x 8
-DRAFT_ROWS = (1, 4, 16, 64)  # rows of one draft forward: batch x topk
-PREFIX = 256
-ROUNDS = 3
+# Few sizes, few repeats: on a 2-core CPU a forward of 64 tokens takes a few hundred ms, and the
+# measurement runs before the load starts. Sizes between these are interpolated, larger ones
+# (16 requests x 8 nodes = 128) extended along the last slope (``StepCost``).
+VERIFY_SIZES = (1, 4, 16, 64)  # total tokens of a verify: batch x block
+DRAFT_ROWS = (1, 16, 64)  # rows of one draft forward: batch x topk
+PREFIX = 128
+REPEATS = 3  # timed calls per size in a round (their median), after one untimed
+ROUNDS = 2
+TIMING = {"prefix_len": PREFIX, "repeats": REPEATS, "warmup": 1}
 AGREE = 0.25  # (max - min) / median of a size's round medians, at most, for a cacheable verdict
 
 
@@ -51,7 +57,9 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
         return StepCost(cached["verify"], cached["draft"],
                         source=f"cached in {CACHE_FILE}")
     say(f"[auto] timing verify and draft forwards on this CPU ({ROUNDS} rounds, once, a few seconds)")
+    t0 = time.perf_counter()
     rounds = [_measure(wb, source) for _ in range(ROUNDS)]
+    say(f"[auto] measured in {time.perf_counter() - t0:.0f} s")
     verify, v_agree = _agreed([r[0] for r in rounds])
     draft, d_agree = _agreed([r[1] for r in rounds])
     if not (v_agree and d_agree):
@@ -66,16 +74,16 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
 def _measure(wb, source: DraftSource | None) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
     """One round: (verify points, draft points), each (size, median ms)."""
     graphs = bool(wb.cuda_graphs)
-    rows = measure_verify_cost(wb.target, VERIFY_SIZES, PREFIX, cuda_graphs=graphs) \
-        or measure_verify_cost(wb.target, VERIFY_SIZES, PREFIX)
+    rows = measure_verify_cost(wb.target, VERIFY_SIZES, **TIMING, cuda_graphs=graphs) \
+        or measure_verify_cost(wb.target, VERIFY_SIZES, **TIMING)
     verify = [(r["tokens"], r["ms"]) for r in rows]
     kind = source.kind if source is not None else None
     if kind == "head":
-        got = measure_draft_cost(wb.target, wb.draft, DRAFT_ROWS, PREFIX, cuda_graphs=graphs) \
-            or measure_draft_cost(wb.target, wb.draft, DRAFT_ROWS, PREFIX)
+        got = measure_draft_cost(wb.target, wb.draft, DRAFT_ROWS, **TIMING, cuda_graphs=graphs) \
+            or measure_draft_cost(wb.target, wb.draft, DRAFT_ROWS, **TIMING)
         return verify, [(r["rows"], r["ms"]) for r in got]
     if kind == "model":
-        return verify, [(r["tokens"], r["ms"]) for r in measure_verify_cost(wb.draft, DRAFT_ROWS, PREFIX)]
+        return verify, [(r["tokens"], r["ms"]) for r in measure_verify_cost(wb.draft, DRAFT_ROWS, **TIMING)]
     if kind == "exit":  # N of the target's L layers (embedding and head included: an upper bound)
         share = source.num_layers / wb.target.config.num_layers
         return verify, [(n, ms * share) for n, ms in verify]
