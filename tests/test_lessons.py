@@ -286,9 +286,11 @@ def test_the_chain_model_is_fitted_on_half_the_steps_and_checked_on_the_other():
 def _fake_workbench(outputs: dict, seconds: dict):
     """generate() returns one request whose output and accept lengths depend on the setting."""
 
-    def generate(prompt_ids, spec, sampling, max_new_tokens):
+    def generate(prompt_ids, spec, sampling, max_new_tokens, on_step=None):
         out = outputs[label(spec)][:max_new_tokens]
         lengths = [] if not spec.speculative else [2] * (len(out) // 2) + [1] * (len(out) % 2)
+        if on_step is not None:
+            on_step([], 0.1)  # the prefill: 0.1 s to the first token
         return [SimpleNamespace(output_ids=out, accept_lengths=lengths, drafts_accepted=[a - 1 for a in lengths])], \
             seconds[label(spec)]
 
@@ -300,15 +302,20 @@ def test_settings_are_measured_once_for_every_notebook_that_quotes_them():
     wb = _fake_workbench({"vanilla": list(range(20)), label(chain): list(range(20))},
                          {"vanilla": 2.0, label(chain): 1.0})
     prompts = {"coding": [1, 2], "math_reasoning": [3]}
-    got = measure_settings(wb, [SpecConfig("vanilla"), chain], prompts, runs=2)
+    got = measure_settings(wb, [SpecConfig("vanilla"), chain], prompts, rounds=2)
     assert list(got) == ["vanilla", "linear:3"]
     assert got["vanilla"].tau == 1.0 and got["linear:3"].tau == 2.0
     assert got["linear:3"].tau_of("coding") == 2.0 and got["vanilla"].tau_of("coding") == 1.0
     assert got["linear:3"].walk_lengths["coding"] == got["linear:3"].accept_lengths["coding"]  # nothing was cut
     assert got["linear:3"].speedup.median == 2.0 and got["linear:3"].tok_s.median == 20.0
     assert got["linear:3"].outputs["math_reasoning"] == list(range(20))
+    assert got["linear:3"].equal_to_plain == 2 and got["linear:3"].speedup.runs == 2
+    assert got["linear:3"].spread("ttft_ms").median == pytest.approx(100.0)
+    assert got["linear:3"].spread("tpot_ms").median == pytest.approx(900.0 / 19)  # (1 s - 0.1 s) over 19 tokens
     with pytest.raises(ValueError, match="must be vanilla"):
-        measure_settings(wb, [chain], prompts, runs=1)
+        measure_settings(wb, [chain], prompts, rounds=1)
+    with pytest.raises(ValueError, match="no vanilla does"):
+        measure_settings(wb, [SpecConfig("vanilla"), (chain, SamplingParams(temperature=1.0))], prompts, rounds=1)
     words = SimpleNamespace(encode=lambda text: [len(text)])
     prompts = lesson_prompts(words)
     assert list(prompts) == ["coding", "translation", "math_reasoning"]

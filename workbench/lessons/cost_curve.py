@@ -1,16 +1,30 @@
-"""The verify cost measured at a few sizes N, read at any N in between.
+"""What a forward costs at N tokens, measured in interleaved rounds, and read at any N in between.
 
-``measure_verify_cost`` times a handful of sizes (1, 2, 4, ...); a cost model needs the cost of
-any verify block, e.g. B(γ + 1) tokens for a batch of chains. Linear interpolation between the
-measured points is enough: the curve is smooth, and it never extrapolates (outside the measured
-range it raises rather than guess).
+``time_forwards`` times forwards of several sizes (and, when asked, draft forwards and other
+prefixes) the way every timed comparison here is taken (``workbench.timing.interleaved``): one
+round times every size once, the first size rotating from round to round, and each round's
+value is the median of ``repeats`` calls; a slow spell of a shared machine then hits every size
+of a round alike instead of making one size look dear.
+
+``MeasuredCurve`` keeps every round. Its ``fit`` is the non-decreasing fit of the medians
+(``workbench.timing.monotone``): a verify of more tokens never costs less, so a dip between two
+sizes is noise, pooled. ``round_fits`` fits each round alone: where a sentence names a regime or
+a bend, it reads it off the fit and says whether every round's fit agrees (``takeaways``).
+
+``CostCurve`` is one curve read at any N by linear interpolation between measured sizes (a cost
+model needs e.g. B(γ + 1) tokens for a batch of chains); it never extrapolates.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 import numpy as np
+import torch
+
+from workbench.bench.cost import chain_batch, prefilled, time_ms
+from workbench.timing import Spread, interleaved, monotone, spread
 
 
 @dataclass(frozen=True)
@@ -36,3 +50,118 @@ class CostCurve:
             raise ValueError(f"{tokens} tokens is outside the measured range "
                              f"{self.tokens[0]}..{self.tokens[-1]}: measure it instead of extrapolating")
         return float(np.interp(tokens, self.tokens, self.ms))
+
+
+@dataclass(frozen=True)
+class MeasuredCurve:
+    tokens: tuple[int, ...]  # sizes N (or draft rows), increasing
+    rounds: tuple[tuple[float, ...], ...]  # [round][size]: ms, each the median of the round's repeats
+
+    def __post_init__(self):
+        if not self.rounds or any(len(r) != len(self.tokens) for r in self.rounds):
+            raise ValueError("one value per size in every round, at least one round")
+        CostCurve(self.tokens, self.rounds[0])  # the same checks on the sizes
+
+    @classmethod
+    def from_values(cls, values: dict[int, list[float]]) -> "MeasuredCurve":
+        """From ``{size: [ms of round 1, round 2, ...]}``."""
+        sizes = tuple(sorted(values))
+        return cls(sizes, tuple(zip(*(values[n] for n in sizes))))
+
+    @property
+    def spreads(self) -> dict[int, Spread]:
+        """Per size: median and range over the rounds."""
+        return {n: spread(r[i] for r in self.rounds) for i, n in enumerate(self.tokens)}
+
+    @property
+    def medians(self) -> CostCurve:
+        return CostCurve(self.tokens, tuple(s.median for s in self.spreads.values()))
+
+    @property
+    def fit(self) -> CostCurve:
+        """The non-decreasing fit of the medians: what a cost is read from."""
+        return CostCurve(self.tokens, tuple(monotone(self.tokens, self.medians.ms)))
+
+    @property
+    def round_fits(self) -> list[CostCurve]:
+        """Each round's own non-decreasing fit: how far a reading off the fit moves with the noise."""
+        return [CostCurve(self.tokens, tuple(monotone(self.tokens, r))) for r in self.rounds]
+
+    def ms(self, size: int, round_: int) -> float:
+        """One round's measured value at ``size``."""
+        return self.rounds[round_][self.tokens.index(size)]
+
+
+def verify_forwards(target, sizes, prefix_len: int) -> dict[int, Callable[[], object]]:
+    """Per N: one target forward + logits over a chain of N new tokens after ``prefix_len``
+    committed random tokens, as the engine's verify runs it (N = 1 is a decode step). The sizes
+    share one pool, each writing its own slots."""
+    device = target.lm_head.weight.device
+    pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, prefix_len, sum(sizes) + 1, device)
+    batches = {n: chain_batch(n, pool, pool.alloc.alloc(n)) for n in sizes}
+    return {n: (lambda b=b: target.logits(target(b, pool.kv))) for n, b in batches.items()}
+
+
+def draft_forwards(target, head, rows, prefix_len: int) -> dict[int, Callable[[], object]]:
+    """Per R: one draft forward + draft log-probs over R rows (a tree level of R frontier nodes)
+    after ``prefix_len`` committed tokens, as ``workbench.bench.cost.measure_draft_cost`` times it."""
+    w = target.lm_head.weight
+    feats = torch.zeros(max(rows), target.config.hidden_size, dtype=w.dtype, device=w.device)  # [R, H]
+    pool = prefilled(lambda batch, kv: head(feats.new_zeros(batch.num_tokens, feats.shape[1]), batch, kv),
+                     head.new_kv_pool, target.config.vocab_size, prefix_len, sum(rows) + 1, w.device)
+    batches = {r: chain_batch(r, pool, pool.alloc.alloc(r)) for r in rows}
+    return {r: (lambda b=b, r=r: head.log_probs(head(feats[:r], b, pool.kv))) for r, b in batches.items()}
+
+
+def time_forwards(forwards: dict[Hashable, Callable[[], object]], rounds: int, repeats: int = 3,
+                  device: torch.device | str = "cpu", warmup: int = 1) -> dict[Hashable, list[float]]:
+    """Interleaved rounds over every forward of ``forwards``: per key, one value per round, each
+    the median ms of ``repeats`` calls after ``warmup`` untimed ones (``workbench.timing``)."""
+    return interleaved({k: (lambda f=f: time_ms(f, device, repeats, warmup)) for k, f in forwards.items()}, rounds)
+
+
+def curve_figure(curve: MeasuredCurve, title: str, height: int = 400):
+    """The medians with their range over the rounds (error bars), the non-decreasing fit, and the
+    two references: flat at the decode step (memory-bound) and N decode steps (compute-bound).
+    Both axes are logarithmic; the legend sits under the plot, clear of the title."""
+    import plotly.graph_objects as go
+
+    from workbench.lessons.figures import legend_below
+    from workbench.viz.style import OKABE_ITO, base_layout, title_height
+
+    n = list(curve.tokens)
+    s = curve.spreads
+    fit = curve.fit.ms
+    fig = go.Figure([
+        go.Scatter(x=n, y=[s[k].median for k in n], mode="markers",
+                   name=f"measured: median, range of {len(curve.rounds)} rounds", marker=dict(color=OKABE_ITO["blue"], size=8), meta="measured",
+                   error_y=dict(type="data", symmetric=False, array=[s[k].high - s[k].median for k in n],
+                                arrayminus=[s[k].median - s[k].low for k in n])),
+        go.Scatter(x=n, y=list(fit), mode="lines", name="non-decreasing fit (what the sentences read)",
+                   line=dict(color=OKABE_ITO["blue"]), meta="fit"),
+        go.Scatter(x=n, y=[fit[0]] * len(n), mode="lines", name="flat: memory-bound",
+                   line=dict(color=OKABE_ITO["grey"], dash="dash"), meta="flat"),
+        go.Scatter(x=n, y=[fit[0] * k for k in n], mode="lines", name="N decode steps: compute-bound",
+                   line=dict(color=OKABE_ITO["vermillion"], dash="dot"), meta="proportional"),
+    ])
+    fig.update_layout(**base_layout(title, height))
+    fig.update_layout(margin=dict(t=round(title_height(title, 900))))
+    legend_below(fig, rows=2)
+    fig.update_xaxes(type="log", title="tokens in the forward (N)", tickvals=n)
+    lows = [s[k].low for k in n] + [fit[0]]
+    fig.update_yaxes(type="log", title="ms", tickvals=ticks_125(min(lows), fit[0] * n[-1]))
+    return fig
+
+
+def ticks_125(lo: float, hi: float) -> list[float]:
+    """1-2-5 ticks (..., 20, 50, 100, 200, ...) covering ``lo`` to ``hi``: a log axis labelled
+    at a few round values, not at every minor step."""
+    if not 0 < lo <= hi:
+        raise ValueError(f"need 0 < lo <= hi, got {lo} and {hi}")
+    out, decade = [], 10.0 ** np.floor(np.log10(lo))
+    while not out or out[-1] < hi:
+        out += [m * decade for m in (1, 2, 5)]
+        decade *= 10
+    first = max(i for i, t in enumerate(out) if t <= lo)
+    last = min(i for i, t in enumerate(out) if t >= hi)
+    return [float(t) for t in out[first:last + 1]]

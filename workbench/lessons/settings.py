@@ -1,29 +1,37 @@
-"""One source for the τ and speedup of a speculative setting, wherever a notebook quotes them.
+"""One source for the τ, speed and latency of a speculative setting, wherever a notebook quotes them.
 
 Notebooks 6 and 7 both measure a chain of 3; measured on different prompts or lengths they would
 print two answers for one configuration. Both call ``measure_settings`` on ``lesson_prompts`` with
 ``MAX_NEW_TOKENS``: greedy decoding is deterministic in one dtype, so a setting's τ is the same
-number in both, and only its speedup moves, by the timing noise each prints as a range.
+number in both, and only its timings move, by the noise each prints as a range.
 
 The prompts are Spec-Bench's (the packaged copy), the shortest first turn of each of
-``CATEGORIES`` (a cheap prefill); speeds are measured as Spec-Bench does: batch 1, greedy, tokens
-per second averaged over the questions, every setting run ``runs`` times, interleaved so that a
-slow spell of the machine hits all of them.
+``CATEGORIES`` (a cheap prefill). Timings are taken as every timed comparison here is
+(``workbench.timing.interleaved``): batch 1, one round runs every setting on every prompt, the
+first setting rotating from round to round, so that a slow spell of the machine hits all of
+them; a setting's value of a round is the mean over the prompts, and its speedup of a round is
+over plain decoding (at the same temperature) in the same round. Per request the clock gives
+the time to the first token (TTFT: the prefill), the time per output token after it (TPOT) and
+the end-to-end time.
+
+Sampled settings (temperature > 0) draw with seed ``sampling.seed + round``: every round is
+another sample, and τ has a range over the rounds as the timings do.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from workbench.bench.specbench import load_questions
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
-from workbench.lessons.tau import tau
-from workbench.timing import Spread, spread
 from workbench.metrics import tau as pooled_tau
+from workbench.timing import Spread, interleaved, spread
 
 CATEGORIES = ("coding", "translation", "math_reasoning")
-MAX_NEW_TOKENS = 20
+MAX_NEW_TOKENS = 32
+GREEDY = SamplingParams()
+METRICS = ("tok_s", "ttft_ms", "tpot_ms", "e2e_ms")  # per round: the mean over the prompts
 
 
 def lesson_prompts(wb, categories: tuple[str, ...] = CATEGORIES) -> dict[str, list[int]]:
@@ -38,59 +46,135 @@ def lesson_prompts(wb, categories: tuple[str, ...] = CATEGORIES) -> dict[str, li
     return prompts
 
 
-def label(spec: SpecConfig) -> str:
-    """The setting's name in the method grammar the bench reads: ``vanilla``, ``linear:S``,
-    ``eagle2:D/S/K`` (``SpecConfig.name``)."""
-    return spec.name
+def all_categories() -> tuple[str, ...]:
+    """Every category of the packaged Spec-Bench questions, in the order they first appear."""
+    return tuple(dict.fromkeys(q.category for q in load_questions()))
+
+
+def label(spec: SpecConfig, sampling: SamplingParams = GREEDY) -> str:
+    """The setting's name in the method grammar the bench reads (``vanilla``, ``linear:S``,
+    ``eagle2:D/S/K``: ``SpecConfig.name``), with `` T=t`` when it samples."""
+    return spec.name if sampling.greedy else f"{spec.name} T={sampling.temperature:g}"
+
+
+@dataclass(frozen=True)
+class Timed:
+    output_ids: list[int]
+    accept_lengths: list[int]
+    drafts_accepted: list[int]
+    ttft_s: float  # the prefill, which emits the first token
+    e2e_s: float  # from the prefill's start to the last token
+
+
+def timed_generate(wb, ids: list[int], spec: SpecConfig, sampling: SamplingParams, max_new_tokens: int) -> Timed:
+    """One request at batch 1, with its time to the first token and its end-to-end time. The
+    first step is the prefill alone (``Engine.step``); its first token is read back to the host,
+    so the time after it is taken once the device has finished."""
+    first: list[float] = []
+    (r,), seconds = wb.generate([ids], spec, sampling, max_new_tokens,
+                                on_step=lambda reqs, s: first.append(s) if not first else None)
+    return Timed(list(r.output_ids), list(r.accept_lengths), list(r.drafts_accepted), first[0], seconds)
+
+
+def _metrics(runs: list[Timed]) -> dict[str, float]:
+    """A round's values: the mean over the prompts of tokens/s, TTFT, TPOT and end-to-end ms."""
+    def tpot(t: Timed) -> float:
+        return 1e3 * (t.e2e_s - t.ttft_s) / max(len(t.output_ids) - 1, 1)
+
+    per = {"tok_s": [len(t.output_ids) / t.e2e_s for t in runs], "ttft_ms": [1e3 * t.ttft_s for t in runs],
+           "tpot_ms": [tpot(t) for t in runs], "e2e_ms": [1e3 * t.e2e_s for t in runs]}
+    return {k: sum(v) / len(v) for k, v in per.items()}
 
 
 @dataclass(frozen=True)
 class Setting:
     spec: SpecConfig
-    tau: float  # tokens per target forward, pooled over the prompts (1.0 for vanilla)
-    accept_lengths: dict[str, list[int]]  # category -> tokens each verify step emitted (empty for vanilla)
+    sampling: SamplingParams
+    tau: float  # tokens per target forward, pooled over the prompts and rounds (1.0 for vanilla)
+    taus: tuple[float, ...]  # per round, pooled over the prompts (all equal when greedy)
+    accept_lengths: dict[str, list[int]]  # category -> tokens each verify step emitted, first round
     walk_lengths: dict[str, list[int]]  # category -> n + 1 the walk accepted per verify step (chain_model's)
-    tok_s: Spread  # per run: the mean over the prompts of tokens per second
-    speedup: Spread  # per run over vanilla's tokens per second in the same run
-    outputs: dict[str, list[int]]  # category -> output ids
+    outputs: dict[str, list[int]]  # category -> output ids, first round
+    rounds: dict[str, tuple[float, ...]]  # metric (METRICS) -> one value per round
+    speedups: tuple[float, ...]  # per round: tokens/s over plain decoding's at this temperature, same round
+    equal_to_plain: int | None  # greedy: prompts whose output equals plain decoding's; None when sampled
 
     @property
     def label(self) -> str:
-        return label(self.spec)
+        return label(self.spec, self.sampling)
+
+    def spread(self, metric: str) -> Spread:
+        """Median and range over the rounds of one of ``METRICS``."""
+        return spread(self.rounds[metric])
+
+    @property
+    def tok_s(self) -> Spread:
+        return self.spread("tok_s")
+
+    @property
+    def speedup(self) -> Spread:
+        return spread(self.speedups)
+
+    @property
+    def tau_spread(self) -> Spread:
+        return spread(self.taus)
+
+    def faster_than(self, other: "Setting", metric: str) -> Spread:
+        """Per round, ``other``'s ms of ``metric`` over this setting's (> 1: this one is faster)."""
+        return spread(o / s for o, s in zip(other.rounds[metric], self.rounds[metric]))
 
     def tau_of(self, category: str) -> float:
-        """τ on one prompt (1.0 for vanilla: one token per target forward)."""
+        """τ on one prompt, first round (1.0 for vanilla: one token per target forward)."""
         return pooled_tau(self.accept_lengths[category]) if self.spec.speculative else 1.0
 
 
-def measure_settings(wb, specs: list[SpecConfig], prompts: dict[str, list[int]], runs: int,
+def measure_settings(wb, specs: list, prompts: dict[str, list[int]], rounds: int,
                      max_new_tokens: int = MAX_NEW_TOKENS) -> dict[str, Setting]:
-    """Each setting of ``specs`` (the first must be vanilla: the speedups' baseline), by label."""
-    if not specs or specs[0].speculative:
+    """Each setting, by label. A setting is a ``SpecConfig`` (greedy) or a pair ``(SpecConfig,
+    SamplingParams)``; the first greedy one must be vanilla, and so must one of every other
+    sampling: every speedup is over plain decoding at the same temperature."""
+    pairs = [s if isinstance(s, tuple) else (s, GREEDY) for s in specs]
+    if not pairs or pairs[0][0].speculative:
         raise ValueError("the first setting must be vanilla: every speedup is measured against it")
-    if runs < 1:
-        raise ValueError(f"runs must be >= 1, got {runs}")
-    greedy = SamplingParams()
-    wb.generate([next(iter(prompts.values()))], specs[-1], greedy, max_new_tokens=4)  # warm-up
-    speeds = {label(s): [] for s in specs}  # label -> tokens per second of each run
-    first_run: dict[str, dict] = {label(s): {} for s in specs}  # label -> category -> request
-    for _ in range(runs):
-        for spec in specs:
-            per_prompt = []
-            for category, ids in prompts.items():
-                (r,), seconds = wb.generate([ids], spec, greedy, max_new_tokens=max_new_tokens)
-                per_prompt.append(len(r.output_ids) / seconds)
-                first_run[label(spec)].setdefault(category, r)
-            speeds[label(spec)].append(sum(per_prompt) / len(per_prompt))
-    base = speeds[label(specs[0])]
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    names = {label(sp, sa): (sp, sa) for sp, sa in pairs}
+    for sp, sa in pairs:
+        if label(SpecConfig("vanilla"), sa) not in names:
+            raise ValueError(f"{label(sp, sa)} samples at temperature {sa.temperature:g}, but no vanilla does: "
+                             "add (SpecConfig('vanilla'), that SamplingParams) to compare with")
+    first = next(iter(prompts.values()))
+    for sp, sa in pairs:  # warm-up: each setting's first forwards of each shape are slow
+        wb.generate([first], sp, sa, 4)
+    done: dict[str, list[dict[str, Timed]]] = {n: [] for n in names}  # label -> per round: category -> run
+
+    def one_round(name: str) -> float:
+        spec, sampling = names[name]
+        sampling = sampling if sampling.greedy else replace(sampling, seed=sampling.seed + len(done[name]))
+        runs = {c: timed_generate(wb, ids, spec, sampling, max_new_tokens) for c, ids in prompts.items()}
+        done[name].append(runs)
+        return _metrics(list(runs.values()))["tok_s"]
+
+    interleaved({n: (lambda n=n: one_round(n)) for n in names}, rounds)
+    plain = {label(SpecConfig("vanilla"), sa): done[label(SpecConfig("vanilla"), sa)] for _, sa in pairs}
     out = {}
-    for spec in specs:
-        requests = list(first_run[label(spec)].values())  # greedy: every run emits the same
-        runs = first_run[label(spec)]
-        out[label(spec)] = Setting(
-            spec=spec, tau=tau(requests) if spec.speculative else 1.0,
-            accept_lengths={c: list(r.accept_lengths) for c, r in runs.items()},
-            walk_lengths={c: [n + 1 for n in r.drafts_accepted] for c, r in runs.items()},
-            tok_s=spread(speeds[label(spec)]), speedup=spread(s / b for s, b in zip(speeds[label(spec)], base)),
-            outputs={c: r.output_ids for c, r in runs.items()})
+    for name, (spec, sampling) in names.items():
+        per_round = [_metrics(list(r.values())) for r in done[name]]
+        base = [_metrics(list(r.values()))["tok_s"] for r in plain[label(SpecConfig("vanilla"), sampling)]]
+        lengths = [[a for t in r.values() for a in t.accept_lengths] for r in done[name]]
+        first_round = done[name][0]
+        equal = None
+        if sampling.greedy:
+            reference = plain[label(SpecConfig("vanilla"))][0]
+            equal = sum(first_round[c].output_ids == reference[c].output_ids for c in prompts)
+        out[name] = Setting(
+            spec=spec, sampling=sampling,
+            tau=pooled_tau([a for r in lengths for a in r]) if spec.speculative else 1.0,
+            taus=tuple(pooled_tau(r) if spec.speculative else 1.0 for r in lengths),
+            accept_lengths={c: t.accept_lengths for c, t in first_round.items()},
+            walk_lengths={c: [n + 1 for n in t.drafts_accepted] for c, t in first_round.items()},
+            outputs={c: t.output_ids for c, t in first_round.items()},
+            rounds={m: tuple(r[m] for r in per_round) for m in METRICS},
+            speedups=tuple(r["tok_s"] / b for r, b in zip(per_round, base)),
+            equal_to_plain=equal)
     return out

@@ -8,7 +8,7 @@ import statistics
 from dataclasses import dataclass
 
 from workbench.lessons.cost_curve import CostCurve
-from workbench.timing import Spread
+from workbench.timing import NOISE, Spread, Verdict
 
 # How a forward's cost follows its size N between two measured sizes: the elasticity
 # log(t(n2) / t(n1)) / log(n2 / n1), 0 when the cost stays flat (reading the weights dominates:
@@ -47,6 +47,13 @@ def elasticity(curve: CostCurve, lo: float, hi: float) -> float:
     return math.log(curve.at(hi) / curve.at(lo)) / math.log(hi / lo)
 
 
+REGIMES = ("memory-bound", "between the two regimes", "compute-bound")  # in order of elasticity
+
+
+def _regime_name(e: float) -> str:
+    return REGIMES[0] if e < MEMORY_BOUND else REGIMES[2] if e > COMPUTE_BOUND else REGIMES[1]
+
+
 @dataclass(frozen=True)
 class Regime:
     """Where a machine sits for a verify block of ``tokens`` tokens, from its measured cost curve."""
@@ -55,28 +62,50 @@ class Regime:
     ratio: float  # the forward over ``tokens`` tokens, in decode steps (N = 1)
     elasticity: float  # over the last factor of 8 up to ``tokens``
     name: str  # "memory-bound", "compute-bound" or "between the two regimes"
+    round_elasticities: tuple[float, ...] = ()  # the same elasticity on each round's own fit
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every regime the fit and the rounds' fits name, in order of elasticity."""
+        seen = {self.name} | {_regime_name(e) for e in self.round_elasticities}
+        return tuple(n for n in REGIMES if n in seen)
+
+    @property
+    def settled(self) -> bool:
+        """True when every round's fit names the regime the fit of the medians names."""
+        return len(self.names) == 1
 
     def sentence(self) -> str:
-        """'memory-bound up to 8 tokens: a forward over 8 tokens costs 1.1 decode steps, ...'."""
+        """'memory-bound up to 8 tokens: a forward over 8 tokens costs 1.1 decode steps, ...'; when
+        the rounds' fits name different regimes, both are named and the call is left to noise."""
         cost = f"a forward over {self.tokens} tokens costs {self.ratio:.2f} decode steps"
+        if not self.settled:
+            lo, hi = min(self.round_elasticities), max(self.round_elasticities)
+            return (f"{' or '.join(self.names)} at {self.tokens} tokens, level within noise: {cost} on the fit "
+                    f"(elasticity {self.elasticity:.2f}), and the {len(self.round_elasticities)} rounds' own fits "
+                    f"give elasticities of {lo:.2f} to {hi:.2f}, on both sides of a threshold (below {MEMORY_BOUND}: "
+                    f"memory-bound; above {COMPUTE_BOUND}: compute-bound)")
+        agree = (f" (every one of the {len(self.round_elasticities)} rounds' fits agrees)"
+                 if self.round_elasticities else "")
         if self.name == "memory-bound":
-            return f"memory-bound up to {self.tokens} tokens: {cost}, so extra verify nodes are nearly free"
+            return f"memory-bound up to {self.tokens} tokens{agree}: {cost}, so extra verify nodes are nearly free"
         if self.name == "compute-bound":
-            return f"compute-bound by {self.tokens} tokens: {cost}, so every verify node costs"
-        return (f"between the two regimes at {self.tokens} tokens: {cost}, so every extra verify node "
+            return f"compute-bound by {self.tokens} tokens{agree}: {cost}, so every verify node costs"
+        return (f"between the two regimes at {self.tokens} tokens{agree}: {cost}, so every extra verify node "
                 "costs a noticeable share of a decode step")
 
 
-def regime(curve: CostCurve, tokens: int) -> Regime:
+def regime(curve: CostCurve, tokens: int, rounds: list[CostCurve] = ()) -> Regime:
     """The regime of a verify block of ``tokens`` tokens (> 1): how the cost follows N over the
     last factor of 8 up to it (from N = 1 for blocks of 8 or fewer), local enough to see a bend and
-    wide enough that one noisy point does not decide it. The ratio is against a decode step (N = 1)."""
+    wide enough that one noisy point does not decide it. The ratio is against a decode step (N = 1).
+    ``rounds``: each round's own fit, read the same way, to say whether the noise could move the call."""
     if tokens <= curve.tokens[0]:
         raise ValueError(f"a verify block of {tokens} tokens is not bigger than a decode step")
-    e = elasticity(curve, max(curve.tokens[0], tokens / 8), tokens)
-    name = ("memory-bound" if e < MEMORY_BOUND else "compute-bound" if e > COMPUTE_BOUND
-            else "between the two regimes")
-    return Regime(tokens, curve.at(tokens) / curve.at(1), e, name)
+    lo = max(curve.tokens[0], tokens / 8)
+    e = elasticity(curve, lo, tokens)
+    return Regime(tokens, curve.at(tokens) / curve.at(1), e, _regime_name(e),
+                  tuple(elasticity(r, lo, tokens) for r in rounds))
 
 
 def bend(curve: CostCurve) -> int | None:
@@ -89,6 +118,27 @@ def bend(curve: CostCurve) -> int | None:
     while start > 0 and steep[start - 1]:
         start -= 1
     return sizes[start] if start < len(steep) else None
+
+
+def bend_sentence(fit: CostCurve, rounds: list[CostCurve]) -> str:
+    """Where the fit bends, and whether the rounds' own fits put the bend at the same size."""
+    knee, knees = bend(fit), [bend(r) for r in rounds]
+    said = lambda k: "none (still flat)" if k is None else f"N = {k}"  # noqa: E731
+    if knee is None and all(k is None for k in knees):
+        return (f"The cost never starts to follow N within {fit.tokens[-1]} tokens: no bend in the measured range"
+                + (f" (in none of the {len(rounds)} rounds' fits either)." if rounds else "."))
+    where = (f"From {said(knee)} on, every segment of the fit has an elasticity of at least {BEND}, so each "
+             f"doubling of the block costs at least {2 ** BEND:.2f}× more (the cost follows N); before it, the cost "
+             "grows more slowly." if knee is not None else
+             f"The fit of the medians is still flat at its last segment: no bend within {fit.tokens[-1]} tokens.")
+    if not rounds:
+        return where
+    if all(k == knee for k in knees):
+        return f"{where} Every one of the {len(rounds)} rounds' own fits bends at the same size."
+    places = sorted({k for k in knees if k is not None})
+    none = " and none (still flat)" if any(k is None for k in knees) else ""
+    return (f"{where} The {len(rounds)} rounds' own fits bend at {', '.join(f'N = {k}' for k in places)}{none}: "
+            "the bend's place is known only to within that range.")
 
 
 def versus(value: float, measured: Spread) -> str:
@@ -117,6 +167,15 @@ def compare(a: Spread, b: Spread) -> str:
     if a.high < b.low:
         return "below"
     return "level within noise"
+
+
+def best_sentence(v: Verdict, what: str) -> str:
+    """A verdict (``workbench.timing.verdict``) in words: the best ``what`` named only when its
+    range is clear of every other's; else the settings level with it, and no best named."""
+    if v.winner is not None and len(v.level) == 1:
+        return f"the best {what} is {v.winner}: its range is clear of every other's"
+    return (f"{', '.join(v.level)} are {NOISE} at the top (their ranges overlap the best median's), "
+            f"so no single best {what} is named")
 
 
 def trend(first: float, last: float, tolerance: float = 0.02) -> str:
