@@ -325,6 +325,8 @@ def test_the_report_says_what_auto_settled_on(wb, prompts_file, tmp_path, monkey
 
 
 def test_a_step_cost_is_cached_only_when_its_rounds_agree(wb, tmp_path, monkeypatch):
+    import statistics
+
     import workbench.bench.step_cost as sc
 
     good, busy_round = ([(1, 10.0), (8, 20.0)], [(1, 1.0)]), ([(1, 30.0), (8, 20.0)], [(1, 1.0)])
@@ -337,5 +339,6 @@ def test_a_step_cost_is_cached_only_when_its_rounds_agree(wb, tmp_path, monkeypa
     assert sc.step_cost_for(wb, head, cache_dir=quiet, log=lambda m: None).source == f"cached in {sc.CACHE_FILE}"
     said = []
     got = sc.step_cost_for(wb, head, cache_dir=busy, log=said.append)
-    assert got.source == "measured, rounds disagreed" and got.verify_ms(1) == 10.0  # the medians, for this run
+    first = statistics.median([10.0, 30.0] + [10.0] * (sc.ROUNDS - 2))
+    assert got.source == "measured, rounds disagreed" and got.verify_ms(1) == first  # the medians, for this run
     assert "nothing cached" in said[-1] and not (busy / sc.CACHE_FILE).exists()
