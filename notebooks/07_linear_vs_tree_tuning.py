@@ -16,28 +16,39 @@
 # notebook sweeps them on a few Spec-Bench questions (one per category, first turn, greedy,
 # batch 1) and reports the accept length τ (tokens per target forward: the tokens each verify step
 # emitted, so a last step cut at `max_new_tokens` counts what it appended) and the speedup in tokens
-# per second over plain decoding on this machine, as Spec-Bench measures it. Every setting runs
-# `RUNS` times; tokens per second are the median of the runs, with their range.
+# per second over plain decoding on this machine, as Spec-Bench measures it.
+#
+# **How the timings are taken.** Every run is in fp32, where every speculative output is checked
+# equal to plain greedy decoding, token for token, with the torch threads the first line names.
+# The settings are timed in `ROUNDS` **interleaved rounds** (`workbench/timing.py`, through
+# `measure_settings`): each round runs every setting on every prompt, the first setting rotating
+# from round to round, so a slow spell of a shared machine hits all of them alike. A speedup is
+# the median over the rounds with its range; a "fastest" is named only where its range is clear
+# of every other's (`workbench.timing.verdict`), else the settings are level within noise.
 
 # %%
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
 from workbench.lessons.start import start
 
-wb = start(dtype="auto")
+wb = start(dtype="fp32")
 
 # %%
 import pandas as pd
 import plotly.graph_objects as go
+import torch
 from IPython.display import Markdown, display
 
+from workbench.lessons.machine import cpu_model
 from workbench.lessons.settings import CATEGORIES, MAX_NEW_TOKENS, label, lesson_prompts, measure_settings
 
 prompts = lesson_prompts(wb)
+THREADS = f"{cpu_model()}, {wb.dtype_name}, {torch.get_num_threads()} torch thread{'s' * (torch.get_num_threads() != 1)}"
 print({c: len(ids) for c, ids in prompts.items()}, "prompt tokens: the shortest first turn of each category")
 
 # %%
-RUNS = 2
+ROUNDS = 3
+SAMPLED = SamplingParams(temperature=1.0)
 CONFIGS = [
     SpecConfig("vanilla"),
     *(SpecConfig.linear(s) for s in (1, 3)),  # chains: num_steps
@@ -45,10 +56,13 @@ CONFIGS = [
     SpecConfig("eagle2", 3, 4, 6),  # topk
     SpecConfig("eagle2", 5, 4, 8),  # num_steps, topk, num_draft_tokens: what SGLang picks for a Llama target
 ]
-settings = measure_settings(wb, CONFIGS, prompts, RUNS)  # the helper notebook 6 measures its chain of 3 with
+TEMPERATURE = [(SpecConfig("vanilla"), SAMPLED), (SpecConfig.linear(3), SAMPLED)]  # the chain of 3 sampling at T = 1
+measured = measure_settings(wb, CONFIGS + TEMPERATURE, prompts, ROUNDS)  # the helper notebook 6 measures its chain of 3 with
+settings = {name: st for name, st in measured.items() if st.sampling.greedy}
 per_config = pd.DataFrame([{
     "config": name, "method": st.spec.method, "tau": st.tau, "tok/s": st.tok_s.median,
     "speedup": st.speedup.median, "speedup range": f"{st.speedup.low:.2f}–{st.speedup.high:.2f}",
+    "equal to plain": f"{st.equal_to_plain} of {len(prompts)}",
 } for name, st in settings.items()]).set_index("config")
 per_config.round(2)
 
@@ -59,33 +73,35 @@ from workbench.viz.compare import speedup_scatter  # names placed so that none o
 points = [{"method": st.spec.method, "label": name, "tau": st.tau, "speedup": st.speedup.median,
            "low": st.speedup.low, "high": st.speedup.high}
           for name, st in settings.items() if st.spec.speculative]
-speedup_scatter(points, f"τ and speedup over plain decoding ({wb.dtype_name}, batch 1, {MAX_NEW_TOKENS} new tokens; "
-                        f"labels: linear:S, eagle2:D/S/K as the bench reads them; median and range of {RUNS} runs)").show()
+speedup_scatter(points, f"τ and speedup over plain decoding ({THREADS}, batch 1, {MAX_NEW_TOKENS} new tokens; "
+                        f"labels: linear:S, eagle2:D/S/K as the bench reads them; median and range of {ROUNDS} "
+                        "interleaved rounds)").show()
 
 # %%
+from workbench.lessons.takeaways import best_sentence
+from workbench.timing import verdict
+
 best, top_tau = spec_only.speedup.idxmax(), spec_only.tau.idxmax()
+fastest = verdict({n: settings[n].speedup for n in spec_only.index})
 best_linear = spec_only[spec_only.method == "linear"].speedup.idxmax()
 best_tree = spec_only[spec_only.method == "eagle2"].speedup.idxmax()
+level_with_best = [n for n in fastest.level if n != best]
 if spec_only.tau.max() - spec_only.tau.min() < 0.05:
-    why = ("τ hardly moved across the settings (the draft head is rarely right), so the setting with the "
-           "cheapest step won. ")
-elif best != top_tau:
-    why = (f"The highest τ came from {top_tau} (τ = {spec_only.tau[top_tau]:.2f}), but it did not win: "
-           "the winner balances τ against the cost of a step (see the closing cell for what a verify node "
-           "costs here). ")
+    why = "τ hardly moved across the settings (the draft head is rarely right). "
+elif top_tau in fastest.level:
+    why = (f"The highest τ, {top_tau}'s {spec_only.tau[top_tau]:.2f}, has a speedup range that overlaps the top "
+           "one: these rounds do not show its extra drafts and verify nodes costing more than the tokens they add. ")
 else:
-    why = "The setting with the highest τ also won: its extra verify nodes were worth their cost. "
-verdict = "faster than" if settings[best].speedup.median > 1 else "no faster than"
-ahead = [n for n in spec_only.index if n != best and settings[n].speedup.high >= settings[best].speedup.low]
+    why = (f"The highest τ came from {top_tau} (τ = {spec_only.tau[top_tau]:.2f}), and its speedup range is "
+           "clear below the top: its extra drafts and verify nodes cost more than the tokens they added. ")
 display(Markdown(
-    f"**Takeaway.** The fastest speculative setting on this machine is **{best}**: "
-    f"{settings[best].speedup.with_unit('×')} plain decoding ({verdict} it), τ = {spec_only.tau[best]:.2f}"
-    + (f"; {', '.join(ahead)} overlap{'s' if len(ahead) == 1 else ''} its range, so the order among them is "
-       "level within noise" if ahead else "") + f". Best chain: "
-    f"{best_linear} ({spec_only.speedup[best_linear]:.2f}×); best tree: {best_tree} "
+    f"**Takeaway.** By median speedup {best} leads ({settings[best].speedup.with_unit('×')} plain decoding, "
+    f"τ = {spec_only.tau[best]:.2f}); {best_sentence(fastest, 'setting')}. Highest median among the chains: "
+    f"{best_linear} ({spec_only.speedup[best_linear]:.2f}×); among the trees: {best_tree} "
     f"({spec_only.speedup[best_tree]:.2f}×). " + why
     + f"The chain linear:3 is notebook 6's chain of 3, on the same prompts and {MAX_NEW_TOKENS} new tokens "
-      "(both measured by `measure_settings`): its τ is the same number there."))
+      "(both measured by `measure_settings`): its τ is the same number there, and its speedup is the same "
+      f"measurement taken again in this notebook's own rounds, so the two differ by the noise of each ({THREADS})."))
 
 # %%
 fig = go.Figure()
@@ -111,29 +127,16 @@ display(Markdown(
 # ## Lossless, shown
 #
 # Greedy speculation emits exactly what plain greedy decoding emits, in exact arithmetic. The
-# timings above ran in the machine's fast dtype; the equality is checked in fp32, on the same
-# prompts and settings.
+# timed runs above are in fp32, and each one's output (first round) is compared with plain
+# decoding's, token for token; where one parted, the table below would show where and by what
+# logit margin the target's two best tokens stood there.
 
 # %%
 from workbench.lessons.divergence import divergence
-from workbench.lessons.start import load_quietly
 
-wb32 = load_quietly("fp32")
-
-
-def output32(spec, category):
-    """The fp32 greedy output of one setting on one prompt."""
-    (r,), _ = wb32.generate([prompts[category]], spec, SamplingParams(), MAX_NEW_TOKENS)
-    return r.output_ids
-
-
-plain32 = {c: output32(CONFIGS[0], c) for c in prompts}
-pairs32 = [(spec, c) for spec in CONFIGS[1:] for c in prompts]
-equal32 = sum(output32(spec, c) == plain32[c] for spec, c in pairs32)
-print(f"fp32: {equal32} of {len(pairs32)} speculative outputs equal plain greedy decoding, token for token")
-del wb32
-
-# %%
+pairs32 = [(name, c) for name in spec_only.index for c in CATEGORIES]
+equal32 = sum(settings[name].equal_to_plain for name in spec_only.index)
+print(f"{wb.dtype_name}: {equal32} of {len(pairs32)} speculative outputs equal plain greedy decoding, token for token")
 plain = settings["vanilla"].outputs
 diverged = [(name, c, divergence(wb.target, prompts[c], plain[c], settings[name].outputs[c]))
             for name in spec_only.index for c in CATEGORIES]
@@ -146,11 +149,97 @@ if diverged:
         "target's top-2": f"{wb.token_text(d.top[0])!r} / {wb.token_text(d.top[1])!r}",
         "top-2 logit margin": round(d.margin, 3)} for name, c, d in diverged]))
 display(Markdown(
-    f"**Takeaway.** In fp32, {equal32} of {len(pairs32)} speculative outputs equal plain greedy decoding. In "
-    f"{wb.dtype_name}, the timed runs above, {len(pairs32) - len(diverged)} of {len(pairs32)} do"
+    f"**Takeaway.** In {wb.dtype_name}, the dtype of every timing above, {equal32} of {len(pairs32)} speculative "
+    "outputs equal plain greedy decoding token for token"
     + (f"; where one parts, the target's two best tokens there are {min(d.margin for *_, d in diverged):.3f} to "
        f"{max(d.margin for *_, d in diverged):.3f} logits apart: a near-tie that a differently batched "
-       f"{wb.dtype_name} forward rounds the other way." if diverged and wb.dtype_name != "fp32" else ".")))
+       "forward rounds the other way." if diverged else ".")))
+
+# %% [markdown]
+# ## Greedy or sampled: temperature 0 against 1
+#
+# The same chain of 3 on the same prompts, sampling at temperature 1 (a draft is kept with a
+# probability set by the target's distribution, and a miss draws the bonus from what is left:
+# the lossless sampling rules of `workbench/engine/accept.py`), against plain decoding sampling
+# at temperature 1: every speedup is
+# over plain decoding at the same temperature, in the same rounds. Each round draws another sample
+# (seed + round), so τ at T = 1 has a range over the rounds, as the timings do.
+
+# %%
+greedy_chain, sampled_chain = measured["linear:3"], measured["linear:3 T=1"]
+temperature = pd.DataFrame([{
+    "setting": st.label, "temperature": st.sampling.temperature, "τ (median, range over rounds)": str(st.tau_spread),
+    "speedup over plain at the same T": st.speedup.with_unit("×")} for st in (greedy_chain, sampled_chain)])
+display(temperature)
+from workbench.lessons.takeaways import compare  # noqa: E402
+
+tau_call = compare(sampled_chain.tau_spread, greedy_chain.tau_spread)
+speed_call = compare(sampled_chain.speedup, greedy_chain.speedup)
+display(Markdown(
+    f"**Takeaway.** Sampling at T = 1, the chain of 3 keeps τ = {sampled_chain.tau_spread} against "
+    f"{greedy_chain.tau:.2f} greedy: {tau_call} (τ at T = 1 over its {ROUNDS} samples against the one greedy "
+    f"value). Its speedup over plain sampling is {sampled_chain.speedup.with_unit('×')}, against "
+    f"{greedy_chain.speedup.with_unit('×')} greedy: {speed_call}. "
+    + ("At T = 1 a draft is kept with a probability set by the target's distribution instead of whenever it "
+       "is the target's argmax: on these prompts that costs acceptance."
+       if tau_call == "below" else
+       "The two τ are not separated on these prompts and samples; more prompts or rounds would be needed to "
+       "tell whether sampling costs acceptance here.")))
+
+# %% [markdown]
+# ## Widen before deepen, at low acceptance
+#
+# With a few more verify nodes to spend, is it better to widen the tree (more candidates at the
+# same depth) or to deepen it (one more level at the same budget)? The timings above cannot say:
+# their settings change more than one knob at a time, on three prompts. The traces can: the first
+# S levels of a tree of more levels are the levels a tree of S levels grows, and the verify of a
+# big tree gives the target's choice after every node, so one traced big tree
+# (`workbench/lessons/hindsight.py`) says, step by step, how many tokens a tree of budget D′ and
+# S levels (the same `topk`) would have kept on the very same steps. Widening goes D′ → D′ + 2 at
+# the same S, deepening S → S + 1 at the same D′. Nothing here is timed: τ only, on one prompt of
+# every Spec-Bench category, split by the base tree's τ into the lower and the upper half. A step
+# where one of the three trees compared would keep a node the big tree never verified is left out
+# (the table counts them as `unknown`); a cell of the figure is left empty where some step's tree
+# of that size is unknown.
+
+# %%
+from workbench.lessons.hindsight import gains, grid_figure, shape_grid
+from workbench.lessons.intervals import paired
+from workbench.lessons.settings import all_categories
+
+BIG = SpecConfig("eagle2", 4, 4, 24)  # 4 levels, topk 4, 24 verify tokens: covers every smaller tree below
+BUDGETS, DEPTHS = (4, 6, 8), (2, 3, 4)
+BASE, WIDEN, DEEPEN = (4, 2), (6, 2), (4, 3)  # (D′, S)
+every = lesson_prompts(wb, all_categories())
+traced = {}
+for category, ids in every.items():
+    traces = []
+    wb.generate([ids], BIG, SamplingParams(), MAX_NEW_TOKENS, trace_sink=traces.append)
+    traced[category] = traces
+gain = gains(traced, BASE, WIDEN, DEEPEN)
+order = sorted(gain, key=lambda c: gain[c]["base"])
+halves = {"lower": order[: len(order) // 2], "upper": order[len(order) // 2:]}
+grids = {f"{half} half of τ at D′ {BASE[0]}, S {BASE[1]} ({len(cs)} prompts)": shape_grid(
+    [t for c in cs for t in traced[c]], BUDGETS, DEPTHS) for half, cs in halves.items()}
+grid_figure(grids, BUDGETS, DEPTHS, f"Mean τ per step a tree of budget D′ and S levels (topk {BIG.topk}) would have "
+            f"kept, on the steps of one {BIG.name} run per prompt ({MAX_NEW_TOKENS} new tokens)").show()
+print(pd.DataFrame(gain).T.loc[order].round(2).to_string())
+
+# %%
+choice = {}
+for half, cs in halves.items():
+    choice[half] = paired([gain[c]["widen"] for c in cs], [gain[c]["deepen"] for c in cs])
+said = {"above": "widening gains more, beyond the interval", "below": "deepening gains more, beyond the interval",
+        "level within noise": "the interval contains 0: neither is ahead on these prompts"}
+display(Markdown(
+    f"**Takeaway.** From D′ = {BASE[0]}, S = {BASE[1]}: widening to D′ = {WIDEN[0]} against deepening to "
+    f"S = {DEEPEN[1]}, mean gain in τ widen − deepen per prompt, " + "; ".join(
+        f"on the {half} half of the prompts by τ (mean τ {sum(gain[c]['base'] for c in halves[half]) / len(halves[half]):.2f}): "
+        f"{choice[half]}, {said[choice[half].side()]}" for half in halves) + ". "
+    + ("Where acceptance is low, widening pays before deepening: a deeper level is reached only through an "
+       "accepted parent, a wider one is tried at once."
+       if choice["lower"].side() == "above" else
+       "The widen-before-deepen rule is not borne out beyond the noise at low acceptance on these prompts.")))
 
 # %% [markdown]
 # ## The same settings in SGLang, EAGLE and vLLM
@@ -199,24 +288,28 @@ def flags(spec):
     return {"here": spec.describe(), **framework_flags(spec)}
 
 spec_of = {label(s): s for s in CONFIGS}
-runner_up = ("fastest tree here", best_tree) if best == best_linear else ("fastest chain here", best_linear)
-chosen = {"fastest here": spec_of[best], runner_up[0]: spec_of[runner_up[1]],
+runner_up = (("highest median speedup among the trees here", best_tree) if best == best_linear else
+             ("highest median speedup among the chains here", best_linear))
+chosen = {"highest median speedup here" + ("" if fastest.winner else " (level within noise with others)"): spec_of[best],
+          runner_up[0]: spec_of[runner_up[1]],
           "SGLang's pick for a Llama target": SpecConfig("eagle2", 5, 4, 8),
           "EAGLE evaluation scripts' default": SpecConfig("eagle2", 6, 10, 60)}
 pd.DataFrame([{"setting": name, **flags(spec)} for name, spec in chosen.items()])
 
 # %%
-from workbench.bench.cost import measure_verify_cost
-from workbench.lessons.cost_curve import CostCurve
+from workbench.lessons.cost_curve import MeasuredCurve, time_forwards, verify_forwards
 from workbench.lessons.takeaways import regime
 
 biggest = max(spec.num_draft_tokens for spec in CONFIGS)
-verify = CostCurve.from_rows(measure_verify_cost(wb.target, sizes=(1, biggest), prefix_len=128, repeats=3, warmup=1))
-here_regime = regime(verify, biggest)
+SIZES = tuple(n for n in (1, 2, 4, 8) if n <= biggest)
+curve = MeasuredCurve.from_values(time_forwards(verify_forwards(wb.target, SIZES, 128), ROUNDS, 3))
+here_regime = regime(curve.fit, biggest, curve.round_fits)
+print("verify cost, median and range over the rounds: "
+      + "; ".join(f"N = {n}: {sp.with_unit('ms')}" for n, sp in curve.spreads.items()))
 display(Markdown(
     "**Takeaway.** The flags carry over one to one between this engine and SGLang; only EAGLE's own "
-    "code is off by one in depth. The best setting is a property of the machine: for the verify blocks "
-    f"measured here (up to {biggest} tokens) this machine is {here_regime.sentence()} (notebook 6's `regime`, "
-    "measured again here), and the fastest setting is the one above. On a memory-bound GPU the verify block "
-    "should be nearly free and the larger trees of the EAGLE evaluation scripts (60 tokens) should win: "
-    "an *expectation*, not measured here (notebook 6 gives the arithmetic)."))
+    "code is off by one in depth. What a setting costs is a property of the machine: for the verify blocks "
+    f"measured here (up to {biggest} tokens, {THREADS}, {ROUNDS} interleaved rounds, read off their "
+    f"non-decreasing fit) this machine is {here_regime.sentence()} (notebook 6's `regime`). On a memory-bound "
+    "GPU the verify block should be nearly free and the larger trees of the EAGLE evaluation scripts (60 "
+    "tokens) should win: an *expectation*, not measured here (notebook 6 gives the arithmetic)."))

@@ -151,6 +151,8 @@ def test_the_hindsight_grid_titles_do_not_overlap():
     fig = grid_figure({"high acceptance (coding, math)": grid, "low acceptance (translation, qa)": grid},
                       budgets, depths, "Mean τ per verify budget and levels")
     check(fig)
+    layout = plain(fig)["layout"]
+    assert all(layout[k]["type"] == "category" for k in layout if k.startswith(("xaxis", "yaxis")))  # every panel
     cells = [t for t in plain(fig)["data"][0]["text"] for t in t]
     assert "" in cells  # the unknown cell is left empty, not guessed
 

@@ -73,7 +73,8 @@ def gains(per_prompt: dict[str, list[dict]], base: tuple[int, int], widen: tuple
 def grid_figure(grids: dict[str, dict[tuple[int, int], float | None]], budgets, depths, title: str,
                 height: int = 380):
     """One heatmap per group of prompts: mean τ per (budget D′, levels S), the value in each
-    cell (empty where unknown), one colour scale for all panels."""
+    cell (empty where unknown: some step's tree would keep a node the big tree never verified),
+    one colour scale for all panels."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -91,5 +92,6 @@ def grid_figure(grids: dict[str, dict[tuple[int, int], float | None]], budgets, 
     fig.update_annotations(font_size=12)
     fig.update_layout(**base_layout(title, height, axes=False))
     fig.update_xaxes(title="D′: verify budget (num_draft_tokens)", type="category")
-    fig.update_yaxes(title="S: levels (num_steps)", type="category", col=1)
+    fig.update_yaxes(type="category")  # every panel: S is a level count, not a continuous axis
+    fig.update_yaxes(title="S: levels (num_steps)", col=1)
     return fig
