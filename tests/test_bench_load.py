@@ -12,7 +12,7 @@ import json
 import pytest
 
 from workbench.bench import load as ld
-from workbench.bench import load_run
+from workbench.bench import load_report, load_run
 from workbench.bench.load import LoadRun, check_load, run_load
 from workbench.bench.load_spec import DEFAULT_LADDER, Load, parse_load_policy, parse_policies
 from workbench.engine.policy import StepCost
@@ -342,3 +342,30 @@ def test_a_step_cost_is_cached_only_when_its_rounds_agree(wb, tmp_path, monkeypa
     first = statistics.median([10.0, 30.0] + [10.0] * (sc.ROUNDS - 2))
     assert got.source == "measured, rounds disagreed" and got.verify_ms(1) == first  # the medians, for this run
     assert "nothing cached" in said[-1] and not (busy / sc.CACHE_FILE).exists()
+
+
+def _row(policy: str, load: float, tput: tuple[float, float, float], tpot: tuple[float, float, float],
+         mode: str = "closed") -> dict:
+    spans = {k: {"median": m, "low": lo, "high": hi, "runs": 3}
+             for k, (m, lo, hi) in (("throughput_tok_s", tput), ("tpot_ms_p50", tpot))}
+    return {"policy": policy, "mode": mode, "load": load, "spreads": spans}
+
+
+def test_the_report_states_the_crossover_and_auto_against_the_best_from_the_ranges():
+    rows = [_row("off", 1, (10, 9, 11), (100, 95, 105)), _row("eagle2:4/3/2", 1, (20, 19, 21), (50, 48, 52)),
+            _row("auto", 1, (19.5, 18, 21), (51, 49, 53)),
+            _row("off", 4, (30, 28, 32), (130, 125, 135)), _row("eagle2:4/3/2", 4, (29, 27, 31), (135, 130, 140)),
+            _row("auto", 4, (25, 24, 26), (160, 155, 165)),
+            _row("off", 8, (40, 39, 41), (200, 195, 205)), _row("eagle2:4/3/2", 8, (20, 18, 22), (400, 390, 410)),
+            _row("auto", 8, (39, 38.5, 38.8), (203, 196, 206))]
+    cross = load_report.crossover_md(rows)
+    assert cross[0] == "The best fixed tree falls clear below off at concurrency 8; it is clear above off at 1."
+    assert "- concurrency 4: `eagle2:4/3/2` 29.0 (27.0–31.0) tok/s against off 30.0 (28.0–32.0): 0.97x, level " \
+           "within noise" in cross
+    lines = load_report.auto_md(rows)
+    assert lines[0].startswith("- concurrency 1: 1.95x off in tokens/s; against the best of off and the fixed "
+                               "trees (`eagle2:4/3/2`) 0.97x, level within noise; TPOT p50 1.02x")
+    assert "0.83x, clear behind" in lines[1] and "TPOT p50 1.23x `off`'s, clear behind" in lines[1]
+    assert "(`off`) 0.97x, behind, within 5 %" in lines[2] and lines[2].endswith("level within noise")
+    md_rows = rows + [_row("off", 1, (5, 4, 6), (1, 1, 1), mode="open")]
+    assert load_report.crossover_md([r for r in md_rows if r["mode"] == "open"]) == []

@@ -104,6 +104,91 @@ def cost_md(cost: dict | None) -> list[str]:
             f"a draft forward of R rows, ms ({draft}).", ""]
 
 
+def _fixed(name: str) -> bool:
+    """Whether a policy's name is one fixed setting (a method name), not off or a rule."""
+    return name != "off" and not name.startswith(("adaptive", "auto", "schedule"))
+
+
+def _span(row: dict, key: str = "throughput_tok_s") -> tuple[float, float, float]:
+    s = row["spreads"][key]
+    return s["median"], s["low"], s["high"]
+
+
+def _side(a: dict, b: dict, key: str = "throughput_tok_s") -> str:
+    """"above" / "below" where ``a``'s range is clear of ``b``'s, else "level"."""
+    _, alo, ahi = _span(a, key)
+    _, blo, bhi = _span(b, key)
+    return "above" if alo > bhi else "below" if ahi < blo else "level"
+
+
+def crossover_md(rows: list[dict]) -> list[str]:
+    """Where the best fixed tree (the fastest fixed setting by median at each concurrency) stops
+    paying against ``off`` in the closed loop, read from the rounds' ranges."""
+    closed = _rows(rows, "closed")
+    loads = sorted({r["load"] for r in closed})
+    out, below, above = [], None, []
+    for load in loads:
+        here = {r["policy"]: r for r in closed if r["load"] == load}
+        fixed = [r for name, r in here.items() if _fixed(name)]
+        if "off" not in here or not fixed:
+            continue
+        best = max(fixed, key=lambda r: _span(r)[0])
+        m, lo, hi = _span(best)
+        om, olo, ohi = _span(here["off"])
+        side = _side(best, here["off"])
+        out.append(f"- concurrency {load:g}: `{best['policy']}` {m:.1f} ({lo:.1f}–{hi:.1f}) tok/s against off "
+                   f"{om:.1f} ({olo:.1f}–{ohi:.1f}): {m / om:.2f}x, "
+                   + {"above": "clear above off", "below": "clear below off", "level": "level within noise"}[side])
+        if side == "above":
+            above.append(load)
+        if side == "below" and below is None:
+            below = load
+    if not out:
+        return []
+    if below is not None:
+        last = max((x for x in above if x < below), default=None)
+        where = (f"The best fixed tree falls clear below off at concurrency {below:g}"
+                 + (f"; it is clear above off at {last:g}" if last is not None else "") + ".")
+    else:
+        where = ("At no concurrency measured does the best fixed tree fall clear below off"
+                 + (f"; it is clear above off at {', '.join(f'{x:g}' for x in above)}" if above else "") + ".")
+    return [where, "", *out]
+
+
+def _standing(side: str, close: bool) -> str:
+    """How a policy stands against its rival: ``side`` is where its range lies ("above": ahead,
+    "below": behind, "level": overlapping); ``close``: within 5 % of the rival's median."""
+    if side == "level":
+        return "level within noise"
+    if side == "above":
+        return "clear ahead"
+    return "behind, within 5 %" if close else "clear behind"
+
+
+def auto_md(rows: list[dict], name: str = "auto") -> list[str]:
+    """``name`` against off and against the better of off and the best fixed tree at each load,
+    in tokens/s and TPOT p50: the ratio of medians, and whether the ranges separate."""
+    out = []
+    for mode in LOOPS:
+        for load in sorted({r["load"] for r in _rows(rows, mode)}):
+            here = {r["policy"]: r for r in _rows(rows, mode) if r["load"] == load}
+            if name not in here or "off" not in here:
+                continue
+            me = here[name]
+            rivals = [r for n, r in here.items() if n == "off" or _fixed(n)]
+            best = max(rivals, key=lambda r: _span(r)[0])
+            fast = min(rivals, key=lambda r: _span(r, "tpot_ms_p50")[0])
+            tput = _span(me)[0] / _span(best)[0]
+            tpot = _span(me, "tpot_ms_p50")[0] / _span(fast, "tpot_ms_p50")[0]
+            unit = "" if mode == "closed" else "/s"
+            out.append(
+                f"- {LOOPS[mode][1].split(' ')[0]} {load:g}{unit}: {_span(me)[0] / _span(here['off'])[0]:.2f}x off in "
+                f"tokens/s; against the best of off and the fixed trees (`{best['policy']}`) {tput:.2f}x, "
+                f"{_standing(_side(me, best), tput >= 0.95)}; TPOT p50 {tpot:.2f}x `{fast['policy']}`'s, "
+                f"{_standing(_side(fast, me, 'tpot_ms_p50'), tpot <= 1.05)}")
+    return out
+
+
 def markdown(result: dict) -> str:
     m, s = result["machine"], result["settings"]
     lines = ["# Speculation under load", "", f"`{result['command']}`", "",
@@ -127,6 +212,11 @@ def markdown(result: dict) -> str:
     for mode, (title, _) in LOOPS.items():
         if _rows(result["rows"], mode):
             lines += [f"## {title}", "", table(result["rows"], mode), "", *_verdict_lines(result, mode), ""]
+    cross = crossover_md(result["rows"])
+    if cross:
+        lines += ["## Where the best fixed tree stops paying", "", *cross, ""]
+    for name in dict.fromkeys(r["policy"] for r in result["rows"] if r["policy"].startswith("auto")):
+        lines += [f"## `{name}` against off and the best fixed tree", "", *auto_md(result["rows"], name), ""]
     for name, found in (result.get("settled") or {}).items():
         lines += [f"## What `{name}` settled on", "", *cost_md(m.get("step_cost")),
                   *settled_md(name, found, result["rows"]), ""]
