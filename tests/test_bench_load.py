@@ -369,3 +369,18 @@ def test_the_report_states_the_crossover_and_auto_against_the_best_from_the_rang
     assert "(`off`) 0.97x, behind, within 5 %" in lines[2] and lines[2].endswith("level within noise")
     md_rows = rows + [_row("off", 1, (5, 4, 6), (1, 1, 1), mode="open")]
     assert load_report.crossover_md([r for r in md_rows if r["mode"] == "open"]) == []
+
+
+def test_the_curves_figure_draws_each_policy_median_with_its_range():
+    from workbench.viz.load import curves_figure
+
+    rows = [_row("off", 1, (10, 9, 11), (100, 95, 105)), _row("off", 4, (30, 28, 32), (130, 125, 135)),
+            _row("auto", 1, (19.5, 18, 21), (51, 49, 53)), _row("auto", 4, (25, 24, 26), (160, 155, 165)),
+            _row("off", 2, (5, 4, 6), (1, 1, 1), mode="open")]
+    fig = curves_figure(rows)
+    assert [(t.name, t.meta) for t in fig.data] == [("off", "throughput_tok_s"), ("off", "tpot_ms_p50"),
+                                                   ("auto", "throughput_tok_s"), ("auto", "tpot_ms_p50")]
+    auto_tpot = fig.data[3]
+    assert list(auto_tpot.x) == [1, 4] and list(auto_tpot.y) == [51, 160]
+    assert list(auto_tpot.error_y.array) == [2, 5] and list(auto_tpot.error_y.arrayminus) == [2, 5]
+    assert list(fig.layout.xaxis.tickvals) == [1, 4] and fig.layout.xaxis.type == "log"

@@ -71,3 +71,31 @@ def bars_figure(rows: dict[str, dict], title: str = "Against off: tokens/s (high
         fig.update_yaxes(range=[0, 1.15 * top or 1], row=1, col=col)  # room for the labels above the bars
     fig.update_layout(**base_layout(title, height))
     return fig
+
+
+def curves_figure(rows: list[dict], mode: str = "closed", title: str | None = None, height: int = 380) -> go.Figure:
+    """Tokens/s and TPOT p50 against the load (``load.json``'s rows of one loop), a line per
+    policy: each point the median over the timed rounds, its bar the range (low to high)."""
+    rows = [r for r in rows if r["mode"] == mode]
+    what = "concurrency (requests in flight)" if mode == "closed" else "arrival rate (requests/s)"
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                        subplot_titles=("tokens/s (higher is better)", "TPOT p50, ms (lower is better)"))
+    names = list(dict.fromkeys(r["policy"] for r in rows))
+    colours = policy_colours(names)
+    for name in names:
+        mine = sorted((r for r in rows if r["policy"] == name), key=lambda r: r["load"])
+        for col, key in ((1, "throughput_tok_s"), (2, "tpot_ms_p50")):
+            spans = [r["spreads"][key] for r in mine]
+            fig.add_scatter(x=[r["load"] for r in mine], y=[s["median"] for s in spans], name=name, mode="lines+markers",
+                            legendgroup=name, showlegend=col == 1, line=dict(color=colours[name], width=1.5),
+                            marker=dict(color=colours[name], size=6), meta=key,
+                            error_y=dict(type="data", symmetric=False, thickness=1,
+                                         array=[s["high"] - s["median"] for s in spans],
+                                         arrayminus=[s["median"] - s["low"] for s in spans]),
+                            row=1, col=col)
+    loads = sorted({r["load"] for r in rows})
+    fig.update_layout(**base_layout(title or f"Under load, {mode} loop: median of the rounds, bars the range", height))
+    fig.update_xaxes(title_text=what, type="log", tickvals=loads, ticktext=[f"{x:g}" for x in loads],
+                     gridcolor="#EEEEEE", automargin=True)
+    fig.update_yaxes(rangemode="tozero", gridcolor="#EEEEEE", automargin=True)
+    return fig
