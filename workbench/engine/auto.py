@@ -26,9 +26,12 @@ again if that prior could win. A setting that loses on cost even when every draf
 B x N tokens (N = ``num_draft_tokens``; 1 for plain decoding) plus the draft's forwards, one per
 level, of B rows at the first level and B x ``topk`` at each later one. The curves are given to
 the policy (``StepCost`` has no clock): ``workbench/bench/step_cost.py`` measures them once per
-CPU and caches them; tests pass made-up curves, so nothing is timed there. Each curve is read
-through the monotone fit of ``workbench.timing`` (a forward of more tokens never costs less),
-interpolated linearly between measured sizes and extended past the largest along its last slope.
+CPU and caches them; tests pass made-up curves, so nothing is timed there. Each curve is read as
+measured, interpolated linearly between measured sizes and extended past the largest along its
+last slope; not through a monotone fit: the products of one row and of a few take different BLAS
+paths, and on a CPU where the few-row path is the faster one a verify of 4 tokens costs less than
+a decode step of 1, in every round (the step cost is cached only when its rounds agree), which is
+what plain decoding pays and what ``auto`` must weigh it by.
 
 Every ``Choice`` says why, with numbers: ``eagle2:4/3/2: 2.1 tok/step / 61 ms = 34 tok/s > off
 1.0 tok/step / 40 ms = 25 tok/s``.
@@ -36,12 +39,11 @@ Every ``Choice`` says why, with numbers: ``eagle2:4/3/2: 2.1 tok/step / 61 ms = 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from workbench.engine.config import SpecConfig
 from workbench.engine.choice import OFF, Choice, draft_source_of, parse_setting, setting_label
 from workbench.engine.request import Request
-from workbench.timing import monotone
 
 AUTO_CANDIDATES = "linear:1,eagle2:4/3/2,eagle2:8/5/4"  # bare ``auto``: small trees, cheap enough for a CPU
 
@@ -59,14 +61,14 @@ def _interpolate(points: tuple[tuple[int, float], ...], x: float) -> float:
     return yb + (yb - ya) * (x - xb) / (xb - xa)
 
 
-def _fitted(points, what: str) -> tuple[tuple[int, float], ...]:
+def _checked(points, what: str) -> tuple[tuple[int, float], ...]:
     points = tuple((int(n), float(ms)) for n, ms in points)
     if any(n < 1 or ms <= 0 for n, ms in points):
         raise ValueError(f"{what}: each point is (tokens >= 1, ms > 0), got {points}")
     sizes = [n for n, _ in points]
     if any(b <= a for a, b in zip(sizes, sizes[1:])):
         raise ValueError(f"{what}: sizes must increase, got {sizes}")
-    return tuple(zip(sizes, monotone(sizes, [ms for _, ms in points]))) if points else ()
+    return points
 
 
 @dataclass(frozen=True)
@@ -81,21 +83,19 @@ class StepCost:
     verify: tuple[tuple[int, float], ...]
     draft: tuple[tuple[int, float], ...] = ()
     source: str = "given"
-    _fit: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.verify:
             raise ValueError("a step cost needs at least one verify point (tokens, ms)")
-        for name in ("verify", "draft"):  # lists (from JSON) become tuples: a StepCost compares and hashes
-            object.__setattr__(self, name, tuple((int(n), float(ms)) for n, ms in getattr(self, name)))
-        object.__setattr__(self, "_fit", {"verify": _fitted(self.verify, "verify cost"),
-                                          "draft": _fitted(self.draft, "draft cost")})
+        # lists (from JSON) become tuples: a StepCost compares and hashes
+        object.__setattr__(self, "verify", _checked(self.verify, "verify cost"))
+        object.__setattr__(self, "draft", _checked(self.draft, "draft cost"))
 
     def verify_ms(self, tokens: int) -> float:
-        return _interpolate(self._fit["verify"], tokens)
+        return _interpolate(self.verify, tokens)
 
     def draft_ms(self, rows: int) -> float:
-        return _interpolate(self._fit["draft"], rows) if self._fit["draft"] else 0.0
+        return _interpolate(self.draft, rows) if self.draft else 0.0
 
     def step_ms(self, spec: SpecConfig, batch: int) -> float:
         """One decode step of ``batch`` requests under ``spec``: the verify of every request's
