@@ -3,7 +3,7 @@ or an EAGLE-2 step for the batch, in the setting a policy picks.
 
 One EAGLE-2 step, for every running request at once, is ``_spec_step``: its five phases (draft,
 build, verify, accept, commit) one call each, as docs/design.md §3 describes them. The drafts
-come from the draft source (``drafts.py``), the tree from ``tree.py``, the walk from ``accept.py``.
+come from the draft source (``drafts/``), the tree from ``tree.py``, the walk from ``accept.py``.
 
 Rollback is a slot-table edit (page size 1, as SGLang): the kept nodes' slots are appended to
 the request's table in path order (their positions are L, L+1, ... already), the others are
@@ -41,7 +41,7 @@ from workbench.engine import trace as tr
 from workbench.engine.accept import AcceptResult, greedy_walk, leviathan_chain, sampling_walk
 from workbench.engine.config import SpecConfig, check_context
 from workbench.engine.draft import DraftPhase
-from workbench.engine.drafts import make_draft
+from workbench.engine.drafts.registry import make_draft
 from workbench.engine.graph_check import graphs_by_default
 from workbench.engine.graphs import step_lock
 from workbench.engine.policy import Choice, SpecPolicy, draft_source_of, policy_for
@@ -78,9 +78,9 @@ class Engine:
         for s in settings:
             s.check_sampling(sampling.greedy)
         source = draft_source_of(settings)  # one draft for every setting the policy may pick
-        self.target, self.draft, self.sampling = target, draft, sampling
+        self.target, self.sampling = target, sampling
         speculative = [s for s in settings if s.speculative]
-        self.drafter = make_draft(speculative[0], target, draft) if speculative else None  # drafts.py
+        self.drafter = make_draft(speculative[0], target, draft) if speculative else None  # drafts/
         # Per request and step, on top of its committed tokens: the verify block and the draft's
         # scratch slots (allocated by its growth, freed before verify), for the largest setting.
         need = {s: s.num_draft_tokens + self.drafter.scratch_slots(s) if s.speculative else 1 for s in settings}
@@ -98,7 +98,7 @@ class Engine:
         can_graph = self.device.type == "cuda" and BACKEND[target.attention_backend].graphable
         if cuda_graphs and not can_graph:
             raise ValueError("CUDA graphs need a CUDA device and the triton attention backend")
-        graphed_head = draft if source is not None and source.kind == "head" else None  # the head's forwards
+        graphed_head = draft if source is not None and source.source.needs.graphs else None  # the head's forwards
         self.cuda_graphs = graphs_by_default(target, graphed_head) if cuda_graphs is None else cuda_graphs
         self.graphed = None  # GraphedTarget: made with the KV pools
         # a fused head reads the residual stream after some target layers beside f_t
@@ -188,12 +188,12 @@ class Engine:
     @property
     def draft_kv(self) -> KVPool | None:
         """The draft's KV pool: the head's own, an early exit's is the target's, none for n-grams."""
-        return getattr(self.drafter, "kv", None)
+        return self.drafter.kv if self.drafter is not None else None
 
     @property
     def graphed_draft(self):
         """The head's CUDA-graph runner (``graphs.GraphedDraft``), None without graphs or a head."""
-        return getattr(self.drafter, "graphed", None)
+        return self.drafter.graphed if self.drafter is not None else None
 
     @property
     def running(self) -> list[Request]:

@@ -1,0 +1,108 @@
+"""``head``: the EAGLE head (which one is a loading choice: ``--draft DIR`` or ``random[:SEED]``;
+default the shipped head). Its own KV at the target's slot ids, an extend per step."""
+
+from __future__ import annotations
+
+import json
+
+from workbench.engine.draft import DraftPhase, draft_extend, head_forward
+from workbench.engine.drafts.base import HEAD, Extended, Needs, check_pending, grow_neural, sglang_flags, tree_scratch
+from workbench.engine.request import Request
+from workbench.engine.sampling import SamplingParams
+from workbench.engine.static_tree import default_static_tree
+from workbench.kv import SlotTable
+from workbench.kv.pool import KVPool
+from workbench.models.draft import DraftHead
+
+
+class HeadSource:
+    kind = "head"
+    grammar = "a head directory, random[:SEED]"
+    choice = "EAGLE head"
+    model_free = False
+    needs = Needs(head=True, own_kv=True, graphs=True)
+
+    def parse(self, arg: str | None) -> dict | None:
+        return None  # a head directory or random[:SEED] is chosen when loading, not parsed here
+
+    def check(self, source) -> None:
+        pass
+
+    def check_target(self, source, num_layers: int) -> None:
+        pass
+
+    def name(self, source) -> str:
+        return "head"
+
+    def label(self, source, num_layers: int | None = None) -> str:
+        return "EAGLE head"
+
+    def frameworks(self, spec) -> dict[str, str]:
+        return {"SGLang": sglang_flags(spec), "vLLM": _vllm(spec), "EAGLE": _eagle(spec)}
+
+    def build(self, source, target, draft) -> HeadDraft:
+        if not isinstance(draft, DraftHead):
+            raise ValueError("the head draft needs a draft head")
+        return HeadDraft(draft, self.name(source))
+
+
+def _vllm(spec) -> str:
+    config = {"method": "eagle", "model": HEAD}
+    if spec.topk == 1:
+        config["num_speculative_tokens"] = spec.num_steps
+        return f"speculative_config={json.dumps(config)}"
+    paths = spec.tree if spec.tree is not None else default_static_tree(spec.num_draft_tokens)
+    config["num_speculative_tokens"] = len(paths)
+    config["speculative_token_tree"] = str([tuple(p) for p in paths])
+    note = "" if spec.method == "static" else " (a static tree of the same size: vLLM has no dynamic tree)"
+    return f"speculative_config={json.dumps(config)}{note}"
+
+
+def _eagle(spec) -> str:
+    args = f"EaModel.from_pretrained(..., depth={spec.num_steps - 1}, top_k={spec.topk}, total_token={spec.num_draft_tokens})"
+    if spec.method == "static":
+        return args + " (EAGLE-2's dynamic tree: the nearest setting; EAGLE-1 took a fixed tree of paths)"
+    return args
+
+
+class HeadDraft:
+    """The EAGLE head: its own KV at the target's slot ids, extended each step with the pairs
+    (f_t, x_{t+1}) the last step committed; level 1 comes from the extend's last row."""
+
+    level_offset = -1  # a frontier node at depth d runs at L + d - 1 (docs/design.md §4)
+    reads_pending = True
+
+    def __init__(self, head: DraftHead, name: str = "head"):
+        self.head, self.name = head, name
+        self.taps = tuple(head.fuse_layers)  # a fused head reads these target layers beside f_t
+        self.kv: KVPool | None = None
+        self.graphed = None  # graphs.GraphedDraft when CUDA graphs are on
+
+    def scratch_slots(self, spec) -> int:
+        return tree_scratch(spec)
+
+    def start(self, num_slots: int, target_kv: KVPool, cuda_graphs: bool, draft_scratch: int) -> None:
+        # With graphs, one more pool slot that no request owns takes the padding tokens' K/V.
+        self.kv = self.head.new_kv_pool(num_slots + (1 if cuda_graphs else 0))
+        if cuda_graphs:
+            from workbench.engine.graphs import GraphedDraft
+
+            # A tree level also attends its ancestors' scratch KV: at most a step's scratch slots.
+            self.graphed = GraphedDraft(self.head, self.kv, scratch_slot=num_slots, max_keys=num_slots + 1,
+                                        max_extra=draft_scratch)
+
+    def extend(self, reqs: list[Request], table: SlotTable) -> Extended:
+        lens = [table.length(r.rid) for r in reqs]
+        check_pending(reqs, lens)
+        hidden, slots = draft_extend(self.head, self.kv, table, [r.rid for r in reqs], [r.pending_tokens for r in reqs],
+                                     [r.pending_features for r in reqs], self.graphed)
+        for r, L in zip(reqs, lens):
+            r.draft_length = L
+        return Extended(hidden, slots)
+
+    def grow(self, reqs: list[Request], table: SlotTable, extended: Extended, spec,
+             chain: SamplingParams | None, generator) -> DraftPhase:
+        return grow_neural(self.head, head_forward(self.head, self.kv, self.graphed), table.allocator,
+                     [table.slots(r.rid) for r in reqs], extended.hidden, spec, chain, generator)
+
+

@@ -1,0 +1,82 @@
+"""``model:DIR``: a separate small model with the target's tokenizer (a local HF Llama-family
+directory): its own KV at the target's slot ids, an extend per step. No such pair ships with
+the workbench; the tests use a tiny random one (``testing.tiny_draft_pair``)."""
+
+from __future__ import annotations
+
+import json
+
+from workbench.attention.batch import extend_batch
+from workbench.engine.drafts.base import Extended, Needs, field, sglang_flags
+from workbench.engine.drafts.exit import ExitDraft
+from workbench.engine.request import Request
+from workbench.kv import SlotTable
+from workbench.kv.pool import KVPool
+from workbench.models.llama import TargetModel
+
+
+class ModelSource:
+    kind = "model"
+    grammar = "model:DIR"
+    choice = "draft model (model:DIR)"
+    model_free = False
+    needs = Needs(model=True, own_kv=True)
+
+    def parse(self, arg: str | None) -> dict | None:
+        return {"path": field(f"model:{arg or ''}", arg, "model:DIR, DIR the draft model's directory")}
+
+    def check(self, source) -> None:
+        if not source.path:
+            raise ValueError("model:DIR names the draft model's directory")
+
+    def check_target(self, source, num_layers: int) -> None:
+        pass
+
+    def name(self, source) -> str:
+        return f"model:{source.path}"
+
+    def label(self, source, num_layers: int | None = None) -> str:
+        return f"draft model ({source.path})"
+
+    def frameworks(self, spec) -> dict[str, str]:
+        return {"SGLang": sglang_flags(spec, "STANDALONE", spec.draft.path), "vLLM": _vllm(spec),
+                "EAGLE": "no separate draft model (an EAGLE head only)"}
+
+    def build(self, source, target: TargetModel, draft) -> ModelDraft:
+        if not isinstance(draft, TargetModel):
+            raise ValueError(f"{self.name(source)}: the engine needs the draft model itself (load it first)")
+        if draft.config.vocab_size != target.config.vocab_size:
+            raise ValueError(f"{self.name(source)}: its vocabulary ({draft.config.vocab_size}) is not the target's "
+                             f"({target.config.vocab_size}); a draft model needs the target's tokenizer")
+        return ModelDraft(draft, self.name(source))
+
+
+def _vllm(spec) -> str:
+    config = {"model": spec.draft.path, "num_speculative_tokens": spec.num_steps}
+    note = "" if spec.topk == 1 else " (a chain: vLLM's draft model proposes one continuation)"
+    return f"speculative_config={json.dumps(config)}{note}"
+
+
+class ModelDraft(ExitDraft):
+    """A separate small model with the target's tokenizer: its own KV pool at the target's slot
+    ids, extended each step with the tokens committed since (the prompt, then root + accepted),
+    then grown exactly as an early exit (the root at L, each node at its own position)."""
+
+    def __init__(self, model: TargetModel, name: str):
+        super().__init__(model, None, name)
+
+    def start(self, num_slots: int, target_kv: KVPool, cuda_graphs: bool, draft_scratch: int) -> None:
+        self.kv = self.model.new_kv_pool(num_slots)
+
+    def extend(self, reqs: list[Request], table: SlotTable) -> Extended:
+        """The committed tokens the draft has not seen, at their own slots and positions."""
+        tokens, prefix, new = [], [], []
+        for r in reqs:
+            slots, start = table.slots(r.rid), r.draft_length
+            tokens.append((r.prompt_ids + r.output_ids)[start : len(slots)])  # committed = all but the root
+            prefix.append(slots[:start])
+            new.append(slots[start:])
+            r.draft_length = len(slots)
+        self.model(extend_batch(tokens, prefix, new, [len(p) for p in prefix], self.model.lm_head.weight.device),
+                   self.kv)
+        return Extended(None, new)
