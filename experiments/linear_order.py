@@ -1,13 +1,15 @@
-"""Few-row linear layers on this CPU: ``F.linear(x, W)`` against ``(W @ x^T)^T``, and the choice.
+"""Few-row linear layers on this CPU: ``F.linear(x, W)``, ``(W @ x^T)^T`` and MKL's packed GEMM,
+and the choice.
 
     python -m experiments.linear_order [--rows 1,2,4,8,16,32,64,128] [--threads 2]
 
 For SmolLM2's shapes (a layer's seven projections, and the 49152 x 576 lm_head), fp32, the
-fastest of the repeats (``models.linear.time_orders``), each weight a separate tensor so it is
+fastest of the repeats (``models.linear.time_paths``), each weight a separate tensor so it is
 read from memory as in a real forward. The rows are the tokens of one forward: 1 for a decode
-step, the tree size for a verify. The last line is the order ``--linear-order auto`` picks from
-these timings (``workbench.models.linear``; the engine makes that choice itself, once per CPU,
-in ``workbench.cpu_choices``: this prints the timings behind it).
+step, the tree size for a verify. The last line is the choice ``--linear-order auto`` makes from
+these timings (``workbench.models.linear.decide``; the engine makes that choice itself, once per
+CPU, in ``workbench.cpu_choices``: this prints the timings behind it). MKL's packed path is
+timed only where this torch has it (``mkl_packed_available``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import torch
 
 from workbench.errors import ArgumentParser, reports_user_errors
 from workbench.flags import positive, positive_list
-from workbench.models.linear import LinearOrder, decide, time_orders
+from workbench.models.linear import PATH_NAMES, ROW_BUCKETS, LinearOrder, available_paths, decide, time_paths
 
 # (out, in) of a SmolLM2-135M layer's projections (q, k, v, o, gate, up, down) and its lm_head
 LAYER_SHAPES = ((576, 576), (192, 576), (192, 576), (576, 576), (1536, 576), (1536, 576), (576, 1536))
@@ -24,30 +26,30 @@ LM_HEAD = (49152, 576)
 
 
 def measure(rows: list[int], layers: int = 30, repeats: int = 7, seed: int = 0) -> list[dict]:
-    """ms of ``layers`` layers' projections and of the lm_head, both orders, for each row count."""
+    """ms of ``layers`` layers' projections and of the lm_head by each available implementation,
+    for each row count: [{"rows": m, "layers": {path: ms}, "lm_head": {path: ms}}]."""
     gen = torch.Generator().manual_seed(seed)
     weights = [torch.randn(shape, generator=gen) for _ in range(layers) for shape in LAYER_SHAPES]
     head = torch.randn(LM_HEAD, generator=gen)
-    body, top = time_orders(weights, tuple(rows), repeats), time_orders([head], tuple(rows), repeats)
-    return [{"rows": b["rows"], "layers_linear_ms": b["linear_ms"], "layers_weight_left_ms": b["weight_left_ms"],
-             "lm_head_linear_ms": h["linear_ms"], "lm_head_weight_left_ms": h["weight_left_ms"]}
-            for b, h in zip(body, top)]
+    paths = available_paths()
+    body, top = time_paths(weights, paths, tuple(rows), repeats), time_paths([head], paths, tuple(rows), repeats)
+    return [{"rows": b["rows"], "layers": b["ms"], "lm_head": h["ms"]} for b, h in zip(body, top)]
 
 
 def choice(results: list[dict]) -> LinearOrder:
-    """The order ``auto`` takes from these timings: the whole forward (layers + lm_head) decides."""
-    totals = [{"rows": r["rows"], "linear_ms": r["layers_linear_ms"] + r["lm_head_linear_ms"],
-               "weight_left_ms": r["layers_weight_left_ms"] + r["lm_head_weight_left_ms"]}
-              for r in results if r["rows"] >= 2]
+    """The choice ``auto`` takes from these timings: the whole forward (layers + lm_head) decides."""
+    totals = [{"rows": r["rows"], "ms": {p: r["layers"][p] + r["lm_head"][p] for p in r["layers"]}}
+              for r in results if r["rows"] in ROW_BUCKETS]
     return LinearOrder(decide(totals), "measured here just now")
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| rows | 30 layers: F.linear | 30 layers: (W @ x^T)^T | lm_head: F.linear | lm_head: (W @ x^T)^T |",
-             "|---|---|---|---|---|"]
+    paths = list(results[0]["layers"]) if results else []
+    head = [f"30 layers: {PATH_NAMES[p]}" for p in paths] + [f"lm_head: {PATH_NAMES[p]}" for p in paths]
+    lines = ["| rows | " + " | ".join(head) + " |", "|---|" + "---|" * len(head)]
     for r in results:
-        lines.append(f"| {r['rows']} | {r['layers_linear_ms']:.1f} ms | {r['layers_weight_left_ms']:.1f} ms | "
-                     f"{r['lm_head_linear_ms']:.1f} ms | {r['lm_head_weight_left_ms']:.1f} ms |")
+        cells = [f"{r['layers'][p]:.1f} ms" for p in paths] + [f"{r['lm_head'][p]:.1f} ms" for p in paths]
+        lines.append(f"| {r['rows']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

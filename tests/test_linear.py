@@ -1,6 +1,7 @@
-"""The few-row CPU linear is F.linear up to float rounding, contiguous, with or without bias,
-differentiable, and used only where it applies; its order is decided by a measurement on this
-machine (cached only when its rounds agree), never assumed."""
+"""The few-row CPU linear is F.linear up to float rounding by every implementation, at every row
+count, contiguous, with or without bias, differentiable, and used only where it applies; the
+implementation per row count is decided by a measurement on this machine (cached only when its
+rounds agree), never assumed; MKL's private packed GEMM is used only where this torch has it."""
 
 import json
 
@@ -11,57 +12,140 @@ import torch.nn.functional as F
 from helpers import fresh_prefill
 from workbench import cpu_choices
 from workbench.cpu_choices import choose_linear_order, linear_weights
-from workbench.models.linear import (MEASURED_ROWS, Linear, LinearOrder, apply_linear_order, decide, linear,
-                                     uses_weight_left)
+from workbench.models import linear as lin
+from workbench.models.linear import (PACKED, PATHS, PLAIN, ROW_BUCKETS, WEIGHT_LEFT, Linear, LinearOrder,
+                                     apply_linear_order, check_paths, decide, linear, within_fp32_rounding)
 
-MAX = MEASURED_ROWS[-1]
+needs_mkl = pytest.mark.skipif(not lin.mkl_packed_available(), reason="torch built without MKL's packed GEMM")
 
 
-@pytest.mark.parametrize("rows", [1, 2, 3, 8, MAX, MAX + 1, 40])
+def everywhere(path):
+    return LinearOrder(tuple(path for _ in ROW_BUCKETS), "test")
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 7, 8, 16, 32, 33, 40])
 @pytest.mark.parametrize("bias", [False, True])
-def test_equals_f_linear(rows, bias):
+def test_every_implementation_equals_f_linear(path, rows, bias):
+    if path == PACKED and not lin.mkl_packed_available():
+        pytest.skip("torch built without MKL's packed GEMM")
     gen = torch.Generator().manual_seed(rows)
-    x, w = torch.randn(rows, 96, generator=gen), torch.randn(200, 96, generator=gen)
-    b = torch.randn(200, generator=gen) if bias else None
-    y = linear(x, w, b, max_left_rows=MAX)
+    mod = Linear(96, 200, bias=bias)
+    with torch.no_grad():
+        mod.weight.copy_(torch.randn(200, 96, generator=gen))
+        if bias:
+            mod.bias.copy_(torch.randn(200, generator=gen))
+    apply_linear_order(mod, everywhere(path))
+    x = torch.randn(rows, 96, generator=gen)
+    with torch.inference_mode():
+        y = mod(x)
     assert y.shape == (rows, 200) and y.is_contiguous()
-    torch.testing.assert_close(y, F.linear(x, w, b), rtol=1e-5, atol=1e-5)
-    assert uses_weight_left(x, MAX) == (2 <= rows <= MAX)
-    assert not uses_weight_left(x, 0)  # the default: F.linear everywhere
-    assert torch.equal(linear(x, w, b), F.linear(x, w, b))
+    torch.testing.assert_close(y, F.linear(x, mod.weight, mod.bias), rtol=1e-5, atol=1e-5)
+    assert torch.equal(linear(x, mod.weight, mod.bias), F.linear(x, mod.weight, mod.bias))  # default: F.linear
+
+
+def test_rows_follow_the_next_larger_bucket():
+    order = LinearOrder((PLAIN, WEIGHT_LEFT, PACKED, PACKED, WEIGHT_LEFT, PLAIN))
+    assert [order.path(r) for r in (1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33)] == [
+        PLAIN, WEIGHT_LEFT, PACKED, PACKED, PACKED, PACKED, WEIGHT_LEFT, WEIGHT_LEFT, PLAIN, PLAIN, PLAIN]
+    assert order.bucket(3) == 4 and order.bucket(33) is None and order.packed_rows == (4, 8)
+    assert LinearOrder().path(4) == PLAIN
 
 
 def test_only_few_row_fp32_cpu_matrices():
-    assert uses_weight_left(torch.zeros(4, 8), 4) and not uses_weight_left(torch.zeros(5, 8), 4)
-    assert not uses_weight_left(torch.zeros(1, 8), MAX)  # one row: F.linear's own path already streams W
-    assert not uses_weight_left(torch.zeros(2, 4, 8), MAX)  # batched training input
-    assert not uses_weight_left(torch.zeros(4, 8, dtype=torch.bfloat16), MAX)
-    assert not uses_weight_left(torch.zeros(4, 8, dtype=torch.float64), MAX)
+    w = torch.zeros(8, 8)
+    assert lin.takes_choice(torch.zeros(4, 8), w) and not lin.takes_choice(torch.zeros(33, 8), w)
+    assert not lin.takes_choice(torch.zeros(2, 4, 8), w)  # batched training input
+    assert not lin.takes_choice(torch.zeros(4, 8, dtype=torch.bfloat16), w.bfloat16())
+    assert not lin.takes_choice(torch.zeros(4, 8, dtype=torch.float64), w.double())
 
 
-def _timing(rows, plain, left):
-    return {"rows": rows, "linear_ms": plain, "weight_left_ms": left}
+@needs_mkl
+def test_a_packed_weight_is_dropped_when_the_weight_changes():
+    mod = Linear(16, 8, bias=False)
+    apply_linear_order(mod, everywhere(PACKED))
+    assert set(mod.packed) == set(ROW_BUCKETS)
+    with torch.no_grad():
+        mod.weight.mul_(2)  # an optimizer step: the packed copy is stale, F.linear runs
+    x = torch.randn(4, 16)
+    torch.testing.assert_close(mod(x), F.linear(x, mod.weight), rtol=1e-5, atol=1e-5)
+    x.requires_grad_(True)
+    mod(x).sum().backward()  # autograd never goes through a packed weight
+    assert x.grad is not None
 
 
-def test_decide_keeps_f_linear_unless_the_other_order_clearly_wins():
-    wins_all = [_timing(r, 10.0, 5.0) for r in MEASURED_ROWS]
-    assert decide(wins_all) == MAX
-    # the AMX Xeon's figures at 2 rows (21.5 ms F.linear, 49.6 ms the other way): never chosen
-    assert decide([_timing(2, 21.5, 49.6)] + wins_all[1:]) == 0
-    # wins at 2 and 4, loses at 8: stops at 4 even though it wins again at 16
-    assert decide([_timing(2, 10, 5), _timing(4, 10, 5), _timing(8, 10, 11), _timing(16, 10, 5)]) == 4
-    assert decide([_timing(2, 10.0, 9.8)]) == 0  # inside the 5 % margin: no change
-    assert decide(wins_all + [_timing(32, 10.0, 5.0)]) == MAX  # a count past the measured ones is not decided on
-    assert decide([]) == 0
+def test_missing_mkl_op_falls_back_to_f_linear(tmp_path, monkeypatch):
+    monkeypatch.delattr(torch.ops.mkl, "_mkl_linear", raising=False)
+    monkeypatch.setattr(lin, "mkl_packed_available", lambda: False)  # as on a build without the ops
+    assert PACKED not in lin.available_paths()
+    mod = Linear(16, 8)
+    assert apply_linear_order(mod, everywhere(PACKED)) == 0 and not mod.packed
+    x = torch.randn(4, 16)
+    assert torch.equal(mod(x), F.linear(x, mod.weight, mod.bias))
+    target = _tiny_target(tmp_path)
+    order = choose_linear_order("mkl-packed", target, tmp_path)
+    assert order.paths == () and "not in this torch build" in order.reason
+    seen = []
+    monkeypatch.setattr(cpu_choices, "time_paths", fake_timer([packed_wins], [], seen))
+    assert PACKED not in choose_linear_order("auto", target, tmp_path).paths
+    assert seen and all(PACKED not in paths for paths in seen)  # never timed
+
+
+def test_mkl_availability_needs_the_backend():
+    orig = torch.backends.mkl.is_available
+    try:
+        torch.backends.mkl.is_available = lambda: False
+        assert not lin.mkl_packed_available()
+    finally:
+        torch.backends.mkl.is_available = orig
+
+
+def test_rounding_check_refuses_a_coarser_result():
+    gen = torch.Generator().manual_seed(0)
+    x, w = torch.randn(4, 576, generator=gen), torch.randn(300, 576, generator=gen)
+    ref = F.linear(x, w)
+    assert within_fp32_rounding(lin.weight_left_linear(x, w), ref, x, w)
+    coarse = F.linear(x.bfloat16(), w.bfloat16()).float()  # what a bf16 shortcut would give
+    assert not within_fp32_rounding(coarse, ref, x, w)
+    ok = check_paths([w], lin.available_paths(), rows=(1, 3, 8))
+    assert all(ok.values())
+
+
+def _timing(rows, **ms):
+    return {"rows": rows, "ms": ms}
+
+
+def test_decide_per_row_count():
+    t = [_timing(1, plain=10, **{"weight-left": 12, "mkl-packed": 11}),  # F.linear fastest
+         _timing(2, plain=10, **{"weight-left": 5, "mkl-packed": 6}),
+         _timing(4, plain=10, **{"weight-left": 9, "mkl-packed": 4}),
+         _timing(8, plain=10, **{"weight-left": 9.8, "mkl-packed": 9.7}),  # inside the 5 % margin
+         _timing(16, plain=10, **{"weight-left": 5}),  # packed not measured here
+         _timing(64, plain=10, **{"weight-left": 1})]  # past the buckets: never decided on
+    assert decide(t) == (PLAIN, WEIGHT_LEFT, PACKED, PLAIN, WEIGHT_LEFT, PLAIN)  # 32 not measured: F.linear
+    assert decide([_timing(2, plain=10, **{"weight-left": 11})]) == () and decide([]) == ()
+
+
+def test_packed_only_where_it_saves_the_most():
+    t = [_timing(r, plain=10, **{"weight-left": 9, "mkl-packed": p}) for r, p in zip(ROW_BUCKETS, (8, 3, 4, 7, 8, 8))]
+    paths = decide(t)
+    assert paths.count(PACKED) == lin.MAX_PACKED_SIZES == 2
+    assert LinearOrder(paths).packed_rows == (2, 4)  # the two largest savings over weight-left's 9 ms
+    assert paths[0] == WEIGHT_LEFT and decide(t, max_packed=0).count(PACKED) == 0
 
 
 def test_order_is_validated_and_described():
-    with pytest.raises(ValueError, match="max_left_rows"):
-        LinearOrder(1)
-    with pytest.raises(ValueError, match="max_left_rows"):
-        LinearOrder(MAX + 1)
-    assert "F.linear (default)" in LinearOrder().describe()
-    assert "(W @ x^T)^T for 2-8 rows (measured)" in LinearOrder(8, "measured").describe()
+    with pytest.raises(ValueError, match="one implementation per row count"):
+        LinearOrder((PLAIN,))
+    with pytest.raises(ValueError, match="unknown linear implementation"):
+        LinearOrder(tuple("fast" for _ in ROW_BUCKETS))
+    assert LinearOrder().describe() == "few-row linear: F.linear (default)"
+    order = LinearOrder((PLAIN, WEIGHT_LEFT, PACKED, PACKED, WEIGHT_LEFT, PLAIN), "measured", 1234.0)
+    assert order.describe() == ("few-row linear: 1 rows F.linear, 2 rows (W @ x^T)^T, 3-8 rows MKL packed GEMM, "
+                                "9-16 rows (W @ x^T)^T, 17-32 rows F.linear, more F.linear "
+                                "(measured; packed weights +1234 MB)")
+    assert LinearOrder.forced(WEIGHT_LEFT, "f").paths == (PLAIN, WEIGHT_LEFT, WEIGHT_LEFT, WEIGHT_LEFT, WEIGHT_LEFT,
+                                                          PLAIN)
 
 
 def _tiny_target(tmp_path):
@@ -72,61 +156,92 @@ def _tiny_target(tmp_path):
     return load_target(tmp_path / "t")
 
 
-def fake_timer(results_per_call, calls):
-    """A stand-in for ``time_orders``: call i returns ``results_per_call[i]`` as (rows -> (plain, left))."""
-    def fake_time(weights, rows=MEASURED_ROWS, repeats=5):
+def fake_timer(results_per_call, calls, seen=None):
+    """A stand-in for ``time_paths``: call i returns ``results_per_call[i]`` as (rows -> {path: ms})."""
+    def fake_time(weights, paths, rows=ROW_BUCKETS, repeats=5):
         calls.append(len(weights))
+        if seen is not None:
+            seen.append(paths)
         result = results_per_call[min(len(calls), len(results_per_call)) - 1]
-        return [_timing(r, *result(r)) for r in rows]
+        return [{"rows": r, "ms": {p: ms for p, ms in result(r).items() if p in paths}} for r in rows]
 
     return fake_time
 
 
-def up_to_4(r):  # (plain, left) ms: the weight-left order wins up to 4 rows
-    return 10.0, 4.0 if r <= 4 else 12.0
+def up_to_4(r):  # the weight-left order wins at 1 to 4 rows
+    return {PLAIN: 10.0, WEIGHT_LEFT: 4.0 if r <= 4 else 12.0, PACKED: 11.0}
 
 
 def up_to_4_slower(r):  # another round, slower all over, the same verdict
-    return 11.0, 4.5 if r <= 4 else 13.0
+    return {PLAIN: 11.0, WEIGHT_LEFT: 4.5 if r <= 4 else 13.0, PACKED: 12.0}
 
 
-def loaded(r):  # a round with another process on the cores: the weight-left order seen losing
-    return 10.0, 50.0
+def packed_wins(r):
+    return {PLAIN: 10.0, WEIGHT_LEFT: 12.0, PACKED: 3.0}
+
+
+def loaded(r):  # a round with another process on the cores: the other orders seen losing
+    return {PLAIN: 10.0, WEIGHT_LEFT: 50.0, PACKED: 50.0}
+
+
+UP_TO_4 = [WEIGHT_LEFT] * 3 + [PLAIN] * 3  # 1, 2 and 4 rows
 
 
 def test_agreeing_rounds_are_measured_once_then_cached(tmp_path, monkeypatch):
     target = _tiny_target(tmp_path)
     calls = []
-    monkeypatch.setattr(cpu_choices, "time_orders", fake_timer([up_to_4, up_to_4_slower, up_to_4], calls))
+    monkeypatch.setattr(cpu_choices, "time_paths", fake_timer([up_to_4, up_to_4_slower, up_to_4], calls))
     order = choose_linear_order("auto", target, tmp_path)
-    assert order.max_left_rows == 4 and order.reason == "measured on this CPU"
+    assert list(order.paths) == UP_TO_4 and order.reason == "measured on this CPU" and order.packed_mb == 0
     assert calls == [len(linear_weights(target))] * cpu_choices.ROUNDS  # every distinct weight, tied lm_head once
     again = choose_linear_order("auto", target, tmp_path)
-    assert again.max_left_rows == 4 and "cached" in again.reason and len(calls) == cpu_choices.ROUNDS
-    cache = json.loads((tmp_path / cpu_choices.CACHE_FILE).read_text())
-    (entry,) = cache.values()
-    assert entry["max_left_rows"] == 4 and entry["cpu"] == cpu_choices.cpu_signature()
-    # how it was measured: rounds, repeats, each round's verdict, medians and spreads over the rounds
-    assert (entry["rounds"], entry["repeats"], entry["verdicts"]) == (3, cpu_choices.REPEATS, [4, 4, 4])
-    two = entry["timings"][0]
-    assert two["rows"] == 2 and (two["linear_ms"], two["weight_left_ms"]) == (10.0, 4.0)  # the medians
-    assert two["linear_spread"] == pytest.approx(0.1) and two["weight_left_spread"] == pytest.approx(0.125)
+    assert again.paths == order.paths and "cached" in again.reason and len(calls) == cpu_choices.ROUNDS
+    (entry,) = json.loads((tmp_path / cpu_choices.CACHE_FILE).read_text()).values()
+    assert entry["paths"] == UP_TO_4 and entry["cpu"] == cpu_choices.cpu_signature()
+    # how it was measured: rounds, repeats, the check, each round's verdict, medians and spreads
+    assert (entry["rounds"], entry["repeats"], entry["verdicts"]) == (3, cpu_choices.REPEATS, [UP_TO_4] * 3)
+    assert all(entry["eligible"].values())
+    one = entry["timings"][0]
+    assert one["rows"] == 1 and (one["ms"][PLAIN], one["ms"][WEIGHT_LEFT]) == (10.0, 4.0)  # the medians
+    assert one["spread"][PLAIN] == pytest.approx(0.1) and one["spread"][WEIGHT_LEFT] == pytest.approx(0.125)
     assert choose_linear_order("auto", target.to(torch.bfloat16), tmp_path).reason == "not an fp32 CPU run"
     with pytest.raises(ValueError, match="--linear-order must be one of"):
         choose_linear_order("fast", target, tmp_path)
+
+
+@needs_mkl
+def test_a_packed_verdict_says_its_memory_and_packs_the_model(tmp_path, monkeypatch):
+    target = _tiny_target(tmp_path)
+    monkeypatch.setattr(cpu_choices, "time_paths", fake_timer([packed_wins], []))
+    order = choose_linear_order("auto", target, tmp_path)
+    assert order.packed_rows == (1, 2) and order.packed_mb > 0 and "packed weights +" in order.describe()
+    tokens = [3, 5, 7, 9]
+    *_, plain = fresh_prefill(target, tokens)
+    assert apply_linear_order(target, order) > 0
+    *_, packed = fresh_prefill(target, tokens)
+    torch.testing.assert_close(packed, plain, rtol=1e-5, atol=1e-5)
 
 
 def test_disagreeing_rounds_are_refused_run_plain_and_are_not_cached(tmp_path, monkeypatch, capsys):
     """One round under load makes the verdict untrusted: F.linear, and the next load measures again."""
     target = _tiny_target(tmp_path)
     calls = []
-    monkeypatch.setattr(cpu_choices, "time_orders", fake_timer([up_to_4, loaded, up_to_4], calls))
+    monkeypatch.setattr(cpu_choices, "time_paths", fake_timer([up_to_4, loaded, up_to_4], calls))
     order = choose_linear_order("auto", target, tmp_path)
-    assert order.max_left_rows == 0 and "disagreed, not cached" in order.reason
+    assert order.paths == () and "disagreed, not cached" in order.reason
     assert "chose differently" in capsys.readouterr().err
     assert not (tmp_path / cpu_choices.CACHE_FILE).exists()
     choose_linear_order("auto", target, tmp_path)  # nothing was kept: the next load measures again
     assert len(calls) == 2 * cpu_choices.ROUNDS
+
+
+def test_an_ineligible_implementation_is_never_timed(tmp_path, monkeypatch):
+    target = _tiny_target(tmp_path)
+    monkeypatch.setattr(cpu_choices, "check_paths", lambda weights, paths: {p: p == PLAIN for p in paths})
+    seen = []
+    monkeypatch.setattr(cpu_choices, "time_paths", fake_timer([packed_wins], [], seen))
+    assert choose_linear_order("auto", target, tmp_path).paths == ()
+    assert seen and all(paths == (PLAIN,) for paths in seen)
 
 
 def test_a_forced_order_never_measures(tmp_path, monkeypatch):
@@ -135,50 +250,59 @@ def test_a_forced_order_never_measures(tmp_path, monkeypatch):
     def no_timing(*args, **kwargs):
         raise AssertionError("a forced order must not measure")
 
-    monkeypatch.setattr(cpu_choices, "time_orders", no_timing)
-    assert choose_linear_order("plain", target, tmp_path).max_left_rows == 0
-    assert choose_linear_order("weight-left", target, tmp_path).max_left_rows == MAX
+    monkeypatch.setattr(cpu_choices, "time_paths", no_timing)
+    assert choose_linear_order("plain", target, tmp_path).paths == ()
+    assert choose_linear_order("weight-left", target, tmp_path).path(16) == WEIGHT_LEFT
+    if lin.mkl_packed_available():
+        forced = choose_linear_order("mkl-packed", target, tmp_path)
+        assert forced.packed_rows == (2, 4, 8, 16) and forced.packed_mb > 0
     assert not (tmp_path / cpu_choices.CACHE_FILE).exists()
+    assert set(cpu_choices.LINEAR_ORDERS) == {"auto", "plain", "weight-left", "mkl-packed"}
 
 
-def test_an_entry_without_rounds_is_measured_again(tmp_path, monkeypatch):
-    """A verdict cached before the rounds existed was one measurement, possibly under load."""
+def test_an_entry_from_before_the_per_row_choice_is_measured_again(tmp_path, monkeypatch):
+    """A verdict cached as one weight-left range, or before the rounds existed, is measured again."""
     target = _tiny_target(tmp_path)
-    key = cpu_choices._cache_key(linear_weights(target))
-    (tmp_path / cpu_choices.CACHE_FILE).write_text(json.dumps({key: {"max_left_rows": MAX, "timings": []}}))
+    key = cpu_choices._cache_key(linear_weights(target), lin.available_paths())
+    old = {"max_left_rows": 16, "rounds": 3, "verdicts": [16, 16, 16], "timings": []}
+    (tmp_path / cpu_choices.CACHE_FILE).write_text(json.dumps({key: old}))
     calls = []
-    monkeypatch.setattr(cpu_choices, "time_orders", fake_timer([up_to_4], calls))
-    assert choose_linear_order("auto", target, tmp_path).max_left_rows == 4 and calls
-    assert json.loads((tmp_path / cpu_choices.CACHE_FILE).read_text())[key]["verdicts"] == [4, 4, 4]
+    monkeypatch.setattr(cpu_choices, "time_paths", fake_timer([up_to_4], calls))
+    assert list(choose_linear_order("auto", target, tmp_path).paths) == UP_TO_4 and calls
+    assert json.loads((tmp_path / cpu_choices.CACHE_FILE).read_text())[key]["verdicts"] == [UP_TO_4] * 3
 
 
 def test_unreadable_cache_measures_again(tmp_path, monkeypatch):
     target = _tiny_target(tmp_path)
     (tmp_path / cpu_choices.CACHE_FILE).write_text("not json")
-    monkeypatch.setattr(cpu_choices, "time_orders", fake_timer([loaded], []))
-    assert choose_linear_order("auto", target, tmp_path).max_left_rows == 0
+    monkeypatch.setattr(cpu_choices, "time_paths", fake_timer([loaded], []))
+    assert choose_linear_order("auto", target, tmp_path).paths == ()
 
 
-def test_applied_order_reaches_every_layer_and_keeps_the_output(tmp_path):
+@pytest.mark.parametrize("path", PATHS)
+def test_applied_order_reaches_every_layer_and_keeps_the_output(tmp_path, path):
+    if path == PACKED and not lin.mkl_packed_available():
+        pytest.skip("torch built without MKL's packed GEMM")
     target = _tiny_target(tmp_path)
     tokens = [3, 5, 7, 9]
     *_, plain = fresh_prefill(target, tokens)
-    apply_linear_order(target, LinearOrder(MAX, "forced"))
+    apply_linear_order(target, everywhere(path))
     layers = [m for m in target.modules() if isinstance(m, Linear)]
-    assert layers and all(m.max_left_rows == MAX for m in layers)
-    *_, left = fresh_prefill(target, tokens)
-    torch.testing.assert_close(left, plain, rtol=1e-5, atol=1e-5)
+    assert layers and all(m.order.path(4) == path for m in layers)
+    *_, other = fresh_prefill(target, tokens)
+    torch.testing.assert_close(other, plain, rtol=1e-5, atol=1e-5)
 
 
 def test_module_keeps_nn_linear_names_and_gradients():
     torch.manual_seed(0)
-    lin = Linear(16, 8)
-    assert set(lin.state_dict()) == {"weight", "bias"}
+    mod = Linear(16, 8)
+    apply_linear_order(mod, everywhere(PACKED if lin.mkl_packed_available() else WEIGHT_LEFT))
+    assert set(mod.state_dict()) == {"weight", "bias"}  # packed copies are not saved
     x = torch.randn(4, 16, requires_grad=True)
-    lin(x).square().sum().backward()
+    mod(x).square().sum().backward()
     ref = torch.nn.Linear(16, 8)
-    ref.load_state_dict(lin.state_dict())
+    ref.load_state_dict(mod.state_dict())
     x2 = x.detach().clone().requires_grad_(True)
     ref(x2).square().sum().backward()
     torch.testing.assert_close(x.grad, x2.grad)
-    torch.testing.assert_close(lin.weight.grad, ref.weight.grad)
+    torch.testing.assert_close(mod.weight.grad, ref.weight.grad)

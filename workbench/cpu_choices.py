@@ -1,15 +1,21 @@
 """Choices that depend on the CPU, measured on the machine instead of assumed.
 
-Today one: the order of the few-row fp32 linear products (``workbench.models.linear``). ``auto``
-times both orders on the loaded model's own weights, in ``ROUNDS`` whole rounds one after another
-(a few seconds), once per CPU (model name, family and vector extensions), torch version, thread
-count and weight shapes. A verdict is kept only when every round reaches it: a busy machine
-(another process on the cores for part of the run) makes the rounds disagree, and then this
-process runs ``F.linear`` (the safe default) and nothing is cached, so the next load measures
-again. An agreed verdict is cached in ``<cache>/cpu-choices.json`` (``<cache>`` as for the model
-store) with how it was measured: rounds, repeats, each round's verdict, the median ms of each
-order and its spread over the rounds. ``weight-left`` and ``plain`` force either order without
-measuring. Runs that are not fp32 on a CPU need no choice: they run ``F.linear``.
+Today one: which implementation each few-row fp32 linear product runs (``workbench.models.linear``:
+``F.linear``, ``(W @ x^T)^T`` or MKL's packed-weight GEMM, per row count 1, 2, 4, 8, 16, 32).
+``auto`` first checks each implementation against ``F.linear`` on the loaded model's own weights
+(an implementation whose outputs are not within fp32 rounding is never timed nor chosen), then
+times the eligible ones on those weights, in ``ROUNDS`` whole rounds one after another (ten
+seconds or so), once per CPU (model name, family and vector extensions), torch version, thread
+count, implementations available and weight shapes. A verdict is kept only when every round
+reaches it: a busy machine (another process on the cores for part of the run) makes the rounds
+disagree, and then this process runs ``F.linear`` (the safe default) and nothing is cached, so
+the next load measures again. An agreed verdict is cached in ``<cache>/cpu-choices.json``
+(``<cache>`` as for the model store) with how it was measured: rounds, repeats, which
+implementations passed the check, each round's verdict, the median ms of each implementation per
+row count and its spread over the rounds, and the memory its packed weights add. ``weight-left``,
+``mkl-packed`` and ``plain`` force one implementation for 2-16 rows without measuring
+(``mkl-packed`` runs ``F.linear`` where this torch lacks MKL's ops). Runs that are not fp32 on a
+CPU need no choice: they run ``F.linear``.
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ from statistics import median
 import torch
 from torch import nn
 
-from workbench.models.linear import MEASURED_ROWS, Linear, LinearOrder, decide, time_orders
+from workbench.models.linear import (PACKED, PATHS, PLAIN, ROW_BUCKETS, WEIGHT_LEFT, Linear, LinearOrder,
+                                     available_paths, check_paths, decide, pack_weight, time_paths)
 
-LINEAR_ORDERS = ("auto", "weight-left", "plain")
+FORCED = {"plain": PLAIN, "weight-left": WEIGHT_LEFT, "mkl-packed": PACKED}  # --linear-order value -> implementation
+LINEAR_ORDERS = ("auto", *FORCED)  # the values --linear-order accepts
 CACHE_FILE = "cpu-choices.json"
 ROUNDS = 3  # whole measurements, one after another; the verdict must be the same in each
 REPEATS = 3  # timed repeats per order and row count in one round, the fastest kept
@@ -73,64 +81,87 @@ def linear_weights(model: nn.Module) -> list[torch.Tensor]:
 
 
 def choose_linear_order(choice: str, model: nn.Module, cache_dir: Path | None = None) -> LinearOrder:
-    """The few-row linear order for ``model`` on this machine (see the module docstring).
+    """The few-row linear implementations for ``model`` on this machine (module docstring).
 
-    ``choice``: ``auto`` (measure, or reuse the cached measurement), ``weight-left`` or ``plain``.
+    ``choice``: ``auto`` (measure, or reuse the cached measurement) or one of ``FORCED``.
     The measurement prints one line on stderr while it runs, and one more if its rounds disagree.
     """
     if choice not in LINEAR_ORDERS:
         raise ValueError(f"--linear-order must be one of {', '.join(LINEAR_ORDERS)}, got {choice!r}")
     weights = linear_weights(model)
     if not weights or weights[0].device.type != "cpu" or weights[0].dtype != torch.float32:
-        return LinearOrder(0, "not an fp32 CPU run")
-    if choice == "plain":
-        return LinearOrder(0, "forced by --linear-order plain")
-    if choice == "weight-left":
-        return LinearOrder(MEASURED_ROWS[-1], "forced by --linear-order weight-left")
-    key = _cache_key(weights)
+        return LinearOrder((), "not an fp32 CPU run")
+    if choice != "auto":
+        return _forced(FORCED[choice], choice, weights)
+    paths = available_paths()
+    key = _cache_key(weights, paths)
     path = _cache_path(cache_dir)
     cached = _read_cache(path).get(key)
-    if isinstance(cached, dict) and "rounds" in cached:  # an entry without rounds was never checked: measure
-        return LinearOrder(cached["max_left_rows"], f"measured on this CPU, cached in {CACHE_FILE}")
-    print(f"[linear] timing F.linear against (W @ x^T)^T on this CPU ({ROUNDS} rounds, once, a few seconds): "
-          f"{cpu_model()}", file=sys.stderr, flush=True)
-    measured = measure_rounds(weights)
-    if len(set(measured["verdicts"])) > 1:
-        print(f"[linear] the {ROUNDS} rounds chose differently ((W @ x^T)^T up to {measured['verdicts']} rows, "
-              f"0 = F.linear; a busy machine?): F.linear for this run, nothing cached, measured again next load",
+    if isinstance(cached, dict) and "rounds" in cached and "paths" in cached:  # else never checked: measure
+        return LinearOrder(tuple(cached["paths"]), f"measured on this CPU, cached in {CACHE_FILE}",
+                           cached.get("packed_mb", 0.0))
+    print(f"[linear] timing {', '.join(paths)} at {', '.join(map(str, ROW_BUCKETS))} rows on this CPU "
+          f"({ROUNDS} rounds, once, ten seconds or so): {cpu_model()}", file=sys.stderr, flush=True)
+    eligible = check_paths(weights, paths)
+    measured = measure_rounds(weights, tuple(p for p in paths if eligible[p] or p == PLAIN))
+    if len({tuple(v) for v in measured["verdicts"]}) > 1:
+        print(f"[linear] the {ROUNDS} rounds chose differently ({measured['verdicts']}, [] = F.linear; a busy "
+              f"machine?): F.linear for this run, nothing cached, measured again next load",
               file=sys.stderr, flush=True)
-        return LinearOrder(0, "measurements disagreed, not cached")
-    order = LinearOrder(measured["verdicts"][0], "measured on this CPU")
-    _write_cache(path, key, {"max_left_rows": order.max_left_rows, "cpu": cpu_signature(),
-                             "torch": torch.__version__, "threads": torch.get_num_threads(), **measured})
-    return order
+        return LinearOrder((), "measurements disagreed, not cached")
+    verdict = tuple(measured["verdicts"][0])
+    packed_mb = _packed_mb(weights, verdict)
+    _write_cache(path, key, {"paths": list(verdict), "packed_mb": packed_mb, "cpu": cpu_signature(),
+                             "torch": torch.__version__, "threads": torch.get_num_threads(),
+                             "eligible": eligible, **measured})
+    return LinearOrder(verdict, "measured on this CPU", packed_mb)
 
 
-def measure_rounds(weights: list[torch.Tensor], rounds: int = ROUNDS, repeats: int = REPEATS) -> dict:
-    """Time both orders ``rounds`` times over (``time_orders``: best of ``repeats`` per order and
+def measure_rounds(weights: list[torch.Tensor], paths: tuple[str, ...], rounds: int = ROUNDS,
+                   repeats: int = REPEATS) -> dict:
+    """Time ``paths`` ``rounds`` times over (``time_paths``: best of ``repeats`` per path and
     row count), each round deciding on its own timings.
 
-    Returns what the cache records: ``rounds``, ``repeats``, ``verdicts`` (each round's
-    ``max_left_rows``) and ``timings``, per row count the median ms of each order over the
-    rounds and its spread, (max - min) / median. Rounds run one after another, so a load that
-    comes and goes lands in some rounds and not others, and their verdicts differ.
+    Returns what the cache records: ``rounds``, ``repeats``, ``verdicts`` (each round's paths
+    per row count, [] = F.linear everywhere) and ``timings``, per row count and path the median
+    ms over the rounds and its spread, (max - min) / median. Rounds run one after another, so a
+    load that comes and goes lands in some rounds and not others, and their verdicts differ.
     """
-    per_round = [time_orders(weights, repeats=repeats) for _ in range(rounds)]
+    per_round = [time_paths(weights, paths, repeats=repeats) for _ in range(rounds)]
     timings = []
     for i, first in enumerate(per_round[0]):
-        row = {"rows": first["rows"]}
-        for order in ("linear_ms", "weight_left_ms"):
-            ms = [r[i][order] for r in per_round]
+        row = {"rows": first["rows"], "ms": {}, "spread": {}}
+        for p in first["ms"]:
+            ms = [r[i]["ms"][p] for r in per_round]
             mid = median(ms)
-            row[order] = mid
-            row[order.replace("_ms", "_spread")] = (max(ms) - min(ms)) / mid if mid > 0 else 0.0
+            row["ms"][p] = mid
+            row["spread"][p] = (max(ms) - min(ms)) / mid if mid > 0 else 0.0
         timings.append(row)
-    return {"rounds": rounds, "repeats": repeats, "verdicts": [decide(r) for r in per_round], "timings": timings}
+    return {"rounds": rounds, "repeats": repeats, "verdicts": [list(decide(r)) for r in per_round],
+            "timings": timings}
 
 
-def _cache_key(weights: list[torch.Tensor]) -> str:
+def _forced(impl: str, choice: str, weights: list[torch.Tensor]) -> LinearOrder:
+    if impl == PLAIN:
+        return LinearOrder((), "forced by --linear-order plain")
+    if impl not in available_paths():
+        return LinearOrder((), f"--linear-order {choice}: MKL's packed GEMM is not in this torch build")
+    order = LinearOrder.forced(impl, f"forced by --linear-order {choice}")
+    return LinearOrder.forced(impl, order.reason, _packed_mb(weights, order.paths))
+
+
+def _packed_mb(weights: list[torch.Tensor], paths: tuple[str, ...]) -> float:
+    """The MB packed copies of ``weights`` hold for the packed row counts of ``paths``, packed
+    once here one weight at a time (MKL sizes the buffer; it is several times the weight)."""
+    rows = LinearOrder(paths).packed_rows
+    total = sum(pack_weight(w, r).numel() * 4 for r in rows for w in weights)  # fp32 buffers
+    return round(total / 2**20, 1)
+
+
+def _cache_key(weights: list[torch.Tensor], paths: tuple[str, ...] = PATHS) -> str:
     shapes = sorted({tuple(w.shape) for w in weights})
-    return f"{cpu_signature()} | torch {torch.__version__} | {torch.get_num_threads()} threads | {shapes}"
+    return (f"{cpu_signature()} | torch {torch.__version__} | {torch.get_num_threads()} threads | "
+            f"{'/'.join(paths)} | {shapes}")
 
 
 def _cache_path(cache_dir: Path | None) -> Path:

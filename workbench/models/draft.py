@@ -125,7 +125,8 @@ class DraftHead(nn.Module):
         """Draft distribution over the vocabulary, fp32 log-probabilities [R, V'] and the token
         id of each column (None = the full vocabulary; else the pruned hot-token list)."""
         w = self.target.lm_head.weight if self.hot_tokens is None else self._hot_w  # [V', H]
-        logits = linear(hidden.to(w.dtype), w, max_left_rows=self.target.lm_head.max_left_rows).float()
+        head = self.target.lm_head  # its order; its packed weights apply only when w is its own weight
+        logits = linear(hidden.to(w.dtype), w, order=head.order, packed=head.packed).float()
         return torch.log_softmax(logits, dim=-1), self.hot_tokens
 
     def set_hot_tokens(self, hot: torch.Tensor | None) -> None:

@@ -1,24 +1,34 @@
-"""``y = x W^T + b`` for the few-row products of decoding and verification, in the order this CPU
-runs faster.
+"""``y = x W^T + b`` for the few-row products of decoding and verification, by the implementation
+this CPU runs fastest at each row count.
 
 Decode, verify and draft run a linear layer on a handful of rows (1 to a few dozen tokens)
-against a large weight: the product is bound by reading ``W`` from memory, once. How well the CPU
-BLAS does that with ``F.linear`` depends on the CPU, and so does whether the same product the
-other way round, ``(W @ x^T)^T`` (the large matrix on the left, where some BLAS builds stream it),
-is faster: on one CPU the weight-left order runs the lm_head at 2 rows in a third of
-``F.linear``'s time, on another in more than twice it (docs/benchmarks.md, "Measurements behind
-code choices").
+against a large weight: the product is bound by reading ``W`` from memory, once. How close a
+CPU BLAS gets to that bound at a given row count depends on the CPU and the BLAS build, so three
+exact implementations are kept and the fastest is chosen per row count by measurement
+(``workbench.cpu_choices``; ``python -m experiments.linear_order`` prints the timings):
 
-(``python -m experiments.linear_order`` prints both orders and the choice on your machine.) So the
-order is not assumed: ``LinearOrder`` says which rows take the weight-left order, and
-``workbench.cpu_choices`` decides it once per CPU model and torch version by timing both orders on
-the loaded model's own weights, keeping ``F.linear`` unless the other order is clearly faster.
-A model built directly (tests, training) uses ``F.linear`` everywhere until
-``apply_linear_order`` says otherwise.
+- ``plain``: ``F.linear(x, W, b)``, the default wherever nothing was measured;
+- ``weight-left``: the same product the other way round, ``(W @ x^T)^T``: the large matrix on
+  the left, which some BLAS builds stream at the memory bound where ``F.linear`` does not;
+- ``mkl-packed``: MKL's packed-weight GEMM (``cblas_sgemm_pack`` / ``cblas_sgemm_compute``,
+  reached through ``torch.ops.mkl._mkl_reorder_linear_weight`` / ``_mkl_linear``). These are
+  **private** torch ops, used only when ``torch.backends.mkl.is_available()`` and both ops exist
+  (``mkl_packed_available``); anything else runs ``F.linear``. The weight is repacked once per
+  row count into a buffer MKL lays out for that row count, which costs memory: per packed row
+  count, torch 2.13 allocates 2-16x each weight's own bytes (the larger factor for the small
+  k/v projections), so a verdict packs at most ``MAX_PACKED_SIZES`` row counts and says the
+  bytes it added (``LinearOrder.describe``). Inputs with fewer rows than the packed count are
+  padded with zero rows (each output row depends only on its own input row).
 
-The two orders sum the same terms in a different order, so results differ by float rounding
-only (fp32: ~1e-6 relative). Only fp32 CPU matrices of 2 to ``max_left_rows`` rows are
-affected; one row, many rows, a GPU or another dtype always run ``F.linear``.
+Row counts and the rule between them: the choice is made for ``ROW_BUCKETS`` = 1, 2, 4, 8, 16, 32
+rows; a count between two of them follows the next larger one (3 rows as 4, 9-16 as 16), whose
+packed weight it can use by padding; more than 32 rows (a prefill) always run ``F.linear``. Only
+2-D fp32 CPU inputs take a choice; a GPU, another dtype, or a product that autograd must
+differentiate through a packed weight runs ``F.linear``.
+
+All three sum the same terms in different orders, so results differ by fp32 rounding only
+(~1e-6 relative); ``within_fp32_rounding`` is the check an implementation must pass on the
+model's own weights before the measurement may pick it.
 """
 
 from __future__ import annotations
@@ -30,89 +40,242 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-MEASURED_ROWS = (2, 4, 8, 16)  # row counts timed to decide; rows in between follow the next lower one
-WIN_MARGIN = 0.95  # the weight-left order must take under 95 % of F.linear's time to be chosen
+PLAIN, WEIGHT_LEFT, PACKED = "plain", "weight-left", "mkl-packed"
+PATHS = (PLAIN, WEIGHT_LEFT, PACKED)  # every implementation; PATH_NAMES says each in the user's line
+PATH_NAMES = {PLAIN: "F.linear", WEIGHT_LEFT: "(W @ x^T)^T", PACKED: "MKL packed GEMM"}
+ROW_BUCKETS = (1, 2, 4, 8, 16, 32)  # row counts measured and decided; counts in between follow the next larger
+FORCED_ROWS = (2, 4, 8, 16)  # the buckets a forced implementation covers (the range weight-left always had)
+WIN_MARGIN = 0.95  # another implementation must take under 95 % of F.linear's time to be chosen
+MAX_PACKED_SIZES = 2  # row counts a measured verdict may pack weights for (memory: see the docstring)
+ROUNDING_TOL = 1e-5  # |y - F.linear| <= ROUNDING_TOL * (|x| @ |W|^T): reordered fp32 sums, nothing coarser
 
 
 @dataclass(frozen=True)
 class LinearOrder:
-    """Which few-row fp32 CPU products run as ``(W @ x^T)^T``.
+    """Which implementation each few-row fp32 CPU product runs.
 
-    ``max_left_rows``: inputs of 2..max_left_rows rows take the weight-left order; 0 = F.linear
-    for every input. ``reason``: how that was decided, for the one line a user sees.
+    ``paths``: one of ``PATHS`` per row count of ``ROW_BUCKETS``, or () for ``F.linear``
+    everywhere. ``reason``: how that was decided. ``packed_mb``: the memory the packed weights
+    add (0 without ``mkl-packed``). ``reason`` and ``packed_mb`` are filled by
+    ``workbench.cpu_choices``, for the one line a user sees.
     """
 
-    max_left_rows: int = 0
+    paths: tuple[str, ...] = ()
     reason: str = "default"
+    packed_mb: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.max_left_rows != 0 and not 2 <= self.max_left_rows <= MEASURED_ROWS[-1]:
-            raise ValueError(f"max_left_rows must be 0 or 2..{MEASURED_ROWS[-1]}, got {self.max_left_rows}")
+        if self.paths and len(self.paths) != len(ROW_BUCKETS):
+            raise ValueError(f"paths must name one implementation per row count {ROW_BUCKETS}, got {self.paths}")
+        if unknown := [p for p in self.paths if p not in PATHS]:
+            raise ValueError(f"unknown linear implementation {unknown[0]!r}: one of {', '.join(PATHS)}")
+
+    @classmethod
+    def forced(cls, path: str, reason: str, packed_mb: float = 0.0) -> "LinearOrder":
+        """``path`` for the ``FORCED_ROWS`` buckets (2-16 rows), ``F.linear`` elsewhere."""
+        return cls(tuple(path if b in FORCED_ROWS else PLAIN for b in ROW_BUCKETS), reason, packed_mb)
+
+    def bucket(self, rows: int) -> int | None:
+        """The ``ROW_BUCKETS`` entry that ``rows`` follows (the next larger), None past the last."""
+        return next((b for b in ROW_BUCKETS if rows <= b), None)
+
+    def path(self, rows: int) -> str:
+        b = self.bucket(rows)
+        return PLAIN if b is None or not self.paths else self.paths[ROW_BUCKETS.index(b)]
+
+    @property
+    def packed_rows(self) -> tuple[int, ...]:
+        """The row counts whose weights are packed for ``mkl-packed``."""
+        return tuple(b for b, p in zip(ROW_BUCKETS, self.paths) if p == PACKED)
 
     def describe(self) -> str:
-        order = "F.linear" if not self.max_left_rows else f"(W @ x^T)^T for 2-{self.max_left_rows} rows"
-        return f"few-row linear: {order} ({self.reason})"
+        if all(p == PLAIN for p in self.paths):
+            return f"few-row linear: F.linear ({self.reason})"
+        groups, lo = [], 1
+        for i, (b, p) in enumerate(zip(ROW_BUCKETS, self.paths)):
+            if i + 1 == len(ROW_BUCKETS) or self.paths[i + 1] != p:
+                groups.append(f"{lo if lo == b else f'{lo}-{b}'} rows {PATH_NAMES[p]}")
+                lo = b + 1
+        memory = f"; packed weights +{self.packed_mb:.0f} MB" if self.packed_mb else ""
+        return f"few-row linear: {', '.join(groups)}, more F.linear ({self.reason}{memory})"
 
 
-def uses_weight_left(x: torch.Tensor, max_left_rows: int) -> bool:
-    """Whether ``linear`` takes the ``(W @ x^T)^T`` order for this input."""
-    return (max_left_rows > 0 and x.device.type == "cpu" and x.dtype == torch.float32 and x.dim() == 2
-            and 2 <= x.shape[0] <= max_left_rows)
+def mkl_packed_available() -> bool:
+    """Whether this torch build has MKL and its private packed-GEMM ops."""
+    try:
+        torch.ops.mkl._mkl_reorder_linear_weight, torch.ops.mkl._mkl_linear  # noqa: B018 (lookup only)
+    except (AttributeError, RuntimeError):
+        return False
+    return torch.backends.mkl.is_available()
+
+
+def available_paths() -> tuple[str, ...]:
+    return PATHS if mkl_packed_available() else (PLAIN, WEIGHT_LEFT)
+
+
+def weight_left_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    out = torch.matmul(weight, x.t()).t().contiguous()  # [N, M] -> [M, N]
+    return out if bias is None else out + bias
+
+
+def pack_weight(weight: torch.Tensor, rows: int) -> torch.Tensor:
+    """MKL's packed copy of ``weight`` [N, K] for products of ``rows`` rows (private op)."""
+    return torch.ops.mkl._mkl_reorder_linear_weight(weight.detach(), rows)
+
+
+def packed_linear(x: torch.Tensor, packed: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                  rows: int) -> torch.Tensor:
+    """``F.linear(x, weight, bias)`` through the weight packed for ``rows`` rows; x [M <= rows, K]."""
+    m = x.shape[0]
+    if m < rows:  # pad to the packed row count: zero rows, results sliced off
+        x = torch.cat([x, x.new_zeros(rows - m, x.shape[1])])
+    out = torch.ops.mkl._mkl_linear(x, packed, weight, bias, rows)  # [rows, N]
+    return out if m == rows else out[:m]
+
+
+def takes_choice(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether a product is one the choice covers: 2-D fp32 CPU, at most ROW_BUCKETS[-1] rows."""
+    return (x.device.type == "cpu" and x.dtype == torch.float32 and weight.dtype == torch.float32
+            and x.dim() == 2 and x.shape[0] <= ROW_BUCKETS[-1])
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-           max_left_rows: int = 0) -> torch.Tensor:
-    """``F.linear(x, weight, bias)``; fp32 CPU inputs of 2..max_left_rows rows as ``(weight @ x^T)^T``."""
-    if not uses_weight_left(x, max_left_rows):
+           order: LinearOrder = LinearOrder(), packed: dict | None = None) -> torch.Tensor:
+    """``F.linear(x, weight, bias)`` by the implementation ``order`` names for x's row count.
+
+    ``packed``: {row count: (packed weight, weight version)} from ``Linear.pack``; a packed path
+    without a fresh entry (never packed, or the weight changed since) runs ``F.linear``.
+    """
+    if not takes_choice(x, weight):
         return F.linear(x, weight, bias)
-    out = torch.matmul(weight, x.t()).t().contiguous()  # [N, M] -> [M, N]
-    return out if bias is None else out + bias
+    path = order.path(x.shape[0])
+    if path == WEIGHT_LEFT:
+        return weight_left_linear(x, weight, bias)
+    if path == PACKED and packed:
+        rows = order.bucket(x.shape[0])
+        entry = packed.get(rows)
+        grad = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
+        if entry is not None and entry[1] == _stamp(weight) and not grad:
+            return packed_linear(x, entry[0], weight, bias, rows)
+    return F.linear(x, weight, bias)
 
 
 class Linear(nn.Linear):
     """``nn.Linear`` (same parameters and names) whose forward is ``linear`` above."""
 
-    max_left_rows: int = 0  # set per model by apply_linear_order
+    order: LinearOrder = LinearOrder()  # set per model by apply_linear_order
+    packed: dict | None = None  # {row count: (packed weight, _stamp of the weight packed)}, by pack
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias, self.max_left_rows)
+        return linear(x, self.weight, self.bias, self.order, self.packed)
+
+    def pack(self, rows: tuple[int, ...]) -> int:
+        """Keep MKL packed copies of the weight for these row counts (not parameters, not saved);
+        returns the bytes they hold. Nothing is packed off an fp32 CPU weight or without MKL."""
+        w = self.weight
+        keep = {}
+        if rows and w.device.type == "cpu" and w.dtype == torch.float32 and mkl_packed_available():
+            old = self.packed or {}
+            stamp = _stamp(w)
+            keep = {r: old[r] if r in old and old[r][1] == stamp else (pack_weight(w, r), stamp) for r in rows}
+        self.packed = keep
+        return sum(p.numel() * p.element_size() for p, _ in keep.values())
 
 
-def apply_linear_order(module: nn.Module, order: LinearOrder) -> None:
-    """Every ``Linear`` in ``module`` (and the module itself, when it keeps a ``max_left_rows``
-    for a functional ``linear`` call, as the draft head does) follows ``order``."""
+def _stamp(weight: torch.Tensor) -> tuple:
+    """What a packed copy must still match: the same storage, shape and in-place version (an
+    optimizer step or ``.to()`` changes one, and the stale copy is no longer used)."""
+    return weight.data_ptr(), tuple(weight.shape), weight._version
+
+
+def apply_linear_order(module: nn.Module, order: LinearOrder) -> int:
+    """Every ``Linear`` in ``module`` follows ``order``, its weight packed for ``order.packed_rows``
+    (a weight already packed for them is kept). Returns the bytes the packed weights hold."""
+    total = 0
     for m in module.modules():
-        if isinstance(m, Linear) or hasattr(m, "max_left_rows"):
-            m.max_left_rows = order.max_left_rows
+        if isinstance(m, Linear):
+            m.order = order
+            total += m.pack(order.packed_rows)
+    return total
 
 
-def time_orders(weights: list[torch.Tensor], rows: tuple[int, ...] = MEASURED_ROWS,
-                repeats: int = 5) -> list[dict]:
+def within_fp32_rounding(y: torch.Tensor, ref: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether ``y`` equals ``ref = F.linear(x, weight)`` up to a reordered fp32 sum: every entry
+    within ``ROUNDING_TOL`` times the sum of the magnitudes it adds up (|x| @ |W|^T)."""
+    scale = x.abs() @ weight.abs().t()
+    return bool(((y - ref).abs() <= ROUNDING_TOL * scale + 1e-30).all())
+
+
+def run_path(path: str, x: torch.Tensor, weight: torch.Tensor, packed: torch.Tensor | None, rows: int) -> torch.Tensor:
+    """One product by ``path``, bias-free, as timed and checked (packed: the weight packed for rows)."""
+    if path == WEIGHT_LEFT:
+        return weight_left_linear(x, weight)
+    if path == PACKED:
+        return packed_linear(x, packed, weight, None, rows)
+    return F.linear(x, weight)
+
+
+def _packs(weights: list[torch.Tensor], path: str, rows: int) -> list:
+    return [pack_weight(w, rows) if path == PACKED else None for w in weights]
+
+
+def check_paths(weights: list[torch.Tensor], paths: tuple[str, ...], rows: tuple[int, ...] = ROW_BUCKETS,
+                seed: int = 0) -> dict[str, bool]:
+    """Per path, whether it matches ``F.linear`` within fp32 rounding on every weight and row
+    count, on random inputs (one weight packed at a time, so the check adds little memory)."""
+    gen = torch.Generator().manual_seed(seed)
+    ok = {}
+    with torch.inference_mode():
+        for path in paths:
+            ok[path] = all(
+                within_fp32_rounding(run_path(path, x, w, pack_weight(w, m) if path == PACKED else None, m),
+                                     F.linear(x, w), x, w)
+                for m in rows for w in weights
+                for x in [torch.randn(m, w.shape[1], generator=gen, dtype=w.dtype)])
+    return ok
+
+
+def time_paths(weights: list[torch.Tensor], paths: tuple[str, ...], rows: tuple[int, ...] = ROW_BUCKETS,
+               repeats: int = 5) -> list[dict]:
     """Best-of-``repeats`` ms to apply every weight in ``weights`` (as one forward does, each read
-    from memory in turn) to ``m`` rows, with ``F.linear`` and with ``(W @ x^T)^T``, for each m.
-    The fastest repeat, not the median: another process on the cores only ever adds time, so
-    the minimum is the least disturbed estimate of what each order can do."""
+    from memory in turn) to ``m`` rows by each path, for each m: [{"rows": m, "ms": {path: ms}}].
+    Packed weights exist for one row count at a time (packing is not timed). The fastest repeat,
+    not the median: another process on the cores only ever adds time, so the minimum is the
+    least disturbed estimate of what each implementation can do."""
     gen = torch.Generator().manual_seed(0)
     out = []
     for m in rows:
         xs = {w.shape[1]: torch.randn(m, w.shape[1], generator=gen, dtype=w.dtype) for w in weights}
+        ms = {}
         with torch.inference_mode():
-            plain = _best_ms(lambda: [F.linear(xs[w.shape[1]], w) for w in weights], repeats)
-            left = _best_ms(lambda: [(w @ xs[w.shape[1]].t()).t().contiguous() for w in weights], repeats)
-        out.append({"rows": m, "linear_ms": plain, "weight_left_ms": left})
+            for path in paths:
+                packs = _packs(weights, path, m)
+                ms[path] = _best_ms(lambda: [run_path(path, xs[w.shape[1]], w, p, m)
+                                             for w, p in zip(weights, packs)], repeats)
+                del packs
+        out.append({"rows": m, "ms": ms})
     return out
 
 
-def decide(timings: list[dict]) -> int:
-    """``max_left_rows`` from ``time_orders``: the largest measured row count up to which the
-    weight-left order won at every measured count (0 if it did not win at 2 rows), at most
-    ``MEASURED_ROWS[-1]``: counts past it are shown by the benchmark, never decided on."""
-    best = 0
-    for t in sorted((t for t in timings if t["rows"] <= MEASURED_ROWS[-1]), key=lambda t: t["rows"]):
-        if t["weight_left_ms"] >= WIN_MARGIN * t["linear_ms"]:
-            break
-        best = t["rows"]
-    return best if best >= 2 else 0
+def decide(timings: list[dict], max_packed: int = MAX_PACKED_SIZES) -> tuple[str, ...]:
+    """One path per ``ROW_BUCKETS`` entry from ``time_paths``: the fastest, if it takes under
+    ``WIN_MARGIN`` of ``F.linear``'s time, else ``plain`` (also for a count not measured). The
+    packed path is kept only at the ``max_packed`` counts where it saves the most time over the
+    best unpacked path; elsewhere that unpacked path. () when every count keeps ``F.linear``."""
+    by_rows = {t["rows"]: t["ms"] for t in timings if t["rows"] in ROW_BUCKETS}
+
+    def best(ms: dict, allowed) -> str:
+        path = min((p for p in ms if p in allowed), key=ms.get)
+        return path if ms[path] < WIN_MARGIN * ms[PLAIN] else PLAIN
+
+    unpacked = {r: best(ms, (PLAIN, WEIGHT_LEFT)) for r, ms in by_rows.items()}
+    chosen = {r: best(ms, PATHS) for r, ms in by_rows.items()}
+    packed = sorted((r for r in chosen if chosen[r] == PACKED),
+                    key=lambda r: by_rows[r][unpacked[r]] - by_rows[r][PACKED], reverse=True)
+    for r in packed[max_packed:]:
+        chosen[r] = unpacked[r]
+    paths = tuple(chosen.get(b, PLAIN) for b in ROW_BUCKETS)
+    return () if all(p == PLAIN for p in paths) else paths
 
 
 def _best_ms(fn, repeats: int) -> float:
