@@ -244,7 +244,9 @@ def test_quick_writes_load_json_and_load_md_in_their_layout(quick_run, capsys):
     assert [q["prompt_index"] for q in result["requests"][:4]] == [0, 1, 2, 3]
     md = (out / "load.md").read_text()
     assert "## Closed loop" in md and "## Open loop" in md and "| concurrency | policy | tokens/s |" in md
-    assert md.count("- concurrency ") == 2 and "- rate 100/s: tokens/s: " in md
+    verdicts, crossover = md.split("## Where the best fixed tree stops paying")
+    assert verdicts.count("- concurrency ") == 2 and "- rate 100/s: tokens/s: " in verdicts
+    assert crossover.count("- concurrency ") == 2 and "`eagle2:4/3/2`" in crossover
     assert "fp32" in md and "1 torch threads" in md and result["command"] in md
     verdict = result["verdicts"][0]["throughput_tok_s"]
     assert "level within noise" in verdict or " wins: " in verdict

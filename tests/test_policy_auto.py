@@ -6,7 +6,7 @@ setting that lost early, and a bad candidate is one clear error."""
 import pytest
 
 from helpers import random_prompts, tiny_pair
-from workbench.engine.auto import Auto, Evidence, StepCost
+from workbench.engine.auto import PRIOR_ACCEPT, Auto, Evidence, StepCost, prior_tokens
 from workbench.engine.config import SpecConfig
 from workbench.engine.engine import Engine
 from workbench.engine.policy import OFF, Choice, parse_policy, parse_setting
@@ -54,6 +54,13 @@ def test_step_cost_reads_the_points_as_measured():
         StepCost(verify=())
 
 
+def _given(text: str, cost: StepCost) -> Auto:
+    """``auto`` on made-up curves taken as they are (no correction by the tiny model's own clock)."""
+    auto = parse_policy(text, cost=cost)
+    auto.correct = False
+    return auto
+
+
 def _choices(records) -> list[str]:
     return [r.policy.choice for r in records if r.kind != "prefill"]
 
@@ -61,7 +68,7 @@ def _choices(records) -> list[str]:
 @pytest.mark.parametrize("cost,speculates", [(FLAT, True), (STEEP, False)])
 def test_auto_speculates_only_where_the_verify_is_cheap(pair, prompts, reference, cost, speculates):
     target, head = pair
-    eng = Engine(target, head, policy=parse_policy("auto", cost=cost), trace=True)
+    eng = Engine(target, head, policy=_given("auto", cost), trace=True)
     eng.add_requests(prompts, MAX_NEW)
     records = []
     while not eng.done:
@@ -77,7 +84,7 @@ def test_auto_goes_off_and_on_as_the_batch_moves_and_outputs_stay_plain(pair, pr
     """One request alone speculates; three others join and the verify past 4 tokens is dear, so
     the step goes plain; they finish, and the first speculates again (its draft caught up)."""
     target, head = pair
-    eng = Engine(target, head, policy=parse_policy("auto:eagle2:4/3/2", cost=KNEE), kv_slots=4096, trace=True)
+    eng = Engine(target, head, policy=_given("auto:eagle2:4/3/2", KNEE), kv_slots=4096, trace=True)
     first = eng.submit(prompts[0], MAX_NEW)
     records = []
     for _ in range(3):
@@ -98,11 +105,12 @@ def _request(rid: int, accepted: list[int]) -> Request:
     return Request(rid, [1, 2], max_new_tokens=100, output_ids=[5] * (1 + sum(accepted)), accept_lengths=accepted)
 
 
-def test_estimates_start_optimistic_learn_and_fade_back():
-    tree = parse_setting("eagle2:4/3/2")
+def test_estimates_start_at_the_prior_learn_and_fade_back():
+    tree = parse_setting("eagle2:4/3/2")  # 3 levels, 3 drafts at most
     auto = Auto((tree,), cost=FLAT)
     r = _request(0, [])
-    assert auto.expected_tokens(tree, [r]) == 1 + tree.num_steps  # nothing seen: every draft accepted
+    prior = 1 + PRIOR_ACCEPT + PRIOR_ACCEPT ** 2 + PRIOR_ACCEPT ** 3
+    assert auto.expected_tokens(tree, [r]) == pytest.approx(prior) == prior_tokens(tree)  # nothing seen yet
     for _ in range(6):  # it accepts nothing: one token per step
         r.accept_lengths.append(1)
         auto.observe(Choice("auto", tree, ""), [r])
@@ -110,8 +118,50 @@ def test_estimates_start_optimistic_learn_and_fade_back():
     assert 1 < learned < 1.5
     for _ in range(3 * auto.horizon):  # off runs meanwhile: the evidence fades towards the prior
         auto.observe(Choice("auto", OFF, ""), [r])
-    assert auto.expected_tokens(tree, [r]) > 2.5  # most of the way back to 4: it would be tried again
+    assert auto.expected_tokens(tree, [r]) > 1 + 0.5 * (prior - 1)  # over halfway back: it would be tried again
     assert Evidence(4.0, 2.0).mean(prior=6.0, weight=1.0) == pytest.approx(10 / 3)
+
+
+def test_the_prior_reaches_only_the_levels_a_walk_can():
+    assert prior_tokens(parse_setting("linear:1")) == pytest.approx(1 + PRIOR_ACCEPT)
+    assert prior_tokens(parse_setting("eagle2:3/5/4")) == pytest.approx(1 + PRIOR_ACCEPT + PRIOR_ACCEPT ** 2)  # 2 drafts
+
+
+class Clock:
+    """A clock the test moves: each step takes ``ms[spec label]``."""
+
+    def __init__(self):
+        self.now, self.ms = 0.0, {}
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _step(auto: Auto, clock: Clock, batch: list[Request], took_ms: dict[str, float]) -> str:
+    choice = auto.choose(batch)
+    clock.now += took_ms[choice.label] / 1e3
+    if choice.spec.speculative:
+        for r in batch:
+            r.accept_lengths.append(2)
+    auto.observe(choice, batch)
+    return choice.label
+
+
+def test_the_steps_own_clock_corrects_the_curves():
+    """The curves say a tree step costs what a plain one does (FLAT): a tree wins on paper. Its
+    steps really take four times as long, plain ones what the curves say, so once both were
+    timed it goes off, with the correction in its reason."""
+    tree = parse_setting("eagle2:4/3/2")
+    clock = Clock()
+    auto = Auto((tree,), cost=FLAT, clock=clock)
+    batch = [_request(0, [])]
+    took = {"eagle2:4/3/2": 4 * FLAT.step_ms(tree, 1), "off": FLAT.step_ms(OFF, 1)}
+    labels = [_step(auto, clock, batch, took) for _ in range(6)]
+    assert labels[0] == "eagle2:4/3/2" and labels[-1] == "off", labels
+    assert auto.ratio(tree) == pytest.approx(4.0) and auto.ratio(OFF) == pytest.approx(1.0)
+    assert auto.step_ms(tree, 1) == pytest.approx(4 * FLAT.step_ms(tree, 1))
+    still = Auto((tree,), cost=FLAT, clock=clock, correct=False)  # the curves as they are: it speculates on
+    assert [_step(still, clock, [_request(1, [])], took) for _ in range(6)] == ["eagle2:4/3/2"] * 6
 
 
 def test_no_request_is_expected_to_write_past_its_end():

@@ -259,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     moved, done = False, []
     for path in args.reports:
         before = json.loads(path.read_text(encoding="utf-8"))
+        if "summary" not in before or "records" not in before:
+            print(f"{path}: not a report of python -m workbench bench (no summary and records), skipped")
+            continue
         after = copy.deepcopy(before)
         job = Retau(after)
         job.run()

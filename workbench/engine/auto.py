@@ -10,7 +10,10 @@ score is
 token per request. Under a speculative setting, each request is expected to emit its running mean
 of accepted lengths (``Request.accept_lengths``) under that setting, shrunk towards the pooled mean
 of every request under it (a new request has no history of its own), which is in turn shrunk
-towards an optimistic prior, ``1 + num_steps`` (every draft accepted along the deepest path).
+towards a prior, ``prior_tokens``: each level of the tree accepted with chance ``PRIOR_ACCEPT``,
+``1 + a + a^2 + ...`` over the levels a walk can reach. The prior is a little above what the
+shipped head reaches (τ 1.7 to 1.9 for the small trees, docs/benchmarks.md), so a setting with no
+evidence is tried once, and not so far above that it is tried where it could not win.
 Shrinking by ``prior_steps`` steps of weight means the first steps under a setting move its
 estimate fast, and one unlucky step does not bury it. No request is expected to emit more than it
 has left to write (``max_new_tokens``).
@@ -18,9 +21,9 @@ has left to write (``max_new_tokens``).
 **Exploration.** A setting that is not chosen gathers no evidence, so an early unlucky estimate
 could keep it out for good. Here evidence fades: each decode step a setting does not run, its
 counts (pooled and per request) shrink by ``1 / horizon``, so after about ``horizon`` steps
-without it its estimate has drifted back most of the way to the optimistic prior, and it runs
-again if that prior could win. A setting that loses on cost even when every draft is accepted
-(a verify too dear for the batch) is never tried, which is the point: exploring costs steps.
+without it its estimate has drifted back most of the way to the prior, and it runs again if the
+prior could win. A setting that loses on cost even at its prior (a verify too dear for the
+batch) is never tried, which is the point: exploring costs steps.
 
 **Step cost** (``StepCost``) comes from this machine's measured curves: a target verify of
 B x N tokens (N = ``num_draft_tokens``; 1 for plain decoding) plus the draft's forwards, one per
@@ -33,19 +36,40 @@ paths, and on a CPU where the few-row path is the faster one a verify of 4 token
 a decode step of 1, in every round (the step cost is cached only when its rounds agree), which is
 what plain decoding pays and what ``auto`` must weigh it by.
 
+**The steps' own clock** (``correct``, on by default). The curves time the forwards alone; a
+whole step also samples, walks the tree, commits KV, extends the draft over the accepted tokens
+and runs Python per request, and a speculative step does more of that than a plain one. So
+``auto`` times each step it chose (from ``choose`` to ``observe``) and keeps, per setting, the
+ratio of the time its steps took to the time the curves predicted for them (faded over
+``horizon`` steps like the evidence); a setting's predicted cost is multiplied by its ratio. A
+setting not yet timed is taken at the curves' word (ratio 1): the whole step costs at least its
+forwards, so that is the cheapest it can be, and it is tried if that could win, which is how
+plain decoding gets timed while a tree looks better on paper. ``correct=False`` takes the
+curves as they are (the tests' made-up curves, a what-if).
+
 Every ``Choice`` says why, with numbers: ``eagle2:4/3/2: 2.1 tok/step / 61 ms = 34 tok/s > off
 1.0 tok/step / 40 ms = 25 tok/s``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from workbench.engine.config import SpecConfig
 from workbench.engine.choice import OFF, Choice, draft_source_of, parse_setting, setting_label
 from workbench.engine.request import Request
 
 AUTO_CANDIDATES = "linear:1,eagle2:4/3/2,eagle2:8/5/4"  # bare ``auto``: small trees, cheap enough for a CPU
+PRIOR_ACCEPT = 0.7  # the prior's chance that the walk goes one level deeper
+
+
+def prior_tokens(spec: SpecConfig) -> float:
+    """Tokens a step is expected to emit under ``spec`` before anything was seen: the bonus token
+    and each level the walk can reach (``num_steps``, at most ``num_draft_tokens - 1`` drafts)
+    accepted with chance ``PRIOR_ACCEPT`` given the one above."""
+    levels = min(spec.num_steps, spec.num_draft_tokens - 1)
+    return 1 + sum(PRIOR_ACCEPT ** i for i in range(1, levels + 1))
 
 
 def _interpolate(points: tuple[tuple[int, float], ...], x: float) -> float:
@@ -108,7 +132,8 @@ class StepCost:
 
 @dataclass
 class Evidence:
-    """Accepted lengths seen under one setting, faded (see the module docstring)."""
+    """Accepted lengths seen under one setting, faded (see the module docstring); for the steps'
+    clock, ``tokens`` is the ms the steps took and ``steps`` the ms the curves predicted."""
 
     tokens: float = 0.0
     steps: float = 0.0
@@ -126,12 +151,15 @@ class Auto:
 
     ``cost`` must be set before the first ``choose`` (the load benchmark and the app measure
     it, ``bench/step_cost.py``; tests give one). ``prior_steps``: the weight, in steps, of each
-    estimate's prior; ``horizon``: steps over which a setting's evidence fades while it is idle."""
+    estimate's prior; ``horizon``: steps over which a setting's evidence fades while it is idle;
+    ``correct``: scale the curves by the steps' own clock; ``clock``: seconds, monotonic."""
 
     candidates: tuple[SpecConfig, ...]
     cost: StepCost | None = None
     prior_steps: float = 1.0
-    horizon: int = 32
+    horizon: int = 64
+    correct: bool = True
+    clock: object = field(default=time.perf_counter, repr=False)
     name = "auto"
 
     def __post_init__(self) -> None:
@@ -144,6 +172,8 @@ class Auto:
             raise ValueError(f"prior_steps must be > 0 and horizon >= 1, got {self.prior_steps}, {self.horizon}")
         self.pooled: dict[SpecConfig, Evidence] = {s: Evidence() for s in self.candidates}
         self.mine: dict[int, dict[SpecConfig, Evidence]] = {}  # request id -> its own evidence
+        self.timed: dict[SpecConfig, Evidence] = {}  # setting -> ms its steps took / ms predicted
+        self._started: tuple[SpecConfig, int, float] | None = None  # the step under way: setting, batch, clock
 
     def settings(self) -> tuple[SpecConfig, ...]:
         return (OFF, *self.candidates)
@@ -152,7 +182,7 @@ class Auto:
         """Tokens the batch is expected to emit in one step under ``spec``."""
         if not spec.speculative:
             return float(len(batch))
-        pooled = self.pooled[spec].mean(1 + spec.num_steps, self.prior_steps)
+        pooled = self.pooled[spec].mean(prior_tokens(spec), self.prior_steps)
         total = 0.0
         for r in batch:
             own = self.mine.get(r.rid, {}).get(spec, Evidence()).mean(pooled, self.prior_steps)
@@ -164,7 +194,18 @@ class Auto:
         if self.cost is None:
             raise ValueError("auto weighs each setting by its measured step cost, and none was given: measure one "
                              "(workbench.bench.step_cost.step_cost_for) or pass Auto(cost=StepCost(...))")
-        return [(s, self.expected_tokens(s, batch), self.cost.step_ms(s, len(batch))) for s in self.settings()]
+        return [(s, self.expected_tokens(s, batch), self.step_ms(s, len(batch))) for s in self.settings()]
+
+    def ratio(self, spec: SpecConfig) -> float:
+        """Measured over predicted step time for ``spec``; 1 (the curves as they are) until a
+        step of it was timed, or when ``correct`` is off."""
+        own = self.timed.get(spec)
+        return own.tokens / own.steps if own is not None and own.steps > 0 else 1.0
+
+    def step_ms(self, spec: SpecConfig, batch: int) -> float:
+        """What a step of ``batch`` requests under ``spec`` is expected to take: the curves'
+        prediction, scaled by the steps' own clock (module docstring)."""
+        return self.cost.step_ms(spec, batch) * self.ratio(spec)
 
     def choose(self, batch: list[Request]) -> Choice:
         scored = self.rates(batch)
@@ -172,10 +213,20 @@ class Auto:
         said = lambda s, tok, ms: f"{setting_label(s)} {tok:.1f} tok/step / {ms:.0f} ms = {tok / ms * 1e3:.0f} tok/s"  # noqa: E731
         others = [x for x in scored if x is not best]
         runner = max(others, key=lambda x: x[1] / x[2])
+        if self.correct:
+            self._started = (best[0], len(batch), self.clock())
         return Choice(self.name, best[0], f"{said(*best)} > {said(*runner)}")
 
     def observe(self, choice: Choice, batch: list[Request]) -> None:
         keep = 1 - 1 / self.horizon
+        if self._started is not None:
+            spec, size, started = self._started
+            self._started = None
+            if spec == choice.spec and size == len(batch):
+                timed = self.timed.setdefault(spec, Evidence())
+                timed.fade(keep)
+                timed.tokens += (self.clock() - started) * 1e3
+                timed.steps += self.cost.step_ms(spec, size)
         running = {r.rid for r in batch}
         self.mine = {rid: ev for rid, ev in self.mine.items() if rid in running}  # the finished leave
         for spec in self.candidates:
