@@ -139,6 +139,7 @@ def test_step_back_and_goto(app_url):
     (dict(draft="ngram", ngram_min=5, ngram_max=3), "n-gram match windows must satisfy 1 <= MIN <= MAX <= 32, got 5-3"),
     (dict(draft="ngram", ngram_max=40), "got 1-40"),
     (dict(draft="ngram", method="static"), "no distribution to rank or sample from"),
+    (dict(draft="model"), "start the app with it (python app.py --draft model:DIR)"),  # no draft model loaded
 ], ids=lambda x: x if isinstance(x, str) else None)
 def test_bad_input_gives_a_message(shared, changes, message):
     from workbench.app.handlers import ELEM_IDS, FIELDS
@@ -327,15 +328,62 @@ def test_examples_name_their_route_and_fill_the_prompt(app_url):
     ("random:1", dict(draft="head", exit_layers=1)),  # N at most the layers - 1 (the tiny target has 2)
     ("exit:1", dict(draft="exit", exit_layers=1)),
     ("ngram:2-5", dict(draft="ngram", ngram_min=2, ngram_max=5)),
+    ("model", dict(draft="model")),  # a draft model beside the target (directory made by the test)
 ])
-def test_the_page_starts_with_the_draft_the_app_loaded(tiny_model, draft, expected):
+def test_the_page_starts_with_the_draft_the_app_loaded(tiny_model, tmp_path, draft, expected):
     from workbench.app.ui import default_settings, warm_up
     from workbench.pipeline import Workbench
 
+    if draft == "model":
+        draft = f"model:{make_tiny_app_model(tmp_path / 'draft', seed=2)}"
     wb = Workbench.load(target=str(tiny_model), draft=draft, dtype="fp32")
     settings = default_settings(wb)
     assert {k: getattr(settings, k) for k in expected} == expected
     assert warm_up(wb) > 0  # the warm-up steps with that draft (no head needed)
+
+
+@pytest.fixture(scope="module")
+def model_app(tiny_model, tmp_path_factory):
+    """The app started with ``--draft model:DIR``: a tiny draft model with the target's words and
+    other weights (no head is loaded). (url, the draft model's directory)."""
+    from workbench.app.ui import build_app, launch
+    from workbench.pipeline import Workbench
+
+    draft_dir = make_tiny_app_model(tmp_path_factory.mktemp("tiny-draft-model"), seed=2)
+    wb = Workbench.load(target=str(tiny_model), draft=f"model:{draft_dir}", dtype="fp32")
+    demo = build_app(wb, "tiny test model and draft model")
+    port = free_port()
+    launch(demo, port=port, block=False)
+    yield f"http://127.0.0.1:{port}/", draft_dir
+    demo.close()
+
+
+def test_an_app_started_with_a_draft_model_offers_it_and_steps_and_compares_with_it(model_app):
+    from workbench.app.compare import MODES
+
+    url, draft_dir = model_app
+    c = client(url)
+    name = f"model:{draft_dir}"
+    for _ in range(3):
+        v = views(c.predict(*inputs(draft="model"), api_name="/step"), c)
+    tr = v["trace"]
+    assert tr["kind"] == "spec" and tr["draft_source"] == name
+    assert f"draft: **draft model ({draft_dir})**" in v["summary"]
+    assert "no KV pool of its own" not in v["kv_table"] and "writes no K/V" not in v["kv_table"]  # its own pool
+    done = views(c.predict(*inputs(draft="model", max_new_tokens=12), api_name="/run_to_end"), c)
+    assert done["status"].startswith("Finished")
+    head = views(c.predict(*inputs(draft="head"), api_name="/step"), c)  # no head loaded: said, not swapped
+    assert "The EAGLE head is not loaded" in head["status"] and "pick another draft source" in head["status"]
+    out = compared(c.predict(*inputs(max_new_tokens=6, draft="model"), 6, False, MODES[1], api_name="/compare"))
+    assert out["status"].startswith("Done: 4 runs") and "same tokens" in out["summary"]
+    for run in ("vanilla", "ngram:1-12", "exit:1", name):
+        assert f"data-method='{run}'" in out["summary"]
+    assert "data-method='head'" not in out["summary"]
+    trees = [figure(out[slot])["layout"]["title"]["text"].split(" · ")[0] for slot in ("tree-1", "tree-2", "tree-3")]
+    assert trees == ["ngram:1-12", "exit:1", name]
+    assert "--speculative-algorithm STANDALONE" in out["summary"].split("data-table='elsewhere'")[1]
+    methods = compared(c.predict(*inputs(max_new_tokens=4, draft="model"), 4, False, MODES[0], api_name="/compare"))
+    assert methods["status"].startswith("Done: 5 runs") and "same tokens" in methods["summary"]  # drafted by it
 
 
 def test_the_bench_asset_loader(tmp_path):

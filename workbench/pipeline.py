@@ -1,9 +1,11 @@
 """Load a target (+ tokenizer, + draft head) once, then generate: the one entry point the CLI,
 the app, the benchmark and the notebooks share.
 
-Where drafts come from is part of the ``SpecConfig`` (``draft``: the head, ``ngram``, ``exit:N``),
-so one loaded ``Workbench`` runs every draft source: ``wb.engine(SpecConfig.from_knobs("eagle2",
-draft="exit:28"), sampling)``. Only the head needs loading (``--draft DIR`` or ``random[:SEED]``).
+Where drafts come from is part of the ``SpecConfig`` (``draft``: a ``DraftSource`` of any kind in
+``drafts.registry.SOURCES``), so one loaded ``Workbench`` runs every draft source that needs
+nothing loaded: ``wb.engine(SpecConfig.from_knobs("eagle2", draft="exit:28"), sampling)``. What a
+source needs loaded is its ``Needs``: the head (``--draft DIR`` or ``random[:SEED]``) or a draft
+model (``--draft model:DIR``); a workbench holds one of the two (``draft``, ``loaded_draft``).
 
 Device and dtype are decided here, once (``device.py``): CUDA when present, else the CPU;
 ``dtype="auto"`` picks bf16 where the hardware computes it natively, else fp32.
@@ -23,8 +25,9 @@ from workbench.attention.selfcheck import SelfCheck, choose_attention_backend
 from workbench.cpu_choices import choose_linear_order
 from workbench.device import default_device, resolve_dtype
 from workbench.engine.config import SpecConfig
-from workbench.engine.draft_source import GRAMMAR, parse_draft
+from workbench.engine.draft_source import GRAMMAR, DraftSource, parse_draft
 from workbench.engine.engine import Engine
+from workbench.engine.policy import SpecPolicy, parse_policy, policy_for
 from workbench.engine.sampling import SamplingParams
 from workbench.errors import UserError
 from workbench.models.chat import chat_ids
@@ -43,7 +46,7 @@ class Workbench:
     target: TargetModel
     tokenizer: object
     draft: DraftHead | TargetModel | None  # the EAGLE head, or the draft model of model:DIR
-    draft_source: str  # path of the head, "random (seed N)", or the draft source loaded without a head ("ngram:1-12")
+    draft_source: str  # path of the head, "random (seed N)", or the --draft source loaded ("model:DIR", "ngram:1-12")
     target_dir: Path
     dtype_name: str
     attention: SelfCheck | None = None  # which attention backend runs, and why (start-up self-check)
@@ -60,8 +63,9 @@ class Workbench:
         training responses, from ``hot_tokens.json`` beside its weights (None = the default,
         HOT_TOKENS_DEFAULT where the head has such a list; 0 = the full vocabulary; N > 0 for a head
         without a list is an error). Verification always uses the full vocabulary. ``draft``: a
-        head directory, ``random[:SEED]``, or a source that needs no head (``ngram[:MIN-MAX]``,
-        ``exit:N``: checked against the target's layers before its weights load).
+        head directory, ``random[:SEED]``, ``model:DIR`` (that model is loaded beside the target),
+        or a source that needs nothing loaded (``ngram[:MIN-MAX]``, ``exit:N``: checked against
+        the target's layers before its weights load).
         ``linear_order``: ``auto`` (measured on this CPU, ``workbench.cpu_choices``), ``weight-left``
         or ``plain``."""
         from transformers import AutoTokenizer
@@ -72,7 +76,7 @@ class Workbench:
         target_dir = store.resolve_target(target)
         source = check_draft(draft, target_dir)
         load_head = need_draft and source is None
-        load_model = need_draft and source is not None and source.kind == "model"
+        load_model = need_draft and source is not None and source.source.needs.model
         device = device or default_device()
         dtype = resolve_dtype(dtype, device)
         model = load_target(target_dir, parse_dtype(dtype), device)
@@ -126,23 +130,49 @@ class Workbench:
     def token_text(self, token: int) -> str:
         return self.tokenizer.decode([token])
 
-    def engine(self, spec: SpecConfig, sampling: SamplingParams, trace: bool = False) -> Engine:
-        """An engine for ``spec`` on this target; the draft source is ``spec.draft`` (the loaded
-        head, an n-gram lookup or an early exit: ``SpecConfig.from_knobs(..., draft="exit:28")``).
-        UserError when ``spec`` drafts with a head (or a draft model) this workbench did not load,
-        or names an exit the target cannot take."""
-        kind = spec.draft.kind
-        if spec.speculative and kind == "head" and not isinstance(self.draft, DraftHead):
-            raise UserError(f"{spec.describe()} drafts with an EAGLE head, but none is loaded (draft "
-                            f"{self.draft_source}): load one, or draft with ngram or exit:N")
-        if spec.speculative and kind == "model" and self.draft_source != spec.draft.name:
-            raise UserError(f"{spec.describe()}: load that draft model first (draft {self.draft_source})")
-        try:
-            spec.draft.check_target(self.target.config.num_layers)
-        except ValueError as err:
-            raise UserError(str(err)) from None
-        return Engine(self.target, self.draft if spec.speculative else None, spec, sampling, self.stop_ids,
-                      trace=trace, token_text=self.token_text, cuda_graphs=self.cuda_graphs)
+    @property
+    def loaded_draft(self) -> DraftSource | None:
+        """The draft source what was loaded stands for: the head's ``DraftSource()`` when a head
+        is loaded, the ``model:DIR`` source when a draft model is, else the source named at load
+        (``ngram:1-12``, ``exit:28``) or None."""
+        if isinstance(self.draft, DraftHead):
+            return DraftSource()
+        return parse_draft(self.draft_source)
+
+    def missing_draft(self, source: DraftSource) -> str | None:
+        """Why this workbench cannot draft with ``source`` (None: it can): a source that needs a
+        head or a draft model (``Needs``) drafts with the one loaded, or not at all."""
+        needs = source.source.needs
+        if needs.head and not isinstance(self.draft, DraftHead):
+            return (f"it drafts with an EAGLE head, but none is loaded (draft {self.draft_source}): load one "
+                    "(--draft DIR or random[:SEED]), or draft with a source that needs none")
+        if needs.model and self.loaded_draft != source:
+            return (f"it drafts with the draft model {source.path}, but that is not the one loaded (draft "
+                    f"{self.draft_source}): load it with --draft {source.name}")
+        return None
+
+    def engine(self, spec: SpecConfig | None = None, sampling: SamplingParams = SamplingParams(), trace: bool = False,
+               policy: SpecPolicy | str | None = None, kv_slots: int | None = None) -> Engine:
+        """An engine on this target for ``spec`` (one setting every step; its draft source is
+        ``spec.draft``: ``SpecConfig.from_knobs(..., draft="exit:28")``) or for ``policy``, a
+        ``SpecPolicy`` or its text in ``POLICY_GRAMMAR`` (``fixed`` alone runs ``spec``);
+        ``kv_slots``: the KV capacity for requests that come and go (``Engine``). UserError when
+        a speculative setting drafts with a head or a draft model this workbench did not load,
+        or names an exit the target cannot take; ValueError for a malformed policy text."""
+        if isinstance(policy, str):
+            policy, spec = parse_policy(policy, spec), None
+        settings = (policy if policy is not None else policy_for(spec or SpecConfig())).settings()
+        speculative = [s for s in settings if s.speculative]
+        for s in speculative:
+            missing = self.missing_draft(s.draft)
+            if missing is not None:
+                raise UserError(f"{s.describe()}: {missing}")
+            try:
+                s.draft.check_target(self.target.config.num_layers)
+            except ValueError as err:
+                raise UserError(str(err)) from None
+        return Engine(self.target, self.draft if speculative else None, spec, sampling, self.stop_ids, trace=trace,
+                      token_text=self.token_text, cuda_graphs=self.cuda_graphs, policy=policy, kv_slots=kv_slots)
 
     def generate(self, prompt_ids: list[list[int]], spec: SpecConfig, sampling: SamplingParams,
                  max_new_tokens: int, trace_sink=None, on_step=None) -> tuple[list, float]:
@@ -170,7 +200,7 @@ def check_draft(draft: str | None, target_dir: Path):
     ValueError with the reason."""
     source = parse_draft(draft) if draft else None
     target = ModelConfig.from_dir(target_dir)
-    if source is not None and source.kind == "model":
+    if source is not None and source.source.needs.model:
         if not (Path(source.path) / "config.json").is_file():
             raise ValueError(f"--draft {draft}: no model directory (it needs config.json and weights)")
         vocab = ModelConfig.from_dir(source.path).vocab_size

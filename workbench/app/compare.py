@@ -1,7 +1,7 @@
 """The Compare tab: one prompt decoded by vanilla, linear (same ``num_steps``), linear (same verify
 budget), eagle2 and static (same ``num_draft_tokens``), side by side, with the verify cost measured on this machine;
-or, in its second mode, by vanilla and eagle2 at the page's tree with each draft source (the head, the n-gram
-lookup, the early exit).
+or, in its second mode, by vanilla and eagle2 at the page's tree with each draft source the app can run (every
+registered one, ``drafts.registry.SOURCES``; the head or a draft model when it is the one loaded).
 
 Each run is a fresh Engine with tracing on; everything shown comes from those traces (and from
 ``workbench.bench.cost.measure_verify_cost`` for the cost curve, when that module is present).
@@ -15,9 +15,11 @@ from dataclasses import dataclass, replace
 import gradio as gr
 
 from workbench.app import explain
-from workbench.app.state import DRAFT_CHOICES, Settings, draft_label
+from workbench.app.state import Settings, draft_choices
 from workbench.app.views import error
 from workbench.engine.config import MAX_STEPS, SpecConfig
+from workbench.engine.draft_source import DraftSource
+from workbench.engine.drafts.registry import source_of
 from workbench.engine.frameworks import FRAMEWORKS, framework_flags
 from workbench.viz.compare import cost_figure, summary_html, tau_figure, tokens_figure
 from workbench.viz.html import note, table
@@ -25,7 +27,7 @@ from workbench.viz.style import empty_figure
 from workbench.viz.tree import tree_figure
 
 COST_SIZES = (1, 2, 4, 8, 16, 32)
-MODES = ("methods (vanilla, chains, trees)", "draft sources (head, n-gram, exit:N) at this tree")
+MODES = ("methods (vanilla, chains, trees)", "draft sources (each one the app can run) at this tree")
 # What the methods mode draws in each tree plot, in words.
 METHOD_TREES = {"eagle2": "eagle2: the dynamic tree", "static": "static: a fixed shape (EAGLE-1)",
                 "linear": "linear: the chain"}
@@ -36,12 +38,10 @@ class TreeSlot:
     """One tree plot of the tab, and the run it draws in each mode."""
 
     name: str  # its output's name (and, with "compare-" before it, its element id)
-    method: str  # methods mode: the run of this name
-    draft: str  # draft-sources mode: the eagle2 run drafted by this kind (DraftSource.kind)
+    method: str  # methods mode: the run of this name (draft-sources mode: the slot's place, in the sources' order)
 
 
-SLOTS = (TreeSlot("tree-1", "eagle2", "head"), TreeSlot("tree-2", "static", "ngram"),
-         TreeSlot("tree-3", "linear", "exit"))
+SLOTS = (TreeSlot("tree-1", "eagle2"), TreeSlot("tree-2", "static"), TreeSlot("tree-3", "linear"))
 # The Compare button's outputs, by name, in the order the API returns them (``result`` is state).
 OUTPUTS = ("result", "status", "summary", "tau", "tokens", "cost", "step", *(s.name for s in SLOTS))
 
@@ -66,9 +66,9 @@ class CompareResult:
 
 
 def methods(spec: SpecConfig, static: SpecConfig | None = None) -> dict[str, SpecConfig]:
-    """The configurations compared for the eagle2 knobs in ``spec``; ``static``: the tree box's
-    shape, of the same num_draft_tokens (``Settings.static_spec`` checks it; default: EAGLE-1's
-    tree at that size)."""
+    """The configurations compared for the eagle2 knobs in ``spec``, each drafting from
+    ``spec.draft``; ``static``: the tree box's shape, of the same num_draft_tokens
+    (``Settings.static_spec`` checks it; default: EAGLE-1's tree at that size)."""
     out = {"vanilla": SpecConfig.from_knobs("vanilla"), "linear": SpecConfig.from_knobs("linear", spec.num_steps)}
     budget = spec.num_draft_tokens - 1  # linear verifying as many tokens as eagle2
     if budget != spec.num_steps and budget <= MAX_STEPS:
@@ -76,35 +76,46 @@ def methods(spec: SpecConfig, static: SpecConfig | None = None) -> dict[str, Spe
     out["eagle2"] = SpecConfig.from_knobs("eagle2", spec.num_steps, spec.topk, spec.num_draft_tokens)
     out["static"] = static if static is not None else SpecConfig.from_knobs(
         "static", num_draft_tokens=spec.num_draft_tokens)
-    return out
+    return {name: replace(cfg, draft=spec.draft) if cfg.speculative else cfg for name, cfg in out.items()}
 
 
 def draft_sources(wb, settings: Settings, spec: SpecConfig) -> dict[str, SpecConfig]:
-    """vanilla, then eagle2 at ``spec``'s tree with each draft source the page can pick (the
-    head only when one is loaded), named by the source (``head``, ``ngram:1-12``, ``exit:28``)."""
+    """vanilla, then eagle2 at ``spec``'s tree with each draft source the page can pick (one
+    that needs a head or a draft model only when it is the one loaded), named by the source
+    (``head``, ``ngram:1-12``, ``exit:28``, ``model:DIR``)."""
     eagle2 = SpecConfig.from_knobs("eagle2", spec.num_steps, spec.topk, spec.num_draft_tokens)
     out = {"vanilla": SpecConfig.from_knobs("vanilla")}
-    for _, kind in DRAFT_CHOICES:
+    for _, kind in draft_choices():
         try:
             source = settings.draft_source(wb, kind)
         except ValueError:
-            if kind == "head":  # no head loaded: compare the others
+            needs = source_of(kind).needs
+            if needs.head or needs.model:  # not the one loaded: compare the others
                 continue
             raise
         out[source.name] = replace(eagle2, draft=source)
     return out
 
 
+def methods_draft(wb) -> str:
+    """The kind the methods mode drafts with: the loaded draft when it has a distribution to
+    rank a tree by (the head, a draft model, an early exit named at start), else the head (whose
+    absence the status line then names)."""
+    loaded = wb.loaded_draft
+    return loaded.kind if loaded is not None and not loaded.model_free else DraftSource().kind
+
+
 def drawn_runs(configs: dict[str, SpecConfig], by_source: bool) -> tuple[tuple, tuple]:
     """(run name or None, label) per tree plot (``SLOTS`` order): the method's run, or in the
-    draft-sources mode the eagle2 run of the slot's draft kind (None: not run, as the head when
-    none is loaded)."""
+    draft-sources mode the eagle2 runs in the sources' order, one per plot (None: fewer sources
+    ran than there are plots; the head and a draft model share the one loaded draft, so at most
+    three of the four run at once)."""
     if not by_source:
         return tuple(s.method for s in SLOTS), tuple(METHOD_TREES[s.method] for s in SLOTS)
-    by_kind = {spec.draft.kind: name for name, spec in configs.items() if spec.speculative}
-    names = tuple(by_kind.get(s.draft) for s in SLOTS)
-    labels = tuple(f"{name}: eagle2 drafted by {draft_label(configs[name].draft)}" if name else
-                   f"no {s.draft} draft" for name, s in zip(names, SLOTS))
+    drafted = [name for name, spec in configs.items() if spec.speculative][: len(SLOTS)]
+    names = tuple(drafted) + (None,) * (len(SLOTS) - len(drafted))
+    labels = tuple(f"{name}: eagle2 drafted by {configs[name].draft.label()}" if name else
+                   "no further draft source ran" for name in names)
     return names, labels
 
 
@@ -157,7 +168,8 @@ def structures(result: CompareResult | None, step: int) -> dict[str, TreePlot]:
     out = {}
     for slot, name, label in zip(SLOTS, result.drawn, result.labels):
         if name is None:
-            out[slot.name] = TreePlot(label, empty_figure("No such draft source to draw (no EAGLE head loaded).", 220))
+            out[slot.name] = TreePlot(label, empty_figure("No further draft source to draw (the head or a draft "
+                                                          "model runs only when it is the one loaded).", 220))
             continue
         traces = result.runs[name]["traces"]
         tr = traces[min(int(step), len(traces)) - 1]
@@ -220,9 +232,11 @@ def run_compare(wb, values: dict, max_new, measure, mode):
     ``Settings`` field."""
     by_source = mode == MODES[1]
     try:
-        # methods: all drafted by the head; draft sources: each is checked by draft_sources
+        # methods: all drafted by the loaded draft; draft sources: each is checked by draft_sources
+        # (the spec built here lends them its tree only, so it drafts with the n-gram lookup,
+        # which needs nothing loaded)
         settings = replace(Settings(**values), method="eagle2", max_new_tokens=max_new,
-                           draft="ngram" if by_source else "head")
+                           draft="ngram" if by_source else methods_draft(wb))
         spec, sampling, ids, max_new = settings.build(wb)
         todo = draft_sources(wb, settings, spec) if by_source else \
             methods(spec, settings.static_spec() if str(settings.tree or "").strip() else None)

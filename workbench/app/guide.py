@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench.app.draft_bench import task_name
-from workbench.app.state import draft_label
+from workbench.app.state import DRAFT_INPUTS
 from workbench.engine.draft_source import DraftSource, parse_draft
 from workbench.viz.best_tree import greedy_continuation
 from workbench.viz.tokens import show
@@ -63,20 +63,18 @@ class Suggestion:
     def sentence(self) -> str:
         """What the bench measured, for the status line."""
         return (f"The highest τ this machine's bench measured near your tree ({self.tree}) is {self.tau:.2f}: "
-                f"the {draft_label(self.draft)} on {task_name(self.task)}, the task of the "
+                f"the {self.draft.label()} on {task_name(self.task)}, the task of the "
                 f"*{self.example['category']}* example.")
 
     def settings(self, current: dict) -> dict:
         """The page's values after taking the suggestion: ``current`` (field -> value) with the
-        prompt and the draft source replaced (and eagle2 for a static tree with the n-gram draft,
-        which has no distribution to rank a fixed shape by)."""
+        prompt and the draft source (its fields in the page's boxes) replaced, and eagle2 for a
+        static tree with a model-free draft (the n-gram lookup), which has no distribution to rank
+        a fixed shape by."""
         out = dict(current, prompt=self.example["prompt"], draft=self.draft.kind)
-        if self.draft.kind == "exit":
-            out["exit_layers"] = self.draft.num_layers
-        elif self.draft.kind == "ngram":
-            out.update(ngram_min=self.draft.min_match, ngram_max=self.draft.max_match)
-            if out.get("method") == "static":
-                out["method"] = "eagle2"
+        out.update({name: getattr(self.draft, f) for f, (name, _) in DRAFT_INPUTS.get(self.draft.kind, {}).items()})
+        if self.draft.model_free and out.get("method") == "static":
+            out["method"] = "eagle2"
         return out
 
 
@@ -90,11 +88,17 @@ def suggest(bench, examples: list[dict], spec, runnable) -> Suggestion | None:
         by_task.setdefault(e.get("task"), e)
 
     def usable(name: str) -> bool:
-        return runnable(DraftSource() if name == "head" else parse_draft(name))
+        return runnable(route_source(name))
 
     best = bench.best(spec, set(by_task) - {None}, usable)
     if best is None:
         return None
     route, task = best
-    return Suggestion(by_task[task], DraftSource() if route.draft == "head" else parse_draft(route.draft),
+    return Suggestion(by_task[task], route_source(route.draft),
                       route.tree_text, task, route.per_task[task][0])
+
+
+def route_source(name: str) -> DraftSource | None:
+    """A bench route's draft, as ``--draft`` writes it, as a ``DraftSource`` (the default
+    source's name, ``head``, is the loaded head)."""
+    return DraftSource() if name == DraftSource().name else parse_draft(name)

@@ -20,9 +20,10 @@ import time
 import gradio as gr
 
 from workbench.app.guide import miss_line, suggest
-from workbench.app.state import InputError, Session, Settings, setting_names
+from workbench.app.state import DRAFT_INPUTS, InputError, Session, Settings, setting_names
 from workbench.app.views import blank, error, render, walk_views
-from workbench.models.draft import DraftHead
+from workbench.engine.draft_source import DraftSource
+from workbench.engine.drafts.registry import SOURCES
 from workbench.viz.tokens import show
 from workbench.viz.walk import walk_moves
 
@@ -56,10 +57,31 @@ def settings_label(values: dict) -> str:
              "static": f" · tree {v.get('tree')}" if str(v.get("tree") or "").strip() else
              f" · num_draft_tokens {v.get('num_draft_tokens')}"}.get(method, "")
     sampling = "greedy" if _is_zero(v.get("temperature")) else f"temperature {v.get('temperature')}"
-    draft = {"head": "EAGLE head", "exit": f"early exit N = {v.get('exit_layers')}",
-             "ngram": f"n-gram {v.get('ngram_min')}-{v.get('ngram_max')}"}.get(v.get("draft"), v.get("draft"))
-    drafted = f" · draft: {draft}" if method != "vanilla" else ""
+    drafted = f" · draft: {draft_words(v)}" if method != "vanilla" else ""
     return f"Settings: {method}{knobs} · {sampling}{drafted} · max_new_tokens {v.get('max_new_tokens')}"
+
+
+def draft_words(values: dict) -> str:
+    """The draft source the raw values select, for the accordion's label: as ``--draft`` writes
+    it when its boxes hold a valid source (``exit:28``, ``ngram:1-12``), else the selector's
+    choice with the boxes as typed."""
+    kind = values.get("draft")
+    if kind not in SOURCES:
+        return str(kind)
+    boxes = DRAFT_INPUTS.get(kind, {})
+    try:
+        return DraftSource(kind, **{f: _whole(values.get(name)) for f, (name, _) in boxes.items()}).name if boxes \
+            else SOURCES[kind].choice
+    except (TypeError, ValueError):
+        typed = ", ".join(f"{words} {values.get(name)}" for name, words in boxes.values())
+        return f"{SOURCES[kind].choice} ({typed})"
+
+
+def _whole(x) -> int:
+    """``x`` as a whole number; ValueError (or TypeError) when it is none."""
+    if float(x) != int(float(x)):
+        raise ValueError(f"{x!r} is not a whole number")
+    return int(float(x))
 
 
 def _is_zero(x) -> bool:
@@ -157,13 +179,15 @@ class StepEvents:
         return None if same else offer
 
     def runnable(self, source) -> bool:
-        """Can this page draft with ``source`` (the head only when one is loaded; an exit
-        shallower than the target)?"""
-        if source is None or source.kind == "model":
+        """Can this page draft with ``source`` (a head or a draft model only when it is the one
+        loaded; an exit shallower than the target)?"""
+        if source is None or self.wb.missing_draft(source) is not None:
             return False
-        if source.kind == "head":
-            return isinstance(self.wb.draft, DraftHead)
-        return source.kind == "ngram" or source.num_layers < self.wb.target.config.num_layers
+        try:
+            source.check_target(self.wb.target.config.num_layers)
+        except ValueError:
+            return False
+        return True
 
     def _advance(self, session, values) -> tuple[Session | None, str | InputError]:
         """The next step: a recorded one after Back, else one engine step (a new run when the

@@ -18,15 +18,30 @@ from dataclasses import dataclass, field, fields
 from workbench.engine.config import (DEFAULT_NUM_DRAFT_TOKENS, DEFAULT_NUM_STEPS, DEFAULT_TOPK, EXACT_THRESHOLD,
                                      SpecConfig, check_context)
 from workbench.engine.draft_source import DEFAULT_MAX_MATCH, DEFAULT_MIN_MATCH, DraftSource
+from workbench.engine.drafts.registry import SOURCES, source_of
 from workbench.engine.engine import Engine
 from workbench.engine.sampling import SamplingParams
-from workbench.models.draft import DraftHead
 
 MAX_PROMPT_CHARS = 6000
 MAX_NEW_TOKENS = 512
 DEFAULT_EXIT_LAYERS = 28  # the early exit's N (the head-training measurements: 28 of 30 layers agree 0.53)
-# The draft selector's choices: (what the page shows, the value ``Settings.draft`` holds).
-DRAFT_CHOICES = [("EAGLE head", "head"), ("n-gram (prompt lookup)", "ngram"), ("early exit: first N layers", "exit")]
+# The page's number boxes, by the draft source whose fields they fill: kind -> {DraftSource field:
+# (the Settings field that holds it, its words in messages)}. These are the page's own widgets; a
+# source not listed takes nothing from the page (it is the one loaded, or it has no fields).
+DRAFT_INPUTS = {"exit": {"num_layers": ("exit_layers", "early exit N")},
+                "ngram": {"min_match": ("ngram_min", "n-gram min match"),
+                          "max_match": ("ngram_max", "n-gram max match")}}
+
+
+def draft_choices() -> list[tuple[str, str]]:
+    """The draft selector's choices, one per registered source: (what the page shows, the value
+    ``Settings.draft`` holds: the kind)."""
+    return [(s.choice, kind) for kind, s in SOURCES.items()]
+
+
+def draft_fields(kind: str) -> tuple[str, ...]:
+    """The ``Settings`` fields a kind's draft source is built from (the selector itself when none)."""
+    return tuple(name for name, _ in DRAFT_INPUTS.get(kind, {}).values()) or ("draft",)
 
 
 class InputError(ValueError):
@@ -55,7 +70,7 @@ class Settings:
     tree: object = ""  # static: rank paths as JSON; empty = EAGLE-1's tree cut to num_draft_tokens
     accept_threshold_single: object = EXACT_THRESHOLD  # below 1: lossy sampling acceptance
     accept_threshold_acc: object = EXACT_THRESHOLD
-    draft: str = "head"  # a DRAFT_CHOICES value: where the drafts come from
+    draft: str = "head"  # a kind of ``draft_choices()``: where the drafts come from
     exit_layers: object = DEFAULT_EXIT_LAYERS  # exit: the target layers the draft runs (1..L-1)
     ngram_min: object = DEFAULT_MIN_MATCH  # ngram: the match windows, in tokens
     ngram_max: object = DEFAULT_MAX_MATCH
@@ -71,7 +86,7 @@ class Settings:
                              ("prompt",))
         with _about("max_new_tokens"):
             max_new = _int("max_new_tokens", self.max_new_tokens, 1, MAX_NEW_TOKENS)
-        with _about(*DRAFT_FIELDS.get(self.draft, ("draft",))):
+        with _about(*draft_fields(self.draft)):
             draft = self.draft_source(wb)
         with _about(*SPEC_FIELDS, pick=True):
             spec = self.spec(draft)
@@ -119,37 +134,23 @@ class Settings:
         return spec
 
     def draft_source(self, wb, kind: str | None = None) -> DraftSource:
-        """The selected draft source (``kind``: another of ``DRAFT_CHOICES`` with this page's
-        N and windows), checked against the loaded workbench: an exit needs 1 <= N < its target's
-        layers, the head needs a loaded head."""
+        """The selected draft source (``kind``: another of ``draft_choices()`` with this page's
+        N and windows), checked against the loaded workbench: one that needs a head or a draft
+        model (``Needs``) is the one the app was started with; the fields of the others come from
+        the page's boxes (``DRAFT_INPUTS``) and must fit the target (exit: 1 <= N < its layers)."""
         kind = self.draft if kind is None else kind
-        if kind == "exit":
-            source = DraftSource("exit", num_layers=_int("early exit N", self.exit_layers, None, None))
-            source.check_target(wb.target.config.num_layers)
-            return source
-        if kind == "ngram":
-            return DraftSource("ngram", min_match=_int("n-gram min match", self.ngram_min, None, None),
-                               max_match=_int("n-gram max match", self.ngram_max, None, None))
-        if kind != "head":
-            raise ValueError(f"unknown draft source {kind!r}; choose one of "
-                             f"{', '.join(v for _, v in DRAFT_CHOICES)}")
-        if not isinstance(wb.draft, DraftHead):
-            raise ValueError(f"no EAGLE head is loaded (draft {wb.draft_source}): pick the n-gram or the early "
-                             "exit draft, or start the app with a head")
-        return DraftSource()
-
-
-def draft_label(source: DraftSource, num_layers: int | None = None) -> str:
-    """The draft source in the page's words: "EAGLE head", "n-gram (prompt lookup, ngram:1-12)",
-    "early exit (exit:28: the first 28 of 30 layers)"."""
-    if source.kind == "ngram":
-        return f"n-gram (prompt lookup, {source.name})"
-    if source.kind == "exit":
-        of = f" of {num_layers}" if num_layers else ""
-        return f"early exit ({source.name}: the first {source.num_layers}{of} layers)"
-    if source.kind == "model":
-        return f"draft model ({source.path})"
-    return "EAGLE head"
+        source = source_of(kind)  # ValueError naming the kinds for an unknown one
+        if source.needs.head or source.needs.model:
+            loaded = wb.loaded_draft
+            if loaded is None or loaded.kind != kind:
+                raise ValueError(f"The {source.choice} is not loaded (draft {wb.draft_source}): pick another draft "
+                                 f"source, or start the app with it (python app.py --draft {source.grammar}).")
+            return loaded
+        values = {f: _int(words, getattr(self, name), None, None)
+                  for f, (name, words) in DRAFT_INPUTS.get(kind, {}).items()}
+        draft = DraftSource(kind, **values)
+        draft.check_target(wb.target.config.num_layers)
+        return draft
 
 
 def acceptance_note(threshold_single, threshold_acc) -> str:
@@ -167,7 +168,6 @@ def acceptance_note(threshold_single, threshold_acc) -> str:
 # The fields each part of ``Settings.build`` reads, for the page to point at the one a message is about.
 SPEC_FIELDS = ("method", "num_steps", "topk", "num_draft_tokens", "tree", "accept_threshold_single",
                "accept_threshold_acc", "draft")
-DRAFT_FIELDS = {"exit": ("exit_layers",), "ngram": ("ngram_min", "ngram_max"), "head": ("draft",)}
 FIELD_WORDS = {"tree": ("tree", "static tree"), "draft": ("draft", "draft source")}  # else the field's own name
 
 

@@ -37,10 +37,10 @@ from workbench.app.compare import build_compare_tab
 from workbench.app.draft_bench import load_draft_bench
 from workbench.app.handlers import ELEM_IDS, PAGE, StepEvents, settings_label
 from workbench.app.load_tab import build_load_tab
-from workbench.app.state import DEFAULT_EXIT_LAYERS, DRAFT_CHOICES, Session, Settings, acceptance_note, setting_names
+from workbench.app.state import (DEFAULT_EXIT_LAYERS, DRAFT_INPUTS, Session, Settings, acceptance_note, draft_choices,
+                                 setting_names)
 from workbench.app.views import VIEWS, best_tree_views, render, trace_view
-from workbench.engine.draft_source import DraftSource, parse_draft
-from workbench.models.draft import DraftHead
+from workbench.engine.draft_source import DraftSource
 
 SESSION_TTL_S = 2 * 3600  # a session's Engine (and its KV cache) is dropped after this idle time
 CONCURRENCY = 8  # events of different sessions that may run at once (per event kind)
@@ -129,17 +129,13 @@ def launch(demo: gr.Blocks, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, 
 
 def default_settings(wb) -> Settings:
     """The page's first values: ``Settings``' defaults, drafted as the app was started (the loaded
-    head; else ``--draft ngram[:MIN-MAX]`` or ``exit:N``; else the n-gram lookup), the early
-    exit's N at most the target's layers - 1."""
+    head or draft model, or the source ``--draft`` named, its fields in the page's boxes; else the
+    n-gram lookup), the early exit's N at most the target's layers - 1."""
     layers = wb.target.config.num_layers
     default = Settings(exit_layers=min(DEFAULT_EXIT_LAYERS, layers - 1))
-    if isinstance(wb.draft, DraftHead):
-        return default
-    source = parse_draft(wb.draft_source) or DraftSource("ngram")
-    if source.kind == "exit":
-        return replace(default, draft="exit", exit_layers=source.num_layers)
-    source = source if source.kind == "ngram" else DraftSource("ngram")
-    return replace(default, draft="ngram", ngram_min=source.min_match, ngram_max=source.max_match)
+    source = wb.loaded_draft or DraftSource("ngram")
+    boxes = {name: getattr(source, f) for f, (name, _) in DRAFT_INPUTS.get(source.kind, {}).items()}
+    return replace(default, draft=source.kind, **boxes)
 
 
 def _controls() -> dict:
@@ -209,7 +205,7 @@ def _draft_inputs(wb, default: Settings) -> dict:
     and the n-gram match windows."""
     layers = wb.target.config.num_layers
     box = dict(min_width=90)
-    source = gr.Radio(DRAFT_CHOICES, value=default.draft, label="draft source", elem_id="draft-source")
+    source = gr.Radio(draft_choices(), value=default.draft, label="draft source", elem_id="draft-source")
     with gr.Row():
         exit_n = gr.Number(default.exit_layers, label=f"early exit N (1..{layers - 1})", precision=0,
                            elem_id="exit-layers", **box)

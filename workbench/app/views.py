@@ -16,7 +16,7 @@ import gradio as gr
 
 from workbench.analysis.calibration import calibration_table
 from workbench.analysis.expectation import trace_expectation
-from workbench.app.state import Session, draft_label
+from workbench.app.state import Session
 from workbench.viz.best_tree import best_tree_figure, budget_figure, continuation_html
 from workbench.viz.calibration import calibration_html, depth_figure, reliability_figure
 from workbench.viz.html import note
@@ -111,7 +111,7 @@ def summary(session: Session) -> str:
     τ, time. (What the benchmark measured for the run's draft is shown once beside it, not per
     step: ``Session.bench_note``.)"""
     tr, spec = session.current, session.engine.spec
-    draft = f" · draft: **{draft_label(spec.draft, session.engine.target.config.num_layers)}**" \
+    draft = f" · draft: **{spec.draft.label(session.engine.target.config.num_layers)}**" \
         if spec.speculative else ""
     head = f"**Step {tr['step']}** of {len(session.traces)} recorded · `{spec.describe()}`{draft} · L = {tr['L']}"
     ms = sum(tr["timing_ms"].values())
@@ -135,15 +135,16 @@ def summary(session: Session) -> str:
 
 
 def draft_kv_note(trace: dict, draft) -> str:
-    """Where this draft's K/V lives, for the KV view: an early exit and the n-gram draft have no
-    pool of their own (the head's is the "draft KV" row)."""
-    if trace["kind"] != "spec" or draft.kind in ("head", "model"):
+    """Where this draft's K/V lives, for the KV view (its ``Needs``): a draft with a pool of its
+    own has the "draft KV" row; a model-free one writes none; the others (the early exit) read
+    the target's K/V and write their tree scratch into the target's pool."""
+    if trace["kind"] != "spec" or draft.source.needs.own_kv:
         return ""
-    if draft.kind == "ngram":
-        return note("The n-gram draft runs no model: it writes no K/V (nothing in the draft row).")
-    return note(f"{draft.name} has no KV pool of its own: the K/V of its {draft.num_layers} layers for the committed "
-                "tokens is the target's. Its tree scratch (the draft row) is written into the target's pool, in "
-                "those layers only, and freed after the step.")
+    if draft.model_free:
+        return note(f"The {draft.label()} draft runs no model: it writes no K/V (nothing in the draft row).")
+    return note(f"{draft.label()} has no KV pool of its own: its K/V for the committed tokens is the target's. Its "
+                "tree scratch (the draft row) is written into the target's pool, in the layers it runs only, and "
+                "freed after the step.")
 
 
 def error(message: str) -> str:

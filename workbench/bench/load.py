@@ -53,27 +53,8 @@ from workbench.errors import UserError
 def make_engine(wb, policy: SpecPolicy, kv_slots: int | None = None) -> Engine:
     """A greedy engine for ``policy`` on the loaded target (``kv_slots``: its KV capacity; None:
     no pools, for ``slots_needed`` only). UserError when a setting drafts with a head or a draft
-    model that is not loaded, or names an exit the target cannot take."""
-    for spec in policy.settings():
-        if spec.speculative:
-            _check_draft(wb, spec)
-    return Engine(wb.target, wb.draft, policy=policy, sampling=SamplingParams(), stop_ids=wb.stop_ids,
-                  cuda_graphs=wb.cuda_graphs, kv_slots=kv_slots)
-
-
-def _check_draft(wb, spec) -> None:
-    """What ``Workbench.engine`` checks of a speculative setting's draft, for a policy's settings."""
-    from workbench.models.draft import DraftHead
-
-    if spec.draft.kind == "head" and not isinstance(wb.draft, DraftHead):
-        raise UserError(f"{spec.describe()} drafts with an EAGLE head, but none is loaded (draft {wb.draft_source}): "
-                        "load one, or draft with @ngram or @exit:N")
-    if spec.draft.kind == "model" and wb.draft_source != spec.draft.name:
-        raise UserError(f"{spec.describe()}: load that draft model first (draft {wb.draft_source})")
-    try:
-        spec.draft.check_target(wb.target.config.num_layers)
-    except ValueError as err:
-        raise UserError(str(err)) from None
+    model that is not loaded, or names an exit the target cannot take (``Workbench.engine``)."""
+    return wb.engine(sampling=SamplingParams(), policy=policy, kv_slots=kv_slots)
 
 
 def plan_capacity(wb, policy: NamedPolicy, prompts: list[list[int]], load: Load, max_new_tokens: int,
