@@ -36,6 +36,7 @@ from workbench.models.linear import (PACKED, PATHS, PLAIN, ROW_BUCKETS, WEIGHT_L
 FORCED = {"plain": PLAIN, "weight-left": WEIGHT_LEFT, "mkl-packed": PACKED}  # --linear-order value -> implementation
 LINEAR_ORDERS = ("auto", *FORCED)  # the values --linear-order accepts
 CACHE_FILE = "cpu-choices.json"
+PATHS_VERSION = 2  # in the cache key: a change to what a path runs (2: one weight-left row padded to two) measures again
 ROUNDS = 3  # whole measurements, one after another; the verdict must be the same in each
 REPEATS = 3  # timed repeats per order and row count in one round, the fastest kept
 
@@ -161,7 +162,7 @@ def _packed_mb(weights: list[torch.Tensor], paths: tuple[str, ...]) -> float:
 def _cache_key(weights: list[torch.Tensor], paths: tuple[str, ...] = PATHS) -> str:
     shapes = sorted({tuple(w.shape) for w in weights})
     return (f"{cpu_signature()} | torch {torch.__version__} | {torch.get_num_threads()} threads | "
-            f"{'/'.join(paths)} | {shapes}")
+            f"{'/'.join(paths)} v{PATHS_VERSION} | {shapes}")
 
 
 def _cache_path(cache_dir: Path | None) -> Path:

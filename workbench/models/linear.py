@@ -9,7 +9,8 @@ exact implementations are kept and the fastest is chosen per row count by measur
 
 - ``plain``: ``F.linear(x, W, b)``, the default wherever nothing was measured;
 - ``weight-left``: the same product the other way round, ``(W @ x^T)^T``: the large matrix on
-  the left, which some BLAS builds stream at the memory bound where ``F.linear`` does not;
+  the left, which some BLAS builds stream at the memory bound where ``F.linear`` does not (one
+  row is padded to two, so that it stays a matrix product and not a matrix-vector one);
 - ``mkl-packed``: MKL's packed-weight GEMM (``cblas_sgemm_pack`` / ``cblas_sgemm_compute``,
   reached through ``torch.ops.mkl._mkl_reorder_linear_weight`` / ``_mkl_linear``). These are
   **private** torch ops, used only when ``torch.backends.mkl.is_available()`` and both ops exist
@@ -114,7 +115,13 @@ def available_paths() -> tuple[str, ...]:
 
 
 def weight_left_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    out = torch.matmul(weight, x.t()).t().contiguous()  # [N, M] -> [M, N]
+    """``(W @ x^T)^T``. One row is padded with a zero row: ``W @ x^T`` of one column is a
+    matrix-vector product, which BLAS runs on another path (gemv) than a matrix product; the
+    padding keeps the matrix product, and its row is sliced off."""
+    m = x.shape[0]
+    if m == 1:
+        x = torch.cat([x, x.new_zeros(1, x.shape[1])])
+    out = torch.matmul(weight, x.t()).t()[:m].contiguous()  # [N, M] -> [M, N]
     return out if bias is None else out + bias
 
 
