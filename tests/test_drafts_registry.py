@@ -153,10 +153,12 @@ def test_every_registered_source_is_in_every_user_facing_list():
     assert set(EXAMPLES) == set(registry.SOURCES), "give the new source an example here"
     choices = dict((kind, label) for label, kind in draft_choices())
     app_help = " ".join(_app_help().split())
+    cli_help = " ".join(_cli_help().split())
     listed = listed_paths()
     for kind, source in registry.SOURCES.items():
         assert choices.get(kind) == source.choice, f"the app's draft selector lacks {kind}"
         assert source.grammar in GRAMMAR and source.grammar in app_help, f"--draft's help lacks {source.grammar}"
+        assert source.grammar in cli_help, f"the CLI's --draft help lacks {source.grammar}"
         module = type(source).__module__.replace(".", "/") + ".py"
         assert module in listed, f"docs/code.md's file map lacks {module}"
         spec = SpecConfig.from_knobs("eagle2", 3, 2, 4, draft=EXAMPLES[kind])
@@ -164,6 +166,17 @@ def test_every_registered_source_is_in_every_user_facing_list():
         assert list(flags) == list(FRAMEWORKS) and all(flags.values()), f"frameworks lacks {kind}"
         assert parse_spec(spec.name) == spec, f"the bench's method names lose {kind}"
     assert len(set(choices.values())) == len(choices), "two sources share a label in the app"
+
+
+def _cli_help() -> str:
+    """The CLI's model flags (``generate``, ``bench``, ...), ``--draft`` among them."""
+    import argparse
+
+    from workbench.flags import add_model_args
+
+    p = argparse.ArgumentParser(prog="python -m workbench generate")
+    add_model_args(p)
+    return p.format_help()
 
 
 def _app_help() -> str:

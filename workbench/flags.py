@@ -122,9 +122,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     """Flags shared by every command that loads a model (defaults shown by ``--help``)."""
     p.add_argument("--target", help="local HF Llama/Qwen2/Mistral directory (default: SmolLM2-135M-Instruct)")
     p.add_argument("--draft", type=draft_source,
-                   help="where drafts come from: an EAGLE head directory, random[:SEED], ngram[:MIN-MAX] "
-                        "(continuations of the request's own tokens, no model) or exit:N (the target's first N "
-                        "layers) (default: the shipped head)")
+                   help=f"where drafts come from: {GRAMMAR} (docs/design.md, draft sources; default: the "
+                        "shipped head)")
     p.add_argument("--dtype", choices=DTYPE_CHOICES, default="fp32",
                    help="fp32 (comparable with transformers), bf16, fp16, or auto: bf16 on a GPU or a CPU "
                         "with native bf16, else fp32")

@@ -15,8 +15,8 @@ token of its own. Every view is drawn from that step's trace."""
 SETTINGS = """\
 **Draft source**: the **EAGLE head** (a small trained model reading the target's last hidden
 state; it drafts among its hot draft tokens), an **n-gram** lookup in the prompt and output so
-far (no model: it suits output that repeats the input), or an **early exit**: the target's own
-first N layers. The tree, verify and accept walk are the same for all three. Changing a setting
+far (no model: it suits output that repeats the input), an **early exit**: the target's own
+first N layers, or a separate small **draft model** (`python app.py --draft model:DIR`). The tree, verify and accept walk are the same for all of them. Changing a setting
 and pressing Step starts a new run."""
 
 TREE = """\
@@ -98,7 +98,7 @@ GLOSSARY = """\
 | word | meaning |
 |---|---|
 | target | the model whose output distribution must be reproduced exactly |
-| draft source | where the drafts come from: the EAGLE head, an n-gram lookup in the request's own tokens (`ngram:MIN-MAX`), or the target's first N layers (`exit:N`); the tree, verify and accept walk are the same for all |
+| draft source | where the drafts come from: the EAGLE head, an n-gram lookup in the request's own tokens (`ngram:MIN-MAX`), the target's first N layers (`exit:N`), or a separate small draft model (`model:DIR`, when the app starts with one); the tree, verify and accept walk are the same for all |
 | draft head | EAGLE head: `fc(concat(embed(x_{t+1}), f_t))` → one decoder layer (ours may stack more) → the target's `lm_head`; a fused head reads the target's low and middle layers beside `f_t` (`fuse_layers`) |
 | feature `f_t` | the target's last hidden state at position t, **after** the final RMSNorm |
 | prefill | the first step of a run: the target reads the whole prompt in one forward and emits the first token; no tree yet |

@@ -32,16 +32,16 @@ def load_workbench(target: str | None = None, draft: str | None = None, dtype: s
             say("no trained draft head in this checkout: using a random head (few drafts will be accepted)")
     say(f"loading target {target or '(default)'} in {dtype}, its tokenizer, draft head {draft or '(shipped)'}")
     wb = Workbench.load(target=target, draft=draft, dtype=dtype, linear_order=linear_order)
-    say(f"loaded {wb.target_dir.name}; draft head: {wb.draft_source}; {wb.linear_order.describe()}")
+    say(f"loaded {wb.target_dir.name}; draft: {wb.draft_source}; {wb.linear_order.describe()}")
     backend = wb.attention.backend if wb.attention is not None else wb.target.attention_backend
     if wb.attention is not None:
         say(wb.attention.message)
     from workbench.app.ui import warm_up
 
     say(f"warmed up (two steps rendered) in {warm_up(wb):.1f} s")
-    head = re.sub(r"^/\S*/", "", wb.draft_source)  # the head's directory name, not its full path
+    head = re.sub(r"^/\S*/", "", wb.draft_source)  # the draft's directory name, not its full path
     fallback = "" if wb.attention is None or wb.attention.ok else " (Triton kernel failed its self-check)"
-    info = (f"Target `{wb.target_dir.name}` ({wb.dtype_name}) · draft head: `{head}` · "
+    info = (f"Target `{wb.target_dir.name}` ({wb.dtype_name}) · draft: `{head}` · "
             f"attention: `{backend}`{fallback} · {wb.linear_order.describe()} · "
             f"loaded in {time.perf_counter() - t0:.1f} s")
     return wb, info

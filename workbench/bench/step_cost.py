@@ -101,15 +101,21 @@ def _agreed(rounds: list[list[tuple[int, float]]]) -> tuple[list[tuple[int, floa
     return out, agree
 
 
+def _linear(wb) -> str:
+    """The few-row linear paths the curves were timed with (a new choice times them again)."""
+    order = getattr(wb, "linear_order", None)
+    return "linear " + ("/".join(order.paths) or "plain") if order is not None else "linear plain"
+
+
 def _cache_key(wb, source: DraftSource | None) -> str:
     c = wb.target.config
     device = next(wb.target.parameters()).device
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_signature()
     draft = "no draft" if source is None else source.name
-    if source is not None and source.kind in ("head", "model") and wb.draft is not None:
+    if source is not None and (source.source.needs.head or source.source.needs.model) and wb.draft is not None:
         draft += f" {sum(p.numel() for p in wb.draft.parameters())} params"
     return (f"{where} | torch {torch.__version__} | {torch.get_num_threads()} threads | {wb.dtype_name} | "
-            f"target {c.num_layers}x{c.hidden_size} vocab {c.vocab_size} | {draft}"
+            f"target {c.num_layers}x{c.hidden_size} vocab {c.vocab_size} | {draft} | {_linear(wb)}"
             f"{' | cuda graphs' if wb.cuda_graphs else ''}")
 
 
