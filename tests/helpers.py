@@ -9,6 +9,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 import torch
@@ -170,3 +171,26 @@ def computed_once(tmp_path_factory, name: str, compute):
             tmp.write_text(json.dumps(compute()))
             tmp.replace(path)  # whole or absent, even if this worker dies mid-write
         return json.loads(path.read_text())
+
+
+def listed_paths() -> set[str]:
+    """The paths of the file map: the first code block after "What is inside", where an
+    entry's indentation says which folder above it holds it."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "code.md").read_text()
+    block = text[text.index("## What is inside"):].split("```")[1]
+    folders: list[tuple[int, str]] = []  # (indent, path ending in /)
+    paths = set()
+    for line in block.splitlines():
+        m = re.match(r"^( *)(\S+)", line)
+        if not m:
+            continue
+        indent, name = len(m.group(1)), m.group(2)
+        if not (name.endswith("/") or "." in name):
+            continue  # a description carried onto the next line
+        while folders and folders[-1][0] >= indent:
+            folders.pop()
+        path = (folders[-1][1] if folders else "") + name
+        paths.add(path.rstrip("/"))
+        if name.endswith("/"):
+            folders.append((indent, path))
+    return paths

@@ -1,34 +1,10 @@
 """docs/code.md lists every file of the package, and every file it lists exists."""
 
-import re
 from pathlib import Path
 
+from helpers import listed_paths
+
 ROOT = Path(__file__).resolve().parents[1]
-CODE_MD = ROOT / "docs" / "code.md"
-NAME = re.compile(r"^( *)(\S+)")
-
-
-def listed_paths() -> set[str]:
-    """The paths of the file map: the first code block after "What is inside", where an
-    entry's indentation says which folder above it holds it."""
-    text = CODE_MD.read_text()
-    block = text[text.index("## What is inside"):].split("```")[1]
-    folders: list[tuple[int, str]] = []  # (indent, path ending in /)
-    paths = set()
-    for line in block.splitlines():
-        m = NAME.match(line)
-        if not m:
-            continue
-        indent, name = len(m.group(1)), m.group(2)
-        if not (name.endswith("/") or "." in name):
-            continue  # a description carried onto the next line
-        while folders and folders[-1][0] >= indent:
-            folders.pop()
-        path = (folders[-1][1] if folders else "") + name
-        paths.add(path.rstrip("/"))
-        if name.endswith("/"):
-            folders.append((indent, path))
-    return paths
 
 
 def test_every_module_is_listed():

@@ -147,7 +147,7 @@ EXAMPLES = {"head": DraftSource(), "ngram": DraftSource("ngram"), "exit": DraftS
 
 
 def test_every_registered_source_is_in_every_user_facing_list():
-    from test_code_map import listed_paths
+    from helpers import listed_paths
     from workbench.app.state import draft_choices
 
     assert set(EXAMPLES) == set(registry.SOURCES), "give the new source an example here"

@@ -15,6 +15,7 @@ from workbench.attention import BACKEND, default_backend
 from workbench.bench.suite import add_bench_parser
 from workbench.device import default_device
 from workbench.engine.config import check_context
+from workbench.engine.policy import POLICY_GRAMMAR, parse_policy
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.flags import add_model_args, add_spec_args, load_from_args, new_file, positive, spec_from_args
 from workbench.metrics import tau
@@ -44,15 +45,27 @@ def read_prompts(args) -> list[dict]:
     return items
 
 
+def policy_from_args(args, spec):
+    """``--policy`` (None: the method every step, as without it), checked before anything loads."""
+    if args.policy is None:
+        return None
+    try:
+        return parse_policy(args.policy, spec)
+    except ValueError as err:
+        raise UserError(f"--policy: {err}") from None
+
+
 def cmd_generate(args) -> int:
     spec, sampling = spec_from_args(args)
+    policy = policy_from_args(args, spec)
+    speculative = any(s.speculative for s in policy.settings()) if policy is not None else spec.speculative
     items = read_prompts(args)
     for it in items:
         if not isinstance(it["prompt"], str) or not it["prompt"].strip():
             raise UserError(f"prompt {it['id']!r}: the prompt is empty")
     device = args.device or default_device()
     check_cuda_graphs(args.cuda_graphs, device, args.attention or default_backend(device))  # before the load
-    wb = load_from_args(args, spec.speculative)
+    wb = load_from_args(args, speculative)
     try:
         encoded = [wb.encode(it["prompt"], args.raw) for it in items]
     except ValueError as err:
@@ -62,7 +75,13 @@ def cmd_generate(args) -> int:
             check_context(spec, wb.target.config.max_position_embeddings, len(ids), args.max_new_tokens)
         except ValueError as err:
             raise UserError(f"prompt {it['id']!r}: {err}") from None
-    print(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}, {spec.describe()}", file=sys.stderr)
+    what = spec.describe() if policy is None else f"policy {args.policy}"
+    print(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}, {what}", file=sys.stderr)
+    if getattr(policy, "cost", False) is None:  # auto weighs its settings by this machine's step cost
+        from workbench.bench.step_cost import step_cost_for
+
+        drafting = next(s for s in policy.settings() if s.speculative)
+        policy.cost = step_cost_for(wb, drafting.draft, log=lambda msg: print(msg, file=sys.stderr))
     print(wb.linear_order.describe(), file=sys.stderr)
     check_cuda_graphs(args.cuda_graphs, wb.target.lm_head.weight.device, wb.target.attention_backend)  # after a fallback
     wb.cuda_graphs = args.cuda_graphs
@@ -76,13 +95,17 @@ def cmd_generate(args) -> int:
         label = batch_label(batch, start, len(items))
 
         def show(requests, seconds: float, label: str = label) -> None:
-            status.update(progress_text(label, requests, seconds, spec.speculative))
+            status.update(progress_text(label, requests, seconds, speculative))
 
-        reqs, seconds = wb.generate(encoded[start : start + bs], spec, sampling, args.max_new_tokens, sink,
-                                    on_step=show if status.enabled else None)
-        status.finish(progress_text(label, reqs, seconds, spec.speculative))
+        try:
+            reqs, seconds = wb.generate(encoded[start : start + bs], spec, sampling, args.max_new_tokens, sink,
+                                        on_step=show if status.enabled else None, policy=policy,
+                                        kv_slots=args.kv_slots)
+        except ValueError as err:  # a request the KV capacity can never hold: its size and the capacity
+            raise UserError(str(err)) from None
+        status.finish(progress_text(label, reqs, seconds, speculative))
         for n, (it, req) in enumerate(zip(batch, reqs), start):
-            out = result_record(wb, it, req, seconds, spec)
+            out = result_record(wb, it, req, seconds, speculative)
             if args.json:
                 print(json.dumps(out), flush=True)
                 continue
@@ -125,14 +148,14 @@ def check_cuda_graphs(cuda_graphs: bool | None, device, backend: str) -> None:
         raise UserError("--cuda-graphs needs a CUDA device and the triton attention backend")
 
 
-def result_record(wb, item: dict, req, seconds: float, spec) -> dict:
+def result_record(wb, item: dict, req, seconds: float, speculative: bool) -> dict:
     out = {
         "id": item["id"], "prompt": item["prompt"], "output_ids": req.output_ids,
         "text": wb.tokenizer.decode(req.output_ids, skip_special_tokens=True),
         "new_tokens": len(req.output_ids), "target_forwards": req.target_forwards,
         "seconds": round(seconds, 4), "tokens_per_s": round(len(req.output_ids) / max(seconds, 1e-9), 2),
     }
-    if spec.speculative:
+    if speculative and req.accept_lengths:  # under a policy, a request may never have speculated
         out["tau"] = round(tau(req.accept_lengths) or 0.0, 3)
         out["accept_lengths"] = req.accept_lengths  # tokens each verify step emitted: τ's
         out["drafts_accepted"] = req.drafts_accepted  # what each step's walk accepted, cut or not
@@ -152,6 +175,12 @@ def build_parser() -> ArgumentParser:
     gen.add_argument("--raw", action="store_true", help="skip the chat template")
     gen.add_argument("--batch-size", type=positive("--batch-size"), default=1,
                      help="prompts decoded together (seconds and tok/s are then per batch)")
+    gen.add_argument("--policy", metavar="POLICY",
+                     help=f"choose the setting per step from the running batch: {POLICY_GRAMMAR} (default: the "
+                          "method above at every step)")
+    gen.add_argument("--kv-slots", type=positive("--kv-slots"), default=None,
+                     help="the KV pool's capacity in token slots (default: room for every request of a batch); a "
+                          "request that could never fit is refused with its size and the capacity")
     gen.add_argument("--json", action="store_true", help="one JSON object per prompt on stdout")
     gen.add_argument("--trace", type=new_file,
                      help="write every step trace (JSONL) to this file, in a folder that exists (default: no trace)")

@@ -160,7 +160,9 @@ class Workbench:
         a speculative setting drafts with a head or a draft model this workbench did not load,
         or names an exit the target cannot take; ValueError for a malformed policy text."""
         if isinstance(policy, str):
-            policy, spec = parse_policy(policy, spec), None
+            policy = parse_policy(policy, spec)
+        if policy is not None:
+            spec = None  # the policy's settings, not one fixed spec
         settings = (policy if policy is not None else policy_for(spec or SpecConfig())).settings()
         speculative = [s for s in settings if s.speculative]
         for s in speculative:
@@ -175,12 +177,14 @@ class Workbench:
                       token_text=self.token_text, cuda_graphs=self.cuda_graphs, policy=policy, kv_slots=kv_slots)
 
     def generate(self, prompt_ids: list[list[int]], spec: SpecConfig, sampling: SamplingParams,
-                 max_new_tokens: int, trace_sink=None, on_step=None) -> tuple[list, float]:
+                 max_new_tokens: int, trace_sink=None, on_step=None, policy=None,
+                 kv_slots: int | None = None) -> tuple[list, float]:
         """Decode a batch together; returns (requests, seconds). ``trace_sink(dict)`` gets every
         step trace when given; ``on_step(requests, seconds)`` is called after every step (the
         prefill included) with the requests as they stand and the seconds since decoding began,
-        read without a device sync: for progress, not for timing."""
-        eng = self.engine(spec, sampling, trace=trace_sink is not None)
+        read without a device sync: for progress, not for timing. ``policy`` and ``kv_slots`` as
+        for ``engine``."""
+        eng = self.engine(spec, sampling, trace=trace_sink is not None, policy=policy, kv_slots=kv_slots)
         eng.add_requests(prompt_ids, max_new_tokens)
         _sync(eng.device)
         t0 = time.perf_counter()
