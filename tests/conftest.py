@@ -57,3 +57,27 @@ def pytest_collection_modifyitems(items):
     each start on them, and the short tiny-model tests fill in at the end, when one worker would
     otherwise wait for the other's last long test."""
     items.sort(key=lambda item: "smollm2_dir" not in getattr(item, "fixturenames", ()))
+
+
+def pytest_configure(config):
+    """Before any worker starts, the default target's few-row linear choice is measured (or read
+    from its cache) on the quiet machine, at the threads the real-model tests will run on. Under
+    load the choice's timing rounds disagree, nothing is cached and every later load measures
+    again (``workbench/cpu_choices.py``); measured here, every load in the suite reads the cache."""
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller has done it
+        return
+    from workbench import store
+
+    path = store.default_model_dir()
+    if not (path / "config.json").exists():
+        return
+    from workbench.cpu_choices import choose_linear_order
+    from workbench.models.loading import load_target
+
+    workers = config.getoption("numprocesses", None) or 1  # -n N; "auto" and the like: one per core
+    workers = int(workers) if str(workers).isdigit() else (os.cpu_count() or 1)
+    torch.set_num_threads(max(1, min(2, (os.cpu_count() or 1) // max(1, workers))))
+    try:
+        choose_linear_order("auto", load_target(path, dtype=torch.float32))
+    finally:
+        torch.set_num_threads(1)
