@@ -447,8 +447,9 @@ SETTINGS = {"exact (1, 1)": (1.0, 1.0), "acc 0.8": (1.0, 0.8), "acc 0.5": (1.0, 
 exact_two = exact.sum(dim=(2, 3))  # [V, V]: the target's law of (t1, t2)
 drift, runs = [], {}
 for label, (single, acc) in SETTINGS.items():
-    spec = SpecConfig.from_knobs("eagle2", EXACT_TREE.num_steps, EXACT_TREE.topk, EXACT_TREE.num_draft_tokens,
-                                 accept_threshold_single=single, accept_threshold_acc=acc)
+    spec = SpecConfig.from_knobs("eagle2", num_steps=EXACT_TREE.num_steps, topk=EXACT_TREE.topk,
+                                 num_draft_tokens=EXACT_TREE.num_draft_tokens, accept_threshold_single=single,
+                                 accept_threshold_acc=acc)
     counts, accepted = sample_sequences(tiny, tiny_head, spec, PARAMS, PROMPT, LENGTH, N)
     runs[label] = (counts, accepted)
     stat, dof, pvalue = chi_square_test(counts, exact)

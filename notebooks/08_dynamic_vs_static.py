@@ -74,7 +74,8 @@ def say(text: str) -> None:
 prompts = lesson_prompts(wb, all_categories())
 CATEGORIES = tuple(prompts)
 MAX_NEW = 40
-BUDGETS = {8: SpecConfig.from_knobs("eagle2", 5, 4, 8), 32: SpecConfig.from_knobs("eagle2", 6, 8, 32)}
+BUDGETS = {8: SpecConfig.from_knobs("eagle2", num_steps=5, topk=4, num_draft_tokens=8),
+           32: SpecConfig.from_knobs("eagle2", num_steps=6, topk=8, num_draft_tokens=32)}
 
 
 def run(spec: SpecConfig, ids: list[int]) -> tuple[list[dict], list[int]]:

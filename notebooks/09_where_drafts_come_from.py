@@ -58,7 +58,8 @@ EXIT = 28  # the exit the benchmark below uses too; the sweep after it tries sev
 ROUTES = {"head": None, "ngram": "ngram", f"exit:{EXIT}": f"exit:{EXIT}"}
 ids = [wb.encode(p) for p in PROMPTS.values()]
 vanilla = run_route(wb, SpecConfig("vanilla"), ids, MAX_NEW)
-runs = {name: run_route(wb, SpecConfig.from_knobs("eagle2", 5, 4, 8, draft=d), ids, MAX_NEW)
+runs = {name: run_route(wb, SpecConfig.from_knobs("eagle2", num_steps=5, topk=4, num_draft_tokens=8, draft=d), ids,
+                        MAX_NEW)
         for name, d in ROUTES.items()}
 rows = []
 for name, run in runs.items():

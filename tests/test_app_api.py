@@ -392,13 +392,15 @@ def test_the_bench_asset_loader(tmp_path):
 
     assert load_draft_bench(tmp_path / "absent.json") is None  # nothing shipped yet: nothing shown
     bench = load_draft_bench(BENCH)
-    head = SpecConfig.from_knobs("eagle2", 3, 2, 4)
+    head = SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=4)
     assert bench.route_for(head).label == "head 4/3/2"
-    assert bench.route_for(SpecConfig.from_knobs("eagle2", 3, 2, 5)).label == "head 4/3/2"  # the nearest tree
-    assert bench.route_for(SpecConfig.from_knobs("eagle2", 6, 4, 10)).label == "head 8/5/4"
+    near = SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=5)
+    assert bench.route_for(near).label == "head 4/3/2"  # the nearest tree
+    assert bench.route_for(SpecConfig.from_knobs("eagle2", num_steps=6, topk=4, num_draft_tokens=10)).label == \
+        "head 8/5/4"
     assert bench.route_for(SpecConfig.from_knobs("eagle2", draft="ngram:2-5")) is None
     assert bench.note_html(SpecConfig.from_knobs("eagle2", draft="exit:28")) == ""  # not measured: no line
-    line = bench.note_html(SpecConfig.from_knobs("eagle2", 4, 2, 5))
+    line = bench.note_html(SpecConfig.from_knobs("eagle2", num_steps=4, topk=2, num_draft_tokens=5))
     assert "at 4/3/2, the measured tree nearest yours" in line and "math reasoning 3.10 (1.50×), QA 2.00" in line
     assert "<details><summary>how it was measured</summary>fixture CPU, fp32" in line  # the command folded away
     good = json.loads(BENCH.read_text())

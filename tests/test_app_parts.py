@@ -111,15 +111,16 @@ def test_the_suggestion_is_the_bench_best_near_the_tree_that_this_app_can_run(wb
 
     bench, examples = load_draft_bench(BENCH), load_examples()
     anything = lambda source: True  # noqa: E731
-    best = suggest(bench, examples, SpecConfig.from_knobs("eagle2", 5, 4, 8), anything)
+    page = SpecConfig.from_knobs("eagle2", num_steps=5, topk=4, num_draft_tokens=8)
+    best = suggest(bench, examples, page, anything)
     assert (best.draft.name, best.task, best.tau, best.tree) == ("head", "math_reasoning", 3.3, "8/5/4")
     assert best.example["category"] == "math word problem"
-    no_head = suggest(bench, examples, SpecConfig.from_knobs("eagle2", 5, 4, 8), lambda s: s.kind != "head")
+    no_head = suggest(bench, examples, page, lambda s: s.kind != "head")
     assert (no_head.draft.name, no_head.tau) == ("exit:1", 2.9)  # the best of what can run
-    small = suggest(bench, examples, SpecConfig.from_knobs("eagle2", 3, 2, 4), anything)
+    small = suggest(bench, examples, SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=4), anything)
     assert (small.tree, small.tau) == ("4/3/2", 3.1)  # at the measured tree nearest the page's
     assert suggest(None, examples, SpecConfig(), anything) is None
-    ngram = suggest(bench, examples, SpecConfig.from_knobs("eagle2", 5, 4, 8), lambda s: s.kind == "ngram")
+    ngram = suggest(bench, examples, page, lambda s: s.kind == "ngram")
     filled = ngram.settings({"prompt": PROMPT, "method": "static", "draft": "head"})
     assert filled == {"prompt": ngram.example["prompt"], "method": "eagle2", "draft": "ngram", "ngram_min": 1,
                       "ngram_max": 12}  # the n-gram draft takes no static tree

@@ -242,7 +242,8 @@ def test_real_model_greedy_is_lossless_for_ngram_and_exit(smollm2_dir, real_thre
                wb.encode("What is 12 times 7?")]
     plain, _ = wb.generate(prompts, SpecConfig("vanilla"), SamplingParams(), 24)
     for draft in ("ngram", "exit:20"):
-        reqs, _ = wb.generate(prompts, SpecConfig.from_knobs("eagle2", 4, 3, 8, draft=draft), SamplingParams(), 24)
+        spec = SpecConfig.from_knobs("eagle2", num_steps=4, topk=3, num_draft_tokens=8, draft=draft)
+        reqs, _ = wb.generate(prompts, spec, SamplingParams(), 24)
         assert [r.output_ids for r in reqs] == [r.output_ids for r in plain], draft
         assert sum(n - 1 for r in reqs for n in r.accept_lengths) > 0, draft
 
@@ -265,7 +266,7 @@ def test_bench_methods_name_their_draft_source():
 def test_other_frameworks_get_the_draft_source_or_say_they_have_none():
     from workbench.engine.frameworks import framework_flags
 
-    ngram = framework_flags(SpecConfig.from_knobs("eagle2", 5, 4, 8, draft="ngram:2-6"))
+    ngram = framework_flags(SpecConfig.from_knobs("eagle2", num_steps=5, topk=4, num_draft_tokens=8, draft="ngram:2-6"))
     assert ngram["SGLang"].startswith("--speculative-algorithm NGRAM --speculative-num-draft-tokens 8 "
                                       "--speculative-ngram-min-match-window-size 2 "
                                       "--speculative-ngram-max-match-window-size 6")
@@ -274,7 +275,7 @@ def test_other_frameworks_get_the_draft_source_or_say_they_have_none():
     assert ngram["EAGLE"] == "no n-gram draft"
     exits = framework_flags(SpecConfig.from_knobs("eagle2", draft="exit:20"))
     assert all(v.startswith("no early-exit draft (exit:20)") for v in exits.values())
-    model = framework_flags(SpecConfig.from_knobs("linear", 4, draft="model:/m/small"))
+    model = framework_flags(SpecConfig.from_knobs("linear", num_steps=4, draft="model:/m/small"))
     assert model["SGLang"].startswith("--speculative-algorithm STANDALONE --speculative-draft-model-path /m/small "
                                       "--speculative-num-steps 4 --speculative-eagle-topk 1")
     assert model["vLLM"] == 'speculative_config={"model": "/m/small", "num_speculative_tokens": 4}'
@@ -289,7 +290,8 @@ def test_one_workbench_runs_every_draft_source(tiny_dir):
     prompt = [wb.encode("the cat sat on the mat and the cat")]
     plain, _ = wb.generate(prompt, SpecConfig("vanilla"), SamplingParams(), 8)
     for draft in ("ngram:2-4", "exit:1"):
-        reqs, _ = wb.generate(prompt, SpecConfig.from_knobs("eagle2", 3, 2, 5, draft=draft), SamplingParams(), 8)
+        spec = SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=5, draft=draft)
+        reqs, _ = wb.generate(prompt, spec, SamplingParams(), 8)
         assert reqs[0].output_ids == plain[0].output_ids
     with pytest.raises(UserError, match="drafts with an EAGLE head, but none is loaded"):
         wb.engine(SpecConfig(), SamplingParams())

@@ -109,8 +109,8 @@ def test_a_registered_source_is_everywhere_a_source_is(repeat):
 @pytest.mark.parametrize("method", ["eagle2", "linear"])
 def test_a_registered_source_decodes_like_plain_decoding(pair, repeat, method):
     target, _ = pair
-    spec = SpecConfig.from_knobs(method, 3, **({"topk": 1, "num_draft_tokens": 4} if method == "eagle2" else {}),
-                                 draft=repeat)
+    chain = {"topk": 1, "num_draft_tokens": 4} if method == "eagle2" else {}
+    spec = SpecConfig.from_knobs(method, num_steps=3, **chain, draft=repeat)
     prompts = [[5, 7, 7, 7, 7]] + random_prompts(3, 16, seed=3)
     outputs, accepted = {}, 0
     for name, s in (("plain", SpecConfig("vanilla")), ("repeat", spec)):
@@ -161,7 +161,7 @@ def test_every_registered_source_is_in_every_user_facing_list():
         assert source.grammar in cli_help, f"the CLI's --draft help lacks {source.grammar}"
         module = type(source).__module__.replace(".", "/") + ".py"
         assert module in listed, f"docs/code.md's file map lacks {module}"
-        spec = SpecConfig.from_knobs("eagle2", 3, 2, 4, draft=EXAMPLES[kind])
+        spec = SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=4, draft=EXAMPLES[kind])
         flags = framework_flags(spec)
         assert list(flags) == list(FRAMEWORKS) and all(flags.values()), f"frameworks lacks {kind}"
         assert parse_spec(spec.name) == spec, f"the bench's method names lose {kind}"
@@ -203,8 +203,8 @@ def test_the_workbench_engine_checks_every_setting_of_a_policy(tmp_path):
     with pytest.raises(UserError, match="exit:2: the target has 2 layers"):
         wb.engine(policy="schedule:1-2=linear:2@exit:2,3+=off")
     with pytest.raises(UserError, match="not the one loaded .* load it with --draft model:/m/small"):
-        wb.engine(SpecConfig.from_knobs("linear", 2, draft="model:/m/small"))
-    eng = wb.engine(SpecConfig.from_knobs("linear", 2, draft="ngram"), policy="fixed", kv_slots=64)
+        wb.engine(SpecConfig.from_knobs("linear", num_steps=2, draft="model:/m/small"))
+    eng = wb.engine(SpecConfig.from_knobs("linear", num_steps=2, draft="ngram"), policy="fixed", kv_slots=64)
     assert eng.policy.name == "fixed" and eng.settings[0].draft == DraftSource("ngram")
     assert wb.engine(policy=Off()).drafter is None
     with pytest.raises(ValueError, match="policy fixed runs the method given with it"):

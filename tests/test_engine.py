@@ -151,13 +151,13 @@ def test_stop_token_mid_step_truncates():
     (dict(method="eagle2", topk=0), "topk must be in"),
     (dict(method="eagle2", num_steps=2, topk=2, num_draft_tokens=8), "at most 7 nodes"),
     (dict(method="eagle2", num_draft_tokens=1), "num_draft_tokens must be in"),
-    (dict(method="beam"), "unknown method"),
-    (dict(method="linear", num_steps=3, topk=2, num_draft_tokens=4), "linear means topk=1"),
-    (dict(method="eagle2", topk=2, chain_rule="leviathan"), "needs topk=1"),
+    (dict(method="beam"), "method 'beam' is unknown"),
+    (dict(method="linear", num_steps=3, topk=2, num_draft_tokens=4), "linear is the chain: topk must be 1"),
+    (dict(method="eagle2", topk=2, chain_rule="leviathan"), "needs method linear"),
     (dict(method="static"), "method static needs a tree shape"),
-    (dict(method="static", num_steps=1, topk=1, num_draft_tokens=3, tree=((0,),)), "means num_steps=1, topk=1, "
-                                                                                     "num_draft_tokens=2"),
-    (dict(method="eagle2", tree=((0,),)), "a tree shape is for method static"),
+    (dict(method="static", num_steps=1, topk=1, num_draft_tokens=3, tree=((0,),)), "the root = 2 verify tokens"),
+    (dict(method="static", num_steps=2, topk=1, num_draft_tokens=2, tree=((0,),)), "leave num_steps and topk out"),
+    (dict(method="eagle2", tree=((0,),)), "use it with method static, not eagle2"),
 ])
 def test_bad_knobs_get_clear_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -204,13 +204,13 @@ def test_from_knobs_fills_the_defaults(kwargs, expected):
 @pytest.mark.parametrize("kwargs, message", [
     (dict(method="linear", topk=2), "linear is the chain: topk must be 1"),
     (dict(method="linear", num_steps=3, num_draft_tokens=8), "leave num_draft_tokens out"),
-    (dict(method="beam"), "unknown method"),
+    (dict(method="beam"), "method 'beam' is unknown"),
     (dict(num_steps=0), "num_steps must be in"),
     (dict(method="static", topk=3), "leave num_steps and topk out"),
     (dict(method="static", chain_rule="leviathan"), "needs method linear"),
     (dict(method="static", num_draft_tokens=5, tree="[[0],[1]]"), "the root = 3 verify tokens"),
     (dict(method="static", tree="[[0],[1,0]]"), "tree path \\[1, 0\\] has no parent"),
-    (dict(method="static", tree="[[0"), "the tree is not valid JSON"),
+    (dict(method="static", tree="[[0"), "tree is not valid JSON"),
     (dict(method="eagle2", tree="[[0]]"), "use it with method static, not eagle2"),
 ])
 def test_from_knobs_bad_input(kwargs, message):

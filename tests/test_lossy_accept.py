@@ -152,7 +152,7 @@ def test_engine_drifts_as_the_closed_form_says(pair):
 
 def test_lossy_steps_trace_their_thresholds(pair):
     target, head = pair
-    spec = SpecConfig.from_knobs("eagle2", 3, 4, 16, accept_threshold_single=0.3)
+    spec = SpecConfig.from_knobs("eagle2", num_steps=3, topk=4, num_draft_tokens=16, accept_threshold_single=0.3)
     eng = Engine(target, head, spec, HOT, trace=True)
     eng.add_requests([PROMPT], 6)
     spec_steps = [t for _ in range(3) for t in eng.step() if t["kind"] == "spec"]

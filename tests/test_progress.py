@@ -67,8 +67,9 @@ def test_generate_calls_back_after_every_step(tiny_dir):
 
     wb = Workbench.load(str(tiny_dir), "random", "fp32")
     seen = []
-    (req,), seconds = wb.generate([wb.encode("the cat sat")], SpecConfig.from_knobs("linear", 3), SamplingParams(),
-                                  12, on_step=lambda reqs, s: seen.append((len(reqs[0].output_ids), s)))
+    chain = SpecConfig.from_knobs("linear", num_steps=3)
+    (req,), seconds = wb.generate([wb.encode("the cat sat")], chain, SamplingParams(), 12,
+                                  on_step=lambda reqs, s: seen.append((len(reqs[0].output_ids), s)))
     assert len(seen) == req.target_forwards  # one call a step, the prefill included
     assert seen[0][0] == 1 and seen[-1][0] == len(req.output_ids)
     assert [s for _, s in seen] == sorted(s for _, s in seen) and seen[-1][1] <= seconds

@@ -55,6 +55,7 @@ def test_the_app_reads_what_the_command_writes(tmp_path):
     src.write_text(json.dumps(_result()))
     assert main([str(src), "--out", str(out)]) == 0
     bench = load_draft_bench(out)
-    route = bench.route_for(SpecConfig.from_knobs("eagle2", 3, 2, 4, draft="ngram"))
+    route = bench.route_for(SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=4, draft="ngram"))
     assert route.draft == "ngram:1-12" and route.per_task["math_reasoning"] == (3.1, 2.0)
-    assert "math reasoning 3.10" in bench.note_html(SpecConfig.from_knobs("eagle2", 3, 2, 4))
+    head = SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=4)
+    assert "math reasoning 3.10" in bench.note_html(head)

@@ -2,7 +2,8 @@
 
 Every command that loads a model takes the same model flags; every command that decodes takes
 the same method / tree / sampling flags and turns them into configs through
-``SpecConfig.from_knobs`` (which owns the defaults and bounds). The benchmarks import these from
+``SpecConfig.from_knobs`` (which owns the defaults; the config the bounds), naming the flag of
+the field a ``ConfigError`` is about by one table (``SPEC_FLAGS``). The benchmarks import these from
 here, never from ``cli.py``: only ``__main__`` imports the command line.
 
 Whatever can be checked before the model loads is checked here, by the flag's argparse ``type``
@@ -13,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 from pathlib import Path
 
 import torch
 
 from workbench.engine.config import (CHAIN_RULES, DEFAULT_NUM_DRAFT_TOKENS, DEFAULT_NUM_STEPS, DEFAULT_TOPK,
-                                     EXACT_THRESHOLD, METHODS, SpecConfig)
+                                     EXACT_THRESHOLD, METHODS, ConfigError, SpecConfig)
 from workbench.attention import BACKENDS
 from workbench.device import DTYPE_CHOICES
 from workbench.cpu_choices import LINEAR_ORDERS
@@ -171,35 +171,30 @@ def add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="sampling seed (with --temperature > 0)")
 
 
+# The flag of each SpecConfig field: a ConfigError names its field, and the line printed names the flag.
+SPEC_FLAGS = {"method": "--method", "num_steps": "--num-steps", "topk": "--topk",
+              "num_draft_tokens": "--num-draft-tokens", "chain_rule": "--chain-rule", "tree": "--tree",
+              "accept_threshold_single": "--speculative-accept-threshold-single",
+              "accept_threshold_acc": "--speculative-accept-threshold-acc", "draft": "--draft"}
+
+
 def spec_from_args(args) -> tuple[SpecConfig, SamplingParams]:
-    """The method, tree knobs and sampling flags as validated configs (UserError otherwise)."""
-    if args.chain_rule != CHAIN_RULES[0] and args.method != "linear":
-        raise UserError(f"--chain-rule {args.chain_rule} verifies a sampled chain: it needs --method linear, "
-                        f"not {args.method}")
+    """The method, tree knobs and sampling flags as validated configs (UserError naming the flag otherwise)."""
     try:
-        spec = SpecConfig.from_knobs(args.method, args.num_steps, args.topk, args.num_draft_tokens, args.chain_rule,
-                                     getattr(args, "tree", None), args.speculative_accept_threshold_single,
-                                     args.speculative_accept_threshold_acc, getattr(args, "draft", None))
         sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.seed)
+    except ValueError as err:  # the flags' types refuse a bad --top-k or --top-p: what is left is the bound
+        raise UserError(f"--temperature: {err}") from None
+    try:
+        spec = SpecConfig.from_knobs(args.method, num_steps=args.num_steps, topk=args.topk,
+                                     num_draft_tokens=args.num_draft_tokens, chain_rule=args.chain_rule,
+                                     tree=getattr(args, "tree", None),
+                                     accept_threshold_single=args.speculative_accept_threshold_single,
+                                     accept_threshold_acc=args.speculative_accept_threshold_acc,
+                                     draft=getattr(args, "draft", None))
         spec.check_sampling(sampling.greedy)
-    except ValueError as err:
-        raise UserError(as_flags(str(err))) from None
+    except ConfigError as err:
+        raise UserError(err.worded(SPEC_FLAGS)) from None
     return spec, sampling
-
-
-# The config fields that are flags here, as the configs' messages name them.
-_KNOBS = re.compile(r"\b(num_steps|num_draft_tokens|topk|top_k|top_p|temperature|method)\b|^the tree\b|"
-                    r"\b(accept_threshold_(?:single|acc))\b")
-
-
-def as_flags(message: str) -> str:
-    """A config's message in the command line's words: ``num_steps`` -> ``--num-steps``."""
-    def flag(m: re.Match) -> str:
-        if m.group(2):
-            return "--speculative-" + m.group(2).replace("_", "-")
-        return "--" + (m.group(1) or "tree").replace("_", "-")
-
-    return _KNOBS.sub(flag, message)
 
 
 def check_hot_tokens(hot_tokens: int | None, draft: str | None) -> None:

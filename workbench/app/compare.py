@@ -69,11 +69,13 @@ def methods(spec: SpecConfig, static: SpecConfig | None = None) -> dict[str, Spe
     """The configurations compared for the eagle2 knobs in ``spec``, each drafting from
     ``spec.draft``; ``static``: the tree box's shape, of the same num_draft_tokens
     (``Settings.static_spec`` checks it; default: EAGLE-1's tree at that size)."""
-    out = {"vanilla": SpecConfig.from_knobs("vanilla"), "linear": SpecConfig.from_knobs("linear", spec.num_steps)}
+    out = {"vanilla": SpecConfig.from_knobs("vanilla"),
+           "linear": SpecConfig.from_knobs("linear", num_steps=spec.num_steps)}
     budget = spec.num_draft_tokens - 1  # linear verifying as many tokens as eagle2
     if budget != spec.num_steps and budget <= MAX_STEPS:
-        out["linear (same verify budget)"] = SpecConfig.from_knobs("linear", budget)
-    out["eagle2"] = SpecConfig.from_knobs("eagle2", spec.num_steps, spec.topk, spec.num_draft_tokens)
+        out["linear (same verify budget)"] = SpecConfig.from_knobs("linear", num_steps=budget)
+    out["eagle2"] = SpecConfig.from_knobs("eagle2", num_steps=spec.num_steps, topk=spec.topk,
+                                          num_draft_tokens=spec.num_draft_tokens)
     out["static"] = static if static is not None else SpecConfig.from_knobs(
         "static", num_draft_tokens=spec.num_draft_tokens)
     return {name: replace(cfg, draft=spec.draft) if cfg.speculative else cfg for name, cfg in out.items()}
@@ -83,7 +85,8 @@ def draft_sources(wb, settings: Settings, spec: SpecConfig) -> dict[str, SpecCon
     """vanilla, then eagle2 at ``spec``'s tree with each draft source the page can pick (one
     that needs a head or a draft model only when it is the one loaded), named by the source
     (``head``, ``ngram:1-12``, ``exit:28``, ``model:DIR``)."""
-    eagle2 = SpecConfig.from_knobs("eagle2", spec.num_steps, spec.topk, spec.num_draft_tokens)
+    eagle2 = SpecConfig.from_knobs("eagle2", num_steps=spec.num_steps, topk=spec.topk,
+                                   num_draft_tokens=spec.num_draft_tokens)
     out = {"vanilla": SpecConfig.from_knobs("vanilla")}
     for _, kind in draft_choices():
         try:

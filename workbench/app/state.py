@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 
 from workbench.engine.config import (DEFAULT_NUM_DRAFT_TOKENS, DEFAULT_NUM_STEPS, DEFAULT_TOPK, EXACT_THRESHOLD,
-                                     SpecConfig, check_context)
+                                     ConfigError, SpecConfig, check_context)
 from workbench.engine.draft_source import DEFAULT_MAX_MATCH, DEFAULT_MIN_MATCH, DraftSource
 from workbench.engine.drafts.registry import SOURCES, source_of
 from workbench.engine.engine import Engine
@@ -25,6 +25,9 @@ from workbench.engine.sampling import SamplingParams
 MAX_PROMPT_CHARS = 6000
 MAX_NEW_TOKENS = 512
 DEFAULT_EXIT_LAYERS = 28  # the early exit's N (the head-training measurements: 28 of 30 layers agree 0.53)
+# The tree boxes each method reads (linear implies topk and num_draft_tokens; the page keeps the
+# boxes' values for eagle2); static reads the tree box or num_draft_tokens (``Settings.static_spec``).
+METHOD_BOXES = {"vanilla": (), "linear": ("num_steps",), "eagle2": ("num_steps", "topk", "num_draft_tokens")}
 # The page's number boxes, by the draft source whose fields they fill: kind -> {DraftSource field:
 # (the Settings field that holds it, its words in messages)}. These are the page's own widgets; a
 # source not listed takes nothing from the page (it is the one loaded, or it has no fields).
@@ -109,12 +112,8 @@ class Settings:
                           accept_threshold_acc=_number("accept_threshold_acc", self.accept_threshold_acc), draft=draft)
         if self.method == "static":
             return self.static_spec(thresholds)
-        if self.method in ("vanilla", "linear"):
-            steps = None if self.method == "vanilla" else _int("num_steps", self.num_steps, None, None)
-            return SpecConfig.from_knobs(self.method, steps, **thresholds)
-        return SpecConfig.from_knobs(self.method, _int("num_steps", self.num_steps, None, None),
-                                     _int("topk", self.topk, None, None),
-                                     _int("num_draft_tokens", self.num_draft_tokens, None, None), **thresholds)
+        knobs = {name: _int(name, getattr(self, name), None, None) for name in METHOD_BOXES.get(self.method, ())}
+        return SpecConfig.from_knobs(self.method, **knobs, **thresholds)
 
     def static_spec(self, thresholds: dict | None = None) -> SpecConfig:
         """The static tree: the tree box's rank paths, which must hold num_draft_tokens nodes
@@ -173,12 +172,15 @@ FIELD_WORDS = {"tree": ("tree", "static tree"), "draft": ("draft", "draft source
 
 @contextmanager
 def _about(*names: str, pick: bool = False):
-    """Re-raise a ValueError of the block as an ``InputError`` about ``names``; ``pick``: about
-    the one of them the message names first (none when it names none)."""
+    """Re-raise a ValueError of the block as an ``InputError`` about ``names``: a ``ConfigError``
+    about the field it names; another, with ``pick``, about the one of them the message names
+    first (none when it names none)."""
     try:
         yield
     except InputError:
         raise
+    except ConfigError as err:  # the config names its field: the box of that name, if the page has one here
+        raise InputError(str(err), (err.field,) if err.field in names else ()) from None
     except ValueError as err:
         raise InputError(str(err), named_first(str(err), names) if pick else names) from None
 

@@ -34,19 +34,24 @@ evaluation and the app: ``vanilla``, ``linear:S``, ``eagle2:D/S/K`` (num_draft_t
 topk), ``static:D``, each speculative one optionally ``@SOURCE`` (``eagle2:8/5/4@ngram:1-12``).
 
 ``SpecConfig.from_knobs`` is the one way from what a user typed (command line, app, benchmark,
-tuner) to a ``SpecConfig``: it owns the defaults (``DEFAULT_*``) and, with ``__post_init__``,
-the bounds. ``check_context`` is the one context-length check (the engine calls it; the command
-line and the app call it early to word the error for their user).
+tuner) to a ``SpecConfig``: it owns the defaults (``DEFAULT_*``) and fills in what the method
+implies. ``__post_init__`` is the one place the fields are checked: it raises a ``ConfigError``
+(a ``ValueError``) whose ``field`` names the knob, worded with the field names, or with the
+command line's flags through ``worded`` and its table. ``check_context`` is the one
+context-length check (the engine calls it; the command line and the app call it early to word
+the error for their user).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 
 from workbench.engine.accept import EXACT_THRESHOLD
 from workbench.engine.draft_source import DraftSource, parse_draft
 from workbench.engine.sampling import SamplingParams
-from workbench.engine.static_tree import default_static_tree, parse_tree, tree_shape, validate_tree
+from workbench.engine.static_tree import breadth_first, default_static_tree, tree_shape, validate_tree
 from workbench.engine.tree import max_candidates
 
 METHODS = ("vanilla", "linear", "eagle2", "static")
@@ -57,6 +62,25 @@ MAX_DRAFT_TOKENS = 256
 DEFAULT_NUM_STEPS = 5
 DEFAULT_TOPK = 4
 DEFAULT_NUM_DRAFT_TOKENS = 8
+
+
+class ConfigError(ValueError):
+    """A config refused: ``field`` is the ``SpecConfig`` field it is about, and the message writes
+    each field it names as ``{field}`` (its own among them), so that every front end calls them
+    its way: ``str()`` by the field names, ``worded(names)`` by a table (the command line's
+    field -> flag)."""
+
+    def __init__(self, field: str, template: str):
+        assert field in CONFIG_FIELDS and "{" + field + "}" in template, f"{field}: {template!r}"
+        self.field, self.template = field, template
+        super().__init__(self.worded({}))
+
+    def worded(self, names: Mapping[str, str]) -> str:
+        """The message with each ``{field}`` written ``names[field]`` (the field's name where absent)."""
+        text = self.template
+        for name in CONFIG_FIELDS:
+            text = text.replace("{" + name + "}", names.get(name, name))
+        return text
 
 
 @dataclass(frozen=True)
@@ -78,49 +102,90 @@ class SpecConfig:
     draft: DraftSource = DraftSource()  # where the drafts come from (the EAGLE head by default)
 
     def __post_init__(self) -> None:
+        """Every rule on the fields, here only, in the order a user would fix them; ConfigError
+        naming the field otherwise."""
         if self.method not in METHODS:
-            raise ValueError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
+            raise ConfigError("method", f"{{method}} {self.method!r} is unknown; choose one of {', '.join(METHODS)}")
         if self.chain_rule not in CHAIN_RULES:
-            raise ValueError(f"unknown chain rule {self.chain_rule!r}; choose one of {', '.join(CHAIN_RULES)}")
-        self._check_thresholds()
+            raise ConfigError("chain_rule", f"{{chain_rule}} {self.chain_rule!r} is unknown; choose one of "
+                                            f"{', '.join(CHAIN_RULES)}")
         if not isinstance(self.draft, DraftSource):
-            raise ValueError(f"draft must be a DraftSource, got {self.draft!r}")
-        if self.method == "vanilla":
-            return
+            raise ConfigError("draft", f"{{draft}} must be a DraftSource, got {self.draft!r}")
+        if self.tree is not None and self.method != "static":
+            raise ConfigError("tree", f"{{tree}} gives a static tree: use it with {{method}} static, not {self.method}")
         if self.draft.model_free and (self.method == "static" or self.chain_rule == "leviathan"):
-            raise ValueError(f"the {self.draft.name} draft has no distribution to rank or sample from: it takes "
-                             "neither a static tree nor the leviathan rule (use eagle2 or linear, target-only)")
+            raise ConfigError("draft", f"{{draft}} {self.draft.name} has no distribution to rank or sample from: it "
+                                       "takes neither a static tree nor the leviathan rule (use {method} eagle2 or "
+                                       "linear, {chain_rule} target-only)")
+        if self.chain_rule == "leviathan" and self.method != "linear":
+            raise ConfigError("chain_rule", "{chain_rule} leviathan verifies a sampled chain: it needs {method} "
+                                            f"linear, not {self.method}")
+        self._check_thresholds()
         if self.method == "static":
             self._check_static()
-            return
-        if self.tree is not None:
-            raise ValueError(f"a tree shape is for method static, not {self.method}")
-        if not 1 <= self.num_steps <= MAX_STEPS:
-            raise ValueError(f"num_steps must be in 1..{MAX_STEPS}, got {self.num_steps}")
-        if not 1 <= self.topk <= MAX_TOPK:
-            raise ValueError(f"topk must be in 1..{MAX_TOPK}, got {self.topk}")
-        most = 1 + max_candidates(self.num_steps, self.topk)
-        if not 2 <= self.num_draft_tokens <= min(most, MAX_DRAFT_TOKENS):
-            raise ValueError(
-                f"num_draft_tokens must be in 2..{min(most, MAX_DRAFT_TOKENS)} for num_steps={self.num_steps}, "
-                f"topk={self.topk} (a tree of those holds at most {most} nodes incl. the root), "
-                f"got {self.num_draft_tokens}"
-            )
-        if self.method == "linear" and (self.topk != 1 or self.num_draft_tokens != self.num_steps + 1):
-            raise ValueError("linear means topk=1 and num_draft_tokens=num_steps+1; use SpecConfig.linear(num_steps)")
-        if self.chain_rule == "leviathan" and self.topk != 1:
-            raise ValueError("the leviathan rule verifies a sampled chain: it needs topk=1 (method linear)")
+        elif self.method != "vanilla":  # plain decoding reads no tree knobs
+            self._check_tree_knobs()
 
     def _check_thresholds(self) -> None:
         for name in ("accept_threshold_single", "accept_threshold_acc"):
             value = getattr(self, name)
             if not 0.0 < value <= EXACT_THRESHOLD:
-                raise ValueError(f"{name} must be in (0, 1] (1 = exact, below 1 = lossy), got {value}")
+                raise ConfigError(name, f"{{{name}}} must be in (0, 1] (1 = exact, below 1 = lossy), got {value}")
         if self.lossy and (self.method == "vanilla" or self.chain_rule == "leviathan"):
             what = "vanilla verifies no drafts" if self.method == "vanilla" else \
                 "the leviathan rule has its own exact test, min(1, p/q)"
-            raise ValueError(f"the accept thresholds relax the target-only sampling walk, but {what}: "
-                             "leave them at 1")
+            raise ConfigError(self._lossy_field, f"{{{self._lossy_field}}} below 1 relaxes the target-only sampling "
+                                                 f"walk, but {what}: leave it at 1")
+
+    def _check_tree_knobs(self) -> None:
+        """eagle2 and linear (the chain: topk 1, D = num_steps + 1)."""
+        if not 1 <= self.num_steps <= MAX_STEPS:
+            raise ConfigError("num_steps", f"{{num_steps}} must be in 1..{MAX_STEPS}, got {self.num_steps}")
+        if self.method == "linear" and self.topk != 1:
+            raise ConfigError("topk", f"{{method}} linear is the chain: {{topk}} must be 1 (or left out), "
+                                      f"got {self.topk}")
+        if not 1 <= self.topk <= MAX_TOPK:
+            raise ConfigError("topk", f"{{topk}} must be in 1..{MAX_TOPK}, got {self.topk}")
+        if self.method == "linear" and self.num_draft_tokens != self.num_steps + 1:
+            raise ConfigError("num_draft_tokens",
+                              f"{{method}} linear verifies {{num_steps}} + 1 = {self.num_steps + 1} tokens: leave "
+                              f"{{num_draft_tokens}} out (got {self.num_draft_tokens})")
+        most = 1 + max_candidates(self.num_steps, self.topk)
+        if not 2 <= self.num_draft_tokens <= min(most, MAX_DRAFT_TOKENS):
+            raise ConfigError("num_draft_tokens",
+                              f"{{num_draft_tokens}} must be in 2..{min(most, MAX_DRAFT_TOKENS)} for {{num_steps}} "
+                              f"{self.num_steps} and {{topk}} {self.topk} (a tree of those holds at most {most} nodes "
+                              f"incl. the root), got {self.num_draft_tokens}")
+
+    def _check_static(self) -> None:
+        """The tree: valid rank paths, breadth first, that fix num_steps, topk and num_draft_tokens."""
+        if self.tree is None:  # from_knobs cuts EAGLE-1's tree to any num_draft_tokens in range
+            if not 2 <= self.num_draft_tokens <= MAX_DRAFT_TOKENS:
+                raise ConfigError("num_draft_tokens", f"{{num_draft_tokens}} must be in 2..{MAX_DRAFT_TOKENS}, "
+                                                      f"got {self.num_draft_tokens}")
+            raise ConfigError("tree", "{method} static needs a {tree} shape; use SpecConfig.static(num_draft_tokens, "
+                                      "tree)")
+        try:
+            paths = validate_tree(self.tree, MAX_TOPK, MAX_STEPS, MAX_DRAFT_TOKENS - 1)
+        except ValueError as err:
+            raise ConfigError("tree", f"{{tree}}: {err}") from None
+        if paths != self.tree:
+            raise ConfigError("tree", "{tree} must hold its rank paths as tuples, breadth first; "
+                                      "SpecConfig.static(num_draft_tokens, tree) sorts them")
+        if self.num_draft_tokens != len(paths) + 1:
+            raise ConfigError("num_draft_tokens",
+                              f"the {{tree}} has {len(paths)} nodes + the root = {len(paths) + 1} verify tokens, but "
+                              f"{{num_draft_tokens}} is {self.num_draft_tokens}; leave one of them out")
+        depth, width = tree_shape(paths)
+        if (self.num_steps, self.topk) != (depth, width):
+            raise ConfigError("topk" if self.topk != width else "num_steps",
+                              f"{{method}} static takes its depth and width from its {{tree}} shape (depth {depth}, "
+                              f"width {width}): leave {{num_steps}} and {{topk}} out")
+
+    @property
+    def _lossy_field(self) -> str:
+        """The accept threshold set below 1 (single first), for a message about it."""
+        return "accept_threshold_single" if self.accept_threshold_single < EXACT_THRESHOLD else "accept_threshold_acc"
 
     @property
     def lossy(self) -> bool:
@@ -129,39 +194,17 @@ class SpecConfig:
 
     def check_sampling(self, greedy: bool) -> None:
         """The thresholds act on the sampling walk: with greedy decoding (temperature 0) there is
-        none, so a lossy setting would do nothing. ValueError then."""
+        none, so a lossy setting would do nothing. ConfigError then."""
         if self.lossy and greedy:
-            raise ValueError("the lossy accept thresholds act on sampling acceptance: set a temperature above 0, "
-                             "or leave them at 1 (greedy acceptance is exact)")
-
-    def _check_static(self) -> None:
-        if self.tree is None:
-            raise ValueError("method static needs a tree shape; use SpecConfig.static(num_draft_tokens, tree)")
-        validate_tree([list(p) for p in self.tree], MAX_TOPK, MAX_STEPS, MAX_DRAFT_TOKENS - 1)
-        depth, width = tree_shape(self.tree)
-        if (self.num_steps, self.topk, self.num_draft_tokens) != (depth, width, len(self.tree) + 1):
-            raise ValueError(f"a static tree of {len(self.tree)} paths, depth {depth}, width {width} means "
-                             f"num_steps={depth}, topk={width}, num_draft_tokens={len(self.tree) + 1}; "
-                             "use SpecConfig.static(num_draft_tokens, tree)")
-        if self.chain_rule == "leviathan":
-            raise ValueError("the leviathan rule verifies a sampled chain: it needs method linear")
+            raise ConfigError(self._lossy_field, f"{{{self._lossy_field}}} below 1 acts on sampling acceptance only: "
+                                                 "set a temperature above 0, or leave it at 1 (greedy acceptance is "
+                                                 "exact)")
 
     @classmethod
     def static(cls, num_draft_tokens: int | None = None, tree=None, draft: DraftSource = DraftSource()) -> "SpecConfig":
-        """A fixed tree: ``tree`` (rank paths, validated) or EAGLE-1's default cut to
+        """A fixed tree: ``tree`` (rank paths, any order) or EAGLE-1's default cut to
         ``num_draft_tokens`` (default ``DEFAULT_NUM_DRAFT_TOKENS``). Given both, they must agree on the node count."""
-        if tree is None:
-            d = DEFAULT_NUM_DRAFT_TOKENS if num_draft_tokens is None else num_draft_tokens
-            if not 2 <= d <= MAX_DRAFT_TOKENS:
-                raise ValueError(f"num_draft_tokens must be in 2..{MAX_DRAFT_TOKENS}, got {d}")
-            paths = default_static_tree(d)
-        else:
-            paths = validate_tree(tree, MAX_TOPK, MAX_STEPS, MAX_DRAFT_TOKENS - 1)
-            if num_draft_tokens is not None and num_draft_tokens != len(paths) + 1:
-                raise ValueError(f"the tree has {len(paths)} nodes + the root = {len(paths) + 1} verify tokens, "
-                                 f"but num_draft_tokens is {num_draft_tokens}; leave one of them out")
-        depth, width = tree_shape(paths)
-        return cls("static", depth, width, len(paths) + 1, tree=paths, draft=draft)
+        return cls("static", **_static_knobs(num_draft_tokens, tree), draft=draft)
 
     @property
     def custom_tree(self) -> bool:
@@ -170,54 +213,36 @@ class SpecConfig:
 
     @classmethod
     def linear(cls, num_steps: int, chain_rule: str = "target-only", draft: DraftSource = DraftSource()) -> "SpecConfig":
-        return cls("linear", num_steps, 1, num_steps + 1, chain_rule, draft=draft)
+        return cls("linear", num_steps=num_steps, topk=1, num_draft_tokens=num_steps + 1, chain_rule=chain_rule,
+                   draft=draft)
 
     @classmethod
-    def from_knobs(cls, method: str = "eagle2", num_steps: int | None = None, topk: int | None = None,
+    def from_knobs(cls, method: str = "eagle2", *, num_steps: int | None = None, topk: int | None = None,
                    num_draft_tokens: int | None = None, chain_rule: str = "target-only",
                    tree=None, accept_threshold_single: float = EXACT_THRESHOLD,
                    accept_threshold_acc: float = EXACT_THRESHOLD, draft: DraftSource | str | None = None) -> "SpecConfig":
-        """A validated config from user knobs; ``None`` means the default. ``linear`` takes only
-        ``num_steps`` (``topk`` may be 1 and ``num_draft_tokens`` num_steps + 1, nothing else);
-        ``static`` takes ``num_draft_tokens`` (EAGLE-1's tree cut to it) or ``tree`` (rank paths,
-        or their JSON text; both only if they agree), its shape fixing num_steps and topk;
-        ``vanilla`` ignores the tree knobs and the draft. The accept thresholds (lossy below 1) go
-        with any method but vanilla. ``draft``: a ``DraftSource`` or its text (``ngram:1-12``,
-        ``exit:28``, ``model:DIR``; anything else, or None, is the head). Raises ``ValueError``
-        with the reason."""
-        spec = cls._from_tree_knobs(method, num_steps, topk, num_draft_tokens, chain_rule, tree)
-        source = parse_draft(draft) if isinstance(draft, str) else draft
-        return replace(spec, accept_threshold_single=accept_threshold_single,
-                       accept_threshold_acc=accept_threshold_acc,
-                       draft=source if source is not None and spec.speculative else DraftSource())
-
-    @classmethod
-    def _from_tree_knobs(cls, method, num_steps, topk, num_draft_tokens, chain_rule, tree) -> "SpecConfig":
-        if method not in METHODS:
-            raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
-        if isinstance(tree, str):
-            tree = parse_tree(tree, MAX_TOPK, MAX_STEPS, MAX_DRAFT_TOKENS - 1) if tree.strip() else None
-        if tree is not None and method != "static":
-            raise ValueError(f"a tree shape gives a static tree: use it with method static, not {method}")
-        if method == "vanilla":
-            return cls("vanilla", chain_rule=chain_rule)
-        if method == "static":
-            if num_steps is not None or topk is not None:
-                raise ValueError("a static tree's shape fixes its depth and width: leave num_steps and topk out "
-                                 "(give num_draft_tokens or a tree)")
-            if chain_rule != "target-only":
-                raise ValueError(f"the {chain_rule} rule verifies a sampled chain: it needs method linear")
-            return cls.static(num_draft_tokens, tree)
-        steps = DEFAULT_NUM_STEPS if num_steps is None else num_steps
-        if method == "linear":
-            if topk not in (None, 1):
-                raise ValueError(f"linear is the chain: topk must be 1 (or left out), got {topk}")
-            if num_draft_tokens not in (None, steps + 1):
-                raise ValueError(f"linear verifies num_steps + 1 = {steps + 1} tokens: leave num_draft_tokens out "
-                                 f"(got {num_draft_tokens})")
-            return cls.linear(steps, chain_rule)
-        return cls(method, steps, DEFAULT_TOPK if topk is None else topk,
-                   DEFAULT_NUM_DRAFT_TOKENS if num_draft_tokens is None else num_draft_tokens, chain_rule)
+        """A config from what a user typed: ``None`` is the default, and what the method implies is
+        filled in: ``linear``, topk 1 and num_draft_tokens num_steps + 1; ``static``, num_steps,
+        topk and num_draft_tokens from the shape, ``tree`` (rank paths, or their JSON text) or
+        EAGLE-1's tree cut to num_draft_tokens; ``vanilla`` ignores the tree knobs and the draft.
+        A knob given beside what the method implies must agree with it. ``draft``: a
+        ``DraftSource`` or its text (``ngram:1-12``, ``exit:28``, ``model:DIR``; anything else, or
+        None, is the head). Only text is read here (ConfigError where it cannot be); the rules
+        are ``__post_init__``'s."""
+        tree = _read_tree(tree)
+        given = {k: v for k, v in dict(num_steps=num_steps, topk=topk, num_draft_tokens=num_draft_tokens).items()
+                 if v is not None}
+        if method == "vanilla":  # plain decoding: no tree knobs, no draft
+            implied, given, draft = {}, {}, None
+        elif method == "static":
+            implied = _static_knobs(num_draft_tokens, tree)
+        else:
+            steps = given.get("num_steps", DEFAULT_NUM_STEPS)
+            implied = dict(num_steps=steps, topk=1, num_draft_tokens=steps + 1) if method == "linear" else \
+                dict(num_steps=steps, topk=DEFAULT_TOPK, num_draft_tokens=DEFAULT_NUM_DRAFT_TOKENS)
+        return cls(method, **{"tree": tree, **implied, **given}, chain_rule=chain_rule,
+                   accept_threshold_single=accept_threshold_single, accept_threshold_acc=accept_threshold_acc,
+                   draft=_read_draft(draft))
 
     @property
     def spare_positions(self) -> int:
@@ -261,6 +286,52 @@ class SpecConfig:
             text += (f", lossy acceptance (accept_threshold_single={self.accept_threshold_single:g}, "
                      f"accept_threshold_acc={self.accept_threshold_acc:g}): the output no longer follows the target")
         return text
+
+
+CONFIG_FIELDS = tuple(f.name for f in fields(SpecConfig))  # the names a ConfigError may carry
+
+
+def _static_knobs(num_draft_tokens: int | None, tree) -> dict:
+    """The fields a static shape implies: ``tree`` (rank paths, any order) or EAGLE-1's tree cut
+    to ``num_draft_tokens``, sorted breadth first, with its depth, width and node count (a
+    ``num_draft_tokens`` given beside a tree is kept, for ``__post_init__`` to compare). What is no
+    tree passes on as it came: ``__post_init__`` says what is wrong with it."""
+    if tree is None:
+        d = DEFAULT_NUM_DRAFT_TOKENS if num_draft_tokens is None else num_draft_tokens
+        if not 2 <= d <= MAX_DRAFT_TOKENS:  # no such cut (a huge one would be built before it is refused)
+            return dict(num_draft_tokens=d)
+        tree = default_static_tree(d)
+    try:
+        paths = breadth_first(tuple(p) for p in tree)
+        depth, width = tree_shape(paths)
+    except (TypeError, ValueError):
+        return dict(tree=tree) if num_draft_tokens is None else dict(tree=tree, num_draft_tokens=num_draft_tokens)
+    return dict(num_steps=depth, topk=width, tree=paths,
+                num_draft_tokens=len(paths) + 1 if num_draft_tokens is None else num_draft_tokens)
+
+
+def _read_tree(tree):
+    """The tree box's or ``--tree``'s JSON text as rank paths (blank: no tree); anything else as it is."""
+    if not isinstance(tree, str):
+        return tree
+    if not tree.strip():
+        return None
+    try:
+        return json.loads(tree)
+    except json.JSONDecodeError as err:
+        raise ConfigError("tree", f"{{tree}} is not valid JSON ({err.msg} at character {err.pos}); write it like "
+                                  "[[0],[1],[0,0]]") from None
+
+
+def _read_draft(draft: DraftSource | str | None) -> DraftSource:
+    """A draft source or its text (``parse_draft``; None, or text naming none, is the head)."""
+    if not isinstance(draft, str):
+        return DraftSource() if draft is None else draft
+    try:
+        source = parse_draft(draft)
+    except ValueError as err:
+        raise ConfigError("draft", f"{{draft}} {draft}: {err}") from None
+    return DraftSource() if source is None else source
 
 
 METHOD_GRAMMAR = "vanilla, linear:S, eagle2:D/S/K or static:D, a speculative one optionally with @SOURCE"

@@ -71,7 +71,7 @@ def exit_sweep(wb, layers: list[int], prompts: list[list[int]], gamma: int, max_
     decode_ms = vanilla.phase_ms("decode_ms")
     rows = []
     for n in layers:
-        run = run_route(wb, SpecConfig.from_knobs("linear", gamma, draft=f"exit:{n}"), prompts, max_new)
+        run = run_route(wb, SpecConfig.from_knobs("linear", num_steps=gamma, draft=f"exit:{n}"), prompts, max_new)
         fit = held_out_check([len(t["accept"]["path"]) for t in run.steps], gamma)  # the walk's, cut or not
         draft_ms = run.phase_ms("draft_extend_ms", "draft_tree_ms")
         verify_ms = run.phase_ms("verify_ms")
