@@ -43,3 +43,29 @@ def test_kernel_benchmark_on_a_cpu(tmp_path):
     (row,) = report["results"]
     assert row["max_abs_diff_vs_sdpa"] < 2e-2 and row["sdpa_us"] > 0 and row["gather_us"] > 0
     assert "| B | P | N |" in proc.stdout
+
+
+def test_forward_parts_replaces_each_part_and_restores_it(tmp_path, capsys):
+    from experiments.forward_parts import PARTS, main as parts_main, measure, without
+    from workbench.bench.cost import chain_batch, prefilled
+    from workbench.models.loading import load_target
+    from workbench.testing.tiny import make_tiny_checkpoint
+
+    path = make_tiny_checkpoint(tmp_path)
+    target = load_target(path)
+    pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, 6, 4, "cpu")
+    batch = chain_batch(3, pool, pool.alloc.alloc(3))
+    logits = lambda: target.logits(target(batch, pool.kv))  # noqa: E731
+    real = logits()
+    for part in PARTS:  # each stand-in really stands in: the forward computes something else
+        with without(part):
+            assert not torch.allclose(logits(), real), part
+    assert torch.equal(logits(), real)  # and every original is back afterwards
+    with pytest.raises(ValueError, match="unknown part"), without("softmax"):
+        pass
+    (r,) = measure(target, [2], prefix=4, rounds=2, repeats=1)
+    assert r["tokens"] == 2 and r["forward"].runs == 2 and set(r["parts"]) == set(PARTS)
+    assert r["forward"].median > 0
+    assert parts_main(["--target", str(path), "--tokens", "1,2", "--prefix", "4", "--rounds", "1",
+                       "--repeats", "1"]) == 0
+    assert "| 2 |" in capsys.readouterr().out

@@ -1,0 +1,130 @@
+"""What one target forward spends on each of its parts, at the token counts of decode and verify.
+
+    python -m experiments.forward_parts [--tokens 1,4,8] [--prefix 128] [--threads 2] [--rounds 5]
+
+A forward over T tokens after a prefix of P is timed whole, and again with one part replaced by
+a stand-in that costs next to nothing and keeps the shapes (the products return zeros, a norm
+returns its input, RoPE returns its input, attention returns the queries, the KV write writes
+nothing). The difference is that part's **marginal cost**: what the forward would save if the
+part were free, cold caches and thread wake-ups included, which a profiler's per-operator times
+miss (on the 2-core machines a norm costs ~12 us alone and ~40 us inside a forward).
+``rest`` is the forward minus every part: embeddings, residual adds, the SwiGLU product, views
+and the Python between operators. The stand-ins change the numbers the forward computes, so
+only the time is kept; every round times every variant once, in rotating order
+(``workbench.timing.interleaved``), and each figure is the median over the rounds with its range.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+
+import torch
+
+from workbench.errors import ArgumentParser, reports_user_errors
+from workbench.flags import positive, positive_list
+from workbench.timing import spread
+
+PARTS = ("products", "norms", "rope", "attention", "kv writes")
+
+
+@contextlib.contextmanager
+def without(part: str | None):
+    """The target forward with ``part`` replaced by its stand-in (None: the real forward)."""
+    import workbench.models.llama as llama
+    from workbench.kv.pool import KVPool
+    from workbench.models.linear import Linear
+
+    saved = (Linear.forward, llama.RMSNorm.forward, llama.apply_rotary, llama.attend, KVPool.write)
+    if part == "products":
+        Linear.forward = lambda self, x: x.new_zeros(*x.shape[:-1], self.out_features)
+    elif part == "norms":
+        llama.RMSNorm.forward = lambda self, x: x
+    elif part == "rope":
+        llama.apply_rotary = lambda x, cos, sin: x
+    elif part == "attention":
+        llama.attend = lambda q, *args: q
+    elif part == "kv writes":
+        KVPool.write = lambda self, layer, slots, k, v: None
+    elif part is not None:
+        raise ValueError(f"unknown part {part!r}: one of {', '.join(PARTS)}")
+    try:
+        yield
+    finally:
+        Linear.forward, llama.RMSNorm.forward, llama.apply_rotary, llama.attend, KVPool.write = saved
+
+
+def measure(target, tokens: list[int], prefix: int = 128, rounds: int = 5, repeats: int = 5) -> list[dict]:
+    """For each token count: the whole forward's ms and each part's marginal ms, as spreads over
+    the rounds: [{"tokens": T, "forward": Spread, "parts": {part: Spread}, "rest": Spread}]."""
+    from workbench.bench.cost import chain_batch, prefilled, time_samples
+    from workbench.timing import interleaved
+
+    pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, prefix, max(tokens) + 1, "cpu")
+    out = []
+    for n in tokens:
+        slots = pool.alloc.alloc(n)
+        batch = chain_batch(n, pool, slots)
+
+        def timed(part: str | None):
+            def run() -> float:
+                with without(part):
+                    return statistics.median(time_samples(lambda: target.logits(target(batch, pool.kv)), "cpu",
+                                                          repeats, warmup=1))
+            return run
+
+        values = interleaved({"forward": timed(None), **{p: timed(p) for p in PARTS}}, rounds)
+        whole = values["forward"]
+        parts = {p: [w - v for w, v in zip(whole, values[p])] for p in PARTS}
+        rest = [w - sum(parts[p][r] for p in PARTS) for r, w in enumerate(whole)]
+        out.append({"tokens": n, "forward": spread(whole), "parts": {p: spread(v) for p, v in parts.items()},
+                    "rest": spread(rest)})
+        pool.alloc.free(slots)
+    return out
+
+
+def table(results: list[dict]) -> str:
+    head = ["tokens", "forward", *PARTS, "rest"]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for r in results:
+        cells = [str(r["tokens"]), ms(r["forward"])] + [ms(r["parts"][p]) for p in PARTS] + [ms(r["rest"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def ms(s) -> str:
+    return f"{s.median:.1f} ms ({s.low:.1f} to {s.high:.1f})"
+
+
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(prog="python -m experiments.forward_parts", description=__doc__.split("\n\n")[0])
+    p.add_argument("--target", default=None, help="target model directory (default: SmolLM2-135M-Instruct)")
+    p.add_argument("--tokens", type=positive_list, default="1,4,8", help="comma list of tokens per forward")
+    p.add_argument("--prefix", type=positive("--prefix"), default=128, help="committed tokens before them")
+    p.add_argument("--threads", type=positive("--threads"), default=2, help="torch CPU threads")
+    p.add_argument("--rounds", type=positive("--rounds"), default=5, help="interleaved rounds")
+    p.add_argument("--repeats", type=positive("--repeats"), default=5, help="forwards per variant per round (median kept)")
+    return p
+
+
+@reports_user_errors
+def main(argv: list[str] | None = None) -> int:
+    from workbench import store
+    from workbench.cpu_choices import choose_linear_order, cpu_model
+    from workbench.models.linear import apply_linear_order
+    from workbench.models.loading import load_target
+
+    args = build_parser().parse_args(argv)
+    torch.set_num_threads(args.threads)
+    target = load_target(store.resolve_target(args.target))
+    order = choose_linear_order("auto", target)  # the products as the engine runs them
+    apply_linear_order(target, order)
+    results = measure(target, args.tokens, args.prefix, args.rounds, args.repeats)
+    print(f"{cpu_model()}, torch {torch.__version__}, {args.threads} threads, fp32, prefix {args.prefix}, "
+          f"{args.rounds} interleaved rounds (median, low to high); {order.describe()}\n")
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
