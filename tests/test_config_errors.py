@@ -147,4 +147,4 @@ def test_the_app_reads_only_the_boxes_of_its_method():
     assert Settings(method="linear", num_steps=3, topk=4, num_draft_tokens=8).spec() == SpecConfig.linear(3)
     assert Settings(method="vanilla", num_steps=3).spec() == SpecConfig("vanilla")
     assert Settings(method="eagle2", num_steps=3, topk=2, num_draft_tokens=6).spec(DraftSource("ngram")) == \
-        SpecConfig("eagle2", 3, 2, 6, draft=DraftSource("ngram"))
+        SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6, draft=DraftSource("ngram"))

@@ -71,7 +71,7 @@ class Scripted:
 def batch_schedule(source: DraftSource) -> Schedule:
     """Batch 1: a tree, 2: plain decoding, 3 and more: a chain. Requests coming and going move
     the batch size, so running requests switch speculation off and on."""
-    return Schedule((BatchRange(1, 1, SpecConfig("eagle2", 3, 2, 6, draft=source)), BatchRange(2, 2, OFF),
+    return Schedule((BatchRange(1, 1, SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6, draft=source)), BatchRange(2, 2, OFF),
                      BatchRange(3, None, SpecConfig.linear(3, draft=source))))
 
 
@@ -148,7 +148,7 @@ def _contains(seq: list[str], pattern: list[str]) -> bool:
 @pytest.mark.parametrize("source", list(SOURCES))
 def test_on_off_on_mid_request_is_lossless(pair, prompts, reference, source):
     target, head = pair
-    on = SpecConfig("eagle2", 3, 2, 6, draft=SOURCES[source])
+    on = SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6, draft=SOURCES[source])
     eng = Engine(target, head, policy=Scripted([on, on, OFF, OFF, OFF, on, OFF, on]))
     eng.add_requests(prompts[:4], MAX_NEW)
     eng.run()
@@ -162,7 +162,7 @@ def test_a_fused_head_catches_up_too(pair, prompts, reference):
     plain steps keep those."""
     target, _ = pair
     head = random_head(target, 1, std=0.3, fuse_layers=(0,))
-    on = SpecConfig("eagle2", 3, 2, 6)
+    on = SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6)
     eng = Engine(target, head, policy=Scripted([on, OFF, OFF, on, OFF, on]))
     eng.add_requests(prompts[:3], MAX_NEW)
     eng.run()
@@ -174,7 +174,7 @@ def test_the_head_catches_up_after_plain_steps(pair):
     ones equals a fresh head run on a fresh prefill's features: nothing committed while off
     was skipped or written twice."""
     target, head = pair
-    on = SpecConfig("eagle2", 3, 2, 6)
+    on = SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6)
     eng = Engine(target, head, policy=Scripted([on, on, OFF, OFF, OFF, on, on]))
     eng.add_requests(random_prompts(2, 16, seed=8), 60)
     for step in range(1 + 7):
@@ -196,7 +196,7 @@ def test_the_head_catches_up_after_plain_steps(pair):
 
 def test_a_request_that_can_never_fit_is_refused(pair, prompts, reference):
     target, head = pair
-    spec = SpecConfig("eagle2", 3, 2, 6)
+    spec = SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6)
     eng = Engine(target, head, spec, kv_slots=60)
     first = eng.submit(prompts[0], MAX_NEW)
     need = eng.slots_needed(50, MAX_NEW)
@@ -213,7 +213,7 @@ def test_a_request_that_can_never_fit_is_refused(pair, prompts, reference):
 
 def test_add_requests_is_the_one_batch_case(pair, prompts, reference):
     target, head = pair
-    spec = SpecConfig("eagle2", 3, 2, 6)
+    spec = SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6)
     eng = Engine(target, head, spec)
     with pytest.raises(RuntimeError, match="kv_slots"):
         eng.submit(prompts[0], MAX_NEW)
@@ -266,7 +266,7 @@ def test_a_setting_the_policy_did_not_list_is_refused(pair, prompts):
         def settings(self):
             return (OFF,)
 
-    eng = Engine(target, head, policy=Sneaky([SpecConfig("eagle2", 3, 2, 6)]))
+    eng = Engine(target, head, policy=Sneaky([SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6)]))
     eng.add_requests(prompts[:1], MAX_NEW)
     eng.step()  # the prefill asks no policy
     with pytest.raises(ValueError, match=r"policy scripted chose eagle2:6/3/2, which its settings\(\) do not list"):
@@ -284,7 +284,7 @@ def _observed(policy: Adaptive, accepted: int, steps: int) -> list[str]:
 
 
 def test_adaptive_climbs_and_descends_with_hysteresis():
-    ladder = (SpecConfig.linear(1), SpecConfig.linear(3), SpecConfig("eagle2", 4, 2, 8))
+    ladder = (SpecConfig.linear(1), SpecConfig.linear(3), SpecConfig("eagle2", num_steps=4, topk=2, num_draft_tokens=8))
     p = Adaptive(ladder, warmup=3, interval=2, weight=0.5, up=0.75, down=0.35)
     _observed(p, 1, 2)
     assert p.rung == 0  # still warming up
@@ -299,7 +299,7 @@ def test_adaptive_climbs_and_descends_with_hysteresis():
 
 def test_adaptive_policy_runs_lossless(pair, prompts, reference):
     target, head = pair
-    ladder = (SpecConfig.linear(1), SpecConfig.linear(3), SpecConfig("eagle2", 4, 2, 8))
+    ladder = (SpecConfig.linear(1), SpecConfig.linear(3), SpecConfig("eagle2", num_steps=4, topk=2, num_draft_tokens=8))
     eng = Engine(target, head, policy=Adaptive(ladder, start=1, warmup=2, interval=1, up=0.5, down=0.4), trace=True)
     eng.add_requests(prompts[:4], MAX_NEW)
     chosen = set()
@@ -322,7 +322,7 @@ def test_sampling_with_arrivals_matches_target(tmp_path_factory):
     ALPHA = 1e-3 when every request's output follows the target."""
     target, head = tiny_pair(tmp_path_factory.mktemp("tiny8_continuous"), vocab_size=VOCAB, head_std=0.5)
     params = SamplingParams(temperature=1.0, seed=31)
-    policy_of = lambda: Scripted([SpecConfig("eagle2", 3, 2, 6), OFF, SpecConfig.linear(3, "leviathan")],  # noqa: E731
+    policy_of = lambda: Scripted([SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6), OFF, SpecConfig.linear(3, "leviathan")],  # noqa: E731
                                  cycle=True)
     rng = random.Random(5)
     max_new = [rng.randint(3, 5) for _ in range(N)]

@@ -21,7 +21,7 @@ SOURCES = [NGRAM, DraftSource("ngram", min_match=2, max_match=3), EXIT1, EXIT2]
 
 
 def shapes(source):
-    out = [SpecConfig("eagle2", 3, 2, 6, draft=source), SpecConfig("eagle2", 5, 4, 8, draft=source),
+    out = [SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6, draft=source), SpecConfig("eagle2", num_steps=5, topk=4, num_draft_tokens=8, draft=source),
            SpecConfig.linear(4, draft=source)]
     return out if source.model_free else out + [SpecConfig.static(8, draft=source)]
 
@@ -95,7 +95,7 @@ def test_exit_draft_is_the_cut_short_target_on_each_path(pair, source):
     """Every candidate's probability, and the top-k its parent proposed, equal the target's
     forward(num_layers=N) on the candidate's path (committed tokens, root, ancestors)."""
     target, head = pair
-    eng = Engine(target, head, SpecConfig("eagle2", 3, 3, 8, draft=source), trace=True)
+    eng = Engine(target, head, SpecConfig("eagle2", num_steps=3, topk=3, num_draft_tokens=8, draft=source), trace=True)
     eng.add_requests(random_prompts(2, 16, seed=5), 12)
     checked = 0
     while not eng.done:
@@ -148,9 +148,9 @@ def pair8(tmp_path_factory):
     return tiny_pair(tmp_path_factory.mktemp("tiny8-sources"), vocab_size=8, head_std=0.5)
 
 
-SAMPLED = [("ngram T1", SpecConfig("eagle2", 3, 2, 6, draft=NGRAM), SAMPLINGS[0]),
-           ("ngram T0.7-top_p0.9", SpecConfig("eagle2", 3, 2, 6, draft=NGRAM), SAMPLINGS[1]),
-           ("exit:1 T1", SpecConfig("eagle2", 3, 2, 6, draft=EXIT1), SAMPLINGS[0]),
+SAMPLED = [("ngram T1", SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6, draft=NGRAM), SAMPLINGS[0]),
+           ("ngram T0.7-top_p0.9", SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6, draft=NGRAM), SAMPLINGS[1]),
+           ("exit:1 T1", SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6, draft=EXIT1), SAMPLINGS[0]),
            ("exit:1 linear leviathan T0.7-top_p0.9", SpecConfig.linear(3, "leviathan", EXIT1), SAMPLINGS[1])]
 
 
@@ -309,7 +309,7 @@ def draft_model(tmp_path_factory, pair):
     return path, load_target(path)
 
 
-@pytest.mark.parametrize("make", [lambda s: SpecConfig("eagle2", 3, 2, 6, draft=s),
+@pytest.mark.parametrize("make", [lambda s: SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6, draft=s),
                                   lambda s: SpecConfig.linear(3, draft=s), lambda s: SpecConfig.static(6, draft=s)],
                          ids=["eagle2", "linear", "static"])
 def test_a_draft_model_is_lossless_and_keeps_its_kv_like_a_prefill(pair, draft_model, make):

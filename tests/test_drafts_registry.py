@@ -209,3 +209,19 @@ def test_the_workbench_engine_checks_every_setting_of_a_policy(tmp_path):
     assert wb.engine(policy=Off()).drafter is None
     with pytest.raises(ValueError, match="policy fixed runs the method given with it"):
         wb.engine(policy="fixed")
+
+
+def test_the_apps_draft_boxes_fill_real_fields_of_registered_sources():
+    """The app's number boxes per source (``app.state.DRAFT_INPUTS``) name a registered kind, a
+    field of ``DraftSource`` and a field of ``Settings``: a source renamed, or a field dropped,
+    fails here, not on a page."""
+    from dataclasses import fields
+
+    from workbench.app.state import DRAFT_INPUTS, Settings
+
+    source_fields = {f.name for f in fields(DraftSource)}
+    setting_fields = {f.name for f in fields(Settings)}
+    assert DRAFT_INPUTS and set(DRAFT_INPUTS) <= set(registry.SOURCES)
+    for kind, boxes in DRAFT_INPUTS.items():
+        assert set(boxes) <= source_fields, kind
+        assert {name for name, _ in boxes.values()} <= setting_fields, kind

@@ -17,9 +17,9 @@ from workbench.models.loading import load_target
 from workbench.testing.tiny import make_tiny_checkpoint
 
 SHAPES = [SpecConfig.linear(1), SpecConfig.linear(3), SpecConfig.linear(6),
-          SpecConfig("eagle2", 1, 4, 5), SpecConfig("eagle2", 2, 2, 2), SpecConfig("eagle2", 3, 2, 6),
-          SpecConfig("eagle2", 4, 4, 16), SpecConfig("eagle2", 5, 4, 8), SpecConfig("eagle2", 6, 10, 64),
-          SpecConfig("eagle2", 2, 10, 30),
+          SpecConfig("eagle2", num_steps=1, topk=4, num_draft_tokens=5), SpecConfig("eagle2", num_steps=2, topk=2, num_draft_tokens=2), SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6),
+          SpecConfig("eagle2", num_steps=4, topk=4, num_draft_tokens=16), SpecConfig("eagle2", num_steps=5, topk=4, num_draft_tokens=8), SpecConfig("eagle2", num_steps=6, topk=10, num_draft_tokens=64),
+          SpecConfig("eagle2", num_steps=2, topk=10, num_draft_tokens=30),
           SpecConfig.static(8), SpecConfig.static(26), SpecConfig.static(60),
           SpecConfig.static(tree=[[0], [1], [0, 0], [0, 1], [0, 0, 0]]),
           SpecConfig.static(tree=[[2], [2, 5], [2, 5, 0], [2, 5, 0, 3]])]  # a chain off the top ranks
@@ -83,7 +83,7 @@ def test_greedy_speculation_is_lossless(pair, plain_outputs, spec):
 def test_drafts_really_get_accepted(pair):
     """Guards the losslessness tests against passing only because nothing is ever accepted."""
     target, head = pair
-    eng = decode(target, head, SpecConfig("eagle2", 4, 4, 16), random_prompts(4, 16, seed=9), n=40)
+    eng = decode(target, head, SpecConfig("eagle2", num_steps=4, topk=4, num_draft_tokens=16), random_prompts(4, 16, seed=9), n=40)
     lengths = [n for r in eng.requests for n in r.accept_lengths]
     assert max(lengths) >= 3 and sum(lengths) / len(lengths) > 1.2
 
@@ -91,7 +91,7 @@ def test_drafts_really_get_accepted(pair):
 def test_kv_equals_fresh_prefill_after_50_steps(pair):
     target, head = pair
     prompts = random_prompts(2, 16, seed=5)
-    eng = Engine(target, head, SpecConfig("eagle2", 3, 2, 6))
+    eng = Engine(target, head, SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6))
     eng.add_requests(prompts, 400)
     for _ in range(50):
         eng.step()
@@ -121,7 +121,7 @@ def test_kv_equals_fresh_prefill_after_50_steps(pair):
 def test_commit_of_the_score_driven_example(pair):
     """docs/design.md §5 example: accept B, E, bonus X; keep r, B, E; free A, C, G; L 10 -> 13."""
     target, head = pair
-    eng = Engine(target, head, SpecConfig("eagle2", 3, 2, 6))
+    eng = Engine(target, head, SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6))
     eng.add_requests([list(range(3, 13))], 20)  # L = 10 once prefilled
     eng.step()
     r = eng.requests[0]
@@ -186,16 +186,16 @@ def test_engine_rejects_bad_requests(pair):
 
 
 @pytest.mark.parametrize("kwargs, expected", [
-    (dict(), SpecConfig("eagle2", 5, 4, 8)),
+    (dict(), SpecConfig("eagle2", num_steps=5, topk=4, num_draft_tokens=8)),
     (dict(method="linear", num_steps=3), SpecConfig.linear(3)),
     (dict(method="linear", num_steps=3, topk=1, num_draft_tokens=4), SpecConfig.linear(3)),
     (dict(method="vanilla", num_steps=99), SpecConfig("vanilla")),
-    (dict(num_steps=3, topk=2), SpecConfig("eagle2", 3, 2, 8)),
+    (dict(num_steps=3, topk=2), SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=8)),
     (dict(method="static"), SpecConfig.static(8)),
     (dict(method="static", num_draft_tokens=16), SpecConfig.static(16)),
     (dict(method="static", tree="[[0],[1],[0,0]]"), SpecConfig.static(tree=[[0], [1], [0, 0]])),
     (dict(method="static", num_draft_tokens=4, tree=[[0, 0], [0], [1]]), SpecConfig.static(4, [[0], [1], [0, 0]])),
-    (dict(method="eagle2", tree="  "), SpecConfig("eagle2", 5, 4, 8)),  # an empty tree box is no tree
+    (dict(method="eagle2", tree="  "), SpecConfig("eagle2", num_steps=5, topk=4, num_draft_tokens=8)),  # an empty tree box is no tree
 ])
 def test_from_knobs_fills_the_defaults(kwargs, expected):
     assert SpecConfig.from_knobs(**kwargs) == expected
@@ -221,13 +221,13 @@ def test_from_knobs_bad_input(kwargs, message):
 def test_context_check_reserves_the_verify_block():
     check_context(SpecConfig("vanilla"), 100, 89, 10)  # 89 + 10 + 1 fits
     with pytest.raises(ValueError, match="exceeds the model's context of 100 \\(at most 82 prompt tokens fit\\)"):
-        check_context(SpecConfig("eagle2", 5, 4, 8), 100, 83, 10)
+        check_context(SpecConfig("eagle2", num_steps=5, topk=4, num_draft_tokens=8), 100, 83, 10)
 
 
 def test_step_records_carry_what_the_walk_decided(pair):
     """The record holds the stop reason and which pointer each move read; the trace copies them."""
     target, head = pair
-    eng = Engine(target, head, SpecConfig("eagle2", 3, 3, 8), trace=True)
+    eng = Engine(target, head, SpecConfig("eagle2", num_steps=3, topk=3, num_draft_tokens=8), trace=True)
     eng.add_requests(random_prompts(2, 12, seed=3), 16)
     seen = set()
     while not eng.done:
@@ -256,7 +256,7 @@ def test_step_records_carry_what_the_walk_decided(pair):
 
 def test_debug_checks_catch_misplaced_pending_pairs(pair):
     target, head = pair
-    eng = Engine(target, head, SpecConfig("eagle2", 2, 2, 4), debug=True)
+    eng = Engine(target, head, SpecConfig("eagle2", num_steps=2, topk=2, num_draft_tokens=4), debug=True)
     eng.add_requests(random_prompts(1, 8, seed=1), 8)
     eng.step()
     r, L = eng.requests[0], eng.table.length(0)

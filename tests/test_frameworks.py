@@ -15,19 +15,19 @@ def _vllm_config(text: str) -> dict:
 
 
 def test_sglang_takes_the_knobs_one_to_one():
-    flags = framework_flags(SpecConfig("eagle2", 5, 4, 8))["SGLang"]
+    flags = framework_flags(SpecConfig("eagle2", num_steps=5, topk=4, num_draft_tokens=8))["SGLang"]
     assert "--speculative-num-steps 5 --speculative-eagle-topk 4 --speculative-num-draft-tokens 8" in flags
 
 
 def test_eagle_depth_is_one_less_and_total_token_counts_the_root():
     # the EAGLE paper's default depth=5, top_k=10, total_token=60 is num_steps=6 here
-    assert "depth=5, top_k=10, total_token=60" in framework_flags(SpecConfig("eagle2", 6, 10, 60))["EAGLE"]
+    assert "depth=5, top_k=10, total_token=60" in framework_flags(SpecConfig("eagle2", num_steps=6, topk=10, num_draft_tokens=60))["EAGLE"]
 
 
 def test_vllm_chain_and_tree():
     chain = _vllm_config(framework_flags(SpecConfig.linear(3))["vLLM"])
     assert chain == {"method": "eagle", "model": "<EAGLE head>", "num_speculative_tokens": 3}
-    text = framework_flags(SpecConfig("eagle2", 5, 4, 8))["vLLM"]
+    text = framework_flags(SpecConfig("eagle2", num_steps=5, topk=4, num_draft_tokens=8))["vLLM"]
     tree = _vllm_config(text)
     paths = ast.literal_eval(tree["speculative_token_tree"])
     assert paths == [tuple(p) for p in default_static_tree(8)] and tree["num_speculative_tokens"] == 7

@@ -176,7 +176,7 @@ def test_trace_of_a_fused_head_step(pair):
     from workbench.engine.trace import step_trace
 
     target, head = pair
-    eng = Engine(target, head, SpecConfig("eagle2", 3, 2, 6), trace=True)
+    eng = Engine(target, head, SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6), trace=True)
     eng.add_requests(random_prompts(1, 16, seed=7), 12)
     records = []
     while not eng.done:

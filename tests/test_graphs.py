@@ -109,7 +109,7 @@ def test_graphs_refused_without_cuda(pair):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("spec", [SpecConfig("vanilla"), SpecConfig.linear(3), SpecConfig("eagle2", 3, 2, 6),
+@pytest.mark.parametrize("spec", [SpecConfig("vanilla"), SpecConfig.linear(3), SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6),
                                   SpecConfig.static(6)], ids=lambda s: s.describe())
 def test_graphs_equal_eager_on_gpu(pair, spec):
     target, head = pair
@@ -302,7 +302,7 @@ def test_draft_level_graph_equals_eager_on_gpu(pair):
         target.cpu(), head.cpu()
 
 
-@pytest.mark.parametrize("spec", [SpecConfig("eagle2", 3, 2, 6), SpecConfig.static(6)], ids=lambda s: s.describe())
+@pytest.mark.parametrize("spec", [SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6), SpecConfig.static(6)], ids=lambda s: s.describe())
 def test_engine_without_graphs_is_unchanged(pair, spec):
     """Graphs off: no runner, pools of the old size, and the draft calls take the eager path
     (the same outputs as an engine whose draft forwards go through a runner that falls back)."""
@@ -418,11 +418,11 @@ def test_the_engine_default_follows_the_check(pair, monkeypatch):
 
     monkeypatch.setattr(graph_check, "check_graphs", check)
     monkeypatch.setattr(graphs, "is_cuda", lambda device: True)
-    assert Engine(target, head, SpecConfig("eagle2", 3, 2, 6)).cuda_graphs is False  # torch backend: unchecked
+    assert Engine(target, head, SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6)).cuda_graphs is False  # torch backend: unchecked
     assert asked == []
     target.attention_backend = "triton"
     try:
-        assert Engine(target, head, SpecConfig("eagle2", 3, 2, 6)).cuda_graphs is True
+        assert Engine(target, head, SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6)).cuda_graphs is True
         verdict["ok"] = False
         assert Engine(target, head, SpecConfig("vanilla")).cuda_graphs is False
     finally:

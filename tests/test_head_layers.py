@@ -31,7 +31,7 @@ def decode(target, head, spec, prompts, n=24):
     return eng
 
 
-@pytest.mark.parametrize("spec", [SpecConfig.linear(3), SpecConfig("eagle2", 3, 2, 6), SpecConfig("eagle2", 4, 4, 16)],
+@pytest.mark.parametrize("spec", [SpecConfig.linear(3), SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6), SpecConfig("eagle2", num_steps=4, topk=4, num_draft_tokens=16)],
                          ids=lambda s: s.describe())
 @pytest.mark.parametrize("kind", ["two layers", "fused"])
 def test_two_layer_and_fused_heads_are_lossless_and_accepted(pair2, spec, kind):
@@ -52,7 +52,7 @@ def test_every_draft_kv_layer_equals_a_fresh_prefill(pair2, kind):
     target, head = pair2
     if kind == "fused":  # its committed tokens keep the wide target features for the next extend
         head = random_head(target, 1, std=0.3, fuse_layers=(0,))
-    eng = Engine(target, head, SpecConfig("eagle2", 3, 2, 6))
+    eng = Engine(target, head, SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6))
     eng.add_requests(random_prompts(2, 16, seed=5), 400)
     for _ in range(30):
         eng.step()

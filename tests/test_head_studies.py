@@ -192,7 +192,7 @@ def test_tree_use_of_a_real_run_counts_its_verify_steps(tiny):
 
     wb = _tiny_workbench(tiny)
     traces = []
-    r = run(wb, [[5, 6, 7], [9, 10]], SpecConfig("eagle2", 3, 3, 6), 12, traces=traces)
+    r = run(wb, [[5, 6, 7], [9, 10]], SpecConfig("eagle2", num_steps=3, topk=3, num_draft_tokens=6), 12, traces=traces)
     u = tree_use(traces)
     assert u["steps"] == sum(t["kind"] == "spec" for t in traces) > 0
     assert u["tau"] == pytest.approx(r["tau"]) and 1 <= u["tau_spine"] <= u["tau"]
@@ -207,7 +207,7 @@ def test_ceiling_of_a_real_run(tiny):
     from workbench.train.evaluate import run
 
     wb = _tiny_workbench(tiny)
-    spec, prompts = SpecConfig("eagle2", 3, 3, 6), [[5, 6, 7], [9, 10]]
+    spec, prompts = SpecConfig("eagle2", num_steps=3, topk=3, num_draft_tokens=6), [[5, 6, 7], [9, 10]]
     c = ceiling(wb, prompts, spec, 12)
     r = run(wb, prompts, spec, 12)
     assert c["tau"] == pytest.approx(r["tau"]) and c["head"]["tau"] == pytest.approx(c["tau"])

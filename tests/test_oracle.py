@@ -80,7 +80,7 @@ def test_path_mass_rejects_a_parent_after_its_child():
 def test_step_expectation_from_records(pair, temperature):
     target, head = pair
     sampling = SamplingParams(temperature=temperature, seed=3)
-    eng = Engine(target, head, SpecConfig("eagle2", 3, 2, 6), sampling, trace=True)
+    eng = Engine(target, head, SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6), sampling, trace=True)
     eng.add_requests(random_prompts(2, VOCAB, 1), 10)
     seen = 0
     while not eng.done:
@@ -103,7 +103,7 @@ def test_perfect_head_scores_are_target_path_probabilities(pair):
     sampling = SamplingParams(temperature=1.0)
     seqs = random_prompts(3, VOCAB, 7, lengths=(9, 14, 6))
     points = [(0, 4), (1, 13), (2, 0), (1, 5)]
-    spec = SpecConfig("eagle2", 3, 3, 8)
+    spec = SpecConfig("eagle2", num_steps=3, topk=3, num_draft_tokens=8)
     got = perfect_head_trees(target, seqs, points, spec.num_steps, spec.topk, spec.num_draft_tokens, sampling,
                              chunk=3)
     assert len(got) == len(points)
@@ -167,7 +167,7 @@ def test_perfect_head_greedy_takes_every_level(pair):
     """Greedy: p is one-hot, so the perfect head's spine is always accepted: num_steps + 1."""
     target, _ = pair
     seq = random_prompts(1, VOCAB, 5, lengths=(8,))[0]
-    spec = SpecConfig("eagle2", 4, 2, 5)
+    spec = SpecConfig("eagle2", num_steps=4, topk=2, num_draft_tokens=5)
     (e,) = perfect_head_trees(target, [seq], [(0, 6)], spec.num_steps, spec.topk, spec.num_draft_tokens,
                               SamplingParams())
     assert e.accept_length == pytest.approx(spec.num_steps + 1)
@@ -185,9 +185,9 @@ def test_the_expectation_derived_from_a_trace_is_the_records_and_the_app_shows_i
     from workbench.viz.sampling import sampling_html
 
     target, head = pair
-    lossy = SpecConfig("eagle2", 3, 2, 6, accept_threshold_single=0.5, accept_threshold_acc=0.5)
-    for sampling, spec, has in [(SamplingParams(temperature=1.0, seed=2), SpecConfig("eagle2", 3, 2, 6), True),
-                                (SamplingParams(), SpecConfig("eagle2", 3, 2, 6), False),
+    lossy = SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6, accept_threshold_single=0.5, accept_threshold_acc=0.5)
+    for sampling, spec, has in [(SamplingParams(temperature=1.0, seed=2), SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6), True),
+                                (SamplingParams(), SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6), False),
                                 (SamplingParams(temperature=1.0, seed=2), SpecConfig.linear(3, "leviathan"), False),
                                 (SamplingParams(temperature=1.0, seed=2), lossy, False)]:
         eng = Engine(target, head, spec, sampling, trace=True)
@@ -209,7 +209,7 @@ def test_early_exit_with_every_layer_is_the_perfect_head(pair):
     sampling = SamplingParams(temperature=1.0)
     seqs = random_prompts(3, VOCAB, 11, lengths=(9, 12, 7))
     points = [(0, 4), (1, 11), (2, 2)]
-    spec = SpecConfig("eagle2", 3, 3, 8)
+    spec = SpecConfig("eagle2", num_steps=3, topk=3, num_draft_tokens=8)
     every = len(target.model.layers)
     got = early_exit_trees(target, seqs, [3, 5, 2], points, every, spec.num_steps, spec.topk,
                            spec.num_draft_tokens, sampling, chunk=2)
@@ -224,7 +224,7 @@ def test_early_exit_tree_matches_brute_force(pair, temperature):
     sampling = SamplingParams(temperature=temperature)
     seqs = random_prompts(2, VOCAB, 12, lengths=(10, 8))
     points = [(0, 5), (1, 7), (0, 0)]
-    spec = SpecConfig("eagle2", 3, 2, 5)
+    spec = SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=5)
     got = early_exit_trees(target, seqs, [4, 4], points, 1, spec.num_steps, spec.topk, spec.num_draft_tokens,
                            sampling, chunk=2)
     for (i, L), e in zip(points, got.expectations):

@@ -25,7 +25,7 @@ from workbench.lessons.chi_square import chi_square_pvalue, total_variation
 from workbench.lessons.exact_law import sample_sequences, sequence_law
 
 CASES = [
-    ("eagle2", SpecConfig("eagle2", 3, 2, 6)),
+    ("eagle2", SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6)),
     ("static", SpecConfig.static(tree=[[0], [1], [0, 0], [0, 1], [0, 0, 0]])),
     ("linear target-only", SpecConfig.linear(3)),
     ("linear leviathan", SpecConfig.linear(3, "leviathan")),
@@ -73,7 +73,7 @@ def test_speculative_sampling_matches_target_under_top_k(pair, name, spec, param
 
 def test_the_test_has_power(pair):
     target, head = pair
-    counts, _ = sample_sequences(target, head, SpecConfig("eagle2", 3, 2, 6), SamplingParams(temperature=1.0, seed=3),
+    counts, _ = sample_sequences(target, head, SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6), SamplingParams(temperature=1.0, seed=3),
                                  PROMPT, LOSSLESS_LENGTH, N)
     wrong = law(target, SamplingParams(temperature=0.7, seed=0))
     assert chi_square_pvalue(counts, wrong) < ALPHA

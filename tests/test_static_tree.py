@@ -55,7 +55,7 @@ def test_every_step_drafts_the_shape_from_the_same_head(pair, spec):
     target, head = pair
     prompts = random_prompts(2, 16, seed=4)
     static = Engine(target, head, spec, trace=True)
-    dynamic = Engine(target, head, SpecConfig("eagle2", spec.num_steps, spec.topk, spec.num_draft_tokens), trace=True)
+    dynamic = Engine(target, head, SpecConfig("eagle2", num_steps=spec.num_steps, topk=spec.topk, num_draft_tokens=spec.num_draft_tokens), trace=True)
     for eng in (static, dynamic):
         eng.add_requests(prompts, 12)
     static.step(), dynamic.step()  # prefill

@@ -16,7 +16,7 @@ from workbench.engine.draft_source import DraftSource
 from workbench.engine.engine import Engine
 from workbench.metrics import tau
 
-TREE = SpecConfig("eagle2", 4, 4, 16)  # over 16 tokens: steps that accept 1-3 drafts are common
+TREE = SpecConfig("eagle2", num_steps=4, topk=4, num_draft_tokens=16)  # over 16 tokens: steps that accept 1-3 drafts are common
 SPECS = [SpecConfig("vanilla"), SpecConfig.linear(3), TREE, SpecConfig.static(8), SpecConfig(draft=DraftSource("ngram"))]
 PROMPTS = random_prompts(4, 16, seed=9)
 

@@ -379,7 +379,7 @@ def test_engine_with_triton_backend_matches_torch_backend(tmp_path):
     outputs = {}
     for backend in ("torch", "triton"):
         target.attention_backend = backend
-        eng = Engine(target, head, SpecConfig("eagle2", 3, 2, 6))
+        eng = Engine(target, head, SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6))
         eng.add_requests(prompts, 8)
         eng.run()
         outputs[backend] = [r.output_ids for r in eng.requests]

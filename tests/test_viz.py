@@ -32,9 +32,9 @@ from workbench.viz.tree import MARGIN, WIDTH, collapse_dropped, layout_tree, nod
 from workbench.viz.walk import moves_html, moves_upto, pointer_rows, pointer_table_html, walk_moves, walk_position
 
 RUNS = {
-    "eagle2": (SpecConfig("eagle2", 3, 3, 7), SamplingParams()),
-    "wide": (SpecConfig("eagle2", 4, 4, 10), SamplingParams()),
-    "sampling": (SpecConfig("eagle2", 3, 3, 7), SamplingParams(temperature=1.0, seed=3)),
+    "eagle2": (SpecConfig("eagle2", num_steps=3, topk=3, num_draft_tokens=7), SamplingParams()),
+    "wide": (SpecConfig("eagle2", num_steps=4, topk=4, num_draft_tokens=10), SamplingParams()),
+    "sampling": (SpecConfig("eagle2", num_steps=3, topk=3, num_draft_tokens=7), SamplingParams(temperature=1.0, seed=3)),
     "linear": (SpecConfig.linear(3), SamplingParams()),
     "leviathan": (SpecConfig.linear(3, "leviathan"), SamplingParams(temperature=1.0, seed=1)),
     "vanilla": (SpecConfig("vanilla"), SamplingParams()),
@@ -146,7 +146,7 @@ def wide_traces(tmp_path_factory):
     texts of every width."""
     target, head = tiny_pair(tmp_path_factory.mktemp("wide"))
     out = {}
-    for name, spec in [("default", SpecConfig("eagle2")), ("60/6/10", SpecConfig("eagle2", 6, 10, 60)),
+    for name, spec in [("default", SpecConfig("eagle2")), ("60/6/10", SpecConfig("eagle2", num_steps=6, topk=10, num_draft_tokens=60)),
                        ("chain of 16", SpecConfig.linear(16))]:
         eng = Engine(target, head, spec, SamplingParams(), trace=True, token_text=word)
         eng.add_requests([[3, 5, 7, 9, 11]], 8)

@@ -135,7 +135,7 @@ def section_equality(ctx: dict) -> dict:
     from workbench.models.loading import load_target
     from workbench.testing.tiny import make_tiny_checkpoint
 
-    specs = [SpecConfig("vanilla"), SpecConfig.linear(3), SpecConfig("eagle2", 3, 2, 6), SpecConfig.static(6)]
+    specs = [SpecConfig("vanilla"), SpecConfig.linear(3), SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6), SpecConfig.static(6)]
     gen = torch.Generator().manual_seed(0)
     prompts = [torch.randint(3, 16, (n,), generator=gen).tolist() for n in (5, 17, 9)]
     modes = [("torch", False), ("triton", False)] + ([("triton", True)] if ctx["device"] == "cuda" else [])

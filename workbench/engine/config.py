@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import KW_ONLY, dataclass, fields, replace
 
 from workbench.engine.accept import EXACT_THRESHOLD
 from workbench.engine.draft_source import DraftSource, parse_draft
@@ -86,6 +86,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class SpecConfig:
     method: str = "eagle2"
+    _: KW_ONLY  # every knob by name: SpecConfig("eagle2", num_steps=5, topk=4, num_draft_tokens=8)
     num_steps: int = DEFAULT_NUM_STEPS
     topk: int = DEFAULT_TOPK
     num_draft_tokens: int = DEFAULT_NUM_DRAFT_TOKENS
