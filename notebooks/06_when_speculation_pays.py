@@ -347,7 +347,7 @@ from workbench.analysis.oracle import early_exit_trees
 from workbench.models.heads import default_draft_dir
 from workbench.train.evaluate import answer_sequences, measure_head
 
-TREE = SpecConfig("eagle2", 5, 4, 8)
+TREE = SpecConfig("eagle2", num_steps=5, topk=4, num_draft_tokens=8)
 EXITS = (24, 26, 27, 28, 29, wb.target.config.num_layers)
 eng = wb.engine(TREE, SamplingParams(), trace=True)
 eng.add_requests(list(prompts.values()), 48)
@@ -457,11 +457,75 @@ display(Markdown(
     f"{flat[0]:.2f}× at batch 1 and {flat[-1]:.2f}× at batch {batches[-1]}."))
 
 # %% [markdown]
-# **Measured under load (to come).** The curve above is a *prediction* from single-forward costs.
-# The measured counterpart, `python -m workbench.bench load` (every policy at closed and open
-# loops, TTFT, TPOT and end-to-end per request, interleaved rounds with medians and ranges), goes
-# here, beside the prediction it tests; until then no sentence of this notebook quotes a speedup
-# measured at a batch above 1.
+# ## Measured under load
+#
+# The curve above is a *prediction* from single-forward costs, for a batch that stays fixed.
+# `python -m workbench.bench load` measures the real thing: requests that arrive while others
+# run, each policy deciding speculation per step from the running batch, in a **closed loop**
+# (a concurrency of $c$: $c$ requests in flight, a new one starting as one finishes) and an
+# **open loop** (Poisson arrivals at a rate), every policy timed in the same interleaved rounds,
+# each output checked equal to plain decoding (`off`). The policies: `off`; a fixed small tree
+# `eagle2:4/3/2` at every batch; `adaptive`, which moves among a chain of 1, 4/3/2 and 8/5/4 by
+# the acceptance it sees; `auto`, which picks per running batch the setting whose predicted
+# tokens per second (this machine's measured step costs, a prior acceptance, corrected by the
+# steps' own clock) is highest (`docs/benchmarks.md`, "Speculation under load"). This section
+# reads the stored run, `docs/bench/load-cpu.json`, and re-measures nothing: its machine and
+# threads are printed first, and they may differ from this notebook's.
+
+# %%
+import json
+from pathlib import Path
+
+import workbench
+from workbench.timing import Spread
+from workbench.viz.load import curves_figure
+
+LOAD = json.loads((Path(workbench.__file__).resolve().parents[1] / "docs/bench/load-cpu.json").read_text())
+m = LOAD["machine"]
+print(f"stored run: {m['cpu']}, {m['cores']} cores, {LOAD['dtype']}, {LOAD['threads']} torch threads, "
+      f"torch {m['torch']}, {LOAD['date'][:10]}; `{LOAD['command']}`")
+print(f"{LOAD['settings']['prompt_count']} {LOAD['settings']['prompts']} prompts, "
+      f"{LOAD['settings']['max_new_tokens']} new tokens each, {LOAD['settings']['rounds']} rounds")
+print("every output equal to off:", all(r["equal_to_off"] for r in LOAD["rows"]))
+curves_figure(LOAD["rows"], "closed").show()
+
+
+def against_off(mode: str) -> dict[str, dict[float, Spread]]:
+    """Each policy's tokens/s over off's at each load of one loop: median over median, the range
+    from the extremes (conservative)."""
+    rows = [r for r in LOAD["rows"] if r["mode"] == mode]
+    tok = {(r["policy"], r["load"]): Spread(**r["spreads"]["throughput_tok_s"]) for r in rows}
+    return {p: {load: tok[(p, load)].ratio(tok[("off", load)]) for (q, load) in tok if q == p}
+            for p in dict.fromkeys(r["policy"] for r in rows) if p != "off"}
+
+
+closed = against_off("closed")
+print("\ntokens/s against off, closed loop (median, range):")
+for p, by_load in closed.items():
+    print(f"  {p:13s} " + "   ".join(f"c={load:g}: {s.median:.2f}x ({s.low:.2f}-{s.high:.2f})" for load, s in by_load.items()))
+
+# %%
+def placed(s: Spread) -> str:
+    return "clearly above off" if s.low > 1 else "clearly below off" if s.high < 1 else "level with off within noise"
+
+
+loads = sorted(next(iter(closed.values())))
+fixed = closed["eagle2:4/3/2"]
+said = [f"at concurrency {c:g}, " + ", ".join(f"{p} is {placed(by_load[c])} ({by_load[c].median:.2f}×)"
+                                           for p, by_load in closed.items()) for c in loads]
+pred = {b: here[batches.index(b)] for b in loads if b in batches}
+predicted = (f"The prediction above, for a chain of {GAMMA} at a fixed batch on this notebook's machine, "
+             f"{trend(pred[loads[0]], pred[loads[-1]])} from {pred[loads[0]]:.2f}× at batch {loads[0]:g} to "
+             f"{pred[loads[-1]]:.2f}× at batch {loads[-1]:g}; measured, the fixed tree "
+             f"{trend(fixed[loads[0]].median, fixed[loads[-1]].median)} from {fixed[loads[0]].median:.2f}× to "
+             f"{fixed[loads[-1]].median:.2f}×." if loads[0] in pred and loads[-1] in pred else "")
+chosen = LOAD["settled"]["auto"]["batch"]
+display(Markdown(
+    f"**Takeaway (stored run, {m['cpu']}, {LOAD['threads']} threads).** Under load, {'; '.join(said)}. "
+    f"{predicted} Auto's choice per running batch was {', '.join(f'{b}: {c}' for b, c in chosen.items())}: "
+    "it turns speculation down where a verify over the batch's tokens costs more than the drafts "
+    "it accepts save. A range that crosses 1× is not a finding; the full table, TTFT and the open "
+    "loop are in `docs/bench/load-cpu.md`."))
 
 # %% [markdown]
 # ## A long context
@@ -471,16 +535,18 @@ display(Markdown(
 # at some context length reading the K/V costs as much as reading the weights, and a decode step
 # becomes memory-bound on the cache instead of the weights (the argument of MagicDec,
 # [Chen et al. 2024](https://arxiv.org/abs/2408.11049), for speculation at long contexts and large
-# batches). The two contexts are timed in the same interleaved rounds; the shorter is the cost
-# curve's prefix of `PREFIX` tokens, so its decode step is the cost curve's first point measured
-# a second time, and the two must agree within their ranges.
+# batches). Three contexts, the cost curve's prefix of `PREFIX` tokens, 1k and 4k, are timed in the
+# same interleaved rounds; the shortest one's decode step is the cost curve's first point measured
+# a second time, and the two must agree within their ranges. The speedups in the table are
+# **predicted** from these costs with the τ measured above at the short context (a long prompt's
+# own acceptance is not measured here).
 
 # %%
 cfg = wb.target.config
 kv_bytes = 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * wb.target.lm_head.weight.element_size()
 print(f"K/V per token: {kv_bytes / 1024:.1f} KiB; the cache outweighs the weights beyond "
       f"{weight_bytes / kv_bytes:,.0f} tokens (the model's context is {cfg.max_position_embeddings:,})")
-CONTEXTS = (PREFIX, 512)
+CONTEXTS = (PREFIX, 1024, 4096)
 context_forwards = {(P, n): f for P in CONTEXTS for n, f in verify_forwards(wb.target, (1, GAMMA + 1), P).items()}
 by_context = {key: spread(values) for key, values in time_forwards(context_forwards, ROUNDS, REPEATS).items()}
 fig = go.Figure([
@@ -509,12 +575,23 @@ again = compare(by_context[short, 1], verify_spread[1])
 same = ("the two agree within their ranges" if again == "level within noise" else
         f"this one is {again} the curve's beyond both ranges: the machine's speed moved between the two "
         "measurements, so compare costs within one figure, not across figures")
+context_speedup = {P: predicted_speedup(tau, by_context[P, GAMMA + 1].median, GAMMA * draft_ms[1], by_context[P, 1].median)
+                   for P in CONTEXTS}
+rows = [f"| {P:,} | {by_context[P, 1].median:.1f} ({by_context[P, 1].low:.1f}–{by_context[P, 1].high:.1f}) | "
+        f"{by_context[P, GAMMA + 1].median:.1f} | {ratio[P].median:.2f} ({ratio[P].low:.2f}–{ratio[P].high:.2f}) | "
+        f"{P * kv_bytes / weight_bytes:.2f} | {'weights' if P * kv_bytes < weight_bytes else 'K/V cache'} | "
+        f"{context_speedup[P]:.2f}× |" for P in CONTEXTS]
 display(Markdown(
-    f"**Takeaway.** At {long_} committed tokens a decode step costs {growth[1]:.2f}× what it costs at "
+    f"| committed tokens | decode ms (range) | verify of {GAMMA + 1} ms | verify / decode (range) | K/V bytes / weight "
+    f"bytes | most bytes read | predicted speedup, chain of {GAMMA} (τ {tau:.2f}) |\n|---|---|---|---|---|---|---|\n"
+    + "\n".join(rows) + f"\n\n({THREADS}; the draft's cost is taken at the short context.)\n\n"
+    f"**Takeaway.** At {long_:,} committed tokens a decode step costs {growth[1]:.2f}× what it costs at "
     f"{short}, and a verify over {GAMMA + 1} tokens {growth[GAMMA + 1]:.2f}× (medians); verify costs "
     f"{ratio[short].median:.2f}× a decode step at {short} (range {ratio[short].low:.2f}–{ratio[short].high:.2f}) "
-    f"and {ratio[long_].median:.2f}× at {long_} (range {ratio[long_].low:.2f}–{ratio[long_].high:.2f}), so it "
-    f"gets {context_trend}. The decode step at {short} tokens, {by_context[short, 1].with_unit('ms')} here, is "
-    f"the cost curve's first point measured again ({verify_spread[1].with_unit('ms')} there): {same}. By bytes "
-    f"alone the cache of this small model stays lighter than its weights up to {weight_bytes / kv_bytes:,.0f} "
-    f"tokens; for a model with a larger cache per token, or at a large batch, the context dominates sooner."))
+    f"and {ratio[long_].median:.2f}× at {long_:,} (range {ratio[long_].low:.2f}–{ratio[long_].high:.2f}), so it "
+    f"gets {context_trend}; the predicted speedup of the chain {trend(context_speedup[short], context_speedup[long_])} "
+    f"from {context_speedup[short]:.2f}× to {context_speedup[long_]:.2f}×. The decode step at {short} tokens, "
+    f"{by_context[short, 1].with_unit('ms')} here, is the cost curve's first point measured again "
+    f"({verify_spread[1].with_unit('ms')} there): {same}. By bytes alone the cache of this small model stays "
+    f"lighter than its weights up to {weight_bytes / kv_bytes:,.0f} tokens; for a model with a larger cache per "
+    "token, or at a large batch, the context dominates sooner."))

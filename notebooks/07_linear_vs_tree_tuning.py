@@ -52,9 +52,9 @@ SAMPLED = SamplingParams(temperature=1.0)
 CONFIGS = [
     SpecConfig("vanilla"),
     *(SpecConfig.linear(s) for s in (1, 3)),  # chains: num_steps
-    SpecConfig("eagle2", 3, 2, 4), SpecConfig("eagle2", 3, 2, 6),  # num_draft_tokens
-    SpecConfig("eagle2", 3, 4, 6),  # topk
-    SpecConfig("eagle2", 5, 4, 8),  # num_steps, topk, num_draft_tokens: what SGLang picks for a Llama target
+    SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=4), SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6),  # num_draft_tokens
+    SpecConfig("eagle2", num_steps=3, topk=4, num_draft_tokens=6),  # topk
+    SpecConfig("eagle2", num_steps=5, topk=4, num_draft_tokens=8),  # num_steps, topk, num_draft_tokens: what SGLang picks for a Llama target
 ]
 TEMPERATURE = [(SpecConfig("vanilla"), SAMPLED), (SpecConfig.linear(3), SAMPLED)]  # the chain of 3 sampling at T = 1
 measured = measure_settings(wb, CONFIGS + TEMPERATURE, prompts, ROUNDS)  # the helper notebook 6 measures its chain of 3 with
@@ -207,7 +207,7 @@ from workbench.lessons.hindsight import gains, grid_figure, shape_grid
 from workbench.lessons.intervals import paired
 from workbench.lessons.settings import all_categories
 
-BIG = SpecConfig("eagle2", 4, 4, 24)  # 4 levels, topk 4, 24 verify tokens: covers every smaller tree below
+BIG = SpecConfig("eagle2", num_steps=4, topk=4, num_draft_tokens=24)  # 4 levels, topk 4, 24 verify tokens: covers every smaller tree below
 BUDGETS, DEPTHS = (4, 6, 8), (2, 3, 4)
 BASE, WIDEN, DEEPEN = (4, 2), (6, 2), (4, 3)  # (D′, S)
 every = lesson_prompts(wb, all_categories())
@@ -292,8 +292,8 @@ runner_up = (("highest median speedup among the trees here", best_tree) if best 
              ("highest median speedup among the chains here", best_linear))
 chosen = {"highest median speedup here" + ("" if fastest.winner else " (level within noise with others)"): spec_of[best],
           runner_up[0]: spec_of[runner_up[1]],
-          "SGLang's pick for a Llama target": SpecConfig("eagle2", 5, 4, 8),
-          "EAGLE evaluation scripts' default": SpecConfig("eagle2", 6, 10, 60)}
+          "SGLang's pick for a Llama target": SpecConfig("eagle2", num_steps=5, topk=4, num_draft_tokens=8),
+          "EAGLE evaluation scripts' default": SpecConfig("eagle2", num_steps=6, topk=10, num_draft_tokens=60)}
 pd.DataFrame([{"setting": name, **flags(spec)} for name, spec in chosen.items()])
 
 # %%

@@ -386,3 +386,6 @@ def test_the_curves_figure_draws_each_policy_median_with_its_range():
     assert list(auto_tpot.x) == [1, 4] and list(auto_tpot.y) == [51, 160]
     assert list(auto_tpot.error_y.array) == [2, 5] and list(auto_tpot.error_y.arrayminus) == [2, 5]
     assert list(fig.layout.xaxis.tickvals) == [1, 4] and fig.layout.xaxis.type == "log"
+    # what each panel shows is on its y axis, and no subplot title sits under the legend above the plots
+    assert not fig.layout.annotations
+    assert "tokens/s" in fig.layout.yaxis.title.text and "TPOT" in fig.layout.yaxis2.title.text

@@ -78,8 +78,8 @@ def curves_figure(rows: list[dict], mode: str = "closed", title: str | None = No
     policy: each point the median over the timed rounds, its bar the range (low to high)."""
     rows = [r for r in rows if r["mode"] == mode]
     what = "concurrency (requests in flight)" if mode == "closed" else "arrival rate (requests/s)"
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
-                        subplot_titles=("tokens/s (higher is better)", "TPOT p50, ms (lower is better)"))
+    # Each panel says what it shows on its y axis: subplot titles would sit where the legend is.
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12)
     names = list(dict.fromkeys(r["policy"] for r in rows))
     colours = policy_colours(names)
     for name in names:
@@ -98,4 +98,6 @@ def curves_figure(rows: list[dict], mode: str = "closed", title: str | None = No
     fig.update_xaxes(title_text=what, type="log", tickvals=loads, ticktext=[f"{x:g}" for x in loads],
                      gridcolor="#EEEEEE", automargin=True)
     fig.update_yaxes(rangemode="tozero", gridcolor="#EEEEEE", automargin=True)
+    fig.update_yaxes(title_text="tokens/s (higher is better)", row=1, col=1)
+    fig.update_yaxes(title_text="TPOT p50, ms (lower is better)", row=1, col=2)
     return fig
