@@ -235,6 +235,38 @@ def test_disagreeing_rounds_are_refused_run_plain_and_are_not_cached(tmp_path, m
     assert len(calls) == 2 * cpu_choices.ROUNDS
 
 
+def level_at_16(r):  # MKL's packed path 6 % faster than F.linear from 16 rows: chosen (under 95 %)
+    return {PLAIN: 10.0, WEIGHT_LEFT: 4.0 if r <= 4 else 12.0, PACKED: 9.4 if r >= 16 else 11.0}
+
+
+def level_at_16_flipped(r):  # 4 % faster: not chosen; the two are level, which one a round picks is noise
+    return {PLAIN: 10.0, WEIGHT_LEFT: 4.0 if r <= 4 else 12.0, PACKED: 9.6 if r >= 16 else 11.0}
+
+
+@needs_mkl
+def test_rounds_that_differ_only_between_level_implementations_are_cached(tmp_path, monkeypatch):
+    """Rounds that pick F.linear or the packed path where the two are within LEVEL of each other
+    agree on what matters: the verdict is the medians' and it is cached."""
+    target = _tiny_target(tmp_path)
+    calls = []
+    rounds = [level_at_16, level_at_16_flipped, level_at_16]
+    monkeypatch.setattr(cpu_choices, "time_paths", fake_timer(rounds, calls))
+    order = choose_linear_order("auto", target, tmp_path)
+    medians = [WEIGHT_LEFT] * 3 + [PLAIN] + [PACKED] * 2  # packed's median 9.4 ms: under 95 % of 10
+    assert list(order.paths) == medians and order.reason == "measured on this CPU"
+    (entry,) = json.loads((tmp_path / cpu_choices.CACHE_FILE).read_text()).values()
+    assert entry["agreed"] and entry["paths"] == medians and len({tuple(v) for v in entry["verdicts"]}) == 2
+    assert "cached" in choose_linear_order("auto", target, tmp_path).reason and len(calls) == cpu_choices.ROUNDS
+
+
+def test_level_means_within_the_margin_in_every_round():
+    per_round = [[{"rows": b, "ms": {PLAIN: 10.0, PACKED: p}} for b in ROW_BUCKETS] for p in (9.4, 9.6, 8.5)]
+    verdicts = [[PLAIN] * 5 + [PACKED], [PLAIN] * 6]
+    assert cpu_choices.rounds_agree(per_round[:2], verdicts)  # 10 against 9.4: within 15 %
+    assert not cpu_choices.rounds_agree(per_round, verdicts)  # 10 against 8.5 in the third round: not level
+    assert cpu_choices.rounds_agree(per_round, [[PLAIN] * 6, []])  # [] is F.linear everywhere: the same
+
+
 def test_an_ineligible_implementation_is_never_timed(tmp_path, monkeypatch):
     target = _tiny_target(tmp_path)
     monkeypatch.setattr(cpu_choices, "check_paths", lambda weights, paths: {p: p == PLAIN for p in paths})

@@ -6,16 +6,21 @@ Today one: which implementation each few-row fp32 linear product runs (``workben
 (an implementation whose outputs are not within fp32 rounding is never timed nor chosen), then
 times the eligible ones on those weights, in ``ROUNDS`` whole rounds one after another (ten
 seconds or so), once per CPU (model name, family and vector extensions), torch version, thread
-count, implementations available and weight shapes. A verdict is kept only when every round
-reaches it: a busy machine (another process on the cores for part of the run) makes the rounds
-disagree, and then this process runs ``F.linear`` (the safe default) and nothing is cached, so
-the next load measures again. An agreed verdict is cached in ``<cache>/cpu-choices.json``
+count, implementations available and weight shapes. The verdict is decided on each
+implementation's median over the rounds, and kept only when the rounds agree with it: at each
+row count, every round chose the same implementation, or the ones they chose are level (within
+``LEVEL`` of each other in every round, so that which one a round picks is noise, and either
+runs as fast). A busy machine (another process on the cores for part of the run) makes one
+round see an implementation lose by far more than that; then this process runs ``F.linear``
+(the safe default) and nothing is cached, so the next load measures again. An agreed verdict is
+cached in ``<cache>/cpu-choices.json``
 (``<cache>`` as for the model store) with how it was measured: rounds, repeats, which
 implementations passed the check, each round's verdict, the median ms of each implementation per
 row count and its spread over the rounds, and the memory its packed weights add. ``weight-left``,
 ``mkl-packed`` and ``plain`` force one implementation for 2-16 rows without measuring
 (``mkl-packed`` runs ``F.linear`` where this torch lacks MKL's ops). Runs that are not fp32 on a
-CPU need no choice: they run ``F.linear``.
+CPU need no choice: they run ``F.linear``. To measure again (after a change of machine load, say),
+delete the file or its entry; ``python -m experiments.linear_order`` prints the timings themselves.
 """
 
 from __future__ import annotations
@@ -37,7 +42,8 @@ FORCED = {"plain": PLAIN, "weight-left": WEIGHT_LEFT, "mkl-packed": PACKED}  # -
 LINEAR_ORDERS = ("auto", *FORCED)  # the values --linear-order accepts
 CACHE_FILE = "cpu-choices.json"
 PATHS_VERSION = 2  # in the cache key: a change to what a path runs (2: one weight-left row padded to two) measures again
-ROUNDS = 3  # whole measurements, one after another; the verdict must be the same in each
+ROUNDS = 3  # whole measurements, one after another; the verdict must be the same in each, or level
+LEVEL = 0.15  # two implementations within 15 % of each other in every round are level: either may be chosen
 REPEATS = 3  # timed repeats per order and row count in one round, the fastest kept
 
 
@@ -105,12 +111,12 @@ def choose_linear_order(choice: str, model: nn.Module, cache_dir: Path | None = 
           f"({ROUNDS} rounds, once, ten seconds or so): {cpu_model()}", file=sys.stderr, flush=True)
     eligible = check_paths(weights, paths)
     measured = measure_rounds(weights, tuple(p for p in paths if eligible[p] or p == PLAIN))
-    if len({tuple(v) for v in measured["verdicts"]}) > 1:
-        print(f"[linear] the {ROUNDS} rounds chose differently ({measured['verdicts']}, [] = F.linear; a busy "
-              f"machine?): F.linear for this run, nothing cached, measured again next load",
+    if not measured["agreed"]:
+        print(f"[linear] the {ROUNDS} rounds chose differently, by more than noise ({measured['verdicts']}, "
+              f"[] = F.linear; a busy machine?): F.linear for this run, nothing cached, measured again next load",
               file=sys.stderr, flush=True)
         return LinearOrder((), "measurements disagreed, not cached")
-    verdict = tuple(measured["verdicts"][0])
+    verdict = tuple(measured["verdict"])
     packed_mb = _packed_mb(weights, verdict)
     _write_cache(path, key, {"paths": list(verdict), "packed_mb": packed_mb, "cpu": cpu_signature(),
                              "torch": torch.__version__, "threads": torch.get_num_threads(),
@@ -124,9 +130,10 @@ def measure_rounds(weights: list[torch.Tensor], paths: tuple[str, ...], rounds: 
     row count), each round deciding on its own timings.
 
     Returns what the cache records: ``rounds``, ``repeats``, ``verdicts`` (each round's paths
-    per row count, [] = F.linear everywhere) and ``timings``, per row count and path the median
-    ms over the rounds and its spread, (max - min) / median. Rounds run one after another, so a
-    load that comes and goes lands in some rounds and not others, and their verdicts differ.
+    per row count, [] = F.linear everywhere), ``timings`` (per row count and path the median ms
+    over the rounds and its spread, (max - min) / median), ``verdict`` (decided on those
+    medians) and ``agreed`` (``rounds_agree``). Rounds run one after another, so a load that
+    comes and goes lands in some rounds and not others, and their verdicts differ by far.
     """
     per_round = [time_paths(weights, paths, repeats=repeats) for _ in range(rounds)]
     timings = []
@@ -138,8 +145,27 @@ def measure_rounds(weights: list[torch.Tensor], paths: tuple[str, ...], rounds: 
             row["ms"][p] = mid
             row["spread"][p] = (max(ms) - min(ms)) / mid if mid > 0 else 0.0
         timings.append(row)
-    return {"rounds": rounds, "repeats": repeats, "verdicts": [list(decide(r)) for r in per_round],
-            "timings": timings}
+    verdicts = [list(decide(r)) for r in per_round]
+    verdict = list(decide([{"rows": t["rows"], "ms": t["ms"]} for t in timings]))
+    return {"rounds": rounds, "repeats": repeats, "verdicts": verdicts, "verdict": verdict, "timings": timings,
+            "agreed": rounds_agree(per_round, verdicts + [verdict])}
+
+
+def rounds_agree(per_round: list[list[dict]], verdicts: list[list[str]], level: float = LEVEL) -> bool:
+    """Whether the rounds' timings (``time_paths`` each) back one verdict: at every row count,
+    the implementations that ``verdicts`` name there (each a ``decide`` result, [] = F.linear)
+    are one, or are level: in every round, the slowest of them within ``level`` of the fastest."""
+    for i, bucket in enumerate(ROW_BUCKETS):
+        named = {(v[i] if v else PLAIN) for v in verdicts}
+        if len(named) == 1:
+            continue
+        for timings in per_round:
+            ms = next((t["ms"] for t in timings if t["rows"] == bucket), None)
+            if ms is None or any(p not in ms for p in named):
+                return False
+            if max(ms[p] for p in named) > (1 + level) * min(ms[p] for p in named):
+                return False
+    return True
 
 
 def _forced(impl: str, choice: str, weights: list[torch.Tensor]) -> LinearOrder:

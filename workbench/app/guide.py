@@ -15,6 +15,7 @@ from workbench.app.draft_bench import task_name
 from workbench.app.state import DRAFT_INPUTS
 from workbench.engine.draft_source import DraftSource, parse_draft
 from workbench.viz.best_tree import greedy_continuation
+from workbench.viz.logits import children
 from workbench.viz.tokens import show
 from workbench.viz.tree import no_draft_note
 
@@ -38,12 +39,8 @@ def miss_line(trace: dict | None) -> str:
     if first["status"] == "dropped":
         return (f"Nothing accepted at step {trace['step']}: {want}; the draft proposed it, but the rerank dropped it "
                 f"(num_draft_tokens = {first['needed_D']} would have kept it).")
-    guesses = ", ".join(f"`{show(nodes[c]['text'])}`" for c in _children(trace, 0)[:GUESSES_SHOWN])
+    guesses = ", ".join(f"`{show(nodes[c]['text'])}`" for c in children(trace, 0)[:GUESSES_SHOWN])
     return f"Nothing accepted at step {trace['step']}: {want}, which the draft did not guess (it guessed {guesses})."
-
-
-def _children(trace: dict, node: int) -> list[int]:
-    return [n["node"] for n in trace["tree"]["nodes"][1:] if n["parent"] == node]
 
 
 @dataclass(frozen=True)

@@ -246,20 +246,21 @@ def time_paths(weights: list[torch.Tensor], paths: tuple[str, ...], rows: tuple[
                repeats: int = 5) -> list[dict]:
     """Best-of-``repeats`` ms to apply every weight in ``weights`` (as one forward does, each read
     from memory in turn) to ``m`` rows by each path, for each m: [{"rows": m, "ms": {path: ms}}].
-    Packed weights exist for one row count at a time (packing is not timed). The fastest repeat,
-    not the median: another process on the cores only ever adds time, so the minimum is the
-    least disturbed estimate of what each implementation can do."""
+    The paths take turns within each repeat, so that a disturbance lasting a moment costs each
+    of them alike rather than one path all its repeats. Packed weights exist for one row count
+    at a time (packing is not timed). The fastest repeat, not the median: another process on the
+    cores only ever adds time, so the minimum is the least disturbed estimate of what each
+    implementation can do."""
     gen = torch.Generator().manual_seed(0)
     out = []
     for m in rows:
         xs = {w.shape[1]: torch.randn(m, w.shape[1], generator=gen, dtype=w.dtype) for w in weights}
-        ms = {}
         with torch.inference_mode():
-            for path in paths:
-                packs = _packs(weights, path, m)
-                ms[path] = _best_ms(lambda: [run_path(path, xs[w.shape[1]], w, p, m)
-                                             for w, p in zip(weights, packs)], repeats)
-                del packs
+            packs = {path: _packs(weights, path, m) for path in paths}
+            runs = {path: (lambda path=path: [run_path(path, xs[w.shape[1]], w, p, m)
+                                              for w, p in zip(weights, packs[path])]) for path in paths}
+            ms = _best_ms_interleaved(runs, repeats)
+            del packs
         out.append({"rows": m, "ms": ms})
     return out
 
@@ -285,11 +286,14 @@ def decide(timings: list[dict], max_packed: int = MAX_PACKED_SIZES) -> tuple[str
     return () if all(p == PLAIN for p in paths) else paths
 
 
-def _best_ms(fn, repeats: int) -> float:
-    fn()  # warm-up: first-touch of the inputs, BLAS thread start
-    times = []
+def _best_ms_interleaved(runs: dict, repeats: int) -> dict[str, float]:
+    """{name: best ms of ``repeats`` calls of runs[name]}, the calls taking turns."""
+    for fn in runs.values():
+        fn()  # warm-up: first-touch of the inputs, BLAS thread start
+    best = dict.fromkeys(runs, float("inf"))
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return min(times)
+        for name, fn in runs.items():
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], (time.perf_counter() - t0) * 1e3)
+    return best
