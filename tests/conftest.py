@@ -52,11 +52,23 @@ def real_threads():
 
 
 def pytest_collection_modifyitems(items):
-    """The tests on the real model first, in their files' order: they are the long ones (a
-    notebook, a CLI run over ten prompts: one to two minutes each), so ``make test``'s two workers
-    each start on them, and the short tiny-model tests fill in at the end, when one worker would
-    otherwise wait for the other's last long test."""
-    items.sort(key=lambda item: "smollm2_dir" not in getattr(item, "fixturenames", ()))
+    """The tests on the real model first: they are the long ones (a notebook, a CLI run over ten
+    prompts: up to two minutes each), so ``make test``'s two workers each start on them, and the
+    short tiny-model tests fill in at the end, when one worker would otherwise wait for the
+    other's last long test. The real-model tests are dealt one module at a time, round robin
+    (each module's own order kept): two tests of one module often share a result computed once
+    for the session (``helpers.computed_once``, such as transformers' reference in
+    ``test_smollm2``), and side by side the second worker would sit idle while the first
+    computes it."""
+    real, rest = [], []
+    for item in items:
+        (real if "smollm2_dir" in getattr(item, "fixturenames", ()) else rest).append(item)
+    by_module: dict = {}
+    for item in real:
+        by_module.setdefault(item.nodeid.split("::")[0], []).append(item)
+    queues = list(by_module.values())
+    dealt = [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
+    items[:] = dealt + rest
 
 
 def pytest_configure(config):

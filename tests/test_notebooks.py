@@ -4,8 +4,10 @@ shows, the machine and date on top), and each runs from a clean kernel without a
 they load the real target).
 
 The execution test never rewrites the stored copies: it runs the script's cells in memory, in a
-kernel started in a temporary directory. Each notebook takes about two minutes on a quiet 2-core
-CPU; the cell timeout is generous because a shared machine can be several times slower.
+kernel started in a temporary directory, at the smoke size (``workbench.lessons.smoke``: every
+cell, on fewer prompts, rounds and tokens; at full size the timed notebooks take two to four
+minutes each on a quiet 2-core CPU, and the stored copies, checked above, are such runs). The
+cell timeout is generous because a shared machine can be several times slower.
 """
 
 import re
@@ -14,6 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from workbench.lessons import smoke
 from tools.notebooks import NOTEBOOK_DIR, execute, out_of_sync, paired, read_script, sources
 
 SCRIPTS = sources()
@@ -63,7 +66,8 @@ def test_stored_copy_shows_its_results(script):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
-def test_notebook_runs_from_a_clean_kernel(script, smollm2_dir, tmp_path):
+def test_notebook_runs_from_a_clean_kernel(script, smollm2_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv(smoke.ENV, "1")  # the kernel inherits this process's environment
     nb = read_script(script)
     execute(nb, tmp_path)  # raises CellExecutionError, with the cell and its traceback, on the first error
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]

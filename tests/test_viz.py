@@ -608,3 +608,26 @@ def test_drawn_tree_labels_do_not_overlap_in_a_browser(wide_traces, tmp_path, na
             assert overlapping_pairs(boxes) == [], kind
             assert max(r[2] for r in rects) <= width, kind
         browser.close()
+
+
+def test_png_renders_again_when_kaleidos_page_was_not_ready(monkeypatch, tmp_path):
+    from workbench.viz import png
+
+    class Flaky:
+        calls = 0
+
+        def write_image(self, path, **kw):
+            Flaky.calls += 1
+            if Flaky.calls == 1:
+                raise RuntimeError("ReferenceError: kaleido_scopes is not defined")
+            Path(path).write_bytes(b"\x89PNG")
+
+    monkeypatch.setattr(png, "use_browser", lambda: "chromium")
+    assert png.write_png(Flaky(), tmp_path / "x.png").read_bytes() == b"\x89PNG" and Flaky.calls == 2
+
+    class Broken:
+        def write_image(self, path, **kw):
+            raise ValueError("width must be positive")
+
+    with pytest.raises(ValueError, match="width must be positive"):  # any other error: raised at once
+        png.write_png(Broken(), tmp_path / "y.png")

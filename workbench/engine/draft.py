@@ -144,7 +144,7 @@ def draft_extend(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int],
     device = features[0].device
     batch = extend_batch(tokens, prefix, new, starts, device)
     hidden = head_forward(head, kv, forward)(torch.cat(features), batch)  # [T, H]
-    last = torch.tensor([sum(len(t) for t in tokens[: b + 1]) - 1 for b in range(len(tokens))], device=device)
+    last = (torch.tensor([len(t) for t in tokens]).cumsum(0) - 1).to(device)  # each request's last row
     return hidden[last], new
 
 

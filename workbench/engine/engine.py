@@ -262,7 +262,7 @@ class Engine:
         batch = extend_batch([r.prompt_ids for r in reqs], [[] for _ in reqs],
                              [self.table.slots(r.rid) for r in reqs], [0] * len(reqs), self.device)
         hidden = self.target(batch, self.target_kv, self.taps)  # [T, H] (fused head: [T, W])
-        ends = torch.tensor([sum(len(r.prompt_ids) for r in reqs[: i + 1]) - 1 for i in range(len(reqs))])
+        ends = torch.tensor([len(r.prompt_ids) for r in reqs]).cumsum(0) - 1  # each prompt's last row
         logits = self.target.logits(hidden[ends.to(self.device)])
         first = choose(logits, self.sampling, self.dev_gen).tolist()
         offset, emitted, slots = 0, [], [list(self.table.slots(r.rid)) for r in reqs]

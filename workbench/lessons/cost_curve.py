@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from workbench.bench.cost import chain_batch, prefilled, time_ms
+from workbench.lessons import smoke
 from workbench.timing import Spread, interleaved, monotone, spread
 
 
@@ -116,7 +117,9 @@ def draft_forwards(target, head, rows, prefix_len: int) -> dict[int, Callable[[]
 def time_forwards(forwards: dict[Hashable, Callable[[], object]], rounds: int, repeats: int = 3,
                   device: torch.device | str = "cpu", warmup: int = 1) -> dict[Hashable, list[float]]:
     """Interleaved rounds over every forward of ``forwards``: per key, one value per round, each
-    the median ms of ``repeats`` calls after ``warmup`` untimed ones (``workbench.timing``)."""
+    the median ms of ``repeats`` calls after ``warmup`` untimed ones (``workbench.timing``); at
+    smoke size (``workbench.lessons.smoke``) one call each."""
+    repeats = smoke.repeats(repeats)
     return interleaved({k: (lambda f=f: time_ms(f, device, repeats, warmup)) for k, f in forwards.items()}, rounds)
 
 

@@ -15,6 +15,7 @@ from statistics import median
 
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
+from workbench.lessons import smoke
 from workbench.lessons.chain_model import held_out_check
 from workbench.metrics import predicted_speedup, tau
 from workbench.viz.style import OKABE_ITO, base_layout
@@ -53,7 +54,9 @@ class RouteRun:
 
 
 def run_route(wb, spec: SpecConfig, prompts: list[list[int]], max_new: int) -> RouteRun:
-    """Greedy decoding of each prompt alone with ``spec``, traced."""
+    """Greedy decoding of each prompt alone with ``spec``, traced (fewer new tokens at smoke size,
+    ``workbench.lessons.smoke``)."""
+    max_new = smoke.new_tokens(max_new)
     traces, outputs = [], []
     for ids in prompts:
         steps: list[dict] = []

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from workbench.bench.specbench import load_questions
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
+from workbench.lessons import smoke
 from workbench.metrics import tau as pooled_tau
 from workbench.timing import Spread, interleaved, spread
 
@@ -35,10 +36,11 @@ METRICS = ("tok_s", "ttft_ms", "tpot_ms", "e2e_ms")  # per round: the mean over 
 
 
 def lesson_prompts(wb, categories: tuple[str, ...] = CATEGORIES) -> dict[str, list[int]]:
-    """Token ids of the shortest first turn of each category, through the chat template."""
+    """Token ids of the shortest first turn of each category, through the chat template (the
+    first ``smoke.PROMPTS`` categories at smoke size)."""
     questions = load_questions()
     prompts = {}
-    for category in categories:
+    for category in smoke.prompts(categories):
         mine = [q for q in questions if q.category == category]
         if not mine:
             raise ValueError(f"no Spec-Bench question of category {category!r}")
@@ -132,7 +134,9 @@ def measure_settings(wb, specs: list, prompts: dict[str, list[int]], rounds: int
                      max_new_tokens: int = MAX_NEW_TOKENS) -> dict[str, Setting]:
     """Each setting, by label. A setting is a ``SpecConfig`` (greedy) or a pair ``(SpecConfig,
     SamplingParams)``; the first greedy one must be vanilla, and so must one of every other
-    sampling: every speedup is over plain decoding at the same temperature."""
+    sampling: every speedup is over plain decoding at the same temperature. At smoke size
+    (``workbench.lessons.smoke``), fewer new tokens."""
+    max_new_tokens = smoke.new_tokens(max_new_tokens)
     pairs = [s if isinstance(s, tuple) else (s, GREEDY) for s in specs]
     if not pairs or pairs[0][0].speculative:
         raise ValueError("the first setting must be vanilla: every speedup is measured against it")

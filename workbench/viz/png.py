@@ -12,6 +12,8 @@ from pathlib import Path
 
 CHROMIUM = Path("/usr/bin/chromium")
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
+PAGE_NOT_READY = "kaleido_scopes is not defined"  # kaleido's page script not loaded yet: a busy machine
+RENDER_TRIES = 3
 NO_BROWSER = ("PNG copies of the figures need Chromium or Chrome for kaleido: install the Debian package "
               "chromium, or set BROWSER_PATH to a Chrome binary")
 
@@ -39,5 +41,13 @@ def write_png(fig, path: Path | str, width: int = 900) -> Path:
     use_browser()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.write_image(str(path), format="png", width=width)
+    for attempt in range(RENDER_TRIES):
+        try:
+            fig.write_image(str(path), format="png", width=width)
+            return path
+        except Exception as err:  # kaleido's JavascriptError; any other error is raised as it is
+            # kaleido 1.x may call into its tab before the page's script has loaded (seen on a
+            # 2-core machine under load); a fresh render then succeeds
+            if PAGE_NOT_READY not in str(err) or attempt + 1 == RENDER_TRIES:
+                raise
     return path
