@@ -13,10 +13,11 @@ from helpers import fresh_prefill
 from workbench import cpu_choices
 from workbench.cpu_choices import choose_linear_order, linear_weights
 from workbench.models import linear as lin
-from workbench.models.linear import (PACKED, PATHS, PLAIN, ROW_BUCKETS, WEIGHT_LEFT, Linear, LinearOrder,
+from workbench.models.linear import (ONEDNN, PACKED, PATHS, PLAIN, ROW_BUCKETS, WEIGHT_LEFT, Linear, LinearOrder,
                                      apply_linear_order, check_paths, decide, linear, within_fp32_rounding)
 
 needs_mkl = pytest.mark.skipif(not lin.mkl_packed_available(), reason="torch built without MKL's packed GEMM")
+needs_onednn = pytest.mark.skipif(not lin.onednn_packed_available(), reason="torch built without oneDNN's packed linear")
 
 
 def everywhere(path):
@@ -27,8 +28,8 @@ def everywhere(path):
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 7, 8, 16, 32, 33, 40])
 @pytest.mark.parametrize("bias", [False, True])
 def test_every_implementation_equals_f_linear(path, rows, bias):
-    if path == PACKED and not lin.mkl_packed_available():
-        pytest.skip("torch built without MKL's packed GEMM")
+    if path not in lin.available_paths():
+        pytest.skip(f"torch built without {lin.PATH_NAMES[path]}")
     gen = torch.Generator().manual_seed(rows)
     mod = Linear(96, 200, bias=bias)
     with torch.no_grad():
@@ -72,6 +73,37 @@ def test_a_packed_weight_is_dropped_when_the_weight_changes():
     x.requires_grad_(True)
     mod(x).sum().backward()  # autograd never goes through a packed weight
     assert x.grad is not None
+
+
+@needs_onednn
+def test_one_onednn_copy_serves_every_row_count_and_is_dropped_when_the_weight_changes():
+    mod = Linear(16, 8)
+    assert apply_linear_order(mod, everywhere(ONEDNN)) == 8 * 16 * 4 and set(mod.packed) == {ONEDNN}
+    with torch.inference_mode():
+        for rows in (1, 3, 8, 32):
+            x = torch.randn(rows, 16)
+            torch.testing.assert_close(mod(x), F.linear(x, mod.weight, mod.bias), rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        mod.weight.mul_(2)  # stale copy: F.linear runs
+    x = torch.randn(4, 16)
+    assert torch.equal(mod(x), F.linear(x, mod.weight, mod.bias))
+
+
+def test_missing_onednn_op_falls_back_to_f_linear(monkeypatch):
+    monkeypatch.setattr(lin, "onednn_packed_available", lambda: False)  # as on a build without the ops
+    assert ONEDNN not in lin.available_paths()
+    mod = Linear(16, 8)
+    assert apply_linear_order(mod, everywhere(ONEDNN)) == 0 and not mod.packed
+    x = torch.randn(4, 16)
+    assert torch.equal(mod(x), F.linear(x, mod.weight, mod.bias))
+
+
+def test_onednn_is_not_limited_like_mkls_copies_per_row_count():
+    t = [_timing(r, plain=10, **{"weight-left": 9, "mkl-packed": 8, "onednn-packed": 5}) for r in ROW_BUCKETS]
+    assert decide(t) == (ONEDNN,) * len(ROW_BUCKETS)
+    t = [_timing(r, plain=10, **{"weight-left": 9, "mkl-packed": p, "onednn-packed": 6})
+         for r, p in zip(ROW_BUCKETS, (3, 4, 5, 8, 8, 8))]
+    assert decide(t) == (PACKED, PACKED, ONEDNN, ONEDNN, ONEDNN, ONEDNN)  # MKL's two largest savings over oneDNN
 
 
 def test_missing_mkl_op_falls_back_to_f_linear(tmp_path, monkeypatch):
@@ -288,8 +320,12 @@ def test_a_forced_order_never_measures(tmp_path, monkeypatch):
     if lin.mkl_packed_available():
         forced = choose_linear_order("mkl-packed", target, tmp_path)
         assert forced.packed_rows == (2, 4, 8, 16) and forced.packed_mb > 0
+    if lin.onednn_packed_available():
+        forced = choose_linear_order("onednn-packed", target, tmp_path)
+        weights_mb = sum(w.numel() * 4 for w in linear_weights(target)) / 2**20
+        assert forced.path(3) == ONEDNN and forced.packed_rows == () and forced.packed_mb == round(weights_mb, 1)
     assert not (tmp_path / cpu_choices.CACHE_FILE).exists()
-    assert set(cpu_choices.LINEAR_ORDERS) == {"auto", "plain", "weight-left", "mkl-packed"}
+    assert set(cpu_choices.LINEAR_ORDERS) == {"auto", "plain", "weight-left", "mkl-packed", "onednn-packed"}
 
 
 def test_an_entry_from_before_the_per_row_choice_is_measured_again(tmp_path, monkeypatch):
@@ -313,8 +349,8 @@ def test_unreadable_cache_measures_again(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("path", PATHS)
 def test_applied_order_reaches_every_layer_and_keeps_the_output(tmp_path, path):
-    if path == PACKED and not lin.mkl_packed_available():
-        pytest.skip("torch built without MKL's packed GEMM")
+    if path not in lin.available_paths():
+        pytest.skip(f"torch built without {lin.PATH_NAMES[path]}")
     target = _tiny_target(tmp_path)
     tokens = [3, 5, 7, 9]
     *_, plain = fresh_prefill(target, tokens)

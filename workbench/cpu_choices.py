@@ -1,7 +1,8 @@
 """Choices that depend on the CPU, measured on the machine instead of assumed.
 
 Today one: which implementation each few-row fp32 linear product runs (``workbench.models.linear``:
-``F.linear``, ``(W @ x^T)^T`` or MKL's packed-weight GEMM, per row count 1, 2, 4, 8, 16, 32).
+``F.linear``, ``(W @ x^T)^T``, MKL's or oneDNN's packed-weight GEMM, per row count 1, 2, 4, 8, 16,
+32).
 ``auto`` first checks each implementation against ``F.linear`` on the loaded model's own weights
 (an implementation whose outputs are not within fp32 rounding is never timed nor chosen), then
 times the eligible ones on those weights, in ``ROUNDS`` whole rounds one after another (ten
@@ -17,8 +18,8 @@ cached in ``<cache>/cpu-choices.json``
 (``<cache>`` as for the model store) with how it was measured: rounds, repeats, which
 implementations passed the check, each round's verdict, the median ms of each implementation per
 row count and its spread over the rounds, and the memory its packed weights add. ``weight-left``,
-``mkl-packed`` and ``plain`` force one implementation for 2-16 rows without measuring
-(``mkl-packed`` runs ``F.linear`` where this torch lacks MKL's ops). Runs that are not fp32 on a
+``mkl-packed``, ``onednn-packed`` and ``plain`` force one implementation for 2-16 rows without
+measuring (a packed one runs ``F.linear`` where this torch lacks its library's ops). Runs that are not fp32 on a
 CPU need no choice: they run ``F.linear``. To measure again (after a change of machine load, say),
 delete the file or its entry; ``python -m experiments.linear_order`` prints the timings themselves.
 """
@@ -35,10 +36,10 @@ from statistics import median
 import torch
 from torch import nn
 
-from workbench.models.linear import (PACKED, PATHS, PLAIN, ROW_BUCKETS, WEIGHT_LEFT, Linear, LinearOrder,
-                                     available_paths, check_paths, decide, pack_weight, time_paths)
+from workbench.models.linear import (ONEDNN, PACKED, PATH_NAMES, PATHS, PLAIN, ROW_BUCKETS, WEIGHT_LEFT, Linear,
+                                     LinearOrder, available_paths, check_paths, decide, pack_weight, time_paths)
 
-FORCED = {"plain": PLAIN, "weight-left": WEIGHT_LEFT, "mkl-packed": PACKED}  # --linear-order value -> implementation
+FORCED = {"plain": PLAIN, "weight-left": WEIGHT_LEFT, "mkl-packed": PACKED, "onednn-packed": ONEDNN}  # --linear-order value
 LINEAR_ORDERS = ("auto", *FORCED)  # the values --linear-order accepts
 CACHE_FILE = "cpu-choices.json"
 PATHS_VERSION = 2  # in the cache key: a change to what a path runs (2: one weight-left row padded to two) measures again
@@ -172,16 +173,18 @@ def _forced(impl: str, choice: str, weights: list[torch.Tensor]) -> LinearOrder:
     if impl == PLAIN:
         return LinearOrder((), "forced by --linear-order plain")
     if impl not in available_paths():
-        return LinearOrder((), f"--linear-order {choice}: MKL's packed GEMM is not in this torch build")
+        return LinearOrder((), f"--linear-order {choice}: {PATH_NAMES[impl]} is not in this torch build")
     order = LinearOrder.forced(impl, f"forced by --linear-order {choice}")
     return LinearOrder.forced(impl, order.reason, _packed_mb(weights, order.paths))
 
 
 def _packed_mb(weights: list[torch.Tensor], paths: tuple[str, ...]) -> float:
     """The MB packed copies of ``weights`` hold for the packed row counts of ``paths``, packed
-    once here one weight at a time (MKL sizes the buffer; it is several times the weight)."""
-    rows = LinearOrder(paths).packed_rows
-    total = sum(pack_weight(w, r).numel() * 4 for r in rows for w in weights)  # fp32 buffers
+    once here one weight at a time (MKL sizes the buffer; it is several times the weight), plus
+    oneDNN's one copy of each weight (its own bytes) when some count runs it."""
+    order = LinearOrder(paths)
+    total = sum(pack_weight(w, r).numel() * 4 for r in order.packed_rows for w in weights)  # fp32 buffers
+    total += sum(w.numel() * 4 for w in weights) if order.uses_onednn else 0
     return round(total / 2**20, 1)
 
 

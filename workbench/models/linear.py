@@ -3,7 +3,7 @@ this CPU runs fastest at each row count.
 
 Decode, verify and draft run a linear layer on a handful of rows (1 to a few dozen tokens)
 against a large weight: the product is bound by reading ``W`` from memory, once. How close a
-CPU BLAS gets to that bound at a given row count depends on the CPU and the BLAS build, so three
+CPU BLAS gets to that bound at a given row count depends on the CPU and the BLAS build, so four
 exact implementations are kept and the fastest is chosen per row count by measurement
 (``workbench.cpu_choices``; ``python -m experiments.linear_order`` prints the timings):
 
@@ -20,6 +20,14 @@ exact implementations are kept and the fastest is chosen per row count by measur
   k/v projections), so a verdict packs at most ``MAX_PACKED_SIZES`` row counts and says the
   bytes it added (``LinearOrder.describe``). Inputs with fewer rows than the packed count are
   padded with zero rows (each output row depends only on its own input row).
+- ``onednn-packed``: oneDNN's matrix product on a copy of the weight that oneDNN has laid out
+  in its own blocked format (``torch.ops.mkldnn._reorder_linear_weight`` /
+  ``_linear_pointwise``, the ops torch's compiler uses for a frozen CPU linear layer; also
+  **private**, used only when ``onednn_packed_available``). One copy serves every row count
+  (it is laid out once, for ``ONEDNN_PACK_ROWS`` rows, and runs any number), and it holds as
+  many bytes as the weight itself. On a 2-core AMD EPYC whose MKL runs few-row products far from
+  the memory bound, it runs 4 to 32 rows in about half the time of either order
+  (docs/benchmarks.md, "The few-row linear order, measured per CPU").
 
 Row counts and the rule between them: the choice is made for ``ROW_BUCKETS`` = 1, 2, 4, 8, 16, 32
 rows; a count between two of them follows the next larger one (3 rows as 4, 9-16 as 16), whose
@@ -27,7 +35,7 @@ packed weight it can use by padding; more than 32 rows (a prefill) always run ``
 2-D fp32 CPU inputs take a choice; a GPU, another dtype, or a product that autograd must
 differentiate through a packed weight runs ``F.linear``.
 
-All three sum the same terms in different orders, so results differ by fp32 rounding only
+All four sum the same terms in different orders, so results differ by fp32 rounding only
 (~1e-6 relative); ``within_fp32_rounding`` is the check an implementation must pass on the
 model's own weights before the measurement may pick it.
 """
@@ -41,9 +49,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-PLAIN, WEIGHT_LEFT, PACKED = "plain", "weight-left", "mkl-packed"
-PATHS = (PLAIN, WEIGHT_LEFT, PACKED)  # every implementation; PATH_NAMES says each in the user's line
-PATH_NAMES = {PLAIN: "F.linear", WEIGHT_LEFT: "(W @ x^T)^T", PACKED: "MKL packed GEMM"}
+PLAIN, WEIGHT_LEFT, PACKED, ONEDNN = "plain", "weight-left", "mkl-packed", "onednn-packed"
+PATHS = (PLAIN, WEIGHT_LEFT, PACKED, ONEDNN)  # every implementation; PATH_NAMES says each in the user's line
+PATH_NAMES = {PLAIN: "F.linear", WEIGHT_LEFT: "(W @ x^T)^T", PACKED: "MKL packed GEMM", ONEDNN: "oneDNN packed GEMM"}
+ONEDNN_PACK_ROWS = 8  # the row count oneDNN lays its copy out for; it runs any row count
 ROW_BUCKETS = (1, 2, 4, 8, 16, 32)  # row counts measured and decided; counts in between follow the next larger
 FORCED_ROWS = (2, 4, 8, 16)  # the buckets a forced implementation covers (the range weight-left always had)
 WIN_MARGIN = 0.95  # another implementation must take under 95 % of F.linear's time to be chosen
@@ -57,7 +66,7 @@ class LinearOrder:
 
     ``paths``: one of ``PATHS`` per row count of ``ROW_BUCKETS``, or () for ``F.linear``
     everywhere. ``reason``: how that was decided. ``packed_mb``: the memory the packed weights
-    add (0 without ``mkl-packed``). ``reason`` and ``packed_mb`` are filled by
+    add (0 without ``mkl-packed`` or ``onednn-packed``). ``reason`` and ``packed_mb`` are filled by
     ``workbench.cpu_choices``, for the one line a user sees.
     """
 
@@ -89,6 +98,11 @@ class LinearOrder:
         """The row counts whose weights are packed for ``mkl-packed``."""
         return tuple(b for b, p in zip(ROW_BUCKETS, self.paths) if p == PACKED)
 
+    @property
+    def uses_onednn(self) -> bool:
+        """Whether some row count runs ``onednn-packed`` (one copy of each weight serves them all)."""
+        return ONEDNN in self.paths
+
     def describe(self) -> str:
         if all(p == PLAIN for p in self.paths):
             return f"few-row linear: F.linear ({self.reason})"
@@ -110,8 +124,17 @@ def mkl_packed_available() -> bool:
     return torch.backends.mkl.is_available()
 
 
+def onednn_packed_available() -> bool:
+    """Whether this torch build has oneDNN and its private packed-linear ops."""
+    try:
+        torch.ops.mkldnn._reorder_linear_weight, torch.ops.mkldnn._linear_pointwise  # noqa: B018 (lookup only)
+    except (AttributeError, RuntimeError):
+        return False
+    return torch.backends.mkldnn.is_available()
+
+
 def available_paths() -> tuple[str, ...]:
-    return PATHS if mkl_packed_available() else (PLAIN, WEIGHT_LEFT)
+    return tuple(p for p in PATHS if (p != PACKED or mkl_packed_available()) and (p != ONEDNN or onednn_packed_available()))
 
 
 def weight_left_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -140,6 +163,16 @@ def packed_linear(x: torch.Tensor, packed: torch.Tensor, weight: torch.Tensor, b
     return out if m == rows else out[:m]
 
 
+def onednn_pack(weight: torch.Tensor) -> torch.Tensor:
+    """oneDNN's blocked copy of ``weight`` [N, K] (private op); it runs products of any row count."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), ONEDNN_PACK_ROWS)
+
+
+def onednn_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``F.linear(x, weight, bias)`` through oneDNN's blocked copy of the weight; x [M, K]."""
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
 def takes_choice(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether a product is one the choice covers: 2-D fp32 CPU, at most ROW_BUCKETS[-1] rows."""
     return (x.device.type == "cpu" and x.dtype == torch.float32 and weight.dtype == torch.float32
@@ -150,20 +183,21 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
            order: LinearOrder = LinearOrder(), packed: dict | None = None) -> torch.Tensor:
     """``F.linear(x, weight, bias)`` by the implementation ``order`` names for x's row count.
 
-    ``packed``: {row count: (packed weight, weight version)} from ``Linear.pack``; a packed path
-    without a fresh entry (never packed, or the weight changed since) runs ``F.linear``.
+    ``packed``: {row count (MKL) or ``ONEDNN``: (packed weight, weight version)} from
+    ``Linear.pack``; a packed path without a fresh entry (never packed, or the weight changed
+    since) runs ``F.linear``, and so does a product that autograd must differentiate.
     """
     if not takes_choice(x, weight):
         return F.linear(x, weight, bias)
     path = order.path(x.shape[0])
     if path == WEIGHT_LEFT:
         return weight_left_linear(x, weight, bias)
-    if path == PACKED and packed:
+    if path in (PACKED, ONEDNN) and packed:
         rows = order.bucket(x.shape[0])
-        entry = packed.get(rows)
+        entry = packed.get(rows if path == PACKED else ONEDNN)
         grad = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
         if entry is not None and entry[1] == _stamp(weight) and not grad:
-            return packed_linear(x, entry[0], weight, bias, rows)
+            return packed_linear(x, entry[0], weight, bias, rows) if path == PACKED else onednn_linear(x, entry[0], bias)
     return F.linear(x, weight, bias)
 
 
@@ -171,20 +205,23 @@ class Linear(nn.Linear):
     """``nn.Linear`` (same parameters and names) whose forward is ``linear`` above."""
 
     order: LinearOrder = LinearOrder()  # set per model by apply_linear_order
-    packed: dict | None = None  # {row count: (packed weight, _stamp of the weight packed)}, by pack
+    packed: dict | None = None  # {row count or ONEDNN: (packed weight, _stamp of the weight packed)}, by pack
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return linear(x, self.weight, self.bias, self.order, self.packed)
 
-    def pack(self, rows: tuple[int, ...]) -> int:
-        """Keep MKL packed copies of the weight for these row counts (not parameters, not saved);
-        returns the bytes they hold. Nothing is packed off an fp32 CPU weight or without MKL."""
+    def pack(self, rows: tuple[int, ...], onednn: bool = False) -> int:
+        """Keep MKL packed copies of the weight for these row counts, and oneDNN's one copy when
+        ``onednn`` (not parameters, not saved); returns the bytes they hold. Nothing is packed
+        off an fp32 CPU weight, nor by a library this torch lacks."""
         w = self.weight
         keep = {}
-        if rows and w.device.type == "cpu" and w.dtype == torch.float32 and mkl_packed_available():
+        if w.device.type == "cpu" and w.dtype == torch.float32:
             old = self.packed or {}
             stamp = _stamp(w)
-            keep = {r: old[r] if r in old and old[r][1] == stamp else (pack_weight(w, r), stamp) for r in rows}
+            wanted = [(r, lambda r=r: pack_weight(w, r)) for r in rows if mkl_packed_available()]
+            wanted += [(ONEDNN, lambda: onednn_pack(w))] if onednn and onednn_packed_available() else []
+            keep = {k: old[k] if k in old and old[k][1] == stamp else (make(), stamp) for k, make in wanted}
         self.packed = keep
         return sum(p.numel() * p.element_size() for p, _ in keep.values())
 
@@ -202,7 +239,7 @@ def apply_linear_order(module: nn.Module, order: LinearOrder) -> int:
     for m in module.modules():
         if isinstance(m, Linear):
             m.order = order
-            total += m.pack(order.packed_rows)
+            total += m.pack(order.packed_rows, order.uses_onednn)
     return total
 
 
@@ -219,11 +256,17 @@ def run_path(path: str, x: torch.Tensor, weight: torch.Tensor, packed: torch.Ten
         return weight_left_linear(x, weight)
     if path == PACKED:
         return packed_linear(x, packed, weight, None, rows)
+    if path == ONEDNN:
+        return onednn_linear(x, packed, None)
     return F.linear(x, weight)
 
 
+def _pack_for(path: str, weight: torch.Tensor, rows: int) -> torch.Tensor | None:
+    return pack_weight(weight, rows) if path == PACKED else onednn_pack(weight) if path == ONEDNN else None
+
+
 def _packs(weights: list[torch.Tensor], path: str, rows: int) -> list:
-    return [pack_weight(w, rows) if path == PACKED else None for w in weights]
+    return [_pack_for(path, w, rows) for w in weights]
 
 
 def check_paths(weights: list[torch.Tensor], paths: tuple[str, ...], rows: tuple[int, ...] = ROW_BUCKETS,
@@ -235,7 +278,7 @@ def check_paths(weights: list[torch.Tensor], paths: tuple[str, ...], rows: tuple
     with torch.inference_mode():
         for path in paths:
             ok[path] = all(
-                within_fp32_rounding(run_path(path, x, w, pack_weight(w, m) if path == PACKED else None, m),
+                within_fp32_rounding(run_path(path, x, w, _pack_for(path, w, m), m),
                                      F.linear(x, w), x, w)
                 for m in rows for w in weights
                 for x in [torch.randn(m, w.shape[1], generator=gen, dtype=w.dtype)])
@@ -267,16 +310,17 @@ def time_paths(weights: list[torch.Tensor], paths: tuple[str, ...], rows: tuple[
 
 def decide(timings: list[dict], max_packed: int = MAX_PACKED_SIZES) -> tuple[str, ...]:
     """One path per ``ROW_BUCKETS`` entry from ``time_paths``: the fastest, if it takes under
-    ``WIN_MARGIN`` of ``F.linear``'s time, else ``plain`` (also for a count not measured). The
-    packed path is kept only at the ``max_packed`` counts where it saves the most time over the
-    best unpacked path; elsewhere that unpacked path. () when every count keeps ``F.linear``."""
+    ``WIN_MARGIN`` of ``F.linear``'s time, else ``plain`` (also for a count not measured). MKL's
+    packed path, a copy per row count, is kept only at the ``max_packed`` counts where it saves
+    the most time over the best of the others; elsewhere that one (oneDNN's packed path keeps one
+    copy for every count, so it is not limited). () when every count keeps ``F.linear``."""
     by_rows = {t["rows"]: t["ms"] for t in timings if t["rows"] in ROW_BUCKETS}
 
     def best(ms: dict, allowed) -> str:
         path = min((p for p in ms if p in allowed), key=ms.get)
         return path if ms[path] < WIN_MARGIN * ms[PLAIN] else PLAIN
 
-    unpacked = {r: best(ms, (PLAIN, WEIGHT_LEFT)) for r, ms in by_rows.items()}
+    unpacked = {r: best(ms, (PLAIN, WEIGHT_LEFT, ONEDNN)) for r, ms in by_rows.items()}  # no per-count copies
     chosen = {r: best(ms, PATHS) for r, ms in by_rows.items()}
     packed = sorted((r for r in chosen if chosen[r] == PACKED),
                     key=lambda r: by_rows[r][unpacked[r]] - by_rows[r][PACKED], reverse=True)
