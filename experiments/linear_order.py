@@ -1,5 +1,5 @@
-"""Few-row linear layers on this CPU: ``F.linear(x, W)``, ``(W @ x^T)^T`` and MKL's packed GEMM,
-and the choice.
+"""Few-row linear layers on this CPU: ``F.linear(x, W)``, ``(W @ x^T)^T``, MKL's and oneDNN's
+packed GEMMs, and the choice.
 
     python -m experiments.linear_order [--rows 1,2,4,8,16,32,64,128] [--threads 2]
 
@@ -8,8 +8,8 @@ fastest of the repeats (``models.linear.time_paths``), each weight a separate te
 read from memory as in a real forward. The rows are the tokens of one forward: 1 for a decode
 step, the tree size for a verify. The last line is the choice ``--linear-order auto`` makes from
 these timings (``workbench.models.linear.decide``; the engine makes that choice itself, once per
-CPU, in ``workbench.cpu_choices``: this prints the timings behind it). MKL's packed path is
-timed only where this torch has it (``mkl_packed_available``).
+CPU, in ``workbench.cpu_choices``: this prints the timings behind it). A packed path is timed
+only where this torch has its library's ops (``available_paths``).
 """
 
 from __future__ import annotations

@@ -51,6 +51,17 @@ def real_threads():
     torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True)
+def back_to_one_thread():
+    """Every test starts on one torch thread: a command run in-process (``--threads 2`` of a
+    documented bench command, say) would otherwise leave its worker on two, and with two
+    workers on two cores each test after it would run four threads on two cores, spinning
+    OpenMP workers against each other (seen: a suite a third slower)."""
+    yield
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+
+
 def pytest_collection_modifyitems(items):
     """The tests on the real model first: they are the long ones (a notebook, a CLI run over ten
     prompts: up to two minutes each), so ``make test``'s two workers each start on them, and the
