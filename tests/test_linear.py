@@ -89,11 +89,12 @@ def test_one_onednn_copy_serves_every_row_count_and_is_dropped_when_the_weight_c
     assert torch.equal(mod(x), F.linear(x, mod.weight, mod.bias))
 
 
-def test_missing_onednn_op_falls_back_to_f_linear(monkeypatch):
-    monkeypatch.setattr(lin, "onednn_packed_available", lambda: False)  # as on a build without the ops
-    assert ONEDNN not in lin.available_paths()
+@pytest.mark.parametrize("available, path", [("mkl_packed_available", PACKED), ("onednn_packed_available", ONEDNN)])
+def test_a_torch_without_a_packed_paths_ops_runs_f_linear(monkeypatch, available, path):
+    monkeypatch.setattr(lin, available, lambda: False)  # as on a build without the ops
+    assert path not in lin.available_paths()
     mod = Linear(16, 8)
-    assert apply_linear_order(mod, everywhere(ONEDNN)) == 0 and not mod.packed
+    assert apply_linear_order(mod, everywhere(path)) == 0 and not mod.packed
     x = torch.randn(4, 16)
     assert torch.equal(mod(x), F.linear(x, mod.weight, mod.bias))
 
@@ -106,14 +107,9 @@ def test_onednn_is_not_limited_like_mkls_copies_per_row_count():
     assert decide(t) == (PACKED, PACKED, ONEDNN, ONEDNN, ONEDNN, ONEDNN)  # MKL's two largest savings over oneDNN
 
 
-def test_missing_mkl_op_falls_back_to_f_linear(tmp_path, monkeypatch):
+def test_missing_mkl_op_is_never_forced_nor_timed(tmp_path, monkeypatch):
     monkeypatch.delattr(torch.ops.mkl, "_mkl_linear", raising=False)
     monkeypatch.setattr(lin, "mkl_packed_available", lambda: False)  # as on a build without the ops
-    assert PACKED not in lin.available_paths()
-    mod = Linear(16, 8)
-    assert apply_linear_order(mod, everywhere(PACKED)) == 0 and not mod.packed
-    x = torch.randn(4, 16)
-    assert torch.equal(mod(x), F.linear(x, mod.weight, mod.bias))
     target = _tiny_target(tmp_path)
     order = choose_linear_order("mkl-packed", target, tmp_path)
     assert order.paths == () and "not in this torch build" in order.reason

@@ -115,22 +115,25 @@ class LinearOrder:
         return f"few-row linear: {', '.join(groups)}, more F.linear ({self.reason}{memory})"
 
 
-def mkl_packed_available() -> bool:
-    """Whether this torch build has MKL and its private packed-GEMM ops."""
+def _private_ops_available(namespace, names: tuple[str, ...], backend) -> bool:
+    """Whether ``backend`` is built in and ``namespace`` (a ``torch.ops`` library) has ``names``."""
     try:
-        torch.ops.mkl._mkl_reorder_linear_weight, torch.ops.mkl._mkl_linear  # noqa: B018 (lookup only)
+        for name in names:
+            getattr(namespace, name)  # a missing op raises on lookup
     except (AttributeError, RuntimeError):
         return False
-    return torch.backends.mkl.is_available()
+    return backend.is_available()
+
+
+def mkl_packed_available() -> bool:
+    """Whether this torch build has MKL and its private packed-GEMM ops."""
+    return _private_ops_available(torch.ops.mkl, ("_mkl_reorder_linear_weight", "_mkl_linear"), torch.backends.mkl)
 
 
 def onednn_packed_available() -> bool:
     """Whether this torch build has oneDNN and its private packed-linear ops."""
-    try:
-        torch.ops.mkldnn._reorder_linear_weight, torch.ops.mkldnn._linear_pointwise  # noqa: B018 (lookup only)
-    except (AttributeError, RuntimeError):
-        return False
-    return torch.backends.mkldnn.is_available()
+    return _private_ops_available(torch.ops.mkldnn, ("_reorder_linear_weight", "_linear_pointwise"),
+                                  torch.backends.mkldnn)
 
 
 def available_paths() -> tuple[str, ...]:
