@@ -7,8 +7,8 @@ asked for: at most ``PROMPTS`` prompts (``settings.lesson_prompts``), one repeat
 (``cost_curve.time_forwards``) and ``NEW_TOKENS`` new tokens per timed or traced run
 (``settings.measure_settings``, ``draft_routes.run_route``). The number of rounds stays: the
 notebooks index their rounds. Every code path of a notebook still runs; only its numbers become
-meaningless. The stored
-notebooks, which readers see, are always full-size runs (``make notebooks``, which never sets it).
+meaningless. The stored notebooks, which readers see, are always full-size runs (``make
+notebooks``, which never sets it).
 """
 
 from __future__ import annotations

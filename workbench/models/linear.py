@@ -25,9 +25,8 @@ exact implementations are kept and the fastest is chosen per row count by measur
   ``_linear_pointwise``, the ops torch's compiler uses for a frozen CPU linear layer; also
   **private**, used only when ``onednn_packed_available``). One copy serves every row count
   (it is laid out once, for ``ONEDNN_PACK_ROWS`` rows, and runs any number), and it holds as
-  many bytes as the weight itself. On a 2-core AMD EPYC whose MKL runs few-row products far from
-  the memory bound, it runs 4 to 32 rows in about half the time of either order
-  (docs/benchmarks.md, "The few-row linear order, measured per CPU").
+  many bytes as the weight itself. Where it wins, and by how much, is measured per CPU like the
+  others (docs/benchmarks.md, "The few-row linear order, measured per CPU").
 
 Row counts and the rule between them: the choice is made for ``ROW_BUCKETS`` = 1, 2, 4, 8, 16, 32
 rows; a count between two of them follows the next larger one (3 rows as 4, 9-16 as 16), whose
