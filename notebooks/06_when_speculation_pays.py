@@ -464,8 +464,9 @@ display(Markdown(
 # run, each policy deciding speculation per step from the running batch, in a **closed loop**
 # (a concurrency of $c$: $c$ requests in flight, a new one starting as one finishes) and an
 # **open loop** (Poisson arrivals at a rate), every policy timed in the same interleaved rounds,
-# each output checked equal to plain decoding (`off`). The policies: `off`; a fixed small tree
-# `eagle2:4/3/2` at every batch; `adaptive`, which moves among a chain of 1, 4/3/2 and 8/5/4 by
+# each output checked equal to plain decoding (`off`). The policies: `off`; a chain of one draft
+# `linear:1` and a fixed small tree `eagle2:4/3/2`, each at every batch (the run stores whichever
+# fixed settings it was given); `adaptive`, which moves among a chain of 1, 4/3/2 and 8/5/4 by
 # the acceptance it sees; `auto`, which picks per running batch the setting whose predicted
 # tokens per second (this machine's measured step costs, a prior acceptance, corrected by the
 # steps' own clock) is highest (`docs/benchmarks.md`, "Speculation under load"). This section

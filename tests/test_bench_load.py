@@ -331,19 +331,35 @@ def test_a_step_cost_is_cached_only_when_its_rounds_agree(wb, tmp_path, monkeypa
 
     import workbench.bench.step_cost as sc
 
-    good, busy_round = ([(1, 10.0), (8, 20.0)], [(1, 1.0)]), ([(1, 30.0), (8, 20.0)], [(1, 1.0)])
+    draft = [(r, 1.0) for r in sc.DRAFT_ROWS]
+    good = ([(n, 10.0 + n) for n in sc.VERIFY_SIZES], draft)
+    busy_round = ([(1, 30.0)] + good[0][1:], draft)
     rounds = iter([good] * sc.ROUNDS + [good, busy_round] + [good] * (sc.ROUNDS - 2))  # quiet, then busy
     monkeypatch.setattr(sc, "_measure", lambda wb, source: next(rounds))
     head = parse_load_policy("auto").draft
     busy, quiet = tmp_path / "busy", tmp_path / "quiet"
     got = sc.step_cost_for(wb, head, cache_dir=quiet, log=lambda m: None)
-    assert got.source == "measured on this CPU" and got.verify == ((1, 10.0), (8, 20.0))
+    assert got.source == "measured on this CPU" and got.verify == tuple(good[0])
     assert sc.step_cost_for(wb, head, cache_dir=quiet, log=lambda m: None).source == f"cached in {sc.CACHE_FILE}"
     said = []
     got = sc.step_cost_for(wb, head, cache_dir=busy, log=said.append)
-    first = statistics.median([10.0, 30.0] + [10.0] * (sc.ROUNDS - 2))
+    first = statistics.median([11.0, 30.0] + [11.0] * (sc.ROUNDS - 2))
     assert got.source == "measured, rounds disagreed" and got.verify_ms(1) == first  # the medians, for this run
     assert "nothing cached" in said[-1] and not (busy / sc.CACHE_FILE).exists()
+
+
+def test_a_step_cost_cached_on_a_sparser_grid_is_measured_again(wb, tmp_path, monkeypatch):
+    import workbench.bench.step_cost as sc
+
+    head = parse_load_policy("auto").draft
+    key = sc._cache_key(wb, head)
+    old = {"verify": [[1, 10.0], [4, 12.0], [16, 30.0], [64, 90.0]], "draft": [[1, 1.0], [16, 2.0], [64, 4.0]]}
+    sc._write(tmp_path / sc.CACHE_FILE, key, old)
+    good = ([(n, 10.0 + n) for n in sc.VERIFY_SIZES], [(r, 1.0) for r in sc.DRAFT_ROWS])
+    monkeypatch.setattr(sc, "_measure", lambda wb, source: good)
+    got = sc.step_cost_for(wb, head, cache_dir=tmp_path, log=lambda m: None)
+    assert got.source == "measured on this CPU" and got.verify_ms(2) == 12.0  # not 10.67, the old grid's line
+    assert sc.step_cost_for(wb, head, cache_dir=tmp_path, log=lambda m: None).source == f"cached in {sc.CACHE_FILE}"
 
 
 def _row(policy: str, load: float, tput: tuple[float, float, float], tpot: tuple[float, float, float],

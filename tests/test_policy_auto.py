@@ -164,6 +164,22 @@ def test_the_steps_own_clock_corrects_the_curves():
     assert [_step(still, clock, [_request(1, [])], took) for _ in range(6)] == ["eagle2:4/3/2"] * 6
 
 
+def test_a_slower_machine_slows_every_setting_alike():
+    """A tree that wins with its true overhead (1.2x the curves) runs on when the whole machine
+    turns twice as slow for a while: the pace takes the slowdown, the tree's overhead stays, and
+    plain decoding (never timed) does not start to look cheaper than the tree."""
+    tree = parse_setting("eagle2:4/3/2")
+    clock = Clock()
+    auto = Auto((tree,), cost=FLAT, clock=clock)
+    batch = [_request(0, [])]
+    base = {"eagle2:4/3/2": 1.2 * FLAT.step_ms(tree, 1), "off": FLAT.step_ms(OFF, 1)}
+    quick = [_step(auto, clock, batch, base) for _ in range(10)]
+    slow = [_step(auto, clock, batch, {k: 2 * ms for k, ms in base.items()}) for _ in range(30)]
+    assert set(quick + slow) == {"eagle2:4/3/2"}, quick + slow
+    assert auto.overhead(tree) == pytest.approx(1.2, rel=0.05) and auto.pace == pytest.approx(2.0, rel=0.05)  # ~3 %
+    assert auto.step_ms(tree, 1) == pytest.approx(2 * base["eagle2:4/3/2"], rel=0.05)
+
+
 def test_no_request_is_expected_to_write_past_its_end():
     tree = parse_setting("eagle2:8/5/4")
     r = Request(0, [1], max_new_tokens=3, output_ids=[5, 6])

@@ -33,11 +33,15 @@ from workbench.engine.auto import StepCost
 from workbench.engine.draft_source import DraftSource
 
 CACHE_FILE = "step-costs.json"
-# Few sizes, few repeats: on a 2-core CPU a forward of 64 tokens takes a few hundred ms, and the
-# measurement runs before the load starts. Sizes between these are interpolated, larger ones
-# (16 requests x 8 nodes = 128) extended along the last slope (``StepCost``).
-VERIFY_SIZES = (1, 4, 16, 64)  # total tokens of a verify: batch x block
-DRAFT_ROWS = (1, 16, 64)  # rows of one draft forward: batch x topk
+# Few repeats: on a 2-core CPU a forward of 64 tokens takes a few hundred ms, and the measurement
+# runs before the load starts (about ten seconds in all). Every power of two up to 64: the
+# few-row products switch implementation between row counts (``cpu_choices``: weight-left at 1-2
+# rows and oneDNN's packed GEMM from 3 on the AMD EPYC), so the curve has steps that a sparser
+# grid would smooth over (a verify of 2 tokens, linear:1's, costs a decode step there, not the
+# third of the way to a verify of 4 that interpolating from 1 and 4 said). Sizes between these
+# are interpolated, larger ones (16 requests x 8 nodes = 128) extended along the last slope.
+VERIFY_SIZES = (1, 2, 4, 8, 16, 32, 64)  # total tokens of a verify: batch x block
+DRAFT_ROWS = (1, 2, 4, 8, 16, 64)  # rows of one draft forward: batch x topk
 PREFIX = 128
 REPEATS = 3  # timed calls per size in a round (their median), after one untimed
 ROUNDS = 2
@@ -53,7 +57,7 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
     key = _cache_key(wb, source)
     path = Path(cache_dir) / CACHE_FILE if cache_dir is not None else _default_path()
     cached = _read(path).get(key)
-    if isinstance(cached, dict) and "verify" in cached:
+    if _current(cached):
         return StepCost(cached["verify"], cached["draft"],
                         source=f"cached in {CACHE_FILE}")
     say(f"[auto] timing verify and draft forwards on this CPU ({ROUNDS} rounds, once, a few seconds)")
@@ -88,6 +92,19 @@ def _measure(wb, source: DraftSource | None) -> tuple[list[tuple[int, float]], l
         share = source.num_layers / wb.target.config.num_layers
         return verify, [(n, ms * share) for n, ms in verify]
     return verify, []  # n-gram lookups, or no draft at all: no draft forward
+
+
+def _current(cached) -> bool:
+    """Whether a cache entry was measured at today's sizes (one from a sparser grid, or unreadable,
+    is measured again)."""
+    if not isinstance(cached, dict):
+        return False
+    try:
+        verify = [int(n) for n, _ in cached["verify"]]
+        draft = [int(n) for n, _ in cached["draft"]]
+    except (KeyError, TypeError, ValueError):
+        return False
+    return verify == list(VERIFY_SIZES) and draft in ([], list(DRAFT_ROWS))
 
 
 def _agreed(rounds: list[list[tuple[int, float]]]) -> tuple[list[tuple[int, float]], bool]:

@@ -12,11 +12,14 @@ of accepted lengths (``Request.accept_lengths``) under that setting, shrunk towa
 of every request under it (a new request has no history of its own), which is in turn shrunk
 towards a prior, ``prior_tokens``: each level of the tree accepted with chance ``PRIOR_ACCEPT``,
 ``1 + a + a^2 + ...`` over the levels a walk can reach. The prior is a little above what the
-shipped head reaches (τ 1.7 to 1.9 for the small trees, docs/benchmarks.md), so a setting with no
-evidence is tried once, and not so far above that it is tried where it could not win.
-Shrinking by ``prior_steps`` steps of weight means the first steps under a setting move its
-estimate fast, and one unlucky step does not bury it. No request is expected to emit more than it
-has left to write (``max_new_tokens``).
+shipped head reaches (τ about 1.4 for a chain of one, 1.5 to 1.7 for 4/3/2 and 1.9 for 8/5/4,
+docs/bench/load-cpu.md and docs/benchmarks.md), so a setting with no evidence is tried, and not
+so far above that it is tried, again and again, where it could not win: with a prior of 0.7 a
+level, 8/5/4 was expected to emit 2.9 tokens a step against the 1.9 it gives, and a request
+alone spent a quarter of its steps on it. Each estimate is shrunk by ``prior_steps`` steps of
+weight: a few steps under a setting move it, one unlucky step does not bury it (acceptance
+varies from step to step far more than from request to request). No request is expected to emit
+more than it has left to write (``max_new_tokens``).
 
 **Exploration.** A setting that is not chosen gathers no evidence, so an early unlucky estimate
 could keep it out for good. Here evidence fades: each decode step a setting does not run, its
@@ -39,13 +42,30 @@ what plain decoding pays and what ``auto`` must weigh it by.
 **The steps' own clock** (``correct``, on by default). The curves time the forwards alone; a
 whole step also samples, walks the tree, commits KV, extends the draft over the accepted tokens
 and runs Python per request, and a speculative step does more of that than a plain one. So
-``auto`` times each step it chose (from ``choose`` to ``observe``) and keeps, per setting, the
-ratio of the time its steps took to the time the curves predicted for them (faded over
-``horizon`` steps like the evidence); a setting's predicted cost is multiplied by its ratio. A
-setting not yet timed is taken at the curves' word (ratio 1): the whole step costs at least its
-forwards, so that is the cheapest it can be, and it is tried if that could win, which is how
-plain decoding gets timed while a tree looks better on paper. ``correct=False`` takes the
-curves as they are (the tests' made-up curves, a what-if).
+``auto`` times each step it chose (from ``choose`` to ``observe``) and splits what it took over
+what the curves predicted into two factors:
+
+- the **machine's pace** ``pace``, shared by every setting: a moving average over the last few
+  steps (``PACE_WEIGHT`` for the newest), whichever setting ran them. A shared machine that slows
+  down for a while (the 2-core machines do, by 10-20 %) slows every setting alike, so it must not
+  count against the one that happened to run meanwhile;
+- each setting's **overhead** ``overhead(spec)``: its steps' time over the curves' prediction at
+  the pace of the moment, a slower moving average (``OVERHEAD_WEIGHT``). A setting not yet timed
+  is taken at the curves' word (overhead 1): the whole step costs at least its forwards, so that
+  is the cheapest it can be, and it is tried if that could win, which is how plain decoding gets
+  timed while a tree looks better on paper. The first step of a setting sets its overhead and
+  leaves the pace as it was.
+
+Only the ratio of two overheads matters, and it can be known only from steps close in time: a
+switch from one setting to another is a comparison at one pace. Between switches the pace moves
+fast and the overheads slowly, so a slowdown goes almost all into the pace (a machine twice as
+slow moves a setting's overhead by about 3 %, ``tests/test_policy_auto.py``).
+
+A setting's predicted cost is the curves' times its overhead times the pace; the pace scales every
+candidate alike, so only the overheads move a choice. With one ratio per setting and no shared
+pace, a slow minute made the setting that ran through it look dearer than the idle ones, measured
+in a quicker minute, and ``auto`` left it for them. ``correct=False`` takes the curves as they are
+(the tests' made-up curves, a what-if).
 
 Every ``Choice`` says why, with numbers: ``eagle2:4/3/2: 2.1 tok/step / 61 ms = 34 tok/s > off
 1.0 tok/step / 40 ms = 25 tok/s``.
@@ -61,7 +81,9 @@ from workbench.engine.choice import OFF, Choice, draft_source_of, parse_setting,
 from workbench.engine.request import Request
 
 AUTO_CANDIDATES = "linear:1,eagle2:4/3/2,eagle2:8/5/4"  # bare ``auto``: small trees, cheap enough for a CPU
-PRIOR_ACCEPT = 0.7  # the prior's chance that the walk goes one level deeper
+PRIOR_ACCEPT = 0.5  # the prior's chance that the walk goes one level deeper
+PACE_WEIGHT = 0.5  # the newest step's weight in the machine's pace: the last two or three steps
+OVERHEAD_WEIGHT = 1 / 16  # the newest step's weight in its setting's overhead, after the first
 
 
 def prior_tokens(spec: SpecConfig) -> float:
@@ -156,7 +178,7 @@ class Auto:
 
     candidates: tuple[SpecConfig, ...]
     cost: StepCost | None = None
-    prior_steps: float = 1.0
+    prior_steps: float = 4.0
     horizon: int = 64
     correct: bool = True
     clock: object = field(default=time.perf_counter, repr=False)
@@ -172,7 +194,8 @@ class Auto:
             raise ValueError(f"prior_steps must be > 0 and horizon >= 1, got {self.prior_steps}, {self.horizon}")
         self.pooled: dict[SpecConfig, Evidence] = {s: Evidence() for s in self.candidates}
         self.mine: dict[int, dict[SpecConfig, Evidence]] = {}  # request id -> its own evidence
-        self.timed: dict[SpecConfig, Evidence] = {}  # setting -> ms its steps took / ms predicted
+        self.overheads: dict[SpecConfig, float] = {}  # setting -> ms its steps take at pace 1 / ms predicted
+        self.pace = 1.0  # the machine's pace: ms a step takes / ms its setting's overhead and the curves say
         self._started: tuple[SpecConfig, int, float] | None = None  # the step under way: setting, batch, clock
 
     def settings(self) -> tuple[SpecConfig, ...]:
@@ -196,11 +219,15 @@ class Auto:
                              "(workbench.bench.step_cost.step_cost_for) or pass Auto(cost=StepCost(...))")
         return [(s, self.expected_tokens(s, batch), self.step_ms(s, len(batch))) for s in self.settings()]
 
+    def overhead(self, spec: SpecConfig) -> float:
+        """What ``spec``'s steps took over what the curves predicted, at the machine's pace of
+        the moment; 1 (the curves' word) until a step of it was timed, or when ``correct`` is off."""
+        return self.overheads.get(spec, 1.0)
+
     def ratio(self, spec: SpecConfig) -> float:
-        """Measured over predicted step time for ``spec``; 1 (the curves as they are) until a
-        step of it was timed, or when ``correct`` is off."""
-        own = self.timed.get(spec)
-        return own.tokens / own.steps if own is not None and own.steps > 0 else 1.0
+        """What a step of ``spec`` is expected to take over what the curves predict: its overhead
+        times the machine's pace (module docstring)."""
+        return self.overhead(spec) * self.pace
 
     def step_ms(self, spec: SpecConfig, batch: int) -> float:
         """What a step of ``batch`` requests under ``spec`` is expected to take: the curves'
@@ -223,10 +250,7 @@ class Auto:
             spec, size, started = self._started
             self._started = None
             if spec == choice.spec and size == len(batch):
-                timed = self.timed.setdefault(spec, Evidence())
-                timed.fade(keep)
-                timed.tokens += (self.clock() - started) * 1e3
-                timed.steps += self.cost.step_ms(spec, size)
+                self._time(spec, (self.clock() - started) * 1e3, self.cost.step_ms(spec, size))
         running = {r.rid for r in batch}
         self.mine = {rid: ev for rid, ev in self.mine.items() if rid in running}  # the finished leave
         for spec in self.candidates:
@@ -245,6 +269,15 @@ class Auto:
             for ev in (self.pooled[choice.spec], self.mine.setdefault(r.rid, {}).setdefault(choice.spec, Evidence())):
                 ev.tokens += n
                 ev.steps += 1
+
+    def _time(self, spec: SpecConfig, took_ms: float, predicted_ms: float) -> None:
+        """Split one timed step into the machine's pace and ``spec``'s overhead (module docstring)."""
+        ratio = took_ms / predicted_ms
+        if spec not in self.overheads:  # its first step: its overhead at today's pace, the pace unmoved
+            self.overheads[spec] = ratio / self.pace
+            return
+        self.pace += PACE_WEIGHT * (ratio / self.overheads[spec] - self.pace)
+        self.overheads[spec] += OVERHEAD_WEIGHT * (ratio / self.pace - self.overheads[spec])
 
 
 def parse_auto(arg: str, cost: StepCost | None = None) -> Auto:
