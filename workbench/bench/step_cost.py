@@ -44,7 +44,7 @@ VERIFY_SIZES = (1, 2, 4, 8, 16, 32, 64)  # total tokens of a verify: batch x blo
 DRAFT_ROWS = (1, 2, 4, 8, 16, 64)  # rows of one draft forward: batch x topk
 PREFIX = 128
 REPEATS = 3  # timed calls per size in a round (their median), after one untimed
-ROUNDS = 2
+ROUNDS = 3  # the median of three: one round a busy moment slowed does not move it
 TIMING = {"prefix_len": PREFIX, "repeats": REPEATS, "warmup": 1}
 AGREE = 0.25  # (max - min) / median of a size's round medians, at most, for a cacheable verdict
 
