@@ -1,6 +1,7 @@
 """What one target forward spends on each of its parts, at the token counts of decode and verify.
 
     python -m experiments.forward_parts [--tokens 1,4,8] [--prefix 128] [--threads 2] [--rounds 5]
+    python -m experiments.forward_parts --paths weight-left,onednn-packed [--tokens 1,2,4,8]
 
 A forward over T tokens after a prefix of P is timed whole, and again with one part replaced by
 a stand-in that costs next to nothing and keeps the shapes (the products return zeros, a norm
@@ -12,6 +13,15 @@ miss (on the 2-core machines a norm costs ~12 us alone and ~40 us inside a forwa
 and the Python between operators. The stand-ins change the numbers the forward computes, so
 only the time is kept; every round times every variant once, in rotating order
 (``workbench.timing.interleaved``), and each figure is the median over the rounds with its range.
+
+``--paths`` asks another question: what each few-row implementation of the products
+(``workbench.models.linear``) costs inside a whole forward, against what the same products cost
+called back to back. Every row count runs each named path, forced at every row count; per round
+and path, the whole forward (logits included) and the products alone (every ``Linear`` of the
+model applied in the forward's order to a random input of that many rows, nothing in between)
+are timed. A path whose products cost the same alone but more inside the forward loses there to
+something the products-alone timing cannot see, and the engine's choice (``cpu_choices``), which
+times products alone, cannot see it either.
 """
 
 from __future__ import annotations
@@ -83,6 +93,56 @@ def measure(target, tokens: list[int], prefix: int = 128, rounds: int = 5, repea
     return out
 
 
+def measure_paths(target, paths: list[str], tokens: list[int], prefix: int = 128, rounds: int = 5,
+                  repeats: int = 5) -> list[dict]:
+    """For each token count and path: the whole forward's ms and the products' ms alone, as
+    spreads over the rounds: [{"tokens": T, "forward": {path: Spread}, "products": {path: Spread}}]."""
+    from workbench.bench.cost import chain_batch, prefilled, time_samples
+    from workbench.models.linear import ROW_BUCKETS, Linear, LinearOrder, apply_linear_order
+    from workbench.timing import interleaved
+
+    pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, prefix, sum(tokens), "cpu")
+    batches = {n: chain_batch(n, pool, pool.alloc.alloc(n)) for n in tokens}
+    modules = [m for m in target.modules() if isinstance(m, Linear)]
+    gen = torch.Generator().manual_seed(0)
+    inputs = {(n, k): torch.randn(n, k, generator=gen) for n in tokens for k in {m.in_features for m in modules}}
+
+    def products(n: int) -> None:
+        with torch.inference_mode():
+            for m in modules:
+                m(inputs[(n, m.in_features)])
+
+    def timed(path: str, what: str, n: int):
+        def run() -> float:
+            apply_linear_order(target, LinearOrder((path,) * len(ROW_BUCKETS), "forced"))
+            fn = (lambda: target.logits(target(batches[n], pool.kv))) if what == "forward" else (lambda: products(n))
+            return statistics.median(time_samples(fn, "cpu", repeats, warmup=1))
+        return run
+
+    settings = {(p, w, n): timed(p, w, n) for n in tokens for p in paths for w in ("forward", "products")}
+    before = modules[0].order
+    try:
+        values = interleaved({f"{p}|{w}|{n}": fn for (p, w, n), fn in settings.items()}, rounds)
+    finally:
+        apply_linear_order(target, before)  # the model's own choice back
+    return [{"tokens": n, **{w: {p: spread(values[f"{p}|{w}|{n}"]) for p in paths} for w in ("forward", "products")}}
+            for n in tokens]
+
+
+def paths_table(results: list[dict], paths: list[str]) -> str:
+    from workbench.models.linear import PATH_NAMES
+
+    head = ["tokens"] + [f"{PATH_NAMES[p]}: {w}" for p in paths for w in ("forward", "products alone", "rest")]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for r in results:
+        cells = [str(r["tokens"])]
+        for p in paths:
+            f, pr = r["forward"][p], r["products"][p]
+            cells += [ms(f), ms(pr), f"{f.median - pr.median:.1f} ms"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def table(results: list[dict]) -> str:
     head = ["tokens", "forward", *PARTS, "rest"]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
@@ -104,6 +164,9 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--threads", type=positive("--threads"), default=2, help="torch CPU threads")
     p.add_argument("--rounds", type=positive("--rounds"), default=5, help="interleaved rounds")
     p.add_argument("--repeats", type=positive("--repeats"), default=5, help="forwards per variant per round (median kept)")
+    p.add_argument("--paths", default=None,
+                   help="comma list of few-row linear implementations (plain, weight-left, mkl-packed, onednn-packed): "
+                        "time the whole forward and the products alone with each forced, instead of the parts")
     return p
 
 
@@ -114,9 +177,23 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.models.linear import apply_linear_order
     from workbench.models.loading import load_target
 
+    from workbench.errors import UserError
+    from workbench.models.linear import available_paths
+
     args = build_parser().parse_args(argv)
+    paths = [p.strip() for p in args.paths.split(",") if p.strip()] if args.paths is not None else None
+    if paths is not None and (not paths or any(p not in available_paths() for p in paths)):
+        raise UserError(f"--paths {args.paths}: name one or more of {', '.join(available_paths())} "
+                        "(the implementations this torch has)")
     torch.set_num_threads(args.threads)
     target = load_target(store.resolve_target(args.target))
+    if paths is not None:
+        results = measure_paths(target, paths, args.tokens, args.prefix, args.rounds, args.repeats)
+        print(f"{cpu_model()}, torch {torch.__version__}, {args.threads} threads, fp32, prefix {args.prefix}, "
+              f"{args.rounds} interleaved rounds of {args.repeats} (median, low to high); each path forced at every "
+              "row count; products alone: every Linear of the model in turn on a random input, nothing between\n")
+        print(paths_table(results, paths))
+        return 0
     order = choose_linear_order("auto", target)  # the products as the engine runs them
     apply_linear_order(target, order)
     results = measure(target, args.tokens, args.prefix, args.rounds, args.repeats)

@@ -69,3 +69,25 @@ def test_forward_parts_replaces_each_part_and_restores_it(tmp_path, capsys):
     assert parts_main(["--target", str(path), "--tokens", "1,2", "--prefix", "4", "--rounds", "1",
                        "--repeats", "1"]) == 0
     assert "| 2 |" in capsys.readouterr().out
+
+
+def test_forward_parts_times_each_linear_path_in_the_forward_and_alone(tmp_path, capsys):
+    from experiments.forward_parts import main as parts_main, measure_paths
+    from workbench.models.linear import Linear, LinearOrder, apply_linear_order
+    from workbench.models.loading import load_target
+    from workbench.testing.tiny import make_tiny_checkpoint
+
+    path = make_tiny_checkpoint(tmp_path)
+    target = load_target(path)
+    own = LinearOrder(reason="the model's own")
+    apply_linear_order(target, own)
+    (r,) = measure_paths(target, ["plain", "weight-left"], [2], prefix=4, rounds=2, repeats=1)
+    assert r["tokens"] == 2 and set(r["forward"]) == set(r["products"]) == {"plain", "weight-left"}
+    assert all(s.runs == 2 and s.median > 0 for w in ("forward", "products") for s in r[w].values())
+    assert all(m.order is own for m in target.modules() if isinstance(m, Linear))  # restored afterwards
+    assert parts_main(["--target", str(path), "--tokens", "1", "--prefix", "4", "--rounds", "1", "--repeats", "1",
+                       "--paths", "plain,weight-left"]) == 0
+    out = capsys.readouterr().out
+    assert "F.linear: forward" in out and "(W @ x^T)^T: products alone" in out and "| 1 |" in out
+    assert parts_main(["--target", str(path), "--paths", "fast"]) == 2
+    assert "--paths fast: name one or more of" in capsys.readouterr().err

@@ -180,6 +180,21 @@ def test_a_slower_machine_slows_every_setting_alike():
     assert auto.step_ms(tree, 1) == pytest.approx(2 * base["eagle2:4/3/2"], rel=0.05)
 
 
+@pytest.mark.parametrize("better,moves", [(1.03, False), (1.25, True)])
+def test_the_last_setting_stays_unless_another_promises_clearly_more(better, moves):
+    """A chain ran last step; a tree that promises 3 % more does not replace it (the estimates
+    move by more than that from step to step), one that promises 25 % more does."""
+    chain, tree = parse_setting("linear:1"), parse_setting("eagle2:4/3/2")
+    auto = Auto((chain, tree), cost=FLAT, clock=Clock())
+    auto.last, auto.overheads[chain] = chain, 1.0  # the chain ran, and was timed
+    batch = [_request(0, [])]
+    want = better * auto.expected_tokens(chain, batch) * auto.step_ms(tree, 1) / auto.step_ms(chain, 1)
+    auto.pooled[tree] = Evidence(tokens=want * 1e4, steps=1e4)  # evidence enough to outweigh the prior
+    choice = auto.choose(batch)
+    assert choice.spec == (tree if moves else chain)
+    assert ("stays: within 10%" in choice.reason) != moves, choice.reason
+
+
 def test_no_request_is_expected_to_write_past_its_end():
     tree = parse_setting("eagle2:8/5/4")
     r = Request(0, [1], max_new_tokens=3, output_ids=[5, 6])

@@ -67,6 +67,11 @@ pace, a slow minute made the setting that ran through it look dearer than the id
 in a quicker minute, and ``auto`` left it for them. ``correct=False`` takes the curves as they are
 (the tests' made-up curves, a what-if).
 
+**Staying.** The setting of the step before stays unless another promises more than ``stay``
+(10 %) more tokens per second, once it was timed: on a 2-core CPU a chain of one and a small tree
+are within a few percent of each other at one request, and the estimates move by more than that
+from step to step, so without it ``auto`` flipped between them (and into 8/5/4) on noise.
+
 Every ``Choice`` says why, with numbers: ``eagle2:4/3/2: 2.1 tok/step / 61 ms = 34 tok/s > off
 1.0 tok/step / 40 ms = 25 tok/s``.
 """
@@ -174,13 +179,16 @@ class Auto:
     ``cost`` must be set before the first ``choose`` (the load benchmark and the app measure
     it, ``bench/step_cost.py``; tests give one). ``prior_steps``: the weight, in steps, of each
     estimate's prior; ``horizon``: steps over which a setting's evidence fades while it is idle;
-    ``correct``: scale the curves by the steps' own clock; ``clock``: seconds, monotonic."""
+    ``correct``: scale the curves by the steps' own clock; ``stay``: how much more another
+    setting must promise than the last step's (once that one was timed) to replace it;
+    ``clock``: seconds, monotonic."""
 
     candidates: tuple[SpecConfig, ...]
     cost: StepCost | None = None
     prior_steps: float = 4.0
-    horizon: int = 64
+    horizon: int = 16
     correct: bool = True
+    stay: float = 0.1
     clock: object = field(default=time.perf_counter, repr=False)
     name = "auto"
 
@@ -197,6 +205,7 @@ class Auto:
         self.overheads: dict[SpecConfig, float] = {}  # setting -> ms its steps take at pace 1 / ms predicted
         self.pace = 1.0  # the machine's pace: ms a step takes / ms its setting's overhead and the curves say
         self._started: tuple[SpecConfig, int, float] | None = None  # the step under way: setting, batch, clock
+        self.last: SpecConfig | None = None  # the setting of the step before
 
     def settings(self) -> tuple[SpecConfig, ...]:
         return (OFF, *self.candidates)
@@ -236,13 +245,19 @@ class Auto:
 
     def choose(self, batch: list[Request]) -> Choice:
         scored = self.rates(batch)
-        best = max(scored, key=lambda x: x[1] / x[2])  # ties go to the first: off
+        rate = lambda x: x[1] / x[2]  # noqa: E731
+        best = max(scored, key=rate)  # ties go to the first: off
         said = lambda s, tok, ms: f"{setting_label(s)} {tok:.1f} tok/step / {ms:.0f} ms = {tok / ms * 1e3:.0f} tok/s"  # noqa: E731
-        others = [x for x in scored if x is not best]
-        runner = max(others, key=lambda x: x[1] / x[2])
+        runner = max((x for x in scored if x is not best), key=rate)
+        last = next((x for x in scored if x[0] == self.last and x is not best), None)
+        if last is not None and self.last in self.overheads and rate(best) < (1 + self.stay) * rate(last):
+            best, runner, why = last, best, f" (stays: within {self.stay:.0%})"  # a flip on noise costs more than it wins
+        else:
+            why = ""
+        self.last = best[0]
         if self.correct:
             self._started = (best[0], len(batch), self.clock())
-        return Choice(self.name, best[0], f"{said(*best)} > {said(*runner)}")
+        return Choice(self.name, best[0], f"{said(*best)}{' <' if why else ' >'} {said(*runner)}{why}")
 
     def observe(self, choice: Choice, batch: list[Request]) -> None:
         keep = 1 - 1 / self.horizon
