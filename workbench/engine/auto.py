@@ -14,12 +14,12 @@ towards a prior, ``prior_tokens``: each level of the tree accepted with chance `
 ``1 + a + a^2 + ...`` over the levels a walk can reach. The prior is a little above what the
 shipped head reaches (τ about 1.4 for a chain of one, 1.5 to 1.7 for 4/3/2 and 1.9 for 8/5/4,
 docs/bench/load-cpu.md and docs/benchmarks.md), so a setting with no evidence is tried, and not
-so far above that it is tried, again and again, where it could not win: with a prior of 0.7 a
-level, 8/5/4 was expected to emit 2.9 tokens a step against the 1.9 it gives, and a request
-alone spent a quarter of its steps on it. Each estimate is shrunk by ``prior_steps`` steps of
-weight: a few steps under a setting move it, one unlucky step does not bury it (acceptance
-varies from step to step far more than from request to request). No request is expected to emit
-more than it has left to write (``max_new_tokens``).
+so far above that it is tried, again and again, where it could not win (with a prior of 0.7 a
+level, 8/5/4 was expected to emit 2.9 tokens a step against the 1.9 it gives, and kept being
+tried). Each estimate is shrunk by ``prior_steps`` steps of weight: a few steps under a setting
+move it, one unlucky step does not bury it (a step's accepted length is a whole number from 1 to
+the depth + 1, so one step says little). No request is expected to emit more than it has left to
+write (``max_new_tokens``).
 
 **Exploration.** A setting that is not chosen gathers no evidence, so an early unlucky estimate
 could keep it out for good. Here evidence fades: each decode step a setting does not run, its
