@@ -58,8 +58,8 @@ what the curves predicted into two factors:
 
 Only the ratio of two overheads matters, and it can be known only from steps close in time: a
 switch from one setting to another is a comparison at one pace. Between switches the pace moves
-fast and the overheads slowly, so a slowdown goes almost all into the pace (a machine twice as
-slow moves a setting's overhead by about 3 %, ``tests/test_policy_auto.py``).
+fast and the overheads slowly, so a slowdown goes almost all into the pace (a machine turning
+twice as slow moves the running setting's overhead by under 5 %, ``tests/test_policy_auto.py``).
 
 A setting's predicted cost is the curves' times its overhead times the pace; the pace scales every
 candidate alike, so only the overheads move a choice. With one ratio per setting and no shared
@@ -68,9 +68,10 @@ in a quicker minute, and ``auto`` left it for them. ``correct=False`` takes the 
 (the tests' made-up curves, a what-if).
 
 **Staying.** The setting of the step before stays unless another promises more than ``stay``
-(10 %) more tokens per second, once it was timed: on a 2-core CPU a chain of one and a small tree
-are within a few percent of each other at one request, and the estimates move by more than that
-from step to step, so without it ``auto`` flipped between them (and into 8/5/4) on noise.
+(10 %) more tokens per second, once it was timed: on a 2-core CPU the chain of one, the small
+tree and plain decoding are within 20 % of each other at one request (docs/bench/load-cpu.md), and
+a request's estimates move by about that much from step to step, so a flip on noise costs a step
+under a worse setting and wins nothing.
 
 Every ``Choice`` says why, with numbers: ``eagle2:4/3/2: 2.1 tok/step / 61 ms = 34 tok/s > off
 1.0 tok/step / 40 ms = 25 tok/s``.
