@@ -195,6 +195,22 @@ def test_the_last_setting_stays_unless_another_promises_clearly_more(better, mov
     assert ("stays: within 10%" in choice.reason) != moves, choice.reason
 
 
+def test_a_step_that_runs_a_prompt_through_the_draft_is_not_timed():
+    """A newcomer's first speculative step also extends the draft over its whole prompt: that
+    step's time says nothing about the setting, so neither its overhead nor the pace moves."""
+    tree = parse_setting("eagle2:4/3/2")
+    clock = Clock()
+    auto = Auto((tree,), cost=FLAT, clock=clock)
+    newcomer = _request(0, [])
+    newcomer.pending_tokens = list(range(300))  # its prompt's pairs, pending since the prefill
+    took = {"eagle2:4/3/2": 9 * FLAT.step_ms(tree, 1), "off": FLAT.step_ms(OFF, 1)}
+    assert _step(auto, clock, [newcomer], took) == "eagle2:4/3/2"
+    assert tree not in auto.overheads and auto.pace == 1.0
+    newcomer.pending_tokens = [7, 8]  # an ordinary step after it: timed
+    assert _step(auto, clock, [newcomer], {**took, "eagle2:4/3/2": 1.2 * FLAT.step_ms(tree, 1)}) == "eagle2:4/3/2"
+    assert auto.overhead(tree) == pytest.approx(1.2)
+
+
 def test_no_request_is_expected_to_write_past_its_end():
     tree = parse_setting("eagle2:8/5/4")
     r = Request(0, [1], max_new_tokens=3, output_ids=[5, 6])

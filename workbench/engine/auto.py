@@ -61,6 +61,13 @@ switch from one setting to another is a comparison at one pace. Between switches
 fast and the overheads slowly, so a slowdown goes almost all into the pace (a machine turning
 twice as slow moves the running setting's overhead by under 5 %, ``tests/test_policy_auto.py``).
 
+One step is not timed: a request's first speculative step also runs its whole prompt through the
+draft (the pairs pending since its prefill, hundreds for a long prompt: more than ``CATCH_UP``),
+a cost every speculative setting pays once per request, whichever was chosen. Timed, it made the
+setting that happened to come first look several times dearer than it is, and a setting that looks
+dear is not run again, so its overhead never came back down. (A catch-up over the few pairs that
+plain steps left behind is timed: it is what switching back from plain decoding costs.)
+
 A setting's predicted cost is the curves' times its overhead times the pace; the pace scales every
 candidate alike, so only the overheads move a choice. With one ratio per setting and no shared
 pace, a slow minute made the setting that ran through it look dearer than the idle ones, measured
@@ -90,6 +97,7 @@ AUTO_CANDIDATES = "linear:1,eagle2:4/3/2,eagle2:8/5/4"  # bare ``auto``: small t
 PRIOR_ACCEPT = 0.5  # the prior's chance that the walk goes one level deeper
 PACE_WEIGHT = 0.5  # the newest step's weight in the machine's pace: the last two or three steps
 OVERHEAD_WEIGHT = 1 / 16  # the newest step's weight in its setting's overhead, after the first
+CATCH_UP = 16  # pending draft pairs past which a speculative step is taken to run a prompt through the draft
 
 
 def prior_tokens(spec: SpecConfig) -> float:
@@ -256,8 +264,9 @@ class Auto:
         else:
             why = ""
         self.last = best[0]
-        if self.correct:
-            self._started = (best[0], len(batch), self.clock())
+        if self.correct:  # a step that runs the draft over a newcomer's prompt is not timed (docstring)
+            prompt = best[0].speculative and any(len(r.pending_tokens) > CATCH_UP for r in batch)
+            self._started = None if prompt else (best[0], len(batch), self.clock())
         return Choice(self.name, best[0], f"{said(*best)}{' <' if why else ' >'} {said(*runner)}{why}")
 
     def observe(self, choice: Choice, batch: list[Request]) -> None:
