@@ -63,10 +63,12 @@ twice as slow moves the running setting's overhead by under 5 %, ``tests/test_po
 
 One step is not timed: a request's first speculative step also runs its whole prompt through the
 draft (the pairs pending since its prefill, hundreds for a long prompt: more than ``CATCH_UP``),
-a cost every speculative setting pays once per request, whichever was chosen. Timed, it made the
-setting that happened to come first look several times dearer than it is, and a setting that looks
-dear is not run again, so its overhead never came back down. (A catch-up over the few pairs that
-plain steps left behind is timed: it is what switching back from plain decoding costs.)
+a cost every speculative setting pays once per request, whichever was chosen. Timed, it charged
+the setting that happened to come first with a draft forward over hundreds of rows on top of its
+step (one over 64 rows takes 8 ms on the 2-core EPYC, docs/bench/load-cpu.md's step cost, and a
+Spec-Bench prompt runs to 700 tokens), and a setting that looks dear is not run again, so its
+overhead did not come back down. (A catch-up over the few pairs that plain steps left behind is
+timed: it is what switching back from plain decoding costs.)
 
 A setting's predicted cost is the curves' times its overhead times the pace; the pace scales every
 candidate alike, so only the overheads move a choice. With one ratio per setting and no shared
