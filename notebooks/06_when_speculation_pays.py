@@ -521,12 +521,15 @@ predicted = (f"The prediction above, for a chain of {GAMMA} at a fixed batch on 
              f"{trend(fixed[loads[0]].median, fixed[loads[-1]].median)} from {fixed[loads[0]].median:.2f}× to "
              f"{fixed[loads[-1]].median:.2f}×." if loads[0] in pred and loads[-1] in pred else "")
 chosen = LOAD["settled"]["auto"]["batch"]
+plain = [b for b, c in chosen.items() if c == "off"]
+auto_said = (f"it decoded plainly at running batch {', '.join(plain)} and speculated at the others"
+             if plain else "it speculated at every running batch size")
 display(Markdown(
     f"**Takeaway (stored run, {m['cpu']}, {LOAD['threads']} threads).** Under load, {'; '.join(said)}. "
-    f"{predicted} Auto's choice per running batch was {', '.join(f'{b}: {c}' for b, c in chosen.items())}: "
-    "it turns speculation down where a verify over the batch's tokens costs more than the drafts "
-    "it accepts save. A range that crosses 1× is not a finding; the full table, TTFT and the open "
-    "loop are in `docs/bench/load-cpu.md`."))
+    f"{predicted} Auto's choice per running batch (the setting it ran most there) was "
+    f"{', '.join(f'{b}: {c}' for b, c in chosen.items())}: {auto_said}, each step by the measured "
+    "cost of the verify over the batch's tokens against the drafts it expected to keep. A range that "
+    "crosses 1× is not a finding; the full table, TTFT and the open loop are in `docs/bench/load-cpu.md`."))
 
 # %% [markdown]
 # ## A long context
