@@ -16,12 +16,12 @@ only the time is kept; every round times every variant once, in rotating order
 
 ``--paths`` asks another question: what each few-row implementation of the products
 (``workbench.models.linear``) costs inside a whole forward, against what the same products cost
-called back to back. Every row count runs each named path, forced at every row count; per round
-and path, the whole forward (logits included) and the products alone (every ``Linear`` of the
-model applied in the forward's order to a random input of that many rows, nothing in between)
-are timed. A path whose products cost the same alone but more inside the forward loses there to
-something the products-alone timing cannot see, and the engine's choice (``cpu_choices``), which
-times products alone, cannot see it either.
+called back to back. Every row count runs each named path (forced at that row count, its packing
+untimed); per round and path, the whole forward (logits included) and the products alone (every
+``Linear`` of the model applied in the forward's order to a random input of that many rows,
+nothing in between) are timed. A path whose products cost the same alone but more inside the
+forward loses there to something the products-alone timing cannot see, and the engine's choice
+(``cpu_choices``), which times products alone, cannot see it either.
 """
 
 from __future__ import annotations
@@ -114,7 +114,11 @@ def measure_paths(target, paths: list[str], tokens: list[int], prefix: int = 128
 
     def timed(path: str, what: str, n: int):
         def run() -> float:
-            apply_linear_order(target, LinearOrder((path,) * len(ROW_BUCKETS), "forced"))
+            # the path at this row count's bucket only: MKL's packed path keeps one copy per packed
+            # count (2-16x the weights' bytes each), so only one count's copy lives at a time
+            bucket = LinearOrder().bucket(n)
+            apply_linear_order(target, LinearOrder(tuple(path if b == bucket else "plain" for b in ROW_BUCKETS),
+                                                   "forced"))
             fn = (lambda: target.logits(target(batches[n], pool.kv))) if what == "forward" else (lambda: products(n))
             return statistics.median(time_samples(fn, "cpu", repeats, warmup=1))
         return run
@@ -178,19 +182,22 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.models.loading import load_target
 
     from workbench.errors import UserError
-    from workbench.models.linear import available_paths
+    from workbench.models.linear import ROW_BUCKETS, available_paths
 
     args = build_parser().parse_args(argv)
     paths = [p.strip() for p in args.paths.split(",") if p.strip()] if args.paths is not None else None
     if paths is not None and (not paths or any(p not in available_paths() for p in paths)):
         raise UserError(f"--paths {args.paths}: name one or more of {', '.join(available_paths())} "
                         "(the implementations this torch has)")
+    if paths is not None and max(args.tokens) > ROW_BUCKETS[-1]:
+        raise UserError(f"--tokens {max(args.tokens)}: with --paths, at most {ROW_BUCKETS[-1]} (more rows always "
+                        "run F.linear)")
     torch.set_num_threads(args.threads)
     target = load_target(store.resolve_target(args.target))
     if paths is not None:
         results = measure_paths(target, paths, args.tokens, args.prefix, args.rounds, args.repeats)
         print(f"{cpu_model()}, torch {torch.__version__}, {args.threads} threads, fp32, prefix {args.prefix}, "
-              f"{args.rounds} interleaved rounds of {args.repeats} (median, low to high); each path forced at every "
+              f"{args.rounds} interleaved rounds of {args.repeats} (median, low to high); each path forced at the "
               "row count; products alone: every Linear of the model in turn on a random input, nothing between\n")
         print(paths_table(results, paths))
         return 0

@@ -91,3 +91,5 @@ def test_forward_parts_times_each_linear_path_in_the_forward_and_alone(tmp_path,
     assert "F.linear: forward" in out and "(W @ x^T)^T: products alone" in out and "| 1 |" in out
     assert parts_main(["--target", str(path), "--paths", "fast"]) == 2
     assert "--paths fast: name one or more of" in capsys.readouterr().err
+    assert parts_main(["--target", str(path), "--paths", "plain", "--tokens", "64"]) == 2
+    assert "with --paths, at most 32" in capsys.readouterr().err
