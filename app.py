@@ -51,8 +51,9 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--target", help="local HF model directory (default: SmolLM2-135M-Instruct)")
     p.add_argument("--draft", type=_draft, help="where drafts come from: a head directory, random[:SEED], "
                    "ngram[:MIN-MAX], exit:N or model:DIR (default: the shipped head)")
-    p.add_argument("--linear-order", default="auto", choices=["auto", "weight-left", "plain"],
-                   help="few-row fp32 CPU linear order: auto (default: measured on this CPU once) or forced")
+    p.add_argument("--linear-order", default="auto", choices=["auto", "plain", "weight-left", "mkl-packed", "onednn-packed"],
+                   help="few-row fp32 or bf16 CPU linear order: auto (default: measured on this CPU once, per "
+                        "dtype) or forced")
     return p
 
 

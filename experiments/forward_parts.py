@@ -2,6 +2,7 @@
 
     python -m experiments.forward_parts [--tokens 1,4,8] [--prefix 128] [--threads 2] [--rounds 5]
     python -m experiments.forward_parts --paths weight-left,onednn-packed [--tokens 1,2,4,8]
+    python -m experiments.forward_parts --paths plain,onednn-packed --dtype bf16
 
 A forward over T tokens after a prefix of P is timed whole, and again with one part replaced by
 a stand-in that costs next to nothing and keeps the shapes (the products return zeros, a norm
@@ -104,8 +105,9 @@ def measure_paths(target, paths: list[str], tokens: list[int], prefix: int = 128
     pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, prefix, sum(tokens), "cpu")
     batches = {n: chain_batch(n, pool, pool.alloc.alloc(n)) for n in tokens}
     modules = [m for m in target.modules() if isinstance(m, Linear)]
+    dtype = modules[0].weight.dtype
     gen = torch.Generator().manual_seed(0)
-    inputs = {(n, k): torch.randn(n, k, generator=gen) for n in tokens for k in {m.in_features for m in modules}}
+    inputs = {(n, k): torch.randn(n, k, generator=gen).to(dtype) for n in tokens for k in {m.in_features for m in modules}}
 
     def products(n: int) -> None:
         with torch.inference_mode():
@@ -118,7 +120,7 @@ def measure_paths(target, paths: list[str], tokens: list[int], prefix: int = 128
             # count (2-16x the weights' bytes each), so only one count's copy lives at a time
             bucket = LinearOrder().bucket(n)
             apply_linear_order(target, LinearOrder(tuple(path if b == bucket else "plain" for b in ROW_BUCKETS),
-                                                   "forced"))
+                                                   "forced", dtype=dtype))
             fn = (lambda: target.logits(target(batches[n], pool.kv))) if what == "forward" else (lambda: products(n))
             return statistics.median(time_samples(fn, "cpu", repeats, warmup=1))
         return run
@@ -168,6 +170,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--threads", type=positive("--threads"), default=2, help="torch CPU threads")
     p.add_argument("--rounds", type=positive("--rounds"), default=5, help="interleaved rounds")
     p.add_argument("--repeats", type=positive("--repeats"), default=5, help="forwards per variant per round (median kept)")
+    p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
+                   help="dtype of the target (bf16 runs F.linear and oneDNN's packed path only)")
     p.add_argument("--paths", default=None,
                    help="comma list of few-row linear implementations (plain, weight-left, mkl-packed, onednn-packed): "
                         "time the whole forward and the products alone with each forced, instead of the parts")
@@ -177,7 +181,8 @@ def build_parser() -> ArgumentParser:
 @reports_user_errors
 def main(argv: list[str] | None = None) -> int:
     from workbench import store
-    from workbench.cpu_choices import choose_linear_order, cpu_model
+    from workbench.cpu_choices import choose_linear_order, cpu_signature
+    from workbench.models.loading import DTYPES
     from workbench.models.linear import apply_linear_order
     from workbench.models.loading import load_target
 
@@ -186,17 +191,18 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     paths = [p.strip() for p in args.paths.split(",") if p.strip()] if args.paths is not None else None
-    if paths is not None and (not paths or any(p not in available_paths() for p in paths)):
-        raise UserError(f"--paths {args.paths}: name one or more of {', '.join(available_paths())} "
-                        "(the implementations this torch has)")
+    dtype = DTYPES[args.dtype]
+    if paths is not None and (not paths or any(p not in available_paths(dtype) for p in paths)):
+        raise UserError(f"--paths {args.paths}: name one or more of {', '.join(available_paths(dtype))} "
+                        f"(the implementations this torch has for {args.dtype})")
     if paths is not None and max(args.tokens) > ROW_BUCKETS[-1]:
         raise UserError(f"--tokens {max(args.tokens)}: with --paths, at most {ROW_BUCKETS[-1]} (more rows always "
                         "run F.linear)")
     torch.set_num_threads(args.threads)
-    target = load_target(store.resolve_target(args.target))
+    target = load_target(store.resolve_target(args.target), dtype)
     if paths is not None:
         results = measure_paths(target, paths, args.tokens, args.prefix, args.rounds, args.repeats)
-        print(f"{cpu_model()}, torch {torch.__version__}, {args.threads} threads, fp32, prefix {args.prefix}, "
+        print(f"{cpu_signature()}, torch {torch.__version__}, {args.threads} threads, {args.dtype}, prefix {args.prefix}, "
               f"{args.rounds} interleaved rounds of {args.repeats} (median, low to high); each path forced at the "
               "row count; products alone: every Linear of the model in turn on a random input, nothing between\n")
         print(paths_table(results, paths))
@@ -204,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     order = choose_linear_order("auto", target)  # the products as the engine runs them
     apply_linear_order(target, order)
     results = measure(target, args.tokens, args.prefix, args.rounds, args.repeats)
-    print(f"{cpu_model()}, torch {torch.__version__}, {args.threads} threads, fp32, prefix {args.prefix}, "
+    print(f"{cpu_signature()}, torch {torch.__version__}, {args.threads} threads, {args.dtype}, prefix {args.prefix}, "
           f"{args.rounds} interleaved rounds (median, low to high); {order.describe()}\n")
     print(table(results))
     return 0

@@ -1,9 +1,10 @@
 """Few-row linear layers on this CPU: ``F.linear(x, W)``, ``(W @ x^T)^T``, MKL's and oneDNN's
 packed GEMMs, and the choice.
 
-    python -m experiments.linear_order [--rows 1,2,4,8,16,32,64,128] [--threads 2]
+    python -m experiments.linear_order [--rows 1,2,4,8,16,32,64,128] [--threads 2] [--dtype fp32|bf16]
 
-For SmolLM2's shapes (a layer's seven projections, and the 49152 x 576 lm_head), fp32, the
+For SmolLM2's shapes (a layer's seven projections, and the 49152 x 576 lm_head), fp32 or bf16
+(the implementations that dtype may run: ``DTYPE_PATHS``), the
 fastest of the repeats (``models.linear.time_paths``), each weight a separate tensor so it is
 read from memory as in a real forward. The rows are the tokens of one forward: 1 for a decode
 step, the tree size for a verify. The last line is the choice ``--linear-order auto`` makes from
@@ -20,27 +21,29 @@ from workbench.errors import ArgumentParser, reports_user_errors
 from workbench.flags import positive, positive_list
 from workbench.models.linear import PATH_NAMES, ROW_BUCKETS, LinearOrder, available_paths, decide, time_paths
 
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # (out, in) of a SmolLM2-135M layer's projections (q, k, v, o, gate, up, down) and its lm_head
 LAYER_SHAPES = ((576, 576), (192, 576), (192, 576), (576, 576), (1536, 576), (1536, 576), (576, 1536))
 LM_HEAD = (49152, 576)
 
 
-def measure(rows: list[int], layers: int = 30, repeats: int = 7, seed: int = 0) -> list[dict]:
-    """ms of ``layers`` layers' projections and of the lm_head by each available implementation,
-    for each row count: [{"rows": m, "layers": {path: ms}, "lm_head": {path: ms}}]."""
+def measure(rows: list[int], layers: int = 30, repeats: int = 7, seed: int = 0,
+            dtype: torch.dtype = torch.float32) -> list[dict]:
+    """ms of ``layers`` layers' projections and of the lm_head by each implementation available
+    in ``dtype``, for each row count: [{"rows": m, "layers": {path: ms}, "lm_head": {path: ms}}]."""
     gen = torch.Generator().manual_seed(seed)
-    weights = [torch.randn(shape, generator=gen) for _ in range(layers) for shape in LAYER_SHAPES]
-    head = torch.randn(LM_HEAD, generator=gen)
-    paths = available_paths()
+    weights = [torch.randn(shape, generator=gen).to(dtype) for _ in range(layers) for shape in LAYER_SHAPES]
+    head = torch.randn(LM_HEAD, generator=gen).to(dtype)
+    paths = available_paths(dtype)
     body, top = time_paths(weights, paths, tuple(rows), repeats), time_paths([head], paths, tuple(rows), repeats)
     return [{"rows": b["rows"], "layers": b["ms"], "lm_head": h["ms"]} for b, h in zip(body, top)]
 
 
-def choice(results: list[dict]) -> LinearOrder:
+def choice(results: list[dict], dtype: torch.dtype = torch.float32) -> LinearOrder:
     """The choice ``auto`` takes from these timings: the whole forward (layers + lm_head) decides."""
     totals = [{"rows": r["rows"], "ms": {p: r["layers"][p] + r["lm_head"][p] for p in r["layers"]}}
               for r in results if r["rows"] in ROW_BUCKETS]
-    return LinearOrder(decide(totals), "measured here just now")
+    return LinearOrder(decide(totals), "measured here just now", dtype=dtype)
 
 
 def table(results: list[dict]) -> str:
@@ -59,19 +62,21 @@ def build_parser() -> ArgumentParser:
                    help="comma list of row counts (tokens of one forward)")
     p.add_argument("--threads", type=positive("--threads"), default=2, help="torch CPU threads")
     p.add_argument("--repeats", type=positive("--repeats"), default=7, help="timed repeats per cell, the fastest kept")
+    p.add_argument("--dtype", choices=tuple(DTYPES), default="fp32", help="dtype of the weights and inputs")
     return p
 
 
 @reports_user_errors
 def main(argv: list[str] | None = None) -> int:
-    from workbench.cpu_choices import cpu_model
+    from workbench.cpu_choices import cpu_signature
 
     args = build_parser().parse_args(argv)
     torch.set_num_threads(args.threads)
-    results = measure(args.rows, repeats=args.repeats)
-    print(f"{cpu_model()}, torch {torch.__version__}, {args.threads} threads, fp32\n")
+    dtype = DTYPES[args.dtype]
+    results = measure(args.rows, repeats=args.repeats, dtype=dtype)
+    print(f"{cpu_signature()}, torch {torch.__version__}, {args.threads} threads, {args.dtype}\n")
     print(table(results))
-    print(f"\nchoice: {choice(results).describe()}")
+    print(f"\nchoice: {choice(results, dtype).describe()}")
     return 0
 
 

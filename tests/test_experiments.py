@@ -16,11 +16,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_linear_order_measures_both_orders(capsys):
+    from workbench.models.linear import available_paths
+
     (r,) = measure([2], layers=1, repeats=1)
-    assert r["rows"] == 2 and all(r[k] > 0 for k in r if k.endswith("_ms"))
+    assert r["rows"] == 2 and set(r["layers"]) == set(r["lm_head"]) == set(available_paths())
+    assert all(ms > 0 for part in ("layers", "lm_head") for ms in r[part].values())
+    (b,) = measure([2], layers=1, repeats=1, dtype=torch.bfloat16)  # only what bf16 may run
+    assert set(b["layers"]) == set(available_paths(torch.bfloat16)) and "weight-left" not in b["layers"]
     assert linear_order_main(["--rows", "1,2", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
-    assert "| 2 |" in out and "choice: few-row linear:" in out
+    assert "| 2 |" in out and "choice: few-row linear:" in out and "fp32" in out
+    assert linear_order_main(["--rows", "2", "--repeats", "1", "--dtype", "bf16"]) == 0
+    assert "choice: few-row bf16 linear:" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         linear_order_main(["--rows", "0,x"])
     assert "positive integers" in capsys.readouterr().err
@@ -93,3 +100,8 @@ def test_forward_parts_times_each_linear_path_in_the_forward_and_alone(tmp_path,
     assert "--paths fast: name one or more of" in capsys.readouterr().err
     assert parts_main(["--target", str(path), "--paths", "plain", "--tokens", "64"]) == 2
     assert "with --paths, at most 32" in capsys.readouterr().err
+    assert parts_main(["--target", str(path), "--tokens", "2", "--prefix", "4", "--rounds", "1", "--repeats", "1",
+                       "--paths", "plain,onednn-packed", "--dtype", "bf16"]) == 0
+    assert "bf16" in capsys.readouterr().out
+    assert parts_main(["--target", str(path), "--paths", "weight-left", "--dtype", "bf16"]) == 2  # not for bf16
+    assert "for bf16" in capsys.readouterr().err

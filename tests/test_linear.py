@@ -14,7 +14,7 @@ from workbench import cpu_choices
 from workbench.cpu_choices import choose_linear_order, linear_weights
 from workbench.models import linear as lin
 from workbench.models.linear import (ONEDNN, PACKED, PATHS, PLAIN, ROW_BUCKETS, WEIGHT_LEFT, Linear, LinearOrder,
-                                     apply_linear_order, check_paths, decide, linear, within_fp32_rounding)
+                                     apply_linear_order, check_paths, decide, linear, within_rounding)
 
 needs_mkl = pytest.mark.skipif(not lin.mkl_packed_available(), reason="torch built without MKL's packed GEMM")
 needs_onednn = pytest.mark.skipif(not lin.onednn_packed_available(), reason="torch built without oneDNN's packed linear")
@@ -57,8 +57,40 @@ def test_only_few_row_fp32_cpu_matrices():
     w = torch.zeros(8, 8)
     assert lin.takes_choice(torch.zeros(4, 8), w) and not lin.takes_choice(torch.zeros(33, 8), w)
     assert not lin.takes_choice(torch.zeros(2, 4, 8), w)  # batched training input
-    assert not lin.takes_choice(torch.zeros(4, 8, dtype=torch.bfloat16), w.bfloat16())
+    assert not lin.takes_choice(torch.zeros(4, 8, dtype=torch.bfloat16), w.bfloat16())  # an fp32 order
+    assert lin.takes_choice(torch.zeros(4, 8, dtype=torch.bfloat16), w.bfloat16(), torch.bfloat16)
+    assert not lin.takes_choice(torch.zeros(4, 8), w, torch.bfloat16)  # a bf16 order
     assert not lin.takes_choice(torch.zeros(4, 8, dtype=torch.float64), w.double())
+
+
+@needs_onednn
+@pytest.mark.parametrize("rows", [1, 3, 8, 32])
+@pytest.mark.parametrize("bias", [False, True])
+def test_bf16_through_onednn_gives_f_linears_bits(rows, bias):
+    """In bf16 the packed path is not merely close: F.linear's bf16 CPU product is oneDNN's."""
+    gen = torch.Generator().manual_seed(rows)
+    mod = Linear(576, 1536, bias=bias).to(torch.bfloat16)
+    with torch.no_grad():
+        mod.weight.copy_(torch.randn(1536, 576, generator=gen))
+        if bias:
+            mod.bias.copy_(torch.randn(1536, generator=gen))
+    apply_linear_order(mod, LinearOrder(tuple(ONEDNN for _ in ROW_BUCKETS), "test", dtype=torch.bfloat16))
+    assert set(mod.packed) == {ONEDNN}
+    x = torch.randn(rows, 576, generator=gen).bfloat16()
+    with torch.inference_mode():
+        y = mod(x)
+    assert y.dtype == torch.bfloat16 and torch.equal(y, F.linear(x, mod.weight, mod.bias))
+
+
+def test_a_bf16_order_runs_only_what_bf16_may_run():
+    assert lin.available_paths(torch.bfloat16) == tuple(p for p in (PLAIN, ONEDNN) if p in lin.available_paths())
+    assert lin.available_paths(torch.float16) == (PLAIN,)
+    with pytest.raises(ValueError, match="for bf16"):
+        LinearOrder(tuple(WEIGHT_LEFT for _ in ROW_BUCKETS), dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="fp32 or bf16"):
+        LinearOrder(dtype=torch.float16)
+    mod = Linear(8, 8).to(torch.bfloat16)  # an MKL row count asked of a bf16 weight packs nothing
+    assert mod.pack((4,)) == 0 and mod.packed == {}
 
 
 @needs_mkl
@@ -132,11 +164,17 @@ def test_rounding_check_refuses_a_coarser_result():
     gen = torch.Generator().manual_seed(0)
     x, w = torch.randn(4, 576, generator=gen), torch.randn(300, 576, generator=gen)
     ref = F.linear(x, w)
-    assert within_fp32_rounding(lin.weight_left_linear(x, w), ref, x, w)
+    assert within_rounding(lin.weight_left_linear(x, w), ref, x, w)
     coarse = F.linear(x.bfloat16(), w.bfloat16()).float()  # what a bf16 shortcut would give
-    assert not within_fp32_rounding(coarse, ref, x, w)
+    assert not within_rounding(coarse, ref, x, w)
     ok = check_paths([w], lin.available_paths(), rows=(1, 3, 8))
     assert all(ok.values())
+    # in bf16: one rounding of the result is allowed, two (rounded before a bias is added) are not
+    xb, wb, b = x.bfloat16(), w.bfloat16(), torch.randn(300, generator=gen).bfloat16()
+    refb = F.linear(xb, wb, b)
+    assert within_rounding(F.linear(xb.float(), wb.float(), b.float()).bfloat16(), refb, xb, wb)
+    assert not within_rounding(refb.float().mul(1 + 2**-6).bfloat16(), refb, xb, wb)
+    assert all(check_paths([wb], lin.available_paths(torch.bfloat16), rows=(1, 3, 8)).values())
 
 
 def _timing(rows, **ms):
@@ -174,6 +212,9 @@ def test_order_is_validated_and_described():
                                 "(measured; packed weights +1234 MB)")
     assert LinearOrder.forced(WEIGHT_LEFT, "f").paths == (PLAIN, WEIGHT_LEFT, WEIGHT_LEFT, WEIGHT_LEFT, WEIGHT_LEFT,
                                                           PLAIN)
+    bf16 = LinearOrder((PLAIN, PLAIN, ONEDNN, ONEDNN, ONEDNN, PLAIN), "measured", 257.0, torch.bfloat16)
+    assert bf16.describe() == ("few-row bf16 linear: 1-2 rows F.linear, 3-16 rows oneDNN packed GEMM, "
+                               "17-32 rows F.linear, more F.linear (measured; packed weights +257 MB)")
 
 
 def _tiny_target(tmp_path):
@@ -232,7 +273,7 @@ def test_agreeing_rounds_are_measured_once_then_cached(tmp_path, monkeypatch):
     one = entry["timings"][0]
     assert one["rows"] == 1 and (one["ms"][PLAIN], one["ms"][WEIGHT_LEFT]) == (10.0, 4.0)  # the medians
     assert one["spread"][PLAIN] == pytest.approx(0.1) and one["spread"][WEIGHT_LEFT] == pytest.approx(0.125)
-    assert choose_linear_order("auto", target.to(torch.bfloat16), tmp_path).reason == "not an fp32 CPU run"
+    assert choose_linear_order("auto", target.to(torch.float16), tmp_path).reason == "not an fp32 or bf16 CPU run"
     with pytest.raises(ValueError, match="--linear-order must be one of"):
         choose_linear_order("fast", target, tmp_path)
 
@@ -320,8 +361,43 @@ def test_a_forced_order_never_measures(tmp_path, monkeypatch):
         forced = choose_linear_order("onednn-packed", target, tmp_path)
         weights_mb = sum(w.numel() * 4 for w in linear_weights(target)) / 2**20
         assert forced.path(3) == ONEDNN and forced.packed_rows == () and forced.packed_mb == round(weights_mb, 1)
+    bf16 = target.to(torch.bfloat16)
+    assert "does not run bf16" in choose_linear_order("weight-left", bf16, tmp_path).reason
+    assert "does not run bf16" in choose_linear_order("mkl-packed", bf16, tmp_path).reason
+    if lin.onednn_packed_available():
+        forced = choose_linear_order("onednn-packed", bf16, tmp_path)
+        weights_mb = sum(w.numel() * 2 for w in linear_weights(bf16)) / 2**20
+        assert forced.dtype == torch.bfloat16 and forced.path(3) == ONEDNN and forced.packed_mb == round(weights_mb, 1)
     assert not (tmp_path / cpu_choices.CACHE_FILE).exists()
     assert set(cpu_choices.LINEAR_ORDERS) == {"auto", "plain", "weight-left", "mkl-packed", "onednn-packed"}
+
+
+def onednn_wins_from_4(r):
+    return {PLAIN: 10.0, ONEDNN: 5.0 if r >= 4 else 10.0}
+
+
+@needs_onednn
+def test_a_bf16_model_is_measured_on_its_own_and_packs_in_bf16(tmp_path, monkeypatch):
+    target = _tiny_target(tmp_path)
+    seen = []
+    monkeypatch.setattr(cpu_choices, "time_paths", fake_timer([up_to_4, up_to_4, up_to_4], [], seen))
+    fp32 = choose_linear_order("auto", target, tmp_path)
+    monkeypatch.setattr(cpu_choices, "time_paths", fake_timer([onednn_wins_from_4] * 3, [], seen))
+    bf16_model = target.to(torch.bfloat16)
+    bf16 = choose_linear_order("auto", bf16_model, tmp_path)
+    assert seen[-1] == (PLAIN, ONEDNN)  # bf16 times only what bf16 may run
+    assert fp32.dtype == torch.float32 and list(fp32.paths) == UP_TO_4
+    assert bf16.dtype == torch.bfloat16 and bf16.paths == (PLAIN, PLAIN, ONEDNN, ONEDNN, ONEDNN, ONEDNN)
+    entries = json.loads((tmp_path / cpu_choices.CACHE_FILE).read_text())
+    assert len(entries) == 2 and {e.get("dtype") for e in entries.values()} == {"fp32", "bf16"}
+    assert choose_linear_order("auto", bf16_model, tmp_path).paths == bf16.paths  # cached, per dtype
+    apply_linear_order(bf16_model, bf16)
+    tokens = [3, 5, 7, 9]
+    *_, packed = fresh_prefill(bf16_model, tokens)
+    assert all(set(m.packed) == {ONEDNN} for m in bf16_model.modules() if isinstance(m, Linear))
+    apply_linear_order(bf16_model, LinearOrder(dtype=torch.bfloat16))
+    *_, plain = fresh_prefill(bf16_model, tokens)
+    assert torch.equal(packed, plain)
 
 
 def test_an_entry_from_before_the_per_row_choice_is_measured_again(tmp_path, monkeypatch):

@@ -1,13 +1,13 @@
 """Choices that depend on the CPU, measured on the machine instead of assumed.
 
-Today one: which implementation each few-row fp32 linear product runs (``workbench.models.linear``:
-``F.linear``, ``(W @ x^T)^T``, MKL's or oneDNN's packed-weight GEMM, per row count 1, 2, 4, 8, 16,
-32).
+Today one: which implementation each few-row fp32 or bf16 linear product runs
+(``workbench.models.linear``: ``F.linear``, ``(W @ x^T)^T``, MKL's or oneDNN's packed-weight GEMM
+in fp32; ``F.linear`` or oneDNN's packed-weight GEMM in bf16; per row count 1, 2, 4, 8, 16, 32).
 ``auto`` first checks each implementation against ``F.linear`` on the loaded model's own weights
 (an implementation whose outputs are not within fp32 rounding is never timed nor chosen), then
 times the eligible ones on those weights, in ``ROUNDS`` whole rounds one after another (ten
 seconds or so), once per CPU (model name, family and vector extensions), torch version, thread
-count, implementations available and weight shapes. The verdict is decided on each
+count, implementations available, weight shapes and dtype. The verdict is decided on each
 implementation's median over the rounds, and kept only when the rounds agree with it: at each
 row count, every round chose the same implementation, or the ones they chose are level (within
 ``LEVEL`` of each other in every round, so that which one a round picks is noise, and either
@@ -19,8 +19,9 @@ cached in ``<cache>/cpu-choices.json``
 implementations passed the check, each round's verdict, the median ms of each implementation per
 row count and its spread over the rounds, and the memory its packed weights add. ``weight-left``,
 ``mkl-packed``, ``onednn-packed`` and ``plain`` force one implementation for 2-16 rows without
-measuring (a packed one runs ``F.linear`` where this torch lacks its library's ops). Runs that are not fp32 on a
-CPU need no choice: they run ``F.linear``. To measure again (after a change of machine load, say),
+measuring (a packed one runs ``F.linear`` where this torch lacks its library's ops, or the dtype
+cannot run it: MKL's packed GEMM and ``(W @ x^T)^T`` in bf16). Runs that are neither fp32 nor bf16
+on a CPU need no choice: they run ``F.linear``. To measure again (after a change of machine load, say),
 delete the file or its entry; ``python -m experiments.linear_order`` prints the timings themselves.
 """
 
@@ -36,8 +37,9 @@ from statistics import median
 import torch
 from torch import nn
 
-from workbench.models.linear import (ONEDNN, PACKED, PATH_NAMES, PATHS, PLAIN, ROW_BUCKETS, WEIGHT_LEFT, Linear,
-                                     LinearOrder, available_paths, check_paths, decide, pack_weight, time_paths)
+from workbench.models.linear import (DTYPE_PATHS, ONEDNN, PACKED, PATH_NAMES, PATHS, PLAIN, ROW_BUCKETS, WEIGHT_LEFT,
+                                     Linear, LinearOrder, available_paths, check_paths, decide, dtype_name,
+                                     pack_weight, time_paths)
 
 FORCED = {"plain": PLAIN, "weight-left": WEIGHT_LEFT, "mkl-packed": PACKED, "onednn-packed": ONEDNN}  # --linear-order value
 LINEAR_ORDERS = ("auto", *FORCED)  # the values --linear-order accepts
@@ -97,32 +99,34 @@ def choose_linear_order(choice: str, model: nn.Module, cache_dir: Path | None = 
     if choice not in LINEAR_ORDERS:
         raise ValueError(f"--linear-order must be one of {', '.join(LINEAR_ORDERS)}, got {choice!r}")
     weights = linear_weights(model)
-    if not weights or weights[0].device.type != "cpu" or weights[0].dtype != torch.float32:
-        return LinearOrder((), "not an fp32 CPU run")
+    if not weights or weights[0].device.type != "cpu" or weights[0].dtype not in DTYPE_PATHS:
+        return LinearOrder((), "not an fp32 or bf16 CPU run")
+    dtype = weights[0].dtype
     if choice != "auto":
         return _forced(FORCED[choice], choice, weights)
-    paths = available_paths()
+    paths = available_paths(dtype)
     key = _cache_key(weights, paths)
     path = _cache_path(cache_dir)
     cached = _read_cache(path).get(key)
     if isinstance(cached, dict) and "rounds" in cached and "paths" in cached:  # else never checked: measure
         return LinearOrder(tuple(cached["paths"]), f"measured on this CPU, cached in {CACHE_FILE}",
-                           cached.get("packed_mb", 0.0))
-    print(f"[linear] timing {', '.join(paths)} at {', '.join(map(str, ROW_BUCKETS))} rows on this CPU "
-          f"({ROUNDS} rounds, once, ten seconds or so): {cpu_model()}", file=sys.stderr, flush=True)
+                           cached.get("packed_mb", 0.0), dtype)
+    print(f"[linear] timing {', '.join(paths)} at {', '.join(map(str, ROW_BUCKETS))} rows on this CPU, "
+          f"{dtype_name(dtype)} ({ROUNDS} rounds, once, ten seconds or so): {cpu_model()}", file=sys.stderr,
+          flush=True)
     eligible = check_paths(weights, paths)
     measured = measure_rounds(weights, tuple(p for p in paths if eligible[p] or p == PLAIN))
     if not measured["agreed"]:
         print(f"[linear] the {ROUNDS} rounds chose differently, by more than noise ({measured['verdicts']}, "
               f"[] = F.linear; a busy machine?): F.linear for this run, nothing cached, measured again next load",
               file=sys.stderr, flush=True)
-        return LinearOrder((), "measurements disagreed, not cached")
+        return LinearOrder((), "measurements disagreed, not cached", dtype=dtype)
     verdict = tuple(measured["verdict"])
     packed_mb = _packed_mb(weights, verdict)
     _write_cache(path, key, {"paths": list(verdict), "packed_mb": packed_mb, "cpu": cpu_signature(),
                              "torch": torch.__version__, "threads": torch.get_num_threads(),
-                             "eligible": eligible, **measured})
-    return LinearOrder(verdict, "measured on this CPU", packed_mb)
+                             "dtype": dtype_name(dtype), "eligible": eligible, **measured})
+    return LinearOrder(verdict, "measured on this CPU", packed_mb, dtype)
 
 
 def measure_rounds(weights: list[torch.Tensor], paths: tuple[str, ...], rounds: int = ROUNDS,
@@ -170,28 +174,33 @@ def rounds_agree(per_round: list[list[dict]], verdicts: list[list[str]], level: 
 
 
 def _forced(impl: str, choice: str, weights: list[torch.Tensor]) -> LinearOrder:
+    dtype = weights[0].dtype
     if impl == PLAIN:
-        return LinearOrder((), "forced by --linear-order plain")
-    if impl not in available_paths():
-        return LinearOrder((), f"--linear-order {choice}: {PATH_NAMES[impl]} is not in this torch build")
-    order = LinearOrder.forced(impl, f"forced by --linear-order {choice}")
-    return LinearOrder.forced(impl, order.reason, _packed_mb(weights, order.paths))
+        return LinearOrder((), "forced by --linear-order plain", dtype=dtype)
+    if impl not in DTYPE_PATHS[dtype]:
+        return LinearOrder((), f"--linear-order {choice}: {PATH_NAMES[impl]} does not run {dtype_name(dtype)}",
+                           dtype=dtype)
+    if impl not in available_paths(dtype):
+        return LinearOrder((), f"--linear-order {choice}: {PATH_NAMES[impl]} is not in this torch build", dtype=dtype)
+    order = LinearOrder.forced(impl, f"forced by --linear-order {choice}", dtype=dtype)
+    return LinearOrder.forced(impl, order.reason, _packed_mb(weights, order.paths), dtype)
 
 
 def _packed_mb(weights: list[torch.Tensor], paths: tuple[str, ...]) -> float:
     """The MB packed copies of ``weights`` hold for the packed row counts of ``paths``, packed
     once here one weight at a time (MKL sizes the buffer; it is several times the weight), plus
     oneDNN's one copy of each weight (its own bytes) when some count runs it."""
-    order = LinearOrder(paths)
+    order = LinearOrder(paths, dtype=weights[0].dtype)
     total = sum(pack_weight(w, r).numel() * 4 for r in order.packed_rows for w in weights)  # fp32 buffers
-    total += sum(w.numel() * 4 for w in weights) if order.uses_onednn else 0
+    total += sum(w.numel() * w.element_size() for w in weights) if order.uses_onednn else 0
     return round(total / 2**20, 1)
 
 
 def _cache_key(weights: list[torch.Tensor], paths: tuple[str, ...] = PATHS) -> str:
     shapes = sorted({tuple(w.shape) for w in weights})
+    dtype = "" if weights[0].dtype == torch.float32 else f" | {dtype_name(weights[0].dtype)}"  # fp32 keys as before
     return (f"{cpu_signature()} | torch {torch.__version__} | {torch.get_num_threads()} threads | "
-            f"{'/'.join(paths)} v{PATHS_VERSION} | {shapes}")
+            f"{'/'.join(paths)} v{PATHS_VERSION} | {shapes}{dtype}")
 
 
 def _cache_path(cache_dir: Path | None) -> Path:

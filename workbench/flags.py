@@ -134,10 +134,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="replay decode and verify from CUDA graphs (default: on with CUDA and --attention triton "
                         "when the start-up check of replay against eager passes)")
     p.add_argument("--linear-order", choices=LINEAR_ORDERS, default="auto",
-                   help="how the few-row fp32 CPU linear products run: auto (default: time F.linear, "
-                        "(W @ x^T)^T and MKL's and oneDNN's packed GEMMs on this CPU once per row count, cached "
-                        "per CPU model and torch version), or force plain (F.linear), weight-left, mkl-packed "
-                        "or onednn-packed")
+                   help="how the few-row fp32 or bf16 CPU linear products run: auto (default: time F.linear, "
+                        "(W @ x^T)^T and MKL's and oneDNN's packed GEMMs (bf16: F.linear and oneDNN's) on this CPU "
+                        "once per row count, cached per CPU model, torch version and dtype), or force plain "
+                        "(F.linear), weight-left, mkl-packed or onednn-packed")
     p.add_argument("--hot-tokens", type=positive("--hot-tokens", int, allow_zero=True),
                    help=f"draft among the N most frequent tokens of the head's hot_tokens.json (default "
                         f"{HOT_TOKENS_DEFAULT} where the head has that file, as the shipped one does; "

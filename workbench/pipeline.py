@@ -50,7 +50,7 @@ class Workbench:
     target_dir: Path
     dtype_name: str
     attention: SelfCheck | None = None  # which attention backend runs, and why (start-up self-check)
-    linear_order: LinearOrder = LinearOrder()  # few-row fp32 CPU linear order, and how it was chosen
+    linear_order: LinearOrder = LinearOrder()  # few-row fp32 or bf16 CPU linear order, and how it was chosen
     cuda_graphs: bool | None = None  # replay decode/verify from CUDA graphs; None = where possible
 
     @classmethod

@@ -31,12 +31,17 @@ exact implementations are kept and the fastest is chosen per row count by measur
 Row counts and the rule between them: the choice is made for ``ROW_BUCKETS`` = 1, 2, 4, 8, 16, 32
 rows; a count between two of them follows the next larger one (3 rows as 4, 9-16 as 16), whose
 packed weight it can use by padding; more than 32 rows (a prefill) always run ``F.linear``. Only
-2-D fp32 CPU inputs take a choice; a GPU, another dtype, or a product that autograd must
-differentiate through a packed weight runs ``F.linear``.
+2-D CPU inputs of the dtype the order was decided for take a choice; a GPU, another dtype, or a
+product that autograd must differentiate through a packed weight runs ``F.linear``.
 
-All four sum the same terms in different orders, so results differ by fp32 rounding only
-(~1e-6 relative); ``within_fp32_rounding`` is the check an implementation must pass on the
-model's own weights before the measurement may pick it.
+The dtypes (``DTYPE_PATHS``): **fp32**, all four. All four sum the same terms in different
+orders, so results differ by fp32 rounding only (~1e-6 relative). **bf16**, ``F.linear`` and
+``onednn-packed`` only: the CPU's bf16 ``F.linear`` is itself a oneDNN product, and through the
+blocked copy it gives the same bits (fp32 accumulation, one rounding to bf16 at the end), with
+the weight read in half the bytes; ``weight-left`` rounds the product to bf16 before the bias is
+added (two roundings), and MKL's packed GEMM is fp32 only. ``within_rounding`` is the check an
+implementation must pass on the model's own weights before the measurement may pick it: within
+a reordered fp32 sum, plus, in bf16, one rounding of the result to bf16.
 """
 
 from __future__ import annotations
@@ -57,13 +62,15 @@ FORCED_ROWS = (2, 4, 8, 16)  # the buckets a forced implementation covers (the r
 WIN_MARGIN = 0.95  # another implementation must take under 95 % of F.linear's time to be chosen
 MAX_PACKED_SIZES = 2  # row counts a measured verdict may pack weights for (memory: see the docstring)
 ROUNDING_TOL = 1e-5  # |y - F.linear| <= ROUNDING_TOL * (|x| @ |W|^T): reordered fp32 sums, nothing coarser
+BF16_ROUNDING = 2.0**-8  # half a bf16 unit in the last place, relative: one rounding of a bf16 result
+DTYPE_PATHS = {torch.float32: PATHS, torch.bfloat16: (PLAIN, ONEDNN)}  # what each dtype may run (docstring)
 
 
 @dataclass(frozen=True)
 class LinearOrder:
-    """Which implementation each few-row fp32 CPU product runs.
+    """Which implementation each few-row CPU product of ``dtype`` (fp32 or bf16) runs.
 
-    ``paths``: one of ``PATHS`` per row count of ``ROW_BUCKETS``, or () for ``F.linear``
+    ``paths``: one of ``DTYPE_PATHS[dtype]`` per row count of ``ROW_BUCKETS``, or () for ``F.linear``
     everywhere. ``reason``: how that was decided. ``packed_mb``: the memory the packed weights
     add (0 without ``mkl-packed`` or ``onednn-packed``). ``reason`` and ``packed_mb`` are filled by
     ``workbench.cpu_choices``, for the one line a user sees.
@@ -72,17 +79,23 @@ class LinearOrder:
     paths: tuple[str, ...] = ()
     reason: str = "default"
     packed_mb: float = 0.0
+    dtype: torch.dtype = torch.float32
 
     def __post_init__(self) -> None:
         if self.paths and len(self.paths) != len(ROW_BUCKETS):
             raise ValueError(f"paths must name one implementation per row count {ROW_BUCKETS}, got {self.paths}")
-        if unknown := [p for p in self.paths if p not in PATHS]:
-            raise ValueError(f"unknown linear implementation {unknown[0]!r}: one of {', '.join(PATHS)}")
+        if self.dtype not in DTYPE_PATHS:
+            raise ValueError(f"a linear order is for fp32 or bf16, not {self.dtype}")
+        allowed = DTYPE_PATHS[self.dtype]
+        if unknown := [p for p in self.paths if p not in allowed]:
+            raise ValueError(f"unknown linear implementation {unknown[0]!r} for {dtype_name(self.dtype)}: "
+                             f"one of {', '.join(allowed)}")
 
     @classmethod
-    def forced(cls, path: str, reason: str, packed_mb: float = 0.0) -> "LinearOrder":
+    def forced(cls, path: str, reason: str, packed_mb: float = 0.0,
+               dtype: torch.dtype = torch.float32) -> "LinearOrder":
         """``path`` for the ``FORCED_ROWS`` buckets (2-16 rows), ``F.linear`` elsewhere."""
-        return cls(tuple(path if b in FORCED_ROWS else PLAIN for b in ROW_BUCKETS), reason, packed_mb)
+        return cls(tuple(path if b in FORCED_ROWS else PLAIN for b in ROW_BUCKETS), reason, packed_mb, dtype)
 
     def bucket(self, rows: int) -> int | None:
         """The ``ROW_BUCKETS`` entry that ``rows`` follows (the next larger), None past the last."""
@@ -103,15 +116,20 @@ class LinearOrder:
         return ONEDNN in self.paths
 
     def describe(self) -> str:
+        dtype = "" if self.dtype == torch.float32 else f"{dtype_name(self.dtype)} "
         if all(p == PLAIN for p in self.paths):
-            return f"few-row linear: F.linear ({self.reason})"
+            return f"few-row {dtype}linear: F.linear ({self.reason})"
         groups, lo = [], 1
         for i, (b, p) in enumerate(zip(ROW_BUCKETS, self.paths)):
             if i + 1 == len(ROW_BUCKETS) or self.paths[i + 1] != p:
                 groups.append(f"{lo if lo == b else f'{lo}-{b}'} rows {PATH_NAMES[p]}")
                 lo = b + 1
         memory = f"; packed weights +{self.packed_mb:.0f} MB" if self.packed_mb else ""
-        return f"few-row linear: {', '.join(groups)}, more F.linear ({self.reason}{memory})"
+        return f"few-row {dtype}linear: {', '.join(groups)}, more F.linear ({self.reason}{memory})"
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, str(dtype))
 
 
 def _private_ops_available(namespace, names: tuple[str, ...], backend) -> bool:
@@ -135,8 +153,10 @@ def onednn_packed_available() -> bool:
                                   torch.backends.mkldnn)
 
 
-def available_paths() -> tuple[str, ...]:
-    return tuple(p for p in PATHS if (p != PACKED or mkl_packed_available()) and (p != ONEDNN or onednn_packed_available()))
+def available_paths(dtype: torch.dtype = torch.float32) -> tuple[str, ...]:
+    """The implementations this torch build has that ``dtype`` may run (``DTYPE_PATHS``)."""
+    return tuple(p for p in DTYPE_PATHS.get(dtype, (PLAIN,))
+                 if (p != PACKED or mkl_packed_available()) and (p != ONEDNN or onednn_packed_available()))
 
 
 def weight_left_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -175,9 +195,10 @@ def onednn_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | No
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
 
-def takes_choice(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether a product is one the choice covers: 2-D fp32 CPU, at most ROW_BUCKETS[-1] rows."""
-    return (x.device.type == "cpu" and x.dtype == torch.float32 and weight.dtype == torch.float32
+def takes_choice(x: torch.Tensor, weight: torch.Tensor, dtype: torch.dtype = torch.float32) -> bool:
+    """Whether a product is one the choice covers: 2-D on the CPU in ``dtype`` (the order's), at
+    most ROW_BUCKETS[-1] rows."""
+    return (x.device.type == "cpu" and x.dtype == dtype and weight.dtype == dtype
             and x.dim() == 2 and x.shape[0] <= ROW_BUCKETS[-1])
 
 
@@ -189,7 +210,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     ``Linear.pack``; a packed path without a fresh entry (never packed, or the weight changed
     since) runs ``F.linear``, and so does a product that autograd must differentiate.
     """
-    if not takes_choice(x, weight):
+    if not takes_choice(x, weight, order.dtype):
         return F.linear(x, weight, bias)
     path = order.path(x.shape[0])
     if path == WEIGHT_LEFT:
@@ -213,15 +234,16 @@ class Linear(nn.Linear):
         return linear(x, self.weight, self.bias, self.order, self.packed)
 
     def pack(self, rows: tuple[int, ...], onednn: bool = False) -> int:
-        """Keep MKL packed copies of the weight for these row counts, and oneDNN's one copy when
-        ``onednn`` (not parameters, not saved); returns the bytes they hold. Nothing is packed
-        off an fp32 CPU weight, nor by a library this torch lacks."""
+        """Keep MKL packed copies of the weight for these row counts (fp32), and oneDNN's one copy
+        when ``onednn`` (fp32 or bf16; not parameters, not saved); returns the bytes they hold.
+        Nothing is packed off the CPU, in another dtype, nor by a library this torch lacks."""
         w = self.weight
         keep = {}
-        if w.device.type == "cpu" and w.dtype == torch.float32:
+        if w.device.type == "cpu" and w.dtype in DTYPE_PATHS:
             old = self.packed or {}
             stamp = _stamp(w)
-            wanted = [(r, lambda r=r: pack_weight(w, r)) for r in rows if mkl_packed_available()]
+            mkl = w.dtype == torch.float32 and mkl_packed_available()
+            wanted = [(r, lambda r=r: pack_weight(w, r)) for r in rows if mkl]
             wanted += [(ONEDNN, lambda: onednn_pack(w))] if onednn and onednn_packed_available() else []
             keep = {k: old[k] if k in old and old[k][1] == stamp else (make(), stamp) for k, make in wanted}
         self.packed = keep
@@ -245,11 +267,16 @@ def apply_linear_order(module: nn.Module, order: LinearOrder) -> int:
     return total
 
 
-def within_fp32_rounding(y: torch.Tensor, ref: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> bool:
+def within_rounding(y: torch.Tensor, ref: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether ``y`` equals ``ref = F.linear(x, weight)`` up to a reordered fp32 sum: every entry
-    within ``ROUNDING_TOL`` times the sum of the magnitudes it adds up (|x| @ |W|^T)."""
-    scale = x.abs() @ weight.abs().t()
-    return bool(((y - ref).abs() <= ROUNDING_TOL * scale + 1e-30).all())
+    within ``ROUNDING_TOL`` times the sum of the magnitudes it adds up (|x| @ |W|^T), and in
+    bf16 one rounding of the result more (``BF16_ROUNDING`` of its magnitude, each side)."""
+    rounded = x.dtype == torch.bfloat16  # each result rounded once to bf16
+    y, ref = y.float(), ref.float()
+    tol = ROUNDING_TOL * (x.float().abs() @ weight.float().abs().t()) + 1e-30
+    if rounded:
+        tol = tol + BF16_ROUNDING * (y.abs() + ref.abs())
+    return bool(((y - ref).abs() <= tol).all())
 
 
 def run_path(path: str, x: torch.Tensor, weight: torch.Tensor, packed: torch.Tensor | None, rows: int) -> torch.Tensor:
@@ -273,14 +300,14 @@ def _packs(weights: list[torch.Tensor], path: str, rows: int) -> list:
 
 def check_paths(weights: list[torch.Tensor], paths: tuple[str, ...], rows: tuple[int, ...] = ROW_BUCKETS,
                 seed: int = 0) -> dict[str, bool]:
-    """Per path, whether it matches ``F.linear`` within fp32 rounding on every weight and row
+    """Per path, whether it matches ``F.linear`` within rounding (``within_rounding``) on every weight and row
     count, on random inputs (one weight packed at a time, so the check adds little memory)."""
     gen = torch.Generator().manual_seed(seed)
     ok = {}
     with torch.inference_mode():
         for path in paths:
             ok[path] = all(
-                within_fp32_rounding(run_path(path, x, w, _pack_for(path, w, m), m),
+                within_rounding(run_path(path, x, w, _pack_for(path, w, m), m),
                                      F.linear(x, w), x, w)
                 for m in rows for w in weights
                 for x in [torch.randn(m, w.shape[1], generator=gen, dtype=w.dtype)])
