@@ -3,6 +3,7 @@
     python -m experiments.forward_parts [--tokens 1,4,8] [--prefix 128] [--threads 2] [--rounds 5]
     python -m experiments.forward_parts --paths weight-left,onednn-packed [--tokens 1,2,4,8]
     python -m experiments.forward_parts --paths plain,onednn-packed --dtype bf16
+    python -m experiments.forward_parts --fusion [--dtype bf16]
 
 A forward over T tokens after a prefix of P is timed whole, and again with one part replaced by
 a stand-in that costs next to nothing and keeps the shapes (the products return zeros, a norm
@@ -19,10 +20,14 @@ only the time is kept; every round times every variant once, in rotating order
 (``workbench.models.linear``) costs inside a whole forward, against what the same products cost
 called back to back. Every row count runs each named path (forced at that row count, its packing
 untimed); per round and path, the whole forward (logits included) and the products alone (every
-``Linear`` of the model applied in the forward's order to a random input of that many rows,
-nothing in between) are timed. A path whose products cost the same alone but more inside the
+``Linear`` of the model applied to a random input of that many rows, a layer's q/k/v and gate/up
+through ``project`` as the forward runs them, nothing in between) are timed. A path whose products cost the same alone but more inside the
 forward loses there to something the products-alone timing cannot see, and the engine's choice
 (``cpu_choices``), which times products alone, cannot see it either.
+
+``--fusion``: the forward by the engine's own choice (``cpu_choices``), with q/k/v and gate/up
+each one oneDNN product (``models.linear.FusedPack``) against every projection its own, the two
+taking turns; the outputs of the two are checked equal bit for bit before anything is timed.
 """
 
 from __future__ import annotations
@@ -99,7 +104,7 @@ def measure_paths(target, paths: list[str], tokens: list[int], prefix: int = 128
     """For each token count and path: the whole forward's ms and the products' ms alone, as
     spreads over the rounds: [{"tokens": T, "forward": {path: Spread}, "products": {path: Spread}}]."""
     from workbench.bench.cost import chain_batch, prefilled, time_samples
-    from workbench.models.linear import ROW_BUCKETS, Linear, LinearOrder, apply_linear_order
+    from workbench.models.linear import ROW_BUCKETS, Linear, LinearOrder, apply_linear_order, project
     from workbench.timing import interleaved
 
     pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, prefix, sum(tokens), "cpu")
@@ -109,9 +114,18 @@ def measure_paths(target, paths: list[str], tokens: list[int], prefix: int = 128
     gen = torch.Generator().manual_seed(0)
     inputs = {(n, k): torch.randn(n, k, generator=gen).to(dtype) for n in tokens for k in {m.in_features for m in modules}}
 
+    # the products as the forward calls them: a projection group (q/k/v, gate/up) through
+    # ``project``, which runs it as one product where its layer holds a fused pack
+    groups = [(owner, attr, tuple(getattr(owner, name) for name in names)) for owner in target.modules()
+              for attr, names in getattr(owner, "projection_groups", {}).items()]
+    grouped = {id(m) for *_, members in groups for m in members}
+    alone = [m for m in modules if id(m) not in grouped]
+
     def products(n: int) -> None:
         with torch.inference_mode():
-            for m in modules:
+            for owner, attr, members in groups:
+                project(inputs[(n, members[0].in_features)], members, getattr(owner, attr))
+            for m in alone:
                 m(inputs[(n, m.in_features)])
 
     def timed(path: str, what: str, n: int):
@@ -133,6 +147,52 @@ def measure_paths(target, paths: list[str], tokens: list[int], prefix: int = 128
         apply_linear_order(target, before)  # the model's own choice back
     return [{"tokens": n, **{w: {p: spread(values[f"{p}|{w}|{n}"]) for p in paths} for w in ("forward", "products")}}
             for n in tokens]
+
+
+def measure_fusion(target, tokens: list[int], prefix: int = 128, rounds: int = 5, repeats: int = 5) -> list[dict]:
+    """For each token count: the whole forward's ms with the projection groups fused and separate
+    (the model's own linear order otherwise), as spreads over the rounds:
+    [{"tokens": T, "forward": {"fused": Spread, "separate": Spread}}]. Raises if the two forwards'
+    logits differ in any bit (the fused product must be the same computation)."""
+    from workbench.bench.cost import chain_batch, prefilled, time_samples
+    from workbench.models.linear import Linear, apply_linear_order
+    from workbench.timing import interleaved
+
+    order = next(m for m in target.modules() if isinstance(m, Linear)).order
+    pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, prefix, sum(tokens), "cpu")
+    batches = {n: chain_batch(n, pool, pool.alloc.alloc(n)) for n in tokens}
+
+    def forward(n: int) -> torch.Tensor:
+        return target.logits(target(batches[n], pool.kv))
+
+    for n in tokens:
+        apply_linear_order(target, order, fuse=True)
+        fused = forward(n)
+        apply_linear_order(target, order, fuse=False)
+        if not torch.equal(fused, forward(n)):
+            raise AssertionError(f"fused and separate projections differ at {n} tokens")
+
+    def timed(fuse: bool, n: int):
+        def run() -> float:
+            apply_linear_order(target, order, fuse=fuse)
+            return statistics.median(time_samples(lambda: forward(n), "cpu", repeats, warmup=1))
+        return run
+
+    try:
+        values = interleaved({f"{f}|{n}": timed(f == "fused", n) for n in tokens for f in ("fused", "separate")},
+                             rounds)
+    finally:
+        apply_linear_order(target, order)
+    return [{"tokens": n, "forward": {f: spread(values[f"{f}|{n}"]) for f in ("fused", "separate")}} for n in tokens]
+
+
+def fusion_table(results: list[dict]) -> str:
+    lines = ["| tokens | fused q/k/v and gate/up | every projection its own | fused / separate (medians) |",
+             "|---|---|---|---|"]
+    for r in results:
+        f, s = r["forward"]["fused"], r["forward"]["separate"]
+        lines.append(f"| {r['tokens']} | {ms(f)} | {ms(s)} | {f.median / s.median:.2f} |")
+    return "\n".join(lines)
 
 
 def paths_table(results: list[dict], paths: list[str]) -> str:
@@ -172,6 +232,9 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--repeats", type=positive("--repeats"), default=5, help="forwards per variant per round (median kept)")
     p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
                    help="dtype of the target (bf16 runs F.linear and oneDNN's packed path only)")
+    p.add_argument("--fusion", action="store_true",
+                   help="time the forward with q/k/v and gate/up fused into one oneDNN product each, against "
+                        "separate (the engine's own linear order otherwise)")
     p.add_argument("--paths", default=None,
                    help="comma list of few-row linear implementations (plain, weight-left, mkl-packed, onednn-packed): "
                         "time the whole forward and the products alone with each forced, instead of the parts")
@@ -195,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     if paths is not None and (not paths or any(p not in available_paths(dtype) for p in paths)):
         raise UserError(f"--paths {args.paths}: name one or more of {', '.join(available_paths(dtype))} "
                         f"(the implementations this torch has for {args.dtype})")
+    if args.fusion and paths is not None:
+        raise UserError("--fusion and --paths ask different questions: give one")
     if paths is not None and max(args.tokens) > ROW_BUCKETS[-1]:
         raise UserError(f"--tokens {max(args.tokens)}: with --paths, at most {ROW_BUCKETS[-1]} (more rows always "
                         "run F.linear)")
@@ -204,11 +269,22 @@ def main(argv: list[str] | None = None) -> int:
         results = measure_paths(target, paths, args.tokens, args.prefix, args.rounds, args.repeats)
         print(f"{cpu_signature()}, torch {torch.__version__}, {args.threads} threads, {args.dtype}, prefix {args.prefix}, "
               f"{args.rounds} interleaved rounds of {args.repeats} (median, low to high); each path forced at the "
-              "row count; products alone: every Linear of the model in turn on a random input, nothing between\n")
+              "row count; products alone: every Linear of the model in turn on a random input (projection groups as "
+              "the forward runs them), nothing between\n")
         print(paths_table(results, paths))
         return 0
     order = choose_linear_order("auto", target)  # the products as the engine runs them
     apply_linear_order(target, order)
+    if args.fusion:
+        if not order.uses_onednn:
+            raise UserError(f"--fusion: the linear order here does not run oneDNN ({order.describe()}), so "
+                            "nothing is fused")
+        results = measure_fusion(target, args.tokens, args.prefix, args.rounds, args.repeats)
+        print(f"{cpu_signature()}, torch {torch.__version__}, {args.threads} threads, {args.dtype}, prefix "
+              f"{args.prefix}, {args.rounds} interleaved rounds of {args.repeats} (median, low to high); "
+              f"{order.describe()}; outputs equal bit for bit\n")
+        print(fusion_table(results))
+        return 0
     results = measure(target, args.tokens, args.prefix, args.rounds, args.repeats)
     print(f"{cpu_signature()}, torch {torch.__version__}, {args.threads} threads, {args.dtype}, prefix {args.prefix}, "
           f"{args.rounds} interleaved rounds (median, low to high); {order.describe()}\n")

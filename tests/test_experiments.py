@@ -105,3 +105,22 @@ def test_forward_parts_times_each_linear_path_in_the_forward_and_alone(tmp_path,
     assert "bf16" in capsys.readouterr().out
     assert parts_main(["--target", str(path), "--paths", "weight-left", "--dtype", "bf16"]) == 2  # not for bf16
     assert "for bf16" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not __import__("workbench.models.linear", fromlist=["x"]).onednn_packed_available(),
+                    reason="torch built without oneDNN's packed linear")
+def test_forward_parts_times_fused_against_separate_projections(tmp_path, capsys):
+    from experiments.forward_parts import fusion_table, main as parts_main, measure_fusion
+    from workbench.models.linear import ONEDNN, ROW_BUCKETS, FusedPack, LinearOrder, apply_linear_order
+    from workbench.models.loading import load_target
+    from workbench.testing.tiny import make_tiny_checkpoint
+
+    path = make_tiny_checkpoint(tmp_path)
+    target = load_target(path)
+    apply_linear_order(target, LinearOrder(tuple(ONEDNN for _ in ROW_BUCKETS), "test"))
+    (r,) = measure_fusion(target, [4], prefix=4, rounds=2, repeats=1)
+    assert r["tokens"] == 4 and all(s.runs == 2 and s.median > 0 for s in r["forward"].values())
+    assert isinstance(target.model.layers[0].self_attn.qkv_packed, FusedPack)  # the model's own order back
+    assert "| 4 |" in fusion_table([r])
+    assert parts_main(["--target", str(path), "--fusion", "--paths", "plain"]) == 2
+    assert "give one" in capsys.readouterr().err

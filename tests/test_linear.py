@@ -394,7 +394,10 @@ def test_a_bf16_model_is_measured_on_its_own_and_packs_in_bf16(tmp_path, monkeyp
     apply_linear_order(bf16_model, bf16)
     tokens = [3, 5, 7, 9]
     *_, packed = fresh_prefill(bf16_model, tokens)
-    assert all(set(m.packed) == {ONEDNN} for m in bf16_model.modules() if isinstance(m, Linear))
+    from workbench.models.llama import Attention
+
+    assert all(isinstance(a.qkv_packed, lin.FusedPack) and a.qkv_packed.packed.dtype == torch.bfloat16
+               and set(a.o_proj.packed) == {ONEDNN} for a in bf16_model.modules() if isinstance(a, Attention))
     apply_linear_order(bf16_model, LinearOrder(dtype=torch.bfloat16))
     *_, plain = fresh_prefill(bf16_model, tokens)
     assert torch.equal(packed, plain)
@@ -446,3 +449,66 @@ def test_module_keeps_nn_linear_names_and_gradients():
     ref(x2).square().sum().backward()
     torch.testing.assert_close(x.grad, x2.grad)
     torch.testing.assert_close(mod.weight.grad, ref.weight.grad)
+
+
+@needs_onednn
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_projections_give_the_same_bits_and_replace_the_members_copies(tmp_path, dtype):
+    """q/k/v and gate/up as one oneDNN product each: the same logits, bit for bit, as every
+    projection its own, at every row count the order sends to oneDNN; the members keep no copy
+    of their own, so the fused packs hold exactly the bytes the members' copies would."""
+    from workbench.models.llama import MLP, Attention
+
+    target = _tiny_target(tmp_path).to(dtype)
+    order = LinearOrder(tuple(ONEDNN for _ in ROW_BUCKETS), "test", dtype=dtype)
+    separate_mb = apply_linear_order(target, order, fuse=False)
+    tokens = [3, 5, 7, 9, 11, 2, 4, 6]
+    *_, separate = fresh_prefill(target, tokens)
+    assert apply_linear_order(target, order) == separate_mb
+    attn = [m for m in target.modules() if isinstance(m, Attention)]
+    mlps = [m for m in target.modules() if isinstance(m, MLP)]
+    assert attn and all(isinstance(a.qkv_packed, lin.FusedPack) and a.q_proj.packed == {} for a in attn)
+    assert mlps and all(isinstance(m.gate_up_packed, lin.FusedPack) and m.down_proj.packed for m in mlps)
+    *_, fused = fresh_prefill(target, tokens)
+    assert torch.equal(fused, separate)
+    apply_linear_order(target, LinearOrder(dtype=dtype))  # an order without oneDNN: no fused packs
+    assert all(a.qkv_packed is None for a in attn) and all(m.gate_up_packed is None for m in mlps)
+
+
+@needs_onednn
+def test_a_fused_pack_runs_only_where_it_is_fresh_and_the_order_runs_onednn():
+    from workbench.models.llama import MLP
+    from workbench.models.config import ModelConfig
+
+    cfg = ModelConfig(vocab_size=32, hidden_size=16, intermediate_size=24, num_layers=1, num_heads=2,
+                      num_kv_heads=1, head_dim=8, mlp_bias=True)
+    mlp = MLP(cfg)
+    torch.nn.init.normal_(mlp.gate_proj.weight)
+    torch.nn.init.normal_(mlp.up_proj.weight)
+    order = LinearOrder((WEIGHT_LEFT, ONEDNN, ONEDNN, ONEDNN, ONEDNN, ONEDNN), "test")
+    apply_linear_order(mlp, order)
+    members = (mlp.gate_proj, mlp.up_proj)
+    calls = []
+    real = lin.onednn_linear
+    lin.onednn_linear = lambda *a: calls.append(a[0].shape[0]) or real(*a)
+    try:
+        with torch.inference_mode():
+            x = torch.randn(4, 16)
+            gate, up = lin.project(x, members, mlp.gate_up_packed)
+            assert calls == [4]  # one product for both
+            torch.testing.assert_close(gate, mlp.gate_proj(x), rtol=1e-5, atol=1e-5)  # biases too
+            torch.testing.assert_close(up, F.linear(x, mlp.up_proj.weight, mlp.up_proj.bias), rtol=1e-5, atol=1e-5)
+            lin.project(torch.randn(1, 16), members, mlp.gate_up_packed)  # 1 row: weight-left, no oneDNN
+            assert calls == [4]
+        with torch.no_grad():
+            mlp.up_proj.weight.mul_(2)  # a changed member: the stale pack is not used
+        with torch.inference_mode():
+            _, up = lin.project(x, members, mlp.gate_up_packed)
+            assert calls == [4] and torch.equal(up, F.linear(x, mlp.up_proj.weight, mlp.up_proj.bias))
+    finally:
+        lin.onednn_linear = real
+    x = torch.randn(4, 16, requires_grad=True)  # a product autograd must differentiate: member by member
+    apply_linear_order(mlp, order)
+    gate, up = lin.project(x, members, mlp.gate_up_packed)
+    (gate.sum() + up.sum()).backward()
+    torch.testing.assert_close(x.grad, (mlp.gate_proj.weight + mlp.up_proj.weight).sum(0).expand(4, 16))

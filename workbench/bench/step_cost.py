@@ -121,7 +121,10 @@ def _agreed(rounds: list[list[tuple[int, float]]]) -> tuple[list[tuple[int, floa
 def _linear(wb) -> str:
     """The few-row linear paths the curves were timed with (a new choice times them again)."""
     order = getattr(wb, "linear_order", None)
-    return "linear " + ("/".join(order.paths) or "plain") if order is not None else "linear plain"
+    if order is None:
+        return "linear plain"
+    # oneDNN runs q/k/v and gate/up as one product each (models.linear.FusedPack): not the cost of before
+    return "linear " + ("/".join(order.paths) or "plain") + (" fused" if order.uses_onednn else "")
 
 
 def _cache_key(wb, source: DraftSource | None) -> str:

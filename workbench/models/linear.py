@@ -28,6 +28,13 @@ exact implementations are kept and the fastest is chosen per row count by measur
   many bytes as the weight itself. Where it wins, and by how much, is measured per CPU like the
   others (docs/benchmarks.md, "The few-row linear order, measured per CPU").
 
+Projections that read the same input (a layer's q, k and v; its gate and up) run as **one**
+oneDNN product where oneDNN is the chosen implementation: ``apply_linear_order`` lays out one
+blocked copy of their weights stacked (``FusedPack``, held by the layer, in place of the members'
+own copies) and ``project`` splits the result. Each output is the same dot product, in the same
+order, as the member's own oneDNN product (a test checks the bits); it saves the calls and reads
+the weights in one stream (docs/benchmarks.md, "Fused projections").
+
 Row counts and the rule between them: the choice is made for ``ROW_BUCKETS`` = 1, 2, 4, 8, 16, 32
 rows; a count between two of them follows the next larger one (3 rows as 4, 9-16 as 16), whose
 packed weight it can use by padding; more than 32 rows (a prefill) always run ``F.linear``. Only
@@ -250,20 +257,76 @@ class Linear(nn.Linear):
         return sum(p.numel() * p.element_size() for p, _ in keep.values())
 
 
+@dataclass
+class FusedPack:
+    """oneDNN's blocked copy of several weights stacked [sum N_i, K], their biases stacked (None
+    when none has one), each member's output width, and the members' stamps when packed."""
+
+    packed: torch.Tensor
+    bias: torch.Tensor | None
+    sizes: tuple[int, ...]
+    stamps: tuple[tuple, ...]
+
+    @classmethod
+    def of(cls, members: tuple["Linear", ...]) -> "FusedPack":
+        weights = [m.weight.detach() for m in members]
+        biases = [m.bias.detach() if m.bias is not None else weights[i].new_zeros(weights[i].shape[0])
+                  for i, m in enumerate(members)]
+        bias = torch.cat(biases) if any(m.bias is not None for m in members) else None
+        return cls(onednn_pack(torch.cat(weights)), bias, tuple(w.shape[0] for w in weights),
+                   tuple(_stamp(m.weight) for m in members))
+
+    def fresh(self, members: tuple["Linear", ...]) -> bool:
+        return self.stamps == tuple(_stamp(m.weight) for m in members)
+
+    @property
+    def nbytes(self) -> int:
+        return self.packed.numel() * self.packed.element_size()
+
+
+def project(x: torch.Tensor, members: tuple["Linear", ...], fused: FusedPack | None) -> tuple[torch.Tensor, ...]:
+    """``tuple(m(x) for m in members)``: as one oneDNN product through ``fused`` where the members'
+    order runs oneDNN at x's row count and the pack is fresh, else member by member."""
+    first = members[0]
+    if (fused is not None and takes_choice(x, first.weight, first.order.dtype)
+            and first.order.path(x.shape[0]) == ONEDNN and fused.fresh(members)
+            and not (torch.is_grad_enabled() and (x.requires_grad or any(m.weight.requires_grad for m in members)))):
+        return onednn_linear(x, fused.packed, fused.bias).split(fused.sizes, dim=-1)
+    return tuple(m(x) for m in members)
+
+
 def _stamp(weight: torch.Tensor) -> tuple:
     """What a packed copy must still match: the same storage, shape and in-place version (an
     optimizer step or ``.to()`` changes one, and the stale copy is no longer used)."""
     return weight.data_ptr(), tuple(weight.shape), weight._version
 
 
-def apply_linear_order(module: nn.Module, order: LinearOrder) -> int:
+def apply_linear_order(module: nn.Module, order: LinearOrder, fuse: bool = True) -> int:
     """Every ``Linear`` in ``module`` follows ``order``, its weight packed for ``order.packed_rows``
-    (a weight already packed for them is kept). Returns the bytes the packed weights hold."""
+    (a weight already packed for them is kept). Where the order runs oneDNN, the projection groups
+    of every submodule that names them (``projection_groups``: {attribute: member names}) get one
+    ``FusedPack`` each, set as that attribute, instead of their members' own oneDNN copies
+    (``fuse=False``: no fused packs, every member its own copy). Returns the bytes the packed
+    weights hold."""
+    fusing = fuse and order.uses_onednn and onednn_packed_available()
+    groups = []  # (owner, attribute, members)
+    for owner in module.modules():
+        for attr, names in getattr(owner, "projection_groups", {}).items():
+            members = tuple(getattr(owner, n) for n in names)
+            w = members[0].weight
+            ok = fusing and w.device.type == "cpu" and w.dtype == order.dtype
+            groups.append((owner, attr, members if ok else ()))
+    grouped = {id(m) for *_, members in groups for m in members}
     total = 0
     for m in module.modules():
         if isinstance(m, Linear):
             m.order = order
-            total += m.pack(order.packed_rows, order.uses_onednn)
+            total += m.pack(order.packed_rows, order.uses_onednn and id(m) not in grouped)
+    for owner, attr, members in groups:
+        old = getattr(owner, attr, None)
+        pack = (old if isinstance(old, FusedPack) and old.fresh(members) else FusedPack.of(members)) if members else None
+        setattr(owner, attr, pack)
+        total += pack.nbytes if pack is not None else 0
     return total
 
 

@@ -19,7 +19,7 @@ from workbench.attention import attend
 from workbench.attention.batch import ForwardBatch
 from workbench.kv.pool import KVPool
 from workbench.models.config import ModelConfig
-from workbench.models.linear import Linear
+from workbench.models.linear import Linear, project
 from workbench.models.rope import Rotary, apply_rotary
 
 
@@ -45,12 +45,16 @@ class Attention(nn.Module):
         self.k_proj = Linear(cfg.hidden_size, self.hkv * self.dh, bias=cfg.qkv_bias)
         self.v_proj = Linear(cfg.hidden_size, self.hkv * self.dh, bias=cfg.qkv_bias)
         self.o_proj = Linear(self.hq * self.dh, cfg.hidden_size, bias=cfg.o_bias)
+        self.qkv_packed = None  # q, k and v as one product where the linear order runs oneDNN
+
+    projection_groups = {"qkv_packed": ("q_proj", "k_proj", "v_proj")}  # read by apply_linear_order
 
     def forward(self, x, cos, sin, batch: ForwardBatch, kv: KVPool, backend: str) -> torch.Tensor:
         t = x.shape[0]
-        q = apply_rotary(self.q_proj(x).view(t, self.hq, self.dh), cos, sin)  # [T, Hq, Dh]
-        k = apply_rotary(self.k_proj(x).view(t, self.hkv, self.dh), cos, sin)  # [T, Hkv, Dh]
-        v = self.v_proj(x).view(t, self.hkv, self.dh)
+        q, k, v = project(x, (self.q_proj, self.k_proj, self.v_proj), self.qkv_packed)
+        q = apply_rotary(q.view(t, self.hq, self.dh), cos, sin)  # [T, Hq, Dh]
+        k = apply_rotary(k.view(t, self.hkv, self.dh), cos, sin)  # [T, Hkv, Dh]
+        v = v.view(t, self.hkv, self.dh)
         # Write first, then attend through the slot table: new tokens are read back from the
         # pool like the prefix, so one code path serves prefill, decode, extend and verify.
         kv.write(self.layer_idx, batch.out_slots, k, v)
@@ -65,9 +69,13 @@ class MLP(nn.Module):
         self.gate_proj = Linear(h, i, bias=bias)
         self.up_proj = Linear(h, i, bias=bias)
         self.down_proj = Linear(i, h, bias=bias)
+        self.gate_up_packed = None  # gate and up as one product where the linear order runs oneDNN
+
+    projection_groups = {"gate_up_packed": ("gate_proj", "up_proj")}  # read by apply_linear_order
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))  # SwiGLU
+        gate, up = project(x, (self.gate_proj, self.up_proj), self.gate_up_packed)
+        return self.down_proj(F.silu(gate) * up)  # SwiGLU
 
 
 class DecoderLayer(nn.Module):
