@@ -180,68 +180,6 @@ def test_a_slower_machine_slows_every_setting_alike():
     assert auto.step_ms(tree, 1) == pytest.approx(2 * base["eagle2:4/3/2"], rel=0.05)
 
 
-def test_a_lucky_first_step_does_not_stand_for_sixteen():
-    """A tree's first timed step ran 30 % faster than its steps do (a quiet moment), on a machine
-    whose pace does not change. While the tree alone runs, the shared pace takes most of the gap
-    whatever the weights; with the mean of its steps as its overhead, four more steps move the
-    overhead twice as far towards the truth as a moving average of weight 1/16 would (1.16
-    against 1.07, from 1.05; the truth is 1.5), and from the sixteenth step on a single odd step
-    moves it by 1/16 of the gap only."""
-    tree = parse_setting("eagle2:4/3/2")
-    clock = Clock()
-    auto = Auto((tree,), cost=FLAT, clock=clock)
-    batch = [_request(0, [])]
-    true = 1.5 * FLAT.step_ms(tree, 1)
-    took = {"eagle2:4/3/2": 0.7 * true, "off": FLAT.step_ms(OFF, 1)}
-    assert _step(auto, clock, batch, took) == "eagle2:4/3/2"
-    assert auto.overhead(tree) == pytest.approx(1.05)
-    for _ in range(4):
-        auto._time(tree, true, FLAT.step_ms(tree, 1))
-    assert auto.overhead(tree) == pytest.approx(1.162, abs=0.005) and auto.timed[tree] == 5
-    assert auto.overhead(tree) * auto.pace == pytest.approx(1.5, rel=0.01)  # the step itself is predicted
-    for _ in range(30):
-        auto._time(tree, true, FLAT.step_ms(tree, 1))
-    settled = auto.overhead(tree)
-    auto._time(tree, 3 * true, FLAT.step_ms(tree, 1))  # one odd step
-    moved = auto.overhead(tree) - settled
-    assert moved == pytest.approx((3 * 1.5 / auto.pace - settled) / 16, rel=1e-6) and moved < settled / 8
-
-
-@pytest.mark.parametrize("rival_rate,probed", [(0.9, True), (0.7, False)])
-def test_an_idle_rival_is_timed_again_every_sixteen_steps(rival_rate, probed):
-    """The tree runs; the chain, timed before, promises 90 % of its rate: every PROBE_EVERY steps
-    it runs one step, said so, and the step after is the tree's again. A rival promising 70 % is
-    not worth a step."""
-    from workbench.engine.auto import PROBE_EVERY
-
-    chain, tree = parse_setting("linear:1"), parse_setting("eagle2:4/3/2")
-    clock = Clock()
-    auto = Auto((chain, tree), cost=FLAT, clock=clock, stay=10.0)  # stay: no switch but the probes
-    batch = [_request(0, [])]
-    auto.last = tree
-    auto.overheads.update({tree: 1.0, chain: 1.0})
-    auto.timed.update({tree: 20, chain: 20})
-    auto.timed_at.update({tree: 0, chain: 0})
-    want = rival_rate * auto.expected_tokens(tree, batch) * auto.step_ms(chain, 1) / auto.step_ms(tree, 1)
-    auto.pooled[chain] = Evidence(tokens=want * 1e6, steps=1e6)
-    took = {"eagle2:4/3/2": FLAT.step_ms(tree, 1), "linear:1": FLAT.step_ms(chain, 1), "off": FLAT.step_ms(OFF, 1)}
-    choices = []
-    for _ in range(2 * PROBE_EVERY + 2):
-        choice = auto.choose(batch)
-        clock.now += took[choice.label] / 1e3
-        batch[0].accept_lengths.append(2)
-        auto.observe(choice, batch)
-        auto.pooled[chain] = Evidence(tokens=want * 1e6, steps=1e6)  # the rival's promise held fixed
-        choices.append(choice)
-    probes = [i for i, c in enumerate(choices) if c.spec == chain]
-    if not probed:
-        assert probes == []
-        return
-    assert probes == [PROBE_EVERY - 1, 2 * PROBE_EVERY - 1], probes  # every PROBE_EVERY steps
-    assert all("(probe: timed" in choices[i].reason and choices[i + 1].spec == tree for i in probes)
-    assert auto.timed[chain] == 22
-
-
 @pytest.mark.parametrize("better,moves", [(1.03, False), (1.25, True)])
 def test_the_last_setting_stays_unless_another_promises_clearly_more(better, moves):
     """A chain ran last step; a tree that promises 3 % more does not replace it (the estimates

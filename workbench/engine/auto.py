@@ -50,8 +50,7 @@ what the curves predicted into two factors:
   down for a while (the 2-core machines do, by 10-20 %) slows every setting alike, so it must not
   count against the one that happened to run meanwhile;
 - each setting's **overhead** ``overhead(spec)``: its steps' time over the curves' prediction at
-  the pace of the moment: the mean of its first steps, then a slower moving average
-  (``OVERHEAD_WEIGHT``, from the sixteenth step on). A setting not yet timed
+  the pace of the moment, a slower moving average (``OVERHEAD_WEIGHT``). A setting not yet timed
   is taken at the curves' word (overhead 1): the whole step costs at least its forwards, so that
   is the cheapest it can be, and it is tried if that could win, which is how plain decoding gets
   timed while a tree looks better on paper. The first step of a setting sets its overhead and
@@ -83,16 +82,6 @@ tree and plain decoding are within 20 % of each other at one request (docs/bench
 a request's estimates move by about that much from step to step, so a flip on noise costs a step
 under a worse setting and wins nothing.
 
-**Probing.** The split of a step's time into pace and overhead is known only at a switch: while
-one setting runs alone, the shared pace takes whatever its steps cost beyond the estimate, and the
-idle settings' overheads stay what they were at their last step. A setting whose first steps came
-in a quick moment then looks cheaper than it is for as long as it runs (at one request on the
-2-core EPYC, the tree of 4 ran 69 % of one round's steps that way, its slowest round:
-docs/benchmarks.md, "Speculation under load"). So every ``PROBE_EVERY`` steps a setting
-that was timed before, has not been for that long, and promises at least ``PROBE_WITHIN`` of the
-best rate runs one step (the one idle longest), timed beside its rival at one pace; the step
-after goes back to the best. Its reason says so: ``(probe: timed 16 steps ago)``.
-
 Every ``Choice`` says why, with numbers: ``eagle2:4/3/2: 2.1 tok/step / 61 ms = 34 tok/s > off
 1.0 tok/step / 40 ms = 25 tok/s``.
 """
@@ -111,8 +100,6 @@ PRIOR_ACCEPT = 0.5  # the prior's chance that the walk goes one level deeper
 PACE_WEIGHT = 0.5  # the newest step's weight in the machine's pace: the last two or three steps
 OVERHEAD_WEIGHT = 1 / 16  # the newest step's weight in its setting's overhead, after the first
 CATCH_UP = 16  # pending draft pairs past which a speculative step is taken to run a prompt through the draft
-PROBE_EVERY = 16  # steps after which a timed, competitive idle setting runs one step to be timed again
-PROBE_WITHIN = 0.8  # a probed setting promises at least this share of the best's tokens/s
 
 
 def prior_tokens(spec: SpecConfig) -> float:
@@ -227,9 +214,6 @@ class Auto:
         self.pooled: dict[SpecConfig, Evidence] = {s: Evidence() for s in self.candidates}
         self.mine: dict[int, dict[SpecConfig, Evidence]] = {}  # request id -> its own evidence
         self.overheads: dict[SpecConfig, float] = {}  # setting -> ms its steps take at pace 1 / ms predicted
-        self.timed: dict[SpecConfig, int] = {}  # setting -> how many of its steps were timed
-        self.steps = 0  # steps chosen so far
-        self.timed_at: dict[SpecConfig, int] = {}  # setting -> the step it was last timed at
         self.pace = 1.0  # the machine's pace: ms a step takes / ms its setting's overhead and the curves say
         self._started: tuple[SpecConfig, int, float] | None = None  # the step under way: setting, batch, clock
         self.last: SpecConfig | None = None  # the setting of the step before
@@ -282,21 +266,10 @@ class Auto:
         else:
             why = ""
         self.last = best[0]
-        self.steps += 1
-        probe = self._probe(scored, rate(best)) if self.correct else None
-        if probe is not None:  # one step of an idle rival, timed at today's pace; self.last stays the best
-            runner, best = best, probe
-            why = f" (probe: timed {self.steps - self.timed_at[probe[0]]} steps ago)"
         if self.correct:  # a step that runs the draft over a newcomer's prompt is not timed (docstring)
             prompt = best[0].speculative and any(len(r.pending_tokens) > CATCH_UP for r in batch)
             self._started = None if prompt else (best[0], len(batch), self.clock())
         return Choice(self.name, best[0], f"{said(*best)}{' <' if why else ' >'} {said(*runner)}{why}")
-
-    def _probe(self, scored: list, best_rate: float):
-        """The idle setting to time again this step (module docstring, Probing), or None."""
-        due = [x for x in scored if x[0] != self.last and x[0] in self.timed_at
-               and self.steps - self.timed_at[x[0]] >= PROBE_EVERY and x[1] / x[2] >= PROBE_WITHIN * best_rate]
-        return min(due, key=lambda x: self.timed_at[x[0]], default=None)
 
     def observe(self, choice: Choice, batch: list[Request]) -> None:
         keep = 1 - 1 / self.horizon
@@ -327,15 +300,11 @@ class Auto:
     def _time(self, spec: SpecConfig, took_ms: float, predicted_ms: float) -> None:
         """Split one timed step into the machine's pace and ``spec``'s overhead (module docstring)."""
         ratio = took_ms / predicted_ms
-        self.timed_at[spec] = self.steps
-        n = self.timed[spec] = self.timed.get(spec, 0) + 1
-        if n == 1:  # its first step: its overhead at today's pace, the pace unmoved
+        if spec not in self.overheads:  # its first step: its overhead at today's pace, the pace unmoved
             self.overheads[spec] = ratio / self.pace
             return
         self.pace += PACE_WEIGHT * (ratio / self.overheads[spec] - self.pace)
-        # the mean of its steps so far, until there are 1 / OVERHEAD_WEIGHT of them: one step is a
-        # noisy sample of the pace of its moment, and a lucky first step must not stand for 16
-        self.overheads[spec] += max(OVERHEAD_WEIGHT, 1 / n) * (ratio / self.pace - self.overheads[spec])
+        self.overheads[spec] += OVERHEAD_WEIGHT * (ratio / self.pace - self.overheads[spec])
 
 
 def parse_auto(arg: str, cost: StepCost | None = None) -> Auto:
