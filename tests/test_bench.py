@@ -316,3 +316,25 @@ def test_hot_tokens_come_from_the_loaded_heads_own_list(tmp_path):
         _apply_hot_tokens(h, 64, str(without))
     with pytest.raises(ValueError, match="no hot_tokens.json"):
         _apply_hot_tokens(h, 64, "random:3")
+
+
+def test_cost_curve_sizes_take_turns_and_leave_the_pool_as_they_found_it(tiny_dir):
+    """The verify cost curve times its sizes in turns (one forward of each a round, the first
+    rotating), so a disturbance of a moment cannot fall on every repeat of one size; each size
+    gets its repeats, and every slot it took is free again."""
+    from workbench.bench.cost import forward_samples, prefilled
+    from workbench.models.loading import load_target
+
+    target = load_target(tiny_dir)
+    pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, 8, 9, "cpu")
+    free_before = pool.alloc.num_free
+    calls = []
+
+    def forward(batch):
+        calls.append(batch.num_tokens)
+        return target.logits(target(batch, pool.kv))
+
+    samples = forward_samples(pool, (1, 4, 8), forward, repeats=3, warmup=1)
+    assert [len(s) for s in samples] == [3, 3, 3] and all(ms > 0 for s in samples for ms in s)
+    assert calls == [1, 4, 8, 1, 4, 8, 4, 8, 1, 8, 1, 4]  # a warm-up round, then rounds rotating
+    assert pool.alloc.num_free == free_before

@@ -93,14 +93,25 @@ def measure_forward(pool: Prefilled, sizes, forward, repeats: int = 5, warmup: i
 
 
 def forward_samples(pool: Prefilled, sizes, forward, repeats: int = 5, warmup: int = 2) -> list[list[float]]:
-    """``measure_forward``'s timings before the median: ``repeats`` ms per size."""
-    out = []
-    for n in sizes:
-        slots = pool.alloc.alloc(n)
-        batch = chain_batch(n, pool, slots)
-        out.append(time_samples(lambda: forward(batch), pool.device, repeats, warmup))
-        pool.alloc.free(slots)
-    return out
+    """``measure_forward``'s timings before the median: ``repeats`` ms per size. The sizes take
+    turns (``workbench.timing.interleaved``: one forward of each a round, the first rotating, after
+    ``warmup`` untimed rounds), so a disturbance that lasts a moment lands on every size alike,
+    not on all the repeats of one: when that one is the decode step, every ratio of the curve
+    (verify / decode) is off by it."""
+    from workbench.timing import interleaved
+
+    def one(n: int):
+        def run() -> float:
+            slots = pool.alloc.alloc(n)
+            try:
+                batch = chain_batch(n, pool, slots)
+                return time_samples(lambda: forward(batch), pool.device, 1, 0)[0]
+            finally:
+                pool.alloc.free(slots)
+        return run
+
+    values = interleaved({i: one(n) for i, n in enumerate(sizes)}, repeats, warmup)
+    return [values[i] for i in range(len(sizes))]
 
 
 def measure_verify_cost(target, sizes=(1, 2, 4, 8, 16, 32, 64), prefix_len: int = 256, repeats: int = 5,

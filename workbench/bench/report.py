@@ -144,7 +144,8 @@ def markdown(result: dict) -> str:
         "P(accept at depth k | depth k-1 accepted), pooled over verify steps.", "", _depth_table(result), "",
         "## Verify cost", "",
         f"One target forward of N tokens after a {result['costs']['prefix_len']}-token prefix (logits included), "
-        "median ms; the range is the fastest and slowest repeat.", "", _cost_table(result["costs"]), "",
+        "median ms; the range is the fastest and slowest repeat; the sizes take turns, one forward of each a "
+        "round.", "", _cost_table(result["costs"]), "",
         floor_line(result["costs"], result["summary"]), "",
         "## Best tree for this machine", "", _tune_table(result.get("tune")), "",
         "## Static against dynamic trees at the same num_draft_tokens", "",
