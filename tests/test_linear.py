@@ -505,6 +505,12 @@ def test_a_fused_pack_runs_only_where_it_is_fresh_and_the_order_runs_onednn():
         with torch.inference_mode():
             _, up = lin.project(x, members, mlp.gate_up_packed)
             assert calls == [4] and torch.equal(up, F.linear(x, mlp.up_proj.weight, mlp.up_proj.bias))
+        apply_linear_order(mlp, order)  # packed afresh; then a changed bias alone makes it stale too
+        with torch.no_grad():
+            mlp.gate_proj.bias.add_(1)
+        with torch.inference_mode():
+            gate, _ = lin.project(x, members, mlp.gate_up_packed)
+            assert calls == [4] and torch.equal(gate, F.linear(x, mlp.gate_proj.weight, mlp.gate_proj.bias))
     finally:
         lin.onednn_linear = real
     x = torch.randn(4, 16, requires_grad=True)  # a product autograd must differentiate: member by member

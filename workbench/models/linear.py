@@ -260,7 +260,8 @@ class Linear(nn.Linear):
 @dataclass
 class FusedPack:
     """oneDNN's blocked copy of several weights stacked [sum N_i, K], their biases stacked (None
-    when none has one), each member's output width, and the members' stamps when packed."""
+    when none has one), each member's output width, and the members' weight and bias stamps when
+    packed (a change to either makes the pack stale)."""
 
     packed: torch.Tensor
     bias: torch.Tensor | None
@@ -273,11 +274,10 @@ class FusedPack:
         biases = [m.bias.detach() if m.bias is not None else weights[i].new_zeros(weights[i].shape[0])
                   for i, m in enumerate(members)]
         bias = torch.cat(biases) if any(m.bias is not None for m in members) else None
-        return cls(onednn_pack(torch.cat(weights)), bias, tuple(w.shape[0] for w in weights),
-                   tuple(_stamp(m.weight) for m in members))
+        return cls(onednn_pack(torch.cat(weights)), bias, tuple(w.shape[0] for w in weights), _member_stamps(members))
 
     def fresh(self, members: tuple["Linear", ...]) -> bool:
-        return self.stamps == tuple(_stamp(m.weight) for m in members)
+        return self.stamps == _member_stamps(members)
 
     @property
     def nbytes(self) -> int:
@@ -293,6 +293,11 @@ def project(x: torch.Tensor, members: tuple["Linear", ...], fused: FusedPack | N
             and not (torch.is_grad_enabled() and (x.requires_grad or any(m.weight.requires_grad for m in members)))):
         return onednn_linear(x, fused.packed, fused.bias).split(fused.sizes, dim=-1)
     return tuple(m(x) for m in members)
+
+
+def _member_stamps(members: tuple["Linear", ...]) -> tuple:
+    """The stamps of the members' weights and biases: a fused pack holds a copy of both."""
+    return tuple((_stamp(m.weight), None if m.bias is None else _stamp(m.bias)) for m in members)
 
 
 def _stamp(weight: torch.Tensor) -> tuple:
