@@ -54,7 +54,11 @@ wb = start(dtype="fp32")
 # ridge). Verifying a tree of 60 tokens should then cost about one decode step. A CPU core's
 # ridge is far lower; the curve below goes up to 256 tokens to find where this machine leaves the
 # flat regime (the **bend**), and `regime` in `workbench/lessons/takeaways.py` names the regime of
-# any verify size from it (notebook 7 uses the same function).
+# any verify size from it (notebook 7 uses the same function). Beside the curve, this machine's own
+# **roofline** is measured (`workbench/bench/floor.py`, the same measurement as the bench report's):
+# the memory floor (the weights' bytes over the read bandwidth, timed on a 512 MB sum) and the
+# compute floor (the forward's FLOP over the peak rate, timed on a 1024 × 1024 matrix product),
+# the larger of the two at each $N$: the least a forward of $N$ tokens can cost here, whatever the code.
 
 # %%
 import numpy as np
@@ -104,8 +108,14 @@ measured_draft = MeasuredCurve.from_values({r: timed["draft", r] for r in ROWS})
 verify = measured_verify.fit  # the cost of any verify block, read off the fit
 draft_ms = dict(zip(ROWS, measured_draft.fit.ms))
 verify_spread = measured_verify.spreads
+
+from workbench.bench.floor import compute_floor, memory_floor, ridge_tokens, roofline_ms
+
+mem_floor, comp_floor = memory_floor(wb.target), compute_floor(wb.target, PREFIX)
+roof = {n: roofline_ms(mem_floor, comp_floor, n) for n in SIZES}
+ridge = ridge_tokens(mem_floor, comp_floor)
 curve_figure(measured_verify, f"One target forward over N tokens (prefix of {PREFIX}; {THREADS}; "
-                              f"median and range of {ROUNDS} interleaved rounds)").show()
+                              f"median and range of {ROUNDS} interleaved rounds)", roofline=roof).show()
 
 # %%
 from workbench.lessons.takeaways import bend, bend_sentence, elasticity, regime
@@ -119,6 +129,21 @@ display(Markdown(
     f"{regime(verify, SIZES[-1], measured_verify.round_fits).sentence()}. "
     + bend_sentence(verify, measured_verify.round_fits)
     + " On a memory-bound GPU the curve would stay flat far longer (the expectation above)."))
+bw, peak = mem_floor["read_gbs"], comp_floor["peak"]
+over = {n: verify.at(n) / roof[n] for n in SIZES}
+closest = min(over, key=over.get)
+display(Markdown(
+    f"**The roofline here.** The {mem_floor['weights_mb']:.0f} MiB of weights at {bw['gbs']:.1f} GB/s "
+    f"({bw['lo']:.1f}–{bw['hi']:.1f} over {bw['repeats']} reads) give a memory floor of {mem_floor['floor_ms']:.1f} ms; "
+    f"{comp_floor['gflop_per_token']:.2f} GFLOP per token at {peak['gflops']:.0f} GFLOP/s ({peak['lo']:.0f}–{peak['hi']:.0f} "
+    f"over {peak['repeats']} products) give {comp_floor['gflop_per_token'] / peak['gflops'] * 1e3:.1f} ms per token of compute. "
+    f"The two floors meet at **{ridge} tokens**, this machine's ridge: past it no code can verify N tokens within the memory floor "
+    f"of one decode step. The measured forward (the fit) is {over[1]:.1f}× its floor at N = 1 and "
+    f"{over[SIZES[-1]]:.1f}× at N = {SIZES[-1]}; it is closest to the roofline at N = {closest} ({over[closest]:.1f}×). "
+    + ("So the gap is widest where speculation lives, at a few tokens: what the engine pays there beyond the weights' "
+       "bytes is the few-row products' path through the BLAS and the operators between them (docs/benchmarks.md, "
+       "\"What a forward spends outside the products\")." if over[1] > over[SIZES[-1]] else
+       "The gap at a few tokens is no wider than at many here.")))
 
 # %% [markdown]
 # ## α and c, measured

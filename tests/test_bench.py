@@ -338,3 +338,38 @@ def test_cost_curve_sizes_take_turns_and_leave_the_pool_as_they_found_it(tiny_di
     assert [len(s) for s in samples] == [3, 3, 3] and all(ms > 0 for s in samples for ms in s)
     assert calls == [1, 4, 8, 1, 4, 8, 4, 8, 1, 8, 1, 4]  # a warm-up round, then rounds rotating
     assert pool.alloc.num_free == free_before
+
+
+def test_the_roofline_is_the_larger_floor_and_the_ridge_where_they_meet():
+    """A forward's compute floor grows with its tokens, its memory floor does not: the roofline is
+    the larger, the ridge the first size where compute reaches memory; the report's cost table
+    prints both rows from the stored measurements."""
+    floor = {"floor_ms": 10.0, "weights_mb": 40.0, "read_gbs": {"gbs": 4.0, "lo": 3.9, "hi": 4.1, "repeats": 5, "threads": 1}}
+    compute = {"gflop_per_token": 0.3, "attention_gflop_per_key": 0.0, "prefix": 0,
+               "peak": {"gflops": 100.0, "lo": 90.0, "hi": 110.0, "size": 1024, "repeats": 5, "dtype": "float32"}}
+    assert floor_mod.compute_ms(compute, 1) == pytest.approx(3.0)  # 0.3 GFLOP at 100 GFLOP/s
+    assert [floor_mod.roofline_ms(floor, compute, n) for n in (1, 3, 4, 10)] == pytest.approx([10.0, 10.0, 12.0, 30.0])
+    assert floor_mod.ridge_tokens(floor, compute) == 4  # 3 tokens: 9 ms < 10; 4 tokens: 12 ms
+    with_attention = dict(compute, attention_gflop_per_key=0.01, prefix=100)  # +1 GFLOP per token at 100 keys
+    assert floor_mod.compute_ms(with_attention, 1) == pytest.approx((0.3 + 0.01 * 101) / 100 * 1e3)
+    costs = {"decode_ms": 20.0, "floor": floor, "compute": compute,
+             "verify": [{"tokens": 1, "ms": 20.0}, {"tokens": 10, "ms": 45.0}]}
+    table = report._cost_table(costs)
+    assert "| roofline ms | 10.0 | 30.0 |" in table and "| × roofline | 2.00 | 1.50 |" in table
+    assert "meet at 4 tokens" in report.floor_line(costs)
+    assert "roofline" not in report._cost_table({k: v for k, v in costs.items() if k != "compute"})
+
+
+def test_the_compute_floor_counts_every_product_weight_once(tiny_dir):
+    from workbench.models.loading import load_target
+
+    target = load_target(tiny_dir, torch.float32)
+    table = target.model.embed_tokens.weight
+    lookup = table is not target.lm_head.weight  # untied: the table is only looked up
+    products = sum(p.numel() for p in target.parameters() if p.dim() == 2 and not (lookup and p is table))
+    assert floor_mod.product_params(target) == products
+    cfg = target.config
+    assert floor_mod.forward_flops(target, 3, prefix=5) == 2 * products * 3 + 4 * 3 * 8 * cfg.num_heads * cfg.head_dim * cfg.num_layers
+    c = floor_mod.compute_floor(target, prefix=5, repeats=2)
+    assert c["peak"]["lo"] <= c["peak"]["gflops"] <= c["peak"]["hi"] and c["peak"]["dtype"] == "float32"
+    assert c["gflop_per_token"] == round(2 * products / 1e9, 4)

@@ -128,6 +128,11 @@ def test_the_cost_curve_figure_covers_its_points_and_ranges():
     fig = curve_figure(curve, 'A forward over N tokens ("fp32", 1 thread & more)')
     check(fig)
     assert '"fp32", 1 thread & more' in plain(fig)["layout"]["title"]["text"]
+    roof = {1: 20.0, 2: 20.0, 4: 20.0, 8: 24.0, 16: 48.0}  # below every point: the axis must reach it
+    fig = curve_figure(curve, "with the roofline", roofline=roof)
+    check(fig)
+    line = next(t for t in plain(fig)["data"] if t.get("meta") == "roofline")
+    assert list(line["y"]) == list(roof.values())
 
 
 def test_the_latency_figure_holds_the_measured_points():

@@ -481,6 +481,8 @@ def test_compare_summary(runs):
     for fig in (tau_figure(cmp), tokens_figure(cmp)):
         assert [t.name for t in fig.data] == list(cmp)
     assert len(cost_figure(cmp, [{"tokens": 1, "ms": 1.0}, {"tokens": 8, "ms": 2.0}]).data) == 4
+    roofed = cost_figure(cmp, [{"tokens": 1, "ms": 1.0, "roofline_ms": 0.5}, {"tokens": 8, "ms": 2.0, "roofline_ms": 0.9}])
+    assert len(roofed.data) == 5 and list(roofed.data[1].y) == [0.5, 0.9] and "roofline" in roofed.data[1].name
 
 
 # ---- calibration and the best tree -----------------------------------------------------------

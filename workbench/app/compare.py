@@ -133,12 +133,17 @@ def decode(wb, spec: SpecConfig, sampling, ids: list[int], max_new: int) -> list
 
 
 def measure_cost(wb, prefix_len: int) -> list[dict] | None:
-    """Verify cost per block size on this machine, or None when the benchmark module is absent."""
+    """Verify cost per block size on this machine, each point with the roofline at its size
+    (``roofline_ms``: the larger of the memory and compute floors measured here,
+    ``workbench.bench.floor``), or None when the benchmark module is absent."""
     try:
         from workbench.bench.cost import measure_verify_cost
+        from workbench.bench.floor import compute_floor, memory_floor, roofline_ms
     except ImportError:
         return None
-    return measure_verify_cost(wb.target, sizes=COST_SIZES, prefix_len=prefix_len, repeats=3, warmup=1)
+    points = measure_verify_cost(wb.target, sizes=COST_SIZES, prefix_len=prefix_len, repeats=3, warmup=1)
+    floor, compute = memory_floor(wb.target), compute_floor(wb.target, prefix_len)
+    return [dict(p, roofline_ms=round(roofline_ms(floor, compute, p["tokens"]), 3)) for p in points]
 
 
 def short_name(spec: SpecConfig) -> str:

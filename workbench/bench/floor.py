@@ -9,18 +9,29 @@ A decode step near its floor is memory-bound, and a forward over a few more toke
 about the same (the weights are read once for all of them); a verify that costs much more than
 one decode step is paying for something else (the few-row matrix products' path through the
 BLAS, the work outside the products), which the bench report shows beside the floor.
+
+**The compute floor and the roofline.** A forward over N tokens also does arithmetic: two
+floating-point operations per weight of every product and token (``forward_flops``; attention over
+the prefix adds its own), and it cannot finish sooner than that over the machine's peak rate.
+``compute_peak`` measures the peak here (a large square matrix product in the model's dtype on
+this machine's threads, the best case of the BLAS). The **roofline** of a forward over N tokens is
+the larger of the two floors. At one token the memory floor is far above the compute one; each
+token adds the same arithmetic and no bytes, so past the **ridge** (``ridge_tokens``: where the
+two floors meet) a verify cannot cost as little as a decode step, however good the code. On a
+2-core CPU the ridge sits at a few tokens; on a GPU at hundreds (notebook 06).
 """
 
 from __future__ import annotations
 
 import statistics
+from typing import TYPE_CHECKING
 
-import torch
-from torch import nn
-
-from workbench.bench.cost import synced_clock
+if TYPE_CHECKING:  # torch is imported where a measurement runs: the report reads these functions without it
+    import torch
+    from torch import nn
 
 READ_MB = 512  # larger than any last-level cache here, so the sum streams from memory
+PEAK_SIZE = 1024  # the square product compute_peak times: large enough for the BLAS's best rate, quick
 
 
 def weight_bytes(model: nn.Module) -> int:
@@ -35,6 +46,10 @@ def weight_bytes(model: nn.Module) -> int:
 def read_bandwidth(mb: int = READ_MB, repeats: int = 5, device: torch.device | str = "cpu") -> dict:
     """GB/s of one streaming read of ``mb`` MB of fp32 (``x.sum()``) on ``device``, over
     ``repeats`` reads after one untimed: the median and the range (``lo``, ``hi``)."""
+    import torch
+
+    from workbench.bench.cost import synced_clock
+
     x = torch.ones(mb * 2**20 // 4, dtype=torch.float32, device=device)
     x.sum()
     gbs = []
@@ -47,7 +62,7 @@ def read_bandwidth(mb: int = READ_MB, repeats: int = 5, device: torch.device | s
 
 
 def memory_floor(model: nn.Module, mb: int = READ_MB, repeats: int = 5) -> dict:
-    """The weights' MB, the read bandwidth and the floor they imply for one decode step, in ms
+    """The weights' MiB (``weights_mb``), the read bandwidth and the floor they imply for one decode step, in ms
     (``floor_ms``; ``floor_ms_lo``/``_hi`` from the bandwidth's range)."""
     nbytes = weight_bytes(model)
     bw = read_bandwidth(mb, repeats, next(model.parameters()).device)
@@ -55,3 +70,74 @@ def memory_floor(model: nn.Module, mb: int = READ_MB, repeats: int = 5) -> dict:
             "floor_ms": round(nbytes / (bw["gbs"] * 1e9) * 1e3, 2),
             "floor_ms_lo": round(nbytes / (bw["hi"] * 1e9) * 1e3, 2),
             "floor_ms_hi": round(nbytes / (bw["lo"] * 1e9) * 1e3, 2)}
+
+
+def product_params(model: nn.Module) -> int:
+    """Weights that multiply every token in a forward with logits: every 2-D parameter but an
+    embedding table that is not also the lm_head (a lookup, not a product)."""
+    embed = getattr(getattr(model, "model", None), "embed_tokens", None)
+    head = getattr(model, "lm_head", None)
+    skip = embed.weight if embed is not None and (head is None or head.weight is not embed.weight) else None
+    return sum(p.numel() for p in model.parameters() if p.dim() == 2 and p is not skip)
+
+
+def forward_flops(model: nn.Module, tokens: int, prefix: int = 0) -> float:
+    """Floating-point operations of one forward over ``tokens`` after ``prefix`` committed ones,
+    logits of every token included: 2 per product weight and token, and attention's two products
+    (scores, weighted sum) over the ``prefix + tokens`` keys each token may see, 2 x 2 x keys x
+    the query width per layer."""
+    cfg = model.config
+    attention = 4 * tokens * (prefix + tokens) * cfg.num_heads * cfg.head_dim * cfg.num_layers
+    return 2.0 * product_params(model) * tokens + attention
+
+
+def compute_peak(dtype: torch.dtype | None = None, size: int = PEAK_SIZE, repeats: int = 5,
+                 device: torch.device | str = "cpu") -> dict:
+    """GFLOP/s of a ``size`` x ``size`` matrix product in ``dtype`` (None: fp32) on ``device`` (this
+    machine's threads), over ``repeats`` products after one untimed: the median and the range."""
+    import torch
+
+    from workbench.bench.cost import synced_clock
+
+    dtype = dtype or torch.float32
+    gen = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(size, size, generator=gen).to(device=device, dtype=dtype) for _ in range(2))
+    a @ b
+    rates = []
+    for _ in range(repeats):
+        t0 = synced_clock(device)
+        a @ b
+        rates.append(2 * size**3 / (synced_clock(device) - t0) / 1e9)
+    return {"gflops": round(statistics.median(rates), 1), "lo": round(min(rates), 1), "hi": round(max(rates), 1),
+            "size": size, "repeats": repeats, "dtype": str(dtype).removeprefix("torch."),
+            "threads": torch.get_num_threads()}
+
+
+def compute_floor(model: nn.Module, prefix: int = 0, repeats: int = 5) -> dict:
+    """The model's arithmetic per forward token and the peak it runs at here, for ``roofline``:
+    ``gflop_per_token`` (products only), ``attention_gflop`` per token and prefix key, ``peak``."""
+    p = next(model.parameters())
+    cfg = model.config
+    return {"gflop_per_token": round(2.0 * product_params(model) / 1e9, 4),
+            "attention_gflop_per_key": 4 * cfg.num_heads * cfg.head_dim * cfg.num_layers / 1e9,
+            "prefix": prefix, "peak": compute_peak(p.dtype, repeats=repeats, device=p.device)}
+
+
+def compute_ms(compute: dict, tokens: int) -> float:
+    """The compute floor of a forward over ``tokens`` (after ``compute["prefix"]``), ms."""
+    gflop = tokens * (compute["gflop_per_token"] + compute["attention_gflop_per_key"] * (compute["prefix"] + tokens))
+    return gflop / compute["peak"]["gflops"] * 1e3
+
+
+def roofline_ms(floor: dict, compute: dict, tokens: int) -> float:
+    """The larger of the memory floor (``memory_floor``) and the compute floor at ``tokens``."""
+    return max(floor["floor_ms"], compute_ms(compute, tokens))
+
+
+def ridge_tokens(floor: dict, compute: dict) -> int:
+    """The fewest tokens whose compute floor reaches the memory floor: from there on a forward's
+    arithmetic, not its weights' bytes, bounds it."""
+    n = 1
+    while compute_ms(compute, n) < floor["floor_ms"] and n < 1 << 20:
+        n += 1
+    return n

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from workbench.bench import static_vs_dynamic
+from workbench.bench.floor import compute_ms, ridge_tokens, roofline_ms
 
 
 def write_all(out_dir: Path, result: dict) -> list[Path]:
@@ -76,14 +77,26 @@ def floor_line(costs: dict, summary: dict | None = None) -> str:
     if not f:
         return ""
     bw = f["read_gbs"]
-    text = (f"Memory floor: the target's {f['weights_mb']:.0f} MB of weights at {bw['gbs']:.1f} GB/s "
+    text = (f"Memory floor: the target's {f['weights_mb']:.0f} MiB of weights at {bw['gbs']:.1f} GB/s "
             f"(read here, {bw['lo']:.1f}–{bw['hi']:.1f} over {bw['repeats']} reads, {bw['threads']} threads) "
             f"give {f['floor_ms']:.1f} ms per decode step at best; the cost curve's decode step took "
             f"{costs['decode_ms']:.1f} ms ({costs['decode_ms'] / f['floor_ms']:.2f}x the floor)")
     plain = (summary or {}).get("vanilla", {}).get("tokens_per_s")
     if plain:
         text += f", plain decoding {1e3 / plain:.1f} ms per token ({1e3 / plain / f['floor_ms']:.2f}x)"
-    return text + "."
+    text += "."
+    c = costs.get("compute")
+    if c:
+        peak = c["peak"]
+        attention = c["attention_gflop_per_key"] * (c["prefix"] + 1)
+        text += (f" Compute floor: a forward does {c['gflop_per_token']:.2f} GFLOP per token in its products and "
+                 f"{attention:.3f} in attention over the {c['prefix']}-token prefix; at {peak['gflops']:.0f} GFLOP/s (a "
+                 f"{peak['size']}² {peak['dtype']} matrix product here, {peak['lo']:.0f}–{peak['hi']:.0f} over "
+                 f"{peak['repeats']}) that is {compute_ms(c, 1):.1f} ms per token. The two floors meet at "
+                 f"{ridge_tokens(f, c)} tokens (the ridge): a verify of fewer can cost about one decode step's floor, "
+                 "a verify of more cannot, however good the code; the roofline row of the cost table is the larger "
+                 "floor at each size.")
+    return text
 
 
 def _cost_table(costs: dict) -> str:
@@ -97,6 +110,10 @@ def _cost_table(costs: dict) -> str:
                                                        f"{c['hi'] / costs['decode_ms']:.2f}" for c in verify) + " |")
     if costs.get("floor"):
         rows.append("| × floor | " + " | ".join(f"{c['ms'] / costs['floor']['floor_ms']:.2f}" for c in verify) + " |")
+        if costs.get("compute"):
+            roof = [roofline_ms(costs["floor"], costs["compute"], c["tokens"]) for c in verify]
+            rows += ["| roofline ms | " + " | ".join(f"{r:.1f}" for r in roof) + " |",
+                     "| × roofline | " + " | ".join(f"{c['ms'] / r:.2f}" for c, r in zip(verify, roof)) + " |"]
     if costs.get("draft"):
         rows += ["", "| draft rows | " + " | ".join(str(c["rows"]) for c in costs["draft"]) + " |",
                  "|---|" + "---|" * len(costs["draft"]),

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.bench import metrics, specbench, static_vs_dynamic
+from workbench.bench.floor import ridge_tokens
 from workbench.bench.journal import Journal, open_journal
 from workbench.bench.methods import Method, parse_methods
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
@@ -345,8 +346,9 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
     if journal.setup is None:
         costs = tune.measure_costs(wb)
         log("verify cost " + ", ".join(f"{c['tokens']}:{c['ms']:.0f}ms" for c in costs["verify"]))
-        log(f"memory floor {costs['floor']['floor_ms']:.1f} ms per decode step ({costs['floor']['weights_mb']:.0f} MB "
-            f"at {costs['floor']['read_gbs']['gbs']:.1f} GB/s)")
+        log(f"memory floor {costs['floor']['floor_ms']:.1f} ms per decode step ({costs['floor']['weights_mb']:.0f} MiB "
+            f"at {costs['floor']['read_gbs']['gbs']:.1f} GB/s); compute peak {costs['compute']['peak']['gflops']:.0f} "
+            f"GFLOP/s, ridge at {ridge_tokens(costs['floor'], costs['compute'])} tokens")
         tuned = None
         if "eagle2:best" in names and best is None:
             tuned = tune.search(wb, costs, max_trees=args.tune_trees, log=log)

@@ -28,7 +28,7 @@ import sys
 from statistics import mean
 
 from workbench.bench.cost import measure_draft_cost, measure_verify_cost
-from workbench.bench.floor import memory_floor
+from workbench.bench.floor import compute_floor, memory_floor
 from workbench.engine.config import SpecConfig, parse_spec
 from workbench.engine.frameworks import framework_flags
 from workbench.engine.sampling import SamplingParams
@@ -62,12 +62,13 @@ def tree_name(spec: SpecConfig) -> str:
 
 
 def measure_costs(wb, prefix_len: int = 256, repeats: int = 3) -> dict:
-    """Verify cost curve (ms against verify tokens), draft cost (ms against rows) and the memory
-    floor of one decode step (``floor.memory_floor``)."""
+    """Verify cost curve (ms against verify tokens), draft cost (ms against rows), the memory
+    floor of one decode step (``floor.memory_floor``) and the compute floor of a forward
+    (``floor.compute_floor``: with the memory floor, the roofline of every verify size)."""
     verify = measure_verify_cost(wb.target, VERIFY_SIZES, prefix_len, repeats, warmup=1)
     draft = measure_draft_cost(wb.target, wb.draft, DRAFT_ROWS, prefix_len, repeats, warmup=1) if wb.draft else []
     return {"prefix_len": prefix_len, "verify": verify, "draft": draft, "decode_ms": verify[0]["ms"],
-            "floor": memory_floor(wb.target)}
+            "floor": memory_floor(wb.target), "compute": compute_floor(wb.target, prefix_len)}
 
 
 def _interp(points: list[tuple[float, float]], x: float) -> float:

@@ -123,10 +123,12 @@ def time_forwards(forwards: dict[Hashable, Callable[[], object]], rounds: int, r
     return interleaved({k: (lambda f=f: time_ms(f, device, repeats, warmup)) for k, f in forwards.items()}, rounds)
 
 
-def curve_figure(curve: MeasuredCurve, title: str, height: int = 400):
+def curve_figure(curve: MeasuredCurve, title: str, height: int = 400, roofline: dict[int, float] | None = None):
     """The medians with their range over the rounds (error bars), the non-decreasing fit, and the
-    two references: flat at the decode step (memory-bound) and N decode steps (compute-bound).
-    Both axes are logarithmic; the legend sits under the plot, clear of the title."""
+    two references: flat at the decode step (memory-bound) and N decode steps (compute-bound);
+    with ``roofline`` ({tokens: ms}, ``workbench.bench.floor.roofline_ms``), the machine's own
+    floor at each size beside them. Both axes are logarithmic; the legend sits under the plot,
+    clear of the title."""
     import plotly.graph_objects as go
 
     from workbench.lessons.figures import legend_below
@@ -147,11 +149,15 @@ def curve_figure(curve: MeasuredCurve, title: str, height: int = 400):
         go.Scatter(x=n, y=[fit[0] * k for k in n], mode="lines", name="N decode steps: compute-bound",
                    line=dict(color=OKABE_ITO["vermillion"], dash="dot"), meta="proportional"),
     ])
+    if roofline is not None:
+        fig.add_scatter(x=n, y=[roofline[k] for k in n], mode="lines",
+                        name="roofline here: the larger of the memory and compute floors",
+                        line=dict(color=OKABE_ITO["bluish_green"], width=3), meta="roofline")
     fig.update_layout(**base_layout(title, height))
     fig.update_layout(margin=dict(t=round(title_height(title, 900))))
-    legend_below(fig, rows=2)
+    legend_below(fig, rows=2 if roofline is None else 3)
     fig.update_xaxes(type="log", title="tokens in the forward (N)", tickvals=n)
-    lows = [s[k].low for k in n] + [fit[0]]
+    lows = [s[k].low for k in n] + [fit[0]] + ([roofline[k] for k in n] if roofline is not None else [])
     fig.update_yaxes(type="log", title="ms", tickvals=ticks_125(min(lows), fit[0] * n[-1]))
     return fig
 

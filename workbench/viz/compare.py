@@ -106,12 +106,17 @@ def tokens_figure(runs: dict, height: int = 300) -> go.Figure:
 
 def cost_figure(runs: dict, measured: list[dict] | None = None, height: int = 300) -> go.Figure:
     """Verify forward time against verify block size: the median of each run's steps, and the
-    measured curve (``measure_verify_cost``) when given."""
+    measured curve (``measure_verify_cost``) when given, with the machine's roofline where its
+    points carry one (``roofline_ms``: no forward of that size can cost less here)."""
     fig, colours = go.Figure(), run_colours(runs)
     if measured:
         fig.add_trace(go.Scatter(x=[m["tokens"] for m in measured], y=[m["ms"] for m in measured],
                                  mode="lines+markers", name="measured: one target forward of N tokens",
                                  line=dict(color=OKABE_ITO["grey"], dash="dot")))
+        if all("roofline_ms" in m for m in measured):
+            fig.add_trace(go.Scatter(x=[m["tokens"] for m in measured], y=[m["roofline_ms"] for m in measured],
+                                     mode="lines", name="roofline here: the larger of the memory and compute floors",
+                                     line=dict(color=OKABE_ITO["bluish_green"], width=3)))
     for name, run in runs.items():
         s = run_summary(run["traces"])
         if s["steps"]:
