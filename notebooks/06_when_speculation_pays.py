@@ -131,19 +131,20 @@ display(Markdown(
     + " On a memory-bound GPU the curve would stay flat far longer (the expectation above)."))
 bw, peak = mem_floor["read_gbs"], comp_floor["peak"]
 over = {n: verify.at(n) / roof[n] for n in SIZES}
-closest = min(over, key=over.get)
+widest, closest = max(over, key=over.get), min(over, key=over.get)
 display(Markdown(
     f"**The roofline here.** The {mem_floor['weights_mb']:.0f} MiB of weights at {bw['gbs']:.1f} GB/s "
     f"({bw['lo']:.1f}–{bw['hi']:.1f} over {bw['repeats']} reads) give a memory floor of {mem_floor['floor_ms']:.1f} ms; "
     f"{comp_floor['gflop_per_token']:.2f} GFLOP per token at {peak['gflops']:.0f} GFLOP/s ({peak['lo']:.0f}–{peak['hi']:.0f} "
     f"over {peak['repeats']} products) give {comp_floor['gflop_per_token'] / peak['gflops'] * 1e3:.1f} ms per token of compute. "
     f"The two floors meet at **{ridge} tokens**, this machine's ridge: past it no code can verify N tokens within the memory floor "
-    f"of one decode step. The measured forward (the fit) is {over[1]:.1f}× its floor at N = 1 and "
-    f"{over[SIZES[-1]]:.1f}× at N = {SIZES[-1]}; it is closest to the roofline at N = {closest} ({over[closest]:.1f}×). "
-    + ("So the gap is widest where speculation lives, at a few tokens: what the engine pays there beyond the weights' "
-       "bytes is the few-row products' path through the BLAS and the operators between them (docs/benchmarks.md, "
-       "\"What a forward spends outside the products\")." if over[1] > over[SIZES[-1]] else
-       "The gap at a few tokens is no wider than at many here.")))
+    f"of one decode step. The measured forward (the fit) is {over[1]:.1f}× its roofline at N = 1 and "
+    f"{over[SIZES[-1]]:.1f}× at N = {SIZES[-1]}; the gap is widest at N = {widest} ({over[widest]:.1f}×) and narrowest at "
+    f"N = {closest} ({over[closest]:.1f}×). "
+    + ("So the engine is furthest from what this machine allows where speculation lives, at a few tokens, and what it pays "
+       "there beyond the weights' bytes is the few-row products' path through the BLAS and the operators between them "
+       "(docs/benchmarks.md, \"What a forward spends outside the products\")." if widest <= 16 else
+       "So the gap is not widest at the few tokens speculation verifies here.")))
 
 # %% [markdown]
 # ## α and c, measured

@@ -11,13 +11,14 @@ one decode step is paying for something else (the few-row matrix products' path 
 BLAS, the work outside the products), which the bench report shows beside the floor.
 
 **The compute floor and the roofline.** A forward over N tokens also does arithmetic: two
-floating-point operations per weight of every product and token (``forward_flops``; attention over
-the prefix adds its own), and it cannot finish sooner than that over the machine's peak rate.
+floating-point operations per weight of every product and token (``product_params``; attention
+over the prefix adds its own, ``compute_ms``), and it cannot finish sooner than that over the
+machine's peak rate.
 ``compute_peak`` measures the peak here (a large square matrix product in the model's dtype on
 this machine's threads, the best case of the BLAS). The **roofline** of a forward over N tokens is
 the larger of the two floors. At one token the memory floor is far above the compute one; each
 token adds the same arithmetic and no bytes, so past the **ridge** (``ridge_tokens``: where the
-two floors meet) a verify cannot cost as little as a decode step, however good the code. On a
+two floors meet) a verify cannot cost as little as a decode step's floor, however good the code. On a
 2-core CPU the ridge sits at a few tokens; on a GPU at hundreds (notebook 06).
 """
 
@@ -34,12 +35,18 @@ READ_MB = 512  # larger than any last-level cache here, so the sum streams from 
 PEAK_SIZE = 1024  # the square product compute_peak times: large enough for the BLAS's best rate, quick
 
 
+def _looked_up(model: nn.Module):
+    """The embedding table when a forward only looks rows up in it (it is not also the lm_head),
+    else None."""
+    embed = getattr(getattr(model, "model", None), "embed_tokens", None)
+    head = getattr(model, "lm_head", None)
+    return embed.weight if embed is not None and (head is None or head.weight is not embed.weight) else None
+
+
 def weight_bytes(model: nn.Module) -> int:
     """Bytes a decode step reads: every parameter once (a tied lm_head is the embedding), except
     an embedding table that is not the lm_head, of which a step reads only its tokens' rows."""
-    embed = getattr(getattr(model, "model", None), "embed_tokens", None)
-    head = getattr(model, "lm_head", None)
-    skip = embed.weight if embed is not None and (head is None or head.weight is not embed.weight) else None
+    skip = _looked_up(model)
     return sum(p.numel() * p.element_size() for p in model.parameters() if p is not skip)
 
 
@@ -74,21 +81,9 @@ def memory_floor(model: nn.Module, mb: int = READ_MB, repeats: int = 5) -> dict:
 
 def product_params(model: nn.Module) -> int:
     """Weights that multiply every token in a forward with logits: every 2-D parameter but an
-    embedding table that is not also the lm_head (a lookup, not a product)."""
-    embed = getattr(getattr(model, "model", None), "embed_tokens", None)
-    head = getattr(model, "lm_head", None)
-    skip = embed.weight if embed is not None and (head is None or head.weight is not embed.weight) else None
+    embedding table that is only looked up."""
+    skip = _looked_up(model)
     return sum(p.numel() for p in model.parameters() if p.dim() == 2 and p is not skip)
-
-
-def forward_flops(model: nn.Module, tokens: int, prefix: int = 0) -> float:
-    """Floating-point operations of one forward over ``tokens`` after ``prefix`` committed ones,
-    logits of every token included: 2 per product weight and token, and attention's two products
-    (scores, weighted sum) over the ``prefix + tokens`` keys each token may see, 2 x 2 x keys x
-    the query width per layer."""
-    cfg = model.config
-    attention = 4 * tokens * (prefix + tokens) * cfg.num_heads * cfg.head_dim * cfg.num_layers
-    return 2.0 * product_params(model) * tokens + attention
 
 
 def compute_peak(dtype: torch.dtype | None = None, size: int = PEAK_SIZE, repeats: int = 5,
@@ -114,8 +109,9 @@ def compute_peak(dtype: torch.dtype | None = None, size: int = PEAK_SIZE, repeat
 
 
 def compute_floor(model: nn.Module, prefix: int = 0, repeats: int = 5) -> dict:
-    """The model's arithmetic per forward token and the peak it runs at here, for ``roofline``:
-    ``gflop_per_token`` (products only), ``attention_gflop`` per token and prefix key, ``peak``."""
+    """The model's arithmetic per forward token and the peak it runs at here, for ``compute_ms``:
+    ``gflop_per_token`` (the products, 2 per weight), ``attention_gflop_per_key`` (per token and key
+    it attends: scores and weighted sum, 2 x 2 x the query width, every layer), ``prefix``, ``peak``."""
     p = next(model.parameters())
     cfg = model.config
     return {"gflop_per_token": round(2.0 * product_params(model) / 1e9, 4),
@@ -124,7 +120,8 @@ def compute_floor(model: nn.Module, prefix: int = 0, repeats: int = 5) -> dict:
 
 
 def compute_ms(compute: dict, tokens: int) -> float:
-    """The compute floor of a forward over ``tokens`` (after ``compute["prefix"]``), ms."""
+    """The compute floor of a forward over ``tokens`` after ``compute["prefix"]`` committed ones, each
+    attending to the prefix and the tokens (an upper bound for a tree, whose nodes see fewer), ms."""
     gflop = tokens * (compute["gflop_per_token"] + compute["attention_gflop_per_key"] * (compute["prefix"] + tokens))
     return gflop / compute["peak"]["gflops"] * 1e3
 
