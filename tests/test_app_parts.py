@@ -215,3 +215,21 @@ def test_the_reliability_markers_fit_the_plot():
     assert max(sizes) == MARKER_PX[1] and min(sizes) >= MARKER_PX[0]  # the biggest bin no longer fills the plot
     assert all(t.cliponaxis is False for t in fig.data[1:])  # a marker at 0 or 1 is drawn whole
     assert tuple(fig.layout.yaxis.range) == (-AXIS_PAD, 1 + AXIS_PAD)
+
+
+def test_compare_measures_the_roofline_once_per_target_and_under_each_prefix(wb, monkeypatch):
+    """The verify cost is timed at every press; the machine's floors once per loaded target, the
+    attention over each press's prefix taken into the compute floor."""
+    import workbench.bench.floor as floor_mod
+    from workbench.app import compare
+
+    calls = []
+    real = floor_mod.compute_peak
+    monkeypatch.setattr(floor_mod, "compute_peak", lambda *a, **k: calls.append(1) or real(*a, **k))
+    compare._FLOORS.pop(wb.target, None)
+    short, long = compare.measure_cost(wb, 4), compare.measure_cost(wb, 40)
+    assert calls == [1]
+    assert all(p["roofline_ms"] > 0 for p in short + long)
+    floor, compute = compare._FLOORS[wb.target]
+    for p in long:
+        assert p["roofline_ms"] == round(floor_mod.roofline_ms(floor, dict(compute, prefix=40), p["tokens"]), 3)

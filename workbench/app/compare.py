@@ -10,6 +10,7 @@ Each run is a fresh Engine with tracing on; everything shown comes from those tr
 from __future__ import annotations
 
 import html
+import weakref
 from dataclasses import dataclass, replace
 
 import gradio as gr
@@ -142,8 +143,14 @@ def measure_cost(wb, prefix_len: int) -> list[dict] | None:
     except ImportError:
         return None
     points = measure_verify_cost(wb.target, sizes=COST_SIZES, prefix_len=prefix_len, repeats=3, warmup=1)
-    floor, compute = memory_floor(wb.target), compute_floor(wb.target, prefix_len)
+    if wb.target not in _FLOORS:  # the machine's bandwidth and peak: measured once per loaded target, not per press
+        _FLOORS[wb.target] = memory_floor(wb.target), compute_floor(wb.target)
+    floor, compute = _FLOORS[wb.target]
+    compute = dict(compute, prefix=prefix_len)
     return [dict(p, roofline_ms=round(roofline_ms(floor, compute, p["tokens"]), 3)) for p in points]
+
+
+_FLOORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loaded target -> (memory floor, compute floor)
 
 
 def short_name(spec: SpecConfig) -> str:

@@ -114,7 +114,7 @@ def compute_floor(model: nn.Module, prefix: int = 0, repeats: int = 5) -> dict:
     it attends: scores and weighted sum, 2 x 2 x the query width, every layer), ``prefix``, ``peak``."""
     p = next(model.parameters())
     cfg = model.config
-    return {"gflop_per_token": round(2.0 * product_params(model) / 1e9, 4),
+    return {"gflop_per_token": 2.0 * product_params(model) / 1e9,
             "attention_gflop_per_key": 4 * cfg.num_heads * cfg.head_dim * cfg.num_layers / 1e9,
             "prefix": prefix, "peak": compute_peak(p.dtype, repeats=repeats, device=p.device)}
 
