@@ -518,3 +518,47 @@ def test_a_fused_pack_runs_only_where_it_is_fresh_and_the_order_runs_onednn():
     gate, up = lin.project(x, members, mlp.gate_up_packed)
     (gate.sum() + up.sum()).backward()
     torch.testing.assert_close(x.grad, (mlp.gate_proj.weight + mlp.up_proj.weight).sum(0).expand(4, 16))
+
+
+def test_plain_products_run_f_linear_inside_and_the_measured_order_after(monkeypatch):
+    """``--beside-plain``'s switch: inside the block every product of the modules is F.linear's
+    bits (no other implementation is called, the fused q/k/v of a oneDNN order included); after it,
+    each Linear follows its own order again, its packs untouched."""
+    from workbench.models.linear import plain_products
+
+    calls = []
+    for name in ("weight_left_linear", "onednn_linear", "packed_linear"):
+        real = getattr(lin, name)
+        monkeypatch.setattr(lin, name, lambda *a, real=real, name=name: calls.append(name) or real(*a))
+    gen = torch.Generator().manual_seed(3)
+    first, second = Linear(64, 96), Linear(96, 32)
+    with torch.no_grad():
+        for m in (first, second):
+            m.weight.copy_(torch.randn(m.weight.shape, generator=gen))
+    apply_linear_order(first, everywhere(WEIGHT_LEFT))
+    other = everywhere(ONEDNN) if lin.onednn_packed_available() else everywhere(WEIGHT_LEFT)
+    apply_linear_order(second, other)
+    packs = second.packed
+    x = torch.randn(4, 64, generator=gen)
+    with torch.inference_mode():
+        with plain_products(first, None, second, first):  # None skipped, a module named twice counted once
+            assert first.order.paths == () and second.order.paths == ()
+            h = first(x)
+            y = second(h)
+        assert calls == []
+        assert torch.equal(h, F.linear(x, first.weight, first.bias))
+        assert torch.equal(y, F.linear(h, second.weight, second.bias))
+        assert first.order == everywhere(WEIGHT_LEFT) and second.order == other and second.packed is packs
+        second(first(x))
+    assert calls[0] == "weight_left_linear" and len(calls) == 2
+
+
+def test_plain_products_restore_the_order_when_the_block_fails():
+    from workbench.models.linear import plain_products
+
+    mod = Linear(8, 8)
+    apply_linear_order(mod, everywhere(WEIGHT_LEFT))
+    with pytest.raises(RuntimeError, match="inside"):
+        with plain_products(mod):
+            raise RuntimeError("inside")
+    assert mod.order == everywhere(WEIGHT_LEFT)

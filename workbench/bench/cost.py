@@ -14,6 +14,7 @@ clock (``synced_clock``) is read after a sync on CUDA, as every timer of the ben
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from dataclasses import dataclass
@@ -98,20 +99,28 @@ def forward_samples(pool: Prefilled, sizes, forward, repeats: int = 5, warmup: i
     ``warmup`` untimed rounds), so a disturbance that lasts a moment lands on every size alike,
     not on all the repeats of one: when that one is the decode step, every ratio of the curve
     (verify / decode) is off by it."""
+    return case_samples(pool, [(n, forward, None) for n in sizes], repeats, warmup)
+
+
+def case_samples(pool: Prefilled, cases, repeats: int = 5, warmup: int = 2) -> list[list[float]]:
+    """``forward_samples`` over ``cases``, each ``(n, forward, context)``: n new tokens through
+    ``forward(batch)``, inside ``context()`` when it is not None (entered before the clock starts),
+    all cases taking turns as the sizes do there. Returns ``repeats`` ms per case."""
     from workbench.timing import interleaved
 
-    def one(n: int):
+    def one(n: int, forward, context):
         def run() -> float:
             slots = pool.alloc.alloc(n)
             try:
                 batch = chain_batch(n, pool, slots)
-                return time_samples(lambda: forward(batch), pool.device, 1, 0)[0]
+                with context() if context is not None else contextlib.nullcontext():
+                    return time_samples(lambda: forward(batch), pool.device, 1, 0)[0]
             finally:
                 pool.alloc.free(slots)
         return run
 
-    values = interleaved({i: one(n) for i, n in enumerate(sizes)}, repeats, warmup)
-    return [values[i] for i in range(len(sizes))]
+    values = interleaved({i: one(*case) for i, case in enumerate(cases)}, repeats, warmup)
+    return [values[i] for i in range(len(cases))]
 
 
 def measure_verify_cost(target, sizes=(1, 2, 4, 8, 16, 32, 64), prefix_len: int = 256, repeats: int = 5,
@@ -131,6 +140,24 @@ def measure_verify_cost(target, sizes=(1, 2, 4, 8, 16, 32, 64), prefix_len: int 
     samples = forward_samples(pool, sizes, forward, repeats, warmup)
     if runner is not None and not runner.replays:
         return None
+    return _cost_rows(sizes, samples)
+
+
+def measure_verify_cost_beside(target, context, sizes=(1, 2, 4, 8, 16, 32, 64), prefix_len: int = 256,
+                               repeats: int = 5, warmup: int = 2) -> tuple[list[dict], list[dict]]:
+    """``measure_verify_cost``'s curve twice in one measurement: as the target runs, and inside
+    ``context()`` (``workbench.models.linear.plain_products``, say); every (setting, size) pair
+    takes its turn in each round, so the two curves share whatever the machine did meanwhile.
+    Returns (the curve as it runs, the curve inside the context)."""
+    device = target.lm_head.weight.device
+    pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, prefix_len, max(sizes) + 1, device)
+    forward = lambda batch: target.logits(target(batch, pool.kv))  # noqa: E731
+    samples = case_samples(pool, [(n, forward, None) for n in sizes] + [(n, forward, context) for n in sizes],
+                           repeats, warmup)
+    return _cost_rows(sizes, samples[: len(sizes)]), _cost_rows(sizes, samples[len(sizes):])
+
+
+def _cost_rows(sizes, samples: list[list[float]]) -> list[dict]:
     return [{"tokens": n, "ms": round(statistics.median(t), 3), "lo": round(min(t), 3), "hi": round(max(t), 3)}
             for n, t in zip(sizes, samples)]
 

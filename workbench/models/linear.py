@@ -53,6 +53,7 @@ a reordered fp32 sum, plus, in bf16, one rounding of the result to bf16.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 
@@ -333,6 +334,25 @@ def apply_linear_order(module: nn.Module, order: LinearOrder, fuse: bool = True)
         setattr(owner, attr, pack)
         total += pack.nbytes if pack is not None else 0
     return total
+
+
+@contextlib.contextmanager
+def plain_products(*modules: nn.Module | None):
+    """Every ``Linear`` of ``modules`` (None skipped) runs ``F.linear`` inside the block, and
+    follows its own order again after it; nothing is repacked, so the measured order and
+    ``F.linear`` can take turns in one process (``python -m workbench bench --beside-plain``)."""
+    if not modules:
+        raise TypeError("plain_products() needs the modules whose products it switches")
+    linears = list({id(m): m for module in modules if module is not None
+                    for m in module.modules() if isinstance(m, Linear)}.values())
+    saved = [m.order for m in linears]
+    for m in linears:
+        m.order = LinearOrder(dtype=m.order.dtype, reason="F.linear beside the measured order")
+    try:
+        yield
+    finally:
+        for m, order in zip(linears, saved):
+            m.order = order
 
 
 def within_rounding(y: torch.Tensor, ref: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> bool:
