@@ -233,3 +233,31 @@ def test_compare_measures_the_roofline_once_per_target_and_under_each_prefix(wb,
     floor, compute = compare._FLOORS[wb.target]
     for p in long:
         assert p["roofline_ms"] == round(floor_mod.roofline_ms(floor, dict(compute, prefix=40), p["tokens"]), 3)
+
+
+def test_compare_draws_f_linear_beside_the_cpus_measured_order(wb):
+    """Where the target's few-row products run another implementation than F.linear, Compare times
+    the same forwards with every product by F.linear too, in turns, and the cost chart draws both;
+    where they run F.linear already there is nothing to set beside it."""
+    from dataclasses import replace
+
+    from workbench.app import compare
+    from workbench.models.linear import WEIGHT_LEFT, LinearOrder, apply_linear_order
+    from workbench.viz.compare import cost_figure
+
+    forced = replace(wb, linear_order=LinearOrder.forced(WEIGHT_LEFT, "test"))
+    try:
+        apply_linear_order(wb.target, forced.linear_order)
+        beside = compare.measure_cost(forced, 4)
+        assert [p["tokens"] for p in beside] == list(compare.COST_SIZES)
+        assert all(p["plain_ms"] > 0 and p["ms"] > 0 for p in beside)
+        assert wb.target.lm_head.order == forced.linear_order  # put back after the F.linear turns
+        fig = cost_figure({}, beside)
+        assert [t.name for t in fig.data][-1] == "the same forward, every product by F.linear"
+        assert list(fig.data[-1].y) == [p["plain_ms"] for p in beside]
+        plain = replace(wb, linear_order=LinearOrder())
+        apply_linear_order(wb.target, plain.linear_order)
+        alone = compare.measure_cost(plain, 4)
+        assert not any("plain_ms" in p for p in alone) and len(cost_figure({}, alone).data) == 2
+    finally:
+        apply_linear_order(wb.target, wb.linear_order)

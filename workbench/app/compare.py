@@ -136,13 +136,22 @@ def decode(wb, spec: SpecConfig, sampling, ids: list[int], max_new: int) -> list
 def measure_cost(wb, prefix_len: int) -> list[dict] | None:
     """Verify cost per block size on this machine, each point with the roofline at its size
     (``roofline_ms``: the larger of the memory and compute floors measured here,
-    ``workbench.bench.floor``), or None when the benchmark module is absent."""
+    ``workbench.bench.floor``) and, where the target's few-row products run another
+    implementation than ``F.linear`` (``workbench.cpu_choices``), the same forward with every
+    product by ``F.linear`` (``plain_ms``, the two timed in turns); None when the benchmark
+    module is absent."""
     try:
-        from workbench.bench.cost import measure_verify_cost
+        from workbench.bench.cost import measure_verify_cost, measure_verify_cost_beside
         from workbench.bench.floor import compute_floor, memory_floor, roofline_ms
+        from workbench.models.linear import PLAIN, plain_products
     except ImportError:
         return None
-    points = measure_verify_cost(wb.target, sizes=COST_SIZES, prefix_len=prefix_len, repeats=3, warmup=1)
+    timing = dict(sizes=COST_SIZES, prefix_len=prefix_len, repeats=3, warmup=1)
+    if any(p != PLAIN for p in wb.linear_order.paths) and wb.target.lm_head.weight.device.type == "cpu":
+        points, plain = measure_verify_cost_beside(wb.target, lambda: plain_products(wb.target), **timing)
+        points = [dict(p, plain_ms=q["ms"]) for p, q in zip(points, plain)]
+    else:
+        points = measure_verify_cost(wb.target, **timing)
     if wb.target not in _FLOORS:  # the machine's bandwidth and peak: measured once per loaded target, not per press
         _FLOORS[wb.target] = memory_floor(wb.target), compute_floor(wb.target)
     floor, compute = _FLOORS[wb.target]

@@ -86,7 +86,10 @@ is fixed in advance (EAGLE-1's, or the tree box), drafted by the same head. The 
 trees of one step number are drawn side by side (after the first step their contexts differ
 when their τ did). A tree spends the same verify forward on
 several alternatives per level instead of one long guess. On this CPU a forward of more tokens
-costs more, so the best tree is small; the verify-cost chart shows how much.
+costs more, so the best tree is small; the verify-cost chart shows how much, and, where this CPU's
+few-row products run another implementation than `F.linear` (measured at start-up), what the same
+forward costs with every product by `F.linear`: how much of speculation's margin comes from the
+CPU's product path.
 
 **Draft sources** (the *compare* choice) decodes the prompt with `vanilla` and with `eagle2` at
 the page's `num_steps` / `topk` / `num_draft_tokens`, once per draft source: the EAGLE head, the

@@ -107,7 +107,9 @@ def tokens_figure(runs: dict, height: int = 300) -> go.Figure:
 def cost_figure(runs: dict, measured: list[dict] | None = None, height: int = 300) -> go.Figure:
     """Verify forward time against verify block size: the median of each run's steps, and the
     measured curve (``measure_verify_cost``) when given, with the machine's roofline where its
-    points carry one (``roofline_ms``: no forward of that size can cost less here)."""
+    points carry one (``roofline_ms``: no forward of that size can cost less here) and the same
+    forward with every product by ``F.linear`` where they carry that (``plain_ms``: what this
+    CPU's measured linear order saves)."""
     fig, colours = go.Figure(), run_colours(runs)
     if measured:
         fig.add_trace(go.Scatter(x=[m["tokens"] for m in measured], y=[m["ms"] for m in measured],
@@ -117,6 +119,10 @@ def cost_figure(runs: dict, measured: list[dict] | None = None, height: int = 30
             fig.add_trace(go.Scatter(x=[m["tokens"] for m in measured], y=[m["roofline_ms"] for m in measured],
                                      mode="lines", name="roofline here: the larger of the memory and compute floors",
                                      line=dict(color=OKABE_ITO["bluish_green"], width=3)))
+        if all("plain_ms" in m for m in measured):
+            fig.add_trace(go.Scatter(x=[m["tokens"] for m in measured], y=[m["plain_ms"] for m in measured],
+                                     mode="lines+markers", name="the same forward, every product by F.linear",
+                                     line=dict(color=OKABE_ITO["orange"], dash="dash")))
     for name, run in runs.items():
         s = run_summary(run["traces"])
         if s["steps"]:
