@@ -102,6 +102,14 @@ SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 ROWS = (1, 2, 4, 8, 16, 32, 64)  # draft rows: a tree level, or a batch of chains' level
 forwards = {("verify", n): f for n, f in verify_forwards(wb.target, SIZES, PREFIX).items()}
 forwards |= {("draft", r): f for r, f in draft_forwards(wb.target, wb.draft, ROWS, PREFIX).items()}
+from workbench.lessons.cost_curve import with_plain_products
+from workbench.models.linear import PLAIN
+
+ORDER_SIZES = (1, 2, 4, 8, 16, 32)  # the few-token forwards, also with every product by F.linear (a section below)
+ORDERED = any(p != PLAIN for p in wb.linear_order.paths)  # False where this CPU's measurement kept F.linear everywhere
+if ORDERED:
+    plain = with_plain_products(wb.target, {n: forwards["verify", n] for n in ORDER_SIZES})
+    forwards |= {("plain", n): f for n, f in plain.items()}
 timed = time_forwards(forwards, ROUNDS, REPEATS)
 measured_verify = MeasuredCurve.from_values({n: timed["verify", n] for n in SIZES})
 measured_draft = MeasuredCurve.from_values({r: timed["draft", r] for r in ROWS})
@@ -145,6 +153,77 @@ display(Markdown(
        "there beyond the weights' bytes is the few-row products' path through the BLAS and the operators between them "
        "(docs/benchmarks.md, \"What a forward spends outside the products\")." if widest <= 16 else
        "So the gap is not widest at the few tokens speculation verifies here.")))
+
+# %% [markdown]
+# ## What the CPU's product path is worth
+#
+# Every forward above runs its few-row products (1 to 32 rows) by the implementation this CPU's
+# measurement picked at start-up, per row count (`workbench/cpu_choices.py`: `F.linear`,
+# `(W @ x^T)^T`, or a packed-weight GEMM; the `[linear]` line printed when the model loaded names
+# it). The same interleaved rounds also timed the few-token forwards with every product by plain
+# `F.linear` (`with_plain_products`): the same weights, the same outputs within fp32 rounding,
+# only the path through the BLAS differs. How much a verify of a few tokens costs in decode steps,
+# the number that decides whether speculation pays, is a property of that path as much as of
+# the model: a chain of one draft verifies 2 tokens, and pays only if it emits more tokens per
+# step than that verify costs in decode steps (its draft's cost aside).
+
+# %%
+from workbench.lessons.cost_curve import compare_orders, orders_figure
+
+if ORDERED:
+    order_rows = compare_orders({n: timed["verify", n] for n in ORDER_SIZES}, {n: timed["plain", n] for n in ORDER_SIZES})
+    orders_figure(order_rows, f"One target forward over N tokens, two product paths (prefix {PREFIX}; {THREADS}; "
+                              f"median and range of {ROUNDS} interleaved rounds)").show()
+    by_n = {r.tokens: r for r in order_rows}
+    steps = {n: (by_n[n].measured.median / by_n[1].measured.median, by_n[n].plain.median / by_n[1].plain.median)
+             for n in (2, 4, 8)}
+    display(Markdown(
+        f"**Takeaway.** The order this CPU's measurement chose: {wb.linear_order.describe()}. Against `F.linear`, a decode step's forward "
+        f"takes {by_n[1].measured.median:.1f} ms against {by_n[1].plain.median:.1f} ms ({by_n[1].reading}); a verify of 2 tokens "
+        f"{by_n[2].measured.median:.1f} against {by_n[2].plain.median:.1f} ms ({by_n[2].reading}). In decode steps of its own "
+        f"path, a verify of " + "; ".join(f"{n} tokens costs {a:.2f} with the measured order and {b:.2f} with `F.linear`"
+                                          for n, (a, b) in steps.items())
+        + f". So with `F.linear` a chain of one draft must emit more than {steps[2][1]:.2f} tokens per step to pay, "
+        f"with the measured order more than {steps[2][0]:.2f}."))
+else:
+    display(Markdown(f"This CPU's measurement kept `F.linear` for every few-row product ({wb.linear_order.describe()}): "
+                     "there is no other path to set beside it here."))
+
+# %% [markdown]
+# The whole-run consequence, from a stored run rather than measured here: `python -m workbench
+# bench --beside-plain` runs every method twice on each question, one right after the other,
+# with the measured order and with every product by `F.linear`, and writes the comparison into
+# its report (`docs/benchmarks.md`, "Both orders in one run"). Its stored result,
+# `docs/bench/head-cpu-fp32-beside-plain.json`, names its own machine and threads:
+
+# %%
+import json
+from pathlib import Path
+
+import workbench
+
+BESIDE = json.loads((Path(workbench.__file__).resolve().parents[1] / "docs/bench/head-cpu-fp32-beside-plain.json").read_text())
+bm = BESIDE["meta"]["machine"]
+print(f"stored run: {bm['cpu']}, {bm['cores']} cores, {BESIDE['meta']['dtype']}, {bm['torch_threads']} torch threads, "
+      f"{BESIDE['meta']['date']}; {bm['linear_order']}")
+brows = BESIDE["beside_plain"]["methods"]
+print(f"{'method':<14} {'tok/s measured':>15} {'tok/s F.linear':>15} {'x plain, measured':>18} {'x plain, F.linear':>18} "
+      f"{'measured / F.linear per question':>34}")
+for r in brows:
+    q = r["per_question"]
+    print(f"{r['method']:<14} {r['tokens_per_s']:>15.1f} {r['tokens_per_s_plain']:>15.1f} {r['x_vanilla']:>17.2f}x "
+          f"{r['x_vanilla_plain']:>17.2f}x {q['low']:>24.2f}–{q['high']:.2f}")
+spec_rows = [r for r in brows if r["method"] != "vanilla"]
+losers = [f"`{r['method']}` {r['x_vanilla_plain']:.2f}x" for r in spec_rows if r["x_vanilla_plain"] < 1]
+display(Markdown(
+    f"**Takeaway (stored run, {bm['cpu']}, {bm['torch_threads']} threads).** Every method ran "
+    f"{min(r['per_question']['low'] for r in brows):.2f}x to {max(r['per_question']['high'] for r in brows):.2f}x faster with the "
+    f"measured order, question by question, and every output was the same tokens both ways "
+    f"({sum(r['same_output'] for r in brows)} of {sum(r['questions'] for r in brows)}). Over plain decoding of the same path, "
+    f"speculation gave {min(r['x_vanilla'] for r in spec_rows):.2f}x to {max(r['x_vanilla'] for r in spec_rows):.2f}x with the "
+    f"measured order and {min(r['x_vanilla_plain'] for r in spec_rows):.2f}x to {max(r['x_vanilla_plain'] for r in spec_rows):.2f}x "
+    f"with `F.linear`" + (f" (below 1x: {', '.join(losers)}; one pass each, no spread)" if losers else "")
+    + ": the same drafts and the same τ, so the difference is the product path alone."))
 
 # %% [markdown]
 # ## α and c, measured
