@@ -451,3 +451,20 @@ def test_the_plain_cost_curve_runs_with_every_product_by_f_linear(tiny_dir, monk
     assert [c["tokens"] for c in costs["plain"]["verify"]] == [1, 2]
     assert orders.count(WEIGHT_LEFT) == orders.count(PLAIN) == 2 * (2 + 1)  # sizes x (repeats + a warm-up round)
     assert wb.target.lm_head.order.path(2) == WEIGHT_LEFT  # the measured order again afterwards
+
+
+def test_beside_plain_refuses_where_every_product_already_runs_f_linear(tiny_dir, tmp_path, monkeypatch, capsys):
+    """On a CPU whose measurement kept F.linear everywhere (or a GPU) the twins would run the same
+    code: the run stops after loading with one line that says so, and writes no results."""
+    import workbench.pipeline as pipeline
+    from workbench.cli import main
+    from workbench.models.linear import LinearOrder
+
+    monkeypatch.setattr(pipeline, "choose_linear_order", lambda choice, model: LinearOrder(reason="measured"))
+    out = tmp_path / "out"
+    rc = main(["bench", "--target", str(tiny_dir), "--draft", "random", "--dtype", "fp32", "--limit", "1",
+               "--max-new-tokens", "4", "--methods", "vanilla", "--no-temperature-tau", "--calibration", "none",
+               "--threads", "1", "--beside-plain", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--beside-plain: every product already runs F.linear here" in err and "Traceback" not in err
+    assert not (out / "results.json").exists()
