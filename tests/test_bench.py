@@ -397,16 +397,16 @@ def test_beside_plain_runs_every_engine_method_twice_and_compares_the_orders(tin
     assert [c["tokens"] for c in plain["verify"]] == [c["tokens"] for c in verify] and plain["decode_ms"] > 0
     rows = res["beside_plain"]["methods"]
     assert [r["method"] for r in rows] == ["vanilla", "linear:2"]
-    for r in rows:
+    for r in rows:  # each figure kept to 3 decimals
         mine, twin = res["records"][r["method"]], res["records"][r["method"] + " [F.linear]"]
         ratios = [a["tokens_per_s"] / b["tokens_per_s"] for a, b in zip(mine, twin)]
         assert r["same_output"] == r["questions"] == 2
-        assert r["ratio"] == pytest.approx(metrics.speed(mine) / metrics.speed(twin), rel=1e-3)
+        assert r["ratio"] == pytest.approx(metrics.speed(mine) / metrics.speed(twin), abs=1e-3)
         assert r["per_question"]["low"] == pytest.approx(min(ratios), abs=2e-3)
         assert r["call"] == beside_plain.call(min(ratios), max(ratios))
-        assert r["x_vanilla"] == pytest.approx(metrics.speed(mine) / metrics.speed(res["records"]["vanilla"]), rel=1e-3)
+        assert r["x_vanilla"] == pytest.approx(metrics.speed(mine) / metrics.speed(res["records"]["vanilla"]), abs=1e-3)
         assert r["x_vanilla_plain"] == pytest.approx(
-            metrics.speed(twin) / metrics.speed(res["records"]["vanilla [F.linear]"]), rel=1e-3)
+            metrics.speed(twin) / metrics.speed(res["records"]["vanilla [F.linear]"]), abs=1e-3)
     cost = res["beside_plain"]["cost"]
     assert [c["tokens"] for c in cost] == [c["tokens"] for c in verify]
     for c, a, b in zip(cost, verify, plain["verify"]):
