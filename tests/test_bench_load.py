@@ -350,11 +350,12 @@ def test_a_step_cost_is_cached_only_when_its_rounds_agree(wb, tmp_path, monkeypa
 
 def test_a_step_cost_cached_on_a_sparser_grid_is_measured_again(wb, tmp_path, monkeypatch):
     import workbench.bench.step_cost as sc
+    from workbench.cache_file import add_entry
 
     head = parse_load_policy("auto").draft
     key = sc._cache_key(wb, head)
     old = {"verify": [[1, 10.0], [4, 12.0], [16, 30.0], [64, 90.0]], "draft": [[1, 1.0], [16, 2.0], [64, 4.0]]}
-    sc._write(tmp_path / sc.CACHE_FILE, key, old)
+    add_entry(tmp_path / sc.CACHE_FILE, key, old, "[auto]", "the step cost")
     good = ([(n, 10.0 + n) for n in sc.VERIFY_SIZES], [(r, 1.0) for r in sc.DRAFT_ROWS])
     monkeypatch.setattr(sc, "_measure", lambda wb, source: good)
     got = sc.step_cost_for(wb, head, cache_dir=tmp_path, log=lambda m: None)

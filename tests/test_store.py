@@ -198,3 +198,22 @@ def test_default_model_loads_with_transformers(model_dir):
         )
     reply = tok.decode(out[0, len(ids):], skip_special_tokens=True)
     assert reply.strip(), "greedy reply is empty"
+
+
+def test_a_cache_file_adds_entries_reads_bad_files_as_empty_and_says_when_it_cannot_write(tmp_path, capsys):
+    from workbench.cache_file import add_entry, read_entries
+
+    path = tmp_path / "sub" / "verdicts.json"
+    assert read_entries(path) == {}
+    add_entry(path, "a", {"x": 1}, "[t]", "the verdict")
+    add_entry(path, "b", {"y": 2}, "[t]", "the verdict")
+    assert read_entries(path) == {"a": {"x": 1}, "b": {"y": 2}} and list(path.parent.iterdir()) == [path]
+    path.write_text("[1, 2]")
+    assert read_entries(path) == {}  # not an object
+    path.write_text("{oops")
+    assert read_entries(path) == {}  # not JSON
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    add_entry(blocked / "verdicts.json", "a", {}, "[t]", "the verdict")  # its folder is a file
+    err = capsys.readouterr().err
+    assert err.startswith("[t] note: could not cache the verdict in ") and err.count("\n") == 1

@@ -27,8 +27,6 @@ delete the file or its entry; ``python -m experiments.linear_order`` prints the 
 
 from __future__ import annotations
 
-import json
-import os
 import platform
 import sys
 from pathlib import Path
@@ -37,6 +35,7 @@ from statistics import median
 import torch
 from torch import nn
 
+from workbench.cache_file import add_entry, read_entries
 from workbench.models.linear import (DTYPE_PATHS, ONEDNN, PACKED, PATH_NAMES, PATHS, PLAIN, ROW_BUCKETS, WEIGHT_LEFT,
                                      Linear, LinearOrder, available_paths, check_paths, decide, dtype_name,
                                      pack_weight, time_paths)
@@ -107,7 +106,7 @@ def choose_linear_order(choice: str, model: nn.Module, cache_dir: Path | None = 
     paths = available_paths(dtype)
     key = _cache_key(weights, paths)
     path = _cache_path(cache_dir)
-    cached = _read_cache(path).get(key)
+    cached = read_entries(path).get(key)
     if isinstance(cached, dict) and "rounds" in cached and "paths" in cached:  # else never checked: measure
         return LinearOrder(tuple(cached["paths"]), f"measured on this CPU, cached in {CACHE_FILE}",
                            cached.get("packed_mb", 0.0), dtype)
@@ -123,9 +122,9 @@ def choose_linear_order(choice: str, model: nn.Module, cache_dir: Path | None = 
         return LinearOrder((), "measurements disagreed, not cached", dtype=dtype)
     verdict = tuple(measured["verdict"])
     packed_mb = _packed_mb(weights, verdict)
-    _write_cache(path, key, {"paths": list(verdict), "packed_mb": packed_mb, "cpu": cpu_signature(),
+    add_entry(path, key, {"paths": list(verdict), "packed_mb": packed_mb, "cpu": cpu_signature(),
                              "torch": torch.__version__, "threads": torch.get_num_threads(),
-                             "dtype": dtype_name(dtype), "eligible": eligible, **measured})
+                             "dtype": dtype_name(dtype), "eligible": eligible, **measured}, "[linear]", "the choice")
     return LinearOrder(verdict, "measured on this CPU", packed_mb, dtype)
 
 
@@ -207,24 +206,3 @@ def _cache_path(cache_dir: Path | None) -> Path:
     from workbench.store import default_cache_dir
 
     return Path(cache_dir) / CACHE_FILE if cache_dir is not None else default_cache_dir() / CACHE_FILE
-
-
-def _read_cache(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}  # none yet, or unreadable: measure again
-    return data if isinstance(data, dict) else {}
-
-
-def _write_cache(path: Path, key: str, value: dict) -> None:
-    """Add one verdict; a cache that cannot be written only costs a measurement next time."""
-    data = _read_cache(path)
-    data[key] = value
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.replace(path)
-    except OSError as err:
-        print(f"[linear] note: could not cache the choice in {path}: {err.strerror or err}", file=sys.stderr)

@@ -18,8 +18,6 @@ cached, and the next run measures again (as the linear-order choice does, ``cpu_
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -28,6 +26,7 @@ from statistics import median
 import torch
 
 from workbench.bench.cost import measure_draft_cost, measure_verify_cost
+from workbench.cache_file import add_entry, read_entries
 from workbench.cpu_choices import cpu_signature
 from workbench.engine.auto import StepCost
 from workbench.engine.draft_source import DraftSource
@@ -56,7 +55,7 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
     say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     key = _cache_key(wb, source)
     path = Path(cache_dir) / CACHE_FILE if cache_dir is not None else _default_path()
-    cached = _read(path).get(key)
+    cached = read_entries(path).get(key)
     if _current(cached):
         return StepCost(cached["verify"], cached["draft"],
                         source=f"cached in {CACHE_FILE}")
@@ -70,8 +69,8 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
         say(f"[auto] the {ROUNDS} rounds differ by more than {AGREE:.0%} at some size (a busy machine?): "
             "their medians are used for this run, nothing cached, measured again next run")
         return StepCost(verify, draft, source="measured, rounds disagreed")
-    _write(path, key, {"verify": verify, "draft": draft, "cpu": cpu_signature(), "rounds": ROUNDS,
-                       "per_round": [{"verify": v, "draft": d} for v, d in rounds]})
+    add_entry(path, key, {"verify": verify, "draft": draft, "cpu": cpu_signature(), "rounds": ROUNDS,
+                       "per_round": [{"verify": v, "draft": d} for v, d in rounds]}, "[auto]", "the step cost")
     return StepCost(verify, draft, source="measured on this CPU")
 
 
@@ -143,24 +142,3 @@ def _default_path() -> Path:
     from workbench.store import default_cache_dir
 
     return default_cache_dir() / CACHE_FILE
-
-
-def _read(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}  # none yet, or unreadable: measure again
-    return data if isinstance(data, dict) else {}
-
-
-def _write(path: Path, key: str, value: dict) -> None:
-    """Add one entry; a cache that cannot be written only costs a measurement next time."""
-    data = _read(path)
-    data[key] = value
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.replace(path)
-    except OSError as err:
-        print(f"[auto] note: could not cache the step cost in {path}: {err.strerror or err}", file=sys.stderr)
