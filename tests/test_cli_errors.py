@@ -111,13 +111,26 @@ def test_generate_refuses_each_mistake_in_one_line_before_loading(tmp_path, caps
 
 
 def test_generate_prompts_file_mistakes(tmp_path, capsys, no_model_load):
+    """``generate --prompts`` and ``bench load --prompts`` read a prompts file the same way: every
+    kind of bad file is one line naming it, never a traceback."""
+    from workbench.bench.__main__ import main as bench_main
     from workbench.cli import main
 
     bad_json = tmp_path / "bad.jsonl"
     bad_json.write_text('{"text": "no prompt key"}\n')
-    for prompts in (tmp_path, tmp_path / "missing.jsonl", bad_json):
-        code = exit_code(main, ["generate", "--prompts", str(prompts)])
-        assert_one_error(code, capsys.readouterr().err, "--prompts")
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes('{"prompt": "caf\u00e9"}\n'.encode("latin-1"))
+    broken, empty, wrong_turns = tmp_path / "broken.jsonl", tmp_path / "empty.jsonl", tmp_path / "turns.jsonl"
+    broken.write_text('{"prompt": "fine"}\n{"prompt": \n')
+    empty.write_text("\n  \n")
+    wrong_turns.write_text('{"turns": []}\n')
+    for prompts, says in ((tmp_path, ""), (tmp_path / "missing.jsonl", ""), (bad_json, ":1: expected"),
+                          (latin, "not UTF-8"), (broken, ":2: not JSON"), (empty, "no prompts"),
+                          (wrong_turns, ":1: expected")):
+        for run, argv in ((main, ["generate"]), (bench_main, ["load", "--policies", "off"])):  # one reader
+            err = (exit_code(run, [*argv, "--prompts", str(prompts)]), capsys.readouterr().err)
+            assert_one_error(*err, "--prompts")
+            assert says in err[1], (argv, err)
 
 
 def test_argparse_errors_point_to_the_commands_help(capsys):

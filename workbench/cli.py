@@ -17,6 +17,7 @@ from workbench.device import default_device
 from workbench.engine.config import check_context
 from workbench.engine.policy import POLICY_GRAMMAR, parse_policy
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
+from workbench.jsonl import prompt_rows
 from workbench.flags import add_model_args, add_spec_args, load_from_args, new_file, positive, spec_from_args
 from workbench.metrics import tau
 from workbench.progress import StatusLine
@@ -26,20 +27,11 @@ def read_prompts(args) -> list[dict]:
     """[{"id", "prompt"}] from --prompt or a JSONL --prompts file (``prompt`` or ``turns[0]``)."""
     if args.prompt is not None:
         return [{"id": 0, "prompt": args.prompt}]
-    items = []
     try:
-        lines = open(args.prompts, encoding="utf-8").read().splitlines()
-    except OSError as err:
-        raise UserError(f"--prompts {args.prompts}: {err.strerror}") from None
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            text = row["prompt"] if "prompt" in row else row["turns"][0]
-        except (json.JSONDecodeError, KeyError, IndexError, TypeError):
-            raise UserError(f"--prompts {args.prompts}:{n}: expected JSON with 'prompt' or 'turns'") from None
-        items.append({"id": row.get("id", row.get("question_id", len(items))), "prompt": text})
+        rows = prompt_rows(args.prompts)
+    except ValueError as err:
+        raise UserError(f"--prompts {err}") from None
+    items = [{"id": row.get("id", row.get("question_id", i)), "prompt": text} for i, (row, text) in enumerate(rows)]
     if not items:
         raise UserError(f"--prompts {args.prompts}: no prompts")
     return items

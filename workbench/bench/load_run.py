@@ -40,6 +40,7 @@ from workbench.bench.load_spec import Load, NamedPolicy, parse_policies
 from workbench.bench.metrics import percentile
 from workbench.engine.policy import AUTO_CANDIDATES, StepCost
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
+from workbench.jsonl import prompt_rows
 from workbench.timing import interleaved, spread, verdict
 
 DEFAULT_POLICIES = "off,eagle2:4/3/2,adaptive,auto"
@@ -140,20 +141,9 @@ def read_prompts(path: str | None, args) -> list[str]:
         questions = specbench.select(specbench.load_questions(), args.subset, args.per_category)
         return specbench.first_turns_by_task(questions)[: args.limit]
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as err:
-        raise UserError(f"--prompts {path}: {err.strerror}") from None
-    except UnicodeDecodeError:
-        raise UserError(f"--prompts {path}: not UTF-8 text") from None
-    out = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            out.append(row["prompt"] if "prompt" in row else row["turns"][0])
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise UserError(f"--prompts {path}:{n}: expected JSON with 'prompt' or 'turns'") from None
+        out = [text for _, text in prompt_rows(path)]
+    except ValueError as err:
+        raise UserError(f"--prompts {err}") from None
     if not out:
         raise UserError(f"--prompts {path}: no prompts")
     return out

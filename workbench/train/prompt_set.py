@@ -22,6 +22,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.jsonl import read_rows
 from workbench.train.prompt_templates import TEMPLATES as T
 
 
@@ -141,23 +142,11 @@ def read_prompts(path: Path) -> list[Prompt]:
     ``"text"`` string and, optionally, a ``"kind"`` string (the kinds of ``FOLLOWUPS`` get
     follow-ups that fit them; any other, or none, the general ones); blank lines are skipped.
     A bad line is a ``ValueError`` naming ``path:line``."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as err:
-        raise ValueError(f"{path}: {err.strerror}") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not UTF-8 text") from None
     out = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{n}: not JSON ({err.msg})") from None
+    for n, row in read_rows(path):
         if not isinstance(row, dict) or not _words(row.get("text")) or not _words(row.get("kind", GENERAL)):
             raise ValueError(f'{path}:{n}: expected an object with a non-empty "text" string and an optional '
-                             f'"kind" string, got {line.strip()[:60]}')
+                             f'"kind" string, got {json.dumps(row)[:60]}')
         out.append(Prompt(row.get("kind", GENERAL), row["text"]))
     if not out:
         raise ValueError(f'{path}: no prompts (one JSON object a line: {{"text": ..., "kind": ...}})')
