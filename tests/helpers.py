@@ -49,6 +49,20 @@ def random_prompts(n: int, vocab: int, seed: int, lengths=(3, 11, 6, 17)) -> lis
     return [torch.randint(3, vocab, (lengths[i % len(lengths)],), generator=gen).tolist() for i in range(n)]
 
 
+def alone_outputs(target, prompts: list[list[int]], max_new: int) -> list[list[int]]:
+    """Each prompt alone through a fresh plain-decoding engine: ``max_new`` greedy tokens (what
+    every batched or speculative run of the same prompts must reproduce)."""
+    from workbench.engine.config import SpecConfig
+    from workbench.engine.engine import Engine
+
+    out = []
+    for p in prompts:
+        eng = Engine(target, None, SpecConfig("vanilla"))
+        eng.add_requests([p], max_new)
+        out.append(eng.run()[0].output_ids)
+    return out
+
+
 # ---- sampling losslessness: the engine's tokens follow the target's exact law ------------------------
 # The joint law of the first LOSSLESS_LENGTH tokens after LOSSLESS_PROMPT of a tiny target over
 # LOSSLESS_VOCAB tokens (8^3 = 512 outcomes), enumerated exactly (``lessons.exact_law``), against

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from helpers import LOSSLESS_ALPHA as ALPHA, LOSSLESS_DRAWS, LOSSLESS_PROMPT as PROMPT, LOSSLESS_VOCAB as VOCAB
-from helpers import fresh_prefill, lossless_pvalue, random_prompts, tiny_pair
+from helpers import alone_outputs, fresh_prefill, lossless_pvalue, random_prompts, tiny_pair
 from workbench.attention.batch import extend_batch
 from workbench.engine.config import SpecConfig
 from workbench.engine.draft_source import DraftSource
@@ -36,14 +36,7 @@ def prompts():
 
 @pytest.fixture(scope="module")
 def reference(pair, prompts):
-    """Each prompt alone through a fresh plain-decoding engine: MAX_NEW greedy tokens."""
-    target, _ = pair
-    out = []
-    for p in prompts:
-        eng = Engine(target, None, SpecConfig("vanilla"))
-        eng.add_requests([p], MAX_NEW)
-        out.append(eng.run()[0].output_ids)
-    return out
+    return alone_outputs(pair[0], prompts, MAX_NEW)
 
 
 class Scripted:

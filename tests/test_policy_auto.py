@@ -5,9 +5,8 @@ setting that lost early, and a bad candidate is one clear error."""
 
 import pytest
 
-from helpers import random_prompts, tiny_pair
+from helpers import alone_outputs, random_prompts, tiny_pair
 from workbench.engine.auto import PRIOR_ACCEPT, Auto, Evidence, StepCost, prior_tokens
-from workbench.engine.config import SpecConfig
 from workbench.engine.engine import Engine
 from workbench.engine.policy import OFF, Choice, parse_policy, parse_setting
 from workbench.engine.request import Request
@@ -31,13 +30,7 @@ def prompts():
 
 @pytest.fixture(scope="module")
 def reference(pair, prompts):
-    target, _ = pair
-    out = []
-    for p in prompts:
-        eng = Engine(target, None, SpecConfig("vanilla"))
-        eng.add_requests([p], MAX_NEW)
-        out.append(eng.run()[0].output_ids)
-    return out
+    return alone_outputs(pair[0], prompts, MAX_NEW)
 
 
 def test_step_cost_reads_the_points_as_measured():
