@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 # share a layer because neither imports the other (test_train_and_app_stay_apart), and both may
 # use bench (train evaluates heads on the Spec-Bench questions, the app shows measured routes).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("__init__", "errors", "device", "metrics", "progress", "timing")),
+    ("foundation", ("__init__", "errors", "device", "metrics", "progress", "timing", "cache_file", "jsonl")),
     ("kv and attention", ("kv", "attention")),
     ("models", ("models",)),
     ("engine", ("engine",)),
