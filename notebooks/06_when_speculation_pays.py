@@ -103,10 +103,9 @@ ROWS = (1, 2, 4, 8, 16, 32, 64)  # draft rows: a tree level, or a batch of chain
 forwards = {("verify", n): f for n, f in verify_forwards(wb.target, SIZES, PREFIX).items()}
 forwards |= {("draft", r): f for r, f in draft_forwards(wb.target, wb.draft, ROWS, PREFIX).items()}
 from workbench.lessons.cost_curve import with_plain_products
-from workbench.models.linear import PLAIN
 
 ORDER_SIZES = (1, 2, 4, 8, 16, 32)  # the few-token forwards, also with every product by F.linear (a section below)
-ORDERED = any(p != PLAIN for p in wb.linear_order.paths)  # False where this CPU's measurement kept F.linear everywhere
+ORDERED = not wb.linear_order.plain_everywhere  # False where this CPU's measurement kept F.linear everywhere
 if ORDERED:
     plain = with_plain_products(wb.target, {n: forwards["verify", n] for n in ORDER_SIZES})
     forwards |= {("plain", n): f for n, f in plain.items()}

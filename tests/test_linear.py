@@ -207,6 +207,7 @@ def test_order_is_validated_and_described():
         LinearOrder(tuple("fast" for _ in ROW_BUCKETS))
     assert LinearOrder().describe() == "few-row linear: F.linear (default)"
     order = LinearOrder((PLAIN, WEIGHT_LEFT, PACKED, PACKED, WEIGHT_LEFT, PLAIN), "measured", 1234.0)
+    assert LinearOrder().plain_everywhere and everywhere(PLAIN).plain_everywhere and not order.plain_everywhere
     assert order.describe() == ("few-row linear: 1 rows F.linear, 2 rows (W @ x^T)^T, 3-8 rows MKL packed GEMM, "
                                 "9-16 rows (W @ x^T)^T, 17-32 rows F.linear, more F.linear "
                                 "(measured; packed weights +1234 MB)")

@@ -143,11 +143,11 @@ def measure_cost(wb, prefix_len: int) -> list[dict] | None:
     try:
         from workbench.bench.cost import measure_verify_cost, measure_verify_cost_beside
         from workbench.bench.floor import compute_floor, memory_floor, roofline_ms
-        from workbench.models.linear import PLAIN, plain_products
+        from workbench.models.linear import plain_products
     except ImportError:
         return None
     timing = dict(sizes=COST_SIZES, prefix_len=prefix_len, repeats=3, warmup=1)
-    if any(p != PLAIN for p in wb.linear_order.paths) and wb.target.lm_head.weight.device.type == "cpu":
+    if not wb.linear_order.plain_everywhere and wb.target.lm_head.weight.device.type == "cpu":
         points, plain = measure_verify_cost_beside(wb.target, lambda: plain_products(wb.target), **timing)
         points = [dict(p, plain_ms=q["ms"]) for p, q in zip(points, plain)]
     else:

@@ -344,12 +344,11 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
     the timed runs, calibration; then the report."""
     from workbench.bench import report, tune
     from workbench.flags import load_from_args
-    from workbench.models.linear import PLAIN
 
     names = [n.strip() for n in args.methods.split(",")]
     wb = load_from_args(args, any(n.startswith(("linear", "eagle2", "static")) for n in names))
     info["linear_order"] = wb.linear_order.describe()
-    if args.beside_plain and all(p == PLAIN for p in wb.linear_order.paths):
+    if args.beside_plain and wb.linear_order.plain_everywhere:
         raise UserError(f"--beside-plain: every product already runs F.linear here ({wb.linear_order.describe()}); "
                         "there is no other order to set beside it")
     log(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}; {len(questions)} questions "

@@ -119,13 +119,18 @@ class LinearOrder:
         return tuple(b for b, p in zip(ROW_BUCKETS, self.paths) if p == PACKED)
 
     @property
+    def plain_everywhere(self) -> bool:
+        """Whether every product runs ``F.linear`` (no choice made, or the measurement kept it)."""
+        return all(p == PLAIN for p in self.paths)
+
+    @property
     def uses_onednn(self) -> bool:
         """Whether some row count runs ``onednn-packed`` (one copy of each weight serves them all)."""
         return ONEDNN in self.paths
 
     def describe(self) -> str:
         dtype = "" if self.dtype == torch.float32 else f"{dtype_name(self.dtype)} "
-        if all(p == PLAIN for p in self.paths):
+        if self.plain_everywhere:
             return f"few-row {dtype}linear: F.linear ({self.reason})"
         groups, lo = [], 1
         for i, (b, p) in enumerate(zip(ROW_BUCKETS, self.paths)):
