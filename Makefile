@@ -70,7 +70,7 @@ notebooks: $(NB_STAMP) fetch chromium
 	OMP_NUM_THREADS=1 nice -n 5 $(PY) -m tools.notebooks refresh $(NOTEBOOKS)
 
 gpu-check:
-	$(PYTHON) -m workbench.bench gpu
+	$(PYTHON) -m experiments.gpu.check
 
 # constraints.txt pins what the venv holds now (the notebooks extra added first, so that its
 # pins are written too), less torch and triton, which follow TORCH_SPEC.

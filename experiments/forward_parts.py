@@ -73,7 +73,7 @@ def without(part: str | None):
 def measure(target, tokens: list[int], prefix: int = 128, rounds: int = 5, repeats: int = 5) -> list[dict]:
     """For each token count: the whole forward's ms and each part's marginal ms, as spreads over
     the rounds: [{"tokens": T, "forward": Spread, "parts": {part: Spread}, "rest": Spread}]."""
-    from workbench.bench.cost import chain_batch, prefilled, time_samples
+    from workbench.measure.cost import chain_batch, prefilled, time_samples
     from workbench.timing import interleaved
 
     pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, prefix, max(tokens) + 1, "cpu")
@@ -103,7 +103,7 @@ def measure_paths(target, paths: list[str], tokens: list[int], prefix: int = 128
                   repeats: int = 5) -> list[dict]:
     """For each token count and path: the whole forward's ms and the products' ms alone, as
     spreads over the rounds: [{"tokens": T, "forward": {path: Spread}, "products": {path: Spread}}]."""
-    from workbench.bench.cost import chain_batch, prefilled, time_samples
+    from workbench.measure.cost import chain_batch, prefilled, time_samples
     from workbench.models.linear import ROW_BUCKETS, Linear, LinearOrder, apply_linear_order, project
     from workbench.timing import interleaved
 
@@ -154,7 +154,7 @@ def measure_fusion(target, tokens: list[int], prefix: int = 128, rounds: int = 5
     (the model's own linear order otherwise), as spreads over the rounds:
     [{"tokens": T, "forward": {"fused": Spread, "separate": Spread}}]. Raises if the two forwards'
     logits differ in any bit (the fused product must be the same computation)."""
-    from workbench.bench.cost import chain_batch, prefilled, time_samples
+    from workbench.measure.cost import chain_batch, prefilled, time_samples
     from workbench.models.linear import Linear, apply_linear_order
     from workbench.timing import interleaved
 

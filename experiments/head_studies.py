@@ -35,7 +35,7 @@ from pathlib import Path
 
 from experiments.token_sources import report_sources, response_pair_counts, top1_by_source
 from experiments.tree_studies import ceiling_tables, tree_use, tree_use_line
-from workbench.bench import specbench
+from workbench.measure import specbench
 from workbench.engine.config import SpecConfig
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.train.batches import Sequence

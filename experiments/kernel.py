@@ -3,9 +3,9 @@
 On a CUDA machine:
 
 1. checks ``triton_tree.tree_attention`` against ``attention_reference`` on a few ragged
-   batches in bf16, fp16 and fp32 (``workbench.bench.kernel.check_against_reference``);
+   batches in bf16, fp16 and fp32 (``experiments.gpu.kernel.check_against_reference``);
 2. sweeps prefix length P x tree size N x batch B and times each shape as the GPU check does
-   (``workbench.bench.kernel.measure_shape``: the kernel, the dense SDPA baseline and the memory
+   (``experiments.gpu.kernel.measure_shape``: the kernel, the dense SDPA baseline and the memory
    roofline), and also ``kernel graph``: the same call replayed from a CUDA graph (GPU time only;
    small shapes may then hit L2);
 3. a small block/warp/split sweep on three shapes (``--no-tune`` skips it);
@@ -15,7 +15,7 @@ On a CPU machine it exits 2 saying that the benchmark needs CUDA, unless ``--int
 is given: then one tiny shape runs through the Triton interpreter (and SDPA on the CPU) to show
 that the script works end to end; its timings mean nothing.
 
-``python -m workbench.bench gpu`` runs steps 1 and 2 (without the graph timing) on a reduced
+``python -m experiments.gpu.check`` runs steps 1 and 2 (without the graph timing) on a reduced
 sweep; this study adds the full sweep and the tuning. Its figures go to docs/gpu.md, section
 "Tree attention on a GPU", once a GPU has run it.
 """
@@ -96,7 +96,7 @@ def tune(setup, timer, graph_timer=None) -> list[dict]:
     """Every ``TUNE_CONFIGS`` launch on every ``TUNE_SHAPES`` shape, kernel alone (no baseline)."""
     import torch
 
-    from workbench.bench.kernel import measure_shape
+    from experiments.gpu.kernel import measure_shape
 
     gen, rows = torch.Generator().manual_seed(setup.seed), []
     for b, p, n in TUNE_SHAPES:
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     import torch
 
-    from workbench.bench.kernel import INTERPRETED_SHAPES, Setup, benchmark, make_timer
+    from experiments.gpu.kernel import INTERPRETED_SHAPES, Setup, benchmark, make_timer
 
     t_start = time.perf_counter()
     if args.hq <= 0 or args.hkv <= 0 or args.hq % args.hkv:

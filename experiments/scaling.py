@@ -52,7 +52,7 @@ def steps_for(seqs, cfg: TrainConfig, epochs: float) -> int:
 def tau(head_dir: Path, n: int, max_new: int, target: str | None = None,
         trees: tuple[str, ...] = TAU_METHODS) -> dict[str, float]:
     """τ of the head at each of ``trees`` ({} when ``n`` is 0); checks losslessness."""
-    from workbench.bench.specbench import DATA_FILE
+    from workbench.measure.specbench import DATA_FILE
     from workbench.engine.config import SpecConfig
     from workbench.train.evaluate import mt_bench_first_turns, run, speculative_methods
     from workbench.pipeline import Workbench

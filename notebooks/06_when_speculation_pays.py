@@ -55,7 +55,7 @@ wb = start(dtype="fp32")
 # ridge is far lower; the curve below goes up to 256 tokens to find where this machine leaves the
 # flat regime (the **bend**), and `regime` in `workbench/lessons/takeaways.py` names the regime of
 # any verify size from it (notebook 7 uses the same function). Beside the curve, this machine's own
-# **roofline** is measured (`workbench/bench/floor.py`, the same measurement as the bench report's):
+# **roofline** is measured (`workbench/measure/floor.py`, the same measurement as the bench report's):
 # the memory floor (the weights' bytes over the read bandwidth, timed on a 512 MB sum) and the
 # compute floor (the forward's FLOP over the peak rate, timed on a 1024 × 1024 matrix product),
 # the larger of the two at each $N$: the least a forward of $N$ tokens can cost here, whatever the code.
@@ -116,7 +116,7 @@ verify = measured_verify.fit  # the cost of any verify block, read off the fit
 draft_ms = dict(zip(ROWS, measured_draft.fit.ms))
 verify_spread = measured_verify.spreads
 
-from workbench.bench.floor import compute_floor, memory_floor, ridge_tokens, roofline_ms
+from workbench.measure.floor import compute_floor, memory_floor, ridge_tokens, roofline_ms
 
 mem_floor, comp_floor = memory_floor(wb.target), compute_floor(wb.target, PREFIX)
 roof = {n: roofline_ms(mem_floor, comp_floor, n) for n in SIZES}

@@ -220,7 +220,7 @@ def test_the_reliability_markers_fit_the_plot():
 def test_compare_measures_the_roofline_once_per_target_and_under_each_prefix(wb, monkeypatch):
     """The verify cost is timed at every press; the machine's floors once per loaded target, the
     attention over each press's prefix taken into the compute floor."""
-    import workbench.bench.floor as floor_mod
+    import workbench.measure.floor as floor_mod
     from workbench.app import compare
 
     calls = []

@@ -10,9 +10,10 @@ import pytest
 
 import torch
 
-from workbench.bench import floor as floor_mod
-from workbench.bench import metrics, report, specbench, tune
-from workbench.bench.hf_baselines import hf_generate, load_hf_model
+from workbench.measure import floor as floor_mod
+from workbench.measure import metrics, specbench
+from workbench.bench import report, tune
+from workbench.measure.hf_baselines import hf_generate, load_hf_model
 from workbench.bench.suite import parse_methods
 
 
@@ -130,7 +131,7 @@ def test_hf_baselines_read_the_clock_after_a_cuda_sync(monkeypatch):
     """CUDA is asynchronous: ``generate`` is timed between two syncs (a fake CUDA model here)."""
     import torch
 
-    from workbench.bench import cost, hf_baselines
+    from workbench.measure import cost, hf_baselines
 
     events = []
 
@@ -322,7 +323,7 @@ def test_cost_curve_sizes_take_turns_and_leave_the_pool_as_they_found_it(tiny_di
     """The verify cost curve times its sizes in turns (one forward of each a round, the first
     rotating), so a disturbance of a moment cannot fall on every repeat of one size; each size
     gets its repeats, and every slot it took is free again."""
-    from workbench.bench.cost import forward_samples, prefilled
+    from workbench.measure.cost import forward_samples, prefilled
     from workbench.models.loading import load_target
 
     target = load_target(tiny_dir)

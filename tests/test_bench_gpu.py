@@ -1,4 +1,4 @@
-"""``python -m workbench.bench gpu --dry-run``: the one-command GPU check's plumbing on the CPU
+"""``python -m experiments.gpu.check --dry-run``: the one-command GPU check's plumbing on the CPU
 (tiny sizes, the kernel in Triton's interpreter), and its clear errors."""
 
 import json
@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from workbench.bench.gpu import cpu_taus, predictions
+from experiments.gpu.check import cpu_taus, predictions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def run(args, tmp_path):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
     env.pop("OUT", None)
-    return subprocess.run([sys.executable, "-m", "workbench.bench", "gpu", *args], cwd=tmp_path, env=env,
+    return subprocess.run([sys.executable, "-m", "experiments.gpu.check", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
 
 

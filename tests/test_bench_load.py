@@ -11,10 +11,10 @@ import json
 
 import pytest
 
-from workbench.bench import load as ld
+from workbench.measure import load as ld
 from workbench.bench import load_report, load_run
-from workbench.bench.load import LoadRun, check_load, run_load
-from workbench.bench.load_spec import DEFAULT_LADDER, Load, parse_load_policy, parse_policies
+from workbench.measure.load import LoadRun, check_load, run_load
+from workbench.measure.load_spec import DEFAULT_LADDER, Load, parse_load_policy, parse_policies
 from workbench.engine.policy import StepCost
 from workbench.errors import UserError
 
@@ -259,7 +259,7 @@ def test_a_stopped_run_resumes_with_only_the_missing_runs(quick_run, capsys, mon
     real = load_run.run_load
 
     def counted(*args, **kwargs):
-        if args[3] is not load_run.WARMUP:
+        if args[3] is not ld.WARMUP:
             if calls["stop_after"] is not None and calls["n"] >= calls["stop_after"]:
                 raise KeyboardInterrupt
             calls["n"] += 1
@@ -310,7 +310,7 @@ def test_auto_under_load_equals_plain_decoding_and_needs_a_step_cost(wb, prompts
 
 
 def test_the_report_says_what_auto_settled_on(wb, prompts_file, tmp_path, monkeypatch):
-    import workbench.bench.step_cost as sc
+    import workbench.measure.step_cost as sc
 
     monkeypatch.setattr("torch.set_num_threads", lambda n: None)
     monkeypatch.setattr(sc, "step_cost_for", lambda *a, **k: FLAT_COST)
@@ -329,7 +329,7 @@ def test_the_report_says_what_auto_settled_on(wb, prompts_file, tmp_path, monkey
 def test_a_step_cost_is_cached_only_when_its_rounds_agree(wb, tmp_path, monkeypatch):
     import statistics
 
-    import workbench.bench.step_cost as sc
+    import workbench.measure.step_cost as sc
 
     draft = [(r, 1.0) for r in sc.DRAFT_ROWS]
     good = ([(n, 10.0 + n) for n in sc.VERIFY_SIZES], draft)
@@ -349,7 +349,7 @@ def test_a_step_cost_is_cached_only_when_its_rounds_agree(wb, tmp_path, monkeypa
 
 
 def test_a_step_cost_cached_on_a_sparser_grid_is_measured_again(wb, tmp_path, monkeypatch):
-    import workbench.bench.step_cost as sc
+    import workbench.measure.step_cost as sc
     from workbench.cache_file import add_entry
 
     head = parse_load_policy("auto").draft

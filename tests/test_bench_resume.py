@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from workbench.bench import journal as jr
+from workbench.measure import journal as jr
 from workbench.bench import suite
 
 METHODS = "vanilla,linear:3"

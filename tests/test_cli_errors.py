@@ -187,10 +187,10 @@ def test_a_user_runs_generate_with_a_bad_trace_folder_and_gets_one_line(tmp_path
     ("workbench.bench.calibration", ["--device", "tpu"], "--device"),
     ("experiments.linear_order", ["--rows", "0,x"], "--rows"),
     ("experiments.linear_order", ["--threads", "0"], "--threads"),
-    ("workbench.bench.plain", ["--dtypes", "fp32,fp64"], "--dtypes"),
+    ("experiments.plain_vs_generate", ["--dtypes", "fp32,fp64"], "--dtypes"),
     ("experiments.kernel", ["--hq", "3", "--hkv", "2"], "--hq"),
-    ("workbench.bench.gpu", ["--skip", "tests,bogus"], "--skip"),
-    ("workbench.bench.gpu", ["--prefix", "x"], "--prefix"),
+    ("experiments.gpu.check", ["--skip", "tests,bogus"], "--skip"),
+    ("experiments.gpu.check", ["--prefix", "x"], "--prefix"),
 ])
 def test_benchmarks_refuse_each_mistake_in_one_line(module, argv, flag, capsys, no_model_load):
     main = importlib.import_module(module).main
@@ -208,7 +208,7 @@ def test_gpu_check_without_torch_says_which_python_lacks_what(monkeypatch, capsy
     """``make gpu-check`` runs the system python3: without torch it gets one line, not a traceback."""
     import importlib.util as util
 
-    from workbench.bench import gpu
+    from experiments.gpu import check as gpu
 
     real = util.find_spec
     monkeypatch.setattr(util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
@@ -290,8 +290,8 @@ def every_parser(parser: argparse.ArgumentParser):
                 yield from every_parser(sub)
 
 
-ENTRY_POINTS = ("workbench.cli", "workbench.bench.calibration", "workbench.bench.gpu", "experiments.kernel",
-                "experiments.linear_order", "workbench.bench.plain", "workbench.bench.suite", "workbench.bench.tune",
+ENTRY_POINTS = ("workbench.cli", "workbench.bench.calibration", "experiments.gpu.check", "experiments.kernel",
+                "experiments.linear_order", "experiments.plain_vs_generate", "workbench.bench.suite", "workbench.bench.tune",
                 "workbench.train.__main__", "experiments.head_studies", "experiments.scaling", "experiments.gpu.recipe",
                 "tools.notebooks", "experiments.app_latency", "experiments.data_arms", "app")
 

@@ -12,7 +12,7 @@ import torch
 from experiments.data_arms import (MATERIAL_TASKS, WORD_TEMPLATES, build_word_prompt_set, greedy_answers, main,
                                    material_prompt, material_prompts, source_prompts, vocabulary_words, write_prompts)
 from helpers import STOP, FakeChat, digest, read, small_config
-from workbench.bench.specbench import DATA_FILE as SPEC_BENCH
+from workbench.measure.specbench import DATA_FILE as SPEC_BENCH
 from workbench.errors import UserError
 from workbench.models.loading import load_target
 from workbench.testing.tiny import make_tiny_checkpoint

@@ -250,7 +250,7 @@ def test_real_model_greedy_is_lossless_for_ngram_and_exit(smollm2_dir, real_thre
 
 # ---- the benchmark's method grammar ----------------------------------------------------------------
 def test_bench_methods_name_their_draft_source():
-    from workbench.bench.methods import parse_methods
+    from workbench.measure.methods import parse_methods
 
     methods = parse_methods("vanilla,eagle2:8/5/4,eagle2:8/5/4@ngram,linear:4@exit:24,static:8@exit:1,"
                             "eagle2:12/5/4@ngram:2-8")

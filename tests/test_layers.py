@@ -19,9 +19,11 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 # The layer table, lowest first: each entry is a top-level module or subpackage of workbench/.
 # A module may import its own layer and the layers below it, never a layer above. A new
 # subpackage (or top-level module) goes in here, in the lowest layer whose imports it needs.
-# viz renders traces (and what analysis derives from them); bench draws with viz; train and app
-# share a layer because neither imports the other (test_train_and_app_stay_apart), and both may
-# use bench (train evaluates heads on the Spec-Bench questions, the app shows measured routes).
+# measure is the measuring library (the Spec-Bench questions, a forward's cost, the step cost, a
+# load run) that train, the app and the lessons import; viz renders traces (and what analysis
+# derives from them); train and app share a layer because neither imports the other
+# (test_train_and_app_stay_apart); bench holds the benchmark commands, which only the command line
+# imports (test_only_the_command_line_imports_the_benchmark_commands).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("__init__", "errors", "device", "metrics", "progress", "timing", "cache_file", "jsonl")),
     ("kv and attention", ("kv", "attention")),
@@ -29,10 +31,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("engine", ("engine",)),
     ("analysis", ("analysis",)),
     ("pipeline", ("store", "cpu_choices", "pipeline", "flags", "testing")),
+    ("measurement", ("measure",)),
     ("figures", ("viz",)),
-    ("benchmarks", ("bench",)),
     ("training and app", ("train", "app")),
     ("notebook helpers", ("lessons",)),
+    ("benchmark commands", ("bench",)),
     ("command line", ("cli",)),
     ("entry point", ("__main__",)),
 ]
@@ -173,6 +176,14 @@ def test_no_import_cycles():
 def test_only_the_entry_point_imports_the_command_line():
     graph = import_graph(ROOT)
     assert sorted(m for m, targets in graph.items() if f"{PACKAGE}.cli" in targets) == [f"{PACKAGE}.__main__"]
+
+
+def test_only_the_command_line_imports_the_benchmark_commands():
+    graph = import_graph(ROOT)
+    outside = {m: sorted(t for t in targets if unit_of(t) == "bench")
+               for m, targets in graph.items() if unit_of(m) not in ("bench", "cli")}
+    assert any(unit_of(t) == "measure" for m in graph if unit_of(m) == "app" for t in graph[m])  # the walk sees the library
+    assert {m: t for m, t in outside.items() if t} == {}
 
 
 def test_train_and_app_stay_apart():

@@ -319,7 +319,7 @@ def test_settings_are_measured_once_for_every_notebook_that_quotes_them():
     words = SimpleNamespace(encode=lambda text: [len(text)])
     prompts = lesson_prompts(words)
     assert list(prompts) == ["coding", "translation", "math_reasoning"]
-    from workbench.bench.specbench import load_questions
+    from workbench.measure.specbench import load_questions
 
     coding = [q.turns[0] for q in load_questions() if q.category == "coding"]
     assert prompts["coding"] == [min(len(t) for t in coding)]

@@ -18,6 +18,8 @@ from workbench.models.linear import (ONEDNN, PACKED, PATHS, PLAIN, ROW_BUCKETS, 
 
 needs_mkl = pytest.mark.skipif(not lin.mkl_packed_available(), reason="torch built without MKL's packed GEMM")
 needs_onednn = pytest.mark.skipif(not lin.onednn_packed_available(), reason="torch built without oneDNN's packed linear")
+needs_onednn_bf16 = pytest.mark.skipif(not (lin.onednn_packed_available() and lin.onednn_bf16_available()),
+                                       reason="oneDNN's bf16 products need AVX-512 BW/VL/DQ or AVX-NE-CONVERT")
 
 
 def everywhere(path):
@@ -63,7 +65,7 @@ def test_only_few_row_fp32_cpu_matrices():
     assert not lin.takes_choice(torch.zeros(4, 8, dtype=torch.float64), w.double())
 
 
-@needs_onednn
+@needs_onednn_bf16
 @pytest.mark.parametrize("rows", [1, 3, 8, 32])
 @pytest.mark.parametrize("bias", [False, True])
 def test_bf16_through_onednn_gives_f_linears_bits(rows, bias):
@@ -83,7 +85,8 @@ def test_bf16_through_onednn_gives_f_linears_bits(rows, bias):
 
 
 def test_a_bf16_order_runs_only_what_bf16_may_run():
-    assert lin.available_paths(torch.bfloat16) == tuple(p for p in (PLAIN, ONEDNN) if p in lin.available_paths())
+    native = lin.onednn_packed_available() and lin.onednn_bf16_available()
+    assert lin.available_paths(torch.bfloat16) == ((PLAIN, ONEDNN) if native else (PLAIN,))
     assert lin.available_paths(torch.float16) == (PLAIN,)
     with pytest.raises(ValueError, match="for bf16"):
         LinearOrder(tuple(WEIGHT_LEFT for _ in ROW_BUCKETS), dtype=torch.bfloat16)
@@ -365,10 +368,12 @@ def test_a_forced_order_never_measures(tmp_path, monkeypatch):
     bf16 = target.to(torch.bfloat16)
     assert "does not run bf16" in choose_linear_order("weight-left", bf16, tmp_path).reason
     assert "does not run bf16" in choose_linear_order("mkl-packed", bf16, tmp_path).reason
-    if lin.onednn_packed_available():
-        forced = choose_linear_order("onednn-packed", bf16, tmp_path)
+    forced = choose_linear_order("onednn-packed", bf16, tmp_path)
+    if lin.onednn_packed_available() and lin.onednn_bf16_available():
         weights_mb = sum(w.numel() * 2 for w in linear_weights(bf16)) / 2**20
         assert forced.dtype == torch.bfloat16 and forced.path(3) == ONEDNN and forced.packed_mb == round(weights_mb, 1)
+    else:  # an AVX2-only CPU: oneDNN would refuse to pack bf16, so the order says so and runs F.linear
+        assert forced.paths == () and "not native on this CPU" in forced.reason
     assert not (tmp_path / cpu_choices.CACHE_FILE).exists()
     assert set(cpu_choices.LINEAR_ORDERS) == {"auto", "plain", "weight-left", "mkl-packed", "onednn-packed"}
 
@@ -377,7 +382,7 @@ def onednn_wins_from_4(r):
     return {PLAIN: 10.0, ONEDNN: 5.0 if r >= 4 else 10.0}
 
 
-@needs_onednn
+@needs_onednn_bf16
 def test_a_bf16_model_is_measured_on_its_own_and_packs_in_bf16(tmp_path, monkeypatch):
     target = _tiny_target(tmp_path)
     seen = []
@@ -460,6 +465,8 @@ def test_fused_projections_give_the_same_bits_and_replace_the_members_copies(tmp
     of their own, so the fused packs hold exactly the bytes the members' copies would."""
     from workbench.models.llama import MLP, Attention
 
+    if dtype == torch.bfloat16 and not lin.onednn_bf16_available():
+        pytest.skip("oneDNN's bf16 products need AVX-512 BW/VL/DQ or AVX-NE-CONVERT")
     target = _tiny_target(tmp_path).to(dtype)
     order = LinearOrder(tuple(ONEDNN for _ in ROW_BUCKETS), "test", dtype=dtype)
     separate_mb = apply_linear_order(target, order, fuse=False)

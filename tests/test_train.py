@@ -165,7 +165,7 @@ def test_evaluate_measures_several_heads_on_the_same_answers_and_says_their_hot_
 
 
 def test_mt_bench_first_turns_keep_the_question_order():
-    from workbench.bench import specbench
+    from workbench.measure import specbench
     from workbench.train.evaluate import mt_bench_first_turns
 
     rows = specbench.mt_bench_first_turns(80)

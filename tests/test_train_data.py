@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from helpers import STOP, FakeChat, digest, read, small_config
-from workbench.bench.specbench import DATA_FILE as SPEC_BENCH
+from workbench.measure.specbench import DATA_FILE as SPEC_BENCH
 from workbench.attention.batch import extend_batch
 from workbench.models.loading import load_target
 from workbench.testing.tiny import make_tiny_checkpoint

@@ -32,7 +32,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.bench import metrics, report, static_vs_dynamic
+from workbench.measure import metrics
+from workbench.bench import report, static_vs_dynamic
 from workbench.errors import ArgumentParser
 
 PAPER_TREE, SPEED_TREE = "eagle2:60/6/10", "eagle2:best"  # the methods the goals section names

@@ -70,7 +70,7 @@ def cmd_generate(args) -> int:
     what = spec.describe() if policy is None else f"policy {args.policy}"
     print(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}, {what}", file=sys.stderr)
     if getattr(policy, "cost", False) is None:  # auto weighs its settings by this machine's step cost
-        from workbench.bench.step_cost import step_cost_for
+        from workbench.measure.step_cost import step_cost_for
 
         drafting = next(s for s in policy.settings() if s.speculative)
         policy.cost = step_cost_for(wb, drafting.draft, log=lambda msg: print(msg, file=sys.stderr))

@@ -180,7 +180,7 @@ def _forced(impl: str, choice: str, weights: list[torch.Tensor]) -> LinearOrder:
         return LinearOrder((), f"--linear-order {choice}: {PATH_NAMES[impl]} does not run {dtype_name(dtype)}",
                            dtype=dtype)
     if impl not in available_paths(dtype):
-        return LinearOrder((), f"--linear-order {choice}: {PATH_NAMES[impl]} is not in this torch build", dtype=dtype)
+        return LinearOrder((), f"--linear-order {choice}: {PATH_NAMES[impl]} is not in this torch build or not native on this CPU", dtype=dtype)
     order = LinearOrder.forced(impl, f"forced by --linear-order {choice}", dtype=dtype)
     return LinearOrder.forced(impl, order.reason, _packed_mb(weights, order.paths), dtype)
 

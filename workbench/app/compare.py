@@ -4,7 +4,7 @@ or, in its second mode, by vanilla and eagle2 at the page's tree with each draft
 registered one, ``drafts.registry.SOURCES``; the head or a draft model when it is the one loaded).
 
 Each run is a fresh Engine with tracing on; everything shown comes from those traces (and from
-``workbench.bench.cost.measure_verify_cost`` for the cost curve, when that module is present).
+``workbench.measure.cost.measure_verify_cost`` for the cost curve, when that module is present).
 """
 
 from __future__ import annotations
@@ -136,13 +136,13 @@ def decode(wb, spec: SpecConfig, sampling, ids: list[int], max_new: int) -> list
 def measure_cost(wb, prefix_len: int) -> list[dict] | None:
     """Verify cost per block size on this machine, each point with the roofline at its size
     (``roofline_ms``: the larger of the memory and compute floors measured here,
-    ``workbench.bench.floor``) and, where the target's few-row products run another
+    ``workbench.measure.floor``) and, where the target's few-row products run another
     implementation than ``F.linear`` (``workbench.cpu_choices``), the same forward with every
     product by ``F.linear`` (``plain_ms``, the two timed in turns); None when the benchmark
     module is absent."""
     try:
-        from workbench.bench.cost import measure_verify_cost, measure_verify_cost_beside
-        from workbench.bench.floor import compute_floor, memory_floor, roofline_ms
+        from workbench.measure.cost import measure_verify_cost, measure_verify_cost_beside
+        from workbench.measure.floor import compute_floor, memory_floor, roofline_ms
         from workbench.models.linear import plain_products
     except ImportError:
         return None

@@ -8,7 +8,7 @@ of ``MAX_SECONDS`` (the time cuts a run's last requests
 short, and the table says how many), on the Spec-Bench quick questions, the tasks in turn. The
 chart shows every decode step as it ends: the running batch, speculation on or off, τ; then the
 bars put each policy's tokens/s and TPOT p50 beside ``off``'s. The runs go through the
-benchmark's own driver (``workbench/bench/load.py``); the figures come from ``viz/load.py``.
+benchmark's own driver (``workbench/measure/load.py``); the figures come from ``viz/load.py``.
 One pass, not the benchmark's interleaved rounds: a first look, not a measurement to quote.
 
 One load at a time per server: a load takes the CPU, so a session that asks while another's
@@ -26,11 +26,10 @@ import time
 import gradio as gr
 
 from workbench.app.views import error
-from workbench.bench import specbench
-from workbench.bench.load import LoadRun, check_load, equal_outputs, run_load
-from workbench.bench.load_spec import Load, parse_policies
-from workbench.bench.load_run import WARMUP, WARMUP_TOKENS, round_figures
-from workbench.bench.step_cost import step_cost_for
+from workbench.measure import specbench
+from workbench.measure.load import WARMUP, WARMUP_TOKENS, LoadRun, check_load, equal_outputs, round_figures, run_load
+from workbench.measure.load_spec import Load, parse_policies
+from workbench.measure.step_cost import step_cost_for
 from workbench.viz.html import note, table
 from workbench.viz.load import bars_figure, steps_figure
 from workbench.viz.style import empty_figure

@@ -1,7 +1,7 @@
 """``python -m workbench.bench <command> [options]``: run one benchmark by name.
 
 Each command is a module with ``main(argv: list[str]) -> int``, imported only when chosen
-(so that, e.g., the GPU check's dry run can set Triton's environment before triton loads).
+(so that one command's heavy imports never slow another's start).
 """
 
 from __future__ import annotations
@@ -12,9 +12,7 @@ import sys
 # name -> module holding main(argv); add new benchmarks here.
 COMMANDS: dict[str, str] = {
     "calibration": "workbench.bench.calibration",
-    "gpu": "workbench.bench.gpu",
     "load": "workbench.bench.load_run",
-    "plain": "workbench.bench.plain",
     "routes": "workbench.bench.routes",
     "run": "workbench.bench.suite",
     "tune": "workbench.bench.tune",

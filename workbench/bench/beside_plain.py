@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from statistics import median
 
-from workbench.bench import metrics
-from workbench.bench.methods import PLAIN_TWIN
+from workbench.measure import metrics
+from workbench.measure.methods import PLAIN_TWIN
 
 FASTER, SLOWER, LEVEL = "measured order faster", "F.linear faster", "level within noise"
 

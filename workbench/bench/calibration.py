@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from workbench.analysis.calibration import calibration_table
-from workbench.bench import specbench
+from workbench.measure import specbench
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.metrics import tau
 from workbench.models.chat import chat_ids
@@ -68,7 +68,7 @@ def build_parser() -> ArgumentParser:
 
 @reports_user_errors
 def main(argv: list[str] | None = None) -> int:
-    from workbench.bench.methods import parse_methods
+    from workbench.measure.methods import parse_methods
     from workbench.flags import load_from_args
 
     args = build_parser().parse_args(argv)

@@ -33,11 +33,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from workbench.bench import specbench
-from workbench.bench.journal import Journal, open_journal
-from workbench.bench.load import check_load, equal_outputs, run_load
-from workbench.bench.load_spec import Load, NamedPolicy, parse_policies
-from workbench.bench.metrics import percentile
+from workbench.measure import specbench
+from workbench.measure.journal import Journal, open_journal
+from workbench.measure.load import WARMUP, WARMUP_TOKENS, check_load, equal_outputs, round_figures, run_load
+from workbench.measure.load_spec import Load, NamedPolicy, parse_policies
+from workbench.measure.metrics import percentile
 from workbench.engine.policy import AUTO_CANDIDATES, StepCost
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.jsonl import prompt_rows
@@ -49,8 +49,6 @@ QUICK = {"concurrency": "1,2", "rate": "2", "policies": "off,eagle2:4/3/2", "req
 DEFAULTS = {"concurrency": "1,4,8", "rate": "1", "policies": DEFAULT_POLICIES, "requests": None,
             "max_new_tokens": 64, "rounds": 3}
 OPEN_REQUESTS = 8  # requests per open-loop load, by default
-WARMUP = Load("closed", 2, 2)  # the untimed run per policy before the timed rounds
-WARMUP_TOKENS = 8
 # Per (policy, load): each figure a row reports (median over rounds, range beside it).
 FIGURES = ("throughput_tok_s", "tpot_ms_p50", "tpot_ms_p90", "ttft_ms_p50", "ttft_ms_p90", "e2e_ms_p50", "e2e_ms_p90",
            "mean_batch", "spec_step_share", "tau")
@@ -199,13 +197,6 @@ def measure_all(wb, policies: list[NamedPolicy], prompts: list[list[int]], loads
 
 
 # ---- rows, verdicts, what auto settled on --------------------------------------------------------------
-def round_figures(rec: dict) -> dict:
-    """One run's figures: its throughput, the p50 / p90 of its requests' latencies, its steps."""
-    out = {"throughput_tok_s": rec["throughput_tok_s"]}
-    for key in ("tpot_ms", "ttft_ms", "e2e_ms"):
-        values = [q[key] for q in rec["requests"] if q[key] is not None]
-        out[f"{key}_p50"], out[f"{key}_p90"] = percentile(values, 50), percentile(values, 90)
-    return {**out, "mean_batch": rec["mean_batch"], "spec_step_share": rec["spec_step_share"], "tau": rec["tau"]}
 
 
 def make_rows(policies: list[NamedPolicy], loads: list[Load], records: dict, rounds: int) -> list[dict]:
@@ -289,7 +280,7 @@ def settled(policy: str, records: dict) -> dict | None:
 def auto_cost(wb, policies: list[NamedPolicy], log) -> StepCost | None:
     """The step cost ``auto`` weighs by, from the cache or measured once before any timed run
     (None: no policy needs it). Every ``auto`` of one run drafts from the loaded draft."""
-    from workbench.bench.step_cost import step_cost_for
+    from workbench.measure.step_cost import step_cost_for
 
     needing = [p for p in policies if p.needs_cost]
     if not needing:

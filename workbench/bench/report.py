@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from workbench.bench import beside_plain, static_vs_dynamic
-from workbench.bench.floor import compute_ms, ridge_tokens, roofline_ms
+from workbench.measure.floor import compute_ms, ridge_tokens, roofline_ms
 
 
 def write_all(out_dir: Path, result: dict) -> list[Path]:

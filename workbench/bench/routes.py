@@ -21,7 +21,7 @@ from workbench.errors import ArgumentParser, UserError, reports_user_errors
 def route_table(result: dict) -> dict:
     """``{"meta": {...}, "routes": {label: {"draft", "tree", "per_task": {task: {"tau", "speedup"}}}}}``
     from a bench result (``label``: ``"<draft> <D/S/K>"``, e.g. ``"ngram:1-12 4/3/2"``)."""
-    from workbench.bench.methods import parse_methods
+    from workbench.measure.methods import parse_methods
     from workbench.bench.tune import tree_name
 
     meta = result["meta"]

@@ -13,7 +13,7 @@ budgets 8, 16, 32 and 60, with the dynamic trees 8/5/4 (what SGLang picks for a 
 
 from __future__ import annotations
 
-from workbench.bench import metrics
+from workbench.measure import metrics
 from workbench.metrics import speedup
 
 

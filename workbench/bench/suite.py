@@ -42,10 +42,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.bench import beside_plain, metrics, specbench, static_vs_dynamic
-from workbench.bench.floor import ridge_tokens
-from workbench.bench.journal import Journal, open_journal
-from workbench.bench.methods import PLAIN_TWIN, Method, parse_methods, with_plain_twins
+from workbench.measure import metrics, specbench
+from workbench.bench import beside_plain, static_vs_dynamic
+from workbench.measure.floor import ridge_tokens
+from workbench.measure.journal import Journal, open_journal
+from workbench.measure.methods import PLAIN_TWIN, Method, parse_methods, with_plain_twins
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.models.chat import chat_ids
 
@@ -68,7 +69,7 @@ class Runner:
     def decode(self, method: Method, ids: list[int], sampling, max_new_tokens: int):
         """One turn -> (output ids, seconds, per verify step {"accept_lengths", "drafts_accepted"} or None)."""
         if method.hf:
-            from workbench.bench.hf_baselines import hf_generate
+            from workbench.measure.hf_baselines import hf_generate
 
             res = hf_generate(self.hf_model, ids, max_new_tokens, self.wb.stop_ids, method.prompt_lookup)
             return res.output_ids, res.seconds, None
@@ -355,7 +356,7 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
         f"({args.subset}); load average {info['load_average_start']}")
     hf_model = None
     if any(n.startswith("hf-") for n in names):
-        from workbench.bench.hf_baselines import load_hf_model
+        from workbench.measure.hf_baselines import load_hf_model
         from workbench.models.loading import parse_dtype
 
         hf_model = load_hf_model(wb.target_dir, parse_dtype(wb.dtype_name)).to(wb.target.lm_head.weight.device)

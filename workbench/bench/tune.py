@@ -27,8 +27,8 @@ import json
 import sys
 from statistics import mean
 
-from workbench.bench.cost import measure_draft_cost, measure_verify_cost, measure_verify_cost_beside
-from workbench.bench.floor import compute_floor, memory_floor
+from workbench.measure.cost import measure_draft_cost, measure_verify_cost, measure_verify_cost_beside
+from workbench.measure.floor import compute_floor, memory_floor
 from workbench.engine.config import SpecConfig, parse_spec
 from workbench.engine.frameworks import framework_flags
 from workbench.engine.sampling import SamplingParams

@@ -31,7 +31,7 @@ batch) is never tried, which is the point: exploring costs steps.
 **Step cost** (``StepCost``) comes from this machine's measured curves: a target verify of
 B x N tokens (N = ``num_draft_tokens``; 1 for plain decoding) plus the draft's forwards, one per
 level, of B rows at the first level and B x ``topk`` at each later one. The curves are given to
-the policy (``StepCost`` has no clock): ``workbench/bench/step_cost.py`` measures them once per
+the policy (``StepCost`` has no clock): ``workbench/measure/step_cost.py`` measures them once per
 CPU and caches them; tests pass made-up curves, so nothing is timed there. Each curve is read as
 measured, interpolated linearly between measured sizes and extended past the largest along its
 last slope; not through a monotone fit: the products of one row and of a few take different BLAS
@@ -236,7 +236,7 @@ class Auto:
         """(setting, expected tokens per step, step ms) for every candidate, off first."""
         if self.cost is None:
             raise ValueError("auto weighs each setting by its measured step cost, and none was given: measure one "
-                             "(workbench.bench.step_cost.step_cost_for) or pass Auto(cost=StepCost(...))")
+                             "(workbench.measure.step_cost.step_cost_for) or pass Auto(cost=StepCost(...))")
         return [(s, self.expected_tokens(s, batch), self.step_ms(s, len(batch))) for s in self.settings()]
 
     def overhead(self, spec: SpecConfig) -> float:

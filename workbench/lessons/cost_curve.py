@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from workbench.bench.cost import chain_batch, prefilled, time_ms
+from workbench.measure.cost import chain_batch, prefilled, time_ms
 from workbench.lessons import smoke
 from workbench.timing import Spread, interleaved, monotone, spread
 
@@ -105,7 +105,7 @@ def verify_forwards(target, sizes, prefix_len: int) -> dict[int, Callable[[], ob
 
 def draft_forwards(target, head, rows, prefix_len: int) -> dict[int, Callable[[], object]]:
     """Per R: one draft forward + draft log-probs over R rows (a tree level of R frontier nodes)
-    after ``prefix_len`` committed tokens, as ``workbench.bench.cost.measure_draft_cost`` times it."""
+    after ``prefix_len`` committed tokens, as ``workbench.measure.cost.measure_draft_cost`` times it."""
     w = target.lm_head.weight
     feats = torch.zeros(max(rows), target.config.hidden_size, dtype=w.dtype, device=w.device)  # [R, H]
     pool = prefilled(lambda batch, kv: head(feats.new_zeros(batch.num_tokens, feats.shape[1]), batch, kv),
@@ -126,7 +126,7 @@ def time_forwards(forwards: dict[Hashable, Callable[[], object]], rounds: int, r
 def curve_figure(curve: MeasuredCurve, title: str, height: int = 400, roofline: dict[int, float] | None = None):
     """The medians with their range over the rounds (error bars), the non-decreasing fit, and the
     two references: flat at the decode step (memory-bound) and N decode steps (compute-bound);
-    with ``roofline`` ({tokens: ms}, ``workbench.bench.floor.roofline_ms``), the machine's own
+    with ``roofline`` ({tokens: ms}, ``workbench.measure.floor.roofline_ms``), the machine's own
     floor at each size beside them. Both axes are logarithmic; the legend sits under the plot,
     clear of the title."""
     import plotly.graph_objects as go

@@ -166,10 +166,21 @@ def onednn_packed_available() -> bool:
                                   torch.backends.mkldnn)
 
 
+def onednn_bf16_available() -> bool:
+    """Whether oneDNN runs bf16 products natively on this CPU (AVX-512 BW/VL/DQ or AVX-NE-CONVERT);
+    on an AVX2-only CPU its packed bf16 reorder refuses, and bf16 runs through ``F.linear``."""
+    probe = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    try:
+        return bool(probe()) if probe is not None else False
+    except RuntimeError:
+        return False
+
+
 def available_paths(dtype: torch.dtype = torch.float32) -> tuple[str, ...]:
-    """The implementations this torch build has that ``dtype`` may run (``DTYPE_PATHS``)."""
+    """The implementations this torch build and this CPU have that ``dtype`` may run (``DTYPE_PATHS``)."""
     return tuple(p for p in DTYPE_PATHS.get(dtype, (PLAIN,))
-                 if (p != PACKED or mkl_packed_available()) and (p != ONEDNN or onednn_packed_available()))
+                 if (p != PACKED or mkl_packed_available())
+                 and (p != ONEDNN or (onednn_packed_available() and (dtype != torch.bfloat16 or onednn_bf16_available()))))
 
 
 def weight_left_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:

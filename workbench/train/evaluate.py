@@ -38,8 +38,8 @@ from statistics import mean
 
 import torch
 
-from workbench.bench import specbench
-from workbench.bench.specbench import DATA_FILE as QUESTIONS
+from workbench.measure import specbench
+from workbench.measure.specbench import DATA_FILE as QUESTIONS
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
 from workbench.errors import UserError
@@ -53,7 +53,7 @@ DEFAULT_METHODS = ("linear:1", "linear:5", "eagle2:8/5/4", "eagle2:60/6/10")
 def speculative_methods(names: list[str]) -> dict[str, SpecConfig]:
     """{name: config} of ``names`` in the benchmark's grammar; ValueError for a name that is
     unknown or not speculative (τ needs a verify step)."""
-    from workbench.bench.methods import parse_methods
+    from workbench.measure.methods import parse_methods
 
     methods = parse_methods(",".join(names)) if names else []
     plain = [m.name for m in methods if not m.speculative]

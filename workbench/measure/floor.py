@@ -55,7 +55,7 @@ def read_bandwidth(mb: int = READ_MB, repeats: int = 5, device: torch.device | s
     ``repeats`` reads after one untimed: the median and the range (``lo``, ``hi``)."""
     import torch
 
-    from workbench.bench.cost import synced_clock
+    from workbench.measure.cost import synced_clock
 
     x = torch.ones(mb * 2**20 // 4, dtype=torch.float32, device=device)
     x.sum()
@@ -92,7 +92,7 @@ def compute_peak(dtype: torch.dtype | None = None, size: int = PEAK_SIZE, repeat
     machine's threads), over ``repeats`` products after one untimed: the median and the range."""
     import torch
 
-    from workbench.bench.cost import synced_clock
+    from workbench.measure.cost import synced_clock
 
     dtype = dtype or torch.float32
     gen = torch.Generator().manual_seed(0)

@@ -40,7 +40,8 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from workbench.bench.load_spec import Load, NamedPolicy
+from workbench.measure.load_spec import Load, NamedPolicy
+from workbench.measure.metrics import percentile
 from workbench.engine.config import check_context
 from workbench.engine.engine import Engine
 from workbench.engine.policy import Choice, SpecPolicy, StepCost
@@ -227,7 +228,7 @@ class LoadRun:
             raise ValueError("a load needs at least one prompt")
         if policy.needs_cost and cost is None:
             raise ValueError(f"{policy.name} weighs settings by this machine's step cost: measure it first "
-                             "(workbench.bench.step_cost.step_cost_for) and pass cost=")
+                             "(workbench.measure.step_cost.step_cost_for) and pass cost=")
         self.name, self.load, self.prompts, self.max_new_tokens = policy.name, load, prompts, max_new_tokens
         _, capacity = plan_capacity(wb, policy, prompts, load, max_new_tokens, kv_slots)
         self.watched = Watched(policy.build(cost))
@@ -328,3 +329,16 @@ def equal_outputs(result: dict, reference: dict) -> bool:
     ref = {q["index"]: q["output_ids"] for q in reference["requests"] if q["e2e_ms"] is not None}
     return all(q["output_ids"] == ref[q["index"]] for q in result["requests"]
                if q["e2e_ms"] is not None and q["index"] in ref)
+
+
+WARMUP = Load("closed", 2, 2)  # the untimed run per policy before the timed rounds
+WARMUP_TOKENS = 8
+
+
+def round_figures(rec: dict) -> dict:
+    """One run's figures: its throughput, the p50 / p90 of its requests' latencies, its steps."""
+    out = {"throughput_tok_s": rec["throughput_tok_s"]}
+    for key in ("tpot_ms", "ttft_ms", "e2e_ms"):
+        values = [q[key] for q in rec["requests"] if q[key] is not None]
+        out[f"{key}_p50"], out[f"{key}_p90"] = percentile(values, 50), percentile(values, 90)
+    return {**out, "mean_batch": rec["mean_batch"], "spec_step_share": rec["spec_step_share"], "tau": rec["tau"]}

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from workbench.bench.cost import synced_clock
+from workbench.measure.cost import synced_clock
 
 PROMPT_LOOKUP_TOKENS = 10  # drafted tokens per step (transformers' prompt_lookup_num_tokens)
 

@@ -1,4 +1,4 @@
-"""One command for a fresh CUDA machine: ``python -m workbench.bench gpu [--out DIR] [--dry-run]``.
+"""One command for a fresh CUDA machine: ``python -m experiments.gpu.check [--out DIR] [--dry-run]``.
 
 Needs only torch, triton and transformers (pytest is used when present), no network and
 nothing from the repository heavier than its source; made to finish well inside 8 minutes on
@@ -60,7 +60,7 @@ NEEDS = ("torch", "triton", "transformers")  # imported by main, and by the test
 
 
 def build_parser() -> ArgumentParser:
-    p = ArgumentParser(prog="python -m workbench.bench gpu", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="python -m experiments.gpu.check", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=None, help="output folder (default: $OUT, else bench_out/gpu)")
     p.add_argument("--dry-run", action="store_true", help="CPU, tiny sizes: check the plumbing (CI)")
     p.add_argument("--prefix", type=int, default=1024, help="committed prefix for the timings")
@@ -112,7 +112,7 @@ def selfchecks(ctx: dict) -> dict:
 
 
 def section_kernel(ctx: dict) -> dict:
-    from workbench.bench import kernel
+    from experiments.gpu import kernel
 
     if ctx["dry_run"]:
         setup, shapes = kernel.Setup.interpreted(), kernel.INTERPRETED_SHAPES
@@ -169,7 +169,7 @@ def section_equality(ctx: dict) -> dict:
 def section_timing(ctx: dict) -> dict:
     import torch
 
-    from workbench.bench.cost import measure_draft_cost, measure_verify_cost
+    from workbench.measure.cost import measure_draft_cost, measure_verify_cost
     from workbench.models.draft import random_head
 
     shapes = {"tiny": TINY} if ctx["dry_run"] else SHAPES
@@ -372,3 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {out}/gpu-check.md and .json; " + (f"FAILED: {', '.join(failed)}" if failed else "all sections ok"),
           file=sys.stderr)
     return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

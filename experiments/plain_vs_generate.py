@@ -1,7 +1,7 @@
 """Plain decoding speed: our ``vanilla`` against transformers ``generate``, same prompts, same
 dtype, same machine, one run: each decoded as ``run`` decodes it (``suite.Runner``, ``hf_baselines``).
 
-    python -m workbench.bench plain [--prompts 8] [--max-new-tokens 64] [--dtypes fp32,bf16]
+    python -m experiments.plain_vs_generate [--prompts 8] [--max-new-tokens 64] [--dtypes fp32,bf16]
 
 Prints a Markdown table (tokens/s = generated tokens over wall time, prefill included, one
 prompt at a time, after one warm-up prompt) and whether the greedy outputs are equal.
@@ -19,7 +19,7 @@ from workbench.flags import positive
 
 def spec_bench_prompts(n: int) -> list[str]:
     """First turns of n questions spread over every Spec-Bench category (the packaged copy)."""
-    from workbench.bench.specbench import load_questions, spread
+    from workbench.measure.specbench import load_questions, spread
 
     return [q.turns[0] for q in spread(load_questions(), n)]
 
@@ -40,7 +40,7 @@ def tokens_per_s(runner, method, prompts: list[list[int]], max_new: int) -> tupl
 
 
 def build_parser() -> ArgumentParser:
-    ap = ArgumentParser(prog="python -m workbench.bench plain", description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(prog="python -m experiments.plain_vs_generate", description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", type=positive("--prompts"), default=8, help="Spec-Bench prompts to decode")
     ap.add_argument("--max-new-tokens", type=positive("--max-new-tokens"), default=64, help="new tokens per prompt")
     ap.add_argument("--dtypes", type=dtype_list, default="fp32,bf16", help="comma list of dtypes, one table row each")
@@ -60,8 +60,8 @@ def dtype_list(text: str) -> list[str]:
 @reports_user_errors
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from workbench.bench.hf_baselines import load_hf_model
-    from workbench.bench.methods import parse_methods
+    from workbench.measure.hf_baselines import load_hf_model
+    from workbench.measure.methods import parse_methods
     from workbench.bench.suite import Runner
     from workbench.models.loading import parse_dtype
     from workbench.pipeline import Workbench
@@ -82,3 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         same = sum(a == b for a, b in zip(ours_out, hf_out))
         print(f"| {name} | {ours:.1f} | {hf:.1f} | {ours / hf:.2f}x | {same}/{len(prompts)} |", flush=True)
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

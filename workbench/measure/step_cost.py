@@ -25,7 +25,7 @@ from statistics import median
 
 import torch
 
-from workbench.bench.cost import measure_draft_cost, measure_verify_cost
+from workbench.measure.cost import measure_draft_cost, measure_verify_cost
 from workbench.cache_file import add_entry, read_entries
 from workbench.cpu_choices import cpu_signature
 from workbench.engine.auto import StepCost

@@ -70,7 +70,7 @@ def parse_methods(text: str, best=None) -> list[Method]:
 
 def _method(name: str, base: str, best) -> Method | None:
     """Method ``name`` from its part before any ``@`` (None: ``eagle2:best`` without ``best``)."""
-    from workbench.bench.hf_baselines import PROMPT_LOOKUP_TOKENS
+    from workbench.measure.hf_baselines import PROMPT_LOOKUP_TOKENS
     from workbench.engine.config import parse_spec
 
     if base == "hf-greedy":

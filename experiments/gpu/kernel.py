@@ -1,4 +1,4 @@
-"""The tree-attention kernel as the GPU check measures it (``python -m workbench.bench gpu``).
+"""The tree-attention kernel as the GPU check measures it (``python -m experiments.gpu.check``).
 
 ``benchmark`` runs, on the device at hand:
 
