@@ -90,9 +90,14 @@ def test_method_names_and_trees():
 def test_tree_prediction_uses_the_cost_curves():
     costs = {"decode_ms": 10.0, "verify": [{"tokens": 1, "ms": 10.0}, {"tokens": 9, "ms": 30.0}],
              "draft": [{"rows": 1, "ms": 1.0}, {"rows": 4, "ms": 4.0}]}
-    pred = tune.predict(costs, tune.tree_from_name("5/3/2"))  # 3 draft forwards of 2 rows + verify of 5
-    assert pred["step_ms"] == pytest.approx(3 * 2.0 + 20.0)
-    assert pred["bound"] == pytest.approx(4 * 10.0 / 26.0, abs=1e-3)
+    pred = tune.predict(costs, tune.tree_from_name("5/3/2"))
+    # at the bound (τ = 4): the extend over 4 rows, 2 later levels of 2 rows, a verify of 5
+    assert pred["step_ms"] == pytest.approx(4.0 + 2 * 2.0 + 20.0)
+    assert pred["bound"] == pytest.approx(4 * 10.0 / 28.0, abs=1e-3)
+    with_overhead = tune.predict({**costs, "overhead": {"plain_per_step": 1.0, "spec_per_step": 3.0}},
+                                 tune.tree_from_name("5/3/2"))
+    assert with_overhead["overhead_ms"] == 3.0 and with_overhead["step_ms"] == pytest.approx(31.0)
+    assert with_overhead["bound"] == pytest.approx(4 * 11.0 / 31.0, abs=1e-3)  # plain decoding pays its own
 
 
 # ---- on a tiny model --------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from workbench.engine.sampling import SamplingParams
 from workbench.lessons import figures, takeaways
 from workbench.lessons.ancestors import ancestors, branch_tokens
 from workbench.lessons.chi_square import chi_square_pvalue, total_variation
-from workbench.lessons.cost_curve import CostCurve
+from workbench.cost_model import Curve
 from workbench.lessons.draft_law import draft_next_token_law
 from workbench.lessons.exact_law import next_token_laws, sequence_counts, sequence_law
 from workbench.lessons.lossless import (acceptance_parts, chain_rule_law, skip_residual_law,
@@ -103,12 +103,13 @@ def test_spread_is_median_and_range():
 
 
 def test_cost_curve_interpolates_and_never_extrapolates():
-    curve = CostCurve.from_rows([{"tokens": 4, "ms": 20.0}, {"tokens": 1, "ms": 10.0}, {"tokens": 8, "ms": 40.0}])
+    curve = Curve.from_rows([{"tokens": 4, "ms": 20.0}, {"tokens": 1, "ms": 10.0}, {"tokens": 8, "ms": 40.0}])
     assert curve.at(1) == 10.0 and curve.at(2.5) == 15.0 and curve.at(6) == 30.0
+    assert curve.at(10) == 50.0  # a prediction extends the last slope
     with pytest.raises(ValueError, match="outside the measured range"):
-        curve.at(9)
+        curve.at(9, extrapolate=False)  # a sentence about the shape reads only what was measured
     with pytest.raises(ValueError, match="increase"):
-        CostCurve((1, 1), (1.0, 2.0))
+        Curve(((1, 1.0), (1, 2.0)))
 
 
 def test_ancestors_walk_up_to_the_root():
@@ -235,19 +236,19 @@ def test_exit_sweep_figure_gives_each_measure_its_own_axis_from_zero():
 
 def test_regime_and_bend_come_from_the_cost_curve():
     sizes = (1, 2, 4, 8, 16, 32)
-    flat = CostCurve(sizes, (10.0, 10.1, 10.2, 10.3, 10.5, 11.0))
-    proportional = CostCurve(sizes, tuple(10.0 * n for n in sizes))
-    knee = CostCurve(sizes, (10.0, 10.2, 10.5, 11.0, 20.0, 40.0))  # flat up to 8, then doubles per doubling
+    flat = Curve.of(sizes, (10.0, 10.1, 10.2, 10.3, 10.5, 11.0))
+    proportional = Curve.of(sizes, tuple(10.0 * n for n in sizes))
+    knee = Curve.of(sizes, (10.0, 10.2, 10.5, 11.0, 20.0, 40.0))  # flat up to 8, then doubles per doubling
     assert takeaways.elasticity(proportional, 2, 8) == pytest.approx(1.0)
     assert takeaways.regime(flat, 32).name == "memory-bound" and "nearly free" in takeaways.regime(flat, 32).sentence()
     assert takeaways.regime(proportional, 8).name == "compute-bound"
     assert "every verify node costs" in takeaways.regime(proportional, 8).sentence()
     assert takeaways.regime(knee, 8).name == "memory-bound" and takeaways.regime(knee, 32).name == "between the two regimes"
-    steep = CostCurve(sizes + (64, 128, 256), (10.0, 10.2, 10.5, 11.0, 12.0, 14.0, 28.0, 56.0, 112.0))
+    steep = Curve.of(sizes + (64, 128, 256), (10.0, 10.2, 10.5, 11.0, 12.0, 14.0, 28.0, 56.0, 112.0))
     assert takeaways.regime(steep, 8).name == "memory-bound" and takeaways.regime(steep, 256).name == "compute-bound"
     assert takeaways.regime(knee, 8).ratio == pytest.approx(1.1)
     assert takeaways.bend(knee) == 8 and takeaways.bend(flat) is None and takeaways.bend(proportional) == 1
-    noisy = CostCurve(sizes, (10.0, 10.2, 20.0, 10.5, 20.0, 40.0))  # one steep segment at 2→4 is noise
+    noisy = Curve.of(sizes, (10.0, 10.2, 20.0, 10.5, 20.0, 40.0))  # one steep segment at 2→4 is noise
     assert takeaways.bend(noisy) == 8
     with pytest.raises(ValueError, match="outside the measured range"):
         takeaways.regime(flat, 64)

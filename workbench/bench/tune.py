@@ -7,10 +7,11 @@ extra tokens accepted stop paying for the extra tokens verified. Steps:
 
 1. **Costs.** ms of one target forward of N verify tokens (N = 1 is a decode step) and of one
    draft forward of ``rows`` tokens.
-2. **Predict.** One step costs about ``num_steps`` draft forwards of ``topk`` rows plus one verify
-   of ``num_draft_tokens``; it emits at most ``num_steps + 1`` tokens. ``bound`` = the speedup
-   over decoding if every draft were accepted: trees with ``bound < 1`` cannot win and are
-   skipped (unless nothing is left).
+2. **Predict.** The project's one cost model (``workbench/cost_model.py``) prices a step: the
+   verify of ``num_draft_tokens``, the draft's extend and its later levels of ``topk`` rows, and
+   the step's measured overhead outside the forwards; a step emits at most ``num_steps + 1``
+   tokens. ``bound`` = the speedup over decoding if every draft were accepted: trees with
+   ``bound < 1`` cannot win and are skipped (unless nothing is left).
 3. **Measure.** Run each remaining tree, and plain decoding, on a few short prompts (not
    Spec-Bench's: those are for evaluation) and keep the tree with the best tokens/s.
 
@@ -29,11 +30,13 @@ from statistics import mean
 
 from workbench.measure.cost import measure_draft_cost, measure_verify_cost, measure_verify_cost_beside
 from workbench.measure.floor import compute_floor, memory_floor
+from workbench.measure.step_cost import measure_overhead, measurement_label
+from workbench.cost_model import Overhead, StepCost
 from workbench.engine.config import SpecConfig, parse_spec
 from workbench.engine.frameworks import framework_flags
 from workbench.engine.sampling import SamplingParams
 from workbench.errors import ArgumentParser, reports_user_errors
-from workbench.metrics import predicted_speedup, speedup, tau
+from workbench.metrics import speedup, tau
 from workbench.models.linear import plain_products
 
 VERIFY_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
@@ -63,8 +66,9 @@ def tree_name(spec: SpecConfig) -> str:
 
 
 def measure_costs(wb, prefix_len: int = 256, repeats: int = 3, beside_plain: bool = False) -> dict:
-    """Verify cost curve (ms against verify tokens), draft cost (ms against rows), the memory
-    floor of one decode step (``floor.memory_floor``) and the compute floor of a forward
+    """Verify cost curve (ms against verify tokens), draft cost (ms against rows), the step's
+    overhead outside the forwards (``step_cost.measure_overhead``), the memory floor of one
+    decode step (``floor.memory_floor``) and the compute floor of a forward
     (``floor.compute_floor``: with the memory floor, the roofline of every verify size).
     ``beside_plain``: the verify curve also with ``F.linear`` for every product, the two taking
     turns (``cost.measure_verify_cost_beside``), as ``"plain": {"verify", "decode_ms"}``."""
@@ -75,40 +79,28 @@ def measure_costs(wb, prefix_len: int = 256, repeats: int = 3, beside_plain: boo
     else:
         verify = measure_verify_cost(wb.target, VERIFY_SIZES, prefix_len, repeats, warmup=1)
     draft = measure_draft_cost(wb.target, wb.draft, DRAFT_ROWS, prefix_len, repeats, warmup=1) if wb.draft else []
+    forwards = StepCost.from_rows(verify, draft)
+    source = wb.loaded_draft() if wb.draft is not None else None
     costs = {"prefix_len": prefix_len, "verify": verify, "draft": draft, "decode_ms": verify[0]["ms"],
+             "overhead": measure_overhead(wb, source, forwards, prefix_len), "measured": measurement_label(wb),
              "floor": memory_floor(wb.target), "compute": compute_floor(wb.target, prefix_len)}
     if plain is not None:
         costs["plain"] = {"verify": plain, "decode_ms": plain[0]["ms"]}
     return costs
 
 
-def _interp(points: list[tuple[float, float]], x: float) -> float:
-    """Piecewise-linear through (x, y) points sorted by x; straight line beyond the ends."""
-    if len(points) == 1:
-        return points[0][1]
-    for (x0, y0), (x1, y1) in zip(points, points[1:]):
-        if x <= x1 or (x1, y1) == points[-1]:
-            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
-    return points[-1][1]
-
-
-def verify_ms(costs: dict, tokens: int) -> float:
-    """ms of one verify forward of ``tokens``, interpolated on the measured curve."""
-    return _interp([(p["tokens"], p["ms"]) for p in costs["verify"]], tokens)
-
-
-def draft_ms(costs: dict, rows: int) -> float:
-    """ms of one draft forward of ``rows`` tokens (0 without a measured head)."""
-    return _interp([(p["rows"], p["ms"]) for p in costs["draft"]] or [(1, 0.0)], rows)
+def cost_model(costs: dict) -> StepCost:
+    """The one cost model (``workbench/cost_model.py``) from ``measure_costs``' curves, with the
+    step's overhead outside the forwards where ``costs`` holds it (``step_cost.measure_overhead``)."""
+    return StepCost.from_rows(costs["verify"], costs["draft"], source="measured by tune",
+                              overhead=Overhead(**costs.get("overhead", {})), measured=costs.get("measured", ""))
 
 
 def predict(costs: dict, spec: SpecConfig) -> dict:
-    """Predicted ms of one step and the speedup bound if every draft were accepted."""
-    # num_steps draft forwards: the extend (about one row per accepted token), then a level of topk rows each
-    draft, verify = spec.num_steps * draft_ms(costs, spec.topk), verify_ms(costs, spec.num_draft_tokens)
-    best_case = predicted_speedup(spec.num_steps + 1, verify, draft, costs["decode_ms"])
-    return {"draft_ms": round(draft, 2), "verify_ms": round(verify, 2), "step_ms": round(draft + verify, 2),
-            "bound": round(best_case, 3)}
+    """The cost model's parts of one step and the speedup bound if every draft were accepted
+    (τ = ``num_steps + 1``)."""
+    best_case = cost_model(costs).predict(spec, spec.num_steps + 1)
+    return {**best_case.parts.as_dict(), "bound": round(best_case.speedup, 3)}
 
 
 def _run(wb, spec: SpecConfig, prompts: list[list[int]], max_new_tokens: int) -> dict:
@@ -142,8 +134,7 @@ def search(wb, costs: dict, grid=GRID, max_new_tokens: int = 40, max_trees: int 
         trees.append({"tree": tree_name(spec), "num_draft_tokens": spec.num_draft_tokens, "num_steps": spec.num_steps,
                       "topk": spec.topk, **pred, "measured_step_ms": round(got["measured_step_ms"], 2),
                       "tau": round(got["tau"], 3), "tokens_per_s": round(got["tokens_per_s"], 2),
-                      "predicted_speedup": round(predicted_speedup(got["tau"], pred["verify_ms"], pred["draft_ms"],
-                                                                   costs["decode_ms"]), 3),
+                      "predicted_speedup": round(cost_model(costs).predict(spec, got["tau"]).speedup, 3),
                       "measured_speedup": round(speedup(got["tokens_per_s"], base), 3)})
         t = trees[-1]
         log(f"tune: {t['tree']:>8}  tau {t['tau']:.2f}  {t['tokens_per_s']:.1f} tok/s  x{t['measured_speedup']:.2f} "

@@ -28,16 +28,12 @@ without it its estimate has drifted back most of the way to the prior, and it ru
 prior could win. A setting that loses on cost even at its prior (a verify too dear for the
 batch) is never tried, which is the point: exploring costs steps.
 
-**Step cost** (``StepCost``) comes from this machine's measured curves: a target verify of
-B x N tokens (N = ``num_draft_tokens``; 1 for plain decoding) plus the draft's forwards, one per
-level, of B rows at the first level and B x ``topk`` at each later one. The curves are given to
-the policy (``StepCost`` has no clock): ``workbench/measure/step_cost.py`` measures them once per
-CPU and caches them; tests pass made-up curves, so nothing is timed there. Each curve is read as
-measured, interpolated linearly between measured sizes and extended past the largest along its
-last slope; not through a monotone fit: the products of one row and of a few take different BLAS
-paths, and on a CPU where the few-row path is the faster one a verify of 4 tokens costs less than
-a decode step of 1, in every round (the step cost is cached only when its rounds agree), which is
-what plain decoding pays and what ``auto`` must weigh it by.
+**Step cost** is the project's one cost model (``workbench/cost_model.py``, ``StepCost``): a
+target verify of B x N tokens (N = ``num_draft_tokens``; 1 for plain decoding), the draft's
+extend over the tokens each request is expected to emit and its later levels of B x ``topk``
+rows, and the step's measured overhead outside the forwards. The model is given to the policy
+(it has no clock): ``workbench/measure/step_cost.py`` measures it once per machine and caches it;
+tests pass made-up curves, so nothing is timed there.
 
 **The steps' own clock** (``correct``, on by default). The curves time the forwards alone; a
 whole step also samples, walks the tree, commits KV, extends the draft over the accepted tokens
@@ -91,6 +87,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from workbench.cost_model import StepCost
 from workbench.engine.config import SpecConfig
 from workbench.engine.choice import OFF, Choice, draft_source_of, parse_setting, setting_label
 from workbench.engine.request import Request
@@ -108,64 +105,6 @@ def prior_tokens(spec: SpecConfig) -> float:
     accepted with chance ``PRIOR_ACCEPT`` given the one above."""
     levels = min(spec.num_steps, spec.num_draft_tokens - 1)
     return 1 + sum(PRIOR_ACCEPT ** i for i in range(1, levels + 1))
-
-
-def _interpolate(points: tuple[tuple[int, float], ...], x: float) -> float:
-    """The piecewise-linear curve through ``points`` (sizes increasing) at ``x``: the first
-    value below the first size, the last segment's slope past the last size."""
-    (x0, y0) = points[0]
-    if x <= x0 or len(points) == 1:
-        return y0 if x <= x0 else y0 * x / x0  # one point: proportional to the size past it
-    for (xa, ya), (xb, yb) in zip(points, points[1:]):
-        if x <= xb:
-            return ya + (yb - ya) * (x - xa) / (xb - xa)
-    (xa, ya), (xb, yb) = points[-2], points[-1]
-    return yb + (yb - ya) * (x - xb) / (xb - xa)
-
-
-def _checked(points, what: str) -> tuple[tuple[int, float], ...]:
-    points = tuple((int(n), float(ms)) for n, ms in points)
-    if any(n < 1 or ms <= 0 for n, ms in points):
-        raise ValueError(f"{what}: each point is (tokens >= 1, ms > 0), got {points}")
-    sizes = [n for n, _ in points]
-    if any(b <= a for a, b in zip(sizes, sizes[1:])):
-        raise ValueError(f"{what}: sizes must increase, got {sizes}")
-    return points
-
-
-@dataclass(frozen=True)
-class StepCost:
-    """What a decode step costs on this machine, from measured (size, ms) points.
-
-    ``verify``: one target forward + logits of that many tokens, the whole batch's together
-    (size 1 is a plain decode step of one request). ``draft``: one draft forward of that many
-    rows; empty when the draft runs no forward (the n-gram lookup). ``source``: where the
-    points came from, for the reasons traces show ("measured", "cached", "given")."""
-
-    verify: tuple[tuple[int, float], ...]
-    draft: tuple[tuple[int, float], ...] = ()
-    source: str = "given"
-
-    def __post_init__(self) -> None:
-        if not self.verify:
-            raise ValueError("a step cost needs at least one verify point (tokens, ms)")
-        # lists (from JSON) become tuples: a StepCost compares and hashes
-        object.__setattr__(self, "verify", _checked(self.verify, "verify cost"))
-        object.__setattr__(self, "draft", _checked(self.draft, "draft cost"))
-
-    def verify_ms(self, tokens: int) -> float:
-        return _interpolate(self.verify, tokens)
-
-    def draft_ms(self, rows: int) -> float:
-        return _interpolate(self.draft, rows) if self.draft else 0.0
-
-    def step_ms(self, spec: SpecConfig, batch: int) -> float:
-        """One decode step of ``batch`` requests under ``spec``: the verify of every request's
-        block, and for a speculative setting its draft levels (1 row per request, then topk)."""
-        if not spec.speculative:
-            return self.verify_ms(batch)
-        drafting = self.draft_ms(batch) + (spec.num_steps - 1) * self.draft_ms(batch * spec.topk)
-        return self.verify_ms(batch * spec.num_draft_tokens) + drafting
 
 
 @dataclass
@@ -188,7 +127,7 @@ class Auto:
     """Off or one of ``candidates`` at each step, by expected tokens per second (module docstring).
 
     ``cost`` must be set before the first ``choose`` (the load benchmark and the app measure
-    it, ``bench/step_cost.py``; tests give one). ``prior_steps``: the weight, in steps, of each
+    it, ``measure/step_cost.py``; tests give one). ``prior_steps``: the weight, in steps, of each
     estimate's prior; ``horizon``: steps over which a setting's evidence fades while it is idle;
     ``correct``: scale the curves by the steps' own clock; ``stay``: how much more another
     setting must promise than the last step's (once that one was timed) to replace it;
@@ -215,7 +154,7 @@ class Auto:
         self.mine: dict[int, dict[SpecConfig, Evidence]] = {}  # request id -> its own evidence
         self.overheads: dict[SpecConfig, float] = {}  # setting -> ms its steps take at pace 1 / ms predicted
         self.pace = 1.0  # the machine's pace: ms a step takes / ms its setting's overhead and the curves say
-        self._started: tuple[SpecConfig, int, float] | None = None  # the step under way: setting, batch, clock
+        self._started: tuple[SpecConfig, int, float, float] | None = None  # the step under way: setting, batch, predicted ms, clock
         self.last: SpecConfig | None = None  # the setting of the step before
 
     def settings(self) -> tuple[SpecConfig, ...]:
@@ -237,7 +176,11 @@ class Auto:
         if self.cost is None:
             raise ValueError("auto weighs each setting by its measured step cost, and none was given: measure one "
                              "(workbench.measure.step_cost.step_cost_for) or pass Auto(cost=StepCost(...))")
-        return [(s, self.expected_tokens(s, batch), self.step_ms(s, len(batch))) for s in self.settings()]
+        out = []
+        for s in self.settings():
+            tokens = self.expected_tokens(s, batch)
+            out.append((s, tokens, self.step_ms(s, len(batch), tokens / len(batch))))
+        return out
 
     def overhead(self, spec: SpecConfig) -> float:
         """What ``spec``'s steps took over what the curves predicted, at the machine's pace of
@@ -249,10 +192,10 @@ class Auto:
         times the machine's pace (module docstring)."""
         return self.overhead(spec) * self.pace
 
-    def step_ms(self, spec: SpecConfig, batch: int) -> float:
-        """What a step of ``batch`` requests under ``spec`` is expected to take: the curves'
-        prediction, scaled by the steps' own clock (module docstring)."""
-        return self.cost.step_ms(spec, batch) * self.ratio(spec)
+    def step_ms(self, spec: SpecConfig, batch: int, tau: float | None = None) -> float:
+        """What a step of ``batch`` requests under ``spec`` is expected to take when each emits
+        ``tau`` tokens: the cost model's prediction, scaled by the steps' own clock (module docstring)."""
+        return self.cost.step_ms(spec, batch, tau) * self.ratio(spec)
 
     def choose(self, batch: list[Request]) -> Choice:
         scored = self.rates(batch)
@@ -268,16 +211,17 @@ class Auto:
         self.last = best[0]
         if self.correct:  # a step that runs the draft over a newcomer's prompt is not timed (docstring)
             prompt = best[0].speculative and any(len(r.pending_tokens) > CATCH_UP for r in batch)
-            self._started = None if prompt else (best[0], len(batch), self.clock())
+            predicted = self.cost.step_ms(best[0], len(batch), best[1] / len(batch))  # before the clock's scaling
+            self._started = None if prompt else (best[0], len(batch), predicted, self.clock())
         return Choice(self.name, best[0], f"{said(*best)}{' <' if why else ' >'} {said(*runner)}{why}")
 
     def observe(self, choice: Choice, batch: list[Request]) -> None:
         keep = 1 - 1 / self.horizon
         if self._started is not None:
-            spec, size, started = self._started
+            spec, size, predicted, started = self._started
             self._started = None
             if spec == choice.spec and size == len(batch):
-                self._time(spec, (self.clock() - started) * 1e3, self.cost.step_ms(spec, size))
+                self._time(spec, (self.clock() - started) * 1e3, predicted)
         running = {r.rid for r in batch}
         self.mine = {rid: ev for rid, ev in self.mine.items() if rid in running}  # the finished leave
         for spec in self.candidates:

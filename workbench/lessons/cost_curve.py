@@ -11,8 +11,8 @@ of a round alike instead of making one size look dear.
 sizes is noise, pooled. ``round_fits`` fits each round alone: where a sentence names a regime or
 a bend, it reads it off the fit and says whether every round's fit agrees (``takeaways``).
 
-``CostCurve`` is one curve read at any N by linear interpolation between measured sizes (a cost
-model needs e.g. B(γ + 1) tokens for a batch of chains); it never extrapolates.
+Each of these is a ``workbench.cost_model.Curve``, the cost model's own curve: the lessons read
+forwards at any N through the same interpolation as every prediction in the project.
 """
 
 from __future__ import annotations
@@ -23,34 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from workbench.cost_model import Curve
 from workbench.measure.cost import chain_batch, prefilled, time_ms
 from workbench.lessons import smoke
-from workbench.timing import Spread, interleaved, monotone, spread
-
-
-@dataclass(frozen=True)
-class CostCurve:
-    tokens: tuple[int, ...]  # measured sizes N, increasing
-    ms: tuple[float, ...]  # one forward over N tokens
-
-    def __post_init__(self):
-        if len(self.tokens) != len(self.ms) or len(self.tokens) < 2:
-            raise ValueError("a cost curve needs at least two (tokens, ms) points of equal count")
-        if list(self.tokens) != sorted(set(self.tokens)):
-            raise ValueError(f"measured sizes must increase strictly, got {self.tokens}")
-
-    @classmethod
-    def from_rows(cls, rows: list[dict]) -> "CostCurve":
-        """From ``measure_verify_cost``'s rows ``{"tokens": N, "ms": t}``."""
-        rows = sorted(rows, key=lambda r: r["tokens"])
-        return cls(tuple(r["tokens"] for r in rows), tuple(r["ms"] for r in rows))
-
-    def at(self, tokens: float) -> float:
-        """Cost of a forward over ``tokens`` tokens, interpolated linearly."""
-        if not self.tokens[0] <= tokens <= self.tokens[-1]:
-            raise ValueError(f"{tokens} tokens is outside the measured range "
-                             f"{self.tokens[0]}..{self.tokens[-1]}: measure it instead of extrapolating")
-        return float(np.interp(tokens, self.tokens, self.ms))
+from workbench.timing import Spread, interleaved, spread
 
 
 @dataclass(frozen=True)
@@ -61,7 +37,7 @@ class MeasuredCurve:
     def __post_init__(self):
         if not self.rounds or any(len(r) != len(self.tokens) for r in self.rounds):
             raise ValueError("one value per size in every round, at least one round")
-        CostCurve(self.tokens, self.rounds[0])  # the same checks on the sizes
+        Curve.of(self.tokens, self.rounds[0])  # the same checks on the sizes
 
     @classmethod
     def from_values(cls, values: dict[int, list[float]]) -> "MeasuredCurve":
@@ -75,18 +51,20 @@ class MeasuredCurve:
         return {n: spread(r[i] for r in self.rounds) for i, n in enumerate(self.tokens)}
 
     @property
-    def medians(self) -> CostCurve:
-        return CostCurve(self.tokens, tuple(s.median for s in self.spreads.values()))
+    def medians(self) -> Curve:
+        """The medians over the rounds, with each size's lowest and highest round."""
+        s = self.spreads.values()
+        return Curve(tuple(zip(self.tokens, (x.median for x in s))), tuple(x.low for x in s), tuple(x.high for x in s))
 
     @property
-    def fit(self) -> CostCurve:
-        """The non-decreasing fit of the medians: what a cost is read from."""
-        return CostCurve(self.tokens, tuple(monotone(self.tokens, self.medians.ms)))
+    def fit(self) -> Curve:
+        """The non-decreasing fit of the medians: what a sentence naming a regime reads."""
+        return self.medians.fit
 
     @property
-    def round_fits(self) -> list[CostCurve]:
+    def round_fits(self) -> list[Curve]:
         """Each round's own non-decreasing fit: how far a reading off the fit moves with the noise."""
-        return [CostCurve(self.tokens, tuple(monotone(self.tokens, r))) for r in self.rounds]
+        return [Curve.of(self.tokens, r).fit for r in self.rounds]
 
     def ms(self, size: int, round_: int) -> float:
         """One round's measured value at ``size``."""

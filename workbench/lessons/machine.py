@@ -9,15 +9,7 @@ import os
 import platform
 from pathlib import Path
 
-
-def cpu_model() -> str:
-    """The CPU's marketing name (``/proc/cpuinfo`` on Linux), else what ``platform`` knows."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text(errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine() or "unknown CPU"
+from workbench.cpu_choices import cpu_model  # noqa: F401 - the notebooks import it from here
 
 
 def machine_label(now: datetime.datetime | None = None, dtype: str | None = None,

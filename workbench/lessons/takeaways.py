@@ -7,7 +7,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from workbench.lessons.cost_curve import CostCurve
+from workbench.cost_model import Curve
 from workbench.timing import NOISE, Spread, Verdict
 
 # How a forward's cost follows its size N between two measured sizes: the elasticity
@@ -40,11 +40,11 @@ def within(difference: float, tolerance: float = FP32_ATOL) -> str:
     return f"{side} the tolerance of {tolerance:.0e} (largest difference {difference:.1e})"
 
 
-def elasticity(curve: CostCurve, lo: float, hi: float) -> float:
+def elasticity(curve: Curve, lo: float, hi: float) -> float:
     """How the forward's cost follows its size from ``lo`` to ``hi`` tokens (0 flat, 1 proportional)."""
     if not lo < hi:
         raise ValueError(f"need lo < hi, got {lo} and {hi}")
-    return math.log(curve.at(hi) / curve.at(lo)) / math.log(hi / lo)
+    return math.log(curve.at(hi, extrapolate=False) / curve.at(lo, extrapolate=False)) / math.log(hi / lo)
 
 
 REGIMES = ("memory-bound", "between the two regimes", "compute-bound")  # in order of elasticity
@@ -95,24 +95,24 @@ class Regime:
                 "costs a noticeable share of a decode step")
 
 
-def regime(curve: CostCurve, tokens: int, rounds: list[CostCurve] = ()) -> Regime:
+def regime(curve: Curve, tokens: int, rounds: list[Curve] = ()) -> Regime:
     """The regime of a verify block of ``tokens`` tokens (> 1): how the cost follows N over the
     last factor of 8 up to it (from N = 1 for blocks of 8 or fewer), local enough to see a bend and
     wide enough that one noisy point does not decide it. The ratio is against a decode step (N = 1).
     ``rounds``: each round's own fit, read the same way, to say whether the noise could move the call."""
-    if tokens <= curve.tokens[0]:
+    if tokens <= curve.sizes[0]:
         raise ValueError(f"a verify block of {tokens} tokens is not bigger than a decode step")
-    lo = max(curve.tokens[0], tokens / 8)
+    lo = max(curve.sizes[0], tokens / 8)
     e = elasticity(curve, lo, tokens)
     return Regime(tokens, curve.at(tokens) / curve.at(1), e, _regime_name(e),
                   tuple(elasticity(r, lo, tokens) for r in rounds))
 
 
-def bend(curve: CostCurve) -> int | None:
+def bend(curve: Curve) -> int | None:
     """The measured size N from which the cost follows N: every segment from N on has an
     elasticity of at least ``BEND`` (a single steep segment between flat ones is noise, not a
     bend). None if the last segment is still flat."""
-    sizes = curve.tokens
+    sizes = curve.sizes
     steep = [elasticity(curve, lo, hi) >= BEND for lo, hi in zip(sizes, sizes[1:])]
     start = len(steep)
     while start > 0 and steep[start - 1]:
@@ -120,7 +120,7 @@ def bend(curve: CostCurve) -> int | None:
     return sizes[start] if start < len(steep) else None
 
 
-def bend_sentence(fit: CostCurve, rounds: list[CostCurve]) -> str:
+def bend_sentence(fit: Curve, rounds: list[Curve]) -> str:
     """Where the fit bends, and whether the rounds' own fits put the bend at the same size."""
     knee, knees = bend(fit), [bend(r) for r in rounds]
     said = lambda k: "none (still flat)" if k is None else f"N = {k}"  # noqa: E731

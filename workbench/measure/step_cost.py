@@ -1,19 +1,25 @@
-"""This machine's step cost for the ``auto`` policy, measured once per CPU and cached.
+"""This machine's cost model (``workbench/cost_model.py``), measured once per machine and cached.
 
-``step_cost_for(wb, source)`` returns the ``StepCost`` (``engine/auto.py``) that ``auto`` weighs
-its candidates by: the loaded target's verify cost at ``VERIFY_SIZES`` total tokens and the
-draft's forward cost at ``DRAFT_ROWS`` rows (``cost.py``'s ``measure_verify_cost`` and
-``measure_draft_cost``, after a committed prefix of ``PREFIX`` tokens). What a draft forward costs
-depends on the draft source: the EAGLE head is timed; a draft model is timed as a target of its
-own; the early exit ``exit:N`` runs N of the target's L layers, so its forward is taken as N / L
-of a verify of as many tokens; the n-gram lookup runs no forward.
+``step_cost_for(wb, source)`` returns the ``StepCost`` every prediction reads (``auto``, ``bench
+tune``, the bench report, the app's Compare, the notebooks): the loaded target's verify cost at
+``VERIFY_SIZES`` total tokens and the draft's forward cost at ``DRAFT_ROWS`` rows (``cost.py``'s
+``measure_verify_cost`` and ``measure_draft_cost``, after a committed prefix of ``PREFIX``
+tokens), and the step's **overhead** outside the forwards: real engine steps, plain and
+speculative (``OVERHEAD_SETTING``), of ``OVERHEAD_BATCHES`` requests, timed whole, less what the
+curves say their forwards cost; a line through the two batches gives ms per step and ms per
+request. What a draft forward costs depends on the draft source: the EAGLE head is timed; a draft
+model is timed as a target of its own; the early exit ``exit:N`` runs N of the target's L layers,
+so its forward is taken as N / L of a verify of as many tokens; the n-gram lookup runs no forward.
 
 The measurement runs ``ROUNDS`` whole rounds one after another (seconds on a small model)
 and is cached in ``<cache>/step-costs.json`` (``<cache>`` as for the model store) under the CPU
 (``cpu_choices.cpu_signature``), torch version, threads, device, dtype, the target's and the
-draft's shapes, only when the rounds agree: every size's round medians within ``AGREE`` of their
-median. A busy machine makes them disagree; the medians are used for this run, nothing is
+draft's shapes, only when the curves' rounds agree: every size's round medians within ``AGREE`` of
+their median (the overhead, a difference of two times, is the median of its rounds and not held
+to that). A busy machine makes them disagree; the medians are used for this run, nothing is
 cached, and the next run measures again (as the linear-order choice does, ``cpu_choices.py``).
+Every figure that quotes the model names the measurement (``StepCost.measured``: date, CPU,
+threads, dtype).
 """
 
 from __future__ import annotations
@@ -27,8 +33,8 @@ import torch
 
 from workbench.measure.cost import measure_draft_cost, measure_verify_cost
 from workbench.cache_file import add_entry, read_entries
-from workbench.cpu_choices import cpu_signature
-from workbench.engine.auto import StepCost
+from workbench.cpu_choices import cpu_model, cpu_signature
+from workbench.cost_model import Overhead, StepCost
 from workbench.engine.draft_source import DraftSource
 
 CACHE_FILE = "step-costs.json"
@@ -46,6 +52,9 @@ REPEATS = 3  # timed calls per size in a round (their median), after one untimed
 ROUNDS = 3  # the median of three: one round a busy moment slowed does not move it
 TIMING = {"prefix_len": PREFIX, "repeats": REPEATS, "warmup": 1}
 AGREE = 0.25  # (max - min) / median of a size's round medians, at most, for a cacheable verdict
+OVERHEAD_BATCHES = (1, 4)  # requests in the engine steps timed for the overhead: a line through two batches
+OVERHEAD_STEPS = 6  # timed steps per batch and kind, after untimed ones (the prefill, the draft's catch-up)
+OVERHEAD_SETTING = dict(num_steps=3, topk=2, num_draft_tokens=4)  # a small tree: what a CPU runs
 
 
 def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None, log=None) -> StepCost:
@@ -57,21 +66,108 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
     path = Path(cache_dir) / CACHE_FILE if cache_dir is not None else _default_path()
     cached = read_entries(path).get(key)
     if _current(cached):
-        return StepCost(cached["verify"], cached["draft"],
-                        source=f"cached in {CACHE_FILE}")
-    say(f"[auto] timing verify and draft forwards on this CPU ({ROUNDS} rounds, once, a few seconds)")
+        return _model(cached, source=f"cached in {CACHE_FILE}")
+    say(f"[cost] timing verify and draft forwards and engine steps on this machine ({ROUNDS} rounds, once, "
+        "seconds)")
     t0 = time.perf_counter()
-    rounds = [_measure(wb, source) for _ in range(ROUNDS)]
-    say(f"[auto] measured in {time.perf_counter() - t0:.0f} s")
+    rounds = []
+    for _ in range(ROUNDS):
+        verify, draft = _measure(wb, source)
+        rounds.append((verify, draft, measure_overhead(wb, source, StepCost(verify, draft))))
+    say(f"[cost] measured in {time.perf_counter() - t0:.0f} s")
     verify, v_agree = _agreed([r[0] for r in rounds])
     draft, d_agree = _agreed([r[1] for r in rounds])
+    entry = {"verify": verify, "draft": draft, "verify_range": _ranges([r[0] for r in rounds]),
+             "draft_range": _ranges([r[1] for r in rounds]),
+             "overhead": {k: round(median(r[2][k] for r in rounds), 3) for k in rounds[0][2]},
+             "measured": measurement_label(wb), "cpu": cpu_signature(), "rounds": ROUNDS,
+             "per_round": [{"verify": v, "draft": d, "overhead": o} for v, d, o in rounds]}
     if not (v_agree and d_agree):
-        say(f"[auto] the {ROUNDS} rounds differ by more than {AGREE:.0%} at some size (a busy machine?): "
+        say(f"[cost] the {ROUNDS} rounds differ by more than {AGREE:.0%} at some size (a busy machine?): "
             "their medians are used for this run, nothing cached, measured again next run")
-        return StepCost(verify, draft, source="measured, rounds disagreed")
-    add_entry(path, key, {"verify": verify, "draft": draft, "cpu": cpu_signature(), "rounds": ROUNDS,
-                       "per_round": [{"verify": v, "draft": d} for v, d in rounds]}, "[auto]", "the step cost")
-    return StepCost(verify, draft, source="measured on this CPU")
+        return _model(entry, source="measured, rounds disagreed")
+    add_entry(path, key, entry, "[cost]", "the step cost")
+    return _model(entry, source="measured on this machine")
+
+
+def _model(entry: dict, source: str) -> StepCost:
+    return StepCost(entry["verify"], entry["draft"], source=source, overhead=Overhead(**entry["overhead"]),
+                    measured=entry.get("measured", ""), verify_range=entry.get("verify_range", ()),
+                    draft_range=entry.get("draft_range", ()))
+
+
+def measurement_label(wb) -> str:
+    """Which measurement: the date, the machine, threads and dtype (every figure that quotes it says so)."""
+    import datetime
+
+    day = datetime.date.today().isoformat()
+    return f"{day}, {cpu_model()}, {torch.get_num_threads()} threads, {wb.dtype_name}"
+
+
+def _ranges(rounds: list[list[tuple[int, float]]]) -> list[tuple[float, float]]:
+    """Per size, the lowest and highest of the round medians."""
+    return [(min(r[i][1] for r in rounds), max(r[i][1] for r in rounds)) for i in range(len(rounds[0]))]
+
+
+def measure_overhead(wb, source: DraftSource | None, forwards: StepCost, prefix_len: int = PREFIX) -> dict[str, float]:
+    """What engine steps take beyond their forwards (module docstring), as ``Overhead``'s fields:
+    plain steps, and with a draft ``source`` speculative steps of ``OVERHEAD_SETTING``, each at
+    ``OVERHEAD_BATCHES`` requests of ``prefix_len``-token prompts; ``forwards`` prices the forwards
+    (curves measured after the same prefix, without overhead)."""
+    from workbench.engine.config import SpecConfig
+
+    plain = [_step_overhead(wb, SpecConfig("vanilla"), b, forwards, prefix_len) for b in OVERHEAD_BATCHES]
+    out = dict(zip(("plain_per_step", "plain_per_request"), _line(OVERHEAD_BATCHES, plain)))
+    if source is None:
+        return {**out, "spec_per_step": 0.0, "spec_per_request": 0.0}
+    spec = SpecConfig.from_knobs("eagle2", **OVERHEAD_SETTING, draft=source)
+    spec_ms = [_step_overhead(wb, spec, b, forwards, prefix_len) for b in OVERHEAD_BATCHES]
+    return {**out, **dict(zip(("spec_per_step", "spec_per_request"), _line(OVERHEAD_BATCHES, spec_ms)))}
+
+
+def _line(xs: tuple[int, ...], ys: list[float]) -> tuple[float, float]:
+    """(intercept, slope) through the first and last point, rounded to µs."""
+    slope = (ys[-1] - ys[0]) / (xs[-1] - xs[0]) if len(xs) > 1 else 0.0
+    return round(ys[0] - slope * xs[0], 3), round(slope, 3)
+
+
+def _step_overhead(wb, spec, batch: int, forwards: StepCost, prefix_len: int) -> float:
+    """The median, over ``OVERHEAD_STEPS`` engine steps of ``batch`` requests under ``spec``, of a
+    step's wall time less its forwards' cost on the curves (the draft extend at the tokens each
+    request emitted in the step before). Requests of ``prefix_len`` random tokens, so the forwards see
+    the curves' prefix; the prefill and the first speculative step (the draft's catch-up over the
+    prompt) are not timed."""
+    gen = torch.Generator().manual_seed(batch)
+    vocab = wb.target.config.vocab_size
+    prompts = [torch.randint(0, vocab, (prefix_len,), generator=gen).tolist() for _ in range(batch)]
+    engine = wb.engine(spec)
+    engine.stop_ids = set()  # a random prompt may sample a stop token early: keep the batch whole
+    engine.add_requests(prompts, 2 + (OVERHEAD_STEPS + 2) * spec.num_draft_tokens)
+    untimed = 2 if spec.speculative else 1  # the prefill (and the catch-up)
+    out, emitted = [], [1.0] * batch
+    for k in range(untimed + OVERHEAD_STEPS):
+        if engine.done:
+            break
+        tau = sum(emitted) / batch
+        t0 = _synced(engine.device)
+        engine.step()
+        took = (_synced(engine.device) - t0) * 1e3
+        if k >= untimed and len(engine.running) == batch:
+            out.append(took - _forwards_ms(forwards, spec, batch, tau))
+        emitted = [r.accept_lengths[-1] if r.accept_lengths else 1 for r in engine.requests]
+    if not out:
+        raise RuntimeError(f"no engine step of {spec.name} at {batch} requests could be timed")
+    return median(out)
+
+
+def _forwards_ms(forwards: StepCost, spec, batch: int, tau: float) -> float:
+    return forwards.parts(spec, batch, tau).total_ms  # no overhead in ``forwards``: the forwards alone
+
+
+def _synced(device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
 
 
 def _measure(wb, source: DraftSource | None) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
@@ -103,7 +199,7 @@ def _current(cached) -> bool:
         draft = [int(n) for n, _ in cached["draft"]]
     except (KeyError, TypeError, ValueError):
         return False
-    return verify == list(VERIFY_SIZES) and draft in ([], list(DRAFT_ROWS))
+    return verify == list(VERIFY_SIZES) and draft in ([], list(DRAFT_ROWS)) and "overhead" in cached
 
 
 def _agreed(rounds: list[list[tuple[int, float]]]) -> tuple[list[tuple[int, float]], bool]:

@@ -1,0 +1,303 @@
+"""What a decode step costs on this machine, and what a setting is worth here: the one cost model.
+
+Every prediction in the project goes through ``StepCost``: the ``auto`` policy weighing its
+candidates, ``python -m workbench.bench tune`` ranking trees, the bench report's predicted column,
+the app's Compare and the notebooks. Plain Python, no torch: the curves are measured elsewhere
+(``workbench/measure/step_cost.py``, once per machine, threads and dtype, cached) or given (tests).
+
+A step of B requests under a setting (``num_steps`` S, ``topk`` K, ``num_draft_tokens`` D) is
+charged, in ms:
+
+    verify(B·D)                    one target forward + logits over every request's tree
+    + draft(B·τ)                   the draft extend: each request's accepted tokens and bonus
+                                   (τ rows a request on average; one when τ is not known yet)
+    + (S - 1) · draft(B·K)         the tree levels after the first, K frontier rows a request
+    + overhead(B)                  what a step spends outside the forwards: sampling, the tree
+                                   build, the accept walk, KV commit, Python per request
+
+and plain decoding ``verify(B) + overhead(B)``, where ``verify`` and ``draft`` are the measured
+curves (``Curve``: median ms per size with the range over the measurement's rounds) and the
+overhead is measured too, as ms per step plus ms per request, separately for plain and
+speculative steps (``Overhead``; zero when not measured, which prices the forwards alone).
+
+``predict(spec, tau, batch)`` turns a step's cost and τ (tokens a request emits per step) into
+tokens/s, TPOT and the speedup over plain decoding at the same batch.
+
+The curves are read as measured: linear between measured sizes, the first value below the first
+size, the last slope past the last size; not through a monotone fit. On a CPU the products of one
+row and of a few take different library paths, and a verify of a few tokens can cost less than a
+decode step of one in every round; that dip is what plain decoding pays and what a prediction
+must weigh it by. ``Curve.fit`` (the non-decreasing fit) is there for sentences that name a
+regime, not for predictions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from workbench.metrics import predicted_speedup
+from workbench.timing import monotone
+
+
+def _interpolate(points: tuple[tuple[int, float], ...], x: float) -> float:
+    """The piecewise-linear curve through ``points`` (sizes increasing) at ``x``: the first
+    value below the first size, the last segment's slope past the last size (one point:
+    proportional to the size past it)."""
+    (x0, y0) = points[0]
+    if x <= x0 or len(points) == 1:
+        return y0 if x <= x0 else y0 * x / x0
+    for (xa, ya), (xb, yb) in zip(points, points[1:]):
+        if x <= xb:
+            return ya + (yb - ya) * (x - xa) / (xb - xa)
+    (xa, ya), (xb, yb) = points[-2], points[-1]
+    return yb + (yb - ya) * (x - xb) / (xb - xa)
+
+
+def _checked(points, what: str) -> tuple[tuple[int, float], ...]:
+    points = tuple((int(n), float(ms)) for n, ms in points)
+    if any(n < 1 or ms <= 0 for n, ms in points):
+        raise ValueError(f"{what}: each point is (size >= 1, ms > 0), got {points}")
+    sizes = [n for n, _ in points]
+    if any(b <= a for a, b in zip(sizes, sizes[1:])):
+        raise ValueError(f"{what}: sizes must increase, got {sizes}")
+    return points
+
+
+@dataclass(frozen=True)
+class Curve:
+    """ms of one forward against its size (tokens or rows): the median at each measured size and,
+    where the measurement kept them, the lowest and highest of its rounds."""
+
+    points: tuple[tuple[int, float], ...]
+    low: tuple[float, ...] = ()
+    high: tuple[float, ...] = ()
+    what: str = "cost curve"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "points", _checked(self.points, self.what))
+        for name in ("low", "high"):
+            values = tuple(float(v) for v in getattr(self, name))
+            if values and len(values) != len(self.points):
+                raise ValueError(f"{self.what}: {name} needs one value per size, got {len(values)} for "
+                                 f"{len(self.points)} sizes")
+            object.__setattr__(self, name, values)
+
+    @classmethod
+    def of(cls, sizes, ms, what: str = "cost curve") -> Curve:
+        """From parallel sequences of sizes and ms."""
+        sizes, ms = tuple(sizes), tuple(ms)
+        if len(sizes) != len(ms):
+            raise ValueError(f"{what}: one ms per size, got {len(ms)} for {len(sizes)} sizes")
+        return cls(tuple(zip(sizes, ms)), what=what)
+
+    @classmethod
+    def from_rows(cls, rows: list[dict], size: str = "tokens", what: str = "cost curve") -> Curve:
+        """From measurement rows ``{size: N, "ms": t[, "lo": a, "hi": b]}`` (``measure/cost.py``)."""
+        rows = sorted(rows, key=lambda r: r[size])
+        spread = all("lo" in r and "hi" in r for r in rows)
+        return cls(tuple((r[size], r["ms"]) for r in rows), tuple(r["lo"] for r in rows) if spread else (),
+                   tuple(r["hi"] for r in rows) if spread else (), what)
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(n for n, _ in self.points)
+
+    @property
+    def ms(self) -> tuple[float, ...]:
+        return tuple(ms for _, ms in self.points)
+
+    def at(self, size: float, extrapolate: bool = True) -> float:
+        """ms at ``size``, read as measured (module docstring). ``extrapolate=False``: ValueError
+        outside the measured sizes (a sentence about the curve's shape reads only what was measured)."""
+        if not extrapolate and not self.sizes[0] <= size <= self.sizes[-1]:
+            raise ValueError(f"{size} is outside the measured range {self.sizes[0]}..{self.sizes[-1]}: "
+                             "measure it instead of extrapolating")
+        return _interpolate(self.points, size)
+
+    def range_at(self, size: float) -> tuple[float, float]:
+        """The lowest and highest of the rounds, read like the medians (the median twice when the
+        measurement kept no range)."""
+        if not self.low:
+            return self.at(size), self.at(size)
+        return (_interpolate(tuple(zip(self.sizes, self.low)), size),
+                _interpolate(tuple(zip(self.sizes, self.high)), size))
+
+    @property
+    def fit(self) -> Curve:
+        """The non-decreasing fit of the medians (``workbench.timing.monotone``): a larger forward
+        never costs less; for naming a regime, not for predicting (module docstring)."""
+        return Curve(tuple(zip(self.sizes, monotone(self.sizes, self.ms))), what=f"{self.what}, fit")
+
+    def as_pairs(self) -> list[list[float]]:
+        return [[n, ms] for n, ms in self.points]
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """ms a step spends outside the forwards, as ``per_step + per_request * B``, measured apart for
+    plain and speculative steps (``measure/step_cost.py``). All zero: not measured (forwards only)."""
+
+    plain_per_step: float = 0.0
+    plain_per_request: float = 0.0
+    spec_per_step: float = 0.0
+    spec_per_request: float = 0.0
+
+    def ms(self, speculative: bool, batch: int) -> float:
+        if speculative:
+            return max(0.0, self.spec_per_step + self.spec_per_request * batch)
+        return max(0.0, self.plain_per_step + self.plain_per_request * batch)
+
+    @property
+    def measured(self) -> bool:
+        return any((self.plain_per_step, self.plain_per_request, self.spec_per_step, self.spec_per_request))
+
+
+@dataclass(frozen=True)
+class StepParts:
+    """One step's predicted ms, part by part (``StepCost.parts``)."""
+
+    verify_ms: float
+    draft_extend_ms: float = 0.0
+    draft_levels_ms: float = 0.0
+    overhead_ms: float = 0.0
+
+    @property
+    def draft_ms(self) -> float:
+        return self.draft_extend_ms + self.draft_levels_ms
+
+    @property
+    def total_ms(self) -> float:
+        return self.verify_ms + self.draft_ms + self.overhead_ms
+
+    def as_dict(self, digits: int = 2) -> dict:
+        return {"verify_ms": round(self.verify_ms, digits), "draft_extend_ms": round(self.draft_extend_ms, digits),
+                "draft_levels_ms": round(self.draft_levels_ms, digits), "overhead_ms": round(self.overhead_ms, digits),
+                "step_ms": round(self.total_ms, digits)}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What a setting is worth at a batch: tokens per step, the step's parts, tokens/s, TPOT and the
+    speedup over plain decoding of the same batch on the same model."""
+
+    tau: float
+    batch: int
+    parts: StepParts
+    plain_ms: float
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.batch * self.tau / self.parts.total_ms * 1e3
+
+    @property
+    def tpot_ms(self) -> float:
+        """ms between a request's tokens: the step over the tokens it gives each request."""
+        return self.parts.total_ms / self.tau
+
+    @property
+    def speedup(self) -> float:
+        return predicted_speedup(self.tau, self.parts.verify_ms + self.parts.overhead_ms, self.parts.draft_ms,
+                                 self.plain_ms)
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """What a decode step costs on this machine (module docstring).
+
+    ``verify``: (tokens, ms) points of one target forward + logits over that many tokens, the
+    whole batch's together (size 1 is a plain decode step of one request); ``draft``: (rows, ms)
+    points of one draft forward, empty when the draft runs no forward (the n-gram lookup);
+    ``overhead``: the step outside the forwards; ``source``: where the points came from ("measured
+    on this CPU", "cached in ...", "given"); ``measured``: which measurement, for every figure
+    that quotes this model (the cache entry's date, CPU, threads and dtype); ``verify_range`` /
+    ``draft_range``: (low, high) per size over the measurement's rounds, where it kept them."""
+
+    verify: tuple[tuple[int, float], ...]
+    draft: tuple[tuple[int, float], ...] = ()
+    source: str = "given"
+    overhead: Overhead = field(default_factory=Overhead)
+    measured: str = ""
+    verify_range: tuple[tuple[float, float], ...] = ()
+    draft_range: tuple[tuple[float, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.verify:
+            raise ValueError("a step cost needs at least one verify point (tokens, ms)")
+        # lists (from JSON) become tuples: a StepCost compares and hashes
+        object.__setattr__(self, "verify", _checked(self.verify, "verify cost"))
+        object.__setattr__(self, "draft", _checked(self.draft, "draft cost"))
+        for name in ("verify_range", "draft_range"):
+            object.__setattr__(self, name, tuple((float(lo), float(hi)) for lo, hi in getattr(self, name)))
+        if isinstance(self.overhead, dict):
+            object.__setattr__(self, "overhead", Overhead(**self.overhead))
+
+    @property
+    def verify_curve(self) -> Curve:
+        lo, hi = zip(*self.verify_range) if self.verify_range else ((), ())
+        return Curve(self.verify, lo, hi, "verify cost")
+
+    @property
+    def draft_curve(self) -> Curve | None:
+        if not self.draft:
+            return None
+        lo, hi = zip(*self.draft_range) if self.draft_range else ((), ())
+        return Curve(self.draft, lo, hi, "draft cost")
+
+    def verify_ms(self, tokens: float) -> float:
+        return _interpolate(self.verify, tokens)
+
+    def draft_ms(self, rows: float) -> float:
+        return _interpolate(self.draft, rows) if self.draft else 0.0
+
+    def parts(self, spec, batch: int = 1, tau: float | None = None) -> StepParts:
+        """One step of ``batch`` requests under ``spec`` (a ``SpecConfig``), part by part. ``tau``:
+        the tokens each request emits a step, the rows of its draft extend (one when None)."""
+        if not spec.speculative:
+            return StepParts(self.verify_ms(batch), overhead_ms=self.overhead.ms(False, batch))
+        extend_rows = batch * max(1.0, tau if tau is not None else 1.0)
+        return StepParts(self.verify_ms(batch * spec.num_draft_tokens),
+                         draft_extend_ms=self.draft_ms(extend_rows),
+                         draft_levels_ms=(spec.num_steps - 1) * self.draft_ms(batch * spec.topk),
+                         overhead_ms=self.overhead.ms(True, batch))
+
+    def step_ms(self, spec, batch: int = 1, tau: float | None = None) -> float:
+        return self.parts(spec, batch, tau).total_ms
+
+    def plain_ms(self, batch: int = 1) -> float:
+        """One plain decode step of ``batch`` requests, overhead included."""
+        return self.verify_ms(batch) + self.overhead.ms(False, batch)
+
+    def predict(self, spec, tau: float | None = None, batch: int = 1) -> Prediction:
+        """What ``spec`` is worth at ``batch`` requests when each emits ``tau`` tokens a step
+        (plain decoding: 1, whatever ``tau`` says)."""
+        if batch < 1:
+            raise ValueError(f"batch must be >= 1, got {batch}")
+        if not spec.speculative:
+            tau = 1.0
+        elif tau is None or tau < 1:
+            raise ValueError(f"a speculative setting's prediction needs τ >= 1 (tokens per step), got {tau}")
+        return Prediction(float(tau), batch, self.parts(spec, batch, tau), self.plain_ms(batch))
+
+    def as_dict(self) -> dict:
+        """JSON-ready, as the cache and the reports keep it."""
+        o = self.overhead
+        return {"verify": [list(p) for p in self.verify], "draft": [list(p) for p in self.draft],
+                "overhead": {"plain_per_step": o.plain_per_step, "plain_per_request": o.plain_per_request,
+                             "spec_per_step": o.spec_per_step, "spec_per_request": o.spec_per_request},
+                "source": self.source, "measured": self.measured,
+                "verify_range": [list(r) for r in self.verify_range], "draft_range": [list(r) for r in self.draft_range]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> StepCost:
+        return cls(d["verify"], d.get("draft", ()), source=d.get("source", "given"),
+                   overhead=Overhead(**d.get("overhead", {})), measured=d.get("measured", ""),
+                   verify_range=d.get("verify_range", ()), draft_range=d.get("draft_range", ()))
+
+    @classmethod
+    def from_rows(cls, verify: list[dict], draft: list[dict] = (), **kw) -> StepCost:
+        """From measurement rows (``measure/cost.py``): verify ``{"tokens", "ms"[, "lo", "hi"]}``,
+        draft ``{"rows", "ms"[, "lo", "hi"]}``."""
+        v = Curve.from_rows(list(verify), "tokens")
+        d = Curve.from_rows(list(draft), "rows") if draft else None
+        return cls(v.points, d.points if d else (), verify_range=tuple(zip(v.low, v.high)),
+                   draft_range=tuple(zip(d.low, d.high)) if d else (), **kw)
