@@ -1,7 +1,8 @@
 """Which draft suits which task: a bench run's per-task τ and speedup of every draft route, as
 the small file the app shows beside τ.
 
-    python -m workbench.bench routes bench_out/routes/results.json --record docs/bench/draft-sources.md --out bench_out/draft-sources.json
+    python -m workbench.bench routes bench_out/routes/results.json --record docs/bench/draft-sources.md \
+        --out bench_out/draft-sources.json
 
 reads the ``results.json`` of ``python -m workbench bench --methods ...`` (methods with
 ``@ngram`` / ``@exit:N``; a speculative method without ``@`` drafts with the head) and keeps,
