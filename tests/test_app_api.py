@@ -403,6 +403,7 @@ def test_the_bench_asset_loader(tmp_path):
     line = bench.note_html(SpecConfig.from_knobs("eagle2", num_steps=4, topk=2, num_draft_tokens=5))
     assert "at 4/3/2, the measured tree nearest yours" in line and "math reasoning 3.10 (1.50×), QA 2.00" in line
     assert "<details><summary>how it was measured</summary>fixture CPU, fp32" in line  # the command folded away
+    assert "Quoted from the bench run of 2026-01-02 (docs/bench/fixture.md), not measured on this page" in line
     good = json.loads(BENCH.read_text())
     for change, message in [
         (lambda d: d["meta"].pop("cpu"), "meta.cpu must be a str, got None"),
@@ -433,7 +434,7 @@ def test_a_malformed_bench_asset_costs_only_its_line(tiny_model, tmp_path, capsy
     wb = Workbench.load(target=str(tiny_model), draft="random:1", dtype="fp32")
     build_app(wb, draft_bench=path).close()  # the page is built all the same
     err = capsys.readouterr().err
-    assert f"warning: {path}: meta.command must be a str, got None: the page shows no per-task τ" in err
+    assert f"warning: {path}: meta.record must be a str, got None: the page shows no per-task τ" in err
 
 
 def test_static_steps_and_calibration_fill_from_the_traces(app_url):
@@ -528,7 +529,8 @@ def test_a_step_that_accepts_nothing_says_why_and_offers_the_bench_best(app_url)
         pytest.fail("no step without an accepted draft in 30 steps")
     tr = v["trace"]
     assert f"Nothing accepted at step {tr['step']}: " in v["status"]
-    assert "The highest τ this machine's bench measured near your tree (8/5/4) is 3.30: the EAGLE head on math " \
+    assert "The highest τ the bench run of 2026-01-02 (docs/bench/fixture.md) measured near your tree (8/5/4) is " \
+           "3.30: the EAGLE head on math " \
            "reasoning, the task of the *math word problem* example." in v["status"]
     *filled, status = c.predict(*inputs(**changes), api_name="/take_suggestion")
     math = next(e for e in load_examples() if e["category"] == "math word problem")

@@ -126,6 +126,33 @@ def test_the_suggestion_is_the_bench_best_near_the_tree_that_this_app_can_run(wb
                       "ngram_max": 12}  # the n-gram draft takes no static tree
 
 
+def test_every_stored_figure_the_app_shows_names_its_record_and_date():
+    """The Step page's per-task τ and the Calibration tab's shipped table were measured by a bench
+    run, not on the page: each line that shows them names that run's record and date, and the
+    record exists."""
+    import json
+
+    from workbench.app.calibration import ASSET, shipped_calibration, shipped_source
+    from workbench.app.draft_bench import load_draft_bench
+    from workbench.app.guide import suggest
+    from workbench.app.ui import load_examples
+    from workbench.engine.config import SpecConfig
+
+    bench = load_draft_bench()  # the shipped asset
+    record, date = bench.meta["record"], bench.meta["date"][:10]
+    assert (ROOT / record).exists() and record.startswith("docs/bench/"), record
+    name = record.removeprefix("docs/bench/")
+    assert f"| [{name}]({name})" in (ROOT / "docs" / "bench" / "README.md").read_text()  # a row of the index
+    line = bench.note_html(SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=4))
+    assert f"Quoted from the bench run of {date} ({record}), not measured on this page" in line
+    best = suggest(bench, load_examples(), SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=4),
+                   lambda source: True)
+    assert f"The highest τ the bench run of {date} ({record}) measured" in best.sentence()
+    calibration = shipped_calibration()
+    assert (ROOT / ASSET).exists() and json.loads((ROOT / ASSET).read_text()) == calibration
+    assert shipped_source(calibration["meta"]) == f"The calibration run of {calibration['meta']['date']} ({ASSET})"
+
+
 def test_the_page_wires_every_setting_by_name(wb):
     from workbench.app.handlers import StepEvents
     from workbench.app.state import Settings, setting_names

@@ -208,6 +208,9 @@ def test_suite_end_to_end_on_a_tiny_model(tiny_dir, tmp_path):
     res = json.loads((out / "results.json").read_text())
     assert set(res) >= {"meta", "costs", "best_tree", "methods", "summary", "records", "records_t1"}
     assert res["best_tree"] == "6/3/2" and res["meta"]["questions"] == 2
+    meta = res["meta"]  # the record says where it came from (docs/bench/README.md)
+    assert {"command", "commit", "date", "dtype", "threads", "machine"} <= set(meta) and meta["threads"] == 1
+    assert meta["machine"]["cpu"] and meta["dtype"] == "fp32" and meta["draft"].startswith("random")
     assert list(res["summary"]) == methods.split(",")
     for name, s in res["summary"].items():
         assert {"tokens_per_s", "speedup_vs_vanilla", "speedup_vs_hf_greedy", "equal_to_vanilla", "per_task"} <= set(s)
@@ -225,6 +228,7 @@ def test_suite_end_to_end_on_a_tiny_model(tiny_dir, tmp_path):
     assert [c["tokens"] for c in res["costs"]["verify"]][:2] == [1, 2]
     md = (out / "report.md").read_text()
     assert "| `eagle2:best` |" in md and "## Verify cost" in md
+    assert f"{meta['date']}, commit {meta['commit'] or 'not recorded'}, " in md and "1 torch threads" in md
     page = (out / "figures.html").read_text()
     assert page.count("plotly-graph-div") >= 5 and "Verify cost" in page
 

@@ -248,6 +248,8 @@ def test_quick_writes_load_json_and_load_md_in_their_layout(quick_run, capsys):
     assert verdicts.count("- concurrency ") == 2 and "- rate 100/s: tokens/s: " in verdicts
     assert crossover.count("- concurrency ") == 2 and "`eagle2:4/3/2`" in crossover
     assert "fp32" in md and "1 torch threads" in md and result["command"] in md
+    assert {"commit", "date", "threads", "dtype"} <= set(result)  # where the record came from
+    assert f"{result['date']}, commit {result['commit'] or 'not recorded'}, " in md
     verdict = result["verdicts"][0]["throughput_tok_s"]
     assert "level within noise" in verdict or " wins: " in verdict
     assert "| concurrency | policy |" in capsys.readouterr().out

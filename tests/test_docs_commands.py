@@ -198,7 +198,8 @@ def test_a_renamed_flag_fails(monkeypatch):
 
 # ---- the cheap commands, run for real -------------------------------------------------------------
 CHEAP = [(where, cmd) for where, cmd in ALL
-         if re.match(r"python -m workbench (generate|fetch)\b|python -m workbench\.lessons\.notebooks check", cmd)]
+         if re.match(r"(\.venv/bin/)?python -m workbench (generate|fetch)\b|python -m workbench\.lessons\.notebooks check",
+                     cmd)]
 
 
 @pytest.mark.slow

@@ -91,5 +91,5 @@ def test_a_shorter_calibration_pass_is_the_first_steps_of_the_records():
 
 def test_stored_reports_count_what_each_verify_step_emitted():
     asset = BENCH.parents[1] / "workbench" / "assets" / "eagle-smollm2-135m" / "calibration.json"
-    reports = [str(p) for p in sorted(BENCH.glob("*.json"))]
+    reports = [str(p) for p in sorted(BENCH.rglob("*.json"))]  # the archive too
     assert main(["--check", *reports, "--calibration", str(asset)]) == 0, "run python -m tools.retau (its docstring)"

@@ -18,8 +18,8 @@ records of the same method: its τ is recomputed from them when they give back i
 count, accepted drafts and τ. A τ with no steps stored (the tuner's trees) is left as it is and
 listed.
 
-    python -m tools.retau docs/bench/*.json          # rewrite; print every τ that moved, old -> new
-    python -m tools.retau --check docs/bench/*.json  # exit 1 if a report still counts cut steps whole
+    python -m tools.retau docs/bench/*.json docs/bench/archive/*.json          # rewrite; print every τ that moved
+    python -m tools.retau --check docs/bench/*.json docs/bench/archive/*.json  # exit 1: a report counts cut steps whole
     python -m tools.retau docs/bench/*.json --calibration workbench/assets/eagle-smollm2-135m/calibration.json
 """
 

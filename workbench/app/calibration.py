@@ -16,12 +16,20 @@ from workbench.app.views import calibration_views
 from workbench.viz.calibration import calibration_html, depth_figure, reliability_figure
 
 
+ASSET = "workbench/assets/eagle-smollm2-135m/calibration.json"  # the shipped head's, as the docs name it
+
+
 def shipped_calibration() -> dict | None:
     """The benchmark's calibration of the shipped head, or None when the file is absent."""
     from workbench.models.heads import default_draft_dir
 
     path = Path(default_draft_dir()) / "calibration.json"
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def shipped_source(meta: dict) -> str:
+    """Which run the shipped calibration is, in words: its date and its file."""
+    return f"The calibration run of {meta.get('date', 'an unrecorded date')} ({ASSET})"
 
 
 def build_calibration_tab(wb, tab: gr.Tab, session: gr.State) -> None:
@@ -40,7 +48,8 @@ def build_calibration_tab(wb, tab: gr.Tab, session: gr.State) -> None:
         gr.Markdown("No precomputed calibration: run `python -m workbench.bench calibration`.")
         return
     meta = bench.get("meta", {})
-    gr.Markdown(f"`{meta.get('command', '')}` · {meta.get('method', '')} · {meta.get('questions', '?')} questions "
+    gr.Markdown(f"{shipped_source(meta)}, not measured on this page: "
+                f"`{meta.get('command', '')}` · {meta.get('method', '')} · {meta.get('questions', '?')} questions "
                 f"× {meta.get('max_new_tokens', '?')} tokens, temperature {meta.get('temperature', 0)}"
                 + ("" if str(wb.draft_source).endswith("eagle-smollm2-135m") or "eagle-smollm2-135m" in
                    str(wb.draft_source) else " (this app runs another head: the session view above is its own)"))

@@ -1,9 +1,14 @@
 """What the benchmark measured per task for each draft source, shown beside a step's τ so that a
 miss-heavy step on a task the draft is weak at reads as the task, not a bug.
 
-The asset (``workbench/assets/draft-sources.json``, written from a benchmark run) is::
+These figures were not measured on the page: they are a stored run's, so every line that shows one
+names the run's record and date (``DraftBench.source``) and says that the engine may have changed
+since.
 
-    {"meta": {"command": str, "date": str, "cpu": str, "dtype": str, "max_new_tokens": int},
+The asset (``workbench/assets/draft-sources.json``, written by ``python -m workbench.bench routes``
+from a benchmark run) is::
+
+    {"meta": {"record": str, "command": str, "date": str, "cpu": str, "dtype": str, "max_new_tokens": int},
      "routes": {"head 4/3/2": {"draft": "head" | "ngram:1-12" | "exit:28", "tree": "4/3/2",
                                "per_task": {"math_reasoning": {"tau": 3.1, "speedup": 1.4}, ...}}}}
 
@@ -26,7 +31,7 @@ from workbench.engine.drafts.registry import SOURCES
 DRAFT_NAMES = ", ".join(s.grammar for s in SOURCES.values() if not s.needs.head) + " or head"  # as a report names them
 
 ASSET = Path(__file__).resolve().parent.parent / "assets" / "draft-sources.json"
-META = {"command": str, "date": str, "cpu": str, "dtype": str, "max_new_tokens": int}
+META = {"record": str, "command": str, "date": str, "cpu": str, "dtype": str, "max_new_tokens": int}
 TASK_NAMES = {"qa": "QA", "rag": "RAG", "mt_bench": "MT-bench"}  # the others: underscores as spaces
 
 
@@ -49,6 +54,12 @@ class DraftBench:
     meta: dict
     routes: tuple[Route, ...]
 
+    @property
+    def source(self) -> str:
+        """Which run the figures are, in words: ``the bench run of 2026-12-03
+        (docs/bench/draft-sources.md)``."""
+        return f"the bench run of {self.meta['date'][:10]} ({self.meta['record']})"
+
     def route_for(self, spec: SpecConfig) -> Route | None:
         """The route measured with ``spec``'s draft source, at the tree nearest to ``spec``'s
         (the smallest sum of differences in D, S and K; the file's first on a tie); None if that
@@ -70,10 +81,12 @@ class DraftBench:
         tasks = ", ".join(f"{task_name(t)} {tau:.2f} ({speed:.2f}×)" for t, (tau, speed) in route.per_task.items())
         nearest = "" if route.tree == (spec.num_draft_tokens, spec.num_steps, spec.topk) else \
             ", the measured tree nearest yours"
-        how = (f"{m['cpu']}, {m['dtype']}, {m['max_new_tokens']} tokens per answer, {m['date']}: "
-               f"<code>{html.escape(m['command'])}</code>")
+        how = (f"{m['cpu']}, {m['dtype']}, {m['max_new_tokens']} tokens per answer, {m['date']}"
+               f"{', commit ' + m['commit'] if m.get('commit') else ''}: <code>{html.escape(m['command'])}</code>")
         return (f"<div class='wb-bench'><b>Bench τ per task</b> for this draft ({html.escape(route.draft)} at "
                 f"{route.tree_text}{nearest}; the speedup over plain decoding in brackets): {html.escape(tasks)}. "
+                f"Quoted from {html.escape(self.source)}, not measured on this page: the engine may have "
+                "changed since, the speedups most. "
                 "A step that misses on an open chat prompt is the task, not a bug."
                 f"<details><summary>how it was measured</summary>{how}</details></div>")
 

@@ -52,6 +52,7 @@ class Suggestion:
     tree: str  # the measured tree, D/S/K
     task: str
     tau: float
+    source: str  # the run the τ is quoted from (DraftBench.source)
 
     def button(self) -> str:
         """The button's text."""
@@ -59,7 +60,7 @@ class Suggestion:
 
     def sentence(self) -> str:
         """What the bench measured, for the status line."""
-        return (f"The highest τ this machine's bench measured near your tree ({self.tree}) is {self.tau:.2f}: "
+        return (f"The highest τ {self.source} measured near your tree ({self.tree}) is {self.tau:.2f}: "
                 f"the {self.draft.label()} on {task_name(self.task)}, the task of the "
                 f"*{self.example['category']}* example.")
 
@@ -91,8 +92,8 @@ def suggest(bench, examples: list[dict], spec, runnable) -> Suggestion | None:
     if best is None:
         return None
     route, task = best
-    return Suggestion(by_task[task], route_source(route.draft),
-                      route.tree_text, task, route.per_task[task][0])
+    return Suggestion(example=by_task[task], draft=route_source(route.draft), tree=route.tree_text, task=task,
+                      tau=route.per_task[task][0], source=bench.source)
 
 
 def route_source(name: str) -> DraftSource | None:

@@ -12,12 +12,13 @@ Calibration tab shows ``workbench/assets/eagle-smollm2-135m/calibration.json``, 
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 from pathlib import Path
 
 from workbench.analysis.calibration import calibration_table
-from workbench.measure import specbench
+from workbench.measure import provenance, specbench
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.metrics import tau
 from workbench.models.chat import chat_ids
@@ -39,13 +40,6 @@ def measure(wb, spec, questions: list, max_new_tokens: int, temperature: float =
         if log:
             log(f"calibration: q{q.question_id} {q.category} done ({len(traces)} step traces so far)")
     return {"table": calibration_table(traces), "tau": tau([t["accept_length"] for t in traces if t["kind"] == "spec"])}
-
-
-def _portable(source: str) -> str:
-    """The head's source without this machine's path to the package (the file ships)."""
-    from workbench.models.heads import assets_dir
-
-    return source.replace(str(assets_dir()) + "/", "workbench/assets/")
 
 
 def build_parser() -> ArgumentParser:
@@ -87,8 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     argv_text = " ".join(sys.argv[1:]) if argv is None else " ".join(["calibration", *argv])
     out = {"meta": {"command": f"python -m workbench.bench {argv_text}", "method": method.describe(),
                     "questions": len(questions), "subset": args.subset, "max_new_tokens": args.max_new_tokens,
-                    "temperature": args.temperature, "draft": _portable(wb.draft_source), "dtype": wb.dtype_name,
-                    "tau": res["tau"]},
+                    "temperature": args.temperature, "draft": provenance.shown(wb.draft_source), "dtype": wb.dtype_name,
+                    "tau": res["tau"], "date": datetime.datetime.now().isoformat(timespec="seconds"),
+                    "commit": provenance.commit()},
            "table": res["table"]}
     text = json.dumps(out, indent=1)
     if args.out:

@@ -192,7 +192,8 @@ def auto_md(rows: list[dict], name: str = "auto") -> list[str]:
 def markdown(result: dict) -> str:
     m, s = result["machine"], result["settings"]
     lines = ["# Speculation under load", "", f"`{result['command']}`", "",
-             f"{result['date']}, {m['cpu']} ({m['cores']} cores, {result['threads']} torch threads, "
+             f"{result['date']}, commit {result.get('commit') or 'not recorded'}, {m['cpu']} ({m['cores']} cores, "
+             f"{result['threads']} torch threads, "
              f"{m['cuda'] or 'no GPU'}), {result['dtype']}, draft {result['draft']}, "
              f"{m.get('linear_order', 'few-row linear: not recorded')}. {s['prompt_count']} prompts ({s['prompts']}), "
              f"{s['max_new_tokens']} new tokens at most per request, greedy; {s['rounds']} timed round{'s' * (s['rounds'] != 1)} per load; KV "

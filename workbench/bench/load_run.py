@@ -33,7 +33,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from workbench.measure import specbench
+from workbench.measure import provenance, specbench
 from workbench.measure.journal import Journal, open_journal
 from workbench.measure.load import WARMUP, WARMUP_TOKENS, check_load, equal_outputs, round_figures, run_load
 from workbench.measure.load_spec import Load, NamedPolicy, parse_policies
@@ -312,7 +312,8 @@ def build_result(wb, args, info: dict, policies: list[NamedPolicy], loads: list[
     rows = make_rows(policies, loads, records, args.rounds)
     return {
         "machine": info, "command": command_line(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "dtype": wb.dtype_name, "threads": args.threads, "draft": wb.draft_source, "target": str(wb.target_dir),
+        "commit": provenance.commit(), "dtype": wb.dtype_name, "threads": args.threads,
+        "draft": provenance.shown(wb.draft_source), "target": provenance.shown(str(wb.target_dir)),
         "settings": {"max_new_tokens": args.max_new_tokens, "rounds": args.rounds, "kv_slots": args.kv_slots,
                      "prompts": args.prompts or f"Spec-Bench {args.subset}", "prompt_count": len(prompts),
                      "policies": {p.name: p.text for p in policies}, "seed": args.seed},

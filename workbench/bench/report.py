@@ -146,7 +146,8 @@ def markdown(result: dict) -> str:
     mach = m["machine"]
     return "\n".join([
         "# Spec-Bench benchmark", "",
-        f"`{m['command']}` — {m['date']}, {mach['cpu']} ({mach['cores']} cores, {mach['torch_threads']} torch "
+        f"`{m['command']}` — {m['date']}, commit {m.get('commit') or 'not recorded'}, {mach['cpu']} "
+        f"({mach['cores']} cores, {mach['torch_threads']} torch "
         f"threads, {mach['cuda'] or 'no GPU'}), {m['dtype']}, {m['questions']} questions ({m['subset']}), "
         f"{m['max_new_tokens']} new tokens, draft {m['draft']}, {mach.get('linear_order', 'few-row linear: not recorded')}. Wall time {m['wall_s']:.0f} s. Load average "
         f"{mach['load_average_start']} at start, {mach.get('load_average_end')} at the end.", "",

@@ -1,13 +1,16 @@
 """Which draft suits which task: a bench run's per-task τ and speedup of every draft route, as
 the small file the app shows beside τ.
 
-    python -m workbench.bench routes bench_out/routes/results.json --out bench_out/draft-sources.json
+    python -m workbench.bench routes bench_out/routes/results.json --record docs/bench/draft-sources.md \
+        --out bench_out/draft-sources.json
 
 reads the ``results.json`` of ``python -m workbench bench --methods ...`` (methods with
 ``@ngram`` / ``@exit:N``; a speculative method without ``@`` drafts with the head) and keeps,
 per speculative method, its draft source, tree (``D/S/K``) and per-task τ and speedup over
-vanilla, with the run's command, date, CPU and dtype. The app and notebook 09 read the shipped
-copy, ``workbench/assets/draft-sources.json``, through ``workbench.app.draft_bench``.
+vanilla, with the run's command, date, commit, CPU and dtype, and the record it quotes
+(``--record``: the run's report as docs/bench/README.md lists it; by default the results file).
+The app and notebook 09 read the shipped copy, ``workbench/assets/draft-sources.json``, through
+``workbench.app.draft_bench``, and name that record and date wherever they show a figure of it.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ import json
 from pathlib import Path
 
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
+from workbench.measure import provenance
 
 
-def route_table(result: dict) -> dict:
+def route_table(result: dict, record: str) -> dict:
     """``{"meta": {...}, "routes": {label: {"draft", "tree", "per_task": {task: {"tau", "speedup"}}}}}``
-    from a bench result (``label``: ``"<draft> <D/S/K>"``, e.g. ``"ngram:1-12 4/3/2"``)."""
+    from a bench result (``label``: ``"<draft> <D/S/K>"``, e.g. ``"ngram:1-12 4/3/2"``); ``record``
+    names the report the figures are quoted from."""
     from workbench.measure.methods import parse_methods
     from workbench.bench.tune import tree_name
 
@@ -37,7 +42,8 @@ def route_table(result: dict) -> dict:
                                       for task, row in summary.get("per_task", {}).items()}}
     if not routes:
         raise ValueError("the bench result holds no speculative method to tell routes apart")
-    return {"meta": {"command": meta["command"], "date": meta["date"], "cpu": meta["machine"]["cpu"],
+    return {"meta": {"record": record, "command": meta["command"], "date": meta["date"],
+                     "commit": meta.get("commit"), "cpu": meta["machine"]["cpu"],
                      "dtype": meta["dtype"], "max_new_tokens": meta["max_new_tokens"],
                      "questions": meta["questions"]},
             "routes": routes}
@@ -48,9 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(prog="python -m workbench.bench routes", description=__doc__.splitlines()[0])
     p.add_argument("results", type=Path, help="results.json of a python -m workbench bench run")
     p.add_argument("--out", type=Path, required=True, help="where to write the route table (JSON)")
+    p.add_argument("--record", help="the report the table quotes, as docs/bench/README.md lists it "
+                                    "(default: RESULTS itself)")
     args = p.parse_args(argv)
+    record = args.record or provenance.shown(str(args.results.resolve()))
     try:
-        table = route_table(json.loads(args.results.read_text(encoding="utf-8")))
+        table = route_table(json.loads(args.results.read_text(encoding="utf-8")), record)
     except OSError as err:
         raise UserError(f"{args.results}: {err.strerror}") from None
     except (ValueError, KeyError) as err:

@@ -42,7 +42,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.measure import metrics, specbench
+from workbench.measure import metrics, provenance, specbench
 from workbench.bench import beside_plain, static_vs_dynamic
 from workbench.measure.floor import ridge_tokens
 from workbench.measure.journal import Journal, open_journal
@@ -391,11 +391,12 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
     info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     result = {
         "meta": {"command": _command_line(), "options": {k: v for k, v in vars(args).items() if k != "func"},
-                 "date": datetime.datetime.now().isoformat(timespec="seconds"),
-                 "machine": info, "dtype": wb.dtype_name, "subset": args.subset, "questions": len(questions),
+                 "date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": provenance.commit(),
+                 "machine": info, "threads": args.threads, "dtype": wb.dtype_name, "subset": args.subset,
+                 "questions": len(questions),
                  "tau_questions": len(tau_questions), "tau_max_new_tokens": args.tau_max_new_tokens,
                  "max_new_tokens": args.max_new_tokens,
-                 "target": str(wb.target_dir), "draft": wb.draft_source,
+                 "target": provenance.shown(str(wb.target_dir)), "draft": provenance.shown(wb.draft_source),
                  "wall_s": round(time.perf_counter() - t_start, 1),
                  "resumed": journal.summary() if journal.resumed else None},
         "costs": costs, "tune": tuned, "best_tree": tune.tree_name(best) if best else None,
