@@ -114,7 +114,8 @@ def test_exit_draft_is_the_cut_short_target_on_each_path(pair, source):
                     node = c.parents[node]
                 tokens = context[rec.request] + path
                 kv = target.new_kv_pool(len(tokens))
-                batch = extend_batch([tokens], [[]], [list(range(len(tokens)))], [0], "cpu")
+                batch = extend_batch(tokens=[tokens], prefix_slots=[[]], new_slots=[list(range(len(tokens)))],
+                                     device="cpu")
                 logp = torch.log_softmax(target.logits(target(batch, kv, num_layers=source.num_layers)[-1:]), -1)[0]
                 top = logp.topk(len(kids))
                 assert [c.tokens[i] for i in kids] == top.indices.tolist()
@@ -330,7 +331,7 @@ def test_a_draft_model_is_lossless_and_keeps_its_kv_like_a_prefill(pair, draft_m
         ours, L = eng.table.slots(r.rid), r.draft_length
         tokens = (r.prompt_ids + r.output_ids)[:L]
         fresh = model.new_kv_pool(L)
-        model(extend_batch([tokens], [[]], [list(range(L))], [0], "cpu"), fresh)
+        model(extend_batch(tokens=[tokens], prefix_slots=[[]], new_slots=[list(range(L))], device="cpu"), fresh)
         torch.testing.assert_close(eng.draft_kv.k[0][ours[:L]], fresh.k[0], atol=1e-5, rtol=1e-4)
 
 
