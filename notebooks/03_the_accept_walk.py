@@ -150,12 +150,12 @@ for r, spec in [(chain_req, CHAIN), (tree_req, TREE)]:
 
 
 # %%
-from workbench.lessons.tau import tau  # mean accept length over the verify steps
+from workbench.metrics import requests_tau  # mean accept length over the verify steps
 
 same = sum(r.output_ids == plain_req.output_ids for r in (chain_req, tree_req))
 display(Markdown(
-    f"**Takeaway.** Chain: τ = {tau(chain_req):.2f} over {len(chain_req.accept_lengths)} steps; tree: "
-    f"τ = {tau(tree_req):.2f} over {len(tree_req.accept_lengths)} steps. Every step emitted between 1 and "
+    f"**Takeaway.** Chain: τ = {requests_tau(chain_req):.2f} over {len(chain_req.accept_lengths)} steps; tree: "
+    f"τ = {requests_tau(tree_req):.2f} over {len(tree_req.accept_lengths)} steps. Every step emitted between 1 and "
     f"num_steps + 1 = {TREE.num_steps + 1} tokens (longest: chain {max(chain_req.accept_lengths)}, tree "
     f"{max(tree_req.accept_lengths)}). Of the tree's output tokens, {tree_req.provenance.count('accepted')} are "
     f"accepted drafts and {tree_req.provenance.count('bonus')} bonus tokens. In {wb.dtype_name}, {same} of 2 "

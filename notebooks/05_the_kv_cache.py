@@ -135,7 +135,8 @@ committed = eng.table.slots(req.rid)
 tokens = (req.prompt_ids + req.output_ids)[: len(committed)]
 fresh = wb.target.new_kv_pool(len(tokens))
 fresh_slots = SlotAllocator(len(tokens)).alloc(len(tokens))
-wb.target(extend_batch([tokens], [[]], [fresh_slots], [0], wb.target.lm_head.weight.device), fresh)
+wb.target(extend_batch(tokens=[tokens], prefix_slots=[[]], new_slots=[fresh_slots],
+                       device=wb.target.lm_head.weight.device), fresh)
 index = torch.tensor(committed)
 diff = max(float((eng.target_kv.k[i][index] - fresh.k[i][fresh_slots]).abs().max()) for i in range(len(fresh.k)))
 diff = max(diff, max(float((eng.target_kv.v[i][index] - fresh.v[i][fresh_slots]).abs().max())

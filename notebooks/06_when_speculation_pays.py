@@ -232,7 +232,7 @@ display(Markdown(
 # the step saw $n$ successes, plus one failure when $n < \gamma$; $\alpha$ is successes over
 # trials (`workbench/lessons/chain_model.py`), counted on each step's **walk length** $n + 1$
 # (`Setting.walk_lengths`). $\tau$ is the mean of the tokens each verify step emitted
-# (`workbench/lessons/tau.py`): a last step cut at `max_new_tokens` counts what it appended. The
+# (`workbench/metrics.py`): a last step cut at `max_new_tokens` counts what it appended. The
 # two differ only at such a cut step, and α must not read it: all of its trials happened, so its
 # emitted count would record a failure that never occurred. $c$ is one draft forward (one row)
 # over one target decode step, per round of the cost curve above. Speeds are measured as
@@ -352,7 +352,8 @@ display(Markdown(
 # %%
 import pandas as pd
 
-from workbench.lessons.latency import Latency, latency_figure, length_for
+from workbench.lessons.latency import latency_figure, length_for
+from workbench.metrics import Latency
 
 latency = pd.DataFrame([{
     "setting": st.label, "TTFT (ms)": st.spread("ttft_ms").with_unit("ms"), "TPOT (ms)": st.spread("tpot_ms").with_unit("ms"),

@@ -45,7 +45,7 @@ from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
 from workbench.lessons.intervals import paired
 from workbench.lessons.settings import all_categories, lesson_prompts
-from workbench.metrics import tau as pooled_tau
+from workbench.metrics import traces_tau
 from workbench.viz.best_tree import best_tree_figure, budget_taus
 from workbench.viz.calibration import calibration_html, depth_figure, reliability_figure
 
@@ -110,12 +110,7 @@ print(f"{wb.dtype_name}: {sum(equal)} of {len(runs)} runs (4 configurations × {
 # trees on this head.
 
 # %%
-def tau(traces: list[dict]) -> float:
-    """τ over the verify steps of some traces: the tokens each step emitted."""
-    return pooled_tau([t["accept_length"] for t in traces if t["kind"] == "spec"])
-
-
-per_prompt_tau = {(r["D"], r["method"], r["category"]): tau(r["traces"]) for r in runs if r["category"] in SAME_TEXT}
+per_prompt_tau = {(r["D"], r["method"], r["category"]): traces_tau(r["traces"]) for r in runs if r["category"] in SAME_TEXT}
 gap = {d: paired([per_prompt_tau[d, "dynamic", c] for c in SAME_TEXT], [per_prompt_tau[d, "static", c] for c in SAME_TEXT])
        for d in BUDGETS}
 said = {"above": "the dynamic tree accepts more per target forward, beyond the interval",
@@ -177,11 +172,11 @@ say(f"Over {s['steps']} steps and {s['nodes']} verified nodes ({s['tried']} trie
 
 # %%
 compared = [r for r in runs if r["category"] in SAME_TEXT]
-table = pd.DataFrame([{"D": r["D"], "method": r["method"], "category": r["category"], "tau": tau(r["traces"])}
+table = pd.DataFrame([{"D": r["D"], "method": r["method"], "category": r["category"], "tau": traces_tau(r["traces"])}
                       for r in compared])
 wide = table.pivot_table(index=["D", "category"], columns="method", values="tau")
 wide["dynamic / static"] = wide["dynamic"] / wide["static"]
-pooled = {(d, m): tau([t for r in compared if r["D"] == d and r["method"] == m for t in r["traces"]])
+pooled = {(d, m): traces_tau([t for r in compared if r["D"] == d and r["method"] == m for t in r["traces"]])
           for d in BUDGETS for m in ("dynamic", "static")}
 print(wide.round(3).to_string())
 

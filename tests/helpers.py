@@ -40,7 +40,7 @@ def fresh_prefill(target, tokens: list[int], taps: tuple[int, ...] = ()):
     (``taps``: with the residual streams a fused head reads in front)."""
     kv = target.new_kv_pool(len(tokens))
     slots = SlotAllocator(len(tokens)).alloc(len(tokens))
-    hidden = target(extend_batch([tokens], [[]], [slots], [0], "cpu"), kv, taps)
+    hidden = target(extend_batch(tokens=[tokens], prefix_slots=[[]], new_slots=[slots], device="cpu"), kv, taps)
     return kv, slots, hidden
 
 
@@ -122,7 +122,7 @@ def engine_forward(head, features: list[torch.Tensor], ids: list[list[int]]) -> 
         slots.append(list(range(start, start + n)))
         start += n
     kv = head.new_kv_pool(start)
-    batch = extend_batch(ids, [[] for _ in ids], slots, [0] * len(ids), "cpu")
+    batch = extend_batch(tokens=ids, prefix_slots=[[] for _ in ids], new_slots=slots, device="cpu")
     return list(head(torch.cat(features), batch, kv).split(sizes))
 
 

@@ -119,12 +119,12 @@ def test_hf_baselines_count_tokens_like_our_engine(tiny_dir):
     wb = Workbench.load(str(tiny_dir), "random", "fp32")
     hf = load_hf_model(tiny_dir, torch.float32)
     prompt = wb.encode("tell me about the cat")
-    free = Engine(wb.target, None, SpecConfig("vanilla"), SamplingParams(), ())
+    free = Engine(wb.target, None, SpecConfig("vanilla"), sampling=SamplingParams(), stop_ids=())
     free.add_requests([prompt], 12)
     full = free.run()[0].output_ids
     stop = full[4]  # pretend this token ends a turn: both must stop right after it, and count it
     cut = full[: full.index(stop) + 1]
-    ours = Engine(wb.target, None, SpecConfig("vanilla"), SamplingParams(), (stop,))
+    ours = Engine(wb.target, None, SpecConfig("vanilla"), sampling=SamplingParams(), stop_ids=(stop,))
     ours.add_requests([prompt], 12)
     assert ours.run()[0].output_ids == cut
     assert hf_generate(hf, prompt, 12, (stop,)).output_ids == cut

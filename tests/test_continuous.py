@@ -180,11 +180,36 @@ def test_the_head_catches_up_after_plain_steps(pair):
         slots = eng.table.slots(r.rid)
         _, fresh_slots, hidden = fresh_prefill(target, seq)
         dkv = head.new_kv_pool(len(seq))
-        head(hidden, extend_batch([seq[1:] + [r.output_ids[-1]]], [[]], [fresh_slots], [0], "cpu"), dkv)
+        head(hidden, extend_batch(tokens=[seq[1:] + [r.output_ids[-1]]], prefix_slots=[[]], new_slots=[fresh_slots],
+                                  device="cpu"), dkv)
         done = len(seq) - len(r.pending_tokens)
         assert done == r.draft_length > len(r.prompt_ids) + 3  # the extend after the plain steps ran
         torch.testing.assert_close(eng.draft_kv.k[0][slots[:done]], dkv.k[0][fresh_slots[:done]], atol=1e-4, rtol=1e-4)
         torch.testing.assert_close(eng.draft_kv.v[0][slots[:done]], dkv.v[0][fresh_slots[:done]], atol=1e-4, rtol=1e-4)
+
+
+def test_a_plain_step_copies_none_of_the_earlier_pending_features(pair, prompts, reference):
+    """A long run of plain steps under a head: each adds its pair's one feature row beside the
+    earlier ones and copies none of them (concatenating them every step made the run quadratic
+    in its length); the extend after the run reads them joined, once, and the output is plain
+    decoding's."""
+    target, head = pair
+    on = SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6)
+    eng = Engine(target, head, policy=Scripted([on] + [OFF] * 10 + [on]))
+    (r,) = eng.add_requests(prompts[:1], MAX_NEW)
+    eng.step()  # the prefill
+    eng.step()  # a speculative step: the pending pairs are its root and accepted drafts
+    for _ in range(10):
+        before = list(r._feature_parts)
+        eng.step()
+        if r.finished:
+            break
+        assert len(r._feature_parts) == len(before) + 1 and r._feature_parts[-1].shape[0] == 1
+        assert all(now is then for now, then in zip(r._feature_parts, before))  # the earlier rows untouched
+        assert sum(p.shape[0] for p in r._feature_parts) == len(r.pending_tokens)
+    assert len(r.pending_tokens) > 5  # the run was long enough to tell
+    eng.run()
+    assert r.output_ids == reference[0]
 
 
 def test_a_request_that_can_never_fit_is_refused(pair, prompts, reference):

@@ -114,7 +114,8 @@ def test_exit_draft_is_the_cut_short_target_on_each_path(pair, source):
                     node = c.parents[node]
                 tokens = context[rec.request] + path
                 kv = target.new_kv_pool(len(tokens))
-                batch = extend_batch([tokens], [[]], [list(range(len(tokens)))], [0], "cpu")
+                batch = extend_batch(tokens=[tokens], prefix_slots=[[]], new_slots=[list(range(len(tokens)))],
+                                     device="cpu")
                 logp = torch.log_softmax(target.logits(target(batch, kv, num_layers=source.num_layers)[-1:]), -1)[0]
                 top = logp.topk(len(kids))
                 assert [c.tokens[i] for i in kids] == top.indices.tolist()
@@ -330,7 +331,7 @@ def test_a_draft_model_is_lossless_and_keeps_its_kv_like_a_prefill(pair, draft_m
         ours, L = eng.table.slots(r.rid), r.draft_length
         tokens = (r.prompt_ids + r.output_ids)[:L]
         fresh = model.new_kv_pool(L)
-        model(extend_batch([tokens], [[]], [list(range(L))], [0], "cpu"), fresh)
+        model(extend_batch(tokens=[tokens], prefix_slots=[[]], new_slots=[list(range(L))], device="cpu"), fresh)
         torch.testing.assert_close(eng.draft_kv.k[0][ours[:L]], fresh.k[0], atol=1e-5, rtol=1e-4)
 
 
@@ -356,3 +357,25 @@ def test_cli_drafts_with_a_model_of_the_same_tokenizer(tiny_dir, tmp_path, capsy
     assert json.loads(spec.out)["output_ids"] == json.loads(plain.out)["output_ids"]
     rc, bad = _generate(tiny_dir, capsys, "--draft", f"model:{tmp_path / 'none'}")
     assert rc == 2 and bad.err.startswith("error: ") and "no model directory" in bad.err
+
+
+def test_a_draft_level_is_recorded_where_its_draft_ran_it(pair, draft_model):
+    """A frontier at depth d runs at len(prefix) + d - 1: the head one behind the target's node
+    (L + d - 1: its input at p is paired with the token at p + 1), an early exit and a draft
+    model, whose prefix holds the root, at the node's own position L + d. The record and the
+    trace say where it ran, whichever the draft."""
+    target, head = pair
+    path, model = draft_model
+    tree = dict(num_steps=3, topk=2, num_draft_tokens=6)
+    for draft, source, behind in [(head, DraftSource(), 1), (None, EXIT2, 0),
+                                  (model, DraftSource("model", path=str(path)), 0)]:
+        _, records = decode(target, draft, SpecConfig("eagle2", **tree, draft=source), random_prompts(2, 16, seed=5),
+                            n=10, trace=True)
+        levels = [(rec, lv) for rec in records if rec.kind == "spec" for lv in rec.levels]
+        assert levels, source.name
+        for rec, lv in levels:
+            assert lv.position == rec.kv.committed_before + lv.level - behind, source.name
+        for rec in records:
+            if rec.kind == "spec":
+                trace = step_trace(rec)
+                assert [lv["position"] for lv in trace["draft"]["levels"]] == [lv.position for lv in rec.levels]

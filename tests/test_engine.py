@@ -110,7 +110,7 @@ def test_kv_equals_fresh_prefill_after_50_steps(pair):
         # except the last step's root + accepted drafts: their pairs are the next draft extend.
         dkv = head.new_kv_pool(len(seq))
         pairs = seq[1:] + [r.output_ids[-1]]
-        head(hidden, extend_batch([pairs], [[]], [fresh_slots], [0], "cpu"), dkv)
+        head(hidden, extend_batch(tokens=[pairs], prefix_slots=[[]], new_slots=[fresh_slots], device="cpu"), dkv)
         assert r.pending_tokens == pairs[len(seq) - len(r.pending_tokens):]
         done = len(seq) - len(r.pending_tokens)
         ours, fresh = slots[:done], fresh_slots[:done]

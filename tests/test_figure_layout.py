@@ -12,8 +12,9 @@ import pytest
 from workbench.lessons.cost_curve import MeasuredCurve, curve_figure
 from workbench.lessons.figures import LEGEND_GAP, legend_below
 from workbench.lessons.hindsight import grid_figure
-from workbench.lessons.latency import Latency, latency_figure
+from workbench.lessons.latency import latency_figure
 from workbench.lessons.position import by_bin, position_figure, trend
+from workbench.metrics import Latency
 from workbench.timing import spread
 
 ESCAPED = ("&quot;", "&amp;", "&lt;", "&gt;", "&#39;")

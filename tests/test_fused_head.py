@@ -34,7 +34,7 @@ def pair(tmp_path_factory):
 def prefill(target, tokens, taps=()):
     kv = target.new_kv_pool(len(tokens))
     slots = SlotAllocator(len(tokens)).alloc(len(tokens))
-    return slots, target(extend_batch([tokens], [[]], [slots], [0], "cpu"), kv, taps)
+    return slots, target(extend_batch(tokens=[tokens], prefix_slots=[[]], new_slots=[slots], device="cpu"), kv, taps)
 
 
 def test_target_taps_the_residual_stream_after_the_chosen_layers(pair):

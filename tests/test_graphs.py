@@ -39,13 +39,13 @@ def prefilled(target, prompts, spare):
     alloc = SlotAllocator(sum(map(len, prompts)) + spare)
     kv = target.new_kv_pool(alloc.num_slots + 1)  # + the scratch slot
     slots = [alloc.alloc(len(p)) for p in prompts]
-    target(extend_batch(prompts, [[] for _ in prompts], slots, [0] * len(prompts), "cpu"), kv)
+    target(extend_batch(tokens=prompts, prefix_slots=[[] for _ in prompts], new_slots=slots, device="cpu"), kv)
     return kv, alloc, slots
 
 
 def decode_batch(prompts, alloc, slots):
-    return extend_batch([[5] for _ in prompts], slots, [alloc.alloc(1) for _ in prompts],
-                        [len(p) for p in prompts], "cpu")
+    return extend_batch(tokens=[[5] for _ in prompts], prefix_slots=slots, new_slots=[alloc.alloc(1) for _ in prompts],
+                        device="cpu")
 
 
 def verify_batch(prompts, alloc, slots, n=3, device="cpu"):
@@ -178,7 +178,7 @@ def draft_level(head, prompts, seed=7, n=2, device="cpu"):
     kv = head.new_kv_pool(alloc.num_slots + 1)  # + the scratch slot
     slots = [alloc.alloc(len(p)) for p in prompts]
     head(torch.randn(sum(map(len, prompts)), hsz, generator=gen).to(device),
-         extend_batch(prompts, [[] for _ in prompts], slots, [0] * len(prompts), device), kv)
+         extend_batch(tokens=prompts, prefix_slots=[[] for _ in prompts], new_slots=slots, device=device), kv)
     earlier = [alloc.alloc(n) for _ in prompts]
     level = [alloc.alloc(n) for _ in prompts]
     # node r of this level descends from earlier node r (and sees only it among the earlier ones)
@@ -242,10 +242,10 @@ def test_bucket_choice_for_draft_levels(pair):
         narrow = GraphedDraft(head, kv, scratch, alloc.num_slots + 1, max_extra=2, buckets=buckets)
         assert narrow.bucket_for(batch) is None
         # an extend (causal, extra keys = its rows) fits whatever max_extra is
-        ext = extend_batch([[4, 5, 6]], [list(range(10))], [[10, 11, 12]], [10], "cpu")
+        ext = extend_batch(tokens=[[4, 5, 6]], prefix_slots=[list(range(10))], new_slots=[[10, 11, 12]], device="cpu")
         assert runner.bucket_for(ext) == Bucket(2, 4)
         # more rows than the largest bucket, or keys past max_keys: eager
-        big = extend_batch([[4] * 17], [[]], [list(range(17))], [0], "cpu")
+        big = extend_batch(tokens=[[4] * 17], prefix_slots=[[]], new_slots=[list(range(17))], device="cpu")
         assert runner.bucket_for(big) is None
         small = GraphedDraft(head, kv, scratch, 8, max_extra=4, buckets=buckets)
         assert small.bucket_for(batch) is None
@@ -504,8 +504,9 @@ def test_a_request_past_the_context_runs_eagerly(pair):
         context = target.config.max_position_embeddings
         kv = target.new_kv_pool(context + 8)
         runner = GraphedTarget(target, kv, context + 7, context + 8)
-        inside = extend_batch([[4]], [list(range(context - 1))], [[context]], [context - 1], "cpu")
-        past = extend_batch([[4]], [list(range(context))], [[context]], [context], "cpu")
+        inside = extend_batch(tokens=[[4]], prefix_slots=[list(range(context - 1))], new_slots=[[context]],
+                              device="cpu")
+        past = extend_batch(tokens=[[4]], prefix_slots=[list(range(context))], new_slots=[[context]], device="cpu")
         assert runner.bucket_for(inside) == Bucket(1, 1) and runner.bucket_for(past) is None
     finally:
         target.attention_backend = "torch"
@@ -547,10 +548,10 @@ def test_the_start_up_check_and_one_pool_per_runner_on_gpu(pair):
         alloc = SlotAllocator(sum(map(len, prompts)) + 8)
         kv = target.new_kv_pool(alloc.num_slots + 1)
         slots = [alloc.alloc(len(p)) for p in prompts]
-        target(extend_batch(prompts, [[] for _ in prompts], slots, [0] * len(prompts), "cuda"), kv)
+        target(extend_batch(tokens=prompts, prefix_slots=[[] for _ in prompts], new_slots=slots, device="cuda"), kv)
         runner = GraphedTarget(target, kv, alloc.num_slots, alloc.num_slots + 1, make_buckets((1, 2, 4), (2, 4, 8)))
-        decode = extend_batch([[5] for _ in prompts], slots, [alloc.alloc(1) for _ in prompts],
-                              [len(p) for p in prompts], "cuda")
+        decode = extend_batch(tokens=[[5] for _ in prompts], prefix_slots=slots,
+                              new_slots=[alloc.alloc(1) for _ in prompts], device="cuda")
         runner(decode)
         runner(verify_batch(prompts, alloc, slots, device="cuda"))
         assert runner.replays == 2 and len(runner.graphs) == 2

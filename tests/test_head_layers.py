@@ -63,7 +63,8 @@ def test_every_draft_kv_layer_equals_a_fresh_prefill(pair2, kind):
         _, fresh_slots, hidden = fresh_prefill(target, seq, head.fuse_layers)
         assert r.pending_features.shape[-1] == head.feature_width == hidden.shape[-1]
         dkv = head.new_kv_pool(len(seq))
-        head(hidden, extend_batch([seq[1:] + [r.output_ids[-1]]], [[]], [fresh_slots], [0], "cpu"), dkv)
+        head(hidden, extend_batch(tokens=[seq[1:] + [r.output_ids[-1]]], prefix_slots=[[]], new_slots=[fresh_slots],
+                                  device="cpu"), dkv)
         done = len(seq) - len(r.pending_tokens)
         for layer in range(len(head.layers)):
             torch.testing.assert_close(eng.draft_kv.k[layer][slots[:done]], dkv.k[layer][fresh_slots[:done]],

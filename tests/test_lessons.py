@@ -26,7 +26,6 @@ from workbench.lessons.machine import head_label, machine_label
 from workbench.lessons.settings import label, lesson_prompts, measure_settings
 from workbench.lessons.start import load_quietly
 from tools.notebooks import out_of_sync, paired, read_script, sources
-from workbench.lessons.tau import tau
 from workbench.timing import spread
 from workbench.models.draft import random_head
 from workbench.models.loading import load_target
@@ -172,8 +171,8 @@ def test_sequence_law_is_the_chain_of_next_token_laws(tiny):
 
 def test_draft_law_is_what_the_engine_drafts(tiny):
     target, head = tiny
-    eng = Engine(target, head, SpecConfig("eagle2", num_steps=2, topk=3, num_draft_tokens=4), SamplingParams(),
-                 trace=True)
+    eng = Engine(target, head, SpecConfig("eagle2", num_steps=2, topk=3, num_draft_tokens=4),
+                 sampling=SamplingParams(), trace=True)
     (req,) = eng.add_requests([[3, 5, 1, 6]], 4)
     eng.step()  # prefill
     (step,) = eng.step()
@@ -184,12 +183,6 @@ def test_draft_law_is_what_the_engine_drafts(tiny):
     assert sorted(c["token"] for c in level1) == sorted(torch.topk(q, 3).indices.tolist())
     with pytest.raises(ValueError, match="at least 2 tokens"):
         draft_next_token_law(target, head, [3], SamplingParams(temperature=1.0))
-
-
-def test_tau_counts_what_the_walk_accepted():
-    cut = SimpleNamespace(accept_lengths=[2, 4])  # the last step may have been cut at max_new_tokens
-    assert tau(cut) == 3.0 and tau([cut, SimpleNamespace(accept_lengths=[1])]) == pytest.approx(7 / 3)
-    assert tau(SimpleNamespace(accept_lengths=[])) is None  # no verify step: no τ, as workbench.metrics.tau
 
 
 def test_takeaway_sentences_follow_the_numbers():

@@ -6,9 +6,10 @@ import pytest
 
 from workbench.lessons.cost_curve import MeasuredCurve, ticks_125
 from workbench.lessons.intervals import bootstrap, paired
-from workbench.lessons.latency import Latency, e2e_speedup, length_for, tpot_speedup
+from workbench.lessons.latency import e2e_speedup, length_for, tpot_speedup
 from workbench.lessons.position import by_bin, steps_by_position, trend
 from workbench.lessons.takeaways import best_sentence, regime
+from workbench.metrics import Latency, tpot_ms
 from workbench.timing import spread, verdict
 
 
@@ -36,6 +37,14 @@ def test_the_end_to_end_speedup_climbs_to_the_tpot_speedup():
     assert e2e_speedup(plain, spec, 10) < e2e_speedup(plain, spec, 100) < tpot_speedup(plain, spec) == 2.0
     n = length_for(plain, spec, 0.9)
     assert e2e_speedup(plain, spec, n) >= 1.8 > e2e_speedup(plain, spec, n - 1)
+
+
+def test_a_measured_answers_tpot_is_what_its_latency_spreads_over_the_later_tokens():
+    """One formula both ways (``workbench.metrics``): TPOT from a measured TTFT and e2e, and e2e
+    back from TTFT and TPOT; a one-token answer has no TPOT."""
+    tpot = tpot_ms(ttft_ms=100.0, e2e_ms=1000.0, tokens=19)
+    assert tpot == pytest.approx(50.0) and Latency(ttft_ms=100.0, tpot_ms=tpot).e2e_ms(19) == pytest.approx(1000.0)
+    assert tpot_ms(ttft_ms=100.0, e2e_ms=100.0, tokens=1) is None
 
 
 def test_steps_are_placed_where_they_start_and_empty_bins_are_skipped():
@@ -99,7 +108,7 @@ def test_hindsight_replays_the_big_trees_own_walk_and_its_smaller_trees_never_ke
     head = random_head(target, seed=1, std=0.1)
     spec = SpecConfig("eagle2", num_steps=3, topk=3, num_draft_tokens=10)
     traces = []
-    eng = Engine(target, head, spec, SamplingParams(), trace=True)
+    eng = Engine(target, head, spec, sampling=SamplingParams(), trace=True)
     eng.add_requests([[3, 5, 1, 6]], 24)
     while not eng.done:
         traces += eng.step()

@@ -153,7 +153,7 @@ def test_engine_drifts_as_the_closed_form_says(pair):
 def test_lossy_steps_trace_their_thresholds(pair):
     target, head = pair
     spec = SpecConfig.from_knobs("eagle2", num_steps=3, topk=4, num_draft_tokens=16, accept_threshold_single=0.3)
-    eng = Engine(target, head, spec, HOT, trace=True)
+    eng = Engine(target, head, spec, sampling=HOT, trace=True)
     eng.add_requests([PROMPT], 6)
     spec_steps = [t for _ in range(3) for t in eng.step() if t["kind"] == "spec"]
     assert spec_steps
@@ -164,7 +164,7 @@ def test_lossy_steps_trace_their_thresholds(pair):
         assert trace_expectation(exact) is not None  # the same tree without thresholds has one
         assert all("accept_prob" in m for m in t["accept"]["moves"])
     with pytest.raises(ValueError, match="set a temperature above 0"):
-        Engine(target, head, spec, SamplingParams())
+        Engine(target, head, spec, sampling=SamplingParams())
 
 
 def test_app_settings_carry_the_thresholds_and_say_lossy():

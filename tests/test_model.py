@@ -41,8 +41,8 @@ def test_tiny_forward_matches_transformers(name, tmp_path):
     # Prefill 50, then extend 40 through the cache: the same numbers as one pass.
     kv, alloc = ours.new_kv_pool(90), SlotAllocator(90)
     a, b = alloc.alloc(50), alloc.alloc(40)
-    h1 = ours(extend_batch([ids[:50].tolist()], [[]], [a], [0], "cpu"), kv)
-    h2 = ours(extend_batch([ids[50:].tolist()], [a], [b], [50], "cpu"), kv)
+    h1 = ours(extend_batch(tokens=[ids[:50].tolist()], prefix_slots=[[]], new_slots=[a], device="cpu"), kv)
+    h2 = ours(extend_batch(tokens=[ids[50:].tolist()], prefix_slots=[a], new_slots=[b], device="cpu"), kv)
     got = ours.logits(torch.cat([h1, h2]))
     assert (got - ref).abs().max() <= TOL
 

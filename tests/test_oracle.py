@@ -80,7 +80,8 @@ def test_path_mass_rejects_a_parent_after_its_child():
 def test_step_expectation_from_records(pair, temperature):
     target, head = pair
     sampling = SamplingParams(temperature=temperature, seed=3)
-    eng = Engine(target, head, SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6), sampling, trace=True)
+    eng = Engine(target, head, SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6), sampling=sampling,
+                 trace=True)
     eng.add_requests(random_prompts(2, VOCAB, 1), 10)
     seen = 0
     while not eng.done:
@@ -128,7 +129,8 @@ def _brute_force_tree(target, context, root, spec, sampling, num_layers=None):
         def draft(path):
             tokens = context + [root] + path
             kv = target.new_kv_pool(len(tokens))
-            batch = extend_batch([tokens], [[]], [list(range(len(tokens)))], [0], "cpu")
+            batch = extend_batch(tokens=[tokens], prefix_slots=[[]], new_slots=[list(range(len(tokens)))],
+                                 device="cpu")
             return torch.softmax(target.logits(target(batch, kv, num_layers=num_layers)[-1:]), -1)[0]
 
         level = [([], 1.0)]
@@ -190,7 +192,7 @@ def test_the_expectation_derived_from_a_trace_is_the_records_and_the_app_shows_i
                                 (SamplingParams(), SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6), False),
                                 (SamplingParams(temperature=1.0, seed=2), SpecConfig.linear(3, "leviathan"), False),
                                 (SamplingParams(temperature=1.0, seed=2), lossy, False)]:
-        eng = Engine(target, head, spec, sampling, trace=True)
+        eng = Engine(target, head, spec, sampling=sampling, trace=True)
         eng.add_requests(random_prompts(1, VOCAB, 4), 8)
         eng.step_records()  # prefill
         (rec,) = eng.step_records()
@@ -239,7 +241,8 @@ def test_early_exit_agreement_counts_answer_positions(pair):
     got = early_exit_trees(target, [seq], [6], [(0, 6)], 1, 2, 2, 3, SamplingParams())
     _, _, full = fresh_prefill(target, seq)
     kv = target.new_kv_pool(len(seq))
-    short = target(extend_batch([seq], [[]], [list(range(len(seq)))], [0], "cpu"), kv, num_layers=1)
+    short = target(extend_batch(tokens=[seq], prefix_slots=[[]], new_slots=[list(range(len(seq)))],
+                                device="cpu"), kv, num_layers=1)
     rows = slice(5, len(seq) - 1)  # the positions whose next token is one of the answer's 8
     same = (target.logits(short[rows]).argmax(-1) == target.logits(full[rows]).argmax(-1)).float().mean()
     assert got.positions == 8 and got.agreement == pytest.approx(float(same))
@@ -251,11 +254,13 @@ def test_forward_num_layers_is_the_residual_after_them_normed(pair):
     seq = random_prompts(1, VOCAB, 14, lengths=(9,))[0]
     _, _, wide = fresh_prefill(target, seq, taps=(0,))
     kv = target.new_kv_pool(len(seq))
-    short = target(extend_batch([seq], [[]], [list(range(len(seq)))], [0], "cpu"), kv, num_layers=1)
+    short = target(extend_batch(tokens=[seq], prefix_slots=[[]], new_slots=[list(range(len(seq)))],
+                                device="cpu"), kv, num_layers=1)
     hid = target.config.hidden_size
     assert torch.allclose(short, target.model.norm(wide[:, :hid]), atol=1e-6)
     with pytest.raises(ValueError, match="num_layers 0"):
-        target(extend_batch([seq], [[]], [list(range(len(seq)))], [0], "cpu"), kv, num_layers=0)
+        target(extend_batch(tokens=[seq], prefix_slots=[[]], new_slots=[list(range(len(seq)))],
+                            device="cpu"), kv, num_layers=0)
 
 
 def test_early_exit_rejects_bad_input(pair):

@@ -6,7 +6,12 @@ import pytest
 from helpers import random_prompts, tiny_pair
 from workbench.engine.config import SpecConfig
 from workbench.engine.engine import Engine
-from workbench.engine.static_tree import EAGLE1_TREE, default_static_tree, parse_tree
+from workbench.engine.static_tree import EAGLE1_TREE, default_static_tree, read_tree, validate_tree
+
+
+def parse_tree(text: str, max_rank: int, max_depth: int, max_nodes: int):
+    """The tree box's text as the engine reads it: the one reader, then the one check."""
+    return validate_tree(read_tree(text), max_rank, max_depth, max_nodes)
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +50,11 @@ def test_too_many_nodes_and_sorting():
     with pytest.raises(ValueError, match="at most 2"):
         parse_tree("[[0],[1],[2]]", 16, 16, 2)
     assert parse_tree("[[0,0],[1],[0]]", 16, 16, 255) == ((0,), (1,), (0, 0))
+    assert read_tree("  ") is None
+    # the config reads the tree box's text with the same reader
+    assert SpecConfig.from_knobs("static", tree="[[0,0],[1],[0]]").tree == ((0,), (1,), (0, 0))
+    with pytest.raises(ValueError, match=r"tree is not valid JSON \(.*\); write it like"):
+        SpecConfig.from_knobs("static", tree="[[0], [0, 1")
     spec = SpecConfig.static(tree=[[0, 0], [1], [0]])
     assert (spec.num_steps, spec.topk, spec.num_draft_tokens) == (2, 2, 4)
 

@@ -7,6 +7,7 @@ request's accept lengths add up to its output less the prefill's token and τ = 
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,7 +15,7 @@ from helpers import random_prompts, tiny_pair
 from workbench.engine.config import SpecConfig
 from workbench.engine.draft_source import DraftSource
 from workbench.engine.engine import Engine
-from workbench.metrics import tau
+from workbench.metrics import requests_tau, tau, traces_tau
 
 TREE = SpecConfig("eagle2", num_steps=4, topk=4, num_draft_tokens=16)  # over 16 tokens: steps that accept 1-3 drafts are common
 SPECS = [SpecConfig("vanilla"), SpecConfig.linear(3), TREE, SpecConfig.static(8), SpecConfig(draft=DraftSource("ngram"))]
@@ -54,6 +55,16 @@ def check_counts(req, steps: list[dict]) -> None:
     assert not steps or 1 <= req.accept_lengths[-1] <= req.drafts_accepted[-1] + 1
     want = (len(req.output_ids) - 1) / len(steps) if steps else None
     assert tau(req.accept_lengths) == pytest.approx(want)
+    assert requests_tau(req) == traces_tau(steps) == tau(req.accept_lengths)  # one formula, whatever holds the lengths
+
+
+def test_tau_pools_the_verify_steps_of_requests_or_traces():
+    cut = SimpleNamespace(accept_lengths=[2, 4])  # the last step may have been cut at max_new_tokens
+    assert requests_tau(cut) == 3.0 and requests_tau([cut, SimpleNamespace(accept_lengths=[1])]) == pytest.approx(7 / 3)
+    assert requests_tau(SimpleNamespace(accept_lengths=[])) is None  # no verify step: no τ
+    traces = [{"kind": "prefill", "accept_length": 0}, {"kind": "spec", "accept_length": 3},
+              {"kind": "decode", "accept_length": 1}]
+    assert traces_tau(traces) == 2.0 and traces_tau(traces[:1]) is None  # the prefill is no verify step
 
 
 def test_a_step_cut_by_max_new_tokens_counts_what_it_emitted(pair):

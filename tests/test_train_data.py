@@ -253,7 +253,8 @@ def test_features_are_the_targets_prefill_and_held_out_is_by_prompt(tiny_target,
     val_tokens = {tuple(s.tokens[: s.prompt_len].tolist()) for s in val}
     assert not any(tuple(s.tokens[: len(next(iter(val_tokens)))].tolist()) in val_tokens for s in train)
     s = train[0]
-    batch = extend_batch([s.tokens.tolist()], [[]], [list(range(len(s.tokens)))], [0], "cpu")
+    batch = extend_batch(tokens=[s.tokens.tolist()], prefix_slots=[[]], new_slots=[list(range(len(s.tokens)))],
+                         device="cpu")
     want = tiny_target(batch, tiny_target.new_kv_pool(len(s.tokens)))
     torch.testing.assert_close(s.features[:-1].float(), want[:-1], rtol=2e-3, atol=2e-3)  # last: never fed
     ids_only = tmp_path / "ids"  # --no-features: features.py computes them (and caches them)

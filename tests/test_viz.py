@@ -54,7 +54,7 @@ def runs(tmp_path_factory):
     target, head = tiny_pair(tmp_path_factory.mktemp("tiny"))
     out = {}
     for name, (spec, sampling) in RUNS.items():
-        eng = Engine(target, head, spec, sampling, trace=True, token_text=lambda t: f"t{t}")
+        eng = Engine(target, head, spec, sampling=sampling, trace=True, token_text=lambda t: f"t{t}")
         eng.add_requests([[3, 5, 7, 9, 11]], 12)
         traces = []
         while not eng.done:
@@ -148,7 +148,7 @@ def wide_traces(tmp_path_factory):
     out = {}
     for name, spec in [("default", SpecConfig("eagle2")), ("60/6/10", SpecConfig("eagle2", num_steps=6, topk=10, num_draft_tokens=60)),
                        ("chain of 16", SpecConfig.linear(16))]:
-        eng = Engine(target, head, spec, SamplingParams(), trace=True, token_text=word)
+        eng = Engine(target, head, spec, sampling=SamplingParams(), trace=True, token_text=word)
         eng.add_requests([[3, 5, 7, 9, 11]], 8)
         traces = []
         while not eng.done:

@@ -173,8 +173,9 @@ class Workbench:
                 s.draft.check_target(self.target.config.num_layers)
             except ValueError as err:
                 raise UserError(str(err)) from None
-        return Engine(self.target, self.draft if speculative else None, spec, sampling, self.stop_ids, trace=trace,
-                      token_text=self.token_text, cuda_graphs=self.cuda_graphs, policy=policy, kv_slots=kv_slots)
+        return Engine(self.target, self.draft if speculative else None, spec, sampling=sampling, stop_ids=self.stop_ids,
+                      trace=trace, token_text=self.token_text, cuda_graphs=self.cuda_graphs, policy=policy,
+                      kv_slots=kv_slots)
 
     def generate(self, prompt_ids: list[list[int]], spec: SpecConfig, sampling: SamplingParams,
                  max_new_tokens: int, trace_sink=None, on_step=None, policy=None,

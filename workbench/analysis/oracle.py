@@ -33,8 +33,7 @@ from dataclasses import dataclass
 import torch
 
 from workbench.analysis.expectation import Expectation, expectation, from_mass
-from workbench.attention.batch import ForwardBatch, extend_batch
-from workbench.attention.meta import build_meta
+from workbench.attention.batch import extend_batch, tree_batch
 from workbench.engine.draft import grow_tree, scratch_slots_per_step
 from workbench.engine.sampling import SamplingParams, target_probs
 from workbench.engine.tree import build_tree, rerank
@@ -67,7 +66,8 @@ def _prefill(target: TargetModel, sequences: list[list[int]], points: list[tuple
     for seq in sequences:
         s = allocator.alloc(len(seq))
         slots.append(s)
-        out.append(target(extend_batch([seq], [[]], [s], [0], device), kv, taps))  # [len, W]
+        out.append(target(extend_batch(tokens=[seq], prefix_slots=[[]], new_slots=[s],
+                                       device=device), kv, taps))  # [len, W]
     return allocator, kv, slots, out
 
 
@@ -158,13 +158,10 @@ def early_exit_trees(target: TargetModel, sequences: list[list[int]], answer_sta
             kept, dropped = rerank(c, num_draft_tokens)
             trees.append(build_tree(sequences[i][L], c, kept, L, dropped))
         new = [allocator.alloc(t.num_nodes - 1) for t in trees]
-        i64 = dict(dtype=torch.int64, device=device)
-        batch = ForwardBatch(  # the verify: every drafted node, under the tree mask, by the whole target
-            torch.tensor([x for t in trees for x in t.tokens[1:]], **i64),
-            torch.tensor([x for t in trees for x in t.positions[1:]], **i64),
-            torch.tensor([x for n in new for x in n], **i64),
-            build_meta([t.num_nodes - 1 for t in trees], [slots[i][: L + 1] for i, L in part], new,
-                       [t.mask[1:, 1:] for t in trees], device))
+        batch = tree_batch(  # the verify: every drafted node (the root is in the prefix), under the tree mask
+            tokens=[t.tokens[1:] for t in trees], positions=[t.positions[1:] for t in trees],
+            prefix_slots=[slots[i][: L + 1] for i, L in part], new_slots=new, masks=[t.mask[1:, 1:] for t in trees],
+            device=device)
         verified = target(batch, kv).split([t.num_nodes - 1 for t in trees])
         for (i, L), t, h in zip(part, trees, verified):
             probs = target_probs(target.logits(torch.cat([full_hidden[i][L : L + 1], h])), sampling).cpu()

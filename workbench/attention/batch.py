@@ -1,4 +1,6 @@
-"""``ForwardBatch``: everything one forward (target or draft) needs.
+"""``ForwardBatch``: everything one forward (target or draft) needs, and its two builders: a
+causal extend (``extend_batch``: prefill, decode, draft extend) and a tree forward
+(``tree_batch``: the verify, a draft tree level).
 
 The engine fills it; the models read it. It lives in the attention layer, beside the
 ``AttentionMeta`` it carries, so that the models never import the engine (docs/design.md §2).
@@ -27,23 +29,41 @@ class ForwardBatch:
         return self.input_ids.shape[0]
 
 
-def extend_batch(
-    token_ids: list[list[int]],
-    prefix_slots: list[list[int]],
-    new_slots: list[list[int]],
-    start_positions: list[int],
-    device: torch.device | str,
-) -> ForwardBatch:
-    """Causal extend (prefill, decode, draft extend): request b appends ``token_ids[b]`` at
-    positions ``start_positions[b] + i``, writing slots ``new_slots[b]``, after its committed
-    prefix ``prefix_slots[b]``."""
+def extend_batch(*, tokens: list[list[int]], prefix_slots: list[list[int]], new_slots: list[list[int]],
+                 device: torch.device | str) -> ForwardBatch:
+    """Causal extend (prefill, decode, draft extend): request b appends ``tokens[b]`` after its
+    committed prefix ``prefix_slots[b]``, writing slots ``new_slots[b]``, at positions
+    ``len(prefix_slots[b]) + i`` (page size 1: a request's slots are its positions in order),
+    each token seeing the prefix and the new tokens up to itself."""
     ids, pos, slots = [], [], []
-    for toks, new, start in zip(token_ids, new_slots, start_positions):
+    for toks, prefix, new in zip(tokens, prefix_slots, new_slots):
         if len(toks) != len(new):
             raise ValueError(f"{len(toks)} tokens but {len(new)} slots")
         ids.extend(toks)
-        pos.extend(range(start, start + len(toks)))
+        pos.extend(range(len(prefix), len(prefix) + len(toks)))
         slots.extend(new)
+    meta = build_meta([len(t) for t in tokens], prefix_slots, new_slots, None, device)
+    return _batch(ids, pos, slots, meta, device)
+
+
+def tree_batch(*, tokens: list[list[int]], positions: list[list[int]], prefix_slots: list[list[int]],
+               new_slots: list[list[int]], masks: list[torch.Tensor], device: torch.device | str,
+               seen_slots: list[list[int]] | None = None) -> ForwardBatch:
+    """Tree forward (the verify, a draft tree level): request b's nodes ``tokens[b]`` at
+    ``positions[b]`` (a node's position is the prefix length plus its depth, less one for the
+    head's levels), writing ``new_slots[b]``; each node sees the whole prefix ``prefix_slots[b]``
+    and, under ``masks[b]`` ([N_b, E_b] bool, row i: node i's ancestors and itself), the extra
+    keys ``seen_slots[b]`` (default ``new_slots[b]``, the nodes themselves; a draft level: every
+    scratch slot its tree wrote so far, this level's included)."""
+    seen = new_slots if seen_slots is None else seen_slots
+    for b, (toks, pos, new) in enumerate(zip(tokens, positions, new_slots)):
+        if not len(toks) == len(pos) == len(new):
+            raise ValueError(f"request {b}: {len(toks)} tokens, {len(pos)} positions, {len(new)} slots")
+    meta = build_meta([len(t) for t in tokens], prefix_slots, seen, masks, device)
+    return _batch([x for t in tokens for x in t], [p for ps in positions for p in ps],
+                  [s for ns in new_slots for s in ns], meta, device)
+
+
+def _batch(ids: list[int], positions: list[int], slots: list[int], meta: AttentionMeta, device) -> ForwardBatch:
     i64 = dict(dtype=torch.int64, device=device)
-    meta = build_meta([len(t) for t in token_ids], prefix_slots, new_slots, None, device)
-    return ForwardBatch(torch.tensor(ids, **i64), torch.tensor(pos, **i64), torch.tensor(slots, **i64), meta)
+    return ForwardBatch(torch.tensor(ids, **i64), torch.tensor(positions, **i64), torch.tensor(slots, **i64), meta)

@@ -44,14 +44,13 @@ the error for their user).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, fields, replace
 
 from workbench.engine.accept import EXACT_THRESHOLD
 from workbench.engine.draft_source import DraftSource, parse_draft
 from workbench.engine.sampling import SamplingParams
-from workbench.engine.static_tree import breadth_first, default_static_tree, tree_shape, validate_tree
+from workbench.engine.static_tree import breadth_first, default_static_tree, read_tree, tree_shape, validate_tree
 from workbench.engine.tree import max_candidates
 
 METHODS = ("vanilla", "linear", "eagle2", "static")
@@ -312,16 +311,14 @@ def _static_knobs(num_draft_tokens: int | None, tree) -> dict:
 
 
 def _read_tree(tree):
-    """The tree box's or ``--tree``'s JSON text as rank paths (blank: no tree); anything else as it is."""
+    """The tree box's or ``--tree``'s text as rank paths (``static_tree.read_tree``; blank: no
+    tree); anything else as it is."""
     if not isinstance(tree, str):
         return tree
-    if not tree.strip():
-        return None
     try:
-        return json.loads(tree)
-    except json.JSONDecodeError as err:
-        raise ConfigError("tree", f"{{tree}} is not valid JSON ({err.msg} at character {err.pos}); write it like "
-                                  "[[0],[1],[0,0]]") from None
+        return read_tree(tree)
+    except ValueError as err:
+        raise ConfigError("tree", f"{{tree}} is {err}") from None
 
 
 def _read_draft(draft: DraftSource | str | None) -> DraftSource:

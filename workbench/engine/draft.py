@@ -35,8 +35,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from workbench.attention.batch import ForwardBatch, extend_batch
-from workbench.attention.meta import build_meta
+from workbench.attention.batch import ForwardBatch, extend_batch, tree_batch
 from workbench.engine.record import DraftLevel
 from workbench.engine.sampling import SamplingParams, target_probs
 from workbench.engine.tree import Candidates, ancestor_mask, score_order
@@ -93,16 +92,11 @@ def tree_level_batch(fronts: list[Frontier], device) -> ForwardBatch:
     """One tree level for every request, after ``Frontier.run_level``: the frontier nodes at
     their level's position, writing its slots, each attending its request's prefix plus its
     ancestors and itself among the scratch K/V."""
-    ids, pos, out = [], [], []
-    for f in fronts:
-        level = f.levels[-1]
-        ids.extend(f.cands.tokens[c] for c in level.frontier)
-        pos.extend([level.position] * len(level.frontier))
-        out.extend(level.slots)
-    i64 = dict(dtype=torch.int64, device=device)
-    meta = build_meta([len(f.nodes) for f in fronts], [f.prefix for f in fronts], [f.scratch for f in fronts],
-                      [f.mask() for f in fronts], device)
-    return ForwardBatch(torch.tensor(ids, **i64), torch.tensor(pos, **i64), torch.tensor(out, **i64), meta)
+    levels = [f.levels[-1] for f in fronts]
+    return tree_batch(tokens=[[f.cands.tokens[c] for c in lv.frontier] for f, lv in zip(fronts, levels)],
+                      positions=[[lv.position] * len(lv.frontier) for lv in levels],
+                      prefix_slots=[f.prefix for f in fronts], new_slots=[lv.slots for lv in levels],
+                      seen_slots=[f.scratch for f in fronts], masks=[f.mask() for f in fronts], device=device)
 
 
 def phase_of(fronts: list[Frontier], chain_q: list[list[torch.Tensor]] | None = None) -> DraftPhase:
@@ -132,7 +126,7 @@ def draft_extend(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int],
     """Run the pending pairs; returns the draft hidden state at each request's last pair [B, H]
     and the slots written. The pairs sit at the last ``len(tokens[b])`` committed positions:
     the caller checks that first (``drafts.HeadDraft``). ``forward``: see ``head_forward``."""
-    prefix, new, starts = [], [], []
+    prefix, new = [], []
     for rid, toks, feats in zip(rids, tokens, features):
         if len(toks) != feats.shape[0] or not toks:
             raise AssertionError(f"request {rid}: {len(toks)} pending tokens but {feats.shape[0]} features")
@@ -140,9 +134,8 @@ def draft_extend(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int],
         cut = len(slots) - len(toks)
         prefix.append(slots[:cut])
         new.append(slots[cut:])
-        starts.append(cut)
     device = features[0].device
-    batch = extend_batch(tokens, prefix, new, starts, device)
+    batch = extend_batch(tokens=tokens, prefix_slots=prefix, new_slots=new, device=device)
     hidden = head_forward(head, kv, forward)(torch.cat(features), batch)  # [T, H]
     last = (torch.tensor([len(t) for t in tokens]).cumsum(0) - 1).to(device)  # each request's last row
     return hidden[last], new

@@ -21,22 +21,21 @@ engine without ``kv_slots`` is sized for exactly that batch, and all of it is ad
 
 With ``trace=True`` every step also fills one ``StepRecord`` per request (``record.py``):
 ``step_records()`` returns them, ``step()`` returns them as JSON-ready traces (``trace.py``).
-With tracing off no record is built. Phase timings read the clock after a
-``torch.cuda.synchronize()`` when the engine runs on CUDA, so each phase's kernels are counted
-in that phase. ``debug=True`` (or ``WORKBENCH_DEBUG=1``; the tests set it) adds the
+With tracing off no record is built. Each phase is timed as a context
+(``with timings.phase("verify"):``, ``timings.py``), the clock read after a
+``torch.cuda.synchronize()`` when tracing on CUDA, so each phase's kernels are counted in that
+phase. ``debug=True`` (or ``WORKBENCH_DEBUG=1``; the tests set it) adds the
 invariant checks that cost more than a comparison (docs/design.md §4).
 """
 
 from __future__ import annotations
 
 import os
-import time
 
 import torch
 
 from workbench.attention import BACKEND
-from workbench.attention.batch import ForwardBatch, extend_batch
-from workbench.attention.meta import build_meta
+from workbench.attention.batch import ForwardBatch, extend_batch, tree_batch
 from workbench.engine import trace as tr
 from workbench.engine.accept import AcceptResult, greedy_walk, leviathan_chain, sampling_walk
 from workbench.engine.config import SpecConfig, check_context
@@ -49,6 +48,7 @@ from workbench.engine.record import DraftLevel, KVChange, PolicyNote, StepRecord
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams, choose, target_probs
 from workbench.engine.scheduler import Scheduler
+from workbench.engine.timings import StepTimings
 from workbench.engine.tree import DraftTree, build_tree, rerank
 from workbench.kv import SlotAllocator, SlotTable
 from workbench.kv.pool import KVPool
@@ -58,7 +58,7 @@ from workbench.models.llama import TargetModel
 
 class Engine:
     def __init__(self, target: TargetModel, draft: DraftHead | TargetModel | None = None,
-                 spec: SpecConfig | None = None,
+                 spec: SpecConfig | None = None, *,
                  sampling: SamplingParams = SamplingParams(), stop_ids: tuple[int, ...] = (),
                  trace: bool = False, token_text=None, debug: bool | None = None,
                  cuda_graphs: bool | None = None, policy: SpecPolicy | None = None, kv_slots: int | None = None):
@@ -241,156 +241,151 @@ class Engine:
                 self.check_integrity()
         return records
 
-    def _clock(self) -> float:
-        """perf_counter, after the device has finished the work queued so far (CUDA is
-        asynchronous: without the sync, a phase's kernels would be timed in a later phase)."""
-        if self.trace and self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        return time.perf_counter()
-
-    def _ms(self, t0: float) -> float:
-        return (self._clock() - t0) * 1e3
+    def _timings(self) -> StepTimings:
+        """A step's phase times; read after a sync when tracing on CUDA (``timings.py``)."""
+        return StepTimings(self.device, sync=self.trace)
 
     # ---- prefill and plain decoding ------------------------------------------------------------
     def _prefill(self, reqs: list[Request]) -> list[StepRecord]:
         """The newly admitted requests' prompts, in one target forward: their KV, their first
         token, and the pairs their draft extend will run."""
-        t0 = self._clock()
-        for r in reqs:
-            self.table.add_request(r.rid)
-            self.table.commit(r.rid, self.table.allocator.alloc(len(r.prompt_ids)))
-        batch = extend_batch([r.prompt_ids for r in reqs], [[] for _ in reqs],
-                             [self.table.slots(r.rid) for r in reqs], [0] * len(reqs), self.device)
-        hidden = self.target(batch, self.target_kv, self.taps)  # [T, H] (fused head: [T, W])
-        ends = torch.tensor([len(r.prompt_ids) for r in reqs]).cumsum(0) - 1  # each prompt's last row
-        logits = self.target.logits(hidden[ends.to(self.device)])
-        first = choose(logits, self.sampling, self.dev_gen).tolist()
-        offset, emitted, slots = 0, [], [list(self.table.slots(r.rid)) for r in reqs]
-        for r, tok in zip(reqs, first):
-            n = len(r.prompt_ids)
-            r.target_forwards += 1
-            r.root = tok
-            r.pending_tokens = r.prompt_ids[1:] + [tok]  # pairs (f_t, x_{t+1}) for t = 0..P-1
-            r.pending_features = hidden[offset : offset + n]
-            offset += n
-            emitted.append(r.emit([tok], ["prefill"], self.stop_ids))
-        self._release_finished()
-        ms = self._ms(t0)
+        timings = self._timings()
+        with timings.phase("prefill"):
+            for r in reqs:
+                self.table.add_request(r.rid)
+                self.table.commit(r.rid, self.table.allocator.alloc(len(r.prompt_ids)))
+            batch = extend_batch(tokens=[r.prompt_ids for r in reqs], prefix_slots=[[] for _ in reqs],
+                                 new_slots=[self.table.slots(r.rid) for r in reqs], device=self.device)
+            hidden = self.target(batch, self.target_kv, self.taps)  # [T, H] (fused head: [T, W])
+            ends = torch.tensor([len(r.prompt_ids) for r in reqs]).cumsum(0) - 1  # each prompt's last row
+            logits = self.target.logits(hidden[ends.to(self.device)])
+            first = choose(logits, self.sampling, self.dev_gen).tolist()
+            offset, emitted, slots = 0, [], [list(self.table.slots(r.rid)) for r in reqs]
+            for r, tok in zip(reqs, first):
+                n = len(r.prompt_ids)
+                r.target_forwards += 1
+                r.root = tok
+                # pairs (f_t, x_{t+1}) for t = 0..P-1
+                r.set_pending(r.prompt_ids[1:] + [tok], hidden[offset : offset + n])
+                offset += n
+                emitted.append(r.emit([tok], ["prefill"], self.stop_ids))
+            self._release_finished()
         if not self.trace:
             return []
         ids = [r.rid for r in reqs]
         choice = Choice(self.policy.name, None, f"request{'s' * (len(ids) > 1)} {', '.join(map(str, ids))} admitted")
-        return [self._record("prefill", r, self.spec, choice, ids, logits[i : i + 1], emitted[i],
-                             KVChange(0, slots[i], slots[i], []), {"prefill_ms": ms}, prompt_len=len(r.prompt_ids))
+        return [self._record(kind="prefill", request=r, spec=self.spec, choice=choice, batch=ids,
+                             logits=logits[i : i + 1], emitted=emitted[i], kv=KVChange(0, slots[i], slots[i], []),
+                             timing=timings.ms, prompt_len=len(r.prompt_ids))
                 for i, r in enumerate(reqs)]
 
     def _vanilla_step(self, reqs: list[Request], choice: Choice) -> list[StepRecord]:
         """One plain decode step of the batch. With a draft that extends from pending pairs (the
         head), each step's pair (f_root, next token) joins them, so that the next speculative
-        step's extend catches up on every token committed meanwhile (docs/design.md §4)."""
-        t0 = self._clock()
-        keep_pairs = self.drafter is not None and self.drafter.reads_pending
-        lens = [self.table.length(r.rid) for r in reqs]
-        new = [self.table.allocator.alloc(1) for _ in reqs]
-        batch = extend_batch([[r.root] for r in reqs], [list(self.table.slots(r.rid)) for r in reqs],
-                             new, lens, self.device)
-        hidden, logits = self._target_forward(batch)  # [B, W], [B, V]
-        nxt = choose(logits, self.sampling, self.dev_gen).tolist()
-        emitted = []
-        for i, (r, slots, tok) in enumerate(zip(reqs, new, nxt)):
-            self.table.commit(r.rid, slots)
-            r.target_forwards += 1
-            if keep_pairs:  # the root is committed now: its pair waits for the draft
-                r.pending_tokens.append(tok)
-                r.pending_features = torch.cat([r.pending_features, hidden[i : i + 1]])  # a copy, graphs or not
-            r.root = tok
-            emitted.append(r.emit([tok], ["bonus"], self.stop_ids))
-            r.accept_lengths.append(len(emitted[-1]))
-            r.drafts_accepted.append(0)
-        self._release_finished()
-        ms = self._ms(t0)
+        step's extend catches up on every token committed meanwhile (docs/design.md §4). The
+        pair's feature row is copied (a graph's output buffer is overwritten by the next replay)
+        and added beside the earlier ones, not concatenated to them: a plain step's work does not
+        grow with the pairs pending."""
+        timings = self._timings()
+        with timings.phase("decode"):
+            keep_pairs = self.drafter is not None and self.drafter.reads_pending
+            lens = [self.table.length(r.rid) for r in reqs]
+            new = [self.table.allocator.alloc(1) for _ in reqs]
+            batch = extend_batch(tokens=[[r.root] for r in reqs], prefix_slots=[self.table.slots(r.rid) for r in reqs],
+                                 new_slots=new, device=self.device)
+            hidden, logits = self._target_forward(batch)  # [B, W], [B, V]
+            nxt = choose(logits, self.sampling, self.dev_gen).tolist()
+            emitted = []
+            for i, (r, slots, tok) in enumerate(zip(reqs, new, nxt)):
+                self.table.commit(r.rid, slots)
+                r.target_forwards += 1
+                if keep_pairs:  # the root is committed now: its pair waits for the draft
+                    r.add_pending(tok, hidden[i : i + 1].clone())
+                r.root = tok
+                emitted.append(r.emit([tok], ["bonus"], self.stop_ids))
+                r.accept_lengths.append(len(emitted[-1]))
+                r.drafts_accepted.append(0)
+            self._release_finished()
         if not self.trace:
             return []
         ids = [r.rid for r in reqs]
-        return [self._record("decode", r, choice.spec, choice, ids, logits[i : i + 1], emitted[i],
-                             KVChange(lens[i], new[i], new[i], []), {"decode_ms": ms}) for i, r in enumerate(reqs)]
+        return [self._record(kind="decode", request=r, spec=choice.spec, choice=choice, batch=ids,
+                             logits=logits[i : i + 1], emitted=emitted[i], kv=KVChange(lens[i], new[i], new[i], []),
+                             timing=timings.ms)
+                for i, r in enumerate(reqs)]
 
     # ---- one EAGLE-2 step ----------------------------------------------------------------------
     def _spec_step(self, reqs: list[Request], choice: Choice) -> list[StepRecord]:
-        spec = choice.spec
+        """One EAGLE-2 step of the batch, its phases in order (docs/design.md §3), each timed."""
+        spec, timings = choice.spec, self._timings()
+        lens = [self.table.length(r.rid) for r in reqs]  # L per request, before this step
+        with timings.phase("draft_extend"):
+            extended = self.drafter.extend(reqs, self.table)
+        with timings.phase("draft_tree"):
+            phase = self._draft(reqs, spec, extended)
+        with timings.phase("build"):
+            trees, verify_slots = self._build(reqs, spec, phase, lens)
+        with timings.phase("verify"):
+            hidden, logits = self._verify(reqs, trees, verify_slots)
+        with timings.phase("accept"):
+            results = self._accept(spec, trees, logits, phase)
+        with timings.phase("commit"):
+            commits = [self._commit(r, tree, res, slots, h)
+                       for r, tree, res, slots, h in zip(reqs, trees, results, verify_slots, per_tree(trees, hidden))]
+            self._release_finished()
+        if not self.trace:
+            return []
         rids = [r.rid for r in reqs]
-        timing: dict[str, float] = {}
-        lens = [self.table.length(rid) for rid in rids]  # L per request, before this step
+        return [self._record(kind="spec", request=r, spec=spec, choice=choice, batch=rids, logits=rows,
+                             emitted=emitted, timing=timings.ms,
+                             kv=KVChange(lens[i], verify_slots[i], kept, freed, draft_extend=extended.slots[i],
+                                         draft_scratch=phase.scratch_slots[i]),
+                             candidates=phase.candidates[i], levels=phase.levels[i], tree=trees[i], result=results[i])
+                for i, (r, rows, (kept, freed, emitted)) in enumerate(zip(reqs, per_tree(trees, logits), commits))]
 
-        t = self._clock()
-        extended = self.drafter.extend(reqs, self.table)
-        timing["draft_extend_ms"] = self._ms(t)
-        t = self._clock()
+    def _draft(self, reqs: list[Request], spec: SpecConfig, extended) -> DraftPhase:
+        """Every request's candidate tree, grown from its extend's output (``extended``); the tree
+        levels' draft KV is scratch, back on the free list before the verify."""
         chain = self.sampling if spec.accept_rule(self.sampling) == "leviathan" else None
         phase = self.drafter.grow(reqs, self.table, extended, spec, chain, self.dev_gen)
-        for slots in phase.scratch_slots:  # tree-level draft KV is scratch: back to the free list
+        for slots in phase.scratch_slots:
             self.table.allocator.free(slots)
-        timing["draft_tree_ms"] = self._ms(t)
+        return phase
 
-        t = self._clock()
+    def _build(self, reqs: list[Request], spec: SpecConfig, phase: DraftPhase,
+               lens: list[int]) -> tuple[list[DraftTree], list[list[int]]]:
+        """Each request's verify tree (its ``num_draft_tokens`` best candidates under the root,
+        at L + depth) and the slots its nodes' K/V will take."""
         trees = []
         for r, c, L in zip(reqs, phase.candidates, lens):
             kept, dropped = rerank(c, spec.num_draft_tokens)
             trees.append(build_tree(r.root, c, kept, L, dropped))
-        verify_slots = [self.table.allocator.alloc(tree.num_nodes) for tree in trees]
         if self.debug:
             _check_positions(trees, phase.levels, lens, self.drafter.level_offset)
-        timing["build_ms"] = self._ms(t)
+        return trees, [self.table.allocator.alloc(tree.num_nodes) for tree in trees]
 
-        t = self._clock()
-        hidden, logits = self._verify(reqs, trees, verify_slots)
-        timing["verify_ms"] = self._ms(t)
-
-        t = self._clock()
-        results = self._accept(spec, trees, logits, phase)
-        timing["accept_ms"] = self._ms(t)
-
-        t = self._clock()
-        changes, emitted = [], []
-        for i, (r, h) in enumerate(zip(reqs, per_tree(trees, hidden))):
-            kept_slots, freed, out = self._commit(r, trees[i], results[i], verify_slots[i], h)
-            changes.append(KVChange(lens[i], verify_slots[i], kept_slots, freed, draft_extend=extended.slots[i],
-                                    draft_scratch=phase.scratch_slots[i]))
-            emitted.append(out)
-        self._release_finished()
-        timing["commit_ms"] = self._ms(t)
-        if not self.trace:
-            return []
-        return [self._record("spec", r, spec, choice, rids, rows, emitted[i], changes[i], dict(timing),
-                             candidates=phase.candidates[i], levels=phase.levels[i], tree=trees[i], result=results[i])
-                for i, (r, rows) in enumerate(zip(reqs, per_tree(trees, logits)))]
-
-    def _record(self, kind: str, r: Request, spec: SpecConfig, choice: Choice, batch: list[int],
+    def _record(self, *, kind: str, request: Request, spec: SpecConfig, choice: Choice, batch: list[int],
                 logits: torch.Tensor, emitted: list[int], kv: KVChange, timing: dict[str, float],
                 **spec_parts) -> StepRecord:
         """The record of one request's step (tracing only), with the allocator counts after it.
-        ``spec``: the setting the step ran (a prefill: the largest); ``batch``: the step's requests."""
+        ``spec``: the setting the step ran (a prefill: the largest); ``batch``: the step's requests;
+        ``timing``: the step's phase times (copied: each record owns its dict)."""
         a = self.table.allocator
         kv.allocated, kv.free, kv.total = a.num_used, a.num_free, a.num_slots
         draft = self.drafter.name if spec.speculative else "none"
-        return StepRecord(kind=kind, step=self.steps, request=r.rid, method=spec.method,
+        return StepRecord(kind=kind, step=self.steps, request=request.rid, method=spec.method,
                           rule=spec.accept_rule(self.sampling), sampling=self.sampling, logits=logits,
-                          emitted=emitted, finish_reason=r.finish_reason, kv=kv, timing_ms=timing, draft=draft,
-                          policy=PolicyNote(choice.policy, choice.label, choice.reason), batch=batch, **spec_parts)
+                          emitted=emitted, finish_reason=request.finish_reason, kv=kv, timing_ms=dict(timing),
+                          draft=draft, policy=PolicyNote(choice.policy, choice.label, choice.reason), batch=batch,
+                          **spec_parts)
 
     def _verify(self, reqs: list[Request], trees: list[DraftTree], slots: list[list[int]]):
         """One target forward over every node of every request: prefix from the cache, nodes
         under their tree mask. Returns hidden [T, W] (W = H, or a fused head's feature width) and
         logits [T, V] (row i: after node i)."""
-        ids, pos, out = [], [], []
-        for tree, s in zip(trees, slots):
-            ids.extend(tree.tokens)
-            pos.extend(tree.positions)
-            out.extend(s)
-        meta = build_meta([t.num_nodes for t in trees], [list(self.table.slots(r.rid)) for r in reqs], slots,
-                          [t.mask for t in trees], self.device)
-        i64 = dict(dtype=torch.int64, device=self.device)
-        batch = ForwardBatch(torch.tensor(ids, **i64), torch.tensor(pos, **i64), torch.tensor(out, **i64), meta)
+        batch = tree_batch(tokens=[t.tokens for t in trees], positions=[t.positions for t in trees],
+                           prefix_slots=[self.table.slots(r.rid) for r in reqs], new_slots=slots,
+                           masks=[t.mask for t in trees], device=self.device)
         return self._target_forward(batch)
 
     def _target_forward(self, batch: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -428,8 +423,7 @@ class Engine:
         r.accept_lengths.append(len(emitted))  # τ counts what the step emitted, not what the walk accepted
         r.drafts_accepted.append(len(accepted))
         r.root = res.bonus
-        r.pending_tokens = accepted + [res.bonus]  # pairs (f_root, a1), ..., (f_an, bonus)
-        r.pending_features = hidden[res.path]
+        r.set_pending(accepted + [res.bonus], hidden[res.path])  # pairs (f_root, a1), ..., (f_an, bonus)
         return kept, freed, emitted
 
     def _release_finished(self) -> None:
@@ -439,7 +433,7 @@ class Engine:
             if r.finished:
                 self.table.release(r.rid)
                 self.scheduler.retire(r.rid)
-                r.pending_features = None
+                r.drop_features()
         self.batch = [r for r in self.batch if not r.finished]
 
     def check_integrity(self) -> None:

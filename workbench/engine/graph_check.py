@@ -34,8 +34,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from workbench.attention import BACKEND
-from workbench.attention.batch import ForwardBatch, extend_batch
-from workbench.attention.meta import build_meta
+from workbench.attention.batch import ForwardBatch, extend_batch, tree_batch
 from workbench.attention.selfcheck import raise_if_device_lost, random_tree_mask
 from workbench.engine import graphs
 from workbench.kv import SlotAllocator
@@ -144,18 +143,17 @@ def _prefilled(target, forward, new_pool, device, gen, spare: int):
     kv = new_pool(alloc.num_slots + 1)
     slots = [alloc.alloc(n) for n in lens]
     prompts = [torch.randint(target.config.vocab_size, (n,), generator=gen).tolist() for n in lens]
-    forward(extend_batch(prompts, [[] for _ in lens], slots, [0] * len(lens), device), kv)
+    forward(extend_batch(tokens=prompts, prefix_slots=[[] for _ in lens], new_slots=slots, device=device), kv)
     return kv, alloc, lens, slots
 
 
 def _tree_batch(lens, slots, new, earlier, masks, gen, vocab, device) -> ForwardBatch:
     """Per request b, the nodes ``new[b]`` after its prefix, seeing ``earlier[b] + new[b]``
     under ``masks[b]`` (ancestors and self), at position prefix + depth."""
-    meta = build_meta([len(s) for s in new], slots, [e + s for e, s in zip(earlier, new)], masks, device)
-    pos = [n + int(m[i].sum()) - 1 for n, m in zip(lens, masks) for i in range(len(m))]  # depth: ancestors seen
-    i64 = dict(dtype=torch.int64, device=device)
-    ids = torch.randint(vocab, (len(pos),), generator=gen)
-    return ForwardBatch(ids.to(device), torch.tensor(pos, **i64), torch.tensor(sum(new, []), **i64), meta)
+    pos = [[n + int(row.sum()) - 1 for row in m] for n, m in zip(lens, masks)]  # depth: ancestors seen
+    ids = [torch.randint(vocab, (len(p),), generator=gen).tolist() for p in pos]
+    return tree_batch(tokens=ids, positions=pos, prefix_slots=slots, new_slots=new,
+                      seen_slots=[e + s for e, s in zip(earlier, new)], masks=masks, device=device)
 
 
 def _check_target(target) -> tuple[str | None, float | None]:
@@ -164,7 +162,8 @@ def _check_target(target) -> tuple[str | None, float | None]:
     kv, alloc, lens, slots = _prefilled(target, target, target.new_kv_pool, device, gen, 2 + sum(VERIFY_NODES))
     runner = graphs.GraphedTarget(target, kv, alloc.num_slots, alloc.num_slots + 1)
     vocab = target.config.vocab_size
-    decode = extend_batch([[1] for _ in lens], slots, [alloc.alloc(1) for _ in lens], lens, device)
+    decode = extend_batch(tokens=[[1] for _ in lens], prefix_slots=slots, new_slots=[alloc.alloc(1) for _ in lens],
+                          device=device)
     new = [alloc.alloc(n) for n in VERIFY_NODES]
     verify = _tree_batch(lens, slots, new, [[] for _ in new], [random_tree_mask(n, gen) for n in VERIFY_NODES], gen,
                          vocab, device)

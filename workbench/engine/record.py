@@ -33,14 +33,18 @@ class KVChange:
 
 @dataclass
 class DraftLevel:
-    """One draft forward after the first: the frontier at depth ``level`` runs through the head
-    (positions ``L + level - 1``, one behind the target's, see docs/design.md §4) and proposes
-    the candidates at depth ``level + 1``."""
+    """One draft forward after the first: the frontier at depth ``level`` runs through the draft
+    and proposes the candidates at depth ``level + 1``. Its position is ``len(prefix) + level - 1``
+    (``draft.Frontier.run_level``), which depends on the draft (docs/design.md §4): the head's
+    prefix is the L committed tokens, so it runs one behind the target's nodes, at
+    ``L + level - 1`` (its input at p is paired with the token at p + 1); an early exit's and a
+    draft model's prefix also holds the root, so they run at the node's own position,
+    ``L + level`` (``level_offset`` -1 and 0 on the drafter)."""
 
     level: int  # depth of the frontier nodes run by this forward
     frontier: list[int]  # their flat candidate indices, best path score first
     slots: list[int]  # scratch draft-KV slots they were written to
-    position: int  # their position: L + level - 1
+    position: int  # their position: L + level - 1 (the head), L + level (an early exit, a draft model)
 
 
 @dataclass

@@ -28,10 +28,34 @@ class Request:
     root: int | None = None
     # Pairs (f_t, x_{t+1}) whose draft KV is missing: next draft extend's input. They belong
     # to the last len(pending_tokens) committed positions: draft_length + len(pending_tokens)
-    # equals the committed length (docs/design.md §4).
+    # equals the committed length (docs/design.md §4). Their features f_t are kept as the steps
+    # added them (``_feature_parts``, [n_i, W] each) and joined once, when the extend reads
+    # ``pending_features``: a plain step adds one row without copying the earlier ones, so a long
+    # run of plain steps costs each step the same.
     pending_tokens: list[int] = field(default_factory=list)
-    pending_features: torch.Tensor | None = None
+    _feature_parts: list[torch.Tensor] = field(default_factory=list, repr=False)
     draft_length: int = 0  # committed positions whose draft KV is written
+
+    @property
+    def pending_features(self) -> torch.Tensor | None:
+        """[len(pending_tokens), W] the pending pairs' features f_t, in position order (None: none kept)."""
+        if len(self._feature_parts) > 1:
+            self._feature_parts = [torch.cat(self._feature_parts)]
+        return self._feature_parts[0] if self._feature_parts else None
+
+    def set_pending(self, tokens: list[int], features: torch.Tensor | None) -> None:
+        """The pending pairs are now ``tokens`` with ``features`` [len(tokens), W] (None: drop them)."""
+        self.pending_tokens = list(tokens)
+        self._feature_parts = [] if features is None else [features]
+
+    def add_pending(self, token: int, feature: torch.Tensor) -> None:
+        """One more pair (f_t [1, W], x_{t+1}) after the pending ones; the earlier features stay where they are."""
+        self.pending_tokens.append(token)
+        self._feature_parts.append(feature)
+
+    def drop_features(self) -> None:
+        """A finished request extends no more: its features' memory goes (its tokens stay, for the traces)."""
+        self._feature_parts = []
 
     @property
     def finished(self) -> bool:

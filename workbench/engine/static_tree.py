@@ -99,14 +99,16 @@ def validate_tree(paths, max_rank: int, max_depth: int, max_nodes: int) -> tuple
     return breadth_first(out)
 
 
-def parse_tree(text: str, max_rank: int, max_depth: int, max_nodes: int) -> tuple[Path, ...]:
-    """A tree as text (``--tree``, the app's tree box: JSON, e.g. ``"[[0],[1],[0,0]]"``) -> validated rank paths."""
+def read_tree(text: str):
+    """A tree as text (``--tree``, the app's tree box: JSON, e.g. ``"[[0],[1],[0,0]]"``) -> its
+    rank paths as written (None for blank text), for ``validate_tree`` to check; ValueError
+    "not valid JSON (...)" where the text cannot be read."""
+    if not text.strip():
+        return None
     try:
-        paths = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as err:
-        raise ValueError(f"the tree is not valid JSON ({err.msg} at character {err.pos}); "
-                         "write it like [[0],[1],[0,0]]") from None
-    return validate_tree(paths, max_rank, max_depth, max_nodes)
+        raise ValueError(f"not valid JSON ({err.msg} at character {err.pos}); write it like [[0],[1],[0,0]]") from None
 
 
 def tree_shape(paths: tuple[Path, ...]) -> tuple[int, int]:

@@ -12,7 +12,7 @@ accept length over the coins) is derived from them on request (``analysis/expect
 ``batch``           ids of every request the step ran: a prefill step's are the requests it admitted
 ``draft.levels``    per draft forward after the first: the frontier's depth (``level``), its flat
                     candidate indices, their scratch slots and their position (the head: L +
-                    level - 1; an early exit: L + level); none for the n-gram draft
+                    level - 1; an early exit and a draft model: L + level); none for the n-gram draft
 ``draft.candidates`` every candidate: index, token, text, prob, score, parent (flat, -1 root),
                     level (its depth: the draft forward that proposed it)
 ``draft.kept`` / ``draft.dropped``  flat indices that survived the rerank / were dropped (parent missing)

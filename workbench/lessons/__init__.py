@@ -16,7 +16,6 @@ engine, these helpers and ``workbench/viz``, and renders what they return.
 ``lossless.py``     p, q, min(p, q) and the residual at one position; each rule's exact law
 ``lossy.py``        the law the lossy accept thresholds emit, in closed form; the drift in words
 ``draft_law.py``    the draft head's law q of the next token after given tokens
-``tau.py``          τ from the recorded accept lengths: tokens each verify step emitted
 ``divergence.py``   where two greedy outputs part, and the target's top-2 margin there
 ``takeaways.py``    sentences computed from measured numbers: regime and bend, noise, trends
 ==================  =========================================================================

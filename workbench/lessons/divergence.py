@@ -39,8 +39,8 @@ def top2_margin(target, tokens: list[int]) -> tuple[tuple[int, int], float]:
     """The target's two best next tokens after ``tokens`` and their logit margin, fresh forward."""
     n = len(tokens)
     kv = target.new_kv_pool(n)
-    hidden = target(extend_batch([tokens], [[]], [SlotAllocator(n).alloc(n)], [0],
-                                 target.lm_head.weight.device), kv)  # [n, H]
+    hidden = target(extend_batch(tokens=[tokens], prefix_slots=[[]], new_slots=[SlotAllocator(n).alloc(n)],
+                                 device=target.lm_head.weight.device), kv)  # [n, H]
     logits = target.logits(hidden[-1:])[0].float()  # [V]
     values, ids = logits.topk(2)
     return (int(ids[0]), int(ids[1])), float(values[0] - values[1])

@@ -24,9 +24,11 @@ def draft_next_token_law(target, head, tokens: list[int], params: SamplingParams
     device = target.lm_head.weight.device
     n = len(tokens)
     kv = target.new_kv_pool(n)
-    features = target(extend_batch([tokens], [[]], [SlotAllocator(n).alloc(n)], [0], device), kv)  # [n, H]
+    features = target(extend_batch(tokens=[tokens], prefix_slots=[[]], new_slots=[SlotAllocator(n).alloc(n)],
+                                   device=device), kv)  # [n, H]
     draft_kv = head.new_kv_pool(n - 1)
-    pairs = extend_batch([tokens[1:]], [[]], [SlotAllocator(n - 1).alloc(n - 1)], [0], device)
+    pairs = extend_batch(tokens=[tokens[1:]], prefix_slots=[[]], new_slots=[SlotAllocator(n - 1).alloc(n - 1)],
+                         device=device)
     hidden = head(features[:-1], pairs, draft_kv)  # row t: pair (f_t, x_{t+1}), predicts x_{t+2}
     log_probs, cols = head.log_probs(hidden[-1:])  # [1, V'] and the token id of each column
     q = target_probs(log_probs, params)[0].double().cpu()

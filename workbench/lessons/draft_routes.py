@@ -17,7 +17,7 @@ from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
 from workbench.lessons import smoke
 from workbench.lessons.chain_model import held_out_check
-from workbench.metrics import predicted_speedup, tau
+from workbench.metrics import predicted_speedup, traces_tau
 from workbench.viz.style import OKABE_ITO, base_layout
 
 
@@ -36,7 +36,7 @@ class RouteRun:
 
     @property
     def tau(self) -> float:
-        return tau([t["accept_length"] for t in self.steps]) if self.spec.speculative else 1.0
+        return traces_tau(self.steps) if self.spec.speculative else 1.0
 
     @property
     def tokens_per_s(self) -> float:

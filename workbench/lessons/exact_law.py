@@ -30,7 +30,8 @@ def next_token_laws(target, sequences: list[list[int]], params: SamplingParams) 
     kv = target.new_kv_pool(total)
     alloc = SlotAllocator(total)
     slots = [alloc.alloc(len(s)) for s in sequences]
-    hidden = target(extend_batch(sequences, [[] for _ in sequences], slots, [0] * len(sequences), device), kv)
+    hidden = target(extend_batch(tokens=sequences, prefix_slots=[[] for _ in sequences], new_slots=slots,
+                                 device=device), kv)
     ends = torch.tensor(list(itertools.accumulate(len(s) for s in sequences))) - 1
     return target_probs(target.logits(hidden[ends.to(device)]), params).double().cpu()
 
@@ -62,7 +63,7 @@ def sample_sequences(target, head, spec: SpecConfig, params: SamplingParams, pro
                      n: int) -> tuple[torch.Tensor, list[int]]:
     """``n`` requests of ``prompt`` decoded together by the engine: [V] * length counts of their
     first ``length`` tokens, and per request the drafts its first speculative step accepted."""
-    eng = Engine(target, head, spec, params)
+    eng = Engine(target, head, spec, sampling=params)
     eng.add_requests([prompt] * n, length)
     eng.run()
     counts = sequence_counts([r.output_ids for r in eng.requests], target.config.vocab_size, length)

@@ -8,23 +8,15 @@ it (TPOT each). Speculation shortens TPOT only, so its end-to-end speedup over p
 
 starts near TTFT_plain / TTFT_spec (about 1) for a one-token answer and approaches the TPOT
 speedup TPOT_plain / TPOT_spec as the answer grows. ``length_for`` is the answer length from
-which it is within a given share of the TPOT speedup.
+which it is within a given share of the TPOT speedup. TTFT, TPOT and end-to-end latency are
+defined once, in ``workbench/metrics.py`` (``Latency``).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class Latency:
-    ttft_ms: float
-    tpot_ms: float
-
-    def e2e_ms(self, tokens: int) -> float:
-        """End-to-end ms of an answer of ``tokens`` tokens (the first from the prefill)."""
-        return self.ttft_ms + (tokens - 1) * self.tpot_ms
+from workbench.metrics import Latency
 
 
 def e2e_speedup(plain: Latency, spec: Latency, tokens: int) -> float:

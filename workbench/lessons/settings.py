@@ -11,8 +11,8 @@ The prompts are Spec-Bench's (the packaged copy), the shortest first turn of eac
 first setting rotating from round to round, so that a slow spell of the machine hits all of
 them; a setting's value of a round is the mean over the prompts, and its speedup of a round is
 over plain decoding (at the same temperature) in the same round. Per request the clock gives
-the time to the first token (TTFT: the prefill), the time per output token after it (TPOT) and
-the end-to-end time.
+the time to the first token (TTFT: the prefill) and the end-to-end time, and from them the time
+per output token after the first (TPOT), as ``workbench/metrics.py`` defines them.
 
 Sampled settings (temperature > 0) draw with seed ``sampling.seed + round``: every round is
 another sample, and τ has a range over the rounds as the timings do.
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from workbench import metrics
 from workbench.measure.specbench import load_questions
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
@@ -60,32 +61,43 @@ def label(spec: SpecConfig, sampling: SamplingParams = GREEDY) -> str:
 
 
 @dataclass(frozen=True)
-class Timed:
+class TimedAnswer:
+    """One request at batch 1, decoded and timed (``timed_generate``)."""
+
     output_ids: list[int]
     accept_lengths: list[int]
     drafts_accepted: list[int]
-    ttft_s: float  # the prefill, which emits the first token
-    e2e_s: float  # from the prefill's start to the last token
+    ttft_ms: float  # the prefill, which emits the first token
+    e2e_ms: float  # from the prefill's start to the last token
+
+    @property
+    def tpot_ms(self) -> float | None:
+        """Per output token after the first (``workbench.metrics.tpot_ms``; None for one token)."""
+        return metrics.tpot_ms(ttft_ms=self.ttft_ms, e2e_ms=self.e2e_ms, tokens=len(self.output_ids))
 
 
-def timed_generate(wb, ids: list[int], spec: SpecConfig, sampling: SamplingParams, max_new_tokens: int) -> Timed:
+def timed_generate(wb, ids: list[int], spec: SpecConfig, sampling: SamplingParams,
+                   max_new_tokens: int) -> TimedAnswer:
     """One request at batch 1, with its time to the first token and its end-to-end time. The
     first step is the prefill alone (``Engine.step``); its first token is read back to the host,
     so the time after it is taken once the device has finished."""
     first: list[float] = []
     (r,), seconds = wb.generate([ids], spec, sampling, max_new_tokens,
                                 on_step=lambda reqs, s: first.append(s) if not first else None)
-    return Timed(list(r.output_ids), list(r.accept_lengths), list(r.drafts_accepted), first[0], seconds)
+    return TimedAnswer(list(r.output_ids), list(r.accept_lengths), list(r.drafts_accepted), ttft_ms=1e3 * first[0],
+                       e2e_ms=1e3 * seconds)
 
 
-def _metrics(runs: list[Timed]) -> dict[str, float]:
-    """A round's values: the mean over the prompts of tokens/s, TTFT, TPOT and end-to-end ms."""
-    def tpot(t: Timed) -> float:
-        return 1e3 * (t.e2e_s - t.ttft_s) / max(len(t.output_ids) - 1, 1)
+def _metrics(runs: list[TimedAnswer]) -> dict[str, float]:
+    """A round's values: the mean over the prompts of tokens/s, TTFT, TPOT and end-to-end ms
+    (TPOT over the answers longer than one token; a one-token answer has none)."""
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values) if values else float("nan")
 
-    per = {"tok_s": [len(t.output_ids) / t.e2e_s for t in runs], "ttft_ms": [1e3 * t.ttft_s for t in runs],
-           "tpot_ms": [tpot(t) for t in runs], "e2e_ms": [1e3 * t.e2e_s for t in runs]}
-    return {k: sum(v) / len(v) for k, v in per.items()}
+    return {"tok_s": mean([1e3 * len(t.output_ids) / t.e2e_ms for t in runs]),
+            "ttft_ms": mean([t.ttft_ms for t in runs]),
+            "tpot_ms": mean([t.tpot_ms for t in runs if t.tpot_ms is not None]),
+            "e2e_ms": mean([t.e2e_ms for t in runs])}
 
 
 @dataclass(frozen=True)
@@ -150,7 +162,7 @@ def measure_settings(wb, specs: list, prompts: dict[str, list[int]], rounds: int
     first = next(iter(prompts.values()))
     for sp, sa in pairs:  # warm-up: each setting's first forwards of each shape are slow
         wb.generate([first], sp, sa, 4)
-    done: dict[str, list[dict[str, Timed]]] = {n: [] for n in names}  # label -> per round: category -> run
+    done: dict[str, list[dict[str, TimedAnswer]]] = {n: [] for n in names}  # label -> per round: category -> run
 
     def one_round(name: str) -> float:
         spec, sampling = names[name]

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from workbench.attention.batch import ForwardBatch, extend_batch
-from workbench.attention.meta import build_meta
+from workbench.attention.batch import ForwardBatch, extend_batch, tree_batch
 from workbench.kv import SlotAllocator
 
 
@@ -72,19 +71,17 @@ def prefilled(forward, new_pool, vocab: int, prefix_len: int, spare: int, device
     prefix = alloc.alloc(prefix_len)
     toks = torch.randint(0, vocab, (prefix_len,), generator=torch.Generator().manual_seed(0)).tolist()
     if prefix_len:
-        forward(extend_batch([toks], [[]], [prefix], [0], device), kv)
+        forward(extend_batch(tokens=[toks], prefix_slots=[[]], new_slots=[prefix], device=device), kv)
     return Prefilled(kv, alloc, prefix, vocab, torch.device(device))
 
 
 def chain_batch(n: int, pool: Prefilled, slots: list[int]) -> ForwardBatch:
     """n nodes after the pool's prefix under a tree mask (a chain: the cost does not depend on
     the tree's shape), written to ``slots``."""
-    mask = torch.ones(n, n, dtype=torch.bool).tril()
-    meta = build_meta([n], [pool.prefix], [slots], [mask], pool.device)
-    i64 = dict(dtype=torch.int64, device=pool.device)
-    ids = torch.randint(0, pool.vocab, (n,), generator=torch.Generator().manual_seed(n)).to(pool.device)
-    pos = torch.arange(len(pool.prefix), len(pool.prefix) + n, **i64)
-    return ForwardBatch(ids, pos, torch.tensor(slots, **i64), meta)
+    ids = torch.randint(0, pool.vocab, (n,), generator=torch.Generator().manual_seed(n)).tolist()
+    return tree_batch(tokens=[ids], positions=[list(range(len(pool.prefix), len(pool.prefix) + n))],
+                      prefix_slots=[pool.prefix], new_slots=[slots], masks=[torch.ones(n, n, dtype=torch.bool).tril()],
+                      device=pool.device)
 
 
 def measure_forward(pool: Prefilled, sizes, forward, repeats: int = 5, warmup: int = 2) -> list[float]:

@@ -23,7 +23,7 @@ Times are seconds from the run's start (``time.perf_counter``, after a synchroni
 **TTFT** = arrival -> the end of the step that emitted the request's first token (closed loop:
 its arrival is its submission), **e2e** = arrival -> the end of the step that finished it,
 **TPOT** = (e2e - TTFT) / (tokens - 1), the mean gap between its later tokens (none for a
-one-token answer). Throughput = every token emitted / the run's wall time (its start to the
+one-token answer; ``workbench/metrics.py`` defines the three). Throughput = every token emitted / the run's wall time (its start to the
 end of its last step), tokens of requests a time limit left unfinished included.
 
 The driver does not trace (tracing builds a record per request per step): it learns what each
@@ -48,6 +48,7 @@ from workbench.engine.policy import Choice, SpecPolicy, StepCost
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams
 from workbench.errors import UserError
+from workbench import metrics
 
 
 # ---- the engine a run gets ---------------------------------------------------------------------------
@@ -111,7 +112,7 @@ class Watched:
 
 
 @dataclass
-class Timed:
+class TimedRequest:
     """One request of a load and when things happened to it (seconds from the run's start)."""
 
     index: int  # k: its place in the load
@@ -137,8 +138,9 @@ class Timed:
 
     @property
     def tpot_ms(self) -> float | None:
-        n = len(self.output_ids)
-        return None if self.finished is None or n < 2 else (self.e2e_ms - self.ttft_ms) / (n - 1)
+        if self.finished is None:
+            return None
+        return metrics.tpot_ms(ttft_ms=self.ttft_ms, e2e_ms=self.e2e_ms, tokens=len(self.output_ids))
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,7 @@ class LoadResult:
     load: Load
     capacity: int  # the engine's KV slots
     seconds: float  # wall time: the start to the end of the last step
-    timed: list[Timed]
+    timed: list[TimedRequest]
     steps: list[StepLog]
     stopped: bool  # the time limit came before every request finished
 
@@ -235,7 +237,7 @@ class LoadRun:
         self.engine = make_engine(wb, self.watched, capacity)
         self.cuda = self.engine.device.type == "cuda"
         arrivals = load.arrivals() or [None] * load.requests
-        self.timed = [Timed(k, k % len(prompts), a) for k, a in enumerate(arrivals)]
+        self.timed = [TimedRequest(k, k % len(prompts), a) for k, a in enumerate(arrivals)]
         self.log: list[StepLog] = []
         self.seconds, self.stopped, self._next = 0.0, False, 0  # _next: the first request not submitted
 
@@ -246,7 +248,7 @@ class LoadRun:
             torch.cuda.synchronize(self.engine.device)
         return time.perf_counter() - self.t0
 
-    def _in_flight(self) -> list[Timed]:
+    def _in_flight(self) -> list[TimedRequest]:
         return [t for t in self.timed[: self._next] if t.request is not None and t.finished is None]
 
     def _submit_due(self, now: float) -> None:

@@ -44,7 +44,8 @@ def target_features(target, seqs: list[list[int]], max_tokens: int = 4096,
         for s in group:
             slots.append(list(range(start, start + len(s))))
             start += len(s)
-        batch = extend_batch(group, [[] for _ in group], slots, [0] * len(group), target.lm_head.weight.device)
+        batch = extend_batch(tokens=group, prefix_slots=[[] for _ in group], new_slots=slots,
+                             device=target.lm_head.weight.device)
         hidden = target(batch, target.new_kv_pool(start), taps).float().cpu()  # [sum T, W]
         out += list(hidden.split([len(s) for s in group]))
         i = j

@@ -111,8 +111,9 @@ def decode_batch(target, contexts: list[list[int]], temperature: float, seed: in
     from workbench.engine.engine import Engine
     from workbench.engine.sampling import SamplingParams
 
-    eng = Engine(target, None, SpecConfig("vanilla"), SamplingParams(temperature=temperature, seed=seed), stop_ids,
-                 cuda_graphs=False)  # batches shrink as answers finish: eager steps, no graph per size
+    # batches shrink as answers finish: eager steps, no graph per size
+    eng = Engine(target, None, SpecConfig("vanilla"), sampling=SamplingParams(temperature=temperature, seed=seed),
+                 stop_ids=stop_ids, cuda_graphs=False)
     reqs = eng.add_requests(contexts, max_new)
     if not features:
         return [r.output_ids for r in eng.run()]

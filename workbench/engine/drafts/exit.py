@@ -94,8 +94,8 @@ class ExitDraft:
         alloc = table.allocator
         roots = [alloc.alloc(1) for _ in reqs]
         prefixes = [table.slots(r.rid) for r in reqs]
-        batch = extend_batch([[r.root] for r in reqs], prefixes, roots, [len(p) for p in prefixes],
-                             self.model.lm_head.weight.device)
+        batch = extend_batch(tokens=[[r.root] for r in reqs], prefix_slots=prefixes, new_slots=roots,
+                             device=self.model.lm_head.weight.device)
         h_root = self.forward(None, batch)  # [B, H]: the root at L proposes level 1
         phase = grow_neural(self, self.forward, alloc, [p + s for p, s in zip(prefixes, roots)], h_root, spec, chain,
                       generator)

@@ -77,6 +77,7 @@ class ModelDraft(ExitDraft):
             prefix.append(slots[:start])
             new.append(slots[start:])
             r.draft_length = len(slots)
-        self.model(extend_batch(tokens, prefix, new, [len(p) for p in prefix], self.model.lm_head.weight.device),
+        self.model(extend_batch(tokens=tokens, prefix_slots=prefix, new_slots=new,
+                                device=self.model.lm_head.weight.device),
                    self.kv)
         return Extended(None, new)
