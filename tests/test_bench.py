@@ -228,6 +228,13 @@ def test_suite_end_to_end_on_a_tiny_model(tiny_dir, tmp_path):
     assert [c["tokens"] for c in res["costs"]["verify"]][:2] == [1, 2]
     md = (out / "report.md").read_text()
     assert "| `eagle2:best` |" in md and "## Verify cost" in md
+    predicted = {r["method"]: r for r in report.predicted_rows(res)}  # the one cost model at each method's τ
+    assert "eagle2:best" in predicted and "vanilla" not in predicted
+    row = predicted["eagle2:best"]
+    assert row["measured"] == res["summary"]["eagle2:best"]["speedup_vs_vanilla"] and row["tau"] == res["summary"]["eagle2:best"]["tau"]
+    assert row["gap"] == pytest.approx(row["measured"] - row["predicted"], abs=1e-3)
+    assert "## Predicted beside measured" in md and f"| {row['predicted']:.2f}x | {row['measured']:.2f}x |" in md
+    assert set(res["costs"]["overhead"]) == {"plain_per_step", "plain_per_request", "spec_per_step", "spec_per_request"}
     assert f"{meta['date']}, commit {meta['commit'] or 'not recorded'}, " in md and "1 torch threads" in md
     page = (out / "figures.html").read_text()
     assert page.count("plotly-graph-div") >= 5 and "Verify cost" in page
@@ -457,6 +464,7 @@ def test_the_plain_cost_curve_runs_with_every_product_by_f_linear(tiny_dir, monk
 
     monkeypatch.setattr(wb.target, "logits", logits)
     monkeypatch.setattr(tune, "VERIFY_SIZES", (1, 2))
+    monkeypatch.setattr(tune, "measure_overhead", lambda *args, **kwargs: {})  # engine steps: not the curves' forwards
     costs = tune.measure_costs(wb, prefix_len=8, repeats=2, beside_plain=True)
     assert [c["tokens"] for c in costs["plain"]["verify"]] == [1, 2]
     assert orders.count(WEIGHT_LEFT) == orders.count(PLAIN) == 2 * (2 + 1)  # sizes x (repeats + a warm-up round)

@@ -151,8 +151,9 @@ def test_the_steps_own_clock_corrects_the_curves():
     took = {"eagle2:4/3/2": 4 * FLAT.step_ms(tree, 1), "off": FLAT.step_ms(OFF, 1)}
     labels = [_step(auto, clock, batch, took) for _ in range(6)]
     assert labels[0] == "eagle2:4/3/2" and labels[-1] == "off", labels
-    assert auto.ratio(tree) == pytest.approx(4.0) and auto.ratio(OFF) == pytest.approx(1.0)
-    assert auto.step_ms(tree, 1) == pytest.approx(4 * FLAT.step_ms(tree, 1))
+    # the prediction drafts the extend over the τ auto expects, a hair dearer than one row's: ~4
+    assert auto.ratio(tree) == pytest.approx(4.0, rel=1e-3) and auto.ratio(OFF) == pytest.approx(1.0)
+    assert auto.step_ms(tree, 1) == pytest.approx(4 * FLAT.step_ms(tree, 1), rel=1e-3)
     still = Auto((tree,), cost=FLAT, clock=clock, correct=False)  # the curves as they are: it speculates on
     assert [_step(still, clock, [_request(1, [])], took) for _ in range(6)] == ["eagle2:4/3/2"] * 6
 
@@ -201,7 +202,7 @@ def test_a_step_that_runs_a_prompt_through_the_draft_is_not_timed():
     assert tree not in auto.overheads and auto.pace == 1.0
     newcomer.pending_tokens = [7, 8]  # an ordinary step after it: timed
     assert _step(auto, clock, [newcomer], {**took, "eagle2:4/3/2": 1.2 * FLAT.step_ms(tree, 1)}) == "eagle2:4/3/2"
-    assert auto.overhead(tree) == pytest.approx(1.2)
+    assert auto.overhead(tree) == pytest.approx(1.2, rel=1e-3)  # against the prediction at the τ expected
 
 
 def test_no_request_is_expected_to_write_past_its_end():

@@ -17,7 +17,8 @@ from workbench.engine.sampling import SamplingParams
 from workbench.viz.best_tree import best_tree_figure, budget_figure, budget_taus, continuation_html, greedy_continuation
 from workbench.viz.candidates import FLOOR, path_score_figure
 from workbench.viz.calibration import calibration_html, depth_figure, reliability_figure
-from workbench.viz.compare import (DODGE, cost_figure, dodge_x, run_summary, speedup_scatter, speedups, summary_html,
+from workbench.cost_model import Overhead, StepCost
+from workbench.viz.compare import (DODGE, cost_figure, dodge_x, gap_html, gap_rows, run_summary, speedup_scatter, speedups, summary_html,
                                    tau_figure, tokens_figure)
 from workbench.viz.layout import (Box, Line, fit_lines, legend_rows, overlapping_pairs, place_labels, spread,
                                   water_fill, wrap)
@@ -474,10 +475,23 @@ def test_compare_summary(runs):
     assert s["tau"] == pytest.approx(sum(req.accept_lengths) / len(req.accept_lengths))
     assert s["tokens"] == len(req.output_ids) and s["target_forwards"] == req.target_forwards
     sp = speedups(cmp)
-    assert sp["vanilla"]["measured"] == pytest.approx(1.0) and sp["vanilla"]["predicted"] == pytest.approx(1.0)
-    assert all(v["predicted"] > 0 for v in sp.values())
-    assert summary_html(cmp).count("<tr data-method=") == 3
+    assert sp["vanilla"]["measured"] == pytest.approx(1.0) and sp["vanilla"]["predicted"] is None  # no model yet
+    assert summary_html(cmp).count("<tr data-method=") == 3 and gap_html(cmp) == ""
     assert "same tokens" in summary_html(cmp)  # greedy speculation is lossless
+    model = StepCost(verify=((1, 10.0), (64, 40.0)), draft=((1, 1.0), (64, 3.0)), overhead=Overhead(spec_per_step=2.0),
+                     measured="2026-12-06, a test machine")
+    for name in cmp:
+        cmp[name].update(spec=RUNS[name][0], model=model)
+    sp = speedups(cmp)
+    assert sp["vanilla"]["predicted"] == pytest.approx(1.0)
+    s = run_summary(cmp["eagle2"]["traces"])
+    assert sp["eagle2"]["predicted"] == pytest.approx(model.predict(RUNS["eagle2"][0], s["tau"]).speedup)
+    rows = {r["method"]: r for r in gap_rows(cmp)}
+    assert set(rows) == set(cmp) and rows["eagle2"]["predicted"]["rest"] == 2.0
+    assert rows["eagle2"]["measured"]["verify"] == s["verify_ms"]
+    assert sum(rows["eagle2"]["gap_ms"].values()) == pytest.approx(rows["eagle2"]["step_measured"]
+                                                                   - rows["eagle2"]["step_predicted"])
+    assert gap_html(cmp).count("<tr data-method=") == 3 and "a test machine" in gap_html(cmp)
     for fig in (tau_figure(cmp), tokens_figure(cmp)):
         assert [t.name for t in fig.data] == list(cmp)
     assert len(cost_figure(cmp, [{"tokens": 1, "ms": 1.0}, {"tokens": 8, "ms": 2.0}]).data) == 4

@@ -22,7 +22,7 @@ from workbench.engine.config import MAX_STEPS, SpecConfig
 from workbench.engine.draft_source import DraftSource
 from workbench.engine.drafts.registry import source_of
 from workbench.engine.frameworks import FRAMEWORKS, framework_flags
-from workbench.viz.compare import cost_figure, summary_html, tau_figure, tokens_figure
+from workbench.viz.compare import cost_figure, gap_html, summary_html, tau_figure, tokens_figure
 from workbench.viz.html import note, table
 from workbench.viz.style import empty_figure
 from workbench.viz.tree import tree_figure
@@ -162,6 +162,14 @@ def measure_cost(wb, prefix_len: int) -> list[dict] | None:
 _FLOORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loaded target -> (memory floor, compute floor)
 
 
+def cost_model(wb, spec: SpecConfig):
+    """This machine's cost model for ``spec``'s draft source (``measure/step_cost.py``: measured
+    once per machine and source, then read from the cache); plain decoding's is the head-less one."""
+    from workbench.measure.step_cost import step_cost_for
+
+    return step_cost_for(wb, spec.draft if spec.speculative else None, log=lambda msg: None)
+
+
 def short_name(spec: SpecConfig) -> str:
     """The setting's name for ``python -m workbench bench --methods`` (``SpecConfig.name``), or
     what it lacks one for."""
@@ -270,16 +278,19 @@ def run_compare(wb, values: dict, max_new, measure, mode):
     runs = {}
     for i, (name, cfg) in enumerate(todo.items(), start=1):
         yield {"status": f"Decoding with {name} ({i}/{len(todo)}): `{cfg.describe()}`…"}
-        runs[name] = {"config": cfg.describe(), "traces": decode(wb, cfg, sampling, ids, max_new)}
+        runs[name] = {"config": cfg.describe(), "traces": decode(wb, cfg, sampling, ids, max_new), "spec": cfg}
     measured = None
     if measure:
         yield {"status": "Measuring the verify cost on this machine…"}
         measured = measure_cost(wb, len(ids) + max_new // 2)
+        yield {"status": "Reading this machine's cost model (measured once per draft source, then cached)…"}
+        for run in runs.values():
+            run["model"] = cost_model(wb, run["spec"])
     res = CompareResult(runs, measured, *drawn_runs(todo, by_source))
     shortest = min(len(runs[name]["traces"]) for name in res.drawn if name is not None)
     unmeasured = "" if measure and measured is not None else " (verify cost not measured)"
     yield {"result": res, "status": f"Done: {len(runs)} runs of up to {max_new} tokens{unmeasured}.",
-           "summary": summary_html(runs) + elsewhere_html(todo), "tau": tau_figure(runs), "tokens": tokens_figure(runs),
+           "summary": summary_html(runs) + gap_html(runs) + elsewhere_html(todo), "tau": tau_figure(runs), "tokens": tokens_figure(runs),
            "cost": cost_figure(runs, measured),
            "step": gr.Slider(minimum=1, maximum=max(2, shortest), value=min(2, shortest), interactive=shortest > 1),
            **structures(res, min(2, shortest))}

@@ -121,6 +121,55 @@ def _cost_table(costs: dict) -> str:
     return "\n".join(rows)
 
 
+def predicted_rows(result: dict) -> list[dict]:
+    """Per speculative method with a τ: the speedup the cost model (``workbench/cost_model.py``,
+    from this run's own ``costs``) predicts at its measured τ, beside the measured one, and the
+    model's step part by part."""
+    costs = result.get("costs") or {}
+    if not costs.get("verify"):
+        return []
+    from workbench.bench.tune import cost_model, tree_from_name
+    from workbench.measure.methods import parse_methods
+
+    best = tree_from_name(result["best_tree"]) if result.get("best_tree") else None
+    model, rows = cost_model(costs), []
+    for name, s in result["summary"].items():
+        if s.get("tau") is None or s.get("speedup_vs_vanilla") is None:
+            continue
+        try:
+            parsed = parse_methods(name, best)
+        except ValueError:  # a twin ("NAME [F.linear]") has no model of its own here
+            continue
+        if not parsed:
+            continue
+        spec = parsed[0].spec
+        p = model.predict(spec, s["tau"])
+        rows.append({"method": name, "tau": s["tau"], "predicted": round(p.speedup, 3),
+                     "measured": s["speedup_vs_vanilla"], "gap": round(s["speedup_vs_vanilla"] - p.speedup, 3),
+                     **p.parts.as_dict()})
+    return rows
+
+
+def _predicted_table(result: dict) -> str:
+    rows = predicted_rows(result)
+    if not rows:
+        return "(no speculative method beside vanilla, or no cost curves in this run)"
+    out = ["| method | τ | verify ms | draft ms | overhead ms | step ms | predicted × | measured × | gap |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        draft = r["draft_extend_ms"] + r["draft_levels_ms"]
+        out.append(f"| `{r['method']}` | {r['tau']:.2f} | {r['verify_ms']:.1f} | {draft:.1f} | {r['overhead_ms']:.1f} | "
+                   f"{r['step_ms']:.1f} | {r['predicted']:.2f}x | {r['measured']:.2f}x | {r['gap']:+.2f} |")
+    measured = (result.get("costs") or {}).get("measured") or "this run's cost curves"
+    out += ["", f"Predicted: the cost model of this run ({measured}) at each method's τ, per decode step of one "
+            "request; measured: tokens/s over vanilla's, whole turns. What the model does not price is in the "
+            "measured figure only: each turn's prefill (the same forward for every method, so it pulls the "
+            "measured speedup towards 1) and the catch-up of the draft over the prompt at a turn's first "
+            "speculative step. This table does not split the gap further; the app's Compare and "
+            "`python -m workbench.bench tune` put the model's step beside measured steps, part by part."]
+    return "\n".join(out)
+
+
 def _tune_table(tuned: dict | None) -> str:
     if not tuned:
         return "(not tuned in this run: eagle2:best was given or not asked for)"
@@ -132,9 +181,9 @@ def _tune_table(tuned: dict | None) -> str:
         rows.append(f"| {t['tree']} | {t['step_ms']:.0f} | {t['measured_step_ms']:.0f} | {t['bound']:.2f} | "
                     f"{t['tau']:.2f} | {t['tokens_per_s']:.1f} | {t['measured_speedup']:.2f}x | "
                     f"{t['predicted_speedup']:.2f}x |")
-    rows += ["", "Predicted step = num_steps draft forwards of topk rows + one verify of num_draft_tokens (from the "
-             "cost curves); measured = seconds per target forward, prefill included, so engine overhead shows as "
-             "the gap. bound = speedup if every draft were accepted."]
+    rows += ["", "Predicted step = the cost model (workbench/cost_model.py): the draft extend and later levels, the "
+             "verify of num_draft_tokens and the step's measured overhead; measured = seconds per target forward, "
+             "prefill included. bound = speedup if every draft were accepted."]
     if tuned.get("skipped"):
         rows.append(f"\nSkipped (cannot beat decoding even if every draft were accepted, or over the "
                     f"limit of trees): {', '.join(tuned['skipped'])}")
@@ -165,6 +214,7 @@ def markdown(result: dict) -> str:
         "median ms; the range is the fastest and slowest repeat; the sizes take turns, one forward of each a "
         "round.", "", _cost_table(result["costs"]), "",
         floor_line(result["costs"], result["summary"]), "",
+        "## Predicted beside measured", "", _predicted_table(result), "",
         "## Best tree for this machine", "", _tune_table(result.get("tune")), "",
         "## Static against dynamic trees at the same num_draft_tokens", "",
         "`static:D` drafts EAGLE-1's fixed tree cut to D tokens, `eagle2` the dynamic tree of the same D, "

@@ -80,7 +80,7 @@ def measure_costs(wb, prefix_len: int = 256, repeats: int = 3, beside_plain: boo
         verify = measure_verify_cost(wb.target, VERIFY_SIZES, prefix_len, repeats, warmup=1)
     draft = measure_draft_cost(wb.target, wb.draft, DRAFT_ROWS, prefix_len, repeats, warmup=1) if wb.draft else []
     forwards = StepCost.from_rows(verify, draft)
-    source = wb.loaded_draft() if wb.draft is not None else None
+    source = wb.loaded_draft if wb.draft is not None else None
     costs = {"prefix_len": prefix_len, "verify": verify, "draft": draft, "decode_ms": verify[0]["ms"],
              "overhead": measure_overhead(wb, source, forwards, prefix_len), "measured": measurement_label(wb),
              "floor": memory_floor(wb.target), "compute": compute_floor(wb.target, prefix_len)}

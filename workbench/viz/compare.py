@@ -1,13 +1,17 @@
 """Compare decoding methods on one prompt, from their step traces: τ per step, tokens per target
-forward, what a verify forward costs here, and predicted against measured speedup.
+forward, what a verify forward costs here, and predicted beside measured speedup.
 
 ``runs`` maps a name ("vanilla", "linear", "linear (same verify budget)", "eagle2") to
-``{"config": str, "traces": [...]}``. All times come from the traces' ``timing_ms`` (real
-timings of these very steps). The prefill is left out of every time and rate: it is the same
-forward for every method.
+``{"config": str, "traces": [...], "spec": SpecConfig, "model": StepCost}`` (``model``: the cost
+model of this machine for the run's draft source, where it was measured). Measured times come from the traces'
+``timing_ms`` (real timings of these very steps). The prefill is left out of every time and rate:
+it is the same forward for every method.
 
-    predicted speedup = τ · t(1) / (t_draft + t_verify(D))      t(1): a vanilla decode step
+    predicted speedup = the project's one cost model (``workbench/cost_model.py``) at the run's τ
     measured speedup  = (tokens / step time) / (vanilla tokens / vanilla step time)
+
+Where both are shown, ``gap_html`` puts the model's step beside the run's own, part by part
+(verify, draft, the rest of the step), so the difference between them is accounted for.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from statistics import median
 
 import plotly.graph_objects as go
 
-from workbench.metrics import predicted_speedup, speedup, tau
+from workbench.metrics import speedup, tau
 from workbench.viz.html import note, table
 from workbench.viz.labels import Axes, name_points
 from workbench.viz.style import DRAFT, METHOD, OKABE_ITO, base_layout
@@ -47,21 +51,65 @@ def run_summary(traces: list[dict]) -> dict:
     }
 
 
-def speedups(runs: dict, t1_ms: float | None = None) -> dict[str, dict]:
-    """Per run: predicted speedup τ·t(1)/(t_draft + t_verify) and measured speedup against
-    "vanilla" (None when there is no vanilla run, or no ``t1_ms``)."""
+def speedups(runs: dict) -> dict[str, dict]:
+    """Per run: the speedup its cost model (``model``, a ``StepCost``) predicts at the run's τ and
+    the one measured against "vanilla" (None without a model, a ``spec`` or a vanilla run)."""
     base = run_summary(runs["vanilla"]["traces"]) if "vanilla" in runs else None
-    t1 = t1_ms if t1_ms is not None else (base["verify_ms"] if base and base["steps"] else None)
     out = {}
     for name, run in runs.items():
         s = run_summary(run["traces"])
         if not s["steps"]:
             out[name] = {"predicted": None, "measured": None}
             continue
-        predicted = predicted_speedup(s["tau"], s["verify_ms"], s["draft_ms"], t1) if t1 else None
+        spec, model = run.get("spec"), run.get("model")
+        predicted = model.predict(spec, s["tau"]).speedup if model is not None and spec is not None else None
         measured = speedup(s["tokens_per_s"], base["tokens_per_s"]) if base and base["steps"] else None
         out[name] = {"predicted": predicted, "measured": measured}
     return out
+
+
+def gap_rows(runs: dict) -> list[dict]:
+    """Per run with steps and a model: the model's step (``StepCost.parts`` at the run's τ) beside the run's
+    own medians, part by part: verify, draft, and the rest of the step (the model's overhead; in
+    the traces, every phase that is neither). ``gap_ms`` = measured − predicted, per part and whole."""
+    rows = []
+    for name, run in runs.items():
+        s, spec, model = run_summary(run["traces"]), run.get("spec"), run.get("model")
+        if not s["steps"] or spec is None or model is None:
+            continue
+        parts = model.parts(spec, 1, s["tau"] if spec.speculative else None)
+        measured = {"verify": s["verify_ms"], "draft": s["draft_ms"],
+                    "rest": max(0.0, s["step_ms"] - s["verify_ms"] - s["draft_ms"])}
+        predicted = {"verify": parts.verify_ms, "draft": parts.draft_ms, "rest": parts.overhead_ms}
+        rows.append({"method": name, "predicted": predicted, "measured": measured,
+                     "gap_ms": {k: measured[k] - predicted[k] for k in measured},
+                     "step_predicted": parts.total_ms, "step_measured": s["step_ms"],
+                     "measurement": model.measured or model.source})
+    return rows
+
+
+def gap_html(runs: dict) -> str:
+    """``gap_rows`` as a table, with the measurement the model came from and the largest part of
+    each run's gap named."""
+    rows, attrs = [], []
+    found = gap_rows(runs)
+    if not found:
+        return ""
+    for r in found:
+        p, m, g = r["predicted"], r["measured"], r["gap_ms"]
+        widest = max(g, key=lambda k: abs(g[k]))
+        rows.append([f"<b>{html.escape(r['method'])}</b>"]
+                    + [f"{p[k]:.1f} / {m[k]:.1f}" for k in ("verify", "draft", "rest")]
+                    + [f"{r['step_predicted']:.1f} / {r['step_measured']:.1f}",
+                       f"{r['step_measured'] - r['step_predicted']:+.1f} ms, most in {widest} ({g[widest]:+.1f})"])
+        attrs.append({"method": r["method"]})
+    out = table(["method", "verify ms (model / here)", "draft ms", "rest of the step ms", "step ms", "gap"],
+                rows, attrs, name="gap")
+    sources = html.escape("; ".join(dict.fromkeys(r["measurement"] for r in found)))
+    return out + note(f"The model is the measured cost model of this machine ({sources}); 'here' is the median "
+                      "of this prompt's own steps. The rest of the step is the model's measured overhead beside "
+                      "the traces' build, accept and commit phases; a gap in verify or draft is this prompt's "
+                      "forwards against the curves (another prefix length, a busy moment).")
 
 
 def run_colours(runs: dict) -> dict[str, str]:
@@ -138,10 +186,12 @@ def _fmt(x, spec: str = ".2f", suffix: str = "") -> str:
     return "–" if x is None else f"{x:{spec}}{suffix}"
 
 
-def summary_html(runs: dict, t1_ms: float | None = None) -> str:
-    """One row per method: config, forwards, tokens, τ, D, median ms, tokens/s, speedups; and
-    whether the outputs agree (greedy speculation must reproduce vanilla exactly)."""
-    sp = speedups(runs, t1_ms)
+def summary_html(runs: dict) -> str:
+    """One row per method: config, forwards, tokens, τ, D, median ms, tokens/s, speedups (the
+    predicted one from the run's cost model, where it was measured); and whether the outputs agree
+    (greedy speculation must reproduce vanilla exactly)."""
+    sp = speedups(runs)
+    modelled = any(run.get("model") is not None for run in runs.values())
     rows, attrs = [], []
     for name, run in runs.items():
         s = run_summary(run["traces"])
@@ -152,9 +202,10 @@ def summary_html(runs: dict, t1_ms: float | None = None) -> str:
         attrs.append({"method": name, "tau": _fmt(s["tau"]), "forwards": s.get("target_forwards", 0)})
     out = table(["method", "config", "target forwards", "tokens", "mean τ", "D", "draft ms", "verify ms",
                  "step ms", "tokens/s", "predicted speedup", "measured speedup"], rows, attrs, name="summary")
-    return out + note(_agreement(runs) +
-                      " Times are medians over steps; the prefill is excluded. Predicted speedup = "
-                      "τ · t(1) / (t_draft + t_verify(D)), t(1) = a vanilla decode step.")
+    said = (" Predicted speedup: the cost model of this machine at each run's τ; the table below puts its step "
+            "beside the measured one." if modelled else
+            " Predicted speedup: measure this machine's costs (the measurement box) to see it.")
+    return out + note(_agreement(runs) + " Times are medians over steps; the prefill is excluded." + said)
 
 
 def _agreement(runs: dict) -> str:

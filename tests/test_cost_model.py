@@ -1,0 +1,100 @@
+"""The one cost model (workbench/cost_model.py): a step's parts, a setting's prediction, and that
+every place that predicts reads it (no second interpolator)."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from workbench.cost_model import Curve, Overhead, StepCost
+from workbench.engine.config import SpecConfig, parse_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+COST = StepCost(verify=((1, 10.0), (4, 11.0), (8, 16.0)), draft=((1, 1.0), (8, 2.4)),
+                overhead=Overhead(plain_per_step=0.5, plain_per_request=0.5, spec_per_step=2.0, spec_per_request=1.0))
+
+
+def test_a_step_is_its_verify_its_draft_phases_and_its_overhead():
+    tree = parse_spec("eagle2:4/3/2")  # D=4, S=3, K=2
+    parts = COST.parts(tree, batch=1, tau=2.0)
+    assert parts.verify_ms == 11.0  # verify(1 x 4)
+    assert parts.draft_extend_ms == pytest.approx(1.2)  # draft(1 x τ rows) = draft(2)
+    assert parts.draft_levels_ms == pytest.approx(2 * 1.2)  # (S - 1) x draft(1 x K)
+    assert parts.overhead_ms == 3.0  # 2 + 1 x 1
+    assert parts.total_ms == pytest.approx(11.0 + 3.6 + 3.0)
+    plain = COST.parts(SpecConfig("vanilla"), batch=2)
+    assert (plain.verify_ms, plain.draft_ms, plain.overhead_ms) == (pytest.approx(10 + 1 / 3), 0.0, 1.5)
+    assert COST.step_ms(tree, 2, 1.0) == pytest.approx(16.0 + 1.2 + 2 * 1.6 + 4.0)  # two requests
+
+
+def test_a_prediction_is_tokens_per_second_tpot_and_the_speedup_at_the_same_batch():
+    tree = parse_spec("eagle2:4/3/2")
+    p = COST.predict(tree, tau=2.0)
+    step = 11.0 + 3.6 + 3.0
+    assert p.tokens_per_s == pytest.approx(2.0 / step * 1e3) and p.tpot_ms == pytest.approx(step / 2.0)
+    assert p.speedup == pytest.approx(2.0 * 11.0 / step)  # plain decoding's step: verify(1) + its overhead
+    off = COST.predict(SpecConfig("vanilla"), batch=4)
+    assert off.tau == 1.0 and off.tokens_per_s == pytest.approx(4 / (11.0 + 2.5) * 1e3) and off.speedup == 1.0
+    at4 = COST.predict(tree, tau=2.0, batch=4)
+    assert at4.plain_ms == pytest.approx(11.0 + 2.5) and at4.parts.verify_ms == pytest.approx(16.0 + 8 * 5 / 4)
+    with pytest.raises(ValueError, match="τ >= 1"):
+        COST.predict(tree, tau=0.5)
+    with pytest.raises(ValueError, match="batch"):
+        COST.predict(tree, tau=2.0, batch=0)
+
+
+def test_without_a_measured_overhead_the_forwards_alone_are_priced():
+    bare = StepCost(verify=COST.verify, draft=COST.draft)
+    assert not bare.overhead.measured and COST.overhead.measured
+    assert bare.plain_ms(1) == 10.0 and bare.parts(parse_spec("linear:1"), 1).overhead_ms == 0.0
+
+
+def test_curves_read_as_measured_and_keep_their_range():
+    c = Curve.from_rows([{"tokens": 1, "ms": 10.0, "lo": 9.0, "hi": 12.0}, {"tokens": 4, "ms": 8.0, "lo": 7.0, "hi": 9.0},
+                         {"tokens": 8, "ms": 16.0, "lo": 15.0, "hi": 18.0}])
+    assert c.at(4) == 8.0 and c.at(2) == pytest.approx(9 + 1 / 3)  # a dip is kept: a prediction reads it
+    assert c.at(16) == 32.0 and c.at(0.5) == 10.0  # the last slope past the end, the first value before it
+    assert c.range_at(4) == (7.0, 9.0)
+    assert c.fit.ms == (9.0, 9.0, 16.0)  # the non-decreasing fit pools the dip (for naming a regime)
+    with pytest.raises(ValueError, match="outside the measured range"):
+        c.at(9, extrapolate=False)
+    with pytest.raises(ValueError, match="one value per size"):
+        Curve(((1, 1.0), (2, 2.0)), low=(1.0,))
+
+
+def test_the_model_round_trips_through_json():
+    again = StepCost.from_dict(COST.as_dict())
+    assert again == COST
+    rows = StepCost.from_rows([{"tokens": 1, "ms": 10.0, "lo": 9, "hi": 11}], [{"rows": 1, "ms": 1.0}])
+    assert rows.verify_range == ((9.0, 11.0),) and rows.draft_range == () and rows.draft_curve.points == ((1, 1.0),)
+
+
+# ---- one model: nothing else interpolates a cost curve or writes a step's formula ----------------------------
+PREDICTORS = ("workbench/engine/auto.py", "workbench/bench/tune.py", "workbench/viz/compare.py",
+              "workbench/lessons/cost_curve.py", "workbench/lessons/takeaways.py", "workbench/measure/step_cost.py")
+
+
+def _calls_and_defs(path: Path) -> tuple[set[str], set[str]]:
+    tree = ast.parse(path.read_text())
+    defs = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    calls = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute):
+            calls.add(n.attr)
+        elif isinstance(n, ast.Name):
+            calls.add(n.id)
+    return defs, calls
+
+
+def test_every_predictor_reads_the_one_model_and_none_interpolates_on_its_own():
+    for rel in PREDICTORS:
+        text = (ROOT / rel).read_text()
+        assert "cost_model" in text, f"{rel} does not use workbench/cost_model.py"
+    for path in sorted((ROOT / "workbench").rglob("*.py")):
+        if path.name == "cost_model.py":
+            continue
+        defs, calls = _calls_and_defs(path)
+        rel = path.relative_to(ROOT)
+        assert not {d for d in defs if d.lstrip("_") in ("interp", "interpolate")}, f"{rel} defines its own interpolation"
+        assert "interp" not in calls, f"{rel} interpolates with numpy's interp: read a cost_model.Curve instead"
+        assert not {"CostCurve"} & defs, f"{rel} defines a second cost curve"
