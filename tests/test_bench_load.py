@@ -341,8 +341,11 @@ def test_a_step_cost_is_cached_only_when_its_rounds_agree(wb, tmp_path, monkeypa
     head = parse_load_policy("auto").draft
     busy, quiet = tmp_path / "busy", tmp_path / "quiet"
     got = sc.step_cost_for(wb, head, cache_dir=quiet, log=lambda m: None)
-    assert got.source == "measured on this CPU" and got.verify == tuple(good[0])
-    assert sc.step_cost_for(wb, head, cache_dir=quiet, log=lambda m: None).source == f"cached in {sc.CACHE_FILE}"
+    assert got.source == "measured on this machine" and got.verify == tuple(good[0])
+    assert got.measured.count(",") >= 3  # the date, the CPU, threads and dtype: what every quote names
+    cached = sc.step_cost_for(wb, head, cache_dir=quiet, log=lambda m: None)
+    assert cached.source == f"cached in {sc.CACHE_FILE}"
+    assert cached.overhead == got.overhead and cached.measured == got.measured  # the engine steps' overhead kept
     said = []
     got = sc.step_cost_for(wb, head, cache_dir=busy, log=said.append)
     first = statistics.median([11.0, 30.0] + [11.0] * (sc.ROUNDS - 2))
@@ -361,7 +364,7 @@ def test_a_step_cost_cached_on_a_sparser_grid_is_measured_again(wb, tmp_path, mo
     good = ([(n, 10.0 + n) for n in sc.VERIFY_SIZES], [(r, 1.0) for r in sc.DRAFT_ROWS])
     monkeypatch.setattr(sc, "_measure", lambda wb, source: good)
     got = sc.step_cost_for(wb, head, cache_dir=tmp_path, log=lambda m: None)
-    assert got.source == "measured on this CPU" and got.verify_ms(2) == 12.0  # not 10.67, the old grid's line
+    assert got.source == "measured on this machine" and got.verify_ms(2) == 12.0  # not 10.67, the old grid's line
     assert sc.step_cost_for(wb, head, cache_dir=tmp_path, log=lambda m: None).source == f"cached in {sc.CACHE_FILE}"
 
 
