@@ -142,15 +142,15 @@ def test_step_back_and_goto(app_url):
     (dict(draft="model"), "start the app with it (python app.py --draft model:DIR)"),  # no draft model loaded
 ], ids=lambda x: x if isinstance(x, str) else None)
 def test_bad_input_gives_a_message(shared, changes, message):
-    from workbench.app.handlers import ELEM_IDS, FIELDS
+    from workbench.app.handlers import elem_id, where
 
     ok = views(shared.predict(*inputs(), api_name="/step"), shared)
     bad = views(shared.predict(*inputs(**changes), api_name="/step"), shared)
     assert message in bad["status"] and bad["status"].startswith("⚠️")
     assert bad["trace"] == ok["trace"]  # what was on screen stays
-    named = [f for f in FIELDS if f"wb-bad-{ELEM_IDS[f]}'" in bad["status"]]  # the fields the page outlines
+    named = [f for f in setting_names() if f"wb-bad-{elem_id(f)}'" in bad["status"]]  # the fields the page outlines
     assert set(named) & set(changes), (named, changes)  # among them, one this case made bad
-    assert all(f"**{FIELDS[f][0]}**" in bad["status"] for f in named)  # and names in words
+    assert all(f"**{where(f)[0]}**" in bad["status"] for f in named)  # and names in words
     after = views(shared.predict(*inputs(), api_name="/step"), shared)  # and the app keeps working
     assert after["trace"]["step"] == ok["trace"]["step"] + 1 and not after["status"].startswith("⚠️")
 

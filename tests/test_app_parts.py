@@ -30,7 +30,7 @@ def last_update(wb, mode: str, **changes) -> dict:
     from workbench.app.compare import run_compare
     from workbench.app.state import Settings
 
-    values = vars(Settings(prompt=PROMPT, exit_layers=1, **changes))
+    values = Settings.of(prompt=PROMPT, exit_layers=1, **changes).values()
     *_, final = run_compare(wb, values, 4, False, mode)
     assert final["status"].startswith("Done"), final["status"]
     return final
@@ -159,10 +159,10 @@ def test_the_page_wires_every_setting_by_name(wb):
 
     events = StepEvents(wb)
     values = {name: f"<{name}>" for name in setting_names()}
-    assert vars(events.settings([values[n] for n in setting_names()])) == values
+    assert events.settings([values[n] for n in setting_names()]).values() == values
     with pytest.raises(ValueError):  # one value too few is an error, not a silently shifted field
         events.settings([values[n] for n in setting_names()][:-1])
-    assert tuple(vars(Settings())) == setting_names()
+    assert tuple(Settings().values()) == setting_names()
 
 
 def test_bounds_read_as_sentences(wb):

@@ -10,7 +10,7 @@ import pytest
 
 from workbench.app.state import Settings
 from workbench.engine.config import CONFIG_FIELDS, ConfigError, SpecConfig
-from workbench.engine.draft_source import DraftSource
+from workbench.engine.drafts.ngram import NgramSource
 from workbench.errors import UserError
 from workbench.flags import SPEC_FLAGS, add_model_args, add_spec_args, spec_from_args
 
@@ -146,5 +146,5 @@ def test_the_app_reads_only_the_boxes_of_its_method():
     """The page keeps eagle2's topk and num_draft_tokens while linear or vanilla is picked."""
     assert Settings(method="linear", num_steps=3, topk=4, num_draft_tokens=8).spec() == SpecConfig.linear(3)
     assert Settings(method="vanilla", num_steps=3).spec() == SpecConfig("vanilla")
-    assert Settings(method="eagle2", num_steps=3, topk=2, num_draft_tokens=6).spec(DraftSource("ngram")) == \
-        SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6, draft=DraftSource("ngram"))
+    assert Settings(method="eagle2", num_steps=3, topk=2, num_draft_tokens=6).spec(NgramSource()) == \
+        SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6, draft=NgramSource())

@@ -12,14 +12,17 @@ from helpers import LOSSLESS_ALPHA as ALPHA, LOSSLESS_DRAWS, LOSSLESS_PROMPT as 
 from helpers import alone_outputs, fresh_prefill, lossless_pvalue, random_prompts, tiny_pair
 from workbench.attention.batch import extend_batch
 from workbench.engine.config import SpecConfig
-from workbench.engine.draft_source import DraftSource
+from workbench.engine.drafts.base import DraftSource
+from workbench.engine.drafts.exit import ExitSource
+from workbench.engine.drafts.head import HeadSource
+from workbench.engine.drafts.ngram import NgramSource
 from workbench.engine.engine import Engine
 from workbench.engine.policy import OFF, Adaptive, BatchRange, Choice, Off, Schedule, parse_policy
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams
 from workbench.models.draft import random_head
 
-SOURCES = {"head": DraftSource(), "ngram": DraftSource("ngram"), "exit": DraftSource("exit", num_layers=1)}
+SOURCES = {"head": HeadSource(), "ngram": NgramSource(), "exit": ExitSource(1)}
 MAX_NEW = 14
 
 

@@ -9,15 +9,19 @@ import torch
 
 from helpers import LOSSLESS_DRAWS, LOSSLESS_SAMPLINGS as SAMPLINGS, assert_samples_like_target, random_prompts, tiny_pair
 from workbench.attention.batch import extend_batch
-from workbench.engine.config import SpecConfig
-from workbench.engine.draft_source import DraftSource, parse_draft
+from workbench.engine.config import SpecConfig, parse_spec
+from workbench.engine.drafts.exit import ExitSource
+from workbench.engine.drafts.head import HeadSource
+from workbench.engine.drafts.model import ModelSource
+from workbench.engine.drafts.ngram import NgramSource
+from workbench.engine.drafts.registry import parse_draft
 from workbench.engine.engine import Engine
 from workbench.engine.ngram import match_suffix, ngram_candidates
 from workbench.engine.sampling import SamplingParams
 from workbench.engine.trace import step_trace
 
-NGRAM, EXIT1, EXIT2 = DraftSource("ngram"), DraftSource("exit", num_layers=1), DraftSource("exit", num_layers=2)
-SOURCES = [NGRAM, DraftSource("ngram", min_match=2, max_match=3), EXIT1, EXIT2]
+NGRAM, EXIT1, EXIT2 = NgramSource(), ExitSource(1), ExitSource(2)
+SOURCES = [NGRAM, NgramSource(min_match=2, max_match=3), EXIT1, EXIT2]
 
 
 def shapes(source):
@@ -172,10 +176,11 @@ def test_bad_draft_sources_get_clear_errors(text, message):
 
 def test_draft_sources_parse_and_name_themselves():
     assert parse_draft("ngram") == NGRAM and parse_draft("ngram:2-6").name == "ngram:2-6"
-    assert parse_draft("exit:28") == DraftSource("exit", num_layers=28) and parse_draft("exit:28").name == "exit:28"
-    assert parse_draft("random:3") is None and parse_draft("some/head/dir") is None  # the head, loaded
+    assert parse_draft("exit:28") == ExitSource(28) and parse_draft("exit:28").name == "exit:28"
+    assert parse_draft("random:3") is None and parse_draft("some/head/dir") is None  # the head's weights, loaded
+    assert parse_draft("head") == HeadSource() and parse_spec("linear:3@head") == SpecConfig.linear(3)
     assert SpecConfig.from_knobs("eagle2", draft="exit:2").draft == EXIT2
-    assert SpecConfig.from_knobs("vanilla", draft="ngram").draft == DraftSource()
+    assert SpecConfig.from_knobs("vanilla", draft="ngram").draft == HeadSource()
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -189,7 +194,7 @@ def test_the_ngram_draft_has_no_distribution(kwargs, message):
 def test_an_exit_must_leave_the_target_a_layer(pair):
     target, _ = pair
     with pytest.raises(ValueError, match=r"the target has 3 layers, so N must be in 1\.\.2"):
-        Engine(target, None, SpecConfig(draft=DraftSource("exit", num_layers=3)))
+        Engine(target, None, SpecConfig(draft=ExitSource(3)))
     with pytest.raises(ValueError, match="needs a draft head"):
         Engine(target, None, SpecConfig())
 
@@ -256,7 +261,7 @@ def test_bench_methods_name_their_draft_source():
     methods = parse_methods("vanilla,eagle2:8/5/4,eagle2:8/5/4@ngram,linear:4@exit:24,static:8@exit:1,"
                             "eagle2:12/5/4@ngram:2-8")
     assert [m.spec.draft.name for m in methods] == ["head", "head", "ngram:1-12", "exit:24", "exit:1", "ngram:2-8"]
-    assert methods[3].spec == SpecConfig.linear(4, draft=DraftSource("exit", num_layers=24))
+    assert methods[3].spec == SpecConfig.linear(4, draft=ExitSource(24))
     for bad, message in [("vanilla@ngram", "only a speculative method"), ("eagle2:8/5/4@exit:0", "N must be >= 1"),
                          ("eagle2:8/5/4@ngarm", "unknown draft source 'ngarm'"), ("static:8@ngram", "static tree"),
                          ("hf-pld@exit:3", "only a speculative method")]:
@@ -316,7 +321,7 @@ def draft_model(tmp_path_factory, pair):
 def test_a_draft_model_is_lossless_and_keeps_its_kv_like_a_prefill(pair, draft_model, make):
     target, _ = pair
     path, model = draft_model
-    spec = make(DraftSource("model", path=str(path)))
+    spec = make(ModelSource(str(path)))
     prompts = random_prompts(3, 16, seed=9)
     plain, _ = decode(target, None, SpecConfig("vanilla"), prompts)
     eng, _ = decode(target, model, spec, prompts)
@@ -342,7 +347,7 @@ def test_a_draft_model_needs_the_targets_vocabulary(pair, tmp_path):
     target, _ = pair
     other = load_target(make_tiny_checkpoint(tmp_path, vocab_size=24, num_layers=1))
     with pytest.raises(ValueError, match=r"vocabulary \(24\) is not the target's \(16\)"):
-        Engine(target, other, SpecConfig(draft=DraftSource("model", path=str(tmp_path))))
+        Engine(target, other, SpecConfig(draft=ModelSource(str(tmp_path))))
     with pytest.raises(ValueError, match="model:DIR"):
         parse_draft("model:")
 

@@ -13,12 +13,12 @@ import pytest
 
 from helpers import random_prompts, tiny_pair
 from workbench.engine.config import SpecConfig
-from workbench.engine.draft_source import DraftSource
+from workbench.engine.drafts.ngram import NgramSource
 from workbench.engine.engine import Engine
 from workbench.metrics import requests_tau, tau, traces_tau
 
 TREE = SpecConfig("eagle2", num_steps=4, topk=4, num_draft_tokens=16)  # over 16 tokens: steps that accept 1-3 drafts are common
-SPECS = [SpecConfig("vanilla"), SpecConfig.linear(3), TREE, SpecConfig.static(8), SpecConfig(draft=DraftSource("ngram"))]
+SPECS = [SpecConfig("vanilla"), SpecConfig.linear(3), TREE, SpecConfig.static(8), SpecConfig(draft=NgramSource())]
 PROMPTS = random_prompts(4, 16, seed=9)
 
 
@@ -30,7 +30,7 @@ def pair(tmp_path_factory):
 def decode(pair, spec, prompts, max_new, stop_ids=()):
     """Every request of one traced batch, and each one's verify-step traces (prefill left out)."""
     target, head = pair
-    eng = Engine(target, head if spec.draft.kind == "head" else None, spec, stop_ids=stop_ids, trace=True)
+    eng = Engine(target, head if spec.draft.needs.head else None, spec, stop_ids=stop_ids, trace=True)
     eng.add_requests(prompts, max_new)
     traces = []
     while not eng.done:

@@ -23,7 +23,7 @@ from workbench.engine.config import (CHAIN_RULES, DEFAULT_NUM_DRAFT_TOKENS, DEFA
 from workbench.attention import BACKENDS
 from workbench.device import DTYPE_CHOICES
 from workbench.cpu_choices import LINEAR_ORDERS
-from workbench.engine.draft_source import GRAMMAR, parse_draft
+from workbench.engine.drafts.registry import check_draft, grammar
 from workbench.engine.sampling import SamplingParams
 from workbench.errors import UserError
 from workbench.models.heads import default_draft_dir, load_hot_tokens
@@ -88,23 +88,12 @@ def device_name(text: str) -> str:
 
 
 def draft_source(text: str) -> str:
-    """An argparse ``type`` for ``--draft``: ``random[:SEED]``, a head directory with config.json,
-    ``ngram[:MIN-MAX]`` or ``exit:N`` (N checked against the target when it loads)."""
+    """An argparse ``type`` for ``--draft``: any registered source or the head's weights
+    (``drafts.registry.check_draft``; whether it fits the target is checked when that loads)."""
     try:
-        if parse_draft(text) is not None:
-            return text
+        check_draft(text)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
-    kind, colon, seed = text.partition(":")
-    if kind == "random":
-        if colon and not seed.isdigit():
-            raise argparse.ArgumentTypeError(f"random:SEED takes a seed >= 0, got {seed!r}")
-        return text
-    path = Path(text).expanduser()
-    if not path.exists():
-        raise argparse.ArgumentTypeError(f"{text}: no such head directory (give {GRAMMAR})")
-    if not (path / "config.json").is_file():
-        raise argparse.ArgumentTypeError(f"{text}: not a draft head directory (it needs config.json and weights)")
     return text
 
 
@@ -122,7 +111,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     """Flags shared by every command that loads a model (defaults shown by ``--help``)."""
     p.add_argument("--target", help="local HF Llama/Qwen2/Mistral directory (default: SmolLM2-135M-Instruct)")
     p.add_argument("--draft", type=draft_source,
-                   help=f"where drafts come from: {GRAMMAR} (docs/design.md, draft sources; default: the "
+                   help=f"where drafts come from: {grammar()} (docs/design.md, draft sources; default: the "
                         "shipped head)")
     p.add_argument("--dtype", choices=DTYPE_CHOICES, default="fp32",
                    help="fp32 (comparable with transformers), bf16, fp16, or auto: bf16 on a GPU or a CPU "

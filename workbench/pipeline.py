@@ -25,14 +25,16 @@ from workbench.attention.selfcheck import SelfCheck, choose_attention_backend
 from workbench.cpu_choices import choose_linear_order
 from workbench.device import default_device, resolve_dtype
 from workbench.engine.config import SpecConfig
-from workbench.engine.draft_source import GRAMMAR, DraftSource, parse_draft
+from workbench.engine.drafts.base import DraftSource
+from workbench.engine.drafts.head import HeadSource, load_head
+from workbench.engine.drafts.registry import check_draft, parse_draft
 from workbench.engine.engine import Engine
 from workbench.engine.policy import SpecPolicy, parse_policy, policy_for
 from workbench.engine.sampling import SamplingParams
 from workbench.errors import UserError
 from workbench.models.chat import chat_ids
 from workbench.models.config import ModelConfig
-from workbench.models.draft import DraftHead, load_draft, random_head
+from workbench.models.draft import DraftHead, load_draft
 from workbench.models.linear import LinearOrder, apply_linear_order
 from workbench.models.llama import TargetModel
 from workbench.models.loading import load_target, parse_dtype
@@ -74,9 +76,9 @@ class Workbench:
         from workbench.attention import BACKENDS, default_backend
 
         target_dir = store.resolve_target(target)
-        source = check_draft(draft, target_dir)
-        load_head = need_draft and source is None
-        load_model = need_draft and source is not None and source.source.needs.model
+        source = check_draft(draft, ModelConfig.from_dir(target_dir)) if draft else None
+        load_head = need_draft and (source is None or source.needs.head)
+        load_model = need_draft and source is not None and source.needs.model
         device = device or default_device()
         dtype = resolve_dtype(dtype, device)
         model = load_target(target_dir, parse_dtype(dtype), device)
@@ -91,11 +93,12 @@ class Workbench:
         model.attention_backend = check.backend
         tokenizer = AutoTokenizer.from_pretrained(target_dir)
         if load_head:
-            head, name = _load_head(draft, model, target is None)
-            if not (draft is None and name.startswith("random")):  # not the shipped list
-                name += _apply_hot_tokens(head, hot_tokens, draft)
+            weights = draft if source is None else None  # a directory or random[:SEED]; else the shipped head
+            head, name = load_head(weights, model, target is None)
+            if not (weights is None and name.startswith("random")):  # not the shipped list
+                name += _apply_hot_tokens(head, hot_tokens, weights)
         elif load_model:  # the target's dtype and device
-            head, name = load_target(source.path, parse_dtype(dtype), device).eval(), source.name
+            head, name = source.load(model), source.name
         else:
             head, name = None, "none" if source is None else source.name
         order = choose_linear_order(linear_order, model)
@@ -132,17 +135,17 @@ class Workbench:
 
     @property
     def loaded_draft(self) -> DraftSource | None:
-        """The draft source what was loaded stands for: the head's ``DraftSource()`` when a head
+        """The draft source what was loaded stands for: the ``HeadSource()`` when a head
         is loaded, the ``model:DIR`` source when a draft model is, else the source named at load
         (``ngram:1-12``, ``exit:28``) or None."""
         if isinstance(self.draft, DraftHead):
-            return DraftSource()
+            return HeadSource()
         return parse_draft(self.draft_source)
 
     def missing_draft(self, source: DraftSource) -> str | None:
         """Why this workbench cannot draft with ``source`` (None: it can): a source that needs a
         head or a draft model (``Needs``) drafts with the one loaded, or not at all."""
-        needs = source.source.needs
+        needs = source.needs
         if needs.head and not isinstance(self.draft, DraftHead):
             return (f"it drafts with an EAGLE head, but none is loaded (draft {self.draft_source}): load one "
                     "(--draft DIR or random[:SEED]), or draft with a source that needs none")
@@ -170,7 +173,7 @@ class Workbench:
             if missing is not None:
                 raise UserError(f"{s.describe()}: {missing}")
             try:
-                s.draft.check_target(self.target.config.num_layers)
+                s.draft.check_target(self.target.config)
             except ValueError as err:
                 raise UserError(str(err)) from None
         return Engine(self.target, self.draft if speculative else None, spec, sampling=sampling, stop_ids=self.stop_ids,
@@ -196,46 +199,6 @@ class Workbench:
                 on_step(eng.requests, time.perf_counter() - t0)
         _sync(eng.device)
         return eng.requests, time.perf_counter() - t0
-
-
-def check_draft(draft: str | None, target_dir: Path):
-    """``--draft`` checked before anything loads: the ``DraftSource`` it names (None: the head,
-    from a directory, ``random[:SEED]`` or the shipped one); ``exit:N`` must leave the target
-    (``target_dir``) a layer; ``model:DIR`` must be a model with the target's vocabulary.
-    ValueError with the reason."""
-    source = parse_draft(draft) if draft else None
-    target = ModelConfig.from_dir(target_dir)
-    if source is not None and source.source.needs.model:
-        if not (Path(source.path) / "config.json").is_file():
-            raise ValueError(f"--draft {draft}: no model directory (it needs config.json and weights)")
-        vocab = ModelConfig.from_dir(source.path).vocab_size
-        if vocab != target.vocab_size:
-            raise ValueError(f"--draft {draft}: its vocabulary ({vocab}) is not the target's ({target.vocab_size}); "
-                             "a draft model needs the target's tokenizer")
-    if source is not None:
-        source.check_target(target.num_layers)
-    elif draft and not draft.startswith("random") and not Path(draft).is_dir():
-        raise ValueError(f"--draft {draft}: no such head directory; give {GRAMMAR}")
-    return source
-
-
-def _load_head(draft: str | None, target: TargetModel, default_target: bool) -> tuple[DraftHead, str]:
-    if draft is not None:
-        if draft.startswith("random"):
-            seed = int(draft.split(":")[1]) if ":" in draft else 0
-            return random_head(target, seed), f"random (seed {seed})"
-        return load_draft(draft, target), str(draft)
-    from workbench.models.heads import default_draft_dir
-
-    path = default_draft_dir()
-    if not (path / "config.json").exists():
-        return random_head(target, 0), f"random (seed 0): no trained head at {path}"
-    if not default_target:
-        try:
-            return load_draft(path, target), str(path)
-        except ValueError:
-            return random_head(target, 0), "random (seed 0): the shipped head does not fit this target"
-    return load_draft(path, target), str(path)
 
 
 def _apply_hot_tokens(head: DraftHead, n: int | None, draft: str | None) -> str:

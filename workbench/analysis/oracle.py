@@ -35,6 +35,7 @@ import torch
 from workbench.analysis.expectation import Expectation, expectation, from_mass
 from workbench.attention.batch import extend_batch, tree_batch
 from workbench.engine.draft import grow_tree, scratch_slots_per_step
+from workbench.engine.drafts.exit import ExitDraft
 from workbench.engine.sampling import SamplingParams, target_probs
 from workbench.engine.tree import build_tree, rerank
 from workbench.kv import SlotAllocator
@@ -104,17 +105,6 @@ def perfect_head_trees(target: TargetModel, sequences: list[list[int]], points: 
     return out
 
 
-class _EarlyExitAsHead:
-    """What ``grow_tree`` asks of a head, answered by the target's early exit: log-probabilities
-    at temperature 1 over the full vocabulary, as a draft head drafts whatever the sampling."""
-
-    def __init__(self, target: TargetModel):
-        self.target = target
-
-    def log_probs(self, hidden: torch.Tensor) -> tuple[torch.Tensor, None]:
-        return torch.log_softmax(self.target.logits(hidden), dim=-1), None
-
-
 @dataclass(frozen=True)
 class EarlyExit:
     """One early-exit draft: the expectation of its tree at each point, and its agreement: the
@@ -150,9 +140,10 @@ def early_exit_trees(target: TargetModel, sequences: list[list[int]], answer_sta
         agree += int((target.logits(e[rows]).argmax(-1) == target.logits(f[rows]).argmax(-1)).sum())
         positions += max(0, len(seq) - max(start, 1))
     expectations = []
-    for part, candidates in _grown(_EarlyExitAsHead(target), allocator, slots, points,
+    drafter = ExitDraft(target, num_layers, f"exit:{num_layers}", kv)  # the engine's early exit, on this pool
+    for part, candidates in _grown(drafter, allocator, slots, points,
                                    lambda part: torch.stack([exit_hidden[i][L] for i, L in part]), num_steps, topk,
-                                   lambda _features, batch: target(batch, kv, num_layers=num_layers), chunk):
+                                   drafter.forward, chunk):
         trees = []
         for (i, L), c in zip(part, candidates):
             kept, dropped = rerank(c, num_draft_tokens)

@@ -19,8 +19,8 @@ from workbench.app import explain
 from workbench.app.state import Settings, draft_choices
 from workbench.app.views import error
 from workbench.engine.config import MAX_STEPS, SpecConfig
-from workbench.engine.draft_source import DraftSource
-from workbench.engine.drafts.registry import source_of
+from workbench.engine.drafts.head import HeadSource
+from workbench.engine.drafts.registry import loads_nothing, source_of
 from workbench.engine.frameworks import FRAMEWORKS, framework_flags
 from workbench.viz.compare import cost_figure, gap_html, summary_html, tau_figure, tokens_figure
 from workbench.viz.html import note, table
@@ -93,8 +93,7 @@ def draft_sources(wb, settings: Settings, spec: SpecConfig) -> dict[str, SpecCon
         try:
             source = settings.draft_source(wb, kind)
         except ValueError:
-            needs = source_of(kind).needs
-            if needs.head or needs.model:  # not the one loaded: compare the others
+            if source_of(kind).needs.loaded:  # not the one loaded: compare the others
                 continue
             raise
         out[source.name] = replace(eagle2, draft=source)
@@ -106,7 +105,7 @@ def methods_draft(wb) -> str:
     rank a tree by (the head, a draft model, an early exit named at start), else the head (whose
     absence the status line then names)."""
     loaded = wb.loaded_draft
-    return loaded.kind if loaded is not None and not loaded.model_free else DraftSource().kind
+    return loaded.kind if loaded is not None and not loaded.model_free else HeadSource.kind
 
 
 def drawn_runs(configs: dict[str, SpecConfig], by_source: bool) -> tuple[tuple, tuple]:
@@ -265,10 +264,10 @@ def run_compare(wb, values: dict, max_new, measure, mode):
     by_source = mode == MODES[1]
     try:
         # methods: all drafted by the loaded draft; draft sources: each is checked by draft_sources
-        # (the spec built here lends them its tree only, so it drafts with the n-gram lookup,
-        # which needs nothing loaded)
-        settings = replace(Settings(**values), method="eagle2", max_new_tokens=max_new,
-                           draft="ngram" if by_source else methods_draft(wb))
+        # (the spec built here lends them its tree only, so it drafts with a source that needs
+        # nothing loaded)
+        settings = replace(Settings.of(**values), method="eagle2", max_new_tokens=max_new,
+                           draft=loads_nothing().kind if by_source else methods_draft(wb))
         spec, sampling, ids, max_new = settings.build(wb)
         todo = draft_sources(wb, settings, spec) if by_source else \
             methods(spec, settings.static_spec() if str(settings.tree or "").strip() else None)

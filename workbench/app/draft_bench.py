@@ -25,10 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.engine.config import SpecConfig
-from workbench.engine.draft_source import DraftSource, parse_draft
-from workbench.engine.drafts.registry import SOURCES
+from workbench.engine.drafts.registry import SOURCES, parse_draft
 
-DRAFT_NAMES = ", ".join(s.grammar for s in SOURCES.values() if not s.needs.head) + " or head"  # as a report names them
 
 ASSET = Path(__file__).resolve().parent.parent / "assets" / "draft-sources.json"
 META = {"record": str, "command": str, "date": str, "cpu": str, "dtype": str, "max_new_tokens": int}
@@ -144,11 +142,10 @@ def _route(label: str, r) -> Route:
     if not isinstance(r, dict):
         raise ValueError(f"{where} must be an object")
     draft, tree, per_task = r.get("draft"), r.get("tree"), r.get("per_task")
-    if not isinstance(draft, str):
-        raise ValueError(f"{where}.draft must be {DRAFT_NAMES}, got {draft!r}")
-    source = DraftSource() if draft == "head" else parse_draft(draft)
+    source = parse_draft(draft) if isinstance(draft, str) else None
     if source is None:
-        raise ValueError(f"{where}.draft must be {DRAFT_NAMES}, got {draft!r}")
+        raise ValueError(f"{where}.draft must be a draft source as --draft writes it ({', '.join(SOURCES)}), "
+                         f"got {draft!r}")
     parts = tree.split("/") if isinstance(tree, str) else []
     if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
         raise ValueError(f"{where}.tree must be D/S/K (num_draft_tokens/num_steps/topk), got {tree!r}")

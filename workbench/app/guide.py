@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench.app.draft_bench import task_name
-from workbench.app.state import DRAFT_INPUTS
-from workbench.engine.draft_source import DraftSource, parse_draft
+from workbench.engine.drafts.base import DraftSource, boxes
+from workbench.engine.drafts.registry import parse_draft
 from workbench.viz.best_tree import greedy_continuation
 from workbench.viz.logits import children
 from workbench.viz.tokens import show
@@ -70,7 +70,7 @@ class Suggestion:
         static tree with a model-free draft (the n-gram lookup), which has no distribution to rank
         a fixed shape by."""
         out = dict(current, prompt=self.example["prompt"], draft=self.draft.kind)
-        out.update({name: getattr(self.draft, f) for f, (name, _) in DRAFT_INPUTS.get(self.draft.kind, {}).items()})
+        out.update({box.name: getattr(self.draft, box.field) for box in boxes(self.draft)})
         if self.draft.model_free and out.get("method") == "static":
             out["method"] = "eagle2"
         return out
@@ -86,17 +86,12 @@ def suggest(bench, examples: list[dict], spec, runnable) -> Suggestion | None:
         by_task.setdefault(e.get("task"), e)
 
     def usable(name: str) -> bool:
-        return runnable(route_source(name))
+        return runnable(parse_draft(name))
 
     best = bench.best(spec, set(by_task) - {None}, usable)
     if best is None:
         return None
     route, task = best
-    return Suggestion(example=by_task[task], draft=route_source(route.draft), tree=route.tree_text, task=task,
+    return Suggestion(example=by_task[task], draft=parse_draft(route.draft), tree=route.tree_text, task=task,
                       tau=route.per_task[task][0], source=bench.source)
 
-
-def route_source(name: str) -> DraftSource | None:
-    """A bench route's draft, as ``--draft`` writes it, as a ``DraftSource`` (the default
-    source's name, ``head``, is the loaded head)."""
-    return DraftSource() if name == DraftSource().name else parse_draft(name)

@@ -20,18 +20,18 @@ import time
 import gradio as gr
 
 from workbench.app.guide import miss_line, suggest
-from workbench.app.state import DRAFT_INPUTS, InputError, Session, Settings, setting_names
+from workbench.app.state import InputError, Session, Settings, setting_names
 from workbench.app.views import blank, error, render, walk_views
-from workbench.engine.draft_source import DraftSource
-from workbench.engine.drafts.registry import SOURCES
+from workbench.engine.drafts.base import boxes
+from workbench.engine.drafts.registry import SOURCES, all_boxes
 from workbench.viz.tokens import show
 from workbench.viz.walk import walk_moves
 
 ANIMATE_S = 0.6
 PAGE = ("bench", "suggest", "settings", "tabs")  # Step-like outputs after the views
-# The element id of each input (the status line outlines the one an error is about).
-ELEM_IDS = {name: {"draft": "draft-source"}.get(name, name.replace("_", "-")) for name in setting_names()}
-# Where each input sits, for the status line: (its label, its group in the settings; None: on top).
+DRAFT_GROUP = "Prompt examples and draft source"
+# Where each input sits, for the status line: (its label, its group in the settings; None: on top);
+# the draft sources' number boxes: ``where``.
 FIELDS = {
     "prompt": ("Prompt", None), "method": ("method", "Method and tree"), "num_steps": ("num_steps", "Method and tree"),
     "topk": ("topk", "Method and tree"), "num_draft_tokens": ("num_draft_tokens", "Method and tree"),
@@ -40,11 +40,21 @@ FIELDS = {
     "seed": ("seed", "Sampling and length"), "max_new_tokens": ("max_new_tokens", "Sampling and length"),
     "accept_threshold_single": ("accept threshold single", "Sampling and length"),
     "accept_threshold_acc": ("accept threshold acc", "Sampling and length"),
-    "draft": ("draft source", "Prompt examples and draft source"),
-    "exit_layers": ("early exit N", "Prompt examples and draft source"),
-    "ngram_min": ("n-gram min match", "Prompt examples and draft source"),
-    "ngram_max": ("n-gram max match", "Prompt examples and draft source"),
+    "draft": ("draft source", DRAFT_GROUP),
 }
+
+
+def elem_id(name: str) -> str:
+    """The element id of an input (the status line outlines the one an error is about)."""
+    return "draft-source" if name == "draft" else name.replace("_", "-")
+
+
+def where(name: str) -> tuple[str, str | None] | None:
+    """(an input's label, its group in the settings; None: on top), or None for no input of the page."""
+    if name in FIELDS:
+        return FIELDS[name]
+    drafted = all_boxes().get(name)
+    return (drafted[1].words, DRAFT_GROUP) if drafted else None
 
 
 def settings_label(values: dict) -> str:
@@ -68,13 +78,12 @@ def draft_words(values: dict) -> str:
     kind = values.get("draft")
     if kind not in SOURCES:
         return str(kind)
-    boxes = DRAFT_INPUTS.get(kind, {})
+    source, fields = SOURCES[kind], boxes(SOURCES[kind])
     try:
-        return DraftSource(kind, **{f: _whole(values.get(name)) for f, (name, _) in boxes.items()}).name if boxes \
-            else SOURCES[kind].choice
+        return source(**{b.field: _whole(values.get(b.name)) for b in fields}).name if fields else source.choice
     except (TypeError, ValueError):
-        typed = ", ".join(f"{words} {values.get(name)}" for name, words in boxes.values())
-        return f"{SOURCES[kind].choice} ({typed})"
+        typed = ", ".join(f"{b.words} {values.get(b.name)}" for b in fields)
+        return f"{source.choice} ({typed})"
 
 
 def _whole(x) -> int:
@@ -95,15 +104,15 @@ def field_error(err: InputError) -> str:
     """The status line for bad input: the message, the field(s) it is about and where they sit;
     an empty span per field, classed ``wb-bad-<element id>``, which the page's CSS outlines (the
     status line's sanitiser keeps classes, not data attributes)."""
-    fields = [f for f in err.fields if f in FIELDS]
+    fields = [f for f in err.fields if where(f) is not None]
     if not fields:
         return error(str(err))
-    where = " and ".join(f"**{FIELDS[f][0]}**" for f in fields)
-    group = FIELDS[fields[0]][1]
+    named = " and ".join(f"**{where(f)[0]}**" for f in fields)
+    group = where(fields[0])[1]
     place = f" (under Settings › {group})" if group else ""
-    marks = "".join(f"<span class='wb-bad-{ELEM_IDS[f]}'></span>" for f in fields)
+    marks = "".join(f"<span class='wb-bad-{elem_id(f)}'></span>" for f in fields)
     stop = "" if str(err).endswith((".", "!", "?")) else "."
-    return f"{error(str(err))}{stop} Check {where}{place}.{marks}"
+    return f"{error(str(err))}{stop} Check {named}{place}.{marks}"
 
 
 def step_line(session: Session) -> str:
@@ -127,7 +136,7 @@ class StepEvents:
 
     def settings(self, values) -> Settings:
         """The page's input values (in ``Settings`` field order) as ``Settings``, by name."""
-        return Settings(**dict(zip(self.names, values, strict=True)))
+        return Settings.of(**dict(zip(self.names, values, strict=True)))
 
     def _ensure(self, session: Session | None, values: tuple) -> tuple[Session | None, str | InputError]:
         """The session to step: the current one, or a new run when there is none or the inputs
@@ -150,7 +159,7 @@ class StepEvents:
         bad = isinstance(message, InputError)
         offer = None if bad else self.suggestion(session)
         status = field_error(message) if bad else self.status(session, message, offer)
-        opened = bad and any(FIELDS.get(f, (None, None))[1] for f in message.fields)
+        opened = bad and any((where(f) or (None, None))[1] for f in message.fields)
         page = {"bench": session.bench_note if session else "",
                 "suggest": gr.Button(offer.button() if offer else "Try", visible=offer is not None),
                 "settings": gr.Accordion(open=True) if opened else gr.skip(),

@@ -17,23 +17,17 @@ from dataclasses import dataclass, field, fields
 
 from workbench.engine.config import (DEFAULT_NUM_DRAFT_TOKENS, DEFAULT_NUM_STEPS, DEFAULT_TOPK, EXACT_THRESHOLD,
                                      ConfigError, SpecConfig, check_context)
-from workbench.engine.draft_source import DEFAULT_MAX_MATCH, DEFAULT_MIN_MATCH, DraftSource
-from workbench.engine.drafts.registry import SOURCES, source_of
+from workbench.engine.drafts.base import DraftSource, boxes
+from workbench.engine.drafts.head import HeadSource
+from workbench.engine.drafts.registry import SOURCES, all_boxes, source_of
 from workbench.engine.engine import Engine
 from workbench.engine.sampling import SamplingParams
 
 MAX_PROMPT_CHARS = 6000
 MAX_NEW_TOKENS = 512
-DEFAULT_EXIT_LAYERS = 28  # the early exit's N (the head-training measurements: 28 of 30 layers agree 0.53)
 # The tree boxes each method reads (linear implies topk and num_draft_tokens; the page keeps the
 # boxes' values for eagle2); static reads the tree box or num_draft_tokens (``Settings.static_spec``).
 METHOD_BOXES = {"vanilla": (), "linear": ("num_steps",), "eagle2": ("num_steps", "topk", "num_draft_tokens")}
-# The page's number boxes, by the draft source whose fields they fill: kind -> {DraftSource field:
-# (the Settings field that holds it, its words in messages)}. These are the page's own widgets; a
-# source not listed takes nothing from the page (it is the one loaded, or it has no fields).
-DRAFT_INPUTS = {"exit": {"num_layers": ("exit_layers", "early exit N")},
-                "ngram": {"min_match": ("ngram_min", "n-gram min match"),
-                          "max_match": ("ngram_max", "n-gram max match")}}
 
 
 def draft_choices() -> list[tuple[str, str]]:
@@ -43,8 +37,13 @@ def draft_choices() -> list[tuple[str, str]]:
 
 
 def draft_fields(kind: str) -> tuple[str, ...]:
-    """The ``Settings`` fields a kind's draft source is built from (the selector itself when none)."""
-    return tuple(name for name, _ in DRAFT_INPUTS.get(kind, {}).values()) or ("draft",)
+    """The page's inputs a kind's draft source is built from (the selector itself when none)."""
+    return (tuple(box.name for box in boxes(SOURCES[kind])) if kind in SOURCES else ()) or ("draft",)
+
+
+def first_boxes() -> dict:
+    """Every source's number boxes (``drafts.base.knob``) at their defaults, by the box's name."""
+    return {name: box.default for name, (_, box) in all_boxes().items()}
 
 
 class InputError(ValueError):
@@ -58,7 +57,9 @@ class InputError(ValueError):
 
 @dataclass(frozen=True)
 class Settings:
-    """The page's inputs, as typed (numbers may arrive as floats or None from number boxes)."""
+    """The page's inputs, as typed (numbers may arrive as floats or None from number boxes): the
+    fields below, and every draft source's number boxes (``boxes``), by name. ``of`` and ``values``
+    take and give them as one flat mapping, in ``setting_names()`` order."""
 
     prompt: str = ""
     method: str = "eagle2"
@@ -73,10 +74,23 @@ class Settings:
     tree: object = ""  # static: rank paths as JSON; empty = EAGLE-1's tree cut to num_draft_tokens
     accept_threshold_single: object = EXACT_THRESHOLD  # below 1: lossy sampling acceptance
     accept_threshold_acc: object = EXACT_THRESHOLD
-    draft: str = "head"  # a kind of ``draft_choices()``: where the drafts come from
-    exit_layers: object = DEFAULT_EXIT_LAYERS  # exit: the target layers the draft runs (1..L-1)
-    ngram_min: object = DEFAULT_MIN_MATCH  # ngram: the match windows, in tokens
-    ngram_max: object = DEFAULT_MAX_MATCH
+    draft: str = HeadSource.kind  # a kind of ``draft_choices()``: where the drafts come from
+    boxes: dict = field(default_factory=first_boxes)  # box name -> value (exit_layers, ngram_min, ...)
+
+    @classmethod
+    def of(cls, **values) -> "Settings":
+        """From the page's values by name (``setting_names()``); a box not given keeps its default."""
+        own = {f.name for f in fields(cls)} - {"boxes"}
+        drafted = {k: v for k, v in values.items() if k not in own}
+        unknown = set(drafted) - set(all_boxes())
+        if unknown:
+            raise TypeError(f"Settings has no input {', '.join(sorted(unknown))}")
+        return cls(**{k: v for k, v in values.items() if k in own}, boxes={**first_boxes(), **drafted})
+
+    def values(self) -> dict:
+        """The page's values by name, in ``setting_names()`` order."""
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "boxes"}
+        return {**own, **{name: self.boxes.get(name) for name in all_boxes()}}
 
     def build(self, wb) -> tuple[SpecConfig, SamplingParams, list[int], int]:
         """(spec, sampling, prompt ids, max_new_tokens), or ``InputError`` with the reason and the
@@ -104,7 +118,7 @@ class Settings:
             check_context(spec, wb.target.config.max_position_embeddings, len(ids), max_new)
         return spec, sampling, ids, max_new
 
-    def spec(self, draft: DraftSource = DraftSource()) -> SpecConfig:
+    def spec(self, draft: DraftSource = HeadSource()) -> SpecConfig:
         """The method, its tree knobs, the accept thresholds and ``draft`` (linear: topk 1, D =
         num_steps + 1, set for you: the page keeps its topk / num_draft_tokens boxes for eagle2;
         static: the tree box, see ``static_spec``)."""
@@ -136,19 +150,16 @@ class Settings:
         """The selected draft source (``kind``: another of ``draft_choices()`` with this page's
         N and windows), checked against the loaded workbench: one that needs a head or a draft
         model (``Needs``) is the one the app was started with; the fields of the others come from
-        the page's boxes (``DRAFT_INPUTS``) and must fit the target (exit: 1 <= N < its layers)."""
-        kind = self.draft if kind is None else kind
-        source = source_of(kind)  # ValueError naming the kinds for an unknown one
-        if source.needs.head or source.needs.model:
+        the page's boxes (``drafts.base.knob``) and must fit the target (``check_target``)."""
+        source = source_of(self.draft if kind is None else kind)  # ValueError naming the kinds for an unknown one
+        if source.needs.loaded:
             loaded = wb.loaded_draft
-            if loaded is None or loaded.kind != kind:
+            if type(loaded) is not source:
                 raise ValueError(f"The {source.choice} is not loaded (draft {wb.draft_source}): pick another draft "
                                  f"source, or start the app with it (python app.py --draft {source.grammar}).")
             return loaded
-        values = {f: _int(words, getattr(self, name), None, None)
-                  for f, (name, words) in DRAFT_INPUTS.get(kind, {}).items()}
-        draft = DraftSource(kind, **values)
-        draft.check_target(wb.target.config.num_layers)
+        draft = source(**{box.field: _int(box.words, self.boxes.get(box.name), None, None) for box in boxes(source)})
+        draft.check_target(wb.target.config)
         return draft
 
 
@@ -197,8 +208,9 @@ def named_first(message: str, names: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def setting_names() -> tuple[str, ...]:
-    """``Settings``' fields, in order: the names the page's input components go by."""
-    return tuple(f.name for f in fields(Settings))
+    """The names the page's input components go by, in order: ``Settings``' fields, then every
+    registered draft source's number boxes."""
+    return tuple(f.name for f in fields(Settings) if f.name != "boxes") + tuple(all_boxes())
 
 
 def _number(name: str, value) -> float:

@@ -35,12 +35,12 @@ from workbench.app.address import DEFAULT_HOST, DEFAULT_PORT
 from workbench.app.calibration import build_calibration_tab
 from workbench.app.compare import build_compare_tab
 from workbench.app.draft_bench import load_draft_bench
-from workbench.app.handlers import ELEM_IDS, PAGE, StepEvents, settings_label
+from workbench.app.handlers import PAGE, StepEvents, elem_id, settings_label
 from workbench.app.load_tab import build_load_tab
-from workbench.app.state import (DEFAULT_EXIT_LAYERS, DRAFT_INPUTS, Session, Settings, acceptance_note, draft_choices,
-                                 setting_names)
+from workbench.app.state import Session, Settings, acceptance_note, draft_choices, setting_names
 from workbench.app.views import VIEWS, best_tree_views, render, trace_view
-from workbench.engine.draft_source import DraftSource
+from workbench.engine.drafts.base import boxes
+from workbench.engine.drafts.registry import all_boxes, loads_nothing
 
 SESSION_TTL_S = 2 * 3600  # a session's Engine (and its KV cache) is dropped after this idle time
 CONCURRENCY = 8  # events of different sessions that may run at once (per event kind)
@@ -54,7 +54,7 @@ def page_css() -> str:
     """The page's few styles; an input the status line marks as bad (``handlers.field_error``) is
     outlined."""
     invalid = " ".join(f"body:has(#status .wb-bad-{i}) #{i} {{outline: 3px solid #D55E00; outline-offset: -3px; "
-                       "background: #FFF4EC}" for i in ELEM_IDS.values())  # inside the box: no parent clips it
+                       "background: #FFF4EC}" for i in map(elem_id, setting_names()))  # inside the box: no parent clips it
     return (".wb-explain {font-size: 13px; color: #333} .wb-table code {font-size: 12px} "
             ".wb-info, .wb-info p {font-size: 12px !important; color: #555; margin: 0} .wb-bench {font-size: 12px; color: #444} "
             "#status {min-height: 1.6em} #status p {margin: 0} " + invalid)
@@ -90,8 +90,8 @@ def build_app(wb, info: str = "", draft_bench: str | Path | None = None) -> gr.B
         if info:
             gr.Markdown(info, elem_classes=["wb-info"])
         page = _controls()
-        page["settings"], boxes = _settings(wb, examples, page["prompt"])
-        inputs = {name: page["prompt"] if name == "prompt" else boxes[name] for name in setting_names()}
+        page["settings"], controls = _settings(wb, examples, page["prompt"])
+        inputs = {name: page["prompt"] if name == "prompt" else controls[name] for name in setting_names()}
         with gr.Tabs(selected="step") as page["tabs"]:
             with gr.Tab("Step through", id="step"):
                 views, animate = _step_views()
@@ -130,12 +130,13 @@ def launch(demo: gr.Blocks, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, 
 def default_settings(wb) -> Settings:
     """The page's first values: ``Settings``' defaults, drafted as the app was started (the loaded
     head or draft model, or the source ``--draft`` named, its fields in the page's boxes; else the
-    n-gram lookup), the early exit's N at most the target's layers - 1."""
-    layers = wb.target.config.num_layers
-    default = Settings(exit_layers=min(DEFAULT_EXIT_LAYERS, layers - 1))
-    source = wb.loaded_draft or DraftSource("ngram")
-    boxes = {name: getattr(source, f) for f, (name, _) in DRAFT_INPUTS.get(source.kind, {}).items()}
-    return replace(default, draft=source.kind, **boxes)
+    first source that needs nothing loaded, the n-gram lookup), each box at most what the target
+    takes (``Box.first``: the early exit's N at most its layers - 1)."""
+    config = wb.target.config
+    source = wb.loaded_draft or loads_nothing()()
+    values = {name: box.first(config) for name, (_, box) in all_boxes().items()}
+    values.update({box.name: getattr(source, box.field) for box in boxes(source)})
+    return Settings(draft=source.kind, boxes=values)
 
 
 def _controls() -> dict:
@@ -166,7 +167,7 @@ def _settings(wb, examples: list[dict], prompt: gr.Textbox) -> tuple[gr.Accordio
     labels = [example_label(e) for e in examples]
     box = dict(min_width=90)
     i = {}
-    with gr.Accordion(settings_label(vars(default)), open=False, elem_id="settings") as accordion:
+    with gr.Accordion(settings_label(default.values()), open=False, elem_id="settings") as accordion:
         with gr.Row():
             with gr.Column(scale=4, min_width=320):
                 gr.Markdown("**Prompt examples and draft source**")
@@ -180,7 +181,7 @@ def _settings(wb, examples: list[dict], prompt: gr.Textbox) -> tuple[gr.Accordio
                                        elem_id="method")
                 with gr.Row():
                     for name in ("num_steps", "topk", "num_draft_tokens"):
-                        i[name] = gr.Number(getattr(default, name), label=name, precision=0, elem_id=ELEM_IDS[name],
+                        i[name] = gr.Number(getattr(default, name), label=name, precision=0, elem_id=elem_id(name),
                                             **box)
                 i["tree"] = gr.Textbox("", label="static tree: rank paths as JSON, e.g. [[0],[1],[0,0]] (empty = "
                                                  "EAGLE-1's tree cut to num_draft_tokens)", max_lines=2, elem_id="tree")
@@ -201,17 +202,15 @@ def _settings(wb, examples: list[dict], prompt: gr.Textbox) -> tuple[gr.Accordio
 
 
 def _draft_inputs(wb, default: Settings) -> dict:
-    """Where the drafts come from: the selector, the early exit's N (1..the target's layers - 1)
-    and the n-gram match windows."""
-    layers = wb.target.config.num_layers
-    box = dict(min_width=90)
-    source = gr.Radio(draft_choices(), value=default.draft, label="draft source", elem_id="draft-source")
+    """Where the drafts come from: the selector, and every registered source's number boxes
+    (the early exit's N, 1..the target's layers - 1; the n-gram match windows)."""
+    config = wb.target.config
+    out = {"draft": gr.Radio(draft_choices(), value=default.draft, label="draft source", elem_id="draft-source")}
     with gr.Row():
-        exit_n = gr.Number(default.exit_layers, label=f"early exit N (1..{layers - 1})", precision=0,
-                           elem_id="exit-layers", **box)
-        low = gr.Number(default.ngram_min, label="n-gram min match", precision=0, elem_id="ngram-min", **box)
-        high = gr.Number(default.ngram_max, label="n-gram max match", precision=0, elem_id="ngram-max", **box)
-    return {"draft": source, "exit_layers": exit_n, "ngram_min": low, "ngram_max": high}
+        for name, (_, box) in all_boxes().items():
+            out[name] = gr.Number(default.boxes[name], label=box.label(config), precision=0, elem_id=elem_id(name),
+                                  min_width=90)
+    return out
 
 
 def _threshold_inputs(default: Settings) -> dict:

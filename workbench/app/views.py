@@ -138,7 +138,7 @@ def draft_kv_note(trace: dict, draft) -> str:
     """Where this draft's K/V lives, for the KV view (its ``Needs``): a draft with a pool of its
     own has the "draft KV" row; a model-free one writes none; the others (the early exit) read
     the target's K/V and write their tree scratch into the target's pool."""
-    if trace["kind"] != "spec" or draft.source.needs.own_kv:
+    if trace["kind"] != "spec" or draft.needs.own_kv:
         return ""
     if draft.model_free:
         return note(f"The {draft.label()} draft runs no model: it writes no K/V (nothing in the draft row).")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from workbench.engine.config import SpecConfig, parse_spec
-from workbench.engine.draft_source import DraftSource
+from workbench.engine.drafts.base import DraftSource
 from workbench.engine.request import Request
 
 OFF = SpecConfig("vanilla")

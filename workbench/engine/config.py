@@ -21,7 +21,7 @@ D = its nodes + the root: ``SpecConfig.static(num_draft_tokens, tree)`` derives 
 rule; below 1 the walk accepts more drafts and the output is **no longer distributed as the
 target's**: a lossy trade, said wherever it is set (``describe``, the command line, the app).
 
-``draft`` says where the drafts come from (``draft_source.py``): the EAGLE head (default), an
+``draft`` says where the drafts come from (a source of ``drafts/``): the EAGLE head (default), an
 n-gram lookup in the request's own tokens, the target's early exit, or a separate draft model.
 The tree knobs mean the same for each: ``num_steps`` caps the depth, ``topk`` the children per
 node, and the rerank keeps ``num_draft_tokens - 1`` nodes. The n-gram draft has no distribution
@@ -48,7 +48,9 @@ from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, fields, replace
 
 from workbench.engine.accept import EXACT_THRESHOLD
-from workbench.engine.draft_source import DraftSource, parse_draft
+from workbench.engine.drafts.base import DraftSource
+from workbench.engine.drafts.head import HeadSource
+from workbench.engine.drafts.registry import SOURCES, grammar, parse_draft
 from workbench.engine.sampling import SamplingParams
 from workbench.engine.static_tree import breadth_first, default_static_tree, read_tree, tree_shape, validate_tree
 from workbench.engine.tree import max_candidates
@@ -99,7 +101,7 @@ class SpecConfig:
     # siblings, divided by ``accept_threshold_acc``, reaches the node's coin (accept.py)
     accept_threshold_single: float = EXACT_THRESHOLD
     accept_threshold_acc: float = EXACT_THRESHOLD
-    draft: DraftSource = DraftSource()  # where the drafts come from (the EAGLE head by default)
+    draft: DraftSource = HeadSource()  # where the drafts come from (the EAGLE head by default)
 
     def __post_init__(self) -> None:
         """Every rule on the fields, here only, in the order a user would fix them; ConfigError
@@ -201,7 +203,7 @@ class SpecConfig:
                                                  "exact)")
 
     @classmethod
-    def static(cls, num_draft_tokens: int | None = None, tree=None, draft: DraftSource = DraftSource()) -> "SpecConfig":
+    def static(cls, num_draft_tokens: int | None = None, tree=None, draft: DraftSource = HeadSource()) -> "SpecConfig":
         """A fixed tree: ``tree`` (rank paths, any order) or EAGLE-1's default cut to
         ``num_draft_tokens`` (default ``DEFAULT_NUM_DRAFT_TOKENS``). Given both, they must agree on the node count."""
         return cls("static", **_static_knobs(num_draft_tokens, tree), draft=draft)
@@ -212,7 +214,7 @@ class SpecConfig:
         return self.tree is not None and self.tree != default_static_tree(self.num_draft_tokens)
 
     @classmethod
-    def linear(cls, num_steps: int, chain_rule: str = "target-only", draft: DraftSource = DraftSource()) -> "SpecConfig":
+    def linear(cls, num_steps: int, chain_rule: str = "target-only", draft: DraftSource = HeadSource()) -> "SpecConfig":
         return cls("linear", num_steps=num_steps, topk=1, num_draft_tokens=num_steps + 1, chain_rule=chain_rule,
                    draft=draft)
 
@@ -268,13 +270,13 @@ class SpecConfig:
                              "static:D (EAGLE-1's shape) with the exact rule do")
         base = {"vanilla": "vanilla", "linear": f"linear:{self.num_steps}", "static": f"static:{self.num_draft_tokens}",
                 "eagle2": f"eagle2:{self.num_draft_tokens}/{self.num_steps}/{self.topk}"}[self.method]
-        return base if self.draft.kind == "head" or not self.speculative else f"{base}@{self.draft.name}"
+        return base if self.draft == HeadSource() or not self.speculative else f"{base}@{self.draft.name}"
 
     def describe(self) -> str:
         """One line naming the method and its knobs; a lossy setting says so."""
         if self.method == "vanilla":
             return "vanilla"
-        draft = "" if self.draft.kind == "head" else f", draft={self.draft.name}"
+        draft = "" if self.draft == HeadSource() else f", draft={self.draft.name}"
         if self.method == "static":
             shape = "custom tree" if self.custom_tree else "EAGLE-1 tree"
             text = (f"static(num_draft_tokens={self.num_draft_tokens}, {shape}, depth {self.num_steps}, "
@@ -324,12 +326,12 @@ def _read_tree(tree):
 def _read_draft(draft: DraftSource | str | None) -> DraftSource:
     """A draft source or its text (``parse_draft``; None, or text naming none, is the head)."""
     if not isinstance(draft, str):
-        return DraftSource() if draft is None else draft
+        return HeadSource() if draft is None else draft
     try:
         source = parse_draft(draft)
     except ValueError as err:
         raise ConfigError("draft", f"{{draft}} {draft}: {err}") from None
-    return DraftSource() if source is None else source
+    return HeadSource() if source is None else source
 
 
 METHOD_GRAMMAR = "vanilla, linear:S, eagle2:D/S/K or static:D, a speculative one optionally with @SOURCE"
@@ -361,7 +363,8 @@ def with_draft(spec: SpecConfig, text: str, name: str) -> SpecConfig:
     """``spec`` drafting from the source ``text`` names (the part after ``@`` of ``name``)."""
     source = parse_draft(text)
     if source is None:
-        raise ValueError(f"{name}: unknown draft source {text!r}; use ngram, ngram:MIN-MAX, exit:N or model:DIR")
+        raise ValueError(f"{name}: unknown draft source {text!r}; choose one of {', '.join(SOURCES)} "
+                         f"(as --draft writes them: {grammar()})")
     if not spec.speculative:
         raise ValueError(f"{name}: only a speculative method drafts (linear, eagle2 or static)")
     return replace(spec, draft=source)

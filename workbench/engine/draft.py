@@ -18,7 +18,7 @@ frontier nodes back to rows. Tree-level KV is scratch: its slots are freed after
 
 The prefix is what every node of the tree sees: for the head, the committed tokens, and a
 frontier node at depth d runs at ``L + d - 1``, one behind the target's (its input is paired
-with the token after it); for an early exit (``drafts.py``), the committed tokens and the root,
+with the token after it); for an early exit (``drafts/exit.py``), the committed tokens and the root,
 and the node runs at ``L + d``, its own position. Both are ``len(prefix) + d - 1``.
 
 Words: a node's **depth** is its distance from the root (the root is depth 0, its children
@@ -125,7 +125,7 @@ def draft_extend(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int],
                  forward: DraftForward | None = None) -> tuple[torch.Tensor, list[list[int]]]:
     """Run the pending pairs; returns the draft hidden state at each request's last pair [B, H]
     and the slots written. The pairs sit at the last ``len(tokens[b])`` committed positions:
-    the caller checks that first (``drafts.HeadDraft``). ``forward``: see ``head_forward``."""
+    the caller checks that first (``drafts.head.HeadDraft``). ``forward``: see ``head_forward``."""
     prefix, new = [], []
     for rid, toks, feats in zip(rids, tokens, features):
         if len(toks) != feats.shape[0] or not toks:

@@ -40,7 +40,6 @@ from workbench.engine import trace as tr
 from workbench.engine.accept import AcceptResult, greedy_walk, leviathan_chain, sampling_walk
 from workbench.engine.config import SpecConfig, check_context
 from workbench.engine.draft import DraftPhase
-from workbench.engine.drafts.registry import make_draft
 from workbench.engine.graph_check import graphs_by_default
 from workbench.engine.graphs import step_lock
 from workbench.engine.policy import Choice, SpecPolicy, draft_source_of, policy_for
@@ -80,7 +79,7 @@ class Engine:
         source = draft_source_of(settings)  # one draft for every setting the policy may pick
         self.target, self.sampling = target, sampling
         speculative = [s for s in settings if s.speculative]
-        self.drafter = make_draft(speculative[0], target, draft) if speculative else None  # drafts/
+        self.drafter = source.build(target, draft) if speculative else None  # drafts/: a Drafter
         # Per request and step, on top of its committed tokens: the verify block and the draft's
         # scratch slots (allocated by its growth, freed before verify), for the largest setting.
         need = {s: s.num_draft_tokens + self.drafter.scratch_slots(s) if s.speculative else 1 for s in settings}
@@ -98,7 +97,7 @@ class Engine:
         can_graph = self.device.type == "cuda" and BACKEND[target.attention_backend].graphable
         if cuda_graphs and not can_graph:
             raise ValueError("CUDA graphs need a CUDA device and the triton attention backend")
-        graphed_head = draft if source is not None and source.source.needs.graphs else None  # the head's forwards
+        graphed_head = draft if source is not None and source.needs.graphs else None  # the head's forwards
         self.cuda_graphs = graphs_by_default(target, graphed_head) if cuda_graphs is None else cuda_graphs
         self.graphed = None  # GraphedTarget: made with the KV pools
         # a fused head reads the residual stream after some target layers beside f_t
@@ -347,10 +346,7 @@ class Engine:
         """Every request's candidate tree, grown from its extend's output (``extended``); the tree
         levels' draft KV is scratch, back on the free list before the verify."""
         chain = self.sampling if spec.accept_rule(self.sampling) == "leviathan" else None
-        phase = self.drafter.grow(reqs, self.table, extended, spec, chain, self.dev_gen)
-        for slots in phase.scratch_slots:
-            self.table.allocator.free(slots)
-        return phase
+        return self.drafter.grow(reqs, self.table, extended, spec, chain, self.dev_gen)  # it frees its scratch KV
 
     def _build(self, reqs: list[Request], spec: SpecConfig, phase: DraftPhase,
                lens: list[int]) -> tuple[list[DraftTree], list[list[int]]]:

@@ -62,7 +62,7 @@ def framework_flags(spec: SpecConfig) -> dict[str, str]:
     source says its own (``drafts/``)."""
     if not spec.speculative:
         return {name: "no speculative decoding (leave the speculative options out)" for name in FRAMEWORKS}
-    return spec.draft.source.frameworks(spec)
+    return spec.draft.frameworks(spec)
 
 
 def vllm_tokens(spec: SpecConfig) -> int:

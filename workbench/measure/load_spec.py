@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 
 from workbench.engine.config import parse_spec
-from workbench.engine.draft_source import DraftSource
+from workbench.engine.drafts.base import DraftSource
 from workbench.engine.policy import (POLICIES, POLICY_GRAMMAR, SpecPolicy, StepCost, draft_source_of, parse_policy,
                                      parse_setting, policy_for)
 

@@ -7,9 +7,10 @@ tune``, the bench report, the app's Compare, the notebooks): the loaded target's
 tokens), and the step's **overhead** outside the forwards: real engine steps, plain and
 speculative (``OVERHEAD_SETTING``), of ``OVERHEAD_BATCHES`` requests, timed whole, less what the
 curves say their forwards cost; a line through the two batches gives ms per step and ms per
-request. What a draft forward costs depends on the draft source: the EAGLE head is timed; a draft
-model is timed as a target of its own; the early exit ``exit:N`` runs N of the target's L layers,
-so its forward is taken as N / L of a verify of as many tokens; the n-gram lookup runs no forward.
+request. What a draft forward costs each draft source says (``DraftSource.draft_cost``, given the
+``Timers`` here): the EAGLE head is timed; a draft model is timed as a target of its own; the
+early exit ``exit:N`` is taken as N / L of a verify of as many tokens; the n-gram lookup runs no
+forward.
 
 The measurement runs ``ROUNDS`` whole rounds one after another (seconds on a small model)
 and is cached in ``<cache>/step-costs.json`` (``<cache>`` as for the model store) under the CPU
@@ -35,7 +36,7 @@ from workbench.measure.cost import measure_draft_cost, measure_verify_cost
 from workbench.cache_file import add_entry, read_entries
 from workbench.cpu_choices import cpu_model, cpu_signature
 from workbench.cost_model import Overhead, StepCost
-from workbench.engine.draft_source import DraftSource
+from workbench.engine.drafts.base import DraftSource
 
 CACHE_FILE = "step-costs.json"
 # Few repeats: on a 2-core CPU a forward of 64 tokens takes a few hundred ms, and the measurement
@@ -176,17 +177,23 @@ def _measure(wb, source: DraftSource | None) -> tuple[list[tuple[int, float]], l
     rows = measure_verify_cost(wb.target, VERIFY_SIZES, **TIMING, cuda_graphs=graphs) \
         or measure_verify_cost(wb.target, VERIFY_SIZES, **TIMING)
     verify = [(r["tokens"], r["ms"]) for r in rows]
-    kind = source.kind if source is not None else None
-    if kind == "head":
-        got = measure_draft_cost(wb.target, wb.draft, DRAFT_ROWS, **TIMING, cuda_graphs=graphs) \
+    return verify, [] if source is None else source.draft_cost(Timers(wb, verify))  # no draft: no draft forward
+
+
+class Timers:
+    """What a draft source may time for its ``DraftSource.draft_cost``: (rows, ms) points."""
+
+    def __init__(self, wb, verify: list[tuple[int, float]]):
+        self.wb, self.verify, self.num_layers = wb, verify, wb.target.config.num_layers
+
+    def head(self) -> list[tuple[int, float]]:
+        wb = self.wb
+        got = measure_draft_cost(wb.target, wb.draft, DRAFT_ROWS, **TIMING, cuda_graphs=bool(wb.cuda_graphs)) \
             or measure_draft_cost(wb.target, wb.draft, DRAFT_ROWS, **TIMING)
-        return verify, [(r["rows"], r["ms"]) for r in got]
-    if kind == "model":
-        return verify, [(r["tokens"], r["ms"]) for r in measure_verify_cost(wb.draft, DRAFT_ROWS, **TIMING)]
-    if kind == "exit":  # N of the target's L layers (embedding and head included: an upper bound)
-        share = source.num_layers / wb.target.config.num_layers
-        return verify, [(n, ms * share) for n, ms in verify]
-    return verify, []  # n-gram lookups, or no draft at all: no draft forward
+        return [(r["rows"], r["ms"]) for r in got]
+
+    def model(self) -> list[tuple[int, float]]:
+        return [(r["tokens"], r["ms"]) for r in measure_verify_cost(self.wb.draft, DRAFT_ROWS, **TIMING)]
 
 
 def _current(cached) -> bool:
@@ -227,7 +234,7 @@ def _cache_key(wb, source: DraftSource | None) -> str:
     device = next(wb.target.parameters()).device
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_signature()
     draft = "no draft" if source is None else source.name
-    if source is not None and (source.source.needs.head or source.source.needs.model) and wb.draft is not None:
+    if source is not None and source.needs.loaded and wb.draft is not None:
         draft += f" {sum(p.numel() for p in wb.draft.parameters())} params"
     return (f"{where} | torch {torch.__version__} | {torch.get_num_threads()} threads | {wb.dtype_name} | "
             f"target {c.num_layers}x{c.hidden_size} vocab {c.vocab_size} | {draft} | {_linear(wb)}"

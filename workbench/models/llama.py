@@ -137,7 +137,7 @@ class TargetModel(nn.Module):
         head: by the engine (its forwards feed the head) and by training's feature extraction.
         ``num_layers``: run only the first n layers, then the final norm (an early exit: the
         target cut short); K/V of those only. Used by the early-exit draft source ``exit:N``
-        (``engine/drafts.py``) and by ``analysis/oracle.py``'s early-exit trees."""
+        (``engine/drafts/exit.py``), which ``analysis/oracle.py``'s early-exit trees use too."""
         layers = self.model.layers
         if num_layers is not None:
             if not 1 <= num_layers <= len(layers):

@@ -24,7 +24,8 @@ import plotly.graph_objects as go
 from workbench.metrics import speedup, tau
 from workbench.viz.html import note, table
 from workbench.viz.labels import Axes, name_points
-from workbench.viz.style import DRAFT, METHOD, OKABE_ITO, base_layout
+from workbench.engine.drafts.registry import source_named
+from workbench.viz.style import METHOD, OKABE_ITO, base_layout
 
 
 def _steps(traces: list[dict]) -> list[dict]:
@@ -114,9 +115,9 @@ def gap_html(runs: dict) -> str:
 
 def run_colours(runs: dict) -> dict[str, str]:
     """One colour per run, the same on every chart of one comparison: a method's (``METHOD``),
-    else its draft source's (``DRAFT``, by the name's kind: ``ngram:1-12`` -> ngram), else the
+    else its draft source's (``DraftSource.colour``, by the name: ``ngram:1-12`` -> ngram), else the
     palette's next unused colour in the runs' order."""
-    known = {name: METHOD.get(name) or DRAFT.get(name.split(":")[0]) for name in runs}
+    known = {name: METHOD.get(name) or getattr(source_named(name), "colour", None) for name in runs}
     spare = [c for c in OKABE_ITO.values() if c not in known.values() and c != OKABE_ITO["grey"]]
     out = {}
     for name, colour in known.items():

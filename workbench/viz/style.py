@@ -52,9 +52,7 @@ SLOT = {
 # Methods in the Compare view.
 METHOD = {"vanilla": OKABE_ITO["black"], "linear": OKABE_ITO["vermillion"], "eagle2": OKABE_ITO["blue"],
           "linear (same verify budget)": OKABE_ITO["reddish_purple"], "static": OKABE_ITO["sky_blue"]}
-# Draft sources in the Compare view (a run named by its source: head, ngram:1-12, exit:28, model:DIR).
-DRAFT = {"head": OKABE_ITO["blue"], "ngram": OKABE_ITO["orange"], "exit": OKABE_ITO["bluish_green"],
-         "model": OKABE_ITO["reddish_purple"]}
+# Draft sources keep their colour in their own module (``DraftSource.colour``, one of these hues).
 
 FONT = "Inter, system-ui, sans-serif"
 TITLE_PX = 14  # title font size

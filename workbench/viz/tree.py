@@ -21,6 +21,7 @@ from __future__ import annotations
 import networkx as nx
 import plotly.graph_objects as go
 
+from workbench.engine.drafts.registry import source_named
 from workbench.viz.layout import Line, TreeLayout, legend_rows, tree_layout
 from workbench.viz.style import LEGEND_ROW, NODE, base_layout, empty_figure, title_height
 from workbench.viz.tokens import num, plotly_text, show
@@ -217,9 +218,10 @@ def tree_figure(trace: dict, show_dropped: bool = True, compact: bool = False, w
 
 
 def no_draft_note(trace: dict) -> str:
-    """Why a spec step verifies the root alone (the n-gram draft found no earlier occurrence)."""
-    why = "no earlier occurrence of the last tokens" if trace.get("draft_source", "").startswith("ngram") else \
-        "no candidate"
+    """Why a spec step verifies the root alone, in its draft source's words
+    (``DraftSource.nothing_drafted``: the n-gram draft found no earlier occurrence)."""
+    source = source_named(trace.get("draft_source", ""))
+    why = source.nothing_drafted if source is not None else "no candidate"
     return f"{why}: nothing drafted, this step decodes one token"
 
 

@@ -1,31 +1,24 @@
-"""What every draft source provides, and the pieces the neural drafts share.
+"""What every draft source is, and the pieces the neural drafts share.
 
 A draft source has two halves, both in its own module of this package:
 
-* the **source** (a ``Source``: one object per kind, listed in ``registry.SOURCES``) reads and
-  writes its ``--draft`` text, checks its fields and the loaded target, names itself for the
-  pages and for SGLang and vLLM, says what it needs loaded (``needs``), and builds
-* the **drafter**, which fills the ``DraftPhase`` the rest of the step shares. Rerank, build,
-  verify, the accept walk, commit and the traces do not care where the candidates came from.
-  A drafter gives the engine: ``scratch_slots(spec)``, the KV slots it takes per request and
-  step (the engine sizes the pool with it); ``start(num_slots, target_kv, cuda_graphs,
-  draft_scratch)``, its pools, once; ``extend(reqs, table)``, the work on last step's committed
-  tokens, returning what proposes level 1 and the slots it kept; ``grow(...)``, the candidates
-  (a neural draft through ``draft.grow_tree`` or ``static_tree.grow_static_tree``, level by
-  level with path scores; the n-gram draft hands over its trie whole); and the attributes
-  ``kv`` (its KV pool: its own, the target's, or None), ``graphed`` (its CUDA-graph runner or
-  None), ``taps`` (target layers it reads beside f_t) and ``reads_pending`` (whether ``extend``
-  runs the request's pending pairs, ``Request.pending_tokens`` / ``pending_features``: only the
-  head's does, so only for the head does a plain decode step add its pair to them).
-
-A ``DraftSource`` (``draft_source.py``) is the value: a kind and its fields, part of
-``SpecConfig``; ``registry.source_of`` finds its ``Source``.
+* the **source** (a ``DraftSource``): a frozen dataclass of its fields, checked in
+  ``__post_init__``, whose class says everything else the project needs to know about it: how
+  ``--draft`` writes it (``parse``, ``name``, ``grammar``), what the pages call it and draw it in
+  (``choice``, ``label``, ``colour``), which fields the app shows as number boxes (``knob``),
+  whether it fits a target (``check_target``), what a draft forward costs (``draft_cost``), what
+  it needs loaded (``needs``, ``load``), how SGLang, vLLM and EAGLE ask for it (``frameworks``),
+  and the drafter it builds. ``registry.SOURCES`` lists them; the CLI, the app, the bench, the
+  step cost, the figures and the messages iterate it.
+* the **drafter** (a ``Drafter``), which the engine calls each step to fill the ``DraftPhase`` the
+  rest of the step shares. Rerank, build, verify, the accept walk, commit and the traces do not
+  care where the candidates came from.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field, fields
+from typing import Callable, ClassVar, Protocol
 
 import torch
 
@@ -33,8 +26,9 @@ from workbench.engine.draft import DraftForward, DraftPhase, grow_tree, scratch_
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams
 from workbench.engine.static_tree import grow_static_tree, scratch_slots as static_scratch_slots
-from workbench.kv import SlotAllocator
-from workbench.models.llama import TargetModel
+from workbench.kv import SlotAllocator, SlotTable
+from workbench.kv.pool import KVPool
+from workbench.models.config import ModelConfig
 
 HEAD = "<EAGLE head>"  # what SGLang's and vLLM's flags name as the head's path
 FRAMEWORKS = ("SGLang", "vLLM", "EAGLE")
@@ -49,37 +43,92 @@ class Needs:
     own_kv: bool = False  # a KV pool of its own at the target's slot ids (else the target's, or none)
     graphs: bool = False  # its forwards replay from CUDA graphs when the engine graphs
 
+    @property
+    def loaded(self) -> bool:
+        """Whether it drafts with something loaded beside the target (one per workbench)."""
+        return self.head or self.model
 
-class Source(Protocol):
-    """One kind of draft source. ``source`` below is a ``DraftSource`` of this kind; ``spec`` a
-    ``SpecConfig`` drafting with it."""
 
-    kind: str  # the DraftSource.kind, and the word before the ':' in --draft
-    grammar: str  # how --draft writes it, for help texts: "ngram[:MIN-MAX]"
-    choice: str  # the app's radio label
-    model_free: bool  # no draft distribution: the tree is handed over whole (q is a point mass)
-    needs: Needs
+def knob(default: int, box: str, words: str, most: Callable[[ModelConfig], int] | None = None):
+    """A source's integer field that the app shows as a number box: its default, the box's
+    name (the page's input and the API's parameter), its words in messages, and the largest
+    value a target takes (``most(config)``: the box's range, and its first value at most that)."""
+    return field(default=default, metadata={"box": box, "words": words, "most": most})
 
-    def parse(self, arg: str | None) -> dict | None:
-        """The text after ``kind:`` (None: no colon) -> the DraftSource fields; ValueError if malformed."""
 
-    def check(self, source) -> None:
-        """ValueError unless the fields make sense for this kind (no target needed)."""
+@dataclass(frozen=True)
+class Box:
+    """One source field as the app's number box (see ``knob``)."""
 
-    def check_target(self, source, num_layers: int) -> None:
-        """ValueError unless ``source`` fits a target of ``num_layers`` layers."""
+    field: str
+    name: str
+    words: str
+    default: int
+    most: Callable[[ModelConfig], int] | None
 
-    def name(self, source) -> str:
+    def first(self, target: ModelConfig) -> int:
+        """The box's first value on a page for ``target``: the default, at most what it takes."""
+        return self.default if self.most is None else min(self.default, self.most(target))
+
+    def label(self, target: ModelConfig) -> str:
+        return self.words if self.most is None else f"{self.words} (1..{self.most(target)})"
+
+
+def boxes(source) -> tuple[Box, ...]:
+    """The number boxes of a ``DraftSource`` (class or value), in field order."""
+    return tuple(Box(f.name, f.metadata["box"], f.metadata["words"], f.default, f.metadata["most"])
+                 for f in fields(source) if "box" in f.metadata)
+
+
+class DraftSource:
+    """One kind of draft source; each module of this package subclasses it with a frozen
+    dataclass of its fields. The defaults here suit a source with no fields, no model and no
+    forward."""
+
+    kind: ClassVar[str]  # the word before the ':' in --draft, the registry's key
+    grammar: ClassVar[str]  # how --draft writes it, for help texts and messages: "ngram[:MIN-MAX]"
+    choice: ClassVar[str]  # the app's radio label
+    colour: ClassVar[str]  # its runs' colour in every figure (an Okabe-Ito hue, as viz/style.py)
+    model_free: ClassVar[bool] = False  # no draft distribution: the tree is handed over whole (q is a point mass)
+    nothing_drafted: ClassVar[str] = "no candidate"  # why a step may draft nothing, for the pages
+    needs: ClassVar[Needs] = Needs()
+
+    @classmethod
+    def parse(cls, arg: str | None):
+        """The text after ``kind:`` (None: no colon) -> the source; ValueError if malformed."""
+        if arg is not None:
+            raise ValueError(f"draft source '{cls.kind}:{arg}': write it as {cls.grammar}")
+        return cls()
+
+    @property
+    def name(self) -> str:
         """As ``--draft`` writes it: ``head``, ``ngram:1-12``, ``exit:28``."""
+        return self.kind
 
-    def label(self, source, num_layers: int | None = None) -> str:
+    def label(self, num_layers: int | None = None) -> str:
         """In the pages' words: "EAGLE head", "n-gram (prompt lookup, ngram:1-12)"."""
+        return self.choice
+
+    def check_target(self, target: ModelConfig) -> None:
+        """ValueError unless this source fits ``target`` (the one home of the fit check)."""
 
     def frameworks(self, spec) -> dict[str, str]:
         """{framework: how to ask it for ``spec``}, in ``FRAMEWORKS`` order."""
+        return {name: f"no {self.kind} draft" for name in FRAMEWORKS}
 
-    def build(self, source, target: TargetModel, draft):
+    def draft_cost(self, timers) -> list[tuple[int, float]]:
+        """Its draft forward's (rows, ms) at a few row counts ([]: no forward), for ``auto``'s step
+        cost; ``timers`` (``measure.step_cost.Timers``) has the target's ``verify`` points and
+        ``num_layers``, and times the loaded ``head()`` or draft ``model()``."""
+        return []
+
+    def load(self, target):
+        """What it drafts with besides the target (a draft model), loaded like ``target``; None: nothing."""
+        return None
+
+    def build(self, target, draft) -> Drafter:
         """The drafter for ``target``; ``draft`` is what was loaded for it (head, model or None)."""
+        raise NotImplementedError
 
 
 @dataclass
@@ -90,12 +139,43 @@ class Extended:
     slots: list[list[int]]  # per request: draft KV written at committed slots, kept
 
 
-def nothing(reqs: list[Request]) -> Extended:
-    return Extended(None, [[] for _ in reqs])
+class Drafter(Protocol):
+    """What the engine calls each step. Subclass it for the defaults (no KV, no extend, no scratch)."""
+
+    name: str  # the source as --draft writes it (the traces' ``draft_source``)
+    kv: KVPool | None = None  # its KV pool: its own, the target's, or None
+    graphed = None  # its CUDA-graph runner (graphs.GraphedDraft) or None
+    taps: tuple[int, ...] = ()  # target layers it reads beside f_t (a fused head)
+    # whether ``extend`` runs the request's pending pairs (``Request.pending_tokens`` /
+    # ``pending_features``): only then does a plain decode step add its pair to them
+    reads_pending: bool = False
+    level_offset: int = 0  # a frontier node at depth d runs at L + d + level_offset
+
+    def scratch_slots(self, spec) -> int:
+        """The KV slots ``grow`` takes per request and step for ``spec`` (the engine sizes the pool)."""
+        return 0
+
+    def start(self, num_slots: int, target_kv: KVPool, cuda_graphs: bool, draft_scratch: int) -> None:
+        """Its pools, once, for ``num_slots`` slots."""
+
+    def extend(self, reqs: list[Request], table: SlotTable) -> Extended:
+        """The work on last step's committed tokens: what proposes level 1, and the slots it kept."""
+        return Extended(None, [[] for _ in reqs])
+
+    def grow(self, reqs: list[Request], table: SlotTable, extended: Extended, spec,
+             chain: SamplingParams | None, generator) -> DraftPhase:
+        """The candidates, with every scratch slot it took already freed (``freed``)."""
+
+
+def freed(allocator: SlotAllocator, phase: DraftPhase) -> DraftPhase:
+    """``phase`` after its scratch slots went back to the free list (they stay in it, for the record)."""
+    for slots in phase.scratch_slots:
+        allocator.free(slots)
+    return phase
 
 
 def grow_neural(model, forward: DraftForward, allocator: SlotAllocator, prefixes: list[list[int]], h_last: torch.Tensor,
-          spec, chain: SamplingParams | None, generator) -> DraftPhase:
+                spec, chain: SamplingParams | None, generator) -> DraftPhase:
     """A neural draft's tree: the static shape or EAGLE-2's dynamic growth."""
     if spec.method == "static":
         return grow_static_tree(model, forward, allocator, prefixes, h_last, spec.tree)
@@ -127,10 +207,3 @@ def sglang_flags(spec, algorithm: str = "EAGLE", draft: str = HEAD) -> str:
     if spec.method == "static":
         return flags + " (SGLang grows a dynamic tree: the nearest setting, not this fixed tree)"
     return flags
-
-
-def field(text: str, arg: str | None, form: str) -> str:
-    """``arg`` when given, else ValueError naming the form ``text`` should take."""
-    if not arg:
-        raise ValueError(f"draft source {text!r}: write it as {form}")
-    return arg

@@ -1,49 +1,80 @@
-"""``head``: the EAGLE head (which one is a loading choice: ``--draft DIR`` or ``random[:SEED]``;
-default the shipped head). Its own KV at the target's slot ids, an extend per step."""
+"""``head``: the EAGLE head, the default. Which head is a loading choice that ``--draft`` writes
+as a head directory or ``random[:SEED]`` (``check_weights``, ``load_head``; none: the shipped
+head). Its own KV at the target's slot ids, an extend per step, CUDA-graphed levels."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from pathlib import Path
 
 from workbench.engine.draft import DraftPhase, draft_extend, head_forward
-from workbench.engine.drafts.base import HEAD, Extended, Needs, check_pending, grow_neural, sglang_flags, tree_scratch
+from workbench.engine.drafts.base import (HEAD, DraftSource, Drafter, Extended, Needs, check_pending, freed,
+                                          grow_neural, sglang_flags, tree_scratch)
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams
 from workbench.engine.static_tree import default_static_tree
 from workbench.kv import SlotTable
 from workbench.kv.pool import KVPool
-from workbench.models.draft import DraftHead
+from workbench.models.draft import DraftHead, load_draft, random_head
+from workbench.models.llama import TargetModel
 
 
-class HeadSource:
+@dataclass(frozen=True)
+class HeadSource(DraftSource):
     kind = "head"
     grammar = "a head directory, random[:SEED]"
     choice = "EAGLE head"
-    model_free = False
+    colour = "#0072B2"  # blue
     needs = Needs(head=True, own_kv=True, graphs=True)
-
-    def parse(self, arg: str | None) -> dict | None:
-        return None  # a head directory or random[:SEED] is chosen when loading, not parsed here
-
-    def check(self, source) -> None:
-        pass
-
-    def check_target(self, source, num_layers: int) -> None:
-        pass
-
-    def name(self, source) -> str:
-        return "head"
-
-    def label(self, source, num_layers: int | None = None) -> str:
-        return "EAGLE head"
 
     def frameworks(self, spec) -> dict[str, str]:
         return {"SGLang": sglang_flags(spec), "vLLM": _vllm(spec), "EAGLE": _eagle(spec)}
 
-    def build(self, source, target, draft) -> HeadDraft:
+    def draft_cost(self, timers) -> list[tuple[int, float]]:
+        return timers.head()
+
+    def build(self, target, draft) -> HeadDraft:
         if not isinstance(draft, DraftHead):
             raise ValueError("the head draft needs a draft head")
-        return HeadDraft(draft, self.name(source))
+        return HeadDraft(draft, self.name)
+
+
+def check_weights(text: str) -> None:
+    """``--draft``'s head weights checked before anything loads: ``random[:SEED]`` or a head
+    directory with config.json; ValueError saying what is wrong."""
+    kind, colon, seed = text.partition(":")
+    if kind == "random":
+        if colon and not seed.isdigit():
+            raise ValueError(f"random:SEED takes a seed >= 0, got {seed!r}")
+        return
+    path = Path(text).expanduser()
+    if not path.exists():
+        raise ValueError(f"{text}: no such head directory")
+    if not (path / "config.json").is_file():
+        raise ValueError(f"{text}: not a draft head directory (it needs config.json and weights)")
+
+
+def load_head(text: str | None, target: TargetModel, default_target: bool) -> tuple[DraftHead, str]:
+    """The head ``text`` names (None: the shipped one, or a seeded random head where none fits
+    ``target``; ``default_target``: the target is the shipped one, which the shipped head must fit)
+    and how the pages name it."""
+    if text is not None:
+        if text.startswith("random"):
+            seed = int(text.split(":")[1]) if ":" in text else 0
+            return random_head(target, seed), f"random (seed {seed})"
+        return load_draft(text, target), str(text)
+    from workbench.models.heads import default_draft_dir
+
+    path = default_draft_dir()
+    if not (path / "config.json").exists():
+        return random_head(target, 0), f"random (seed 0): no trained head at {path}"
+    if not default_target:
+        try:
+            return load_draft(path, target), str(path)
+        except ValueError:
+            return random_head(target, 0), "random (seed 0): the shipped head does not fit this target"
+    return load_draft(path, target), str(path)
 
 
 def _vllm(spec) -> str:
@@ -65,7 +96,7 @@ def _eagle(spec) -> str:
     return args
 
 
-class HeadDraft:
+class HeadDraft(Drafter):
     """The EAGLE head: its own KV at the target's slot ids, extended each step with the pairs
     (f_t, x_{t+1}) the last step committed; level 1 comes from the extend's last row."""
 
@@ -102,7 +133,6 @@ class HeadDraft:
 
     def grow(self, reqs: list[Request], table: SlotTable, extended: Extended, spec,
              chain: SamplingParams | None, generator) -> DraftPhase:
-        return grow_neural(self.head, head_forward(self.head, self.kv, self.graphed), table.allocator,
-                     [table.slots(r.rid) for r in reqs], extended.hidden, spec, chain, generator)
-
-
+        phase = grow_neural(self.head, head_forward(self.head, self.kv, self.graphed), table.allocator,
+                            [table.slots(r.rid) for r in reqs], extended.hidden, spec, chain, generator)
+        return freed(table.allocator, phase)

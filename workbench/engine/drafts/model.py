@@ -5,50 +5,73 @@ the workbench; the tests use a tiny random one (``testing.tiny_draft_pair``)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from pathlib import Path
 
 from workbench.attention.batch import extend_batch
-from workbench.engine.drafts.base import Extended, Needs, field, sglang_flags
+from workbench.engine.drafts.base import DraftSource, Extended, Needs, sglang_flags
 from workbench.engine.drafts.exit import ExitDraft
 from workbench.engine.request import Request
 from workbench.kv import SlotTable
 from workbench.kv.pool import KVPool
+from workbench.models.config import ModelConfig
 from workbench.models.llama import TargetModel
+from workbench.models.loading import load_target
 
 
-class ModelSource:
+@dataclass(frozen=True)
+class ModelSource(DraftSource):
+    path: str  # the draft model's directory
+
     kind = "model"
     grammar = "model:DIR"
     choice = "draft model (model:DIR)"
-    model_free = False
+    colour = "#CC79A7"  # reddish purple
     needs = Needs(model=True, own_kv=True)
 
-    def parse(self, arg: str | None) -> dict | None:
-        return {"path": field(f"model:{arg or ''}", arg, "model:DIR, DIR the draft model's directory")}
-
-    def check(self, source) -> None:
-        if not source.path:
+    def __post_init__(self) -> None:
+        if not self.path:
             raise ValueError("model:DIR names the draft model's directory")
 
-    def check_target(self, source, num_layers: int) -> None:
-        pass
+    @classmethod
+    def parse(cls, arg: str | None) -> ModelSource:
+        if not arg:
+            raise ValueError(f"draft source 'model:{arg or ''}': write it as model:DIR, DIR the draft model's directory")
+        return cls(arg)
 
-    def name(self, source) -> str:
-        return f"model:{source.path}"
+    @property
+    def name(self) -> str:
+        return f"model:{self.path}"
 
-    def label(self, source, num_layers: int | None = None) -> str:
-        return f"draft model ({source.path})"
+    def label(self, num_layers: int | None = None) -> str:
+        return f"draft model ({self.path})"
+
+    def check_target(self, target: ModelConfig) -> None:
+        if not (Path(self.path) / "config.json").is_file():
+            raise ValueError(f"{self.name}: no model directory (it needs config.json and weights)")
+        self._check_vocab(ModelConfig.from_dir(self.path), target)
+
+    def _check_vocab(self, draft: ModelConfig, target: ModelConfig) -> None:
+        if draft.vocab_size != target.vocab_size:
+            raise ValueError(f"{self.name}: its vocabulary ({draft.vocab_size}) is not the target's "
+                             f"({target.vocab_size}); a draft model needs the target's tokenizer")
 
     def frameworks(self, spec) -> dict[str, str]:
-        return {"SGLang": sglang_flags(spec, "STANDALONE", spec.draft.path), "vLLM": _vllm(spec),
+        return {"SGLang": sglang_flags(spec, "STANDALONE", self.path), "vLLM": _vllm(spec),
                 "EAGLE": "no separate draft model (an EAGLE head only)"}
 
-    def build(self, source, target: TargetModel, draft) -> ModelDraft:
+    def draft_cost(self, timers) -> list[tuple[int, float]]:
+        return timers.model()
+
+    def load(self, target: TargetModel) -> TargetModel:
+        weight = target.lm_head.weight
+        return load_target(self.path, weight.dtype, weight.device).eval()
+
+    def build(self, target: TargetModel, draft) -> ModelDraft:
         if not isinstance(draft, TargetModel):
-            raise ValueError(f"{self.name(source)}: the engine needs the draft model itself (load it first)")
-        if draft.config.vocab_size != target.config.vocab_size:
-            raise ValueError(f"{self.name(source)}: its vocabulary ({draft.config.vocab_size}) is not the target's "
-                             f"({target.config.vocab_size}); a draft model needs the target's tokenizer")
-        return ModelDraft(draft, self.name(source))
+            raise ValueError(f"{self.name}: the engine needs the draft model itself (load it first)")
+        self._check_vocab(draft.config, target.config)
+        return ModelDraft(draft, self.name)
 
 
 def _vllm(spec) -> str:

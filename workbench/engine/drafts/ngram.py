@@ -4,55 +4,58 @@ request's own tokens found earlier in them (``engine/ngram.py``, the trie). No f
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from workbench.engine.draft import DraftPhase
-from workbench.engine.drafts.base import Extended, Needs, nothing
+from workbench.engine.drafts.base import DraftSource, Drafter, Extended, knob
 from workbench.engine.ngram import ngram_candidates
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams
 from workbench.kv import SlotTable
-from workbench.kv.pool import KVPool
 
-DEFAULT_MIN_MATCH = 1  # SGLang's NGRAM defaults: match windows of 1..12 tokens
-DEFAULT_MAX_MATCH = 12
 MAX_MATCH = 32
 
 
-class NgramSource:
+@dataclass(frozen=True)
+class NgramSource(DraftSource):
+    # SGLang's NGRAM defaults: match windows of 1..12 tokens
+    min_match: int = knob(1, "ngram_min", "n-gram min match")  # the shortest suffix that may match
+    max_match: int = knob(12, "ngram_max", "n-gram max match")  # the longest suffix tried
+
     kind = "ngram"
     grammar = "ngram[:MIN-MAX]"
     choice = "n-gram (prompt lookup)"
+    colour = "#E69F00"  # orange
     model_free = True
-    needs = Needs()
+    nothing_drafted = "no earlier occurrence of the last tokens"
 
-    def parse(self, arg: str | None) -> dict | None:
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_match <= self.max_match <= MAX_MATCH:
+            raise ValueError(f"n-gram match windows must satisfy 1 <= MIN <= MAX <= {MAX_MATCH}, "
+                             f"got {self.min_match}-{self.max_match}")
+
+    @classmethod
+    def parse(cls, arg: str | None) -> NgramSource:
         if not arg:
-            return {}
+            return cls()
         lo, dash, hi = arg.partition("-")
         if not (dash and lo.isdigit() and hi.isdigit()):
             raise ValueError(f"draft source 'ngram:{arg}': write the n-gram match windows as ngram:MIN-MAX, "
                              "e.g. ngram:1-12")
-        return {"min_match": int(lo), "max_match": int(hi)}
+        return cls(int(lo), int(hi))
 
-    def check(self, source) -> None:
-        if not 1 <= source.min_match <= source.max_match <= MAX_MATCH:
-            raise ValueError(f"n-gram match windows must satisfy 1 <= MIN <= MAX <= {MAX_MATCH}, "
-                             f"got {source.min_match}-{source.max_match}")
+    @property
+    def name(self) -> str:
+        return f"ngram:{self.min_match}-{self.max_match}"
 
-    def check_target(self, source, num_layers: int) -> None:
-        pass
-
-    def name(self, source) -> str:
-        return f"ngram:{source.min_match}-{source.max_match}"
-
-    def label(self, source, num_layers: int | None = None) -> str:
-        return f"n-gram (prompt lookup, {self.name(source)})"
+    def label(self, num_layers: int | None = None) -> str:
+        return f"n-gram (prompt lookup, {self.name})"
 
     def frameworks(self, spec) -> dict[str, str]:
         return {"SGLang": _sglang(spec), "vLLM": _vllm(spec), "EAGLE": "no n-gram draft"}
 
-    def build(self, source, target, draft) -> NgramDraft:
-        return NgramDraft(source)
+    def build(self, target, draft) -> NgramDraft:
+        return NgramDraft(self)
 
 
 def _sglang(spec) -> str:
@@ -70,26 +73,11 @@ def _vllm(spec) -> str:
     return f"speculative_config={json.dumps(config)}{note}"
 
 
-class NgramDraft:
+class NgramDraft(Drafter):
     """No model: each request's tree is looked up in its own tokens (``ngram.py``)."""
 
-    level_offset = 0  # no levels
-    taps = ()
-    reads_pending = False
-    kv = None  # no forward, no KV
-    graphed = None
-
-    def __init__(self, source):
+    def __init__(self, source: NgramSource):
         self.source, self.name = source, source.name
-
-    def scratch_slots(self, spec) -> int:
-        return 0
-
-    def start(self, num_slots: int, target_kv: KVPool, cuda_graphs: bool, draft_scratch: int) -> None:
-        pass
-
-    def extend(self, reqs: list[Request], table: SlotTable) -> Extended:
-        return nothing(reqs)
 
     def grow(self, reqs: list[Request], table: SlotTable, extended: Extended, spec,
              chain: SamplingParams | None, generator) -> DraftPhase:
