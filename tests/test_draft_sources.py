@@ -372,8 +372,8 @@ def test_a_draft_level_is_recorded_where_its_draft_ran_it(pair, draft_model):
     target, head = pair
     path, model = draft_model
     tree = dict(num_steps=3, topk=2, num_draft_tokens=6)
-    for draft, source, behind in [(head, DraftSource(), 1), (None, EXIT2, 0),
-                                  (model, DraftSource("model", path=str(path)), 0)]:
+    for draft, source, behind in [(head, HeadSource(), 1), (None, EXIT2, 0),
+                                  (model, ModelSource(str(path)), 0)]:
         _, records = decode(target, draft, SpecConfig("eagle2", **tree, draft=source), random_prompts(2, 16, seed=5),
                             n=10, trace=True)
         levels = [(rec, lv) for rec in records if rec.kind == "spec" for lv in rec.levels]
