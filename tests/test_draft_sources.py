@@ -299,7 +299,7 @@ def test_one_workbench_runs_every_draft_source(tiny_dir):
         spec = SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=5, draft=draft)
         reqs, _ = wb.generate(prompt, spec, SamplingParams(), 8)
         assert reqs[0].output_ids == plain[0].output_ids
-    with pytest.raises(UserError, match="drafts with an EAGLE head, but none is loaded"):
+    with pytest.raises(UserError, match="drafts with the EAGLE head, but that is not the one loaded"):
         wb.engine(SpecConfig(), SamplingParams())
     with pytest.raises(UserError, match="the target has 2 layers"):
         wb.engine(SpecConfig.from_knobs("eagle2", draft="exit:2"), SamplingParams())

@@ -252,11 +252,11 @@ def test_the_workbench_engine_checks_every_setting_of_a_policy(tiny_dir):
 
     wb = Workbench.load(target=str(tiny_dir), draft="ngram", dtype="fp32")
     assert wb.loaded_draft == NgramSource() and wb.draft is None  # nothing loaded beside the target
-    with pytest.raises(UserError, match="drafts with an EAGLE head, but none is loaded"):
+    with pytest.raises(UserError, match="drafts with the EAGLE head, but that is not the one loaded"):
         wb.engine(policy="adaptive:linear:1,linear:3")
     with pytest.raises(UserError, match="exit:2: the target has 2 layers"):
         wb.engine(policy="schedule:1-2=linear:2@exit:2,3+=off")
-    with pytest.raises(UserError, match="not the one loaded .* load it with --draft model:/m/small"):
+    with pytest.raises(UserError, match=r"not the one loaded .* load it \(--draft model:/m/small\)"):
         wb.engine(SpecConfig.from_knobs("linear", num_steps=2, draft="model:/m/small"))
     eng = wb.engine(SpecConfig.from_knobs("linear", num_steps=2, draft="ngram"), policy="fixed", kv_slots=64)
     assert eng.policy.name == "fixed" and eng.settings[0].draft == NgramSource()

@@ -77,7 +77,7 @@ class Workbench:
 
         target_dir = store.resolve_target(target)
         source = check_draft(draft, ModelConfig.from_dir(target_dir)) if draft else None
-        load_head = need_draft and (source is None or source.needs.head)
+        wants_head = need_draft and (source is None or source.needs.head)
         load_model = need_draft and source is not None and source.needs.model
         device = device or default_device()
         dtype = resolve_dtype(dtype, device)
@@ -92,7 +92,7 @@ class Workbench:
             print(f"warning: {check.message}", file=sys.stderr, flush=True)
         model.attention_backend = check.backend
         tokenizer = AutoTokenizer.from_pretrained(target_dir)
-        if load_head:
+        if wants_head:
             weights = draft if source is None else None  # a directory or random[:SEED]; else the shipped head
             head, name = load_head(weights, model, target is None)
             if not (weights is None and name.startswith("random")):  # not the shipped list
@@ -145,13 +145,9 @@ class Workbench:
     def missing_draft(self, source: DraftSource) -> str | None:
         """Why this workbench cannot draft with ``source`` (None: it can): a source that needs a
         head or a draft model (``Needs``) drafts with the one loaded, or not at all."""
-        needs = source.needs
-        if needs.head and not isinstance(self.draft, DraftHead):
-            return (f"it drafts with an EAGLE head, but none is loaded (draft {self.draft_source}): load one "
-                    "(--draft DIR or random[:SEED]), or draft with a source that needs none")
-        if needs.model and self.loaded_draft != source:
-            return (f"it drafts with the draft model {source.path}, but that is not the one loaded (draft "
-                    f"{self.draft_source}): load it with --draft {source.name}")
+        if source.needs.loaded and self.loaded_draft != source:
+            return (f"it drafts with the {source.label()}, but that is not the one loaded (draft {self.draft_source}): "
+                    f"load it (--draft {source.name}), or draft with a source that needs nothing loaded")
         return None
 
     def engine(self, spec: SpecConfig | None = None, sampling: SamplingParams = SamplingParams(), trace: bool = False,

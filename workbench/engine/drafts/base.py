@@ -81,9 +81,8 @@ def boxes(source) -> tuple[Box, ...]:
 
 
 class DraftSource:
-    """One kind of draft source; each module of this package subclasses it with a frozen
-    dataclass of its fields. The defaults here suit a source with no fields, no model and no
-    forward."""
+    """One kind of draft source, subclassed by a frozen dataclass of its fields in its module;
+    the defaults suit a source with no fields, no model and no forward."""
 
     kind: ClassVar[str]  # the word before the ':' in --draft, the registry's key
     grammar: ClassVar[str]  # how --draft writes it, for help texts and messages: "ngram[:MIN-MAX]"
@@ -123,12 +122,10 @@ class DraftSource:
         return []
 
     def load(self, target):
-        """What it drafts with besides the target (a draft model), loaded like ``target``; None: nothing."""
-        return None
+        """What it drafts with besides the target (a draft model), loaded like ``target``."""
 
     def build(self, target, draft) -> Drafter:
         """The drafter for ``target``; ``draft`` is what was loaded for it (head, model or None)."""
-        raise NotImplementedError
 
 
 @dataclass
