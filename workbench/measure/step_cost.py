@@ -1,6 +1,6 @@
 """This machine's step cost for the ``auto`` policy, measured once per CPU and cached.
 
-``step_cost_for(wb, source)`` returns the ``StepCost`` (``engine/auto.py``) that ``auto`` weighs
+``step_cost_for(wb, source)`` returns the ``StepCost`` (``engine/policy/auto.py``) that ``auto`` weighs
 its candidates by: the loaded target's verify cost at ``VERIFY_SIZES`` total tokens and the
 draft's forward cost at ``DRAFT_ROWS`` rows (``cost.py``'s ``measure_verify_cost`` and
 ``measure_draft_cost``, after a committed prefix of ``PREFIX`` tokens). What a draft forward costs
@@ -28,7 +28,7 @@ import torch
 from workbench.measure.cost import measure_draft_cost, measure_verify_cost
 from workbench.cache_file import add_entry, read_entries
 from workbench.cpu_choices import cpu_signature
-from workbench.engine.auto import StepCost
+from workbench.engine.policy.auto import StepCost
 from workbench.engine.draft_source import DraftSource
 
 CACHE_FILE = "step-costs.json"
@@ -72,6 +72,14 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
     add_entry(path, key, {"verify": verify, "draft": draft, "cpu": cpu_signature(), "rounds": ROUNDS,
                        "per_round": [{"verify": v, "draft": d} for v, d in rounds]}, "[auto]", "the step cost")
     return StepCost(verify, draft, source="measured on this CPU")
+
+
+def step_cost_if_needed(wb, policies, log=None) -> StepCost | None:
+    """The step cost for ``policies`` (``NamedPolicy``s): ``step_cost_for`` the draft source of
+    the first that ``needs_cost`` (every policy of one run drafts from the one loaded draft);
+    None when none needs one."""
+    needing = [p for p in policies if p.needs_cost]
+    return step_cost_for(wb, needing[0].draft, log=log) if needing else None
 
 
 def _measure(wb, source: DraftSource | None) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
