@@ -1,4 +1,4 @@
-"""The load benchmark (``bench/load_spec.py``, ``load.py``, ``load_run.py``, ``load_report.py``) on a tiny random
+"""The load benchmark (``measure/load_spec.py``, ``load.py``, ``load_run.py``, ``load_report.py``) on a tiny random
 model: closed and open loops keep their promises (requests in flight, arrivals, times in order,
 outputs equal to plain decoding under every policy), a refused or queued request loses nothing
 of the others, a time limit keeps what finished; bad input is one line, exit 2, before the model
@@ -14,8 +14,8 @@ import pytest
 from workbench.measure import load as ld
 from workbench.bench import load_report, load_run
 from workbench.measure.load import LoadRun, check_load, run_load
-from workbench.measure.load_spec import DEFAULT_LADDER, Load, parse_load_policy, parse_policies
-from workbench.engine.policy import StepCost
+from workbench.measure.load_spec import Load
+from workbench.engine.policy import DEFAULT_LADDER, StepCost, parse_policies, read_policy
 from workbench.errors import UserError
 
 PROMPTS_TEXT = ["tell me about the cat", "the dog ran on the mat and the cat sat", "soft rug", "the cat sat on the mat",
@@ -50,7 +50,7 @@ POLICIES = ["off", "eagle2:4/3/2", "linear:2", "adaptive", "schedule:1=eagle2:4/
 @pytest.fixture(scope="module")
 def off_outputs(wb, prompts):
     """Each request of a 6-request load decoded by plain decoding alone."""
-    res = run_load(wb, parse_load_policy("off"), prompts, Load("closed", 1, 6), MAX_NEW)
+    res = run_load(wb, read_policy("off"), prompts, Load("closed", 1, 6), MAX_NEW)
     return [t.output_ids for t in res.timed]
 
 
@@ -82,11 +82,11 @@ def test_policies_are_named_as_the_bench_takes_them():
     assert named[1].build().name == "fixed" and named[2].text == f"adaptive:{DEFAULT_LADDER}"
     both = parse_policies("off; schedule:1-2=eagle2:4/3/2,3+=off; adaptive:linear:1,linear:3")
     assert [p.build().name for p in both] == ["off", "schedule", "adaptive"]
-    assert parse_load_policy("linear:3@ngram").build().settings()[0].draft.kind == "ngram"
+    assert read_policy("linear:3@ngram").build().settings()[0].draft.kind == "ngram"
 
 
 @pytest.mark.parametrize("text,message", [
-    ("off,bogus", r"bogus: unknown policy 'bogus'; write a method name"),
+    ("off,bogus", r"unknown speculation policy 'bogus'; write off \(plain decoding"),
     ("off,eagle2:4/3", r"eagle2:4/3: unknown method"),
     ("off;schedule:1-3=eagle2:4/3/2,2+=off", r"batch-size ranges overlap"),
     ("off;schedule:1-2=eagle2:4/3/2,4+=off", r"batch-size ranges leave a gap: batch 3 has no setting"),
@@ -102,7 +102,7 @@ def test_a_bad_policy_is_named_in_one_message(text, message):
 # ---- the driver ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("policy", POLICIES)
 def test_a_closed_loop_keeps_its_concurrency_and_every_output_equals_plain_decoding(wb, prompts, off_outputs, policy):
-    res = run_load(wb, parse_load_policy(policy), prompts, Load("closed", 3, 6), MAX_NEW)
+    res = run_load(wb, read_policy(policy), prompts, Load("closed", 3, 6), MAX_NEW)
     assert [t.output_ids for t in res.timed] == off_outputs
     assert [t.prompt_index for t in res.timed] == [0, 1, 2, 3, 4, 0]
     decode = res.decode_steps
@@ -121,16 +121,16 @@ def test_a_closed_loop_keeps_its_concurrency_and_every_output_equals_plain_decod
 
 def test_an_open_loop_submits_each_request_once_it_has_arrived(wb, prompts, off_outputs):
     load = Load("open", 200.0, 6, seed=1)
-    res = run_load(wb, parse_load_policy("eagle2:4/3/2"), prompts, load, MAX_NEW)
+    res = run_load(wb, read_policy("eagle2:4/3/2"), prompts, load, MAX_NEW)
     assert [t.arrival for t in res.timed] == load.arrivals()
     assert all(t.arrival <= t.submitted <= t.first_token <= t.finished for t in res.timed)
     assert [t.output_ids for t in res.timed] == off_outputs
-    slow = run_load(wb, parse_load_policy("off"), prompts[:1], Load("open", 20.0, 3, seed=2), 2)
+    slow = run_load(wb, read_policy("off"), prompts[:1], Load("open", 20.0, 3, seed=2), 2)
     assert slow.seconds >= slow.timed[-1].arrival  # the clock waited for the last arrival
 
 
 def test_a_refused_request_loses_nothing_of_the_others(wb, prompts, off_outputs):
-    policy = parse_load_policy("eagle2:4/3/2")
+    policy = read_policy("eagle2:4/3/2")
     long_one = max(range(len(prompts)), key=lambda i: len(prompts[i]))
     needs, _ = ld.plan_capacity(wb, policy, prompts, Load("closed", 1, 5), MAX_NEW)
     room = sorted(needs)[-2]  # every request fits but the longest
@@ -143,7 +143,7 @@ def test_a_refused_request_loses_nothing_of_the_others(wb, prompts, off_outputs)
 
 
 def test_queued_requests_wait_for_room_and_all_finish(wb, prompts, off_outputs):
-    policy = parse_load_policy("adaptive")
+    policy = read_policy("adaptive")
     needs, _ = ld.plan_capacity(wb, policy, prompts, Load("closed", 1, 6), MAX_NEW)
     res = run_load(wb, policy, prompts, Load("closed", 3, 6), MAX_NEW, kv_slots=max(needs))  # room for one
     assert [t.output_ids for t in res.timed] == off_outputs
@@ -152,20 +152,20 @@ def test_queued_requests_wait_for_room_and_all_finish(wb, prompts, off_outputs):
 
 
 def test_a_run_stopped_before_its_first_step_has_nothing_and_says_so(wb, prompts):
-    cut = LoadRun(wb, parse_load_policy("off"), prompts, Load("closed", 2, 6), MAX_NEW).run(seconds=0.0)
+    cut = LoadRun(wb, read_policy("off"), prompts, Load("closed", 2, 6), MAX_NEW).run(seconds=0.0)
     assert cut.stopped and cut.tokens == 0 and not cut.steps and cut.throughput_tok_s == 0.0
 
 
 def test_a_run_cut_by_its_time_limit_keeps_its_finished_requests(wb, prompts, off_outputs, monkeypatch):
     clock = iter(range(10_000))
     monkeypatch.setattr(ld.time, "perf_counter", lambda: float(next(clock)))  # one second per reading
-    res = run_load(wb, parse_load_policy("off"), prompts, Load("closed", 1, 6), MAX_NEW, seconds=30)
+    res = run_load(wb, read_policy("off"), prompts, Load("closed", 1, 6), MAX_NEW, seconds=30)
     done = [t for t in res.timed if t.finished is not None]
     assert res.stopped and 0 < len(done) < 6 and res.seconds >= 30
     assert all(t.output_ids == off_outputs[t.index] for t in done)
     rec = res.record()
     assert sum(q["e2e_ms"] is not None for q in rec["requests"]) == len(done)
-    assert ld.equal_outputs(rec, run_load(wb, parse_load_policy("off"), prompts, Load("closed", 1, 6), MAX_NEW).record())
+    assert ld.equal_outputs(rec, run_load(wb, read_policy("off"), prompts, Load("closed", 1, 6), MAX_NEW).record())
 
 
 # ---- the command ------------------------------------------------------------------------------------------
@@ -188,7 +188,7 @@ def test_bad_loads_are_one_line_and_exit_2(argv, message, capsys):
 
 
 @pytest.mark.parametrize("policies,message", [
-    ("off,nope", "--policies: nope: unknown policy 'nope'"),
+    ("off,nope", "--policies: unknown speculation policy 'nope'"),
     ("off;schedule:1-2=eagle2:4/3/2,2+=off", "--policies: schedule:1-2=eagle2:4/3/2,2+=off: batch-size ranges overlap"),
     ("off;schedule:1=eagle2:4/3/2,3+=off", "batch-size ranges leave a gap: batch 2 has no setting"),
 ])
@@ -289,7 +289,7 @@ def test_what_a_policy_settled_on_becomes_a_schedule_and_the_engines_flags():
     assert found["batch"] == {1: "eagle2:8/5/4", 2: "eagle2:4/3/2", 3: "eagle2:4/3/2", 4: "off"}
     assert found["steps"] == {1: 32, 2: 14, 3: 4, 4: 20}
     assert found["schedule"] == "schedule:1-1=eagle2:8/5/4,2-3=eagle2:4/3/2,4+=off"
-    assert parse_load_policy(found["schedule"]).build().name == "schedule"
+    assert read_policy(found["schedule"]).build().name == "schedule"
     vllm = found["frameworks"]["vLLM"]
     assert '"num_speculative_tokens_per_batch_size": [[1, 1, 7], [2, 3, 3], [4, 4, 0]]' in vllm
     assert '"num_speculative_tokens": 7' in vllm
@@ -302,8 +302,8 @@ FLAT_COST = StepCost(verify=((1, 10.0), (256, 11.0)), draft=((1, 0.1), (64, 0.2)
 
 
 def test_auto_under_load_equals_plain_decoding_and_needs_a_step_cost(wb, prompts, off_outputs):
-    auto = parse_load_policy("auto")
-    assert auto.needs_cost and auto.draft.kind == "head" and not parse_load_policy("adaptive").needs_cost
+    auto = read_policy("auto")
+    assert auto.needs_cost and auto.draft.kind == "head" and not read_policy("adaptive").needs_cost
     res = run_load(wb, auto, prompts, Load("closed", 3, 6), MAX_NEW, cost=FLAT_COST)
     assert [t.output_ids for t in res.timed] == off_outputs
     assert res.spec_step_share > 0  # a free verify: it speculated
@@ -338,7 +338,7 @@ def test_a_step_cost_is_cached_only_when_its_rounds_agree(wb, tmp_path, monkeypa
     busy_round = ([(1, 30.0)] + good[0][1:], draft)
     rounds = iter([good] * sc.ROUNDS + [good, busy_round] + [good] * (sc.ROUNDS - 2))  # quiet, then busy
     monkeypatch.setattr(sc, "_measure", lambda wb, source: next(rounds))
-    head = parse_load_policy("auto").draft
+    head = read_policy("auto").draft
     busy, quiet = tmp_path / "busy", tmp_path / "quiet"
     got = sc.step_cost_for(wb, head, cache_dir=quiet, log=lambda m: None)
     assert got.source == "measured on this machine" and got.verify == tuple(good[0])
@@ -357,7 +357,7 @@ def test_a_step_cost_cached_on_a_sparser_grid_is_measured_again(wb, tmp_path, mo
     import workbench.measure.step_cost as sc
     from workbench.cache_file import add_entry
 
-    head = parse_load_policy("auto").draft
+    head = read_policy("auto").draft
     key = sc._cache_key(wb, head)
     old = {"verify": [[1, 10.0], [4, 12.0], [16, 30.0], [64, 90.0]], "draft": [[1, 1.0], [16, 2.0], [64, 4.0]]}
     add_entry(tmp_path / sc.CACHE_FILE, key, old, "[auto]", "the step cost")

@@ -1,5 +1,5 @@
 """Requests that come and go, and a speculation policy per step (``engine/scheduler.py``,
-``engine/policy.py``): greedy output equals plain decoding for every request whatever arrives,
+``engine/policy/``): greedy output equals plain decoding for every request whatever arrives,
 leaves, waits for room or switches speculation off and on; no slot leaks or is shared; the
 head's draft catches up after plain steps; sampling keeps the target's distribution."""
 

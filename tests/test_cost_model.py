@@ -70,7 +70,7 @@ def test_the_model_round_trips_through_json():
 
 
 # ---- one model: nothing else interpolates a cost curve or writes a step's formula ----------------------------
-PREDICTORS = ("workbench/engine/auto.py", "workbench/bench/tune.py", "workbench/viz/compare.py",
+PREDICTORS = ("workbench/engine/policy/auto.py", "workbench/bench/tune.py", "workbench/viz/compare.py",
               "workbench/lessons/cost_curve.py", "workbench/lessons/takeaways.py", "workbench/measure/step_cost.py")
 
 

@@ -1,4 +1,4 @@
-"""The ``auto`` policy (``engine/auto.py``) with made-up step costs, so nothing here is timed: it
+"""The ``auto`` policy (``engine/policy/auto.py``) with made-up step costs, so nothing here is timed: it
 speculates when a verify is cheap and decodes plainly when it is dear, says why with numbers,
 switches off and on as requests come and go without changing a greedy output, explores a
 setting that lost early, and a bad candidate is one clear error."""
@@ -6,7 +6,7 @@ setting that lost early, and a bad candidate is one clear error."""
 import pytest
 
 from helpers import alone_outputs, random_prompts, tiny_pair
-from workbench.engine.auto import PRIOR_ACCEPT, Auto, Evidence, StepCost, prior_tokens
+from workbench.engine.policy.auto import PRIOR_ACCEPT, Auto, Evidence, StepCost, prior_tokens
 from workbench.engine.engine import Engine
 from workbench.engine.policy import OFF, Choice, parse_policy, parse_setting
 from workbench.engine.request import Request
@@ -212,7 +212,7 @@ def test_no_request_is_expected_to_write_past_its_end():
 
 
 @pytest.mark.parametrize("text,message", [
-    ("auto:bogus", r"policy 'auto:bogus': unknown method 'bogus'"),
+    ("auto:bogus", r"auto:bogus: unknown method 'bogus'"),
     ("auto:off", r"auto needs one or more speculative settings"),
     ("auto:linear:2,linear:2@ngram", r"must share one draft source"),
 ])

@@ -15,7 +15,7 @@ from workbench.attention import BACKEND, default_backend
 from workbench.bench.suite import add_bench_parser
 from workbench.device import default_device
 from workbench.engine.config import check_context
-from workbench.engine.policy import POLICY_GRAMMAR, parse_policy
+from workbench.engine.policy import POLICY_GRAMMAR, NamedPolicy, read_policy
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.jsonl import prompt_rows
 from workbench.flags import add_model_args, add_spec_args, load_from_args, new_file, positive, spec_from_args
@@ -37,20 +37,20 @@ def read_prompts(args) -> list[dict]:
     return items
 
 
-def policy_from_args(args, spec):
+def policy_from_args(args, spec) -> NamedPolicy | None:
     """``--policy`` (None: the method every step, as without it), checked before anything loads."""
     if args.policy is None:
         return None
     try:
-        return parse_policy(args.policy, spec)
+        return read_policy(args.policy, spec)
     except ValueError as err:
         raise UserError(f"--policy: {err}") from None
 
 
 def cmd_generate(args) -> int:
     spec, sampling = spec_from_args(args)
-    policy = policy_from_args(args, spec)
-    speculative = any(s.speculative for s in policy.settings()) if policy is not None else spec.speculative
+    named = policy_from_args(args, spec)
+    speculative = any(s.speculative for s in named.settings()) if named is not None else spec.speculative
     items = read_prompts(args)
     for it in items:
         if not isinstance(it["prompt"], str) or not it["prompt"].strip():
@@ -67,13 +67,13 @@ def cmd_generate(args) -> int:
             check_context(spec, wb.target.config.max_position_embeddings, len(ids), args.max_new_tokens)
         except ValueError as err:
             raise UserError(f"prompt {it['id']!r}: {err}") from None
-    what = spec.describe() if policy is None else f"policy {args.policy}"
+    what = spec.describe() if named is None else f"policy {args.policy}"
     print(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}, {what}", file=sys.stderr)
-    if getattr(policy, "cost", False) is None:  # auto weighs its settings by this machine's step cost
-        from workbench.measure.step_cost import step_cost_for
+    policy = None
+    if named is not None:  # built now: auto weighs its settings by this machine's step cost, measured once
+        from workbench.measure.step_cost import step_cost_if_needed
 
-        drafting = next(s for s in policy.settings() if s.speculative)
-        policy.cost = step_cost_for(wb, drafting.draft, log=lambda msg: print(msg, file=sys.stderr))
+        policy = named.build(step_cost_if_needed(wb, [named], log=lambda msg: print(msg, file=sys.stderr)))
     print(wb.linear_order.describe(), file=sys.stderr)
     check_cuda_graphs(args.cuda_graphs, wb.target.lm_head.weight.device, wb.target.attention_backend)  # after a fallback
     wb.cuda_graphs = args.cuda_graphs

@@ -1,7 +1,7 @@
 """The Load tab: a bounded load (a minute at most) on the loaded model, watched as it runs.
 
 Pick a closed loop (a concurrency: requests in flight) or an open loop (a rate: Poisson arrivals
-per second), the policies (named as ``python -m workbench.bench load --policies`` names them),
+per second), the policies (in the grammar ``generate --policy`` and ``bench load --policies`` read),
 how many requests and how long, and press *Run load*. The policies run one after another, each
 on a fresh engine, after a short untimed warm-up of each, for at most its share of what is left
 of ``MAX_SECONDS`` (the time cuts a run's last requests
@@ -28,8 +28,9 @@ import gradio as gr
 from workbench.app.views import error
 from workbench.measure import specbench
 from workbench.measure.load import WARMUP, WARMUP_TOKENS, LoadRun, check_load, equal_outputs, round_figures, run_load
-from workbench.measure.load_spec import Load, parse_policies
-from workbench.measure.step_cost import step_cost_for
+from workbench.engine.policy import KINDS, parse_policies
+from workbench.measure.load_spec import Load
+from workbench.measure.step_cost import step_cost_if_needed
 from workbench.viz.html import note, table
 from workbench.viz.load import bars_figure, steps_figure
 from workbench.viz.style import empty_figure
@@ -42,6 +43,12 @@ BUSY = ("Another session is running a load right now (a load takes the CPU, for 
         "try again when it has finished.")
 MODES = [("closed loop: concurrency (requests in flight)", "closed"), ("open loop: rate (requests per second)", "open")]
 OUTPUTS = ("status", "steps", "bars", "table")
+INTRO = ("Run requests that come and go against the loaded model under each speculation policy, and watch each "
+         "decode step: how many requests run, whether the policy speculates, what it accepts. Policies, as "
+         "`python -m workbench generate --policy` takes them: " + "; ".join(f"`{k.grammar}` ({k.about})" for k in KINDS)
+         + "; or a method name alone (`eagle2:4/3/2`, `linear:3`: one fixed setting). `auto`'s first use times this "
+         "CPU for a few seconds. Separate policies with `;` when one holds commas. "
+         f"At most {MAX_SECONDS} s per run, shared by the policies; one load at a time on this server.")
 
 
 def _whole(name: str, value, lo: int, hi: int | None) -> int:
@@ -106,7 +113,7 @@ def run_load_tab(wb, lock: threading.Lock, prompts: list[str], mode, value, poli
         cost = None
         if any(p.needs_cost for p in named):
             yield {"status": "Reading this CPU's step cost for auto (measured once, a few seconds, then cached)…"}
-            cost = step_cost_for(wb, next(p for p in named if p.needs_cost).draft, log=lambda msg: None)
+            cost = step_cost_if_needed(wb, named, log=lambda msg: None)
         t0 = time.perf_counter()
         yield {"status": f"Warming up {len(named)} polic{'ies' if len(named) > 1 else 'y'} (a short untimed run "
                          "each)…"}
@@ -137,14 +144,7 @@ def build_load_tab(wb) -> None:
     """The tab's components and its event; one lock for every session of this page."""
     lock = threading.Lock()
     prompts = specbench.first_turns_by_task(specbench.select(specbench.load_questions(), "quick"))
-    gr.Markdown("Run requests that come and go against the loaded model under each speculation policy, and watch "
-                "each decode step: how many requests run, whether the policy speculates, what it accepts. Policies: "
-                "`off`, a method name (`eagle2:4/3/2`, `linear:3`: one fixed setting), `adaptive`, `auto` (off or a "
-                "small tree, whichever promises the most tokens/s from this CPU's measured step cost and the "
-                "running acceptance; its first use times this CPU for a few seconds), or a policy "
-                "such as `schedule:1-2=eagle2:4/3/2,3+=off` (separate policies with `;` when one holds commas). "
-                f"At most {MAX_SECONDS} s per run, shared by the policies; one load at a time on this server.",
-                elem_classes=["wb-explain"])
+    gr.Markdown(INTRO, elem_classes=["wb-explain"])
     with gr.Row(equal_height=True):
         mode = gr.Radio(MODES, value="closed", label="loop", elem_id="load-mode", scale=2)
         value = gr.Number(4, label="concurrency or rate", elem_id="load-value", min_width=90)

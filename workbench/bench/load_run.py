@@ -36,9 +36,9 @@ from pathlib import Path
 from workbench.measure import provenance, specbench
 from workbench.measure.journal import Journal, open_journal
 from workbench.measure.load import WARMUP, WARMUP_TOKENS, check_load, equal_outputs, round_figures, run_load
-from workbench.measure.load_spec import Load, NamedPolicy, parse_policies
+from workbench.measure.load_spec import Load
 from workbench.measure.metrics import percentile
-from workbench.engine.policy import AUTO_CANDIDATES, StepCost
+from workbench.engine.policy import POLICY_GRAMMAR, NamedPolicy, StepCost, parse_policies
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.jsonl import prompt_rows
 from workbench.timing import interleaved, spread, verdict
@@ -88,12 +88,9 @@ def build_parser() -> ArgumentParser:
                    help=f"closed loops: requests in flight, comma list, or none (default {DEFAULTS['concurrency']})")
     p.add_argument("--rate", type=rates,
                    help=f"open loops: Poisson arrivals per second, comma list, or none (default {DEFAULTS['rate']})")
-    p.add_argument("--policies", help="comma list (semicolons when a policy holds commas) of off, a method name "
-                                      "(eagle2:D/S/K, linear:S, static:D: one fixed setting), adaptive (the ladder "
-                                      "linear:1,eagle2:4/3/2,eagle2:8/5/4), auto (off or "
-                                      f"{AUTO_CANDIDATES}, whichever promises the most tokens/s from this CPU's "
-                                      "measured step cost) or any speculation policy (schedule:..., adaptive:..., "
-                                      f"auto:...) (default {DEFAULTS['policies']})")
+    p.add_argument("--policies", help="speculation policies, separated by commas (by semicolons when one holds "
+                                      f"commas), each as generate --policy takes it: {POLICY_GRAMMAR} "
+                                      f"(default {DEFAULTS['policies']})")
     p.add_argument("--requests", type=positive("--requests"),
                    help=f"requests per load (default: 2 x the concurrency, at least 4, in a closed loop; "
                         f"{OPEN_REQUESTS} in an open loop)")
@@ -253,7 +250,7 @@ def settled(policy: str, records: dict) -> dict | None:
     schedule policy, "frameworks": that schedule in vLLM's and SGLang's terms}`` (sizes between
     the measured ones take the setting of the smaller; None: no decode step)."""
     from workbench.engine.frameworks import schedule_flags
-    from workbench.engine.policy import BatchRange, Schedule, parse_setting, setting_label
+    from workbench.engine.policy import BatchRange, Schedule, parse_setting
 
     counts: dict[int, Counter] = {}
     for (_, name, _), rec in records.items():
@@ -271,21 +268,19 @@ def settled(policy: str, records: dict) -> dict | None:
         ranges.append(BatchRange(lo, None if nxt is None else nxt - 1, parse_setting(chosen[b])))
         lo = nxt
     schedule = Schedule(tuple(ranges))
-    text = "schedule:" + ",".join(f"{r.text}={setting_label(r.spec)}" for r in schedule.ranges)
-    return {"batch": chosen, "steps": {b: sum(c.values()) for b, c in sorted(counts.items())}, "schedule": text,
+    return {"batch": chosen, "steps": {b: sum(c.values()) for b, c in sorted(counts.items())}, "schedule": schedule.text,
             "frameworks": schedule_flags(schedule, largest_batch=sizes[-1])}
 
 
 # ---- the run ---------------------------------------------------------------------------------------------
 def auto_cost(wb, policies: list[NamedPolicy], log) -> StepCost | None:
     """The step cost ``auto`` weighs by, from the cache or measured once before any timed run
-    (None: no policy needs it). Every ``auto`` of one run drafts from the loaded draft."""
-    from workbench.measure.step_cost import step_cost_for
+    (None: no policy needs it)."""
+    from workbench.measure.step_cost import step_cost_if_needed
 
-    needing = [p for p in policies if p.needs_cost]
-    if not needing:
+    cost = step_cost_if_needed(wb, policies, log=log)
+    if cost is None:
         return None
-    cost = step_cost_for(wb, needing[0].draft, log=log)
     log(f"step cost for auto: {cost.source}; verify " + ", ".join(f"{n}: {ms:.0f} ms" for n, ms in cost.verify))
     return cost
 
@@ -348,7 +343,7 @@ def cmd_load(args) -> int:
     torch.set_num_threads(args.threads)
     info = machine_info(args.threads)
     journal = open_journal(Path(args.out), run_settings(args, texts), fresh=args.fresh, log=log)
-    speculates = any(s.speculative for p in policies for s in p.build().settings())
+    speculates = any(s.speculative for p in policies for s in p.settings())
     wb = load_from_args(args, speculates)
     info["linear_order"] = wb.linear_order.describe()
     prompts = [wb.encode(t) for t in texts]

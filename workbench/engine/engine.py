@@ -13,7 +13,7 @@ Requests come and go (docs/design.md §3, "The request lifecycle"). ``submit`` q
 the start of each step the scheduler (``scheduler.py``) admits waiting requests first come first
 served while the fixed KV capacity (``kv_slots``) holds their worst case. A step with newcomers
 is a **prefill step** for them alone; the batch's next decode step includes them. A step without
-newcomers is one **decode step** of the whole batch, in the setting the policy (``policy.py``)
+newcomers is one **decode step** of the whole batch, in the setting the policy (``policy/``)
 picks for it from the running batch: plain decoding, or one of its speculative settings, all
 drafted by one draft built once, with pools sized for the largest. A request that finishes
 leaves at once, its slots back on the free list. ``add_requests`` is the one-batch case: an
@@ -62,7 +62,7 @@ class Engine:
                  trace: bool = False, token_text=None, debug: bool | None = None,
                  cuda_graphs: bool | None = None, policy: SpecPolicy | None = None, kv_slots: int | None = None):
         """``spec``: the one setting every step runs (default ``SpecConfig()``); or ``policy``
-        (``policy.py``), which picks each decode step's setting from the running batch: give one
+        (``policy/``), which picks each decode step's setting from the running batch: give one
         of the two. ``draft``: the EAGLE head when the settings draft with the head, the draft
         model for ``model:DIR`` (the n-gram and early-exit drafts need none). ``kv_slots``: the
         KV capacity in slots, for requests that come and go (``submit``); without it the first

@@ -30,7 +30,7 @@ The driver does not trace (tracing builds a record per request per step): it lea
 decode step ran through the policy interface itself, ``Watched`` passing every call on to the
 real policy and noting the choice and the batch, so the timed loop is the one a server runs.
 Decoding is greedy, so every policy's output must equal plain decoding's. What a load is and
-how its policies are named: ``load_spec.py``.
+how its policies are named: ``load_spec.py`` and the policy grammar (``engine/policy/grammar.py``).
 """
 
 from __future__ import annotations
@@ -40,11 +40,11 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from workbench.measure.load_spec import Load, NamedPolicy
+from workbench.measure.load_spec import Load
 from workbench.measure.metrics import percentile
 from workbench.engine.config import check_context
 from workbench.engine.engine import Engine
-from workbench.engine.policy import Choice, SpecPolicy, StepCost
+from workbench.engine.policy import Choice, NamedPolicy, SpecPolicy, StepCost
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams
 from workbench.errors import UserError

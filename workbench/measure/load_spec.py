@@ -1,8 +1,7 @@
-"""What a load is and the policies it runs under, as the load benchmark and the app's Load tab
-name them: ``Load`` (closed: a concurrency; open: a rate and a seed for its Poisson arrivals)
-and ``NamedPolicy`` (``off``, a method name for one fixed setting, ``adaptive`` or ``auto``
-alone, or any policy of ``engine/policy.py``'s grammar), each checked with a message a user can act on.
-"""
+"""What a load is, as the load benchmark and the app's Load tab take it: ``Load`` (closed: a
+concurrency; open: a rate and a seed for its Poisson arrivals), checked with a message a user can
+act on. The policies a load runs under are named in the one policy grammar
+(``workbench/engine/policy/grammar.py``: ``parse_policies``)."""
 
 from __future__ import annotations
 
@@ -10,14 +9,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from workbench.engine.config import parse_spec
-from workbench.engine.drafts.base import DraftSource
-from workbench.engine.policy import (POLICIES, POLICY_GRAMMAR, SpecPolicy, StepCost, draft_source_of, parse_policy,
-                                     parse_setting, policy_for)
-
 MODES = ("closed", "open")
-DEFAULT_LADDER = "linear:1,eagle2:4/3/2,eagle2:8/5/4"  # bare ``adaptive``: its ladder, least speculative first
-METHOD_KINDS = ("vanilla", "linear", "eagle2", "static")
 
 
 @dataclass(frozen=True)
@@ -57,66 +49,3 @@ class Load:
             out.append(t)
             t += gen.expovariate(self.value)
         return out
-
-
-@dataclass(frozen=True)
-class NamedPolicy:
-    """A policy as the load benchmark names it: ``name`` as typed, ``text`` in ``parse_policy``'s
-    grammar. ``build()`` makes a fresh one for every run (a policy that learns keeps state)."""
-
-    name: str
-    text: str
-
-    def build(self, cost: StepCost | None = None) -> SpecPolicy:
-        """A fresh policy; ``cost``: the step cost ``auto`` weighs by (the others ignore it)."""
-        kind = self.text.partition(":")[0]
-        return parse_policy(self.text, cost=cost) if kind in POLICIES else policy_for(parse_setting(self.text))
-
-    @property
-    def needs_cost(self) -> bool:
-        """Does it weigh settings by this machine's step cost (``auto``)?"""
-        return self.text.partition(":")[0] == "auto"
-
-    @property
-    def draft(self) -> DraftSource | None:
-        """The draft source its speculative settings share (None: it never speculates)."""
-        return draft_source_of(self.build().settings())
-
-
-def parse_load_policy(name: str) -> NamedPolicy:
-    """A policy in ``parse_policy``'s grammar (``off``, ``schedule:...``, ``adaptive:...``,
-    ``auto``, ``auto:...``), a method name for one fixed setting (``eagle2:4/3/2``,
-    ``linear:3@ngram``), or ``adaptive`` alone (the ladder ``DEFAULT_LADDER``). ValueError naming
-    what is wrong."""
-    text = name.strip()
-    if text == "adaptive":
-        text = f"adaptive:{DEFAULT_LADDER}"
-    kind = text.partition(":")[0].partition("@")[0]
-    if kind not in POLICIES and kind not in METHOD_KINDS:
-        raise ValueError(f"unknown policy {name.strip()!r}; write a method name (eagle2:D/S/K, linear:S, static:D) "
-                         f"for one fixed setting, adaptive alone, or {POLICY_GRAMMAR}")
-    if kind in METHOD_KINDS:
-        parse_spec(text, others="off")  # its own message for a bad method name
-    policy = NamedPolicy(name.strip(), text)
-    policy.build()
-    return policy
-
-
-def parse_policies(text: str) -> list[NamedPolicy]:
-    """``off,eagle2:4/3/2,adaptive``: policies separated by commas, or by semicolons when one of
-    them holds commas itself (a schedule, a ladder). ValueError naming the policy at fault."""
-    sep = ";" if ";" in text else ","
-    names = [n.strip() for n in text.split(sep) if n.strip()]
-    if not names:
-        raise ValueError("no policy named")
-    if len(set(names)) < len(names):
-        raise ValueError(f"a policy is named twice in {text!r}")
-    out = []
-    for name in names:
-        try:
-            out.append(parse_load_policy(name))
-        except ValueError as err:
-            split = sep == "," and (name[:1].isdigit() or name.startswith(("schedule:", "adaptive:", "auto:")))
-            hint = " (a schedule or a ladder holds commas: separate the policies with ';')" if split else ""
-            raise ValueError(f"{name}: {err}{hint}") from None
-    return out

@@ -171,6 +171,14 @@ def _synced(device) -> float:
     return time.perf_counter()
 
 
+def step_cost_if_needed(wb, policies, log=None) -> StepCost | None:
+    """The step cost for ``policies`` (``NamedPolicy``s): ``step_cost_for`` the draft source of
+    the first that ``needs_cost`` (every policy of one run drafts from the one loaded draft);
+    None when none needs one."""
+    needing = [p for p in policies if p.needs_cost]
+    return step_cost_for(wb, needing[0].draft, log=log) if needing else None
+
+
 def _measure(wb, source: DraftSource | None) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
     """One round: (verify points, draft points), each (size, median ms)."""
     graphs = bool(wb.cuda_graphs)

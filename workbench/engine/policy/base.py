@@ -1,7 +1,7 @@
-"""What a speculation policy returns and is: the ``Choice`` of one step, the ``SpecPolicy``
-protocol, plain decoding's setting ``OFF``, and how a setting is named (``setting_label``,
-``parse_setting``). The policies themselves are in ``policy.py`` and ``auto.py``, which both
-build on this file (and ``policy.py`` re-exports it, so ``workbench.engine.policy`` names them all).
+"""What every speculation policy returns and is: the ``Choice`` of one step, the ``SpecPolicy``
+protocol the engine calls, plain decoding's setting ``OFF``, and how a setting is named
+(``setting_label``, ``parse_setting``). Each policy is a module of this package; the grammar that
+names them is ``grammar.py``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,13 @@ class Choice:
 
 
 class SpecPolicy(Protocol):
-    name: str
+    """What the engine calls: before every decode step ``choose`` with the running batch, after
+    it ``observe`` with the same requests, their ``drafts_accepted`` and ``accept_lengths`` now
+    one step longer (a policy that learns reads them). ``settings()`` lists every setting
+    ``choose`` may return: the engine builds **one** draft from them (so they share one draft
+    source, ``draft_source_of``) and sizes its KV pools for the largest."""
+
+    name: str  # what traces call it: "off", "fixed", "schedule", "adaptive", "auto"
 
     def settings(self) -> tuple[SpecConfig, ...]: ...
 

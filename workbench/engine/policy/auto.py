@@ -89,7 +89,7 @@ from dataclasses import dataclass, field
 
 from workbench.cost_model import StepCost
 from workbench.engine.config import SpecConfig
-from workbench.engine.choice import OFF, Choice, draft_source_of, parse_setting, setting_label
+from workbench.engine.policy.base import OFF, Choice, draft_source_of, parse_setting, setting_label
 from workbench.engine.request import Request
 
 AUTO_CANDIDATES = "linear:1,eagle2:4/3/2,eagle2:8/5/4"  # bare ``auto``: small trees, cheap enough for a CPU
@@ -141,6 +141,17 @@ class Auto:
     stay: float = 0.1
     clock: object = field(default=time.perf_counter, repr=False)
     name = "auto"
+    grammar = "auto[:NAME,NAME,...]"
+    about = f"off or one of its settings by expected tokens/s from this machine's step cost; bare: {AUTO_CANDIDATES}"
+    default = AUTO_CANDIDATES
+    needs_cost = True  # ``cost`` is set before the first step (grammar.NamedPolicy.build)
+
+    @classmethod
+    def from_text(cls, arg: str, spec: SpecConfig | None = None) -> Auto:
+        """Settings separated by commas (empty: ``AUTO_CANDIDATES``); ``off`` among them is
+        allowed and changes nothing: off is always a candidate."""
+        names = [n.strip() for n in (arg or AUTO_CANDIDATES).split(",")]
+        return cls(tuple(parse_setting(n) for n in names if n))
 
     def __post_init__(self) -> None:
         self.candidates = tuple(dict.fromkeys(s for s in self.candidates if s.speculative))
@@ -249,10 +260,3 @@ class Auto:
             return
         self.pace += PACE_WEIGHT * (ratio / self.overheads[spec] - self.pace)
         self.overheads[spec] += OVERHEAD_WEIGHT * (ratio / self.pace - self.overheads[spec])
-
-
-def parse_auto(arg: str, cost: StepCost | None = None) -> Auto:
-    """``auto``'s argument: empty for ``AUTO_CANDIDATES``, else settings separated by commas
-    (``off`` among them is allowed and changes nothing: off is always a candidate)."""
-    names = [n.strip() for n in (arg or AUTO_CANDIDATES).split(",")]
-    return Auto(tuple(parse_setting(n) for n in names if n), cost=cost)
