@@ -411,3 +411,17 @@ def test_the_curves_figure_draws_each_policy_median_with_its_range():
     # what each panel shows is on its y axis, and no subplot title sits under the legend above the plots
     assert not fig.layout.annotations
     assert "tokens/s" in fig.layout.yaxis.title.text and "TPOT" in fig.layout.yaxis2.title.text
+
+
+def test_an_early_exits_step_cost_is_read_from_the_cache(wb, tmp_path, monkeypatch):
+    """exit:N's draft curve is read off the verify curve (its points at the verify sizes): it is
+    cached like a timed one, not measured again at every run."""
+    import workbench.measure.step_cost as sc
+    from workbench.engine.drafts.registry import parse_draft
+
+    verify = [(n, 10.0 + n) for n in sc.VERIFY_SIZES]
+    monkeypatch.setattr(sc, "_measure", lambda wb, source: (verify, [(n, ms / 2) for n, ms in verify]))
+    exit_source = parse_draft("exit:1")
+    assert sc.step_cost_for(wb, exit_source, cache_dir=tmp_path, log=lambda m: None).source == "measured on this machine"
+    again = sc.step_cost_for(wb, exit_source, cache_dir=tmp_path, log=lambda m: None)
+    assert again.source == f"cached in {sc.CACHE_FILE}" and again.draft_ms(4) == 7.0

@@ -214,7 +214,8 @@ def _current(cached) -> bool:
         draft = [int(n) for n, _ in cached["draft"]]
     except (KeyError, TypeError, ValueError):
         return False
-    return verify == list(VERIFY_SIZES) and draft in ([], list(DRAFT_ROWS)) and "overhead" in cached
+    # the draft at DRAFT_ROWS when timed, at the verify sizes when read off them (exit:N), none without a forward
+    return verify == list(VERIFY_SIZES) and draft in ([], list(DRAFT_ROWS), list(VERIFY_SIZES)) and "overhead" in cached
 
 
 def _agreed(rounds: list[list[tuple[int, float]]]) -> tuple[list[tuple[int, float]], bool]:
