@@ -1,5 +1,5 @@
 """A JSON file of measured verdicts, one entry per key that names what a verdict depends on
-(the CPU's linear order, ``cpu_choices.py``; the engine step's cost, ``bench/step_cost.py``).
+(the CPU's linear order, ``cpu_choices.py``; the engine step's cost, ``measure/step_cost.py``).
 
 Read whole, added to one entry at a time, written through a temporary file and a rename, so a
 reader never sees half a file. A file that is missing, unreadable or not a JSON object reads as

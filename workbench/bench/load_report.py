@@ -95,7 +95,7 @@ def settled_md(name: str, found: dict | None, rows: list[dict]) -> list[str]:
 
 
 def cost_md(cost: dict | None) -> list[str]:
-    """The step cost ``auto`` weighed its candidates by (``bench/step_cost.py``), one line."""
+    """The step cost ``auto`` weighed its candidates by (``measure/step_cost.py``), one line."""
     if not cost:
         return []
     verify = ", ".join(f"{n}: {ms:.1f}" for n, ms in cost["verify_ms"])

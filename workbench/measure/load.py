@@ -221,7 +221,7 @@ class LoadResult:
 class LoadRun:
     """One load under one policy on a fresh engine: ``steps()`` runs it and yields each step's
     log as it ends (the app draws them live), ``run()`` runs it through; then ``result()``.
-    ``cost``: this machine's step cost, which ``auto`` needs (``bench/step_cost.py``: measured
+    ``cost``: this machine's step cost, which ``auto`` needs (``measure/step_cost.py``: measured
     once by the caller, so that no timed run pays for it)."""
 
     def __init__(self, wb, policy: NamedPolicy, prompts: list[list[int]], load: Load, max_new_tokens: int,

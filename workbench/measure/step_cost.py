@@ -39,13 +39,11 @@ from workbench.cost_model import Overhead, StepCost
 from workbench.engine.drafts.base import DraftSource
 
 CACHE_FILE = "step-costs.json"
-# Few repeats: on a 2-core CPU a forward of 64 tokens takes a few hundred ms, and the measurement
-# runs before the load starts (about ten seconds in all). Every power of two up to 64: the
-# few-row products switch implementation between row counts (``cpu_choices``: weight-left at 1-2
-# rows and oneDNN's packed GEMM from 3 on the AMD EPYC), so the curve has steps that a sparser
-# grid would smooth over (a verify of 2 tokens, linear:1's, costs a decode step there, not the
-# third of the way to a verify of 4 that interpolating from 1 and 4 said). Sizes between these
-# are interpolated, larger ones (16 requests x 8 nodes = 128) extended along the last slope.
+# Few repeats: the measurement runs before the load starts, and a forward of 64 tokens is dear on
+# a small CPU. Every power of two up to 64: the few-row products switch implementation between
+# row counts (``cpu_choices``), so the curve has steps that a sparser grid would smooth over
+# (docs/benchmarks.md, "Speculation under load"). Sizes between these are interpolated, larger
+# ones (16 requests x 8 nodes = 128) extended along the last slope.
 VERIFY_SIZES = (1, 2, 4, 8, 16, 32, 64)  # total tokens of a verify: batch x block
 DRAFT_ROWS = (1, 2, 4, 8, 16, 64)  # rows of one draft forward: batch x topk
 PREFIX = 128

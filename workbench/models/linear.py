@@ -15,9 +15,9 @@ exact implementations are kept and the fastest is chosen per row count by measur
   reached through ``torch.ops.mkl._mkl_reorder_linear_weight`` / ``_mkl_linear``). These are
   **private** torch ops, used only when ``torch.backends.mkl.is_available()`` and both ops exist
   (``mkl_packed_available``); anything else runs ``F.linear``. The weight is repacked once per
-  row count into a buffer MKL lays out for that row count, which costs memory: per packed row
-  count, torch 2.13 allocates 2-16x each weight's own bytes (the larger factor for the small
-  k/v projections), so a verdict packs at most ``MAX_PACKED_SIZES`` row counts and says the
+  row count into a buffer MKL lays out for that row count, which costs memory, several times each
+  weight's own bytes per packed row count (docs/benchmarks.md, "Measurements behind code
+  choices"), so a verdict packs at most ``MAX_PACKED_SIZES`` row counts and says the
   bytes it added (``LinearOrder.describe``). Inputs with fewer rows than the packed count are
   padded with zero rows (each output row depends only on its own input row).
 - ``onednn-packed``: oneDNN's matrix product on a copy of the weight that oneDNN has laid out

@@ -45,7 +45,7 @@ from workbench.engine.sampling import SamplingParams
 from workbench.errors import UserError
 from workbench.metrics import tau
 
-# in the benchmark's grammar (bench/methods.py); linear:1 accepts exactly when the head's top-1 is
+# in the benchmark's grammar (measure/methods.py); linear:1 accepts exactly when the head's top-1 is
 # the target's token
 DEFAULT_METHODS = ("linear:1", "linear:5", "eagle2:8/5/4", "eagle2:60/6/10")
 

@@ -12,11 +12,9 @@ of accepted lengths (``Request.accept_lengths``) under that setting, shrunk towa
 of every request under it (a new request has no history of its own), which is in turn shrunk
 towards a prior, ``prior_tokens``: each level of the tree accepted with chance ``PRIOR_ACCEPT``,
 ``1 + a + a^2 + ...`` over the levels a walk can reach. The prior is a little above what the
-shipped head reaches (τ about 1.4 for a chain of one, 1.5 to 1.7 for 4/3/2 and 1.9 for 8/5/4,
-docs/bench/load-cpu.md and docs/benchmarks.md), so a setting with no evidence is tried, and not
-so far above that it is tried, again and again, where it could not win (with a prior of 0.7 a
-level, 8/5/4 was expected to emit 2.9 tokens a step against the 1.9 it gives, and kept being
-tried). Each estimate is shrunk by ``prior_steps`` steps of weight: a few steps under a setting
+shipped head reaches, so a setting with no evidence is tried, and not so far above that it is
+tried, again and again, where it could not win (the figures behind ``PRIOR_ACCEPT``:
+docs/benchmarks.md, "Speculation under load"). Each estimate is shrunk by ``prior_steps`` steps of weight: a few steps under a setting
 move it, one unlucky step does not bury it (a step's accepted length is a whole number from 1 to
 the depth + 1, so one step says little). No request is expected to emit more than it has left to
 write (``max_new_tokens``).
@@ -59,11 +57,10 @@ twice as slow moves the running setting's overhead by under 5 %, ``tests/test_po
 
 One step is not timed: a request's first speculative step also runs its whole prompt through the
 draft (the pairs pending since its prefill, hundreds for a long prompt: more than ``CATCH_UP``),
-a cost every speculative setting pays once per request, whichever was chosen. Timed, it charged
-the setting that happened to come first with a draft forward over hundreds of rows on top of its
-step (one over 64 rows takes 8 ms on the 2-core EPYC, docs/bench/load-cpu.md's step cost, and a
-Spec-Bench prompt runs to 700 tokens), and a setting that looks dear is not run again, so its
-overhead did not come back down. (A catch-up over the few pairs that plain steps left behind is
+a cost every speculative setting pays once per request, whichever was chosen. Timed, it would
+charge the setting that happened to come first with a draft forward over hundreds of rows on top
+of its step, and a setting that looks dear is not run again, so its overhead would not come back
+down (what that cost on a CPU: docs/benchmarks.md, "Speculation under load"). (A catch-up over the few pairs that plain steps left behind is
 timed: it is what switching back from plain decoding costs.)
 
 A setting's predicted cost is the curves' times its overhead times the pace; the pace scales every
