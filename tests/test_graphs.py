@@ -16,6 +16,14 @@ from workbench.engine.graphs import (Bucket, GraphedDraft, _Captured, make_bucke
 from workbench.kv import SlotAllocator
 
 
+@pytest.fixture(autouse=True)
+def no_failed_graphs(monkeypatch):
+    """Each test starts with no graph failed on any device (``graphs.FAILED`` lasts a process)."""
+    from workbench.engine import graphs
+
+    monkeypatch.setattr(graphs, "FAILED", {})
+
+
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     # head_dim 32: the Triton kernel needs a power of two >= 16.
@@ -146,7 +154,7 @@ def test_a_failed_capture_runs_eagerly_and_says_so_once(pair, capsys):
             _, got = runner(batch)
             torch.testing.assert_close(got, want)
         assert runner.failed and runner.replays == 0 and runner.eager == 2
-        assert capsys.readouterr().err.count("CUDA graph capture failed") == 1
+        assert capsys.readouterr().err.count("CUDA graphs off on cpu: a graph of the target forward") == 1
     finally:
         target.attention_backend = "torch"
 
@@ -269,7 +277,7 @@ def test_a_failed_draft_capture_runs_eagerly_and_says_so_once(pair, capsys):
             torch.testing.assert_close(runner(feats, batch), want)
         assert runner.failed and runner.replays == 0 and runner.eager == 2
         err = capsys.readouterr().err
-        assert err.count("CUDA graph capture failed for the draft forward") == 1
+        assert err.count("CUDA graphs off on cpu: a graph of the draft forward") == 1
         with pytest.raises(ValueError, match="feature rows"):
             runner(feats[:1], batch)
     finally:
@@ -403,6 +411,54 @@ def test_the_start_up_check_fails_when_capture_raises(triton_pair, monkeypatch, 
     assert capsys.readouterr().err.count("warning:") == 1
 
 
+def _greedy(engine, prompts) -> list[list[int]]:
+    engine.add_requests(prompts, 6)
+    engine.run()
+    return [r.output_ids for r in engine.requests]
+
+
+def test_a_graph_that_fails_in_an_engine_falls_back_to_eager_with_one_line(triton_pair, eager_graphs, monkeypatch,
+                                                                            capsys):
+    """With a fake CUDA flag on the CPU: the start-up check passes, then the engine's capture
+    raises. The step runs eagerly with the same output, stderr gets one line for the target's
+    and the draft's runners together, and later engines default to eager without another word."""
+    from workbench.engine import graphs
+
+    target, head = triton_pair
+    spec, prompts = SpecConfig.linear(2), random_prompts(2, 12, seed=31)
+    want = _greedy(Engine(target, head, spec, cuda_graphs=False), prompts)
+    monkeypatch.setattr(graphs, "is_cuda", lambda device: True)
+    graphed = Engine(target, head, spec)
+    assert graphed.cuda_graphs and capsys.readouterr().err == ""  # the check passed
+
+    def broken(runner, cap):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(graphs.GraphedForward, "_record", broken)
+    assert _greedy(graphed, prompts) == want
+    assert graphed.graphed.replays == 0 and graphed.graphed.eager > 0 and graphed.graphed_draft.replays == 0
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("warning: CUDA graphs off on cpu: a graph of the ")
+    later = Engine(target, head, spec)
+    assert not later.cuda_graphs and _greedy(later, prompts) == want and capsys.readouterr().err == ""
+
+
+def test_a_graph_that_fails_at_replay_falls_back_too(triton_pair, eager_graphs, monkeypatch, capsys):
+    from workbench.engine import graphs
+    from workbench.engine.graphs import GraphedTarget
+
+    target, _ = triton_pair
+    prompts = random_prompts(2, 16, seed=32)
+    kv, alloc, slots = prefilled(target, prompts, spare=8)
+    runner = GraphedTarget(target, kv, alloc.num_slots, alloc.num_slots + 1, make_buckets((1, 2, 4), (2, 4)))
+    batch = decode_batch(prompts, alloc, slots)
+    want = target.logits(target(batch, kv))
+    monkeypatch.setattr(_Captured, "load", lambda self, *a: (_ for _ in ()).throw(RuntimeError("replay failed")))
+    torch.testing.assert_close(runner(batch)[1], want)
+    assert runner.failed == "RuntimeError: replay failed" and "target forward" in graphs.FAILED["cpu"]
+    assert capsys.readouterr().err.count("warning: CUDA graphs off on cpu") == 1
+
+
 def test_the_engine_default_follows_the_check(pair, monkeypatch):
     """With a fake CUDA flag: graphs on by default only where the check passed."""
     from workbench.engine import graph_check, graphs
@@ -526,8 +582,8 @@ def test_a_sticky_fault_in_a_capture_is_fatal(triton_pair, monkeypatch):
     prompts = random_prompts(2, 16, seed=22)
     kv, alloc, slots = prefilled(target, prompts, spare=8)
     runner = graphs.GraphedTarget(target, kv, alloc.num_slots, alloc.num_slots + 1, make_buckets((1, 2, 4), (2, 4)))
-    with pytest.raises(selfcheck.DeviceFault, match="^fatal: the GPU faulted while capturing a CUDA graph of the "
-                                                    "target forward"):
+    with pytest.raises(selfcheck.DeviceFault, match="^fatal: the GPU faulted while capturing or replaying a CUDA "
+                                                    "graph of the target forward"):
         runner(decode_batch(prompts, alloc, slots))
 
 

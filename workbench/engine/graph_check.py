@@ -16,7 +16,9 @@ Each runs eagerly and replayed from a freshly captured graph. Replay must give t
 (argmax; a row whose top two eager logits are within the tolerance may go either way) and
 logits within ``TOLERANCE`` x (1 + the largest |logit|). Otherwise, or when a capture raises,
 the engines' default is eager for that model, and stderr gets one line, ``warning: CUDA graphs
-off on <GPU>: ...``. A fault that leaves the GPU unusable ends the process (``DeviceFault``).
+off on <GPU>: ...``; after a graph failed in an engine on that device (``graphs.FAILED``, said
+there), the check answers off without another line. A fault that leaves the GPU unusable ends
+the process (``DeviceFault``).
 
 How long the check stays the gate: until ``make gpu-check`` has passed on real hardware. That
 means its GPU-marked tests (``tests/test_graphs.py`` included) and its ``equality`` section
@@ -85,6 +87,8 @@ def _checked(module, key: tuple, what: str, run) -> GraphCheck:
     step lock: its captures must not meet another thread's step, nor two threads check twice)."""
     device = key[0]
     with graphs.step_lock(device):
+        if str(device) in graphs.FAILED:  # a graph already failed here, and said so: off, silently
+            return GraphCheck(False, f"CUDA graphs off on {device}: {graphs.FAILED[str(device)]}; running eagerly")
         if module in _RESULTS and _RESULTS[module][0] == key:
             return _RESULTS[module][1]
         try:

@@ -24,8 +24,11 @@ every shape and every pointer, so:
   the tables it read (a later rebuild, by an eager forward past the context, cannot free them
   under it); a request with more keys than the context (positions past the table) runs eagerly;
 * a shape outside every bucket (or a prefill) runs eagerly; so does everything after a capture
-  that failed (one warning line on stderr, per runner), unless the failure left the device
-  unusable (an illegal address is sticky): then ``DeviceFault`` ends the process with one line;
+  or a replay that failed, on that device, in this process: one warning line on stderr, then
+  every runner there (the draft's, later engines') runs eagerly without another try, and the
+  start-up check (``graph_check.py``) says graphs are off. Until ``make gpu-check`` has passed on
+  a GPU, a graph that fails is a graph no test has met. The exception: a failure that left the
+  device unusable (an illegal address is sticky) ends the process with one line (``DeviceFault``);
 * one memory pool per runner (``torch.cuda.graph_pool_handle``) is shared by its buckets'
   graphs: they replay one at a time, on one stream, so one's intermediates may reuse another's;
 * an engine step (and any capture inside it) holds ``step_lock``, one process-wide lock on
@@ -62,6 +65,9 @@ DEFAULT_BATCHES = (1, 2, 4, 8)
 DEFAULT_TOKENS = (1, 2, 4, 8, 16, 32, 64)
 # One per process: a graph capture fails when another thread allocates or syncs meanwhile.
 _STEP_LOCK = threading.RLock()
+# str(device) -> why a capture or replay failed there: every runner on that device runs eagerly
+# from then on, and the start-up check reads it (the process's one record of it, as the lock).
+FAILED: dict[str, str] = {}
 
 
 def is_cuda(device: torch.device | str) -> bool:
@@ -218,7 +224,9 @@ class GraphedForward:
         self.graphs: dict[tuple[Bucket, bool], _Captured] = {}
         self.pool = None  # this runner's graph memory pool, made at its first capture
         self.replays = self.eager = 0  # counters, for tests and benchmarks
-        self.failed: str | None = None  # why a capture failed (everything then runs eagerly)
+        self.failed: str | None = FAILED.get(str(device))  # why a graph failed here (everything then runs eagerly)
+        if self.failed is not None:
+            self.buckets = []  # said when it failed: eager without another try
 
     def run_eager(self, batch: ForwardBatch, features: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
         raise NotImplementedError
@@ -243,24 +251,29 @@ class GraphedForward:
             self.eager += 1
             return self.run_eager(batch, features)
         key = (bucket, batch.meta.mask is not None)
-        cap = self.graphs.get(key)
-        if cap is None:
-            try:
-                cap = self.capture(*key)
-            except Exception as exc:  # noqa: BLE001 - a graph that cannot be captured: eager, said once
-                raise_if_device_lost(self.device, exc, f"capturing a CUDA graph of the {self.name}")
-                self.failed = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-                print(f"warning: CUDA graph capture failed for the {self.name} at {bucket} ({self.failed}); the "
-                      f"{self.name} runs eagerly from now on", file=sys.stderr, flush=True)
-                self.buckets = []  # whatever broke one capture is likely to break the others
-                self.eager += 1
-                return self.run_eager(batch, features)
-        cap.load(pad_batch(batch, bucket, self.scratch_slot),
-                 None if features is None else pad_features(features.to(self.feature_dtype), bucket))
-        cap.graph.replay()
+        try:
+            cap = self.graphs.get(key) or self.capture(*key)
+            cap.load(pad_batch(batch, bucket, self.scratch_slot),
+                     None if features is None else pad_features(features.to(self.feature_dtype), bucket))
+            cap.graph.replay()
+        except Exception as exc:  # noqa: BLE001 - a graph that cannot be captured or replayed: eager, said once
+            self._give_up(bucket, exc)
+            self.eager += 1
+            return self.run_eager(batch, features)
         self.replays += 1
         t = batch.num_tokens
         return tuple(o[:t] for o in cap.outputs)
+
+    def _give_up(self, bucket: Bucket, exc: Exception) -> None:
+        """After a failed capture or replay: every runner on this device runs eagerly from now on,
+        said in one line (``DeviceFault`` instead when the device is lost)."""
+        raise_if_device_lost(self.device, exc, f"capturing or replaying a CUDA graph of the {self.name}")
+        self.failed = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        self.buckets = []  # whatever broke one graph is likely to break the others
+        if str(self.device) not in FAILED:
+            FAILED[str(self.device)] = f"the {self.name} at {bucket}: {self.failed}"
+            print(f"warning: CUDA graphs off on {self.device}: a graph of the {self.name} at {bucket} failed "
+                  f"({self.failed}); running eagerly from now on", file=sys.stderr, flush=True)
 
     def capture(self, bucket: Bucket, masked: bool) -> _Captured:
         """The static buffers of ``bucket`` with a valid dummy layout, and their graph."""
