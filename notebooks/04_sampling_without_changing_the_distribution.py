@@ -209,8 +209,8 @@ display(Markdown(
 # ## The same step in vLLM, and the two numbers it reports
 #
 # vLLM (its v1 engine) drafts a **chain** of $\gamma$ tokens per request (`num_speculative_tokens`;
-# a fixed tree given as rank paths, `speculative_token_tree`, is its other option, and it has no
-# dynamic tree) and verifies the chain in the next forward. What follows was read in
+# chains only: its one tree option, a fixed tree given as rank paths, left with its tree-attention
+# backend in May 2026) and verifies the chain in the next forward. What follows was read in
 # vllm-project/vllm at the commits named, file by file:
 #
 # * **Drafting is greedy.** The EAGLE proposer takes each draft as the argmax of the head's

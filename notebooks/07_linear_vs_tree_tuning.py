@@ -246,9 +246,9 @@ display(Markdown(
 #
 # | here | SGLang | EAGLE repository | vLLM (v1) |
 # |---|---|---|---|
-# | `num_steps` | `--speculative-num-steps` | `depth = num_steps - 1` | chain: `num_speculative_tokens`; static tree: its depth |
-# | `topk` | `--speculative-eagle-topk` | `top_k` | chain: 1; static tree: not carried over (below) |
-# | `num_draft_tokens` (with the root) | `--speculative-num-draft-tokens` | `total_token` | `num_speculative_tokens + 1` |
+# | `num_steps` | `--speculative-num-steps` | `depth = num_steps - 1` | `num_speculative_tokens` (a chain; a tree's depth) |
+# | `topk` | `--speculative-eagle-topk` | `top_k` | 1: vLLM verifies chains only (below) |
+# | `num_draft_tokens` (with the root) | `--speculative-num-draft-tokens` | `total_token` | `num_speculative_tokens + 1` (a chain) |
 #
 # EAGLE's `depth` counts the draft levels after the first, so it is one less than `num_steps`.
 # The defaults quoted here, each read in the file and at the commit named:
@@ -266,20 +266,18 @@ display(Markdown(
 #   `docs/advanced_features/speculative_decoding.md` at 067ad4d, gives the same ("Auto", 5, 4 and
 #   8 for Llama and Grok, other values for many other models).
 #
-# vLLM v1 verifies a chain by default and has an **experimental static tree**:
-# `speculative_config["speculative_token_tree"]` lists the node paths of one fixed tree, e.g.
-# `[(0,), (1,), (0, 0)]`, verified with its tree attention backend. Its EAGLE proposer
-# (`vllm/v1/spec_decode/eagle.py` at f7eef1b) reads from that list only how many nodes each depth
-# holds, and gives every node of a depth the same number of children, the top-k of its logits:
-# the next depth's count divided by this one's (a list of 4 nodes at depth 1 and 3 at depth 2, as
-# the 8-node export below, gives each depth-1 node 3 // 4 = 0 children: it is not grown as
-# written). What vLLM lacks is the **dynamic** tree of
-# EAGLE-2, reshaped at every step by the path scores. For a `topk > 1` setting the vLLM column
-# below (`workbench.engine.frameworks.framework_flags`, the same mapping the app's Compare tab and
-# `python -m workbench.bench tune` print) writes EAGLE-1's default static tree cut to the setting's
-# `num_draft_tokens - 1` paths: it keeps the size of the verify block and nothing of `topk` or
-# `num_steps`. For eagle2:4/3/2 (topk 2, 3 levels) that is `[(0,), (1,), (2,)]`, three children of
-# the root and no deeper node: the nearest fixed tree of the same size, not the same tree.
+# vLLM verifies **chains only**. It had an experimental static tree,
+# `speculative_config["speculative_token_tree"]`, the node paths of one fixed tree, verified with a
+# tree-attention backend, and removed that backend in May 2026, with no plans
+# to support it in the short to medium term. Even before, its EAGLE proposer
+# (`vllm/v1/spec_decode/eagle.py` at f7eef1b) read from the list only how many nodes each depth
+# holds and gave every node of a depth the same number of children, the next depth's count
+# divided by this one's: for a list of 4 nodes at depth 1 and 3 at depth 2 (8/5/4's static shape)
+# or the 60-node one that is 0, so those trees were never grown as written. For a `topk > 1`
+# setting the vLLM column below (`workbench.engine.frameworks.framework_flags`, the same mapping
+# the app's Compare tab and `python -m workbench.bench tune` print) writes a chain as deep as the
+# tree (`num_steps` tokens, at most `num_draft_tokens - 1`) and says why; every exported setting is
+# checked against the engine's own rule. SGLang keeps its tree flags, one to one with ours.
 
 # %%
 from workbench.engine.frameworks import framework_flags  # the one mapping, shared with the app and bench tune

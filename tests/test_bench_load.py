@@ -291,8 +291,8 @@ def test_what_a_policy_settled_on_becomes_a_schedule_and_the_engines_flags():
     assert found["schedule"] == "schedule:1-1=eagle2:8/5/4,2-3=eagle2:4/3/2,4+=off"
     assert read_policy(found["schedule"]).build().name == "schedule"
     vllm = found["frameworks"]["vLLM"]
-    assert '"num_speculative_tokens_per_batch_size": [[1, 1, 7], [2, 3, 3], [4, 4, 0]]' in vllm
-    assert '"num_speculative_tokens": 7' in vllm
+    assert '"num_speculative_tokens_per_batch_size": [[1, 1, 5], [2, 3, 3], [4, 4, 0]]' in vllm  # chains as deep as each tree
+    assert '"num_speculative_tokens": 5' in vllm and "verifies chains only" in vllm
     assert '{"candidate_steps": [3, 5]}' in found["frameworks"]["SGLang"]
     assert load_run.settled("nobody", records) is None
 

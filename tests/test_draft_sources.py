@@ -284,7 +284,7 @@ def test_other_frameworks_get_the_draft_source_or_say_they_have_none():
     model = framework_flags(SpecConfig.from_knobs("linear", num_steps=4, draft="model:/m/small"))
     assert model["SGLang"].startswith("--speculative-algorithm STANDALONE --speculative-draft-model-path /m/small "
                                       "--speculative-num-steps 4 --speculative-eagle-topk 1")
-    assert model["vLLM"] == 'speculative_config={"model": "/m/small", "num_speculative_tokens": 4}'
+    assert model["vLLM"] == 'speculative_config={"method": "draft_model", "model": "/m/small", "num_speculative_tokens": 4}'
 
 
 def test_one_workbench_runs_every_draft_source(tiny_dir):

@@ -17,13 +17,12 @@ from draft_repeat import RepeatSource
 from helpers import random_prompts, tiny_pair
 from workbench.engine.config import SpecConfig, parse_spec
 from workbench.engine.drafts import registry
-from workbench.engine.drafts.base import FRAMEWORKS
 from workbench.engine.drafts.exit import ExitSource
 from workbench.engine.drafts.head import HeadSource
 from workbench.engine.drafts.model import ModelSource
 from workbench.engine.drafts.ngram import NgramSource
 from workbench.engine.engine import Engine
-from workbench.engine.frameworks import framework_flags
+from workbench.engine.frameworks import FRAMEWORKS, framework_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -188,7 +188,8 @@ def elsewhere_html(configs: dict[str, SpecConfig]) -> str:
             + table(["method", "--methods", *FRAMEWORKS], rows,
                     [{"method": n} for n, s in configs.items() if s.speculative], name="elsewhere")
             + note("SGLang's num_steps, topk and num_draft_tokens are ours one to one; EAGLE's depth is num_steps "
-                   "- 1; vLLM verifies a chain or one fixed tree (no dynamic tree)."))
+                   "- 1; vLLM verifies chains only (it removed tree attention), so a tree goes there as a chain "
+                   "as deep as the tree."))
 
 
 def structures(result: CompareResult | None, step: int) -> dict[str, TreePlot]:

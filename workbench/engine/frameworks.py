@@ -1,12 +1,13 @@
 """The same setting elsewhere: a ``SpecConfig`` as SGLang launch flags, a vLLM
-``speculative_config`` and the EAGLE repository's ``EaModel`` arguments.
+``speculative_config`` and the EAGLE repository's ``EaModel`` arguments, each checked against
+the engine's own rule for what it can run (``check_sglang``, ``check_vllm``).
 
 =====================  ===========================  ====================  ==============================
 here                   SGLang                       EAGLE repository      vLLM (v1)
 =====================  ===========================  ====================  ==============================
-``num_steps``          ``--speculative-num-steps``  ``depth + 1``         chain: ``num_speculative_tokens``
-``topk``               ``--speculative-eagle-topk`` ``top_k``             static tree: not carried (below)
-``num_draft_tokens``   ``--speculative-num-draft-`` ``total_token``       ``num_speculative_tokens + 1``
+``num_steps``          ``--speculative-num-steps``  ``depth + 1``         ``num_speculative_tokens``
+``topk``               ``--speculative-eagle-topk`` ``top_k``             a chain: not carried (below)
+``num_draft_tokens``   ``--speculative-num-draft-`` ``total_token``       a chain: not carried (below)
 (root included)        ``tokens``
 =====================  ===========================  ====================  ==============================
 
@@ -18,85 +19,175 @@ bfeb532, and still at cb7e084; ``EaModel.from_pretrained`` (``eagle/model/ea_mod
 f2f2366 (EAGLE-3) on. SGLang, given none of the three flags, picks 5/4/8 (``num_steps``, ``topk``,
 ``num_draft_tokens``) for a ``LlamaForCausalLM`` target (``auto_choose_speculative_params`` in
 ``python/sglang/srt/server_args.py``; ``docs/advanced_features/speculative_decoding.md`` at
-067ad4d): 8/5/4 here, the default of ``SpecConfig`` too.
+067ad4d): 8/5/4 here, the default of ``SpecConfig`` too. SGLang's rule: with
+``--speculative-eagle-topk 1`` it runs ``num_draft_tokens = num_steps + 1`` whatever was given,
+and a tree keeps at most ``topk + (num_steps - 1) x topk^2`` drafts; the flags written here obey
+it, so SGLang runs what this engine runs (a static tree excepted: SGLang grows dynamic ones).
 
-vLLM verifies a chain, or one fixed tree given as rank paths in ``speculative_token_tree`` (e.g.
-``"[(0,), (1,), (0, 0)]"``); it has no dynamic tree, so ``eagle2`` maps to EAGLE-1's static tree
-cut to the same ``num_draft_tokens - 1`` paths (``default_static_tree``): the nearest setting, of
-the same size, carrying nothing of ``topk`` or ``num_steps`` (4/3/2 becomes the root's top 3
-children). vLLM's EAGLE proposer (``vllm/v1/spec_decode/eagle.py`` at f7eef1b) reads from the list
-only the nodes per depth and gives every node of a depth the same number of children, the next
-depth's count divided by this one's; a list whose depths are not whole multiples (the 8-node one:
-4 at depth 1, 3 at depth 2) is not grown as written.
+vLLM verifies chains only: it removed its tree-attention backend in May 2026, and with it
+``speculative_token_tree``. A tree here becomes a chain as deep as the tree (``chain_tokens``:
+``num_steps``, at most ``num_draft_tokens - 1``), and the export says so. (The trees it once
+took were grown with the same number of children under every node of a level, the next level's
+count divided by this one's: 0 for 8/5/4's and 60/6/10's static shapes, so those were never
+grown as written.)
 
-The draft source (``SpecConfig.draft``): the n-gram draft is SGLang's ``NGRAM`` algorithm
-(match windows ``--speculative-ngram-{min,max}-match-window-size``; it draws from a corpus
-shared by every request, this one from the request's own tokens) and vLLM's ``ngram`` method
-(``prompt_lookup_{min,max}``, a chain); the EAGLE repository has none. None of the three drafts
-with an early exit of the target; the nearest there is a separate small draft model, which
-``model:DIR`` is here and SGLang's ``STANDALONE`` algorithm and vLLM's draft-model method are.
+The draft source (``SpecConfig.draft``) names its own draft to each engine (``drafts/``): the
+n-gram draft is SGLang's ``NGRAM`` algorithm (match windows
+``--speculative-ngram-{min,max}-match-window-size``; it draws from a corpus shared by every
+request, this one from the request's own tokens) and vLLM's ``ngram`` method
+(``prompt_lookup_{min,max}``); the EAGLE repository has none. None of the three drafts with an
+early exit of the target; the nearest there is a separate small draft model, which ``model:DIR``
+is here and SGLang's ``STANDALONE`` algorithm and vLLM's ``draft_model`` method are.
 
 A setting per running batch size (a ``policy.Schedule``, such as the one the load benchmark
 reads off what ``auto`` chose) is ``schedule_flags``: vLLM takes one in its speculative config,
 ``num_speculative_tokens_per_batch_size``, entries ``[lo, hi, k]`` (batch sizes lo..hi verify k
 speculative tokens, 0 = none; the first entry starts at 1, sizes past the last take its k, and
 k is capped at ``num_speculative_tokens``; ``vllm/v1/spec_decode/dynamic/utils.py`` at
-14b450c): k here is what ``framework_flags`` gives each setting, num_draft_tokens - 1. SGLang
-has no batch-size schedule; its adaptive mode (``--speculative-adaptive`` with a JSON file of
-``candidate_steps`` given by ``--speculative-adaptive-config``;
-``python/sglang/srt/speculative/adaptive_spec_params.py`` at 13d3f64) moves ``num_steps``
-among the candidates by an average of the accepted drafts, not by batch size, for chains only
-(``--speculative-eagle-topk 1``), and needs two candidates or more.
+14b450c): k here is ``chain_tokens`` of each setting. SGLang has no batch-size schedule; its
+adaptive mode (``--speculative-adaptive`` with a JSON file of ``candidate_steps`` given by
+``--speculative-adaptive-config``; ``python/sglang/srt/speculative/adaptive_spec_params.py`` at
+13d3f64) moves ``num_steps`` among the candidates by an average of the accepted drafts, not by
+batch size, for EAGLE chains only (``--speculative-eagle-topk 1``), and needs two candidates or
+more.
 """
 
 from __future__ import annotations
 
 import json
 
-from workbench.engine.config import SpecConfig
-from workbench.engine.drafts.base import FRAMEWORKS, HEAD, sglang_flags
-from workbench.engine.policy import Schedule
+HEAD = "<EAGLE head>"  # what SGLang's and vLLM's flags name as the head's path
+FRAMEWORKS = ("SGLang", "vLLM", "EAGLE")
+VLLM_METHODS = ("eagle", "ngram", "draft_model")  # the speculative_config methods the drafts here map to
+CHAINS_ONLY = "vLLM verifies chains only since it removed tree attention"
 
-def framework_flags(spec: SpecConfig) -> dict[str, str]:
-    """{framework: how to ask it for ``spec``}, one line each (``FRAMEWORKS`` order); each draft
-    source says its own (``drafts/``)."""
+
+def framework_flags(spec) -> dict[str, str]:
+    """{framework: how to ask it for ``spec`` (a ``SpecConfig``)}, one line each (``FRAMEWORKS``
+    order); each draft source says its own (``drafts/``)."""
     if not spec.speculative:
         return {name: "no speculative decoding (leave the speculative options out)" for name in FRAMEWORKS}
     return spec.draft.frameworks(spec)
 
 
-def vllm_tokens(spec: SpecConfig) -> int:
-    """The ``num_speculative_tokens`` vLLM verifies for ``spec`` (0: plain decoding)."""
-    return spec.num_draft_tokens - 1 if spec.speculative else 0
+def chain_tokens(spec) -> int:
+    """The drafts of the deepest walk ``spec`` allows (0: plain decoding): ``num_steps``, at most
+    ``num_draft_tokens - 1``; the chain vLLM verifies for it."""
+    return min(spec.num_steps, spec.num_draft_tokens - 1) if spec.speculative else 0
 
 
-def schedule_flags(schedule: Schedule, largest_batch: int | None = None) -> dict[str, str]:
-    """A setting per batch size in vLLM's and SGLang's terms (see the module docstring):
-    {"vLLM": its speculative config, "SGLang": the nearest launch flags, and why only nearest}.
-    ``largest_batch`` closes the open last range for vLLM (default: where it starts)."""
+# ---- vLLM ------------------------------------------------------------------------------------
+def vllm_flags(spec, draft: dict) -> str:
+    """vLLM's ``speculative_config`` for ``spec`` drafting with ``draft`` (the keys that name the
+    draft: ``method`` and its own fields): a chain of ``chain_tokens``, and why where ``spec``
+    is a tree. Checked by ``check_vllm``."""
+    k = chain_tokens(spec)
+    config = check_vllm({**draft, "num_speculative_tokens": k})
+    note = f" (a chain of {k}, the tree's depth: {CHAINS_ONLY})" if spec.num_draft_tokens - 1 > k else ""
+    return f"speculative_config={json.dumps(config)}{note}"
+
+
+def check_vllm(config: dict) -> dict:
+    """``config`` as given when vLLM can run it, else ValueError naming the rule it breaks: a
+    method the drafts here map to, ``num_speculative_tokens`` >= 1, no tree, n-gram windows
+    1 <= min <= max, and per-batch-size entries ``[lo, hi, k]`` covering 1, 2, ... in order
+    with 0 <= k <= ``num_speculative_tokens``."""
+    k = config.get("num_speculative_tokens")
+    if config.get("method") not in VLLM_METHODS:
+        raise ValueError(f"vLLM: method {config.get('method')!r} is none of {', '.join(VLLM_METHODS)}")
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"vLLM: num_speculative_tokens must be a whole number >= 1, got {k!r}")
+    if "speculative_token_tree" in config:
+        raise ValueError(f"vLLM: no speculative_token_tree ({CHAINS_ONLY})")
+    windows = [config.get(f"prompt_lookup_{end}") for end in ("min", "max")]  # the n-gram method's, where given
+    if windows != [None, None] and not (all(isinstance(w, int) for w in windows) and 1 <= windows[0] <= windows[1]):
+        raise ValueError(f"vLLM: n-gram windows need 1 <= prompt_lookup_min <= prompt_lookup_max, got {windows}")
+    entries = config.get("num_speculative_tokens_per_batch_size", [])
+    starts = [1] + [hi + 1 for _, hi, _ in entries[:-1]]
+    if [lo for lo, _, _ in entries] != starts[: len(entries)] or any(not 0 <= n <= k or hi < lo
+                                                                    for lo, hi, n in entries):
+        raise ValueError(f"vLLM: per-batch-size entries must run [1, hi, k], [hi + 1, ...] with 0 <= k <= {k}, "
+                         f"got {entries}")
+    return config
+
+
+# ---- SGLang ----------------------------------------------------------------------------------
+def sglang_flags(spec, algorithm: str = "EAGLE", draft: str = HEAD) -> str:
+    """SGLang's launch flags for a tree drafted by a model (the head, or ``STANDALONE``), within
+    SGLang's rule (``check_sglang``): a chain runs ``chain_tokens`` steps."""
+    steps, topk, tokens = spec.num_steps, spec.topk, spec.num_draft_tokens
+    if topk == 1:
+        steps = chain_tokens(spec)
+        tokens = steps + 1
+    cut = min(tokens, 1 + sglang_most_drafts(steps, topk))
+    check_sglang(steps, topk, cut)
+    flags = (f"--speculative-algorithm {algorithm} --speculative-draft-model-path {draft} "
+             f"--speculative-num-steps {steps} --speculative-eagle-topk {topk} --speculative-num-draft-tokens {cut}")
+    if spec.lossy:
+        flags += (f" --speculative-accept-threshold-single {spec.accept_threshold_single:g}"
+                  f" --speculative-accept-threshold-acc {spec.accept_threshold_acc:g} (lossy)")
+    if spec.method == "static":
+        return flags + " (SGLang grows a dynamic tree: the nearest setting, not this fixed tree)"
+    return flags
+
+
+def sglang_most_drafts(steps: int, topk: int) -> int:
+    """The most drafts SGLang's tree keeps: topk at the first level, topk^2 candidates at each later one."""
+    return topk + (steps - 1) * topk * topk
+
+
+def check_sglang(steps: int, topk: int, num_draft_tokens: int) -> None:
+    """ValueError unless SGLang runs these flags as given (``--speculative-num-steps``,
+    ``--speculative-eagle-topk``, ``--speculative-num-draft-tokens``)."""
+    if min(steps, topk) < 1 or num_draft_tokens < 2:
+        raise ValueError(f"SGLang: num_steps and topk >= 1, num_draft_tokens >= 2, got {steps}, {topk}, "
+                         f"{num_draft_tokens}")
+    if topk == 1 and num_draft_tokens != steps + 1:
+        raise ValueError(f"SGLang: a chain (topk 1) runs num_draft_tokens = num_steps + 1 = {steps + 1}, "
+                         f"not {num_draft_tokens}")
+    if num_draft_tokens - 1 > sglang_most_drafts(steps, topk):
+        raise ValueError(f"SGLang: {steps} steps of topk {topk} keep at most {sglang_most_drafts(steps, topk)} "
+                         f"drafts, not {num_draft_tokens - 1}")
+
+
+# ---- a setting per batch size ----------------------------------------------------------------
+def schedule_flags(schedule, largest_batch: int | None = None) -> dict[str, str]:
+    """A setting per batch size (a ``policy.Schedule``) in vLLM's and SGLang's terms (module
+    docstring): {"vLLM": its speculative config, "SGLang": the nearest launch flags, and why only
+    nearest}, drafting as the schedule's settings draft. ``largest_batch`` closes the open last
+    range for vLLM (default: where it starts)."""
     ranges = schedule.ranges
-    last = ranges[-1]
-    entries = [[r.lo, r.hi if r.hi is not None else max(r.lo, largest_batch or r.lo), vllm_tokens(r.spec)]
-               for r in ranges]
     speculative = [r.spec for r in ranges if r.spec.speculative]
     if not speculative:
         off = "no speculative decoding at any batch size (leave the speculative options out)"
         return {"vLLM": off, "SGLang": off}
-    config = {"method": "eagle", "model": HEAD, "num_speculative_tokens": max(e[2] for e in entries),
-              "num_speculative_tokens_per_batch_size": entries}
-    vllm = f"--speculative-config '{json.dumps(config)}'"
-    if any(s.topk > 1 for s in speculative):
-        vllm += " (k = verify tokens past the root: vLLM drafts a chain of k, or one static tree)"
-    if last.hi is None:
-        vllm += f" (batch sizes past {entries[-1][1]} keep k = {entries[-1][2]})"
-    steps = sorted({s.num_steps for s in speculative})
     widest = max(speculative, key=lambda s: (s.num_steps, s.num_draft_tokens))
-    base = sglang_flags(widest)
-    if len(steps) < 2:
-        sglang = f"{base} (one num_steps throughout: SGLang has no batch-size schedule"
-        sglang += ", and off at some batch sizes has no flag there)" if len(speculative) < len(ranges) else ")"
-    else:
-        sglang = (f"{base} --speculative-adaptive --speculative-adaptive-config FILE, FILE holding "
-                  f"{json.dumps({'candidate_steps': steps})} (SGLang moves among them by acceptance, not by batch "
-                  "size, for chains only: --speculative-eagle-topk 1)")
-    return {"vLLM": vllm, "SGLang": sglang}
+    return {"vLLM": _vllm_schedule(ranges, widest, largest_batch), "SGLang": _sglang_schedule(ranges, speculative,
+                                                                                                widest)}
+
+
+def _vllm_schedule(ranges, widest, largest_batch: int | None) -> str:
+    draft = widest.draft.vllm_draft()
+    if draft is None:
+        return f"no such draft in vLLM: {framework_flags(widest)['vLLM']}"
+    entries = [[r.lo, r.hi if r.hi is not None else max(r.lo, largest_batch or r.lo), chain_tokens(r.spec)]
+               for r in ranges]
+    config = check_vllm({**draft, "num_speculative_tokens": max(e[2] for e in entries),
+                         "num_speculative_tokens_per_batch_size": entries})
+    text = f"--speculative-config '{json.dumps(config)}'"
+    if any(r.spec.num_draft_tokens - 1 > chain_tokens(r.spec) for r in ranges if r.spec.speculative):
+        text += f" (k = the deepest walk of each setting, a chain: {CHAINS_ONLY})"
+    if ranges[-1].hi is None:
+        text += f" (batch sizes past {entries[-1][1]} keep k = {entries[-1][2]})"
+    return text
+
+
+def _sglang_schedule(ranges, speculative, widest) -> str:
+    base = framework_flags(widest)["SGLang"]
+    steps = sorted({chain_tokens(s) for s in speculative})
+    if len(steps) < 2 or "--speculative-algorithm EAGLE " not in base:
+        text = f"{base} (one setting throughout: SGLang has no batch-size schedule"
+        return text + (", and off at some batch sizes has no flag there)" if len(speculative) < len(ranges) else ")")
+    return (f"{base} --speculative-adaptive --speculative-adaptive-config FILE, FILE holding "
+            f"{json.dumps({'candidate_steps': steps})} (SGLang moves among them by acceptance, not by batch size, "
+            "for EAGLE chains only: --speculative-eagle-topk 1)")

@@ -7,9 +7,10 @@ A draft source has two halves, both in its own module of this package:
   ``--draft`` writes it (``parse``, ``name``, ``grammar``), what the pages call it and draw it in
   (``choice``, ``label``, ``colour``), which fields the app shows as number boxes (``knob``),
   whether it fits a target (``check_target``), what a draft forward costs (``draft_cost``), what
-  it needs loaded (``needs``, ``load``), how SGLang, vLLM and EAGLE ask for it (``frameworks``),
-  and the drafter it builds. ``registry.SOURCES`` lists them; the CLI, the app, the bench, the
-  step cost, the figures and the messages iterate it.
+  it needs loaded (``needs``, ``load``), how SGLang, vLLM and EAGLE ask for it (``frameworks``,
+  ``vllm_draft``; ``engine/frameworks.py`` writes the flags and checks them against each engine's
+  rule), and the drafter it builds. ``registry.SOURCES`` lists them; the CLI, the app, the bench,
+  the step cost, the figures and the messages iterate it.
 * the **drafter** (a ``Drafter``), which the engine calls each step to fill the ``DraftPhase`` the
   rest of the step shares. Rerank, build, verify, the accept walk, commit and the traces do not
   care where the candidates came from.
@@ -23,15 +24,13 @@ from typing import Callable, ClassVar, Protocol
 import torch
 
 from workbench.engine.draft import DraftForward, DraftPhase, grow_tree, scratch_slots_per_step
+from workbench.engine.frameworks import FRAMEWORKS
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams
 from workbench.engine.static_tree import grow_static_tree, scratch_slots as static_scratch_slots
 from workbench.kv import SlotAllocator, SlotTable
 from workbench.kv.pool import KVPool
 from workbench.models.config import ModelConfig
-
-HEAD = "<EAGLE head>"  # what SGLang's and vLLM's flags name as the head's path
-FRAMEWORKS = ("SGLang", "vLLM", "EAGLE")
 
 
 @dataclass(frozen=True)
@@ -112,8 +111,14 @@ class DraftSource:
         """ValueError unless this source fits ``target`` (the one home of the fit check)."""
 
     def frameworks(self, spec) -> dict[str, str]:
-        """{framework: how to ask it for ``spec``}, in ``FRAMEWORKS`` order."""
+        """{framework: how to ask it for ``spec``}, in ``FRAMEWORKS`` order (``frameworks.py``
+        writes the flags and checks them against each engine's rule)."""
         return {name: f"no {self.kind} draft" for name in FRAMEWORKS}
+
+    def vllm_draft(self) -> dict | None:
+        """The keys of vLLM's ``speculative_config`` that name this draft (``method`` and its own
+        fields); None: vLLM has no such draft."""
+        return None
 
     def draft_cost(self, timers) -> list[tuple[int, float]]:
         """Its draft forward's (rows, ms) at a few row counts ([]: no forward), for ``auto``'s step
@@ -192,15 +197,3 @@ def check_pending(reqs: list[Request], lens: list[int]) -> None:
             raise AssertionError(f"request {r.rid}: draft KV covers {r.draft_length} positions + "
                                  f"{len(r.pending_tokens)} pending pairs, but {L} are committed")
 
-
-def sglang_flags(spec, algorithm: str = "EAGLE", draft: str = HEAD) -> str:
-    """SGLang's launch flags for a tree drafted by a model (the head, or ``STANDALONE``)."""
-    flags = (f"--speculative-algorithm {algorithm} --speculative-draft-model-path {draft} "
-             f"--speculative-num-steps {spec.num_steps} --speculative-eagle-topk {spec.topk} "
-             f"--speculative-num-draft-tokens {spec.num_draft_tokens}")
-    if spec.lossy:
-        flags += (f" --speculative-accept-threshold-single {spec.accept_threshold_single:g}"
-                  f" --speculative-accept-threshold-acc {spec.accept_threshold_acc:g} (lossy)")
-    if spec.method == "static":
-        return flags + " (SGLang grows a dynamic tree: the nearest setting, not this fixed tree)"
-    return flags

@@ -10,7 +10,8 @@ import torch
 
 from workbench.attention.batch import extend_batch
 from workbench.engine.draft import DraftPhase
-from workbench.engine.drafts.base import FRAMEWORKS, DraftSource, Drafter, Extended, freed, grow_neural, knob, tree_scratch
+from workbench.engine.drafts.base import DraftSource, Drafter, Extended, freed, grow_neural, knob, tree_scratch
+from workbench.engine.frameworks import FRAMEWORKS
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams
 from workbench.kv import SlotTable

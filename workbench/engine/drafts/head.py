@@ -4,16 +4,15 @@ head). Its own KV at the target's slot ids, an extend per step, CUDA-graphed lev
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.engine.draft import DraftPhase, draft_extend, head_forward
-from workbench.engine.drafts.base import (HEAD, DraftSource, Drafter, Extended, Needs, check_pending, freed,
-                                          grow_neural, sglang_flags, tree_scratch)
+from workbench.engine.drafts.base import (DraftSource, Drafter, Extended, Needs, check_pending, freed, grow_neural,
+                                          tree_scratch)
+from workbench.engine.frameworks import HEAD, sglang_flags, vllm_flags
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams
-from workbench.engine.static_tree import default_static_tree
 from workbench.kv import SlotTable
 from workbench.kv.pool import KVPool
 from workbench.models.draft import DraftHead, load_draft, random_head
@@ -29,7 +28,10 @@ class HeadSource(DraftSource):
     needs = Needs(head=True, own_kv=True, graphs=True)
 
     def frameworks(self, spec) -> dict[str, str]:
-        return {"SGLang": sglang_flags(spec), "vLLM": _vllm(spec), "EAGLE": _eagle(spec)}
+        return {"SGLang": sglang_flags(spec), "vLLM": vllm_flags(spec, self.vllm_draft()), "EAGLE": _eagle(spec)}
+
+    def vllm_draft(self) -> dict:
+        return {"method": "eagle", "model": HEAD}
 
     def draft_cost(self, timers) -> list[tuple[int, float]]:
         return timers.head()
@@ -75,18 +77,6 @@ def load_head(text: str | None, target: TargetModel, default_target: bool) -> tu
         except ValueError:
             return random_head(target, 0), "random (seed 0): the shipped head does not fit this target"
     return load_draft(path, target), str(path)
-
-
-def _vllm(spec) -> str:
-    config = {"method": "eagle", "model": HEAD}
-    if spec.topk == 1:
-        config["num_speculative_tokens"] = spec.num_steps
-        return f"speculative_config={json.dumps(config)}"
-    paths = spec.tree if spec.tree is not None else default_static_tree(spec.num_draft_tokens)
-    config["num_speculative_tokens"] = len(paths)
-    config["speculative_token_tree"] = str([tuple(p) for p in paths])
-    note = "" if spec.method == "static" else " (a static tree of the same size: vLLM has no dynamic tree)"
-    return f"speculative_config={json.dumps(config)}{note}"
 
 
 def _eagle(spec) -> str:

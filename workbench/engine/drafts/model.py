@@ -4,13 +4,13 @@ the workbench; the tests use a tiny random one (``testing.tiny_draft_pair``)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.attention.batch import extend_batch
-from workbench.engine.drafts.base import DraftSource, Extended, Needs, sglang_flags
+from workbench.engine.drafts.base import DraftSource, Extended, Needs
 from workbench.engine.drafts.exit import ExitDraft
+from workbench.engine.frameworks import sglang_flags, vllm_flags
 from workbench.engine.request import Request
 from workbench.kv import SlotTable
 from workbench.kv.pool import KVPool
@@ -57,8 +57,11 @@ class ModelSource(DraftSource):
                              f"({target.vocab_size}); a draft model needs the target's tokenizer")
 
     def frameworks(self, spec) -> dict[str, str]:
-        return {"SGLang": sglang_flags(spec, "STANDALONE", self.path), "vLLM": _vllm(spec),
+        return {"SGLang": sglang_flags(spec, "STANDALONE", self.path), "vLLM": vllm_flags(spec, self.vllm_draft()),
                 "EAGLE": "no separate draft model (an EAGLE head only)"}
+
+    def vllm_draft(self) -> dict:
+        return {"method": "draft_model", "model": self.path}
 
     def draft_cost(self, timers) -> list[tuple[int, float]]:
         return timers.model()
@@ -72,12 +75,6 @@ class ModelSource(DraftSource):
             raise ValueError(f"{self.name}: the engine needs the draft model itself (load it first)")
         self._check_vocab(draft.config, target.config)
         return ModelDraft(draft, self.name)
-
-
-def _vllm(spec) -> str:
-    config = {"model": spec.draft.path, "num_speculative_tokens": spec.num_steps}
-    note = "" if spec.topk == 1 else " (a chain: vLLM's draft model proposes one continuation)"
-    return f"speculative_config={json.dumps(config)}{note}"
 
 
 class ModelDraft(ExitDraft):

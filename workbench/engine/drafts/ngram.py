@@ -3,11 +3,11 @@ request's own tokens found earlier in them (``engine/ngram.py``, the trie). No f
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from workbench.engine.draft import DraftPhase
 from workbench.engine.drafts.base import DraftSource, Drafter, Extended, knob
+from workbench.engine.frameworks import vllm_flags
 from workbench.engine.ngram import ngram_candidates
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams
@@ -52,7 +52,10 @@ class NgramSource(DraftSource):
         return f"n-gram (prompt lookup, {self.name})"
 
     def frameworks(self, spec) -> dict[str, str]:
-        return {"SGLang": _sglang(spec), "vLLM": _vllm(spec), "EAGLE": "no n-gram draft"}
+        return {"SGLang": _sglang(spec), "vLLM": vllm_flags(spec, self.vllm_draft()), "EAGLE": "no n-gram draft"}
+
+    def vllm_draft(self) -> dict:
+        return {"method": "ngram", "prompt_lookup_min": self.min_match, "prompt_lookup_max": self.max_match}
 
     def build(self, target, draft) -> NgramDraft:
         return NgramDraft(self)
@@ -63,14 +66,6 @@ def _sglang(spec) -> str:
     return (f"--speculative-algorithm NGRAM --speculative-num-draft-tokens {spec.num_draft_tokens} "
             f"--speculative-ngram-min-match-window-size {d.min_match} "
             f"--speculative-ngram-max-match-window-size {d.max_match} (its corpus holds every request's tokens)")
-
-
-def _vllm(spec) -> str:
-    d = spec.draft
-    config = {"method": "ngram", "num_speculative_tokens": spec.num_steps, "prompt_lookup_min": d.min_match,
-              "prompt_lookup_max": d.max_match}
-    note = "" if spec.topk == 1 else " (a chain: vLLM's n-gram draft proposes one continuation)"
-    return f"speculative_config={json.dumps(config)}{note}"
 
 
 class NgramDraft(Drafter):
