@@ -24,12 +24,12 @@ f2f2366 (EAGLE-3) on. SGLang, given none of the three flags, picks 5/4/8 (``num_
 and a tree keeps at most ``topk + (num_steps - 1) x topk^2`` drafts; the flags written here obey
 it, so SGLang runs what this engine runs (a static tree excepted: SGLang grows dynamic ones).
 
-vLLM verifies chains only: it removed its tree-attention backend in May 2026 (vllm-
-project/vllm#42121), and with it ``speculative_token_tree``. A tree here becomes a chain as deep as
-the tree (``chain_tokens``: ``num_steps``, at most ``num_draft_tokens - 1``), and the export says
-so. (The trees it once took were grown with the same number of children under every node of a level,
-the next level's count divided by this one's: 0 for 8/5/4's and 60/6/10's static shapes, so those
-were never grown as written.)
+vLLM verifies chains only: it removed its tree-attention backend in May 2026
+(vllm-project/vllm#42121), and with it ``speculative_token_tree``. A tree here becomes a chain as
+deep as the tree (``chain_tokens``: ``num_steps``, at most ``num_draft_tokens - 1``), and the export
+says so. (The trees it once took were grown with the same number of children under every node of a
+level, the next level's count divided by this one's: 0 for 8/5/4's and 60/6/10's static shapes, so
+those were never grown as written.)
 
 The draft source (``SpecConfig.draft``) names its own draft to each engine (``drafts/``): the
 n-gram draft is SGLang's ``NGRAM`` algorithm (match windows
