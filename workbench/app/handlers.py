@@ -193,7 +193,7 @@ class StepEvents:
         if source is None or self.wb.missing_draft(source) is not None:
             return False
         try:
-            source.check_target(self.wb.target.config.num_layers)
+            source.check_target(self.wb.target.config)
         except ValueError:
             return False
         return True
