@@ -288,3 +288,32 @@ def test_compare_draws_f_linear_beside_the_cpus_measured_order(wb):
         assert not any("plain_ms" in p for p in alone) and len(cost_figure({}, alone).data) == 2
     finally:
         apply_linear_order(wb.target, wb.linear_order)
+
+
+def test_compare_predicts_from_the_cost_model_and_keeps_its_runs_when_one_cannot_be_priced(wb, monkeypatch):
+    """With the measurement ticked, each run's predicted speedup comes from the cost model and the
+    model's step stands beside the run's own; a run whose model cannot be measured keeps its
+    figures, and the status says which has no prediction."""
+    from workbench.app import compare
+    from workbench.app.state import Settings
+    from workbench.cost_model import Overhead, StepCost
+
+    model = StepCost(verify=((1, 10.0), (64, 40.0)), draft=((1, 1.0), (64, 3.0)), overhead=Overhead(spec_per_step=2.0),
+                     measured="a test measurement")
+
+    def priced(wb, spec):
+        if spec.name.startswith("linear"):
+            raise RuntimeError("no engine step could be timed")
+        return model
+
+    monkeypatch.setattr(compare, "cost_model", priced)
+    monkeypatch.setattr(compare, "measure_cost", lambda wb, prefix: [{"tokens": 1, "ms": 1.0}, {"tokens": 8, "ms": 2.0}])
+    values = Settings.of(prompt=PROMPT, exit_layers=1).values()
+    *_, final = compare.run_compare(wb, values, 4, True, compare.MODES[0])
+    assert final["status"].startswith("Done") and "no predicted speedup" in final["status"]
+    assert "no engine step could be timed" in final["status"]
+    summary = final["summary"]
+    gap = summary[summary.index("data-table='gap'"):]
+    assert "a test measurement" in gap  # the gap table names the measurement
+    priced_rows = gap[:gap.index("</table>")].count("<tr data-method=")
+    assert priced_rows >= 2 and "data-method='linear" not in gap[:gap.index("</table>")]  # the unpriced run: none

@@ -22,6 +22,7 @@ from workbench.engine.config import MAX_STEPS, SpecConfig
 from workbench.engine.drafts.head import HeadSource
 from workbench.engine.drafts.registry import loads_nothing, source_of
 from workbench.engine.frameworks import FRAMEWORKS, framework_flags
+from workbench.errors import UserError
 from workbench.viz.compare import cost_figure, gap_html, summary_html, tau_figure, tokens_figure
 from workbench.viz.html import note, table
 from workbench.viz.style import empty_figure
@@ -284,11 +285,17 @@ def run_compare(wb, values: dict, max_new, measure, mode):
         yield {"status": "Measuring the verify cost on this machine…"}
         measured = measure_cost(wb, len(ids) + max_new // 2)
         yield {"status": "Reading this machine's cost model (measured once per draft source, then cached)…"}
-        for run in runs.values():
-            run["model"] = cost_model(wb, run["spec"])
+        unpriced = []
+        for name, run in runs.items():
+            try:
+                run["model"] = cost_model(wb, run["spec"])
+            except (UserError, ValueError, RuntimeError) as e:  # the runs stay; that one has no prediction
+                unpriced.append(f"{name}: {e}")
     res = CompareResult(runs, measured, *drawn_runs(todo, by_source))
     shortest = min(len(runs[name]["traces"]) for name in res.drawn if name is not None)
     unmeasured = "" if measure and measured is not None else " (verify cost not measured)"
+    if measure and unpriced:
+        unmeasured += " (no cost model, so no predicted speedup, for " + "; ".join(unpriced) + ")"
     yield {"result": res, "status": f"Done: {len(runs)} runs of up to {max_new} tokens{unmeasured}.",
            "summary": summary_html(runs) + gap_html(runs) + elsewhere_html(todo), "tau": tau_figure(runs), "tokens": tokens_figure(runs),
            "cost": cost_figure(runs, measured),
