@@ -178,12 +178,13 @@ class Workbench:
 
     def generate(self, prompt_ids: list[list[int]], spec: SpecConfig, sampling: SamplingParams,
                  max_new_tokens: int, trace_sink=None, on_step=None, policy=None,
-                 kv_slots: int | None = None) -> tuple[list, float]:
+                 kv_slots: int | None = None, profile=None) -> tuple[list, float]:
         """Decode a batch together; returns (requests, seconds). ``trace_sink(dict)`` gets every
         step trace when given; ``on_step(requests, seconds)`` is called after every step (the
         prefill included) with the requests as they stand and the seconds since decoding began,
         read without a device sync: for progress, not for timing. ``policy`` and ``kv_slots`` as
-        for ``engine``."""
+        for ``engine``. ``profile`` (a ``timings.StepProfile``): the engine's phase times are
+        added to it."""
         eng = self.engine(spec, sampling, trace=trace_sink is not None, policy=policy, kv_slots=kv_slots)
         eng.add_requests(prompt_ids, max_new_tokens)
         _sync(eng.device)
@@ -194,7 +195,10 @@ class Workbench:
             if on_step is not None:
                 on_step(eng.requests, time.perf_counter() - t0)
         _sync(eng.device)
-        return eng.requests, time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
+        if profile is not None:
+            profile.merge(eng.profile)
+        return eng.requests, seconds
 
 
 def _apply_hot_tokens(head: DraftHead, n: int | None, draft: str | None) -> str:

@@ -17,6 +17,7 @@ import gradio as gr
 from workbench.analysis.calibration import calibration_table
 from workbench.analysis.expectation import trace_expectation
 from workbench.app.state import Session
+from workbench.engine.timings import target_ms
 from workbench.viz.best_tree import best_tree_figure, budget_figure, continuation_html
 from workbench.viz.calibration import calibration_html, depth_figure, reliability_figure
 from workbench.viz.html import note
@@ -129,7 +130,7 @@ def summary(session: Session) -> str:
         emitted = tr["accept_length"]  # τ counts what the step emitted; the walk drawn has n + 1
         cut = f" (the output ended after {emitted} of these {n + 1})" if emitted < n + 1 else ""
         body = (f"{drafted} + bonus `{bonus}` → τ = {emitted}{cut}{worth} · "
-                f"{ms:.0f} ms (draft {t['draft_extend_ms'] + t['draft_tree_ms']:.0f}, verify {t['verify_ms']:.0f})")
+                f"{ms:.0f} ms (draft {t['draft_extend_ms'] + t['draft_tree_ms']:.0f}, verify {target_ms(t):.0f})")
     end = f" · finished ({session.finish_reason})" if session.engine.done and session.at_end else ""
     return f"{head} · {body}{end}"
 

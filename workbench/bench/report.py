@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from workbench.bench import beside_plain, static_vs_dynamic
+from workbench.bench import beside_plain, static_vs_dynamic, step_report
 from workbench.measure.floor import compute_ms, ridge_tokens, roofline_ms
 
 
@@ -165,8 +165,8 @@ def _predicted_table(result: dict) -> str:
             "request; measured: tokens/s over vanilla's, whole turns. What the model does not price is in the "
             "measured figure only: each turn's prefill (the same forward for every method, so it pulls the "
             "measured speedup towards 1) and the catch-up of the draft over the prompt at a turn's first "
-            "speculative step. This table does not split the gap further; the app's Compare and "
-            "`python -m workbench.bench tune` put the model's step beside measured steps, part by part."]
+            "speculative step. The next section splits the gap: the model's step against the step the engine "
+            "measured in these turns, and that step against whole turns."]
     return "\n".join(out)
 
 
@@ -215,6 +215,9 @@ def markdown(result: dict) -> str:
         "round.", "", _cost_table(result["costs"]), "",
         floor_line(result["costs"], result["summary"]), "",
         "## Predicted beside measured", "", _predicted_table(result), "",
+        "## Where a decode step's time goes", "", step_report.profile_table(result), "",
+        "### The gap between predicted and measured, in two measured steps", "",
+        step_report.gap_table(result, predicted_rows(result)), "",
         "## Best tree for this machine", "", _tune_table(result.get("tune")), "",
         "## Static against dynamic trees at the same num_draft_tokens", "",
         "`static:D` drafts EAGLE-1's fixed tree cut to D tokens, `eagle2` the dynamic tree of the same D, "

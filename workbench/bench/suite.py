@@ -66,8 +66,9 @@ class Runner:
     hf_model: object | None
     max_new_tokens: int
 
-    def decode(self, method: Method, ids: list[int], sampling, max_new_tokens: int):
-        """One turn -> (output ids, seconds, per verify step {"accept_lengths", "drafts_accepted"} or None)."""
+    def decode(self, method: Method, ids: list[int], sampling, max_new_tokens: int, profile=None):
+        """One turn -> (output ids, seconds, per verify step {"accept_lengths", "drafts_accepted"} or None);
+        an engine method's phase times are added to ``profile`` (a ``timings.StepProfile``) when given."""
         if method.hf:
             from workbench.measure.hf_baselines import hf_generate
 
@@ -76,18 +77,20 @@ class Runner:
         from workbench.models.linear import plain_products
 
         with plain_products(self.wb.target, self.wb.draft) if method.plain else contextlib.nullcontext():
-            (req,), seconds = self.wb.generate([ids], method.spec, sampling, max_new_tokens)
+            (req,), seconds = self.wb.generate([ids], method.spec, sampling, max_new_tokens, profile=profile)
         steps = {"accept_lengths": list(req.accept_lengths), "drafts_accepted": list(req.drafts_accepted)}
         return req.output_ids, seconds, (steps if method.speculative else None)
 
     def question(self, method: Method, q: specbench.Question, sampling, max_new_tokens: int | None = None) -> dict:
         """Every turn of ``q``; a later turn follows the method's own earlier answer."""
-        tok = self.wb.tokenizer
+        from workbench.engine.timings import StepProfile
+
+        tok, profile = self.wb.tokenizer, StepProfile()
         messages, outputs, steps, seconds = [], [], [], 0.0
         for turn in q.turns:
             messages.append({"role": "user", "content": turn})
             out, s, acc = self.decode(method, chat_ids(tok, messages), sampling,
-                                      max_new_tokens or self.max_new_tokens)
+                                      max_new_tokens or self.max_new_tokens, profile)
             outputs.append(out)
             steps.append(acc)
             seconds += s
@@ -95,6 +98,8 @@ class Runner:
         rec = {"question_id": q.question_id, "category": q.category, "task": q.task, "output_ids": outputs,
                "new_tokens": sum(len(o) for o in outputs), "seconds": round(seconds, 4)}
         rec["tokens_per_s"] = round(metrics.tokens_per_s(rec), 2)
+        if not method.hf:
+            rec["profile"] = profile.to_json()  # the engine's phase times, summed over the turns
         if method.speculative:
             rec["accept_lengths"] = [turn["accept_lengths"] for turn in steps]
             rec["drafts_accepted"] = [turn["drafts_accepted"] for turn in steps]
@@ -166,6 +171,8 @@ def summarize(methods: list[Method], records: dict, hot_records: dict) -> dict:
             if m.speculative:
                 t["tau"] = _round(metrics.tau(metrics.accept_lengths(trecs)))
             s["per_task"][task] = t
+        if not m.hf:
+            s["step_profile"] = metrics.step_profile(recs)
         if m.speculative:
             lengths, accepted = metrics.accept_lengths(recs), metrics.drafts_accepted(recs)
             mt = metrics.accept_lengths([r for r in recs if r["task"] == "mt_bench"], first_turn_only=True)

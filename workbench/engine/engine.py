@@ -31,6 +31,7 @@ invariant checks that cost more than a comparison (docs/design.md §4).
 from __future__ import annotations
 
 import os
+import time
 
 import torch
 
@@ -47,7 +48,7 @@ from workbench.engine.record import DraftLevel, KVChange, PolicyNote, StepRecord
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams, choose, target_probs
 from workbench.engine.scheduler import Scheduler
-from workbench.engine.timings import StepTimings
+from workbench.engine.timings import StepProfile, StepTimings
 from workbench.engine.tree import DraftTree, build_tree, rerank
 from workbench.kv import SlotAllocator, SlotTable
 from workbench.kv.pool import KVPool
@@ -108,6 +109,8 @@ class Engine:
         self.scheduler: Scheduler | None = None
         self.table: SlotTable | None = None
         self.steps = 0
+        self.profile = StepProfile()  # each step's phases, summed per setting (``timings.py``)
+        self._timed: StepTimings | None = None  # the phases of the step running now
         if kv_slots is not None:
             self._start(kv_slots)
 
@@ -220,16 +223,19 @@ class Engine:
         if self.scheduler is None:
             raise RuntimeError("add_requests or submit first")
         with step_lock(self.device):  # on CUDA, one engine step at a time in the process (graphs.py)
+            start = time.perf_counter()
             self._admit()
             if not self.newcomers and not self.running:
                 return []
             self.steps += 1
             if self.newcomers:  # newcomers first: a step is a prefill or a decode step, never both
                 newcomers, self.newcomers = self.newcomers, []
+                setting, stepped = "prefill", len(newcomers)
                 records = self._prefill(newcomers)
             else:
                 batch = self.running
                 choice = self.policy.choose(batch)
+                setting, stepped = choice.label, len(batch)
                 if choice.spec not in self.settings:  # the pools are sized for those alone
                     raise ValueError(f"policy {self.policy.name} chose {choice.label}, which its settings() "
                                      "do not list")
@@ -238,11 +244,14 @@ class Engine:
                 self.policy.observe(choice, batch)
             if self.debug:  # no slot leaked or shared, scratch included; none over its reservation
                 self.check_integrity()
+            self.profile.add(setting=setting, requests=stepped, phases_ms=self._timed.ms,
+                             wall_ms=(time.perf_counter() - start) * 1e3)
         return records
 
     def _timings(self) -> StepTimings:
         """A step's phase times; read after a sync when tracing on CUDA (``timings.py``)."""
-        return StepTimings(self.device, sync=self.trace)
+        self._timed = StepTimings(self.device, sync=self.trace)
+        return self._timed
 
     # ---- prefill and plain decoding ------------------------------------------------------------
     def _prefill(self, reqs: list[Request]) -> list[StepRecord]:
@@ -286,14 +295,16 @@ class Engine:
         and added beside the earlier ones, not concatenated to them: a plain step's work does not
         grow with the pairs pending."""
         timings = self._timings()
+        keep_pairs = self.drafter is not None and self.drafter.reads_pending
+        lens = [self.table.length(r.rid) for r in reqs]
         with timings.phase("decode"):
-            keep_pairs = self.drafter is not None and self.drafter.reads_pending
-            lens = [self.table.length(r.rid) for r in reqs]
             new = [self.table.allocator.alloc(1) for _ in reqs]
             batch = extend_batch(tokens=[[r.root] for r in reqs], prefix_slots=[self.table.slots(r.rid) for r in reqs],
                                  new_slots=new, device=self.device)
-            hidden, logits = self._target_forward(batch)  # [B, W], [B, V]
+        hidden, logits = self._target_forward(batch, timings, "decode")  # [B, W], [B, V]
+        with timings.phase("sample"):
             nxt = choose(logits, self.sampling, self.dev_gen).tolist()
+        with timings.phase("commit"):
             emitted = []
             for i, (r, slots, tok) in enumerate(zip(reqs, new, nxt)):
                 self.table.commit(r.rid, slots)
@@ -324,8 +335,7 @@ class Engine:
             phase = self._draft(reqs, spec, extended)
         with timings.phase("build"):
             trees, verify_slots = self._build(reqs, spec, phase, lens)
-        with timings.phase("verify"):
-            hidden, logits = self._verify(reqs, trees, verify_slots)
+        hidden, logits = self._verify(reqs, trees, verify_slots, timings)  # timed as "verify", then "logits"
         with timings.phase("accept"):
             results = self._accept(spec, trees, logits, phase)
         with timings.phase("commit"):
@@ -375,21 +385,27 @@ class Engine:
                           draft=draft, policy=PolicyNote(choice.policy, choice.label, choice.reason), batch=batch,
                           **spec_parts)
 
-    def _verify(self, reqs: list[Request], trees: list[DraftTree], slots: list[list[int]]):
+    def _verify(self, reqs: list[Request], trees: list[DraftTree], slots: list[list[int]], timings: StepTimings):
         """One target forward over every node of every request: prefix from the cache, nodes
         under their tree mask. Returns hidden [T, W] (W = H, or a fused head's feature width) and
         logits [T, V] (row i: after node i)."""
-        batch = tree_batch(tokens=[t.tokens for t in trees], positions=[t.positions for t in trees],
-                           prefix_slots=[self.table.slots(r.rid) for r in reqs], new_slots=slots,
-                           masks=[t.mask for t in trees], device=self.device)
-        return self._target_forward(batch)
+        with timings.phase("verify"):
+            batch = tree_batch(tokens=[t.tokens for t in trees], positions=[t.positions for t in trees],
+                               prefix_slots=[self.table.slots(r.rid) for r in reqs], new_slots=slots,
+                               masks=[t.mask for t in trees], device=self.device)
+        return self._target_forward(batch, timings, "verify")
 
-    def _target_forward(self, batch: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """hidden [T, H] and logits [T, V]: from a CUDA graph when one fits, else eagerly."""
+    def _target_forward(self, batch: ForwardBatch, timings: StepTimings,
+                        phase: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """hidden [T, H] and logits [T, V]: from a CUDA graph when one fits (one replay, timed as
+        ``phase``), else eagerly, the forward timed as ``phase`` and the logits as ``logits``."""
         if self.graphed is not None:
-            return self.graphed(batch)
-        hidden = self.target(batch, self.target_kv, self.taps)
-        return hidden, self.target.logits(hidden)
+            with timings.phase(phase):
+                return self.graphed(batch)
+        with timings.phase(phase):
+            hidden = self.target(batch, self.target_kv, self.taps)
+        with timings.phase("logits"):
+            return hidden, self.target.logits(hidden)
 
     def _accept(self, spec: SpecConfig, trees: list[DraftTree], logits: torch.Tensor,
                 phase: DraftPhase) -> list[AcceptResult]:

@@ -71,13 +71,13 @@ def exit_sweep(wb, layers: list[int], prompts: list[list[int]], gamma: int, max_
     """Per N in ``layers``: a chain of ``gamma`` drafts from ``exit:N`` on ``prompts``, with α,
     c, τ and the measured and predicted speedup over ``vanilla`` (run here when not given)."""
     vanilla = vanilla or run_route(wb, SpecConfig("vanilla"), prompts, max_new)
-    decode_ms = vanilla.phase_ms("decode_ms")
+    decode_ms = vanilla.phase_ms("decode_ms", "logits_ms")
     rows = []
     for n in layers:
         run = run_route(wb, SpecConfig.from_knobs("linear", num_steps=gamma, draft=f"exit:{n}"), prompts, max_new)
         fit = held_out_check([len(t["accept"]["path"]) for t in run.steps], gamma)  # the walk's, cut or not
         draft_ms = run.phase_ms("draft_extend_ms", "draft_tree_ms")
-        verify_ms = run.phase_ms("verify_ms")
+        verify_ms = run.phase_ms("verify_ms", "logits_ms")
         rows.append({"layers": n, "alpha": fit.alpha, "c": draft_ms / gamma / decode_ms, "tau": run.tau,
                      "tau_predicted": fit.predicted, "speedup": run.tokens_per_s / vanilla.tokens_per_s,
                      "speedup_predicted": predicted_speedup(fit.predicted, verify_ms, draft_ms, decode_ms),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from statistics import mean
 
+from workbench.engine.timings import StepProfile
 from workbench.metrics import speedup as _ratio, tau  # noqa: F401 - tau is part of this module's API
 
 
@@ -105,3 +106,14 @@ def percentile(values: list[float], q: float) -> float | None:
     lo = int(k)
     hi = min(lo + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def step_profile(records: list[dict]) -> dict[str, dict]:
+    """The engine's phase times (``engine/timings.py``) over every record that holds them, per
+    setting (``"prefill"``, ``"off"``, ``"eagle2:4/3/2"``, ...): steps, and mean ms per step of
+    each phase, of ``other`` and of the whole step."""
+    total = StepProfile()
+    for r in records:
+        if "profile" in r:
+            total.merge(StepProfile.from_json(r["profile"]))
+    return total.per_step()

@@ -25,6 +25,7 @@ from workbench.metrics import speedup, tau
 from workbench.viz.html import note, table
 from workbench.viz.labels import Axes, name_points
 from workbench.engine.drafts.registry import source_named
+from workbench.engine.timings import target_ms
 from workbench.viz.style import METHOD, OKABE_ITO, base_layout
 
 
@@ -47,7 +48,7 @@ def run_summary(traces: list[dict]) -> dict:
         "D": len(steps[0]["tree"]["nodes"]) if spec else 1,
         "draft_ms": median(t["timing_ms"]["draft_extend_ms"] + t["timing_ms"]["draft_tree_ms"] for t in steps)
         if spec else 0.0,
-        "verify_ms": median(t["timing_ms"]["verify_ms"] if spec else t["timing_ms"]["decode_ms"] for t in steps),
+        "verify_ms": median(target_ms(t["timing_ms"]) for t in steps),
         "step_ms": median(totals), "tokens_per_s": 1e3 * tokens / sum(totals) if sum(totals) else 0.0,
     }
 

@@ -1,0 +1,87 @@
+"""Where a step's time goes: the engine sums every step's phases per setting (``StepProfile``), the
+phases and ``other`` add up to the step, the benchmark keeps the sums per question and its report
+lays them out, and the predicted-against-measured gap splits into its two measured steps."""
+
+import pytest
+
+from helpers import random_prompts, tiny_pair
+from workbench.bench import step_report
+from workbench.engine.config import SpecConfig
+from workbench.engine.engine import Engine
+from workbench.engine.timings import StepProfile, target_ms
+from workbench.measure import metrics
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    return tiny_pair(tmp_path_factory.mktemp("tiny"))
+
+
+def run(pair, spec: SpecConfig, trace: bool = False) -> Engine:
+    target, head = pair
+    eng = Engine(target, head, spec, trace=trace)
+    eng.add_requests(random_prompts(2, 16, seed=3), 12)
+    traces = []
+    while not eng.done:
+        traces += eng.step()
+    eng.traces = traces
+    return eng
+
+
+def test_every_step_is_profiled_under_its_setting_and_its_parts_add_up(pair):
+    eng = run(pair, SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=4), trace=True)
+    got = eng.profile.per_step()
+    assert set(got) == {"prefill", "eagle2:4/3/2"}
+    spec = got["eagle2:4/3/2"]
+    assert got["prefill"]["steps"] + spec["steps"] == eng.steps and spec["requests"] >= spec["steps"]
+    for key in ("draft_extend_ms", "draft_tree_ms", "build_ms", "verify_ms", "logits_ms", "accept_ms", "commit_ms"):
+        assert spec[key] > 0, key
+    parts = sum(v for k, v in spec.items() if k.endswith("_ms") and k != "step_ms")
+    assert parts == pytest.approx(spec["step_ms"], abs=0.01)  # the phases and "other" are the whole step
+    step = next(t for t in eng.traces if t["kind"] == "spec")
+    assert target_ms(step["timing_ms"]) == pytest.approx(step["timing_ms"]["verify_ms"] + step["timing_ms"]["logits_ms"])
+
+
+def test_a_plain_step_splits_into_forward_logits_sampling_and_commit(pair):
+    eng = run(pair, SpecConfig("vanilla"))
+    plain = eng.profile.per_step()["off"]
+    assert {"decode_ms", "logits_ms", "sample_ms", "commit_ms", "other_ms"} <= set(plain)
+    assert plain["steps"] == eng.steps - 1  # every step but the prefill
+
+
+def test_profiles_survive_json_and_add_up_across_engines(pair):
+    eng = run(pair, SpecConfig.from_knobs("linear", num_steps=2))
+    back = StepProfile.from_json(eng.profile.to_json())
+    back.merge(eng.profile)
+    one, two = eng.profile.per_step(), back.per_step()
+    for setting in one:
+        assert two[setting]["steps"] == 2 * one[setting]["steps"]
+        assert two[setting]["step_ms"] == pytest.approx(one[setting]["step_ms"], abs=1e-2)  # the mean is kept
+    records = [{"profile": eng.profile.to_json()}, {"profile": eng.profile.to_json()}, {"question_id": 3}]
+    assert metrics.step_profile(records) == back.per_step()  # a record without phase times adds nothing
+
+
+def _profile(step_ms: float, forward: float, steps: int, setting: str) -> dict:
+    return {"prefill": {"steps": 1, "requests": 1, "prefill_ms": 40.0, "other_ms": 0.0, "step_ms": 40.0},
+            setting: {"steps": steps, "requests": steps, "verify_ms": forward, "logits_ms": 1.0,
+                      "draft_extend_ms": 2.0, "draft_tree_ms": 1.0, "other_ms": step_ms - forward - 4.0,
+                      "step_ms": step_ms}}
+
+
+def test_the_gap_splits_into_the_models_step_and_the_turns():
+    result = {"summary": {
+        "vanilla": {"step_profile": {"off": {"steps": 50, "requests": 50, "decode_ms": 9.0, "logits_ms": 1.0,
+                                             "other_ms": 0.0, "step_ms": 10.0}}},
+        "eagle2:4/3/2": {"step_profile": _profile(step_ms=16.0, forward=11.0, steps=30, setting="eagle2:4/3/2")}}}
+    predicted = [{"method": "eagle2:4/3/2", "tau": 2.0, "predicted": 1.0, "measured": 1.1, "verify_ms": 12.0,
+                  "draft_extend_ms": 3.0, "draft_levels_ms": 2.0, "overhead_ms": 3.0, "step_ms": 20.0}]
+    (row,) = step_report.gap_rows(result, predicted)
+    assert row["from_steps"] == pytest.approx(2.0 * 10.0 / 16.0)  # τ × plain step / speculative step
+    assert (row["target"], row["draft"], row["rest"]) == (12.0, 3.0, 1.0)
+    assert row["model_plain"] == pytest.approx(10.0)  # predicted = τ × plain / step at the model's own costs
+    table = step_report.gap_table(result, predicted)
+    assert "+0.25" in table and "-0.15" in table  # model -> steps, then steps -> turns
+    parts = step_report.decode_parts(result["summary"]["eagle2:4/3/2"]["step_profile"])
+    assert parts["outside_target"] == pytest.approx(4.0 / 16.0) and parts["prefill"] == 40.0
+    assert "| `eagle2:4/3/2` | 30 |" in step_report.profile_table(result)
+    assert step_report.gap_rows({"summary": {"eagle2:4/3/2": {}}}, predicted) == []  # no vanilla: nothing to say

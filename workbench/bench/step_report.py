@@ -1,0 +1,106 @@
+"""Where a decode step's time goes, and what that says about the cost model's prediction: two
+tables of the benchmark report, laid out from what ``suite.py`` recorded (each engine method's
+``step_profile``, the engine's own phase times summed over its turns: ``engine/timings.py``).
+
+The first splits each method's decode step into the target's forward (decode or verify), its
+logits, the draft (extend and tree levels), the tree build, the accept walk (or a plain step's
+sampling), the commit and ``other`` (the step less its phases: admission, the policy's choice,
+the loop between phases), with the share of the step spent outside the target (forward and
+logits).
+
+The second accounts for the gap between the cost model's predicted speedup and the measured
+one in two measured steps: the model's step (``cost_model.StepCost.predict``) against the step
+the engine measured during the very turns (the model's error, part by part), then that measured
+step's speedup, τ × plain step / speculative step, against tokens/s over whole turns (what a
+step does not hold: each turn's prefill and first token, and the draft's catch-up over the
+prompt at the first speculative step).
+"""
+
+from __future__ import annotations
+
+PHASES = (("forward", ("decode_ms", "verify_ms")), ("logits", ("logits_ms",)),
+          ("draft", ("draft_extend_ms", "draft_tree_ms")), ("build", ("build_ms",)),
+          ("accept", ("accept_ms", "sample_ms")), ("commit", ("commit_ms",)), ("other", ("other_ms",)))
+
+
+def decode_parts(profile: dict) -> dict | None:
+    """One method's decode step, mean ms per part (``PHASES``), from its ``step_profile``: the
+    setting that ran the most steps besides the prefill (a fixed method runs one); None without one."""
+    settings = [v for k, v in profile.items() if k != "prefill"]
+    if not settings:
+        return None
+    s = max(settings, key=lambda v: v["steps"])
+    parts = {name: sum(s.get(k, 0.0) for k in keys) for name, keys in PHASES}
+    target = parts["forward"] + parts["logits"]
+    return {"steps": s["steps"], **parts, "step": s["step_ms"],
+            "outside_target": (s["step_ms"] - target) / s["step_ms"] if s["step_ms"] else 0.0,
+            "prefill": profile.get("prefill", {}).get("step_ms")}
+
+
+def profile_table(result: dict) -> str:
+    rows = [(name, decode_parts(s["step_profile"])) for name, s in result["summary"].items() if s.get("step_profile")]
+    rows = [(name, p) for name, p in rows if p is not None]
+    if not rows:
+        return "(no phase times in this run: its records predate them)"
+    out = ["| method | steps | forward | logits | draft | build | accept | commit | other | step ms | "
+           "outside the target | prefill ms |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, p in rows:
+        prefill = "–" if p["prefill"] is None else f"{p['prefill']:.0f}"
+        out.append(f"| `{name}` | {p['steps']} | " + " | ".join(f"{p[k]:.1f}" for k, _ in PHASES) +
+                   f" | {p['step']:.1f} | {p['outside_target']:.0%} | {prefill} |")
+    out += ["", "Mean ms per decode step, from the engine's own phase clocks during the timed turns "
+            "(`engine/timings.py`; prefill steps apart, in the last column: mean ms per prefill). forward: the "
+            "target's forward over the step's tokens (1, or the verify tree); logits: its LM head; draft: the "
+            "draft's extend and tree levels; accept: the accept walk (a plain step: sampling); other: the step less "
+            "its phases. Outside the target: the step's share that is neither the forward nor the logits."]
+    return "\n".join(out)
+
+
+def gap_rows(result: dict, predicted: list[dict]) -> list[dict]:
+    """Per method of ``predicted`` (``report.predicted_rows``): the model's step beside the step
+    measured in the run, and the speedup each implies, beside the measured one."""
+    summary = result["summary"]
+    plain = decode_parts(summary.get("vanilla", {}).get("step_profile") or {})
+    if plain is None:
+        return []
+    out = []
+    for row in predicted:
+        spec = decode_parts(summary[row["method"]].get("step_profile") or {})
+        if spec is None:
+            continue
+        step_speedup = row["tau"] * plain["step"] / spec["step"]
+        out.append({"method": row["method"], "tau": row["tau"], "model_step": row["step_ms"],
+                    "model_verify": row["verify_ms"], "model_draft": row["draft_extend_ms"] + row["draft_levels_ms"],
+                    "model_overhead": row["overhead_ms"], "step": spec["step"],
+                    "target": spec["forward"] + spec["logits"], "draft": spec["draft"],
+                    "rest": spec["step"] - spec["forward"] - spec["logits"] - spec["draft"],
+                    "model_plain": row["step_ms"] * row["predicted"] / row["tau"], "plain": plain["step"],
+                    "predicted": row["predicted"], "from_steps": round(step_speedup, 3), "measured": row["measured"]})
+    return out
+
+
+def gap_table(result: dict, predicted: list[dict]) -> str:
+    rows = gap_rows(result, predicted)
+    if not rows:
+        return "(no phase times for vanilla and a speculative method in this run)"
+    out = ["| method | τ | model step: verify + draft + overhead | measured step: target + draft + rest | "
+           "plain step, model / measured | predicted × | × from measured steps | measured × (turns) |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| `{r['method']}` | {r['tau']:.2f} | {r['model_verify']:.1f} + {r['model_draft']:.1f} + "
+                   f"{r['model_overhead']:.1f} = {r['model_step']:.1f} | {r['target']:.1f} + {r['draft']:.1f} + "
+                   f"{r['rest']:.1f} = {r['step']:.1f} | {r['model_plain']:.1f} / {r['plain']:.1f} | "
+                   f"{r['predicted']:.2f}x | {r['from_steps']:.2f}x | {r['measured']:.2f}x |")
+    model_gap = [r["from_steps"] - r["predicted"] for r in rows]
+    turn_gap = [r["measured"] - r["from_steps"] for r in rows]
+    out += ["", "ms per decode step. × from measured steps = τ × measured plain step / measured speculative "
+            "step: what the engine's own step times give at the run's τ. "
+            f"Between the model and the measured steps: {_span(model_gap)} (the model's error, part by part in "
+            f"the step columns); between the measured steps and whole turns: {_span(turn_gap)} (each turn's "
+            "prefill and first token, and the draft's catch-up over the prompt, which a decode step does not hold)."]
+    return "\n".join(out)
+
+
+def _span(xs: list[float]) -> str:
+    lo, hi = min(xs), max(xs)
+    return f"{lo:+.2f}" if round(lo, 2) == round(hi, 2) else f"{lo:+.2f} to {hi:+.2f}"
