@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 # (test_train_and_app_stay_apart); bench holds the benchmark commands, which only the command line
 # imports (test_only_the_command_line_imports_the_benchmark_commands).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("__init__", "errors", "device", "metrics", "progress", "timing", "cache_file", "jsonl", "cost_model")),
+    ("foundation", ("__init__", "errors", "device", "metrics", "progress", "timing", "cache_file", "jsonl", "cost_model",
+                    "default_tree")),
     ("kv and attention", ("kv", "attention")),
     ("models", ("models",)),
     ("engine", ("engine",)),

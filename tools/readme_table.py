@@ -24,6 +24,8 @@ import re
 import sys
 from pathlib import Path
 
+from workbench.cpu_choices import cpu_kind
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 BLOCK = re.compile(r"(<!-- bench-table (?P<record>\S+) -->\n)(?P<body>.*?)(<!-- /bench-table -->)", re.S)
@@ -31,11 +33,9 @@ BLOCK = re.compile(r"(<!-- bench-table (?P<record>\S+) -->\n)(?P<body>.*?)(<!-- 
 
 def cpu_words(machine: dict) -> str:
     """``2-core AMD EPYC with AVX-512 BF16`` from a record's ``machine``."""
-    simd = set(machine.get("simd") or [])
-    ext = "AMX" if any(f.startswith("amx") for f in simd) else "AVX-512 BF16" if "avx512_bf16" in simd else \
-        "AVX-512" if "avx512f" in simd else "AVX2 only" if "avx2" in simd else None
+    ext = cpu_kind(set(machine.get("simd") or []))
     gpu = f", {machine['cuda']}" if machine.get("cuda") else ""
-    return f"{machine['cores']}-core {machine['cpu']}" + (f" with {ext}" if ext else "") + gpu
+    return f"{machine['cores']}-core {machine['cpu']}" + (f" with {ext}" if ext != "no AVX2" else "") + gpu
 
 
 def _equal(share: float | None, questions: int) -> str:

@@ -18,7 +18,8 @@ from workbench.engine.config import check_context
 from workbench.engine.policy import POLICY_GRAMMAR, NamedPolicy, read_policy
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.jsonl import prompt_rows
-from workbench.flags import add_model_args, add_spec_args, load_from_args, new_file, positive, spec_from_args
+from workbench.flags import (add_model_args, add_spec_args, default_tree_pick, load_from_args, new_file, positive,
+                             spec_from_args)
 from workbench.metrics import tau
 from workbench.progress import StatusLine
 
@@ -68,6 +69,9 @@ def cmd_generate(args) -> int:
         except ValueError as err:
             raise UserError(f"prompt {it['id']!r}: {err}") from None
     what = spec.describe() if named is None else f"policy {args.policy}"
+    chosen = default_tree_pick(args) if named is None else None
+    if chosen is not None:  # eagle2 without tree flags: say which tree runs, why, and the others' trees
+        print(chosen.line(), file=sys.stderr)
     print(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}, {what}", file=sys.stderr)
     policy = None
     if named is not None:  # built now: auto weighs its settings by this machine's step cost, measured once

@@ -60,6 +60,26 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``; empty where there is none)."""
+    try:
+        for line in open("/proc/cpuinfo", encoding="ascii", errors="ignore"):
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def cpu_kind(flags: set[str]) -> str:
+    """The kind of CPU as the benchmark records tell them apart: its widest vector extension."""
+    if any(f.startswith("amx") for f in flags):
+        return "AMX"
+    if "avx512_bf16" in flags:
+        return "AVX-512 BF16"
+    return "AVX-512" if "avx512f" in flags else "AVX2 only" if "avx2" in flags else "no AVX2"
+
+
 def cpu_signature() -> str:
     """The CPU as the cache tells machines apart: its model name, family and model numbers and
     the vector extensions that change which order wins (one model name can cover several)."""

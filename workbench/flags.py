@@ -21,7 +21,8 @@ import torch
 from workbench.engine.config import (CHAIN_RULES, DEFAULT_NUM_DRAFT_TOKENS, DEFAULT_NUM_STEPS, DEFAULT_TOPK,
                                      EXACT_THRESHOLD, METHODS, ConfigError, SpecConfig)
 from workbench.attention import BACKENDS
-from workbench.device import DTYPE_CHOICES
+from workbench.default_tree import PRESETS
+from workbench.device import DTYPE_CHOICES, default_device, resolve_dtype
 from workbench.cpu_choices import LINEAR_ORDERS
 from workbench.engine.drafts.registry import check_draft, grammar
 from workbench.engine.sampling import SamplingParams
@@ -139,10 +140,18 @@ def add_spec_args(p: argparse.ArgumentParser) -> None:
                    help="plain decoding, a chain, EAGLE-2's dynamic tree, or a static (EAGLE-1) tree")
     p.add_argument("--tree", help='static: the tree as JSON rank paths, e.g. "[[0],[1],[0,0],[0,1],[0,0,0]]" '
                                   "(default: EAGLE-1's tree cut to --num-draft-tokens)")
-    p.add_argument("--num-steps", type=positive("--num-steps"), help=f"draft levels (default {DEFAULT_NUM_STEPS})")
-    p.add_argument("--topk", type=positive("--topk"), help=f"tree width (default {DEFAULT_TOPK}; linear: 1)")
+    p.add_argument("--num-steps", type=positive("--num-steps"),
+                   help=f"draft levels (default: see --tree-preset; otherwise {DEFAULT_NUM_STEPS})")
+    p.add_argument("--topk", type=positive("--topk"),
+                   help=f"tree width (default: see --tree-preset; otherwise {DEFAULT_TOPK}; linear: 1)")
     p.add_argument("--num-draft-tokens", type=positive("--num-draft-tokens"),
-                   help=f"verify block incl. the root (default {DEFAULT_NUM_DRAFT_TOKENS}; linear: num_steps + 1)")
+                   help=f"verify block incl. the root (default: see --tree-preset; otherwise "
+                        f"{DEFAULT_NUM_DRAFT_TOKENS}; linear: num_steps + 1)")
+    p.add_argument("--tree-preset", choices=list(PRESETS),
+                   help="eagle2's tree as others run it: sglang = 8/5/4 (num_draft_tokens/num_steps/topk), "
+                        "eagle2-paper = 60/6/10. Default with the shipped head on a CPU and no tree flag: the tree "
+                        "the head benchmark measured fastest on this kind of CPU (workbench/default_tree.py), "
+                        "said on one line")
     p.add_argument("--chain-rule", choices=CHAIN_RULES, default=CHAIN_RULES[0],
                    help="sampling acceptance for --method linear: top-1 drafts (target-only) or sampled drafts, "
                         "min(1, p/q)")
@@ -174,9 +183,9 @@ def spec_from_args(args) -> tuple[SpecConfig, SamplingParams]:
         sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.seed)
     except ValueError as err:  # the flags' types refuse a bad --top-k or --top-p: what is left is the bound
         raise UserError(f"--temperature: {err}") from None
+    knobs = tree_knobs(args)
     try:
-        spec = SpecConfig.from_knobs(args.method, num_steps=args.num_steps, topk=args.topk,
-                                     num_draft_tokens=args.num_draft_tokens, chain_rule=args.chain_rule,
+        spec = SpecConfig.from_knobs(args.method, **knobs, chain_rule=args.chain_rule,
                                      tree=getattr(args, "tree", None),
                                      accept_threshold_single=args.speculative_accept_threshold_single,
                                      accept_threshold_acc=args.speculative_accept_threshold_acc,
@@ -185,6 +194,42 @@ def spec_from_args(args) -> tuple[SpecConfig, SamplingParams]:
     except ConfigError as err:
         raise UserError(err.worded(SPEC_FLAGS)) from None
     return spec, sampling
+
+
+def tree_knobs(args) -> dict[str, int | None]:
+    """``num_steps``, ``topk`` and ``num_draft_tokens`` as the flags give them; for ``eagle2`` with
+    none of them, the ``--tree-preset``'s, or (the shipped head, on a CPU) the measured pick's
+    (``default_tree_pick``); None where the method's own default applies."""
+    given = {"num_steps": args.num_steps, "topk": args.topk, "num_draft_tokens": args.num_draft_tokens}
+    preset = getattr(args, "tree_preset", None)
+    if preset is not None:
+        if args.method != "eagle2":
+            raise UserError(f"--tree-preset {preset}: a preset is an eagle2 tree; --method is {args.method}")
+        if any(v is not None for v in given.values()):
+            raise UserError(f"--tree-preset {preset} sets the tree: give it or --num-steps/--topk/--num-draft-tokens, "
+                            "not both")
+        tree = PRESETS[preset]
+    else:
+        chosen = default_tree_pick(args)
+        if chosen is None:
+            return given
+        tree = chosen.tree
+    return {"num_draft_tokens": tree[0], "num_steps": tree[1], "topk": tree[2]}
+
+
+def default_tree_pick(args):
+    """The measured tree ``eagle2`` runs without tree flags (``default_tree.Pick``), or None where
+    the flags, the draft or the device say otherwise: the records measure the shipped head on CPUs."""
+    from workbench.cpu_choices import cpu_flags, cpu_kind
+    from workbench.default_tree import measured_pick
+
+    no_tree_flag = args.num_steps is None and args.topk is None and args.num_draft_tokens is None
+    if args.method != "eagle2" or not no_tree_flag or getattr(args, "tree_preset", None) is not None:
+        return None
+    device = torch.device(getattr(args, "device", None) or default_device())
+    if getattr(args, "draft", None) is not None or device.type != "cpu":
+        return None
+    return measured_pick(cpu_kind(cpu_flags()), resolve_dtype(getattr(args, "dtype", "fp32"), "cpu"))
 
 
 def check_hot_tokens(hot_tokens: int | None, draft: str | None) -> None:

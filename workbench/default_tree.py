@@ -1,0 +1,84 @@
+"""The tree ``generate --method eagle2`` runs when no tree flag is given: the one the head benchmark
+measured fastest on this kind of CPU, in this dtype, with the shipped head.
+
+EAGLE-2's own tree (60 verify tokens, 6 levels, top 10: the paper's) and SGLang's usual one
+(8/5/4: ``--speculative-num-draft-tokens 8 --speculative-num-steps 5 --speculative-eagle-topk 4``)
+are made for GPUs, where a verify of 60 tokens costs about one of a token. On these CPUs a verify
+of 8 costs 1.2-1.6 decode steps and the small trees win (docs/benchmarks.md). Both stay one flag
+away: ``--tree-preset sglang`` and ``--tree-preset eagle2-paper``.
+
+The measured picks are ``workbench/assets/default-trees.json``, written by
+``python -m tools.default_trees`` from the current head records under docs/bench/ (a test checks
+the file is what the records say)::
+
+    [{"record": "docs/bench/head-cpu-fp32-avx2.md", "date": "2026-12-06", "kind": "AVX2 only",
+      "cpu": "2-core AMD EPYC with AVX2 only", "dtype": "fp32",
+      "speedups": {"eagle2:4/3/2": 1.208, "eagle2:8/5/4": 1.142, ...}, "pick": "eagle2:4/3/2"}, ...]
+
+A CPU kind is its widest vector extension (``cpu_choices.cpu_kind``). On a kind no record holds,
+the pick of the records' best is used and the line printed says so.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+ASSET = Path(__file__).resolve().parent / "assets" / "default-trees.json"
+PRESETS = {"sglang": (8, 5, 4), "eagle2-paper": (60, 6, 10)}  # (num_draft_tokens, num_steps, topk)
+PRESET_NAMES = {"sglang": "SGLang's 8/5/4", "eagle2-paper": "EAGLE-2's paper tree 60/6/10"}
+TIE = 0.03  # speedups within 3 % of the best are level (one pass moves by more): the smaller tree is picked
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A measured default: the setting, its speedup, and where and when it was measured."""
+
+    setting: str  # "eagle2:4/3/2"
+    speedup: float
+    record: str
+    date: str
+    cpu: str  # in words: "2-core AMD EPYC with AVX2 only"
+    here: bool  # measured on this kind of CPU
+    speedups: dict[str, float]  # every eagle2 setting of that record
+
+    @property
+    def tree(self) -> tuple[int, int, int]:
+        """(num_draft_tokens, num_steps, topk)."""
+        d, s, k = map(int, self.setting.split(":", 1)[1].split("/"))
+        return d, s, k
+
+    def line(self) -> str:
+        """What the command line prints: the tree it runs, why, and the presets one flag away."""
+        where = "on this kind of CPU" if self.here else \
+            "on another kind of CPU (none measured on this one: python -m workbench bench measures it)"
+        others = "; ".join(f"{PRESET_NAMES[name]}: --tree-preset {name}" +
+                           (f" ({self.speedups[label]:.2f}x there)" if label in self.speedups else "")
+                           for name, label in ((n, "eagle2:" + "/".join(map(str, t))) for n, t in PRESETS.items()))
+        return (f"eagle2 without tree flags: {self.setting.split(':', 1)[1]} (num_draft_tokens/num_steps/topk), "
+                f"the fastest tree measured {where}, {self.speedup:.2f}x plain decoding on a {self.cpu} "
+                f"({self.record}, {self.date}); {others}")
+
+
+def pick(entry: dict) -> str:
+    """The setting of a record's ``speedups`` to run by default: the fastest, or among those within
+    ``TIE`` of it, the one that verifies fewest tokens (the cheaper step, and the safer under load)."""
+    best = max(entry["speedups"].values())
+    level = [s for s, x in entry["speedups"].items() if x >= best * (1 - TIE)]
+    return min(level, key=lambda s: (int(s.split(":", 1)[1].split("/")[0]), -entry["speedups"][s]))
+
+
+def measured_pick(kind: str, dtype: str, path: Path = ASSET) -> Pick | None:
+    """The pick for a CPU of ``kind`` in ``dtype``; another kind's best pick when none was measured
+    here (``here`` False); None without the file."""
+    if not path.exists():
+        return None
+    entries = json.loads(path.read_text(encoding="utf-8"))
+    same = [e for e in entries if e["kind"] == kind and e["dtype"] == dtype]
+    pool = same or [e for e in entries if e["dtype"] == dtype] or entries
+    if not pool:
+        return None
+    entry = max(pool, key=lambda e: e["speedups"][e["pick"]])
+    return Pick(setting=entry["pick"], speedup=entry["speedups"][entry["pick"]], record=entry["record"],
+                date=entry["date"], cpu=entry["cpu"], here=bool(same), speedups=dict(entry["speedups"]))
