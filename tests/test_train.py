@@ -174,3 +174,26 @@ def test_mt_bench_first_turns_keep_the_question_order():
     assert [q.question_id for q in specbench.mt_bench_first_turns(20)] == list(range(81, 161, 4))
     cats = [q.category for q in rows]
     assert len(set(cats)) == 8 and all(cats.count(c) == 10 for c in set(cats))
+
+
+def test_a_run_stopped_twice_and_resumed_ends_with_the_weights_of_one_uninterrupted_run(tiny, tmp_path):
+    """Training resumes where its checkpoint left it: the head, the optimiser, the RNG (feature
+    noise, the CE positions) and the batch order, so stopping costs nothing but the restart."""
+    from workbench.train.batches import Sequence
+    from workbench.train.loop import TrainConfig, train
+
+    target, _ = tiny
+    h, gen = target.config.hidden_size, torch.Generator().manual_seed(1)
+    seqs = [Sequence(torch.randint(3, 60, (12,), generator=gen), torch.randn(12, h, generator=gen).half(), 4)
+            for _ in range(6)]
+    cfg = TrainConfig(steps=5, warmup=2, ckpt_every=100, max_tokens=48, ce_frac=0.5)
+    whole = train(tmp_path / "whole", target, seqs, seqs[:1], cfg, resume=False)
+    train(tmp_path / "cut", target, seqs, seqs[:1], cfg, resume=False, minutes=1e-9)  # stops after step 1
+    train(tmp_path / "cut", target, seqs, seqs[:1], cfg, resume=True, minutes=1e-9)  # after step 2
+    resumed = train(tmp_path / "cut", target, seqs, seqs[:1], cfg, resume=True)
+    assert torch.load(tmp_path / "cut" / "ckpt.pt", weights_only=False)["step"] == 5
+    for (name, a), (_, b) in zip(whole.state_dict().items(), resumed.state_dict().items()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+    four = train(tmp_path / "four", target, seqs, seqs[:1], TrainConfig(**{**cfg.__dict__, "steps": 4}), resume=False)
+    assert any(not torch.equal(a, b) for a, b in zip(whole.state_dict().values(), four.state_dict().values())), \
+        "a step must move the weights, or equal weights prove nothing"
