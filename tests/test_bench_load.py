@@ -217,6 +217,7 @@ def test_a_prompt_longer_than_the_pool_is_one_line_before_any_decoding(wb, promp
 def quick_run(wb, prompts_file, tmp_path, monkeypatch):
     """``--quick`` on the tiny model (a high rate: tiny steps take a millisecond), two rounds."""
     monkeypatch.setattr("torch.set_num_threads", lambda n: None)  # keep the tests' one thread
+    monkeypatch.setattr("workbench.measure.step_cost.step_cost_for", lambda *a, **k: FLAT_COST)  # the model beside
     out = tmp_path / "out"
 
     def run(*extra) -> int:
@@ -252,6 +253,15 @@ def test_quick_writes_load_json_and_load_md_in_their_layout(quick_run, capsys):
     assert f"{result['date']}, commit {result['commit'] or 'not recorded'}, " in md
     verdict = result["verdicts"][0]["throughput_tok_s"]
     assert "level within noise" in verdict or " wins: " in verdict
+    # the one cost model beside every closed-loop row of a one-setting policy (adaptive has several)
+    got = result["predicted"]
+    assert got["source"] == FLAT_COST.source
+    assert [(r["policy"], r["load"]) for r in got["rows"]] == [("off", 1), ("eagle2:4/3/2", 1), ("off", 2),
+                                                               ("eagle2:4/3/2", 2)]
+    for r in got["rows"]:
+        spec = load_run.parse_policies(r["policy"])[0].settings()[0]
+        assert r["predicted_tok_s"] == round(FLAT_COST.predict(spec, r["tau"], batch=r["batch"]).tokens_per_s, 2)
+    assert "## Predicted beside measured" in md and "| 1 | `eagle2:4/3/2` |" in md
     assert "| concurrency | policy |" in capsys.readouterr().out
 
 

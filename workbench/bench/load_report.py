@@ -71,6 +71,24 @@ def _verdict_lines(result: dict, mode: str) -> list[str]:
             for v in result["verdicts"] if v["mode"] == mode]
 
 
+def predicted_md(predicted: dict) -> list[str]:
+    """The one cost model's tokens/s beside the measured, per closed-loop row of a one-setting policy."""
+    if not predicted["rows"]:
+        return ["(no closed-loop row of a one-setting policy)"]
+    out = ["| concurrency | policy | batch | τ | model step ms | predicted tokens/s | measured tokens/s | "
+           "predicted / measured |", "|---|---|---|---|---|---|---|---|"]
+    for r in predicted["rows"]:
+        lo, hi = r["measured_range"]
+        inside = " (inside the range)" if lo <= r["predicted_tok_s"] <= hi else ""
+        out.append(f"| {r['load']:g} | `{r['policy']}` | {r['batch']} | {_f(r['tau'], '.2f')} | {r['step_ms']:.1f} | "
+                   f"{r['predicted_tok_s']:.1f} | {r['measured_tok_s']:.1f} ({lo:.1f}–{hi:.1f}) | "
+                   f"{r['predicted_tok_s'] / r['measured_tok_s']:.2f}{inside} |")
+    return out + ["", f"Predicted: `cost_model.StepCost.predict` ({predicted['source']}) at the row's τ and its mean "
+                  "running batch, rounded; measured: the run's tokens/s, median and range over the rounds. The "
+                  "model prices decode steps only: the measured figure also holds each request's prefill and the "
+                  "steps where the batch was smaller than its mean (requests arriving and finishing)."]
+
+
 def settled_md(name: str, found: dict | None, rows: list[dict]) -> list[str]:
     """What ``name`` ran at each batch size, as a schedule and in the serving engines' terms."""
     from workbench.engine.frameworks import FRAMEWORKS, framework_flags
@@ -213,6 +231,8 @@ def markdown(result: dict) -> str:
     for mode, (title, _) in LOOPS.items():
         if _rows(result["rows"], mode):
             lines += [f"## {title}", "", table(result["rows"], mode), "", *_verdict_lines(result, mode), ""]
+    if result.get("predicted"):
+        lines += ["## Predicted beside measured", "", *predicted_md(result["predicted"]), ""]
     cross = crossover_md(result["rows"])
     if cross:
         lines += ["## Where the best fixed tree stops paying", "", *cross, ""]

@@ -273,6 +273,38 @@ def settled(policy: str, records: dict) -> dict | None:
 
 
 # ---- the run ---------------------------------------------------------------------------------------------
+def predicted(rows: list[dict], policies: list[NamedPolicy], model: StepCost) -> list[dict]:
+    """The one cost model's tokens/s (``cost_model.StepCost.predict``) beside each closed-loop row
+    of a policy with one setting, at the row's τ and its mean batch (rounded): what the model
+    says that setting is worth at the batch the run kept, against what the run measured."""
+    one = {p.name: p.settings()[0] for p in policies if len(p.settings()) == 1}
+    out = []
+    for r in rows:
+        spec = one.get(r["policy"])
+        if r["mode"] != "closed" or spec is None or r["mean_batch"] is None or r["throughput_tok_s"] is None:
+            continue
+        if spec.speculative and r["tau"] is None:
+            continue
+        batch = max(1, round(r["mean_batch"]))
+        guess = model.predict(spec, r["tau"], batch=batch)
+        out.append({"policy": r["policy"], "load": r["load"], "batch": batch, "tau": r["tau"],
+                    "predicted_tok_s": round(guess.tokens_per_s, 2), "measured_tok_s": r["throughput_tok_s"],
+                    "measured_range": [r["spreads"]["throughput_tok_s"]["low"], r["spreads"]["throughput_tok_s"]["high"]],
+                    "step_ms": round(guess.parts.total_ms, 2)})
+    return out
+
+
+def report_cost(wb, policies: list[NamedPolicy], cost: StepCost | None, log) -> StepCost | None:
+    """The step cost the report's predictions use: ``auto``'s when it has one, else the draft's
+    (from the cache or measured once, before any timed run); None when no policy speculates."""
+    if cost is not None:
+        return cost
+    from workbench.measure.step_cost import step_cost_for
+
+    drafts = [p.draft for p in policies if p.draft is not None]
+    return step_cost_for(wb, drafts[0], log=log) if drafts else None
+
+
 def auto_cost(wb, policies: list[NamedPolicy], log) -> StepCost | None:
     """The step cost ``auto`` weighs by, from the cache or measured once before any timed run
     (None: no policy needs it)."""
@@ -302,8 +334,9 @@ def command_line() -> str:
 
 
 def build_result(wb, args, info: dict, policies: list[NamedPolicy], loads: list[Load], prompts: list[list[int]],
-                 records: dict, journal: Journal, wall_s: float) -> dict:
-    """What load.json holds (see docs/benchmarks.md, "Speculation under load")."""
+                 records: dict, journal: Journal, wall_s: float, model: StepCost | None = None) -> dict:
+    """What load.json holds (see docs/benchmarks.md, "Speculation under load"); ``model``: the step
+    cost whose predictions stand beside the measured rows."""
     rows = make_rows(policies, loads, records, args.rounds)
     return {
         "machine": info, "command": command_line(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
@@ -315,6 +348,7 @@ def build_result(wb, args, info: dict, policies: list[NamedPolicy], loads: list[
         "wall_s": round(wall_s, 1),
         "resumed": journal.summary() if journal.resumed else None,
         "rows": rows, "verdicts": verdicts(rows),
+        "predicted": None if model is None else {"source": model.source, "rows": predicted(rows, policies, model)},
         "settled": {p.name: settled(p.name, records) for p in policies if p.needs_cost},
         "requests": [{"policy": p.name, "mode": ld.mode, "load": load_value(ld), "prompt_index": q["prompt_index"],
                       "output_ids": q["output_ids"]}
@@ -351,6 +385,7 @@ def cmd_load(args) -> int:
         for load in loads:
             check_load(wb, p, prompts, load, args.max_new_tokens, args.kv_slots)
     cost = auto_cost(wb, policies, log)
+    model = report_cost(wb, policies, cost, log)
     if cost is not None:
         info["step_cost"] = {"source": cost.source, "verify_ms": [list(p) for p in cost.verify],
                              "draft_ms": [list(p) for p in cost.draft]}
@@ -365,7 +400,8 @@ def cmd_load(args) -> int:
               "the run", file=sys.stderr)
         return 130
     info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
-    result = build_result(wb, args, info, policies, loads, prompts, records, journal, wall_s=time.perf_counter() - t_start)
+    result = build_result(wb, args, info, policies, loads, prompts, records, journal,
+                          wall_s=time.perf_counter() - t_start, model=model)
     paths, table = write_all(Path(args.out), result)
     journal.finish()
     log("wrote " + ", ".join(str(p) for p in paths))
