@@ -1,7 +1,7 @@
 """The README's benchmark table, written from the record it names.
 
-    python -m tools.readme_table            # rewrite the block in README.md from its record
-    python -m tools.readme_table --check    # exit 1 if the block is not what its record gives
+    python -m tools.readme_table            # rewrite the blocks in README.md and docs/benchmarks.md
+    python -m tools.readme_table --check    # exit 1 if a block is not what its record gives
 
 The block sits between two markers; the first names the record, a bench run's JSON under
 ``docs/bench/`` (``python -m workbench bench`` writes it as ``results.json``)::
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -28,6 +29,7 @@ from workbench.cpu_choices import cpu_kind
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+PAGES = ("README.md", "docs/benchmarks.md")  # the pages whose tables this writes, from the repository's root
 BLOCK = re.compile(r"(<!-- bench-table (?P<record>\S+) -->\n)(?P<body>.*?)(<!-- /bench-table -->)", re.S)
 
 
@@ -42,10 +44,12 @@ def _equal(share: float | None, questions: int) -> str:
     return "–" if share is None else f"{round(share * questions)}/{questions}"
 
 
-def render(result: dict, record: str) -> str:
-    """The block's body: a sentence saying what ran where and when, the table, the command."""
+def render(result: dict, record: str, page: str = "README.md") -> str:
+    """The block's body: a sentence saying what ran where and when, the table, the command. Links
+    are relative to ``page``, the file the block sits in (a path from the repository's root)."""
     m, summary = result["meta"], result["summary"]
-    md = record.removesuffix(".json") + ".md"
+    md = os.path.relpath(record.removesuffix(".json") + ".md", Path(page).parent)
+    bench = os.path.relpath("docs/benchmarks.md", Path(page).parent)
     commit = f", commit {m['commit']}" if m.get("commit") else ""
     lines = [f"The shipped head on {m['questions']} Spec-Bench questions ({m['subset']}: one per task) × "
              f"{m['max_new_tokens']} new tokens, greedy, {m['dtype']}, {m['machine']['torch_threads']} threads, "
@@ -57,37 +61,43 @@ def render(result: dict, record: str) -> str:
         tau = "–" if s.get("tau") is None else f"{s['tau']:.2f}"
         lines.append(f"| {label} | {tau} | {s['tokens_per_s']:.1f} | {s['speedup_vs_vanilla']:.2f}x | "
                      f"{_equal(s.get('equal_to_vanilla'), m['questions'])} |")
-    lines += ["", f"One run, one pass per setting (runs on this CPU move by ±10-20 %: "
-                  f"[docs/benchmarks.md](docs/benchmarks.md) has the others and the spread). The command: "
+    others = f"[{bench}]({bench}) has the others and the spread" if page == "README.md" else \
+        "the index of docs/bench/ has the runs before it"
+    lines += ["", f"One run, one pass per setting (runs on this CPU move by ±10-20 %: {others}). The command: "
                   f"`{m['command']}`.", ""]
     return "\n".join(lines)
 
 
-def rewrite(text: str) -> str:
-    """``text`` (the README) with its block written from the record its marker names."""
-    found = BLOCK.search(text)
-    if found is None:
-        raise SystemExit("README.md has no <!-- bench-table RECORD --> ... <!-- /bench-table --> block")
-    record = found["record"]
-    result = json.loads((ROOT / record).read_text(encoding="utf-8"))
-    return text[:found.start("body")] + render(result, record) + text[found.end("body"):]
+def rewrite(text: str, page: str = "README.md") -> str:
+    """``text`` (the file ``page``) with every block written from the record its marker names."""
+    if BLOCK.search(text) is None:
+        raise SystemExit(f"{page} has no <!-- bench-table RECORD --> ... <!-- /bench-table --> block")
+
+    def body(found: re.Match) -> str:
+        result = json.loads((ROOT / found["record"]).read_text(encoding="utf-8"))
+        return found.group(1) + render(result, found["record"], page) + found.group(4)
+
+    return BLOCK.sub(body, text)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.readme_table", description=__doc__.splitlines()[0])
-    p.add_argument("--check", action="store_true", help="exit 1 if the README's block differs from its record")
+    p.add_argument("--check", action="store_true", help="exit 1 if a page's block differs from its record")
     args = p.parse_args(argv)
-    text = README.read_text(encoding="utf-8")
-    new = rewrite(text)
-    if args.check:
+    stale = []
+    for page in PAGES:
+        path = ROOT / page
+        text = path.read_text(encoding="utf-8")
+        new = rewrite(text, page)
         if new != text:
-            print("README.md's benchmark table is not its record's: run python -m tools.readme_table",
-                  file=sys.stderr)
-            return 1
-        return 0
-    if new != text:
-        README.write_text(new, encoding="utf-8")
-        print("rewrote README.md's benchmark table")
+            stale.append(page)
+            if not args.check:
+                path.write_text(new, encoding="utf-8")
+                print(f"rewrote {page}'s benchmark tables")
+    if args.check and stale:
+        print(f"{', '.join(stale)}: a benchmark table is not its record's: run python -m tools.readme_table",
+              file=sys.stderr)
+        return 1
     return 0
 
 
