@@ -2,6 +2,9 @@
 loss is the plain loss; an exported head loads back and warm-starts training; evaluate measures
 several heads on the same answers."""
 
+import json
+import math
+
 import pytest
 import torch
 
@@ -197,3 +200,45 @@ def test_a_run_stopped_twice_and_resumed_ends_with_the_weights_of_one_uninterrup
     four = train(tmp_path / "four", target, seqs, seqs[:1], TrainConfig(**{**cfg.__dict__, "steps": 4}), resume=False)
     assert any(not torch.equal(a, b) for a, b in zip(whole.state_dict().values(), four.state_dict().values())), \
         "a step must move the weights, or equal weights prove nothing"
+
+
+def test_the_acceptance_loss_is_minus_log_sum_min_p_q_and_training_on_it_raises_acceptance():
+    """token_loss "accept": -log α, α = Σ min(p, q), the chance a draft sampled from q is accepted;
+    a few gradient steps on the head's output raise α; "ce+accept" is the sum of the two."""
+    gen = torch.Generator().manual_seed(0)
+    lm_head, target = torch.randn(40, 8, generator=gen), torch.randn(5, 8, generator=gen)
+    pred = torch.randn(5, 8, generator=gen)
+    p, q = torch.softmax(target @ lm_head.T, -1), torch.softmax(pred @ lm_head.T, -1)
+    alpha = torch.minimum(p, q).sum(-1)
+    got, _ = soft_ce(pred, target, lm_head, loss="accept")
+    torch.testing.assert_close(got, -alpha.log().mean())
+    ce, _ = soft_ce(pred, target, lm_head)
+    both, _ = soft_ce(pred, target, lm_head, loss="ce+accept")
+    torch.testing.assert_close(both, ce + got)
+    assert float(soft_ce(target, target, lm_head, loss="accept")[0]) == pytest.approx(0.0, abs=1e-5)  # q = p
+    leaf = pred.clone().requires_grad_(True)
+    opt = torch.optim.SGD([leaf], lr=0.5)
+    for _ in range(20):
+        opt.zero_grad()
+        soft_ce(leaf, target, lm_head, loss="accept")[0].backward()
+        opt.step()
+    after = torch.minimum(p, torch.softmax(leaf.detach() @ lm_head.T, -1)).sum(-1)
+    assert float(after.mean()) > float(alpha.mean()) + 0.1
+    with pytest.raises(ValueError, match="token loss must be one of ce, accept, ce\\+accept"):
+        soft_ce(pred, target, lm_head, loss="kl")
+
+
+def test_a_head_trains_on_the_acceptance_loss(tiny, tmp_path):
+    from workbench.train.batches import Sequence
+    from workbench.train.loop import TrainConfig, train
+
+    target, _ = tiny
+    h, gen = target.config.hidden_size, torch.Generator().manual_seed(2)
+    seqs = [Sequence(torch.randint(3, 60, (12,), generator=gen), torch.randn(12, h, generator=gen).half(), 4)
+            for _ in range(3)]
+    train(tmp_path / "work", target, seqs, seqs[:1], TrainConfig(steps=2, warmup=1, max_tokens=48,
+                                                                  token_loss="accept"), resume=False)
+    log = [json.loads(line) for line in (tmp_path / "work" / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2] and all(math.isfinite(r["ce"]) and r["ce"] > 0 for r in log)
+    with pytest.raises(ValueError, match="token_loss must be one of"):
+        TrainConfig(token_loss="tv")

@@ -81,13 +81,24 @@ def feature_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return F.smooth_l1_loss(pred, target, reduction="none").mean(-1).mean()
 
 
+TOKEN_LOSSES = ("ce", "accept", "ce+accept")  # what the head's token distribution is trained against
+
+
 def soft_ce(pred: torch.Tensor, target: torch.Tensor, lm_head: torch.Tensor, topk: int = 0,
-            weights: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
-    """Cross-entropy of lm_head(pred) against softmax(lm_head(target)), mean over positions
+            weights: torch.Tensor | None = None, loss: str = "ce") -> tuple[torch.Tensor, int]:
+    """The token loss of lm_head(pred) against p = softmax(lm_head(target)), mean over positions
     (``weights`` [N]: a weighted sum instead), and how many rows share their argmax.
     pred, target [N, H]; lm_head [V, H] (the hot rows only restricts both to that vocabulary).
     ``topk`` > 0: the target distribution is cut to its k largest logits and renormalised
-    (top-k distillation: the head spends its capacity on the candidates a tree can hold)."""
+    (top-k distillation: the head spends its capacity on the candidates a tree can hold).
+
+    ``loss``: ``ce``, the cross-entropy (forward KL up to p's entropy, EAGLE's); ``accept``,
+    -log α with α = Σ min(p, q), the probability that a draft sampled from q is accepted
+    (Leviathan et al.'s acceptance rate; trained directly as in the LK losses, arXiv 2602.23881:
+    minimising KL does not maximise α for a draft too small to match p); ``ce+accept``, both
+    summed."""
+    if loss not in TOKEN_LOSSES:
+        raise ValueError(f"token loss must be one of {', '.join(TOKEN_LOSSES)}, got {loss!r}")
     with torch.no_grad():
         target_logits = F.linear(target, lm_head).float()  # [N, V]
         if 0 < topk < target_logits.shape[-1]:
@@ -96,7 +107,12 @@ def soft_ce(pred: torch.Tensor, target: torch.Tensor, lm_head: torch.Tensor, top
         p = torch.softmax(target_logits, dim=-1)
     logq = torch.log_softmax(F.linear(pred, lm_head).float(), dim=-1)
     hits = int((logq.detach().argmax(-1) == target_logits.argmax(-1)).sum())
-    per_row = -(p * logq.masked_fill(p == 0, 0.0)).sum(-1)  # [N]; 0 * -inf would be nan
+    per_row = torch.zeros(p.shape[0])
+    if loss != "accept":
+        per_row = per_row - (p * logq.masked_fill(p == 0, 0.0)).sum(-1)  # [N]; 0 * -inf would be nan
+    if loss != "ce":
+        alpha = torch.minimum(p, logq.exp()).sum(-1)  # [N]: P(accept a draft x ~ q) = Σ_x min(p(x), q(x))
+        per_row = per_row - alpha.clamp_min(1e-6).log()  # the clamp: a row with α = 0 still has a gradient
     return (per_row.mean() if weights is None else (per_row * weights).sum()), hits
 
 
@@ -129,14 +145,15 @@ def coverage_hits(pred: torch.Tensor, target: torch.Tensor, lm_head: torch.Tenso
 def eagle_loss_backward(pred: torch.Tensor, target: torch.Tensor, lm_head: torch.Tensor, w_feat: float = 1.0,
                         w_ce: float = 0.1, chunk: int = 1024, ce_frac: float = 1.0,
                         gen: torch.Generator | None = None, topk: int = 0,
-                        row_weights: torch.Tensor | None = None) -> dict[str, float]:
+                        row_weights: torch.Tensor | None = None, loss: str = "ce") -> dict[str, float]:
     """Backpropagate ``w_feat * SmoothL1 + w_ce * soft CE`` from pred [N, H] (response
     positions only). The [N, V] logits are built ``chunk`` rows at a time so memory stays
     bounded: the CE gradient is accumulated on a detached copy of pred, then pushed through the
     head in one backward. ``ce_frac`` < 1 takes the CE over a random subset of the rows (an
     unbiased estimate at a fraction of the lm_head cost). ``row_weights`` [N] (summing to 1)
-    replaces the plain mean over rows (training-time test weighs its steps); ``topk`` is
-    ``soft_ce``'s. Returns the losses and the top-1 agreement of the CE rows."""
+    replaces the plain mean over rows (training-time test weighs its steps); ``topk`` and ``loss``
+    (the token loss: cross-entropy, acceptance or both) are ``soft_ce``'s. Returns the losses and the
+    top-1 agreement of the CE rows."""
     leaf = pred.detach().requires_grad_(True)
     rows = torch.arange(pred.shape[0])
     if ce_frac < 1.0:
@@ -147,10 +164,10 @@ def eagle_loss_backward(pred: torch.Tensor, target: torch.Tensor, lm_head: torch
     for s in range(0, n, chunk):
         idx = rows[s : s + chunk]
         if w is None:
-            ce, hits = soft_ce(leaf[idx], target[idx], lm_head, topk)
+            ce, hits = soft_ce(leaf[idx], target[idx], lm_head, topk, loss=loss)
             ce = ce * (len(idx) / n)
         else:
-            ce, hits = soft_ce(leaf[idx], target[idx], lm_head, topk, w[s : s + chunk])
+            ce, hits = soft_ce(leaf[idx], target[idx], lm_head, topk, w[s : s + chunk], loss=loss)
         (w_ce * ce).backward()
         ce_sum, top1 = ce_sum + float(ce.detach()), top1 + hits
     if row_weights is None:

@@ -21,7 +21,7 @@ from workbench.models.config import ModelConfig
 from workbench.models.draft import DraftHead, check_fuse_layers, draft_config_for
 from workbench.models.llama import TargetModel
 from workbench.train.batches import collate, plan_batches
-from workbench.train.forward import eagle_loss_backward, train_forward
+from workbench.train.forward import TOKEN_LOSSES, eagle_loss_backward, train_forward
 from workbench.train.ttt import step_masks, unrolled_forward
 
 
@@ -42,6 +42,7 @@ class TrainConfig:
     ttt_decay: float = 0.8  # step k's loss weighs ttt_decay**(k-1) (EAGLE-3: 0.8)
     hot_vocab: int = 0  # CE over the N most frequent response tokens only (0 = full vocabulary)
     distill_topk: int = 0  # CE against the target's top-k distribution, renormalised (0 = all of it)
+    token_loss: str = "ce"  # ce (EAGLE's), accept (-log Σ min(p, q), the acceptance rate), or ce+accept
     ckpt_every: int = 200
     seed: int = 0
     dtype: str = "fp32"  # bf16 = autocast for the head's matmuls
@@ -65,6 +66,8 @@ class TrainConfig:
             raise ValueError(f"head_layers must be >= 1, got {self.head_layers}")
         if self.hot_vocab < 0 or self.distill_topk < 0 or self.w_feat < 0 or self.w_ce < 0:
             raise ValueError("hot_vocab, distill_topk, w_feat and w_ce must be >= 0")
+        if self.token_loss not in TOKEN_LOSSES:
+            raise ValueError(f"token_loss must be one of {', '.join(TOKEN_LOSSES)}, got {self.token_loss!r}")
         self.taps  # parses fuse_layers, or says what is wrong with it
         if self.device != "auto":
             try:
@@ -102,6 +105,8 @@ CONFIG_HELP = {
     "ttt_decay": "step k's loss weighs ttt_decay**(k-1)",
     "hot_vocab": "cross-entropy over the N most frequent response tokens only; 0 = full vocabulary",
     "distill_topk": "cross-entropy against the target's top-k distribution, renormalised; 0 = all of it",
+    "token_loss": "the head's token loss: ce (cross-entropy, EAGLE's), accept (-log of the acceptance rate "
+                  "sum min(p, q), arXiv 2602.23881), or ce+accept; its weight is --w-ce",
     "ckpt_every": "steps between checkpoints",
     "seed": "seed of the head's initialisation and of the batches",
     "dtype": "bf16 = autocast for the head's matmuls",
@@ -121,8 +126,9 @@ def add_config_args(ap, skip: tuple[str, ...] = ()) -> None:
         if f.name in skip:
             continue
         flag, default = "--" + f.name.replace("_", "-"), getattr(defaults, f.name)
-        if f.name == "dtype":
-            ap.add_argument(flag, choices=("fp32", "bf16"), default=default, help=CONFIG_HELP[f.name])
+        if f.name in ("dtype", "token_loss"):
+            choices = ("fp32", "bf16") if f.name == "dtype" else TOKEN_LOSSES
+            ap.add_argument(flag, choices=choices, default=default, help=CONFIG_HELP[f.name])
         else:
             ap.add_argument(flag, type=type(default), default=default, help=CONFIG_HELP[f.name])
 
@@ -232,7 +238,8 @@ def train_step(head, target, batch, cfg: TrainConfig, feat_rms: float, gen: torc
     dev = feats.device.type
     noise = ((torch.rand(feats.shape, generator=gen) * 2 - 1) * (cfg.noise * feat_rms)).to(feats.device)
     lm_head = target.lm_head.weight.float() if hot is None else target.lm_head.weight.float()[hot]
-    loss_kw = dict(w_feat=cfg.w_feat, w_ce=cfg.w_ce, ce_frac=cfg.ce_frac, gen=gen, topk=cfg.distill_topk)
+    loss_kw = dict(w_feat=cfg.w_feat, w_ce=cfg.w_ce, ce_frac=cfg.ce_frac, gen=gen, topk=cfg.distill_topk,
+                   loss=cfg.token_loss)
     if cfg.ttt_steps == 1:
         with torch.autocast(dev, torch.bfloat16, enabled=cfg.dtype == "bf16"):
             out = train_forward(head, target.model.embed_tokens, feats + noise, batch.next_ids, batch.aux)
