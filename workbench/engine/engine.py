@@ -36,6 +36,7 @@ import torch
 
 from workbench.attention import BACKEND
 from workbench.attention.batch import ForwardBatch, extend_batch, tree_batch
+from workbench.engine import stops
 from workbench.engine import trace as tr
 from workbench.engine.accept import AcceptResult, greedy_walk, leviathan_chain, sampling_walk
 from workbench.engine.config import SpecConfig, check_context
@@ -43,7 +44,7 @@ from workbench.engine.draft import DraftPhase
 from workbench.engine.graph_check import graphs_by_default
 from workbench.engine.graphs import step_lock
 from workbench.engine.policy import Choice, SpecPolicy, draft_source_of, policy_for
-from workbench.engine.record import DraftLevel, KVChange, PolicyNote, StepRecord
+from workbench.engine.record import DraftLevel, KVChange, PolicyNote, StepRecord, StopCause
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams, choose, target_probs
 from workbench.engine.scheduler import Scheduler
@@ -339,14 +340,22 @@ class Engine:
                              emitted=emitted, timing=timings.ms,
                              kv=KVChange(lens[i], verify_slots[i], kept, freed, draft_extend=extended.slots[i],
                                          draft_scratch=phase.scratch_slots[i]),
-                             candidates=phase.candidates[i], levels=phase.levels[i], tree=trees[i], result=results[i])
+                             candidates=phase.candidates[i], levels=phase.levels[i], tree=trees[i], result=results[i],
+                             stop=self._stop(spec, phase.candidates[i], trees[i], results[i]))
                 for i, (r, rows, (kept, freed, emitted)) in enumerate(zip(reqs, per_tree(trees, logits), commits))]
+
+    def _stop(self, spec: SpecConfig, cands, tree: DraftTree, result: AcceptResult) -> StopCause:
+        """Why one request's walk stopped (tracing only; ``stops.py``)."""
+        return stops.stop_cause(cands=cands, tree=tree, result=result, rule=spec.accept_rule(self.sampling),
+                                method=spec.method, spec=spec, source=spec.draft, proposes=self.drafter.proposes)
 
     def _draft(self, reqs: list[Request], spec: SpecConfig, extended) -> DraftPhase:
         """Every request's candidate tree, grown from its extend's output (``extended``); the tree
         levels' draft KV is scratch, back on the free list before the verify."""
         chain = self.sampling if spec.accept_rule(self.sampling) == "leviathan" else None
-        return self.drafter.grow(reqs, self.table, extended, spec, chain, self.dev_gen)  # it frees its scratch KV
+        keep_top = stops.REACH if self.trace else 0  # the draft's top at each node, for the stop's rank
+        return self.drafter.grow(reqs, self.table, extended, spec, chain, self.dev_gen,  # it frees its scratch KV
+                                 keep_top=keep_top)
 
     def _build(self, reqs: list[Request], spec: SpecConfig, phase: DraftPhase,
                lens: list[int]) -> tuple[list[DraftTree], list[list[int]]]:

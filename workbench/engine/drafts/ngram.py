@@ -28,6 +28,7 @@ class NgramSource(DraftSource):
     colour = "#E69F00"  # orange
     model_free = True
     nothing_drafted = "no earlier occurrence of the last tokens"
+    unexpanded_cause = "no match"  # no earlier occurrence continues below the stop node (engine/stops.py)
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_match <= self.max_match <= MAX_MATCH:
@@ -57,6 +58,11 @@ class NgramSource(DraftSource):
     def vllm_draft(self) -> dict:
         return {"method": "ngram", "prompt_lookup_min": self.min_match, "prompt_lookup_max": self.max_match}
 
+    def miss_cause(self, rank: int | None, reach: int) -> str:
+        """The lookup found continuations below the stop node, none the target's token: no
+        distribution ranks the token, the earlier text simply went on differently."""
+        return "continuation"
+
     def build(self, target, draft) -> NgramDraft:
         return NgramDraft(self)
 
@@ -75,7 +81,7 @@ class NgramDraft(Drafter):
         self.source, self.name = source, source.name
 
     def grow(self, reqs: list[Request], table: SlotTable, extended: Extended, spec,
-             chain: SamplingParams | None, generator) -> DraftPhase:
+             chain: SamplingParams | None, generator, keep_top: int = 0) -> DraftPhase:
         s = self.source
         cands = [ngram_candidates(r.prompt_ids + r.output_ids, s.min_match, s.max_match, spec.num_steps, spec.topk)
                  for r in reqs]
