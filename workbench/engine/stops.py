@@ -122,8 +122,8 @@ def draft_rank(cands: Candidates, parent: int, token: int) -> tuple[int | None, 
     top = cands.top.get(parent)
     if top is not None:
         return next(((r, p) for r, (t, p) in enumerate(top) if t == token), (None, None))
-    return next(((cands.ranks[i], cands.probs[i]) for i in children_of(cands, parent) if cands.tokens[i] == token),
-                (None, None))
+    return next(((cands.ranks[i] if cands.ranks[i] >= 0 else None, cands.probs[i])  # -1: rank unknown
+                 for i in children_of(cands, parent) if cands.tokens[i] == token), (None, None))
 
 
 def catch(cause: str, *, cands: Candidates, candidate: int, spec, rank: int | None, hit: int | None) -> dict[str, int]:

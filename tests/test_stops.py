@@ -1,0 +1,257 @@
+"""Why a step stopped (engine/stops.py): each cause built on purpose, a property check that every
+stop of random trees gets exactly the cause its facts give, and tiny engines where every
+speculative step's record and trace carry one."""
+
+import random
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from helpers import random_prompts, score_driven_candidates, tiny_pair
+from workbench.engine.accept import greedy_walk, sampling_walk
+from workbench.engine.config import SpecConfig
+from workbench.engine.drafts.head import HeadSource
+from workbench.engine.drafts.ngram import NgramSource
+from workbench.engine.engine import Engine
+from workbench.engine.ngram import ngram_candidates
+from workbench.engine.sampling import SamplingParams
+from workbench.engine.stops import CAUSES, REACH, cause_counts, children_of, stop_cause
+from workbench.engine.trace import step_trace
+from workbench.engine.tree import Candidates, build_tree, rerank, score_order
+
+HEAD, NGRAM = HeadSource(), NgramSource()
+A, B, C, D, E, F, G, H, I, J = range(20, 30)  # score_driven_candidates' tokens, flat index = token - 20
+OTHER = 5  # a token no candidate has
+
+
+def walk(cands, num_draft_tokens, wants: dict[int, int]):
+    """The score-driven tree under ``num_draft_tokens`` and the greedy walk where the target
+    wants ``wants[tree node]`` after each node (OTHER elsewhere)."""
+    kept, dropped = rerank(cands, num_draft_tokens)
+    tree = build_tree(1, cands, kept, prefix_len=4, dropped=dropped)
+    argmax = [wants.get(n, OTHER) for n in range(tree.num_nodes)]
+    return tree, greedy_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling, argmax)
+
+
+def node_of(tree, token):
+    return tree.tokens.index(token)
+
+
+def cause_of(cands, tree, result, *, rule="greedy", method="eagle2", source=HEAD, proposes=lambda t: True,
+             num_steps=3, topk=2):
+    spec = SimpleNamespace(method=method, num_steps=num_steps, topk=topk)  # the knobs stop_cause reads
+    return stop_cause(cands=cands, tree=tree, result=result, rule=rule, method=method, spec=spec, source=source,
+                      proposes=proposes)
+
+
+def test_depth_at_the_last_level():
+    c = score_driven_candidates()
+    tree, res = walk(c, 11, {0: A})
+    tree, res = walk(c, 11, {0: A, node_of(tree, A): C, node_of(tree, C): G})
+    stop = cause_of(c, tree, res)
+    assert (stop.cause, stop.depth, stop.catch) == ("depth", 3, {"num_steps": 4})
+
+
+def test_budget_names_the_num_draft_tokens_that_keeps_the_token():
+    c = score_driven_candidates()
+    tree, _ = walk(c, 5, {})
+    assert D not in tree.tokens  # 4 drafts kept: A, C, B, E; D (score .168) dropped
+    tree, res = walk(c, 5, {0: A, node_of(tree, A): D})
+    stop = cause_of(c, tree, res)
+    assert stop.cause == "budget" and res.path == [0, node_of(tree, A)]
+    assert stop.catch == {"num_draft_tokens": 7}  # D is 6th by score: 6 drafts + the root
+    assert (stop.rank, stop.prob) == (None, .28)  # no kept top: its prob as proposed (these name no rank)
+    kept, _ = rerank(c, 7)
+    assert D - A in kept  # and 7 does keep it
+
+
+def test_frontier_names_the_topk_that_expands_the_node():
+    c = score_driven_candidates()
+    tree, _ = walk(c, 11, {})
+    tree, res = walk(c, 11, {0: A, node_of(tree, A): D})
+    stop = cause_of(c, tree, res)
+    assert stop.cause == "frontier" and stop.depth == 2 and res.stop == "leaf"
+    assert stop.catch == {"topk": 3}  # depth 2 by score: C, E, D, F
+
+
+def test_width_and_draft_by_the_rank_at_the_stop_node():
+    c = score_driven_candidates()
+    c.top[-1] = [(A, .6), (B, .3), (OTHER, .05), (7, .01)]
+    tree, res = walk(c, 11, {0: OTHER})
+    stop = cause_of(c, tree, res)
+    assert (stop.cause, stop.rank, stop.prob, stop.catch) == ("width", 2, .05, {"topk": 3})
+    c.top[-1] = [(A, .6), (B, .3)]  # the token beyond the kept top: the draft disagreed
+    stop = cause_of(c, tree, res)
+    assert (stop.cause, stop.rank, stop.prob, stop.catch) == ("draft", None, None, {})
+
+
+def test_a_rank_beyond_reach_is_the_draft():
+    c = score_driven_candidates()
+    c.top[-1] = [(100 + r, .01) for r in range(REACH)] + [(OTHER, .001)]
+    tree, res = walk(c, 11, {0: OTHER})
+    assert cause_of(c, tree, res).cause == "draft"
+
+
+def test_vocabulary_when_the_draft_cannot_propose_the_token():
+    c = score_driven_candidates()
+    tree, res = walk(c, 11, {0: OTHER})
+    assert cause_of(c, tree, res, proposes=lambda t: t != OTHER).cause == "vocabulary"
+
+
+def test_coin_under_sampling():
+    c = score_driven_candidates()
+    kept, dropped = rerank(c, 11)
+    tree = build_tree(1, c, kept, prefix_len=4, dropped=dropped)
+    probs = torch.zeros(tree.num_nodes, 32)
+    probs[:, OTHER] = 1.0  # the target never takes a draft: every coin rejects
+    res = sampling_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling, probs,
+                        torch.Generator().manual_seed(0))
+    stop = cause_of(c, tree, res, rule="target-only")
+    assert (stop.cause, stop.token, stop.node) == ("coin", OTHER, 0)
+
+
+def test_static_tree_leaf_above_the_last_level_is_its_shape():
+    c = score_driven_candidates()
+    tree, _ = walk(c, 11, {})
+    tree, res = walk(c, 11, {0: A, node_of(tree, A): D})
+    stop = cause_of(c, tree, res, method="static")
+    assert (stop.cause, stop.catch) == ("shape", {})
+
+
+def test_ngram_no_match_and_continuation():
+    empty = Candidates()
+    tree = build_tree(1, empty, [], prefix_len=4)
+    res = greedy_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling, [OTHER])
+    assert cause_of(empty, tree, res, source=NGRAM).cause == "no match"
+    c = ngram_candidates([1, 2, 3, 9, 1, 2], 1, 2, num_steps=2, topk=2)  # "1 2" was followed by 3
+    kept, dropped = rerank(c, 4)
+    tree = build_tree(2, c, kept, prefix_len=6, dropped=dropped)
+    res = greedy_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling, [4] * tree.num_nodes)
+    stop = cause_of(c, tree, res, source=NGRAM, num_steps=2)
+    assert (stop.cause, stop.rank, stop.prob) == ("continuation", None, None)
+
+
+def test_cause_counts_keep_the_order_of_causes():
+    assert list(cause_counts(["width", "depth", "width"]).items()) == [("depth", 1), ("width", 2)]
+
+
+# ---- the property: every stop of a random tree has the one cause its facts give ------------------------
+def random_step(rng: random.Random, vocab: int = 12):
+    """A tree grown as ``draft.grow_tree`` grows one (random probabilities), a random budget, a
+    random draft top at each expanded node, and a target that often agrees with the draft."""
+    num_steps, topk = rng.randint(1, 4), rng.randint(1, 3)
+    c, frontier, expanded = Candidates(), [-1], {-1}
+    for depth in range(1, num_steps + 1):
+        first = len(c.tokens)
+        for parent in frontier:
+            toks = rng.sample(range(vocab), topk + 2)
+            c.top[parent] = [(t, 1 / (r + 2)) for r, t in enumerate(toks)]
+            base = 1.0 if parent == -1 else c.scores[parent]
+            for r, t in enumerate(toks[:topk]):
+                p = rng.uniform(0.05, 0.9) / (r + 1)
+                c.add(t, p, base * p, parent, depth, r)
+        level = list(range(first, len(c.tokens)))
+        frontier = [level[j] for j in score_order([c.scores[i] for i in level]).tolist()[:topk]]
+        expanded |= set(frontier) if depth < num_steps else set()
+    kept, dropped = rerank(c, rng.randint(2, len(c.tokens) + 1))
+    tree = build_tree(0, c, kept, prefix_len=3, dropped=dropped)
+    return c, tree, expanded, num_steps, topk
+
+
+def independent_cause(c, tree, res, expanded, num_steps, sampled, proposes) -> list[str]:
+    """Every cause whose definition (docs/design.md) holds, read off the walk's moves and the
+    growth's frontiers, not off the module's own facts: exactly one must."""
+    s = res.path[-1]
+    cs, t = tree.candidate_index[s], res.bonus
+    proposed = [i for i, p in enumerate(c.parents) if p == cs]
+    rejected = any(m.node == s and not m.match for m in res.moves)
+    dropped_hit = any(c.tokens[i] == t and i not in tree.candidate_index for i in proposed)
+    rank = next((r for r, (tok, _) in enumerate(c.top.get(cs, [])) if tok == t), None)
+    base = not (sampled and rejected) and not dropped_hit and proposes(t)
+    holds = {
+        "coin": sampled and rejected,
+        "budget": not (sampled and rejected) and dropped_hit,
+        "vocabulary": not (sampled and rejected) and not dropped_hit and not proposes(t),
+        "depth": base and tree.depths[s] == num_steps,
+        "frontier": base and tree.depths[s] < num_steps and cs not in expanded,
+        "width": base and cs in expanded and rank is not None and rank < REACH,
+        "draft": base and cs in expanded and (rank is None or rank >= REACH),
+    }
+    return [k for k, v in holds.items() if v]
+
+
+def test_every_random_stop_has_exactly_the_cause_its_facts_give():
+    rng, seen = random.Random(0), set()
+    for _ in range(600):
+        c, tree, expanded, num_steps, topk = random_step(rng)
+        sampled = rng.random() < 0.3
+        hot = set(rng.sample(range(12), 10))
+        if sampled:
+            probs = torch.rand(tree.num_nodes, 12) ** 4
+            res = sampling_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling, probs,
+                                torch.Generator().manual_seed(rng.randint(0, 999)))
+        else:
+            argmax = [rng.choice([t for t, _ in c.top.get(cs, [])] or [0]) if rng.random() < 0.8 else rng.randrange(12)
+                      for cs in tree.candidate_index]
+            res = greedy_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling, argmax)
+        stop = cause_of(c, tree, res, rule="target-only" if sampled else "greedy", proposes=hot.__contains__,
+                        num_steps=num_steps, topk=topk)
+        assert stop.cause in CAUSES
+        assert independent_cause(c, tree, res, expanded, num_steps, sampled, hot.__contains__) == [stop.cause]
+        assert stop.node == res.path[-1] and stop.token == res.bonus
+        seen.add(stop.cause)
+        if stop.cause == "budget":  # the named budget keeps the token's candidate
+            hit = next(i for i in children_of(c, stop.candidate) if c.tokens[i] == stop.token)
+            assert hit in rerank(c, stop.catch["num_draft_tokens"])[0]
+            assert hit not in rerank(c, stop.catch["num_draft_tokens"] - 1)[0]
+    assert seen == {"coin", "budget", "vocabulary", "depth", "frontier", "width", "draft"}  # each was exercised
+
+
+# ---- tiny engines: every speculative step's record says why ----------------------------------------------
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    return tiny_pair(tmp_path_factory.mktemp("tiny_stops"))
+
+
+@pytest.mark.parametrize("spec, sampling", [
+    (SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=5), SamplingParams()),
+    (SpecConfig("eagle2", num_steps=2, topk=3, num_draft_tokens=6), SamplingParams(temperature=1.0, seed=3)),
+    (SpecConfig.static(6), SamplingParams()),
+    (SpecConfig("eagle2", num_steps=2, topk=2, num_draft_tokens=4, draft=NGRAM), SamplingParams()),
+])
+def test_every_spec_step_of_a_tiny_engine_has_a_cause(pair, spec, sampling):
+    target, head = pair
+    eng = Engine(target, head if not spec.draft.model_free else None, spec, sampling=sampling, trace=True)
+    eng.add_requests(random_prompts(2, 16, seed=5), 12)
+    spec_steps = 0
+    while not eng.done:
+        for rec in eng.step_records():
+            if rec.kind != "spec":
+                assert rec.stop is None
+                continue
+            spec_steps += 1
+            assert rec.stop.cause in CAUSES and rec.stop.node == rec.result.path[-1]
+            assert rec.stop.token == rec.result.bonus
+            if rec.stop.cause == "coin":
+                assert rec.rule != "greedy"
+            if not spec.draft.model_free:  # a neural draft kept its top at every node it ran
+                assert -1 in rec.candidates.top and rec.stop.cause not in ("no match", "continuation")
+            trace = step_trace(rec)
+            assert trace["stop"]["cause"] == rec.stop.cause and trace["stop"]["token"] == rec.result.bonus
+    assert spec_steps > 0
+
+
+def test_without_tracing_the_draft_keeps_no_top(pair):
+    target, head = pair
+    eng = Engine(target, head, SpecConfig("eagle2", num_steps=2, topk=2, num_draft_tokens=4))
+    eng.add_requests(random_prompts(1, 16, seed=5), 4)
+    phases, grow = [], eng.drafter.grow
+
+    def recorded(*args, **kwargs):
+        phases.append(grow(*args, **kwargs))
+        return phases[-1]
+
+    eng.drafter.grow = recorded
+    eng.run()
+    assert phases and all(p.candidates[0].top == {} and p.candidates[0].tokens for p in phases)
