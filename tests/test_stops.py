@@ -16,9 +16,10 @@ from workbench.engine.drafts.ngram import NgramSource
 from workbench.engine.engine import Engine
 from workbench.engine.ngram import ngram_candidates
 from workbench.engine.sampling import SamplingParams
-from workbench.engine.stops import CAUSES, REACH, cause_counts, children_of, stop_cause
+from workbench.engine.stops import CAUSES, REACH, children_of, stop_cause
 from workbench.engine.trace import step_trace
 from workbench.engine.tree import Candidates, build_tree, rerank, score_order
+from workbench.metrics import requests_serving, serving_metrics, stop_counts, traces_serving, traces_stop_causes
 
 HEAD, NGRAM = HeadSource(), NgramSource()
 A, B, C, D, E, F, G, H, I, J = range(20, 30)  # score_driven_candidates' tokens, flat index = token - 20
@@ -130,10 +131,6 @@ def test_ngram_no_match_and_continuation():
     res = greedy_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling, [4] * tree.num_nodes)
     stop = cause_of(c, tree, res, source=NGRAM, num_steps=2)
     assert (stop.cause, stop.rank, stop.prob) == ("continuation", None, None)
-
-
-def test_cause_counts_keep_the_order_of_causes():
-    assert list(cause_counts(["width", "depth", "width"]).items()) == [("depth", 1), ("width", 2)]
 
 
 # ---- the property: every stop of a random tree has the one cause its facts give ------------------------
@@ -255,3 +252,75 @@ def test_without_tracing_the_draft_keeps_no_top(pair):
     eng.drafter.grow = recorded
     eng.run()
     assert phases and all(p.candidates[0].top == {} and p.candidates[0].tokens for p in phases)
+
+
+# ---- the serving engines' metrics, recomputed from the per-step records ----------------------------------
+def test_serving_metrics_follow_vllms_definitions():
+    m = serving_metrics([2, 0, 1, 0], [7, 7, 7, 0], positions=3)  # the last step drafted nothing: not counted
+    assert (m.num_drafts, m.num_draft_tokens, m.num_accepted_tokens) == (3, 21, 3)
+    assert m.mean_acceptance_length == 2.0 and m.draft_acceptance_rate == pytest.approx(3 / 21)
+    assert m.acceptance_histogram == [1, 1, 1, 0] and m.per_position == pytest.approx([2 / 3, 1 / 3, 0])
+    assert serving_metrics([0], [0]) is None
+    with pytest.raises(ValueError, match="one of each per step"):
+        serving_metrics([1], [])
+
+
+def test_a_run_s_metrics_and_stop_counts_recomputed_from_its_records(pair):
+    target, head = pair
+    spec = SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6)
+    eng = Engine(target, head, spec, trace=True)
+    eng.add_requests(random_prompts(2, 16, seed=7), 16)
+    records = []
+    while not eng.done:
+        records += eng.step_records()
+    spec_recs = [r for r in records if r.kind == "spec"]
+    traces = [step_trace(r) for r in records]
+    accepted = [len(r.result.path) - 1 for r in spec_recs]
+    drafted = [r.tree.num_nodes - 1 for r in spec_recs]
+    from_traces, from_requests = traces_serving(traces), requests_serving(eng.requests, positions=3)
+    for m in (from_traces, from_requests):
+        assert m.num_drafts == sum(d > 0 for d in drafted)
+        assert m.num_accepted_tokens == sum(accepted) and m.num_draft_tokens == sum(drafted)
+        assert m.mean_acceptance_length == pytest.approx(1 + sum(accepted) / m.num_drafts)
+        assert m.per_position[0] == pytest.approx(sum(a >= 1 for a in accepted) / m.num_drafts)
+        assert sum(m.acceptance_histogram) == m.num_drafts
+    counts = traces_stop_causes(traces)
+    assert sum(counts.values()) == len(spec_recs)  # every spec step counted once
+    assert counts == stop_counts([c for r in eng.requests for c in r.stop_causes])
+
+
+def test_bench_summary_and_report_carry_the_metrics_and_the_stop_causes():
+    from workbench.bench.report import serving_table, stop_table
+    from workbench.measure.metrics import serving_summary
+
+    recs = [{"drafts_accepted": [[2, 0]], "drafts_verified": [[5, 5]], "stop_causes": [["depth", "width"]]},
+            {"drafts_accepted": [[1]], "drafts_verified": [[5]], "stop_causes": [["width"]]}]
+    s = serving_summary(recs, num_steps=2)
+    assert s["stop_causes"] == {"width": 2, "depth": 1}
+    assert s["vllm"]["num_drafts"] == 3 and s["vllm"]["draft_acceptance_rate"] == pytest.approx(3 / 15)
+    assert serving_summary([{"drafts_accepted": [[1]]}], 2) == {}  # a journal older than the counts
+    result = {"summary": {"eagle2": {"tau": 2.0, **s}, "vanilla": {}}}
+    table = stop_table(result)
+    assert "| `eagle2` | 3 | 2 | 1 |" in table and "vanilla" not in table
+    assert "| `eagle2` | 2.00 | 2.00 | 0.20 |" in serving_table(result)
+
+
+def test_generate_json_prints_vllms_metrics_and_with_a_trace_the_stop_causes(tmp_path, capsys):
+    import json
+
+    from workbench.app.tiny import make_tiny_app_model
+    from workbench.cli import main
+
+    tiny = make_tiny_app_model(tmp_path / "tiny")
+    trace = tmp_path / "trace.jsonl"
+    assert main(["generate", "--target", str(tiny), "--draft", "random", "--prompt", "the cat sat on the mat",
+                 "--max-new-tokens", "10", "--method", "eagle2", "--num-steps", "3", "--topk", "2",
+                 "--num-draft-tokens", "5", "--json", "--trace", str(trace)]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    steps = [json.loads(line) for line in trace.read_text().splitlines()]
+    v = out["vllm_metrics"]
+    assert v["per_step_accepted"] == out["drafts_accepted"]  # every step drafted: the head always proposes
+    assert v["num_drafts"] == len(out["accept_lengths"]) and len(v["per_position_acceptance"]) == 3
+    assert v["mean_acceptance_length"] == pytest.approx(1 + sum(out["drafts_accepted"]) / v["num_drafts"], abs=1e-4)
+    assert out["stop_causes"] == traces_stop_causes(steps)
+    assert sum(out["stop_causes"].values()) == v["num_drafts"]

@@ -61,7 +61,8 @@ class Engine:
                  spec: SpecConfig | None = None, *,
                  sampling: SamplingParams = SamplingParams(), stop_ids: tuple[int, ...] = (),
                  trace: bool = False, token_text=None, debug: bool | None = None,
-                 cuda_graphs: bool | None = None, policy: SpecPolicy | None = None, kv_slots: int | None = None):
+                 cuda_graphs: bool | None = None, policy: SpecPolicy | None = None, kv_slots: int | None = None,
+                 stops: bool = False):
         """``spec``: the one setting every step runs (default ``SpecConfig()``); or ``policy``
         (``policy/``), which picks each decode step's setting from the running batch: give one
         of the two. ``draft``: the EAGLE head when the settings draft with the head, the draft
@@ -70,7 +71,9 @@ class Engine:
         ``add_requests`` sizes the pools for exactly its batch. ``cuda_graphs``: replay decode,
         verify and the head's forwards (tree levels, and the extend when it fits a bucket) from
         CUDA graphs (``graphs.py``); None = on where it can be (a CUDA device and the triton
-        attention backend) and the start-up check passed for these models (``graph_check.py``)."""
+        attention backend) and the start-up check passed for these models (``graph_check.py``).
+        ``stops``: keep why each speculative step stopped on its request (``Request.stop_causes``,
+        ``stops.py``) without tracing too; a trace always says it."""
         if spec is not None and policy is not None:
             raise ValueError("give the engine a spec (one setting) or a policy (a setting per step), not both")
         self.policy = policy if policy is not None else policy_for(spec if spec is not None else SpecConfig())
@@ -90,6 +93,7 @@ class Engine:
         self.draft_scratch = max((self.drafter.scratch_slots(s) for s in speculative), default=0)
         self.stop_ids = set(stop_ids)
         self.trace, self.token_text = trace, token_text or (lambda t: str(t))
+        self.keep_stops = stops or trace
         self.debug = os.environ.get("WORKBENCH_DEBUG") == "1" if debug is None else debug
         self.device = target.lm_head.weight.device
         self.cpu_gen = torch.Generator().manual_seed(sampling.seed)
@@ -305,6 +309,7 @@ class Engine:
                 emitted.append(r.emit([tok], ["bonus"], self.stop_ids))
                 r.accept_lengths.append(len(emitted[-1]))
                 r.drafts_accepted.append(0)
+                r.drafts_verified.append(0)
             self._release_finished()
         if not self.trace:
             return []
@@ -333,6 +338,11 @@ class Engine:
             commits = [self._commit(r, tree, res, slots, h)
                        for r, tree, res, slots, h in zip(reqs, trees, results, verify_slots, per_tree(trees, hidden))]
             self._release_finished()
+        causes = [self._stop(spec, c, tree, res) for c, tree, res in zip(phase.candidates, trees, results)] \
+            if self.keep_stops else [None] * len(reqs)
+        for r, cause in zip(reqs, causes):
+            if cause is not None:
+                r.stop_causes.append(cause.cause)
         if not self.trace:
             return []
         rids = [r.rid for r in reqs]
@@ -341,11 +351,11 @@ class Engine:
                              kv=KVChange(lens[i], verify_slots[i], kept, freed, draft_extend=extended.slots[i],
                                          draft_scratch=phase.scratch_slots[i]),
                              candidates=phase.candidates[i], levels=phase.levels[i], tree=trees[i], result=results[i],
-                             stop=self._stop(spec, phase.candidates[i], trees[i], results[i]))
+                             stop=causes[i])
                 for i, (r, rows, (kept, freed, emitted)) in enumerate(zip(reqs, per_tree(trees, logits), commits))]
 
     def _stop(self, spec: SpecConfig, cands, tree: DraftTree, result: AcceptResult) -> StopCause:
-        """Why one request's walk stopped (tracing only; ``stops.py``)."""
+        """Why one request's walk stopped (``stops.py``; kept when tracing or ``stops``)."""
         return stops.stop_cause(cands=cands, tree=tree, result=result, rule=spec.accept_rule(self.sampling),
                                 method=spec.method, spec=spec, source=spec.draft, proposes=self.drafter.proposes)
 
@@ -353,7 +363,7 @@ class Engine:
         """Every request's candidate tree, grown from its extend's output (``extended``); the tree
         levels' draft KV is scratch, back on the free list before the verify."""
         chain = self.sampling if spec.accept_rule(self.sampling) == "leviathan" else None
-        keep_top = stops.REACH if self.trace else 0  # the draft's top at each node, for the stop's rank
+        keep_top = stops.REACH if self.keep_stops else 0  # the draft's top at each node, for the stop's rank
         return self.drafter.grow(reqs, self.table, extended, spec, chain, self.dev_gen,  # it frees its scratch KV
                                  keep_top=keep_top)
 
@@ -427,6 +437,7 @@ class Engine:
         emitted = r.emit(accepted + [res.bonus], ["accepted"] * len(accepted) + ["bonus"], self.stop_ids)
         r.accept_lengths.append(len(emitted))  # τ counts what the step emitted, not what the walk accepted
         r.drafts_accepted.append(len(accepted))
+        r.drafts_verified.append(tree.num_nodes - 1)
         r.root = res.bonus
         r.set_pending(accepted + [res.bonus], hidden[res.path])  # pairs (f_root, a1), ..., (f_an, bonus)
         return kept, freed, emitted

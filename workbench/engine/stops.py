@@ -142,8 +142,3 @@ def catch(cause: str, *, cands: Candidates, candidate: int, spec, rank: int | No
         order = [level[j] for j in score_order([cands.scores[i] for i in level]).tolist()]
         return {"topk": order.index(candidate) + 1}
     return {}
-
-
-def cause_counts(causes: list[str]) -> dict[str, int]:
-    """Steps per cause, in ``CAUSES`` order, causes that never happened left out."""
-    return {c: causes.count(c) for c in CAUSES if c in causes}

@@ -31,6 +31,8 @@ accept length over the coins) is derived from them on request (``analysis/expect
                     candidate, depth, token and text (the target's token there), rank and prob (in
                     the draft's distribution at the stop node; None where unknown), catch (the
                     smallest knob change that would have caught it: {"num_draft_tokens": 9}, or {})
+``spec_decode``     the step in vLLM's counts (``workbench/metrics.py``): num_draft_tokens (the tree's
+                    nodes but the root: every verified draft, siblings too), num_accepted_tokens
 ``kv``              target slots written, kept, freed (rollback is a slot-table edit: no row is
                     copied); a spec step's draft slots (extend: kept; tree scratch: freed after
                     drafting); allocator counts after the step
@@ -71,6 +73,7 @@ def step_trace(rec: StepRecord, token_text=str) -> dict:
         d["accept"] = _accept(rec, token_text)
         if rec.stop is not None:
             d["stop"] = _stop(rec, token_text)
+        d["spec_decode"] = {"num_draft_tokens": rec.tree.num_nodes - 1, "num_accepted_tokens": rec.result.num_accepted}
     d["kv"] = _kv(rec)
     d["emitted"] = rec.emitted  # accepted drafts + bonus, cut after a stop token or at max_new_tokens
     d["accept_length"] = len(rec.emitted)  # τ's count; the walk's is len(accept.path)
