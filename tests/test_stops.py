@@ -324,3 +324,80 @@ def test_generate_json_prints_vllms_metrics_and_with_a_trace_the_stop_causes(tmp
     assert v["mean_acceptance_length"] == pytest.approx(1 + sum(out["drafts_accepted"]) / v["num_drafts"], abs=1e-4)
     assert out["stop_causes"] == traces_stop_causes(steps)
     assert sum(out["stop_causes"].values()) == v["num_drafts"]
+
+
+# ---- what the pages say: one sentence per step, the stop marked, the counts per run ----------------------
+def traced_run(pair, spec, sampling=SamplingParams(), n=16):
+    target, head = pair
+    eng = Engine(target, head if not spec.draft.model_free else None, spec, sampling=sampling, trace=True)
+    eng.add_requests(random_prompts(1, 16, seed=11), n)
+    traces = []
+    while not eng.done:
+        traces += eng.step()
+    return traces
+
+
+def test_every_speculative_step_gets_one_sentence_naming_its_cause(pair):
+    from workbench.app.guide import miss_line, stop_line
+
+    traces = traced_run(pair, SpecConfig("eagle2", num_steps=2, topk=2, num_draft_tokens=4))
+    spec = [t for t in traces if t["kind"] == "spec"]
+    assert any(t["accept"]["accepted"] for t in spec)  # partly accepted steps are among them
+    for t in spec:
+        line = stop_line(t)
+        n = len(t["accept"]["accepted"])
+        assert line.startswith(f"Step {t['step']} accepted {n} draft" if n else f"Nothing accepted at step {t['step']}")
+        assert line.count(". ") == 0 and line.endswith(".")  # one sentence
+        assert f"`{t['stop']['text']}`" in line
+        if t["stop"]["rank"] is not None:
+            assert f"#{t['stop']['rank'] + 1} with probability {t['stop']['prob']:.3g}" in line
+        assert miss_line(t) == ("" if n else line)
+    assert stop_line(traces[0]) == ""  # the prefill: no walk
+
+
+@pytest.mark.parametrize("cause, catch, words", [
+    ("depth", {"num_steps": 3}, "on the tree's last level, with nothing drafted below it; num_steps = 3 would"),
+    ("budget", {"num_draft_tokens": 9}, "the rerank dropped it (num_draft_tokens = 9 would have kept it)"),
+    ("frontier", {"topk": 3}, "not among the topk best nodes of its level, so the draft never ran there (topk = 3"),
+    ("width", {"topk": 4}, "below the 2 it proposed (topk = 4 would have proposed it)"),
+    ("draft", {}, "which the draft did not guess (it guessed"),
+    ("vocabulary", {}, "not among the draft's hot draft tokens"),
+    ("shape", {}, "the static tree's shape has no node below"),
+    ("no match", {}, "no earlier occurrence continuing after"),
+    ("continuation", {}, "the earlier text went on differently (it guessed"),
+])
+def test_each_cause_has_its_words(pair, cause, catch, words):
+    from workbench.app.guide import stop_line
+
+    t = next(t for t in traced_run(pair, SpecConfig("eagle2", num_steps=2, topk=2, num_draft_tokens=4), n=6)
+             if t["kind"] == "spec")
+    line = stop_line({**t, "stop": {**t["stop"], "cause": cause, "catch": catch, "rank": 3, "prob": 0.0421}})
+    assert words in line
+    if cause in ("width", "draft", "budget"):
+        assert "ranked it #4 with probability 0.0421" in line
+
+
+def test_a_sampled_step_names_the_rule_whose_coins_rejected(pair):
+    from workbench.app.guide import stop_line
+
+    traces = traced_run(pair, SpecConfig("eagle2", num_steps=2, topk=2, num_draft_tokens=4),
+                        SamplingParams(temperature=1.0, seed=2), n=24)
+    coins = [t for t in traces if t.get("stop", {}).get("cause") == "coin"]
+    assert coins and all("(target-only rule)" in stop_line(t) for t in coins)
+
+
+def test_the_tree_rings_the_stop_node_and_compare_counts_every_step(pair):
+    from workbench.viz.compare import stops_html
+    from workbench.viz.tree import tree_figure
+
+    traces = traced_run(pair, SpecConfig("eagle2", num_steps=2, topk=2, num_draft_tokens=4))
+    t = next(t for t in traces if t["kind"] == "spec")
+    ring = next(d for d in tree_figure(t).data if d.meta == "stop")
+    assert ring.name == f"stop: {t['stop']['cause']}"
+    runs = {"eagle2": {"traces": traces}, "vanilla": {"traces": [x for x in traces if x["kind"] == "prefill"]}}
+    html_out = stops_html(runs)
+    steps = sum(x["kind"] == "spec" for x in traces)
+    assert f"data-method='eagle2' data-steps='{steps}'" in html_out and "data-method='vanilla'" not in html_out
+    counts = traces_stop_causes(traces)
+    assert sum(counts.values()) == steps
+    assert stops_html({"vanilla": runs["vanilla"]}) == ""

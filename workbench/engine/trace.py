@@ -160,7 +160,7 @@ def _accept(rec: StepRecord, text) -> dict:
 def _stop(rec: StepRecord, text) -> dict:
     s = rec.stop
     return {"cause": s.cause, "node": s.node, "candidate": s.candidate, "depth": s.depth, "token": s.token,
-            "text": text(s.token), "rank": s.rank, "prob": None if s.prob is None else round(s.prob, 5),
+            "text": text(s.token), "rank": s.rank, "prob": None if s.prob is None else float(f"{s.prob:.4g}"),  # small ones stay readable
             "catch": dict(s.catch)}
 
 
