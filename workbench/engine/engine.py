@@ -36,7 +36,6 @@ import torch
 
 from workbench.attention import BACKEND
 from workbench.attention.batch import ForwardBatch, extend_batch, tree_batch
-from workbench.engine import stops
 from workbench.engine import trace as tr
 from workbench.engine.accept import AcceptResult, greedy_walk, leviathan_chain, sampling_walk
 from workbench.engine.config import SpecConfig, check_context
@@ -48,6 +47,7 @@ from workbench.engine.record import DraftLevel, KVChange, PolicyNote, StepRecord
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams, choose, target_probs
 from workbench.engine.scheduler import Scheduler
+from workbench.engine.stops import REACH, stop_cause
 from workbench.engine.timings import StepTimings
 from workbench.engine.tree import DraftTree, build_tree, rerank
 from workbench.kv import SlotAllocator, SlotTable
@@ -84,6 +84,9 @@ class Engine:
         self.target, self.sampling = target, sampling
         speculative = [s for s in settings if s.speculative]
         self.drafter = source.build(target, draft) if speculative else None  # drafts/: a Drafter
+        self.keep_stops = stops or trace
+        if self.drafter is not None and self.keep_stops:  # the draft's top at each node, for the stop's rank
+            self.drafter.keep_top = REACH
         # Per request and step, on top of its committed tokens: the verify block and the draft's
         # scratch slots (allocated by its growth, freed before verify), for the largest setting.
         need = {s: s.num_draft_tokens + self.drafter.scratch_slots(s) if s.speculative else 1 for s in settings}
@@ -93,7 +96,6 @@ class Engine:
         self.draft_scratch = max((self.drafter.scratch_slots(s) for s in speculative), default=0)
         self.stop_ids = set(stop_ids)
         self.trace, self.token_text = trace, token_text or (lambda t: str(t))
-        self.keep_stops = stops or trace
         self.debug = os.environ.get("WORKBENCH_DEBUG") == "1" if debug is None else debug
         self.device = target.lm_head.weight.device
         self.cpu_gen = torch.Generator().manual_seed(sampling.seed)
@@ -356,16 +358,14 @@ class Engine:
 
     def _stop(self, spec: SpecConfig, cands, tree: DraftTree, result: AcceptResult) -> StopCause:
         """Why one request's walk stopped (``stops.py``; kept when tracing or ``stops``)."""
-        return stops.stop_cause(cands=cands, tree=tree, result=result, rule=spec.accept_rule(self.sampling),
-                                method=spec.method, spec=spec, source=spec.draft, proposes=self.drafter.proposes)
+        return stop_cause(cands=cands, tree=tree, result=result, rule=spec.accept_rule(self.sampling), method=spec.method,
+                          spec=spec, source=spec.draft, proposes=self.drafter.proposes)
 
     def _draft(self, reqs: list[Request], spec: SpecConfig, extended) -> DraftPhase:
         """Every request's candidate tree, grown from its extend's output (``extended``); the tree
         levels' draft KV is scratch, back on the free list before the verify."""
         chain = self.sampling if spec.accept_rule(self.sampling) == "leviathan" else None
-        keep_top = stops.REACH if self.keep_stops else 0  # the draft's top at each node, for the stop's rank
-        return self.drafter.grow(reqs, self.table, extended, spec, chain, self.dev_gen,  # it frees its scratch KV
-                                 keep_top=keep_top)
+        return self.drafter.grow(reqs, self.table, extended, spec, chain, self.dev_gen)  # it frees its scratch KV
 
     def _build(self, reqs: list[Request], spec: SpecConfig, phase: DraftPhase,
                lens: list[int]) -> tuple[list[DraftTree], list[list[int]]]:

@@ -162,6 +162,9 @@ class Drafter(Protocol):
     # ``pending_features``): only then does a plain decode step add its pair to them
     reads_pending: bool = False
     level_offset: int = 0  # a frontier node at depth d runs at L + d + level_offset
+    # set by the engine when it keeps stop causes (tracing): how many of the draft's most likely
+    # tokens ``grow`` keeps at each node it runs, so a record can rank the target's token there
+    keep_top: int = 0
 
     def scratch_slots(self, spec) -> int:
         """The KV slots ``grow`` takes per request and step for ``spec`` (the engine sizes the pool)."""
@@ -175,9 +178,10 @@ class Drafter(Protocol):
         return Extended(None, [[] for _ in reqs])
 
     def grow(self, reqs: list[Request], table: SlotTable, extended: Extended, spec,
-             chain: SamplingParams | None, generator, keep_top: int = 0) -> DraftPhase:
-        """The candidates, with every scratch slot it took already freed (``freed``); ``keep_top``
-        > 0 (tracing): with the draft's most likely tokens at each node it ran (``Candidates.top``)."""
+             chain: SamplingParams | None, generator) -> DraftPhase:
+        """The candidates, with every scratch slot it took already freed (``freed``); with
+        ``keep_top`` > 0, a draft with a distribution keeps its most likely tokens at each node it
+        ran (``Candidates.top``)."""
 
     def proposes(self, token: int) -> bool:
         """Whether this draft can propose ``token`` at all (a head with hot draft tokens: only those)."""

@@ -95,7 +95,7 @@ class ExitDraft(Drafter):
         return torch.log_softmax(self.model.logits(hidden), dim=-1), None
 
     def grow(self, reqs: list[Request], table: SlotTable, extended: Extended, spec,
-             chain: SamplingParams | None, generator, keep_top: int = 0) -> DraftPhase:
+             chain: SamplingParams | None, generator) -> DraftPhase:
         alloc = table.allocator
         roots = [alloc.alloc(1) for _ in reqs]
         prefixes = [table.slots(r.rid) for r in reqs]
@@ -103,6 +103,6 @@ class ExitDraft(Drafter):
                              device=self.model.lm_head.weight.device)
         h_root = self.forward(None, batch)  # [B, H]: the root at L proposes level 1
         phase = grow_neural(self, self.forward, alloc, [p + s for p, s in zip(prefixes, roots)], h_root, spec, chain,
-                            generator, keep_top=keep_top)
+                            generator, keep_top=self.keep_top)
         phase.scratch_slots = [s + level for s, level in zip(roots, phase.scratch_slots)]
         return freed(alloc, phase)

@@ -122,10 +122,10 @@ class HeadDraft(Drafter):
         return Extended(hidden, slots)
 
     def grow(self, reqs: list[Request], table: SlotTable, extended: Extended, spec,
-             chain: SamplingParams | None, generator, keep_top: int = 0) -> DraftPhase:
+             chain: SamplingParams | None, generator) -> DraftPhase:
         phase = grow_neural(self.head, head_forward(self.head, self.kv, self.graphed), table.allocator,
                             [table.slots(r.rid) for r in reqs], extended.hidden, spec, chain, generator,
-                            keep_top=keep_top)
+                            keep_top=self.keep_top)
         return freed(table.allocator, phase)
 
     def proposes(self, token: int) -> bool:

@@ -81,7 +81,7 @@ class NgramDraft(Drafter):
         self.source, self.name = source, source.name
 
     def grow(self, reqs: list[Request], table: SlotTable, extended: Extended, spec,
-             chain: SamplingParams | None, generator, keep_top: int = 0) -> DraftPhase:
+             chain: SamplingParams | None, generator) -> DraftPhase:
         s = self.source
         cands = [ngram_candidates(r.prompt_ids + r.output_ids, s.min_match, s.max_match, spec.num_steps, spec.topk)
                  for r in reqs]
