@@ -357,9 +357,11 @@ def test_every_speculative_step_gets_one_sentence_naming_its_cause(pair):
 
 @pytest.mark.parametrize("cause, catch, words", [
     ("depth", {"num_steps": 3}, "on the tree's last level, with nothing drafted below it; num_steps = 3 would"),
+    ("depth", {}, "on the tree's last level, with nothing drafted below it."),
     ("budget", {"num_draft_tokens": 9}, "the rerank dropped it (num_draft_tokens = 9 would have kept it)"),
     ("frontier", {"topk": 3}, "not among the topk best nodes of its level, so the draft never ran there (topk = 3"),
     ("width", {"topk": 4}, "below the 2 it proposed (topk = 4 would have proposed it)"),
+    ("width", {}, "below the 2 it proposed."),  # a static shape: no topk to change
     ("draft", {}, "which the draft did not guess (it guessed"),
     ("vocabulary", {}, "not among the draft's hot draft tokens"),
     ("shape", {}, "the static tree's shape has no node below"),
@@ -375,6 +377,7 @@ def test_each_cause_has_its_words(pair, cause, catch, words):
     assert words in line
     if cause in ("width", "draft", "budget"):
         assert "ranked it #4 with probability 0.0421" in line
+    assert "()" not in line and "( " not in line  # a cause without a change says none
 
 
 def test_a_sampled_step_names_the_rule_whose_coins_rejected(pair):

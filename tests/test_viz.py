@@ -127,7 +127,7 @@ def test_tree_figure_counts_match_the_trace(runs):
         for tr in spec_steps(runs, name)[:4]:  # a figure costs ~50 ms: a few steps of each run
             fig = tree_figure(tr)
             by = markers(fig)
-            n = sum(len(t.x) for s, t in by.items() if s not in ("dropped", "bonus", "stop"))  # stop: a ring over a node
+            n = sum(len(t.x) for s, t in by.items() if s not in ("dropped", "bonus", "stop"))  # stop: a ring on a node
             assert n == len(tr["tree"]["nodes"])
             assert by["stop"].name == f"stop: {tr['stop']['cause']}" and len(by["stop"].x) == 1
             folds = collapse_dropped(tree_graph(tr))

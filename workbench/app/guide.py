@@ -72,8 +72,8 @@ def _why(trace: dict) -> str:
         return f"{want}, but the earlier text went on differently {guessed}"
     if cause == "width":
         proposed = sum(1 for c in trace["draft"]["candidates"] if c["parent"] == stop["candidate"])
-        return f"{want}, which the draft did not guess {guessed}: {_rank(stop)}, below the {proposed} it proposed " \
-               f"({catch} would have proposed it)"
+        wider = f" ({catch} would have proposed it)" if catch else ""  # a static shape: no topk knob
+        return f"{want}, which the draft did not guess {guessed}: {_rank(stop)}, below the {proposed} it proposed{wider}"
     return f"{want}, which the draft did not guess {guessed}: {_rank(stop)}"
 
 

@@ -94,7 +94,8 @@ def stop_table(result: dict) -> str:
     causes = list(dict.fromkeys(c for counts in spec.values() for c in counts))
     rows = ["| method | steps | " + " | ".join(causes) + " |", "|---|---|" + "---|" * len(causes)]
     for name, counts in spec.items():
-        rows.append(f"| `{name}` | {sum(counts.values())} | " + " | ".join(str(counts.get(c, 0)) for c in causes) + " |")
+        cells = [str(sum(counts.values()))] + [str(counts.get(c, 0)) for c in causes]
+        rows.append(f"| `{name}` | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 

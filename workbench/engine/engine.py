@@ -358,8 +358,8 @@ class Engine:
 
     def _stop(self, spec: SpecConfig, cands, tree: DraftTree, result: AcceptResult) -> StopCause:
         """Why one request's walk stopped (``stops.py``; kept when tracing or ``stops``)."""
-        return stop_cause(cands=cands, tree=tree, result=result, rule=spec.accept_rule(self.sampling), method=spec.method,
-                          spec=spec, source=spec.draft, proposes=self.drafter.proposes)
+        return stop_cause(cands=cands, tree=tree, result=result, rule=spec.accept_rule(self.sampling),
+                          method=spec.method, spec=spec, source=spec.draft, proposes=self.drafter.proposes)
 
     def _draft(self, reqs: list[Request], spec: SpecConfig, extended) -> DraftPhase:
         """Every request's candidate tree, grown from its extend's output (``extended``); the tree

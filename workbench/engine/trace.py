@@ -160,7 +160,8 @@ def _accept(rec: StepRecord, text) -> dict:
 def _stop(rec: StepRecord, text) -> dict:
     s = rec.stop
     return {"cause": s.cause, "node": s.node, "candidate": s.candidate, "depth": s.depth, "token": s.token,
-            "text": text(s.token), "rank": s.rank, "prob": None if s.prob is None else float(f"{s.prob:.4g}"),  # small ones stay readable
+            "text": text(s.token), "rank": s.rank,
+            "prob": None if s.prob is None else float(f"{s.prob:.4g}"),  # 4 significant digits: a tiny one stays readable
             "catch": dict(s.catch)}
 
 

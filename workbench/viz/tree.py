@@ -232,7 +232,8 @@ def stop_marker(trace: dict, lay: TreeLayout) -> go.Scatter:
     hover = (f"the walk stopped here: {stop['cause']}<br>the target's token: {plotly_text(show(stop['text']))}{rank}")
     return go.Scatter(x=[x], y=[y], mode="markers", name=f"stop: {stop['cause']}", hovertext=[hover],
                       hoverinfo="text", customdata=["stop"], meta="stop",
-                      marker=dict(symbol="circle-open", size=26, color=STOP_COLOUR, line=dict(width=3, color=STOP_COLOUR)))
+                      marker=dict(symbol="circle-open", size=26, color=STOP_COLOUR,
+                                  line=dict(width=3, color=STOP_COLOUR)))
 
 
 def no_draft_note(trace: dict) -> str:
