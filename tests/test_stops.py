@@ -404,3 +404,21 @@ def test_the_tree_rings_the_stop_node_and_compare_counts_every_step(pair):
     counts = traces_stop_causes(traces)
     assert sum(counts.values()) == steps
     assert stops_html({"vanilla": runs["vanilla"]}) == ""
+
+
+def test_a_head_with_hot_draft_tokens_proposes_only_those(pair):
+    target, head = pair
+    eng = Engine(target, head, SpecConfig("eagle2", num_steps=2, topk=2, num_draft_tokens=4), trace=True)
+    head.set_hot_tokens(torch.tensor([3, 4, 5, 6, 7, 8]))
+    try:
+        assert eng.drafter.proposes(5) and not eng.drafter.proposes(9)
+        eng.add_requests(random_prompts(1, 16, seed=3), 12)
+        records = []
+        while not eng.done:
+            records += eng.step_records()
+        for rec in (r for r in records if r.kind == "spec"):
+            hot = rec.result.bonus in range(3, 9)
+            assert (rec.stop.cause == "vocabulary") == (not hot and rec.stop.cause not in ("coin", "budget"))
+        assert any(r.stop.cause == "vocabulary" for r in records if r.kind == "spec")
+    finally:
+        head.set_hot_tokens(None)
