@@ -127,8 +127,9 @@ def test_tree_figure_counts_match_the_trace(runs):
         for tr in spec_steps(runs, name)[:4]:  # a figure costs ~50 ms: a few steps of each run
             fig = tree_figure(tr)
             by = markers(fig)
-            n = sum(len(t.x) for s, t in by.items() if s not in ("dropped", "bonus"))
+            n = sum(len(t.x) for s, t in by.items() if s not in ("dropped", "bonus", "stop"))  # stop: a ring on a node
             assert n == len(tr["tree"]["nodes"])
+            assert by["stop"].name == f"stop: {tr['stop']['cause']}" and len(by["stop"].x) == 1
             folds = collapse_dropped(tree_graph(tr))
             counts = [a["count"] for _, a in folds.nodes(data=True) if a["status"] == "dropped"]
             assert sum(counts) == len(tr["draft"]["candidates"]) - (n - 1)  # one "+n" mark per parent

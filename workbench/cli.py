@@ -20,7 +20,7 @@ from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.jsonl import prompt_rows
 from workbench.flags import (add_model_args, add_spec_args, default_tree_pick, load_from_args, new_file, positive,
                              spec_from_args)
-from workbench.metrics import tau
+from workbench.metrics import requests_serving, stop_counts, tau
 from workbench.progress import StatusLine
 
 
@@ -51,7 +51,9 @@ def policy_from_args(args, spec) -> NamedPolicy | None:
 def cmd_generate(args) -> int:
     spec, sampling = spec_from_args(args)
     named = policy_from_args(args, spec)
-    speculative = any(s.speculative for s in named.settings()) if named is not None else spec.speculative
+    settings = named.settings() if named is not None else [spec]
+    speculative = any(s.speculative for s in settings)
+    depth = max((s.num_steps for s in settings if s.speculative), default=0)  # vLLM's positions
     items = read_prompts(args)
     for it in items:
         if not isinstance(it["prompt"], str) or not it["prompt"].strip():
@@ -101,7 +103,7 @@ def cmd_generate(args) -> int:
             raise UserError(str(err)) from None
         status.finish(progress_text(label, reqs, seconds, speculative))
         for n, (it, req) in enumerate(zip(batch, reqs), start):
-            out = result_record(wb, it, req, seconds, speculative)
+            out = result_record(wb, it, req, seconds, depth if speculative else 0)
             if args.json:
                 print(json.dumps(out), flush=True)
                 continue
@@ -144,17 +146,25 @@ def check_cuda_graphs(cuda_graphs: bool | None, device, backend: str) -> None:
         raise UserError("--cuda-graphs needs a CUDA device and the triton attention backend")
 
 
-def result_record(wb, item: dict, req, seconds: float, speculative: bool) -> dict:
+def result_record(wb, item: dict, req, seconds: float, depth: int) -> dict:
+    """One answer as ``--json`` prints it; a speculative run (``depth``: the deepest setting's
+    num_steps, > 0) adds τ, each step's counts, vLLM's metrics (``metrics.ServingMetrics``) and,
+    when the engine kept them (``--trace``), the steps per stop cause (``engine/stops.py``)."""
     out = {
         "id": item["id"], "prompt": item["prompt"], "output_ids": req.output_ids,
         "text": wb.tokenizer.decode(req.output_ids, skip_special_tokens=True),
         "new_tokens": len(req.output_ids), "target_forwards": req.target_forwards,
         "seconds": round(seconds, 4), "tokens_per_s": round(len(req.output_ids) / max(seconds, 1e-9), 2),
     }
-    if speculative and req.accept_lengths:  # under a policy, a request may never have speculated
+    if depth and req.accept_lengths:  # under a policy, a request may never have speculated
         out["tau"] = round(tau(req.accept_lengths) or 0.0, 3)
         out["accept_lengths"] = req.accept_lengths  # tokens each verify step emitted: τ's
         out["drafts_accepted"] = req.drafts_accepted  # what each step's walk accepted, cut or not
+        serving = requests_serving(req, positions=depth)
+        if serving is not None:  # None: no step drafted anything (an n-gram lookup that never matched)
+            out["vllm_metrics"] = serving.as_dict()
+        if req.stop_causes:
+            out["stop_causes"] = stop_counts(req.stop_causes)
     return out
 
 

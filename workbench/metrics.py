@@ -12,6 +12,19 @@ import these rather than writing the formulas again (docs/design.md §6).
 - **predicted speedup**: what τ buys at the measured costs: a step emits τ tokens in
   ``t_draft + t_verify(D)`` ms where plain decoding emits 1 token in ``t(1)`` ms, so
   ``τ · t(1) / (t_draft + t_verify(D))``.
+- **the serving engines' metrics** (``ServingMetrics``), as vLLM defines them (vllm-project/vllm,
+  ``vllm/v1/spec_decode/metrics.py``: ``SpecDecodingStats.observe_draft``,
+  ``SpecDecodingLogging.log``; the scheduler's ``make_spec_decoding_stats`` observes a step only
+  when it drafted something): over the verify steps that drafted, **num_drafts** (those steps),
+  **num_draft_tokens** (the drafts they verified), **num_accepted_tokens**;
+  **mean_acceptance_length** = 1 + accepted / drafts (the bonus counted, as τ; τ counts what was
+  emitted, so it is lower where the output's end cut a step, and it counts the steps that drafted
+  nothing); **draft_acceptance_rate** = accepted / drafted tokens; **per-position acceptance**:
+  position k's count of steps that accepted at least k drafts, over num_drafts (a tree's
+  position is its depth). **acceptance_histogram** (steps per number of accepted drafts) is what
+  vLLM's per-position counts give by difference. A tree makes the rate mislead: every verified
+  node counts as drafted, siblings too, though a walk accepts at most one node per depth, so a
+  wide tree's rate is low while its τ is high; the per-position rates and τ do not have that bias.
 - **latency** of one answer of n tokens: **TTFT**, from the request's arrival to its first
   token (the prefill's), **TPOT**, the mean gap between the n - 1 tokens after it, and the
   **end-to-end** time, arrival to the last token: e2e = TTFT + (n - 1) TPOT, so a measured
@@ -57,6 +70,103 @@ def tpot_ms(*, ttft_ms: float, e2e_ms: float, tokens: int) -> float | None:
     """A measured answer's time per output token after the first: (e2e - TTFT) / (tokens - 1);
     None for a one-token answer."""
     return (e2e_ms - ttft_ms) / (tokens - 1) if tokens > 1 else None
+
+
+@dataclass(frozen=True)
+class ServingMetrics:
+    """vLLM's speculative-decoding metrics over verify steps (see the module docstring)."""
+
+    per_step: list[tuple[int, int]]  # (accepted, drafted) per verify step that drafted, in order
+    positions: int  # the per-position vector's length: the deepest a step could accept (num_steps)
+
+    @property
+    def num_drafts(self) -> int:
+        return len(self.per_step)
+
+    @property
+    def num_draft_tokens(self) -> int:
+        return sum(d for _, d in self.per_step)
+
+    @property
+    def num_accepted_tokens(self) -> int:
+        return sum(a for a, _ in self.per_step)
+
+    @property
+    def mean_acceptance_length(self) -> float:
+        return 1 + self.num_accepted_tokens / self.num_drafts
+
+    @property
+    def draft_acceptance_rate(self) -> float:
+        """Accepted over drafted tokens: a tree's siblings count as drafted (it reads low for trees)."""
+        return self.num_accepted_tokens / self.num_draft_tokens
+
+    @property
+    def acceptance_histogram(self) -> list[int]:
+        """Steps by accepted drafts: entry k counts the steps that accepted exactly k."""
+        counts = [0] * (self.positions + 1)
+        for a, _ in self.per_step:
+            counts[a] += 1
+        return counts
+
+    @property
+    def per_position(self) -> list[float]:
+        """Per position (depth) k = 1..positions: the share of steps that accepted at least k drafts."""
+        return [sum(a >= k for a, _ in self.per_step) / self.num_drafts for k in range(1, self.positions + 1)]
+
+    def as_dict(self, digits: int = 4) -> dict:
+        """JSON-ready, vLLM's names."""
+        return {"num_drafts": self.num_drafts, "num_draft_tokens": self.num_draft_tokens,
+                "num_accepted_tokens": self.num_accepted_tokens,
+                "mean_acceptance_length": round(self.mean_acceptance_length, digits),
+                "draft_acceptance_rate": round(self.draft_acceptance_rate, digits),
+                "acceptance_histogram": self.acceptance_histogram,
+                "per_position_acceptance": [round(x, digits) for x in self.per_position],
+                "per_step_accepted": [a for a, _ in self.per_step], "per_step_drafted": [d for _, d in self.per_step]}
+
+
+def serving_metrics(accepted: list[int], drafted: list[int], positions: int | None = None) -> ServingMetrics | None:
+    """From per-step accepted and drafted counts (one entry per verify step; a step that drafted
+    nothing is left out, as vLLM does); ``positions``: the deepest a step could accept (default:
+    the most any step accepted). None when no step drafted."""
+    if len(accepted) != len(drafted):
+        raise ValueError(f"{len(accepted)} accepted counts but {len(drafted)} drafted counts: one of each per step")
+    steps = [(a, d) for a, d in zip(accepted, drafted) if d > 0]
+    if not steps:
+        return None
+    most = max(a for a, _ in steps)
+    if positions is not None and positions < most:
+        raise ValueError(f"a step accepted {most} drafts, more than the {positions} positions given")
+    return ServingMetrics(per_step=steps, positions=most if positions is None else positions)
+
+
+def requests_serving(requests, positions: int | None = None) -> ServingMetrics | None:
+    """``serving_metrics`` of one request or several (their ``drafts_accepted``, ``drafts_verified``)."""
+    requests = requests if isinstance(requests, (list, tuple)) else [requests]
+    return serving_metrics([n for r in requests for n in r.drafts_accepted],
+                           [n for r in requests for n in r.drafts_verified], positions)
+
+
+def traces_serving(traces: list[dict]) -> ServingMetrics | None:
+    """``serving_metrics`` of step traces (``engine/trace.py``: each speculative step's
+    ``spec_decode`` counts); positions: the deepest tree among them."""
+    spec = [t for t in traces if t["kind"] == "spec"]
+    depth = max((n["depth"] for t in spec for n in t["tree"]["nodes"]), default=0)
+    return serving_metrics([t["spec_decode"]["num_accepted_tokens"] for t in spec],
+                           [t["spec_decode"]["num_draft_tokens"] for t in spec], depth or None)
+
+
+def traces_stop_causes(traces: list[dict]) -> dict[str, int]:
+    """Speculative steps per stop cause (``engine/stops.py``) in step traces, most frequent first."""
+    return stop_counts([t["stop"]["cause"] for t in traces if "stop" in t])
+
+
+def stop_counts(causes: list[str]) -> dict[str, int]:
+    """Steps per stop cause from a list of causes (``Request.stop_causes``), most frequent first
+    (ties in the order they first happened)."""
+    counts: dict[str, int] = {}
+    for c in causes:
+        counts[c] = counts.get(c, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 @dataclass(frozen=True)

@@ -151,11 +151,12 @@ class Workbench:
         return None
 
     def engine(self, spec: SpecConfig | None = None, sampling: SamplingParams = SamplingParams(), trace: bool = False,
-               policy: SpecPolicy | str | None = None, kv_slots: int | None = None) -> Engine:
+               policy: SpecPolicy | str | None = None, kv_slots: int | None = None, stops: bool = False) -> Engine:
         """An engine on this target for ``spec`` (one setting every step; its draft source is
         ``spec.draft``: ``SpecConfig.from_knobs(..., draft="exit:28")``) or for ``policy``, a
         ``SpecPolicy`` or its text in ``POLICY_GRAMMAR`` (``fixed`` alone runs ``spec``);
-        ``kv_slots``: the KV capacity for requests that come and go (``Engine``). UserError when
+        ``kv_slots``: the KV capacity for requests that come and go, ``stops``: keep each step's stop
+        cause on its request (``Engine``). UserError when
         a speculative setting drafts with a head or a draft model this workbench did not load,
         or names an exit the target cannot take; ValueError for a malformed policy text."""
         if isinstance(policy, str):
@@ -174,18 +175,18 @@ class Workbench:
                 raise UserError(str(err)) from None
         return Engine(self.target, self.draft if speculative else None, spec, sampling=sampling, stop_ids=self.stop_ids,
                       trace=trace, token_text=self.token_text, cuda_graphs=self.cuda_graphs, policy=policy,
-                      kv_slots=kv_slots)
+                      kv_slots=kv_slots, stops=stops)
 
     def generate(self, prompt_ids: list[list[int]], spec: SpecConfig, sampling: SamplingParams,
                  max_new_tokens: int, trace_sink=None, on_step=None, policy=None,
-                 kv_slots: int | None = None, profile=None) -> tuple[list, float]:
+                 kv_slots: int | None = None, stops: bool = False, profile=None) -> tuple[list, float]:
         """Decode a batch together; returns (requests, seconds). ``trace_sink(dict)`` gets every
         step trace when given; ``on_step(requests, seconds)`` is called after every step (the
         prefill included) with the requests as they stand and the seconds since decoding began,
-        read without a device sync: for progress, not for timing. ``policy`` and ``kv_slots`` as
-        for ``engine``. ``profile`` (a ``timings.StepProfile``): the engine's phase times are
-        added to it."""
-        eng = self.engine(spec, sampling, trace=trace_sink is not None, policy=policy, kv_slots=kv_slots)
+        read without a device sync: for progress, not for timing. ``policy``, ``kv_slots`` and
+        ``stops`` as for ``engine``. ``profile`` (a ``timings.StepProfile``): the engine's phase
+        times are added to it."""
+        eng = self.engine(spec, sampling, trace=trace_sink is not None, policy=policy, kv_slots=kv_slots, stops=stops)
         eng.add_requests(prompt_ids, max_new_tokens)
         _sync(eng.device)
         t0 = time.perf_counter()

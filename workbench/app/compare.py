@@ -23,7 +23,7 @@ from workbench.engine.drafts.head import HeadSource
 from workbench.engine.drafts.registry import loads_nothing, source_of
 from workbench.engine.frameworks import FRAMEWORKS, framework_flags
 from workbench.errors import UserError
-from workbench.viz.compare import cost_figure, gap_html, summary_html, tau_figure, tokens_figure
+from workbench.viz.compare import cost_figure, gap_html, stops_html, summary_html, tau_figure, tokens_figure
 from workbench.viz.html import note, table
 from workbench.viz.style import empty_figure
 from workbench.viz.tree import tree_figure
@@ -297,7 +297,8 @@ def run_compare(wb, values: dict, max_new, measure, mode):
     if measure and unpriced:
         unmeasured += " (no cost model, so no predicted speedup, for " + "; ".join(unpriced) + ")"
     yield {"result": res, "status": f"Done: {len(runs)} runs of up to {max_new} tokens{unmeasured}.",
-           "summary": summary_html(runs) + gap_html(runs) + elsewhere_html(todo), "tau": tau_figure(runs), "tokens": tokens_figure(runs),
+           "summary": summary_html(runs) + gap_html(runs) + stops_html(runs) + elsewhere_html(todo),
+           "tau": tau_figure(runs), "tokens": tokens_figure(runs),
            "cost": cost_figure(runs, measured),
            "step": gr.Slider(minimum=1, maximum=max(2, shortest), value=min(2, shortest), interactive=shortest > 1),
            **structures(res, min(2, shortest))}

@@ -43,8 +43,10 @@ path are consulted; ✓ child marks a child among the target's top tokens."""
 WALK = """\
 **Accept walk.** From the root, try the first child (`retrieve_next_token`), then the next
 siblings (`retrieve_next_sibling`). A match is accepted and the walk descends; a leaf, or no
-matching child, stops it, and the target's token there is the **bonus**. Drag the slider or
-press *Animate walk* to replay the moves."""
+matching child, stops it, and the target's token there is the **bonus**. The status line says in
+one sentence **why** it stopped there (the stop cause, ringed on the tree): the tree's last level,
+the budget's rerank, a node left out of the frontier, the draft's rank of the target's token, or
+a coin. Drag the slider or press *Animate walk* to replay the moves."""
 
 SAMPLING = """\
 **Sampling verification** (temperature > 0). Each tried child is accepted with probability
@@ -121,7 +123,8 @@ GLOSSARY = """\
 | correct drafts (n) | drafts accepted this step; `accept_tokens` = the n drafts + 1 bonus |
 | accept length τ | tokens emitted per target forward = n + 1 |
 | expected τ (sampling) | what a tree is worth over the coins: 1 + Σ over its nodes of the target's probability of the path to each (a child is accepted with exactly its target probability); a *perfect head* drafts from the target's own distribution and bounds it for a budget |
-| draft acceptance rate | accepted drafts / proposed drafts: misleading for trees (most nodes are siblings) |
+| draft acceptance rate | accepted drafts / proposed drafts (vLLM's `draft_acceptance_rate`): misleading for trees (most nodes are siblings) |
+| stop cause | why a step's walk stopped where it did, one per step: `depth`, `budget`, `frontier`, `width`, `draft`, `vocabulary`, `coin`; a static tree's `shape`; the n-gram lookup's `no match`, `continuation` |
 | per-depth rate | P(accept at depth k given depth k − 1 accepted) |
 | static tree | EAGLE-1's way: a tree shape fixed in advance, written as rank paths (`[0, 2]` = the third most likely child of the root's most likely child); `eagle2` grows the shape from path scores instead |
 | tried / accepted | a verified node is *tried* when its parent was accepted (the root always is); *accepted* = on the accepted path |

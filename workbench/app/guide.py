@@ -1,4 +1,5 @@
-"""A way out of a miss-heavy prompt: when a step accepts no draft, one line says why, and the page
+"""Why each step stopped, in one sentence (``stop_line``, from the cause the engine recorded:
+``engine/stops.py``), and a way out of a miss-heavy prompt: when a step accepts no draft, the page
 offers the example prompt and draft source for which this machine's bench measured the highest τ
 (at the measured tree nearest the page's), so that a first visit on an open chat prompt is one
 click away from a tree with an accepted path.
@@ -14,33 +15,80 @@ from dataclasses import dataclass
 from workbench.app.draft_bench import task_name
 from workbench.engine.drafts.base import DraftSource, boxes
 from workbench.engine.drafts.registry import parse_draft
-from workbench.viz.best_tree import greedy_continuation
-from workbench.viz.logits import children
 from workbench.viz.tokens import show
 from workbench.viz.tree import no_draft_note
 
-GUESSES_SHOWN = 3  # the root's children named when the target's token was not among them
-
 
 def miss_line(trace: dict | None) -> str:
-    """Why a speculative step accepted no draft, in one line; "" for any other step."""
+    """Why a speculative step accepted no draft, in one line; "" for any other step (the page
+    offers a suggestion after such a step)."""
     if trace is None or trace["kind"] != "spec" or trace["accept"]["accepted"]:
         return ""
-    nodes = trace["tree"]["nodes"]
-    if len(nodes) == 1:
-        return f"Nothing accepted at step {trace['step']}: {no_draft_note(trace)}."
-    after = f"after `{show(nodes[0]['text'])}`"  # code spans: a token such as <pad> is shown, not parsed
-    tried = [m for m in trace["accept"]["moves"] if m.get("child") is not None]
-    if trace["accept"]["rule"] != "greedy":
-        return (f"Nothing accepted at step {trace['step']}: the coins rejected all {len(tried)} draft(s) tried {after}; "
-                "the bonus came from what the target had left.")
-    first = greedy_continuation(trace)[0]
-    want = f"the target's next token {after} was `{show(first['text'])}`"
-    if first["status"] == "dropped":
-        return (f"Nothing accepted at step {trace['step']}: {want}; the draft proposed it, but the rerank dropped it "
-                f"(num_draft_tokens = {first['needed_D']} would have kept it).")
-    guesses = ", ".join(f"`{show(nodes[c]['text'])}`" for c in children(trace, 0)[:GUESSES_SHOWN])
-    return f"Nothing accepted at step {trace['step']}: {want}, which the draft did not guess (it guessed {guesses})."
+    return stop_line(trace)
+
+
+def stop_line(trace: dict | None) -> str:
+    """Why a speculative step's walk stopped, in one sentence, from its recorded cause (the
+    trace's ``stop``): where, the token the target wanted there, the draft's rank and probability
+    of it where the draft ran, and the change that would have caught it; "" for another step."""
+    if trace is None or trace["kind"] != "spec" or "stop" not in trace:
+        return ""
+    stop, accept = trace["stop"], trace["accept"]
+    n = len(accept["accepted"])
+    head = f"Nothing accepted at step {trace['step']}" if not n else \
+        f"Step {trace['step']} accepted {n} draft{'s' * (n != 1)}, then stopped"
+    if len(trace["tree"]["nodes"]) == 1 and not trace["draft"]["candidates"]:
+        return f"{head}: {no_draft_note(trace)}."
+    return f"{head}: {_why(trace)}."
+
+
+def _why(trace: dict) -> str:
+    """The clause after the step's head: the stop cause in words."""
+    stop, cause = trace["stop"], trace["stop"]["cause"]
+    at = f"`{show(trace['tree']['nodes'][stop['node']]['text'])}`"  # a code span: <pad> is shown, not parsed
+    want = (f"the target's next token after {at} was `{show(stop['text'])}`" if trace["accept"]["rule"] == "greedy"
+            else f"the target drew `{show(stop['text'])}` after {at}")
+    catch = ", ".join(f"{k} = {v}" for k, v in stop["catch"].items())
+    if cause == "coin":
+        tried = sum(1 for m in trace["accept"]["moves"] if m.get("child") is not None and m["node"] == stop["node"])
+        return (f"the coins rejected all {tried} draft(s) tried after {at} ({trace['accept']['rule']} rule); "
+                f"the bonus `{show(stop['text'])}` came from what the target had left")
+    if cause == "budget":
+        return f"{want}; the draft proposed it ({_rank(stop)}), but the rerank dropped it ({catch} would have kept it)"
+    if cause == "depth":
+        deeper = f"; {catch} would have drafted below it" if catch else ""
+        return f"{want}, but {at} is on the tree's last level, with nothing drafted below it{deeper}"
+    if cause == "frontier":
+        return (f"{want}, but {at} was not among the topk best nodes of its level, so the draft never ran there "
+                f"({catch} would have expanded it)")
+    if cause == "shape":
+        return f"{want}, but the static tree's shape has no node below {at}"
+    if cause == "no match":
+        return f"{want}, but the n-gram lookup found no earlier occurrence continuing after {at}"
+    guessed = f"(it guessed {_guesses(trace)})"
+    if cause == "vocabulary":
+        return f"{want}, which is not among the draft's hot draft tokens: it could never propose it {guessed}"
+    if cause == "continuation":
+        return f"{want}, but the earlier text went on differently {guessed}"
+    if cause == "width":
+        proposed = sum(1 for c in trace["draft"]["candidates"] if c["parent"] == stop["candidate"])
+        wider = f" ({catch} would have proposed it)" if catch else ""  # a static shape: no topk knob
+        return f"{want}, which the draft did not guess {guessed}: {_rank(stop)}, below the {proposed} it proposed{wider}"
+    return f"{want}, which the draft did not guess {guessed}: {_rank(stop)}"
+
+
+def _rank(stop: dict) -> str:
+    """The draft's rank and probability of the target's token at the stop node, in words."""
+    if stop["rank"] is None:
+        return "the draft did not rank it among its most likely tokens there" if stop["prob"] is None else \
+            f"draft probability {stop['prob']:.3g}"
+    return f"the draft ranked it #{stop['rank'] + 1} with probability {stop['prob']:.3g}"
+
+
+def _guesses(trace: dict) -> str:
+    """Every token the draft proposed below the stop node (kept or dropped at rerank), best first."""
+    below = [c for c in trace["draft"]["candidates"] if c["parent"] == trace["stop"]["candidate"]]
+    return ", ".join(f"`{show(c['text'])}`" for c in below) or "nothing"
 
 
 @dataclass(frozen=True)

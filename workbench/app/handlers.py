@@ -19,7 +19,7 @@ import time
 
 import gradio as gr
 
-from workbench.app.guide import miss_line, suggest
+from workbench.app.guide import miss_line, stop_line, suggest
 from workbench.app.state import InputError, Session, Settings, setting_names
 from workbench.app.views import blank, error, render, walk_views
 from workbench.engine.drafts.base import boxes
@@ -167,12 +167,12 @@ class StepEvents:
         return (session, *render(session, self.wb, status), *(page[k] for k in PAGE))
 
     def status(self, session: Session | None, message: str, offer) -> str:
-        """The status line after a good action: the message, what the step on screen did, and
-        after a step that accepted nothing, why, and what the bench suggests."""
+        """The status line after a good action: the message, what the step on screen did (a
+        speculative step: why its walk stopped, ``guide.stop_line``), and after a step that
+        accepted nothing, what the bench suggests."""
         parts = [message] if message else []
         if session is not None and session.current is not None:
-            miss = miss_line(session.current)
-            parts.append(miss or step_line(session))
+            parts.append(stop_line(session.current) or step_line(session))
             if offer is not None:
                 parts.append(offer.sentence())
         return " ".join(parts)

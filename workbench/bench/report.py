@@ -70,6 +70,35 @@ def _depth_table(result: dict) -> str:
     return "\n".join(rows)
 
 
+def serving_table(result: dict) -> str:
+    """Per speculative setting, vLLM's metrics beside τ (``workbench/metrics.py``)."""
+    spec = {n: s for n, s in result["summary"].items() if s.get("vllm")}
+    if not spec:
+        return "(no run recorded vLLM's counts)"
+    rows = ["| method | τ | mean acceptance length | draft acceptance rate | per-position acceptance | "
+            "acceptance histogram (0, 1, ... accepted) |", "|---|---|---|---|---|---|"]
+    for name, s in spec.items():
+        v = s["vllm"]
+        per_pos = ", ".join(_fmt(x) for x in v["per_position_acceptance"])
+        rows.append(f"| `{name}` | {_fmt(s.get('tau'))} | {_fmt(v['mean_acceptance_length'])} | "
+                    f"{_fmt(v['draft_acceptance_rate'])} | {per_pos} | {v['acceptance_histogram']} |")
+    return "\n".join(rows)
+
+
+def stop_table(result: dict) -> str:
+    """Per speculative setting, its verify steps by why the walk stopped (``engine/stops.py``); a
+    row's counts add up to its steps."""
+    spec = {n: s["stop_causes"] for n, s in result["summary"].items() if s.get("stop_causes")}
+    if not spec:
+        return "(no run recorded stop causes)"
+    causes = list(dict.fromkeys(c for counts in spec.values() for c in counts))
+    rows = ["| method | steps | " + " | ".join(causes) + " |", "|---|---|" + "---|" * len(causes)]
+    for name, counts in spec.items():
+        cells = [str(sum(counts.values()))] + [str(counts.get(c, 0)) for c in causes]
+        rows.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def floor_line(costs: dict, summary: dict | None = None) -> str:
     """The memory floor of one decode step beside the measured ones (the cost curve's N = 1 and,
     when given, plain decoding's tokens/s), or "" when the run measured no floor."""
@@ -209,6 +238,14 @@ def markdown(result: dict) -> str:
         "## Speedup over vanilla per Spec-Bench task", "", task_table(result), "",
         "## Per-depth acceptance", "",
         "P(accept at depth k | depth k-1 accepted), pooled over verify steps.", "", _depth_table(result), "",
+        "## vLLM's metrics", "",
+        "As vLLM defines them (`vllm/v1/spec_decode/metrics.py`): over the steps that drafted, mean acceptance "
+        "length = 1 + accepted / steps, draft acceptance rate = accepted / verified drafts (a tree's siblings count "
+        "as drafted, so it reads low for wide trees), per-position acceptance = share of steps that accepted at "
+        "least k drafts (position = depth).", "", serving_table(result), "",
+        "## Why the steps stopped", "",
+        "Verify steps at T=0 by the cause of their walk's stop (docs/design.md, \"Why a step stopped\").", "",
+        stop_table(result), "",
         "## Verify cost", "",
         f"One target forward of N tokens after a {result['costs']['prefix_len']}-token prefix (logits included), "
         "median ms; the range is the fastest and slowest repeat; the sizes take turns, one forward of each a "

@@ -5,8 +5,8 @@ tables of the benchmark report, laid out from what ``suite.py`` recorded (each e
 The first splits each method's decode step into the target's forward (decode or verify), its
 logits, the draft (extend and tree levels), the tree build, the accept walk (or a plain step's
 sampling), the commit and ``other`` (the step less its phases: admission, the policy's choice,
-the loop between phases), with the share of the step spent outside the target (forward and
-logits).
+the loop between phases, and the attribution of the step's stop cause), with the share of the
+step spent outside the target (forward and logits).
 
 The second accounts for the gap between the cost model's predicted speedup and the measured
 one in two measured steps: the model's step (``cost_model.StepCost.predict``) against the step
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 PHASES = (("forward", ("decode_ms", "verify_ms")), ("logits", ("logits_ms",)),
           ("draft", ("draft_extend_ms", "draft_tree_ms")), ("build", ("build_ms",)),
-          ("accept", ("accept_ms", "sample_ms")), ("commit", ("commit_ms",)), ("other", ("other_ms",)))
+          ("accept", ("accept_ms", "sample_ms")), ("commit", ("commit_ms",)), ("other", ("other_ms", "stops_ms")))
 
 
 def decode_parts(profile: dict) -> dict | None:
@@ -52,7 +52,7 @@ def profile_table(result: dict) -> str:
             "(`engine/timings.py`; prefill steps apart, in the last column: mean ms per prefill). forward: the "
             "target's forward over the step's tokens (1, or the verify tree); logits: its LM head; draft: the "
             "draft's extend and tree levels; accept: the accept walk (a plain step: sampling); other: the step less "
-            "its phases. Outside the target: the step's share that is neither the forward nor the logits."]
+            "its phases, and the attribution of each step's stop cause. Outside the target: the step's share that is neither the forward nor the logits."]
     return "\n".join(out)
 
 

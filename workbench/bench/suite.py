@@ -67,8 +67,9 @@ class Runner:
     max_new_tokens: int
 
     def decode(self, method: Method, ids: list[int], sampling, max_new_tokens: int, profile=None):
-        """One turn -> (output ids, seconds, per verify step {"accept_lengths", "drafts_accepted"} or None);
-        an engine method's phase times are added to ``profile`` (a ``timings.StepProfile``) when given."""
+        """One turn -> (output ids, seconds, per verify step {"accept_lengths", "drafts_accepted",
+        "drafts_verified", "stop_causes"} or None); an engine method's phase times are added to
+        ``profile`` (a ``timings.StepProfile``) when given."""
         if method.hf:
             from workbench.measure.hf_baselines import hf_generate
 
@@ -77,8 +78,11 @@ class Runner:
         from workbench.models.linear import plain_products
 
         with plain_products(self.wb.target, self.wb.draft) if method.plain else contextlib.nullcontext():
-            (req,), seconds = self.wb.generate([ids], method.spec, sampling, max_new_tokens, profile=profile)
-        steps = {"accept_lengths": list(req.accept_lengths), "drafts_accepted": list(req.drafts_accepted)}
+            # stops: each step's stop cause is kept (a top-k per draft forward and a few list scans per step)
+            (req,), seconds = self.wb.generate([ids], method.spec, sampling, max_new_tokens, stops=method.speculative,
+                                               profile=profile)
+        steps = {"accept_lengths": list(req.accept_lengths), "drafts_accepted": list(req.drafts_accepted),
+                 "drafts_verified": list(req.drafts_verified), "stop_causes": list(req.stop_causes)}
         return req.output_ids, seconds, (steps if method.speculative else None)
 
     def question(self, method: Method, q: specbench.Question, sampling, max_new_tokens: int | None = None) -> dict:
@@ -103,6 +107,8 @@ class Runner:
         if method.speculative:
             rec["accept_lengths"] = [turn["accept_lengths"] for turn in steps]
             rec["drafts_accepted"] = [turn["drafts_accepted"] for turn in steps]
+            rec["drafts_verified"] = [turn["drafts_verified"] for turn in steps]
+            rec["stop_causes"] = [turn["stop_causes"] for turn in steps]
             rec["tau"] = round(metrics.tau(metrics.accept_lengths([rec])) or 0.0, 3)
         return rec
 
@@ -151,7 +157,8 @@ def run_all(runner: Runner, methods: list[Method], questions: list[specbench.Que
 
 def summarize(methods: list[Method], records: dict, hot_records: dict) -> dict:
     """Per method: speed, speedups over each baseline (overall and per task), tau at T=0 (all,
-    MT-bench first turns) and T=1, per-depth acceptance, equality with vanilla."""
+    MT-bench first turns) and T=1, per-depth acceptance, vLLM's metrics and the steps per stop
+    cause (T=0), equality with vanilla."""
     out = {}
     for m in methods:
         recs = records[m.name]
@@ -178,6 +185,7 @@ def summarize(methods: list[Method], records: dict, hot_records: dict) -> dict:
             mt = metrics.accept_lengths([r for r in recs if r["task"] == "mt_bench"], first_turn_only=True)
             s.update(tau=_round(metrics.tau(lengths)), tau_mtbench_turn1=_round(metrics.tau(mt)),
                      per_depth=[_round(x) for x in metrics.per_depth_acceptance(accepted, m.spec.num_steps)])
+            s.update(metrics.serving_summary(recs, m.spec.num_steps))
             if m.name in hot_records:
                 hot = hot_records[m.name]
                 s.update(tau_t1=_round(metrics.tau(metrics.accept_lengths(hot))),

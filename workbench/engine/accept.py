@@ -48,7 +48,8 @@ class Move:
 class AcceptResult:
     path: list[int]  # accepted node indices, root (0) first
     bonus: int  # token id of the bonus
-    stop: str  # why the walk ended at path[-1]: "leaf" (no child to try) or "no_match" (every child missed)
+    stop: str  # how the walk ended at path[-1]: "leaf" (no child to try) or "no_match" (every child missed);
+    # why the tree had no child the target took there: stops.py
     moves: list[Move] = field(default_factory=list)
     bonus_from: str = "target"  # "target" (argmax or p at the last node) or "residual"
     residual_top: list[tuple[int, float]] = field(default_factory=list)  # sampling: top of the residual

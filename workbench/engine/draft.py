@@ -149,6 +149,17 @@ class Proposals:
     tokens: torch.Tensor  # [B, F, width] token ids (CPU)
     probs: torch.Tensor  # [B, F, width] draft probability given the parent (CPU)
     q: torch.Tensor | None = None  # leviathan: [B * F, V] the full-vocabulary law each child was drawn from
+    top: tuple[torch.Tensor, torch.Tensor] | None = None  # tracing: [B, F, keep] tokens and probs, best first
+
+    def keep_top(self, fronts: list[Frontier], nodes: list[list[int]]) -> None:
+        """Record the draft's top at each node the forward ran (``nodes[b]``: request b's, in row
+        order; -1 the root) in its request's candidates; nothing when the forward kept none."""
+        if self.top is None:
+            return
+        tokens, probs = self.top[0].tolist(), self.top[1].tolist()
+        for f, ns, tok, prob in zip(fronts, nodes, tokens, probs):
+            for node, t, p in zip(ns, tok, prob):
+                f.cands.top[node] = list(zip(t, p))
 
     def children(self, parent_scores: torch.Tensor, rows: torch.Tensor | None = None,
                  ranks: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -170,11 +181,17 @@ class Proposals:
 
 
 def propose(head, hidden: torch.Tensor, bsz: int, width: int, sampled: SamplingParams | None = None,
-            generator: torch.Generator | None = None) -> Proposals:
+            generator: torch.Generator | None = None, keep: int = 0) -> Proposals:
     """Children of each row of ``hidden`` [B * F, H]: the top ``width`` of the draft distribution,
     or (leviathan chain, width 1) one draw from q = the draft distribution under the sampling params.
-    Tokens and probs come to the CPU (one copy each), where the tree's bookkeeping runs."""
+    Tokens and probs come to the CPU (one copy each), where the tree's bookkeeping runs. ``keep``
+    > 0 (tracing): also the ``keep`` most likely tokens of each row at temperature 1, for the record."""
     log_probs, cols = head.log_probs(hidden)  # [B * F, V']; cols: the token of each column (None: all)
+    top = None
+    if keep:
+        lp, idx = log_probs.topk(min(keep, log_probs.shape[-1]), dim=-1)  # [B * F, keep]
+        top = ((idx if cols is None else cols[idx]).view(bsz, -1, lp.shape[-1]).cpu(),
+               lp.exp().view(bsz, -1, lp.shape[-1]).cpu())
     q = None
     if sampled is None:
         lp, idx = log_probs.topk(width, dim=-1)  # sorted: descending probability
@@ -185,19 +202,20 @@ def propose(head, hidden: torch.Tensor, bsz: int, width: int, sampled: SamplingP
         probs = q.gather(-1, idx)
     tokens = idx if cols is None else cols[idx]
     return Proposals(tokens.view(bsz, -1, width).cpu(), probs.view(bsz, -1, width).cpu(),
-                     None if q is None else _full(q, cols, head))
+                     None if q is None else _full(q, cols, head), top)
 
 
 def grow_tree(head, forward: DraftForward, allocator: SlotAllocator, prefixes: list[list[int]],
               h_last: torch.Tensor, num_steps: int, topk: int, sampled_chain: SamplingParams | None = None,
-              generator: torch.Generator | None = None) -> DraftPhase:
+              generator: torch.Generator | None = None, keep_top: int = 0) -> DraftPhase:
     """Levels 1..num_steps of every request's tree, batched across requests.
 
     ``head.log_probs(hidden)`` gives the draft distribution of a row ([R, V'] log-probs and the
     token of each column, None = the full vocabulary); ``forward(features, batch)`` runs one
     level. ``prefixes[b]``: the slots request b's nodes attend (see the module docstring);
     ``h_last`` [B, H]: the draft's output that proposes level 1. ``sampled_chain``: leviathan
-    (topk 1): children are drawn from q under these params instead of taken top-1.
+    (topk 1): children are drawn from q under these params instead of taken top-1. ``keep_top``
+    > 0 (tracing): each node run keeps the draft's ``keep_top`` most likely tokens (``Candidates.top``).
 
     Each request's frontier holds ``topk`` nodes (level 1: the root's ``topk`` children, already
     in ``score_order``), so a forward's rows form a [B, topk] grid and the choice of the next
@@ -211,7 +229,8 @@ def grow_tree(head, forward: DraftForward, allocator: SlotAllocator, prefixes: l
             for f in fronts:
                 f.run_level(depth - 1, allocator.alloc(len(f.nodes)))
             hidden = forward(features, tree_level_batch(fronts, h_last.device))  # [B * topk, H]
-        props = propose(head, hidden, bsz, width=topk, sampled=sampled_chain, generator=generator)
+        props = propose(head, hidden, bsz, width=topk, sampled=sampled_chain, generator=generator, keep=keep_top)
+        props.keep_top(fronts, [f.nodes if depth > 1 else [-1] for f in fronts])
         tokens, probs, child_scores = props.children(scores)  # [B, F * topk], row by row, in rank order
         first = [f.add_children(depth, tokens=t, probs=p, scores=s, width=topk)
                  for f, t, p, s in zip(fronts, tokens.tolist(), probs.tolist(), child_scores.tolist())]

@@ -44,10 +44,11 @@ from workbench.engine.draft import DraftPhase
 from workbench.engine.graph_check import graphs_by_default
 from workbench.engine.graphs import step_lock
 from workbench.engine.policy import Choice, SpecPolicy, draft_source_of, policy_for
-from workbench.engine.record import DraftLevel, KVChange, PolicyNote, StepRecord
+from workbench.engine.record import DraftLevel, KVChange, PolicyNote, StepRecord, StopCause
 from workbench.engine.request import Request
 from workbench.engine.sampling import SamplingParams, choose, target_probs
 from workbench.engine.scheduler import Scheduler
+from workbench.engine.stops import REACH, stop_cause
 from workbench.engine.timings import StepProfile, StepTimings
 from workbench.engine.tree import DraftTree, build_tree, rerank
 from workbench.kv import SlotAllocator, SlotTable
@@ -61,7 +62,8 @@ class Engine:
                  spec: SpecConfig | None = None, *,
                  sampling: SamplingParams = SamplingParams(), stop_ids: tuple[int, ...] = (),
                  trace: bool = False, token_text=None, debug: bool | None = None,
-                 cuda_graphs: bool | None = None, policy: SpecPolicy | None = None, kv_slots: int | None = None):
+                 cuda_graphs: bool | None = None, policy: SpecPolicy | None = None, kv_slots: int | None = None,
+                 stops: bool = False):
         """``spec``: the one setting every step runs (default ``SpecConfig()``); or ``policy``
         (``policy/``), which picks each decode step's setting from the running batch: give one
         of the two. ``draft``: the EAGLE head when the settings draft with the head, the draft
@@ -70,7 +72,9 @@ class Engine:
         ``add_requests`` sizes the pools for exactly its batch. ``cuda_graphs``: replay decode,
         verify and the head's forwards (tree levels, and the extend when it fits a bucket) from
         CUDA graphs (``graphs.py``); None = on where it can be (a CUDA device and the triton
-        attention backend) and the start-up check passed for these models (``graph_check.py``)."""
+        attention backend) and the start-up check passed for these models (``graph_check.py``).
+        ``stops``: keep why each speculative step stopped on its request (``Request.stop_causes``,
+        ``stops.py``) without tracing too; a trace always says it."""
         if spec is not None and policy is not None:
             raise ValueError("give the engine a spec (one setting) or a policy (a setting per step), not both")
         self.policy = policy if policy is not None else policy_for(spec if spec is not None else SpecConfig())
@@ -81,6 +85,9 @@ class Engine:
         self.target, self.sampling = target, sampling
         speculative = [s for s in settings if s.speculative]
         self.drafter = source.build(target, draft) if speculative else None  # drafts/: a Drafter
+        self.keep_stops = stops or trace
+        if self.drafter is not None and self.keep_stops:  # the draft's top at each node, for the stop's rank
+            self.drafter.keep_top = REACH
         # Per request and step, on top of its committed tokens: the verify block and the draft's
         # scratch slots (allocated by its growth, freed before verify), for the largest setting.
         need = {s: s.num_draft_tokens + self.drafter.scratch_slots(s) if s.speculative else 1 for s in settings}
@@ -315,6 +322,7 @@ class Engine:
                 emitted.append(r.emit([tok], ["bonus"], self.stop_ids))
                 r.accept_lengths.append(len(emitted[-1]))
                 r.drafts_accepted.append(0)
+                r.drafts_verified.append(0)
             self._release_finished()
         if not self.trace:
             return []
@@ -342,6 +350,12 @@ class Engine:
             commits = [self._commit(r, tree, res, slots, h)
                        for r, tree, res, slots, h in zip(reqs, trees, results, verify_slots, per_tree(trees, hidden))]
             self._release_finished()
+        with timings.phase("stops"):  # why each walk stopped (its own phase: the benchmark keeps it on)
+            causes = [self._stop(spec, c, tree, res) for c, tree, res in zip(phase.candidates, trees, results)] \
+                if self.keep_stops else [None] * len(reqs)
+        for r, cause in zip(reqs, causes):
+            if cause is not None:
+                r.stop_causes.append(cause.cause)
         if not self.trace:
             return []
         rids = [r.rid for r in reqs]
@@ -349,8 +363,14 @@ class Engine:
                              emitted=emitted, timing=timings.ms,
                              kv=KVChange(lens[i], verify_slots[i], kept, freed, draft_extend=extended.slots[i],
                                          draft_scratch=phase.scratch_slots[i]),
-                             candidates=phase.candidates[i], levels=phase.levels[i], tree=trees[i], result=results[i])
+                             candidates=phase.candidates[i], levels=phase.levels[i], tree=trees[i], result=results[i],
+                             stop=causes[i])
                 for i, (r, rows, (kept, freed, emitted)) in enumerate(zip(reqs, per_tree(trees, logits), commits))]
+
+    def _stop(self, spec: SpecConfig, cands, tree: DraftTree, result: AcceptResult) -> StopCause:
+        """Why one request's walk stopped (``stops.py``; kept when tracing or ``stops``)."""
+        return stop_cause(cands=cands, tree=tree, result=result, rule=spec.accept_rule(self.sampling),
+                          method=spec.method, spec=spec, source=spec.draft, proposes=self.drafter.proposes)
 
     def _draft(self, reqs: list[Request], spec: SpecConfig, extended) -> DraftPhase:
         """Every request's candidate tree, grown from its extend's output (``extended``); the tree
@@ -434,6 +454,7 @@ class Engine:
         emitted = r.emit(accepted + [res.bonus], ["accepted"] * len(accepted) + ["bonus"], self.stop_ids)
         r.accept_lengths.append(len(emitted))  # τ counts what the step emitted, not what the walk accepted
         r.drafts_accepted.append(len(accepted))
+        r.drafts_verified.append(tree.num_nodes - 1)
         r.root = res.bonus
         r.set_pending(accepted + [res.bonus], hidden[res.path])  # pairs (f_root, a1), ..., (f_an, bonus)
         return kept, freed, emitted

@@ -48,6 +48,23 @@ class DraftLevel:
 
 
 @dataclass
+class StopCause:
+    """Why a speculative step's accept walk stopped where it did (filled by ``stops.py``): one
+    cause of ``stops.CAUSES``, and what the record tells about the token the target wanted."""
+
+    cause: str  # a key of stops.CAUSES: "depth", "budget", "frontier", "width", "draft", "coin", ...
+    node: int  # the tree node the walk stopped at (``result.path[-1]``)
+    candidate: int  # its flat candidate index (-1: the root)
+    depth: int  # its depth (0: the root)
+    token: int  # the target's token there: the bonus (greedy: the argmax; sampling: the draw)
+    rank: int | None  # the token's rank in the draft's distribution at the stop node (0 = most likely);
+    # None: no distribution (the n-gram lookup) or not among the most likely the record kept
+    prob: float | None  # the draft's probability of the token there (None as for rank)
+    catch: dict[str, int] = field(default_factory=dict)  # the smallest change that would have caught it,
+    # where the step alone tells: {"num_draft_tokens": 9}, {"num_steps": 6}, {"topk": 5}; {} otherwise
+
+
+@dataclass
 class PolicyNote:
     """What a step ran, as the speculation policy chose it (``policy.Choice``, in words)."""
 
@@ -80,3 +97,4 @@ class StepRecord:
     levels: list[DraftLevel] = field(default_factory=list)
     tree: DraftTree | None = None
     result: AcceptResult | None = None
+    stop: StopCause | None = None  # why the walk stopped (stops.py)

@@ -23,6 +23,10 @@ class Request:
     # walk accepted, cut or not (what the target agreed with: per-depth acceptance, the chain's α).
     accept_lengths: list[int] = field(default_factory=list)
     drafts_accepted: list[int] = field(default_factory=list)
+    drafts_verified: list[int] = field(default_factory=list)  # the drafts its tree put to the target (0: vanilla)
+    # per speculative step, why its walk stopped (a ``stops.CAUSES`` key), when the engine keeps
+    # them (``Engine(stops=True)``, or tracing)
+    stop_causes: list[str] = field(default_factory=list)
     target_forwards: int = 0
     # Decoding state. ``root``: the last emitted token, which has no KV yet (next step's root).
     root: int | None = None

@@ -160,13 +160,13 @@ def shape_levels(paths: tuple[Path, ...]) -> tuple[ShapeLevel, ...]:
 
 
 def grow_static_tree(head, forward: DraftForward, allocator: SlotAllocator, prefixes: list[list[int]],
-                     h_last: torch.Tensor, paths: tuple[Path, ...]) -> DraftPhase:
+                     h_last: torch.Tensor, paths: tuple[Path, ...], keep_top: int = 0) -> DraftPhase:
     """The shape's nodes for every request, one draft forward per depth, batched across requests.
 
     Each depth reads its nodes out of the forward's top-k by its ``ShapeLevel`` table (every
     request drafts the same shape, so the same table serves all). A node's input feature is its
     parent's draft output (the root's children: ``h_last`` [B, H]). ``head``, ``forward``,
-    ``prefixes``: as ``draft.grow_tree``."""
+    ``prefixes``, ``keep_top``: as ``draft.grow_tree``."""
     bsz = len(prefixes)
     _, width = tree_shape(paths)
     fronts = [Frontier(list(p)) for p in prefixes]
@@ -176,7 +176,8 @@ def grow_static_tree(head, forward: DraftForward, allocator: SlotAllocator, pref
             for f in fronts:
                 f.run_level(level.depth - 1, allocator.alloc(len(f.nodes)))
             hidden = forward(features, tree_level_batch(fronts, h_last.device))  # [B * F, H]
-        props = propose(head, hidden, bsz, width=width)  # [B, F, width]
+        props = propose(head, hidden, bsz, width=width, keep=keep_top)  # [B, F, width]
+        props.keep_top(fronts, [f.nodes if level.depth > 1 else [-1] for f in fronts])
         tokens, probs, node_scores = props.children(scores, rows=level.rows, ranks=level.ranks)  # [B, n]
         ranks = level.ranks.tolist()
         for f, t, p, s in zip(fronts, tokens.tolist(), probs.tolist(), node_scores.tolist()):

@@ -3,7 +3,7 @@ in ms under ``"verify_ms"``, the key ``StepRecord.timing_ms`` carries (the app, 
 and the notebooks read these keys: ``prefill_ms``; a plain step's ``decode_ms`` (the target's
 forward), ``logits_ms``, ``sample_ms``, ``commit_ms``; a speculative step's ``draft_extend_ms``,
 ``draft_tree_ms``, ``build_ms``, ``verify_ms`` (the target's forward over the tree), ``logits_ms``,
-``accept_ms``, ``commit_ms``). From a CUDA graph the forward and the logits are one replay, timed
+``accept_ms``, ``commit_ms``, and ``stops_ms`` where the engine keeps stop causes). From a CUDA graph the forward and the logits are one replay, timed
 as the forward alone. The phases follow one another, so they add up to the step less what lies
 between them (``StepProfile``'s ``other``).
 

@@ -27,6 +27,12 @@ accept length over the coins) is derived from them on request (``analysis/expect
                     draft_prob, coin]), path, accepted tokens, stop ("leaf" | "no_match"), bonus,
                     bonus_from, residual_top, rule; a lossy walk also ``lossy``: its thresholds
                     (each move then also has ``accept_prob``, the relaxed probability its coin met)
+``stop``            why the walk stopped (``stops.py``): cause (a key of ``stops.CAUSES``), node,
+                    candidate, depth, token and text (the target's token there), rank and prob (in
+                    the draft's distribution at the stop node; None where unknown), catch (the
+                    smallest knob change that would have caught it: {"num_draft_tokens": 9}, or {})
+``spec_decode``     the step in vLLM's counts (``workbench/metrics.py``): num_draft_tokens (the tree's
+                    nodes but the root: every verified draft, siblings too), num_accepted_tokens
 ``kv``              target slots written, kept, freed (rollback is a slot-table edit: no row is
                     copied); a spec step's draft slots (extend: kept; tree scratch: freed after
                     drafting); allocator counts after the step
@@ -65,6 +71,9 @@ def step_trace(rec: StepRecord, token_text=str) -> dict:
     d["verify"] = {"top": [_top(row, token_text) for row in probs]}
     if rec.kind == "spec":
         d["accept"] = _accept(rec, token_text)
+        if rec.stop is not None:
+            d["stop"] = _stop(rec, token_text)
+        d["spec_decode"] = {"num_draft_tokens": rec.tree.num_nodes - 1, "num_accepted_tokens": rec.result.num_accepted}
     d["kv"] = _kv(rec)
     d["emitted"] = rec.emitted  # accepted drafts + bonus, cut after a stop token or at max_new_tokens
     d["accept_length"] = len(rec.emitted)  # τ's count; the walk's is len(accept.path)
@@ -146,6 +155,14 @@ def _accept(rec: StepRecord, text) -> dict:
     if res.thresholds is not None:
         out["lossy"] = {"accept_threshold_single": res.thresholds[0], "accept_threshold_acc": res.thresholds[1]}
     return out
+
+
+def _stop(rec: StepRecord, text) -> dict:
+    s = rec.stop
+    return {"cause": s.cause, "node": s.node, "candidate": s.candidate, "depth": s.depth, "token": s.token,
+            "text": text(s.token), "rank": s.rank,
+            "prob": None if s.prob is None else float(f"{s.prob:.4g}"),  # 4 significant digits: a tiny one stays readable
+            "catch": dict(s.catch)}
 
 
 def _kv(rec: StepRecord) -> dict:

@@ -30,6 +30,10 @@ class Candidates:
     parents: list[int] = field(default_factory=list)  # flat index of the parent, -1 = the root
     depths: list[int] = field(default_factory=list)  # 1..num_steps: proposed by draft forward number depth
     ranks: list[int] = field(default_factory=list)  # rank among the parent's draft top-k (0 = most likely; -1 unknown)
+    # tracing only: the draft's most likely tokens at each node it ran (flat index, -1 the root),
+    # [(token, prob), ...] best first, wider than topk, so a step's record can say where the
+    # target's token ranked there (``stops.py``); empty when not tracing and for a model-free draft
+    top: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
 
     def add(self, token: int, prob: float, score: float, parent: int, depth: int, rank: int = -1) -> int:
         self.ranks.append(rank)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from statistics import mean
 
 from workbench.engine.timings import StepProfile
-from workbench.metrics import speedup as _ratio, tau  # noqa: F401 - tau is part of this module's API
+from workbench.metrics import serving_metrics, speedup as _ratio, stop_counts, tau  # noqa: F401 - tau is API
 
 
 def tokens_per_s(rec: dict) -> float:
@@ -63,6 +63,19 @@ def _pooled(records: list[dict], key: str, first_turn_only: bool) -> list[int]:
 def accept_lengths(records: list[dict], first_turn_only: bool = False) -> list[int]:
     """Every verify step's accept length (tokens it emitted), pooled over questions (and turns)."""
     return _pooled(records, "accept_lengths", first_turn_only)
+
+
+def serving_summary(records: list[dict], num_steps: int) -> dict:
+    """vLLM's metrics (``workbench/metrics.py``, without the per-step lists) and the verify
+    steps per stop cause (``engine/stops.py``), pooled over questions and turns: {"vllm": ...,
+    "stop_causes": ...}; {} for records without the per-step counts (a journal older than them)."""
+    if not records or any("drafts_verified" not in r for r in records):
+        return {}
+    m = serving_metrics(drafts_accepted(records), _pooled(records, "drafts_verified", False), num_steps)
+    out = {"stop_causes": stop_counts(_pooled(records, "stop_causes", False))}
+    if m is not None:
+        out["vllm"] = {k: v for k, v in m.as_dict().items() if not k.startswith("per_step")}
+    return out
 
 
 def drafts_accepted(records: list[dict], first_turn_only: bool = False) -> list[int]:

@@ -21,7 +21,7 @@ from statistics import median
 
 import plotly.graph_objects as go
 
-from workbench.metrics import speedup, tau
+from workbench.metrics import speedup, tau, traces_serving, traces_stop_causes
 from workbench.viz.html import note, table
 from workbench.viz.labels import Axes, name_points
 from workbench.engine.drafts.registry import source_named
@@ -208,6 +208,28 @@ def summary_html(runs: dict) -> str:
             "beside the measured one." if modelled else
             " Predicted speedup: measure this machine's costs (the measurement box) to see it.")
     return out + note(_agreement(runs) + " Times are medians over steps; the prefill is excluded." + said)
+
+
+def stops_html(runs: dict) -> str:
+    """One row per speculative run: its speculative steps by why the walk stopped (the traces'
+    ``stop``, ``engine/stops.py``), counts that add up to its steps, beside vLLM's mean acceptance
+    length and draft acceptance rate (``workbench/metrics.py``); "" when no run speculated."""
+    counts = {name: traces_stop_causes(run["traces"]) for name, run in runs.items()}
+    counts = {name: c for name, c in counts.items() if c}
+    if not counts:
+        return ""
+    causes = list(dict.fromkeys(cause for c in counts.values() for cause in c))
+    rows, attrs = [], []
+    for name, c in counts.items():
+        m = traces_serving(runs[name]["traces"])
+        rows.append([f"<b>{html.escape(name)}</b>", str(sum(c.values())), *(str(c.get(k, 0)) for k in causes),
+                     _fmt(m.mean_acceptance_length if m else None), _fmt(m.draft_acceptance_rate if m else None)])
+        attrs.append({"method": name, "steps": sum(c.values())})
+    out = table(["method", "speculative steps", *map(html.escape, causes), "mean acceptance length (vLLM)",
+                 "draft acceptance rate (vLLM)"], rows, attrs, name="stops")
+    return out + note("Why each speculative step stopped, one cause per step (docs/design.md, \"Why a step stopped\"). "
+                      "vLLM's draft acceptance rate counts every verified node as drafted, siblings too: a tree reads "
+                      "low on it though its τ is high.")
 
 
 def _agreement(runs: dict) -> str:

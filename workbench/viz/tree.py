@@ -5,7 +5,9 @@ Node statuses (``style.NODE``): the **root** (last step's bonus, verified again 
 **accepted** drafts (on the accepted path); drafts **tried and missed** by the walk; kept drafts
 the walk **never reached** (their parent was not accepted, or a sibling matched first); candidates
 **dropped at rerank** (not among the best ``num_draft_tokens - 1`` path scores: drafted, never
-verified). The **bonus** hangs under the last accepted node: the target's own token there.
+verified). The **bonus** hangs under the last accepted node: the target's own token there. A
+ring marks the **stop** node, where the walk ended, named in the legend by why it stopped (the
+trace's ``stop``, ``engine/stops.py``).
 
 Layout (``layout.tree_layout``): one column per depth (root on the left, text reads left to
 right), leaves in depth-first order top to bottom, siblings in descending draft probability, a
@@ -213,8 +215,25 @@ def tree_figure(trace: dict, show_dropped: bool = True, compact: bool = False, w
     fig = draw_tree(g, lay, trace["accept"]["path"])
     width = max(width, round(lay.width) + 2 * MARGIN)  # a very deep tree: wider, never squeezed
     title = f"{plotly_text(label)}: {_title(trace, compact)}" if label else _title(trace, compact)
+    if "stop" in trace:
+        fig.add_trace(stop_marker(trace, lay))
     frame(fig, title, width, lay.height, [t.name for t in fig.data if t.meta], height)
     return fig
+
+
+STOP_COLOUR = "#D55E00"  # vermillion (Okabe-Ito), as a miss
+
+
+def stop_marker(trace: dict, lay: TreeLayout) -> go.Scatter:
+    """A ring around the node where the walk stopped, named in the legend by its cause."""
+    stop = trace["stop"]
+    x, y = lay.xy[stop["node"]]
+    rank = "" if stop["rank"] is None else f"<br>draft rank #{stop['rank'] + 1}, p = {num(stop['prob'])}"
+    hover = (f"the walk stopped here: {stop['cause']}<br>the target's token: {plotly_text(show(stop['text']))}{rank}")
+    return go.Scatter(x=[x], y=[y], mode="markers", name=f"stop: {stop['cause']}", hovertext=[hover],
+                      hoverinfo="text", customdata=["stop"], meta="stop",
+                      marker=dict(symbol="circle-open", size=26, color=STOP_COLOUR,
+                                  line=dict(width=3, color=STOP_COLOUR)))
 
 
 def no_draft_note(trace: dict) -> str:

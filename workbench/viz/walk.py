@@ -43,6 +43,8 @@ def walk_moves(trace: dict) -> list[dict]:
     reason = STOP_REASONS[accept["stop"]]
     if accept["stop"] == "leaf" and accept.get("rule") == "leviathan":
         reason = "the end of the chain"
+    if "stop" in trace:  # why, as the engine recorded it (engine/stops.py)
+        reason += f"; cause: {trace['stop']['cause']}"
     out.append({"kind": "stop", "node": last, "at_text": nodes[last]["text"], "reason": reason,
                 "bonus": trace["accept"]["bonus"], "bonus_from": trace["accept"]["bonus_from"]})
     return out

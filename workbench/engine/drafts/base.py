@@ -89,6 +89,9 @@ class DraftSource:
     colour: ClassVar[str]  # its runs' colour in every figure (an Okabe-Ito hue, as viz/style.py)
     model_free: ClassVar[bool] = False  # no draft distribution: the tree is handed over whole (q is a point mass)
     nothing_drafted: ClassVar[str] = "no candidate"  # why a step may draft nothing, for the pages
+    # the stop cause (``engine/stops.py``) where the walk stopped at a node the draft proposed
+    # nothing below: a dynamic tree's node left out of its level's frontier
+    unexpanded_cause: ClassVar[str] = "frontier"
     needs: ClassVar[Needs] = Needs()
 
     @classmethod
@@ -109,6 +112,13 @@ class DraftSource:
 
     def check_target(self, target: ModelConfig) -> None:
         """ValueError unless this source fits ``target`` (the one home of the fit check)."""
+
+    def miss_cause(self, rank: int | None, reach: int) -> str:
+        """The stop cause (``engine/stops.py``) where the draft ran at the stop node and did not
+        propose the target's token: ``rank`` is the token's rank in the draft's distribution there
+        (0 = most likely; None: not among the ``reach`` most likely the record kept). Within reach a
+        wider tree (a larger ``topk``) would have proposed it ("width"); beyond, the draft disagreed."""
+        return "width" if rank is not None and rank < reach else "draft"
 
     def frameworks(self, spec) -> dict[str, str]:
         """{framework: how to ask it for ``spec``}, in ``FRAMEWORKS`` order (``frameworks.py``
@@ -152,6 +162,9 @@ class Drafter(Protocol):
     # ``pending_features``): only then does a plain decode step add its pair to them
     reads_pending: bool = False
     level_offset: int = 0  # a frontier node at depth d runs at L + d + level_offset
+    # set by the engine when it keeps stop causes (tracing): how many of the draft's most likely
+    # tokens ``grow`` keeps at each node it runs, so a record can rank the target's token there
+    keep_top: int = 0
 
     def scratch_slots(self, spec) -> int:
         """The KV slots ``grow`` takes per request and step for ``spec`` (the engine sizes the pool)."""
@@ -166,7 +179,13 @@ class Drafter(Protocol):
 
     def grow(self, reqs: list[Request], table: SlotTable, extended: Extended, spec,
              chain: SamplingParams | None, generator) -> DraftPhase:
-        """The candidates, with every scratch slot it took already freed (``freed``)."""
+        """The candidates, with every scratch slot it took already freed (``freed``); with
+        ``keep_top`` > 0, a draft with a distribution keeps its most likely tokens at each node it
+        ran (``Candidates.top``)."""
+
+    def proposes(self, token: int) -> bool:
+        """Whether this draft can propose ``token`` at all (a head with hot draft tokens: only those)."""
+        return True
 
 
 def freed(allocator: SlotAllocator, phase: DraftPhase) -> DraftPhase:
@@ -177,11 +196,12 @@ def freed(allocator: SlotAllocator, phase: DraftPhase) -> DraftPhase:
 
 
 def grow_neural(model, forward: DraftForward, allocator: SlotAllocator, prefixes: list[list[int]], h_last: torch.Tensor,
-                spec, chain: SamplingParams | None, generator) -> DraftPhase:
+                spec, chain: SamplingParams | None, generator, keep_top: int = 0) -> DraftPhase:
     """A neural draft's tree: the static shape or EAGLE-2's dynamic growth."""
     if spec.method == "static":
-        return grow_static_tree(model, forward, allocator, prefixes, h_last, spec.tree)
-    return grow_tree(model, forward, allocator, prefixes, h_last, spec.num_steps, spec.topk, chain, generator)
+        return grow_static_tree(model, forward, allocator, prefixes, h_last, spec.tree, keep_top=keep_top)
+    return grow_tree(model, forward, allocator, prefixes, h_last, spec.num_steps, spec.topk, chain, generator,
+                     keep_top=keep_top)
 
 
 def tree_scratch(spec) -> int:

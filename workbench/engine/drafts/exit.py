@@ -103,6 +103,6 @@ class ExitDraft(Drafter):
                              device=self.model.lm_head.weight.device)
         h_root = self.forward(None, batch)  # [B, H]: the root at L proposes level 1
         phase = grow_neural(self, self.forward, alloc, [p + s for p, s in zip(prefixes, roots)], h_root, spec, chain,
-                            generator)
+                            generator, keep_top=self.keep_top)
         phase.scratch_slots = [s + level for s, level in zip(roots, phase.scratch_slots)]
         return freed(alloc, phase)

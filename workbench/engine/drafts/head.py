@@ -124,5 +124,11 @@ class HeadDraft(Drafter):
     def grow(self, reqs: list[Request], table: SlotTable, extended: Extended, spec,
              chain: SamplingParams | None, generator) -> DraftPhase:
         phase = grow_neural(self.head, head_forward(self.head, self.kv, self.graphed), table.allocator,
-                            [table.slots(r.rid) for r in reqs], extended.hidden, spec, chain, generator)
+                            [table.slots(r.rid) for r in reqs], extended.hidden, spec, chain, generator,
+                            keep_top=self.keep_top)
         return freed(table.allocator, phase)
+
+    def proposes(self, token: int) -> bool:
+        """A head with hot draft tokens proposes only those (``DraftHead.set_hot_tokens``)."""
+        hot = self.head.hot_tokens
+        return hot is None or bool((hot == token).any())

@@ -28,6 +28,7 @@ class NgramSource(DraftSource):
     colour = "#E69F00"  # orange
     model_free = True
     nothing_drafted = "no earlier occurrence of the last tokens"
+    unexpanded_cause = "no match"  # no earlier occurrence continues below the stop node (engine/stops.py)
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_match <= self.max_match <= MAX_MATCH:
@@ -56,6 +57,11 @@ class NgramSource(DraftSource):
 
     def vllm_draft(self) -> dict:
         return {"method": "ngram", "prompt_lookup_min": self.min_match, "prompt_lookup_max": self.max_match}
+
+    def miss_cause(self, rank: int | None, reach: int) -> str:
+        """The lookup found continuations below the stop node, none the target's token: no
+        distribution ranks the token, the earlier text simply went on differently."""
+        return "continuation"
 
     def build(self, target, draft) -> NgramDraft:
         return NgramDraft(self)
