@@ -27,6 +27,11 @@ accept length over the coins) is derived from them on request (``analysis/expect
                     draft_prob, coin]), path, accepted tokens, stop ("leaf" | "no_match"), bonus,
                     bonus_from, residual_top, rule; a lossy walk also ``lossy``: its thresholds
                     (each move then also has ``accept_prob``, the relaxed probability its coin met)
+``chain``           a chain drawn from q (leviathan, block) only: per draft x_i, whether the walk
+                    reached it or not, target_prob p_i(x_i), draft_prob q_i(x_i), and block
+                    verification's prefix weight w_i and acceptance h_i (``accept.block_weights``):
+                    what each rule's expected accepted length is computed from
+                    (``analysis/chain_rules.py``)
 ``kv``              target slots written, kept, freed (rollback is a slot-table edit: no row is
                     copied); a spec step's draft slots (extend: kept; tree scratch: freed after
                     drafting); allocator counts after the step
@@ -42,6 +47,7 @@ from __future__ import annotations
 
 import torch
 
+from workbench.engine.accept import block_weights
 from workbench.engine.record import StepRecord
 from workbench.engine.sampling import target_probs
 from workbench.engine.tree import Candidates
@@ -65,6 +71,8 @@ def step_trace(rec: StepRecord, token_text=str) -> dict:
     d["verify"] = {"top": [_top(row, token_text) for row in probs]}
     if rec.kind == "spec":
         d["accept"] = _accept(rec, token_text)
+    if rec.draft_probs is not None:
+        d["chain"] = _chain(rec, probs)
     d["kv"] = _kv(rec)
     d["emitted"] = rec.emitted  # accepted drafts + bonus, cut after a stop token or at max_new_tokens
     d["accept_length"] = len(rec.emitted)  # τ's count; the walk's is len(accept.path)
@@ -146,6 +154,16 @@ def _accept(rec: StepRecord, text) -> dict:
     if res.thresholds is not None:
         out["lossy"] = {"accept_threshold_single": res.thresholds[0], "accept_threshold_acc": res.thresholds[1]}
     return out
+
+
+def _chain(rec: StepRecord, probs: torch.Tensor) -> list[dict]:
+    """Per draft of a chain drawn from q: p and q of its token, and block verification's w and h
+    (``probs``: the target distribution used, [n+1, V])."""
+    tokens, q = rec.tree.tokens, rec.draft_probs.to(probs.dtype)
+    weights, accept = block_weights(tokens, probs, q)
+    return [{"target_prob": round(float(probs[i - 1, tokens[i]]), 6), "draft_prob": round(float(q[i - 1, tokens[i]]), 6),
+             "weight": round(weights[i - 1], 6), "block_accept": round(accept[i - 1], 6)}
+            for i in range(1, len(tokens))]
 
 
 def _kv(rec: StepRecord) -> dict:
