@@ -401,7 +401,7 @@ def _why_no_tree(method: str) -> str:
     """Why a sampled-chain rule does not fit ``method``, for its error message."""
     if method == "vanilla":
         return " (vanilla drafts nothing)"
-    return (f" (a {method} tree's children are the draft's top-k, not draws from q, so its one sampling rule is "
+    return (f" (the {method} tree's children are the draft's top-k, not draws from q, so its one sampling rule is "
             "target-only; drawing a tree from q is in docs/design.md)")
 
 
