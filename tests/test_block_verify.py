@@ -194,3 +194,20 @@ def test_block_on_a_tree_names_the_rule_that_fits():
     assert err.value.field == "chain_rule"
     with pytest.raises(ConfigError, match="choose one of target-only, leviathan, block"):
         SpecConfig.from_knobs("linear", chain_rule="blocks")
+
+
+def test_a_top1_draft_read_as_a_draw_from_q_is_not_lossless():
+    """docs/design.md §7's counter-example: V = {a, b}, q = (0.6, 0.4), p = (0.5, 0.5), the draft
+    always a (top-1). Reading it as a draw from q emits a with 5/6; reading its true law, the point
+    mass on a (the target-only walk), with 0.5."""
+    p, q = torch.tensor([0.5, 0.5], dtype=torch.float64), torch.tensor([0.6, 0.4], dtype=torch.float64)
+    tokens, probs = [-1, 0], torch.stack([p, p])
+
+    def first_is_a(rule, draft):
+        return sum(o.prob * (1.0 if o.accepted else float(o.bonus_law[0]))
+                   for o in outcome_law(tokens, probs, draft[None], rule))
+
+    assert first_is_a("block", q) == pytest.approx(5 / 6)
+    assert first_is_a("leviathan", q) == pytest.approx(5 / 6)
+    assert first_is_a("block", torch.tensor([1.0, 0.0], dtype=torch.float64)) == pytest.approx(0.5)
+    assert first_is_a("target-only", q) == pytest.approx(0.5)
