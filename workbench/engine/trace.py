@@ -26,9 +26,11 @@ accept length over the coins) is derived from them on request (``analysis/expect
 ``accept``          moves (node, child, via, read: whose pointer was read, match, [target_prob,
                     draft_prob, coin]), path, accepted tokens, stop ("leaf" | "no_match"), bonus,
                     bonus_from, residual_top, rule; a lossy walk also ``lossy``: its thresholds
-                    (each move then also has ``accept_prob``, the relaxed probability its coin met)
-``chain``           a chain drawn from q (leviathan, block) only: per draft x_i, whether the walk
-                    reached it or not, target_prob p_i(x_i), draft_prob q_i(x_i), and block
+                    (each move then also has ``accept_prob``, the relaxed probability its coin met);
+                    under the block rule each move has ``weight`` (w_i) and ``accept_prob`` (h_i),
+                    and ``match`` means inside the kept prefix
+``chain``           a chain drawn from q (leviathan, block) only: per draft x_i (every one, reached
+                    by the walk or not), target_prob p_i(x_i), draft_prob q_i(x_i), and block
                     verification's prefix weight w_i and acceptance h_i (``accept.block_weights``):
                     what each rule's expected accepted length is computed from
                     (``analysis/chain_rules.py``)
@@ -161,7 +163,8 @@ def _chain(rec: StepRecord, probs: torch.Tensor) -> list[dict]:
     (``probs``: the target distribution used, [n+1, V])."""
     tokens, q = rec.tree.tokens, rec.draft_probs.to(probs.dtype)
     weights, accept = block_weights(tokens, probs, q)
-    return [{"target_prob": round(float(probs[i - 1, tokens[i]]), 6), "draft_prob": round(float(q[i - 1, tokens[i]]), 6),
+    return [{"target_prob": round(float(probs[i - 1, tokens[i]]), 6),
+             "draft_prob": round(float(q[i - 1, tokens[i]]), 6),
              "weight": round(weights[i - 1], 6), "block_accept": round(accept[i - 1], 6)}
             for i in range(1, len(tokens))]
 
