@@ -31,7 +31,7 @@ BENCH = ROOT / "tests" / "data" / "draft-sources.json"  # a fixture in the shipp
 PROMPT = "tell me about the cat"
 DEFAULTS = dict(prompt=PROMPT, method="eagle2", num_steps=5, topk=4, num_draft_tokens=8, temperature=0.0,
                 top_p=1.0, top_k=0, seed=0, max_new_tokens=64, tree="", accept_threshold_single=1.0,
-                accept_threshold_acc=1.0, draft="head", exit_layers=1, ngram_min=1, ngram_max=12)
+                accept_threshold_acc=1.0, chain_rule="target-only", draft="head", exit_layers=1, ngram_min=1, ngram_max=12)
 SOURCES = {"head": "EAGLE head", "ngram": "n-gram (prompt lookup, ngram:1-12)",
            "exit": "early exit (exit:1: the first 1 of 2 layers)"}  # the tiny target has 2 layers
 OUTPUTS = VIEWS + ("bench",)  # what a Step returns through the API (the buttons and tabs it updates are not values)

@@ -317,3 +317,20 @@ def test_compare_predicts_from_the_cost_model_and_keeps_its_runs_when_one_cannot
     assert "a test measurement" in gap  # the gap table names the measurement
     priced_rows = gap[:gap.index("</table>")].count("<tr data-method=")
     assert priced_rows >= 2 and "data-method='linear" not in gap[:gap.index("</table>")]  # the unpriced run: none
+
+
+def test_the_chain_rule_is_chosen_on_the_page(wb):
+    """linear at temperature 1 with the block rule runs it, and the sampling view tables each
+    rule's expectation; block on an eagle2 tree is refused with the rule that fits it named."""
+    from workbench.app.state import Session, Settings
+    from workbench.viz.sampling import sampling_html
+
+    session = Session.start(wb, Settings(prompt=PROMPT, method="linear", num_steps=3, temperature=1.0,
+                                         chain_rule="block", max_new_tokens=12))
+    while session.step() and session.current["kind"] != "spec":
+        pass
+    tr = session.current
+    assert tr["kind"] == "spec" and tr["accept"]["rule"] == "block"
+    assert "block (ran)" in sampling_html(tr)
+    with pytest.raises(ValueError, match="its one sampling rule is target-only"):
+        Settings(prompt=PROMPT, method="eagle2", temperature=1.0, chain_rule="block").build(wb)

@@ -88,6 +88,8 @@ def generate_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["--method", "vanilla", "--chain-rule", "leviathan"], "--chain-rule"),
         (["--method", "eagle2", "--chain-rule", "leviathan"], "--chain-rule"),
         (["--method", "static", "--chain-rule", "leviathan"], "--chain-rule"),
+        (["--method", "eagle2", "--chain-rule", "block"], "--chain-rule"),
+        (["--method", "linear", "--chain-rule", "blocks"], "--chain-rule"),
         (["--method", "tree"], "--method"),
         (["--dtype", "fp64"], "--dtype"),
         (["--device", "tpu"], "--device"),

@@ -184,8 +184,9 @@ def test_draft_sources_parse_and_name_themselves():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(method="static", draft="ngram"), "neither a static tree nor the leviathan rule"),
-    (dict(method="linear", chain_rule="leviathan", draft="ngram"), "neither a static tree nor the leviathan rule")])
+    (dict(method="static", draft="ngram"), "neither a static tree nor a rule that draws the chain from it"),
+    (dict(method="linear", chain_rule="leviathan", draft="ngram"), r"draws the chain from it \(leviathan, block"),
+    (dict(method="linear", chain_rule="block", draft="ngram"), r"draws the chain from it \(leviathan, block")])
 def test_the_ngram_draft_has_no_distribution(kwargs, message):
     with pytest.raises(ValueError, match=message):
         SpecConfig.from_knobs(**kwargs)

@@ -414,3 +414,42 @@ def test_plain_products_forwards_run_f_linear_and_leave_the_order(tiny):
         assert seen == ["plain", WEIGHT_LEFT]
     finally:
         apply_linear_order(target, LinearOrder())
+
+
+def test_block_rule_lesson_names_a_gain_only_where_the_ranges_separate(tmp_path):
+    from workbench.app.tiny import make_tiny_app_model
+    from workbench.lessons.block_rule import RuleRun, expectation_sentence, gain_sentence, rule_runs
+    from workbench.pipeline import Workbench
+
+    apart = [RuleRun("leviathan", taus=[1.5, 1.6]), RuleRun("block", taus=[1.7, 1.8])]
+    assert "a gain" in gain_sentence(apart) and "block τ 1.70–1.80" in gain_sentence(apart)
+    overlap = [RuleRun("leviathan", taus=[1.5, 1.75]), RuleRun("block", taus=[1.7, 1.8])]
+    assert "overlap" in gain_sentence(overlap) and "a gain" not in gain_sentence(overlap)
+    assert "above block's" in gain_sentence([RuleRun("leviathan", taus=[2.0]), RuleRun("block", taus=[1.0])])
+
+    wb = Workbench.load(target=str(make_tiny_app_model(tmp_path, seed=1)), draft="random:1", dtype="fp32")
+    runs = rule_runs(wb, [wb.encode("Why do cats purr?")], num_steps=3, seeds=(0, 1), max_new=8)
+    assert [r.rule for r in runs] == ["leviathan", "block"]
+    for r in runs:
+        assert len(r.taus) == 2 and all(1.0 <= t <= 4.0 for t in r.taus) and r.steps > 0
+        assert set(r.expected) == {"target-only", "leviathan", "block"}
+    assert expectation_sentence(runs).count("expected accepted drafts per step") == 2
+    with pytest.raises(ValueError, match="temperature > 0"):
+        rule_runs(wb, [[1, 2]], num_steps=3, seeds=(0,), max_new=4, temperature=0.0)
+
+
+def test_the_two_token_example_adds_up():
+    from workbench.analysis.chain_rules import exact_expected_accepted, output_law, target_law
+    from workbench.lessons.block_rule import example_rows, two_token_pair
+
+    pair = two_token_pair()
+    rows = example_rows(pair)
+    assert [r["drafts"] for r in rows] == ["aa", "ab", "ba", "bb"]
+    assert sum(r["P(drafts) under q"] for r in rows) == pytest.approx(1.0)
+    aa = rows[0]  # w1 = 0.5/0.8, w2 = min(1, w1 * 0.9/0.6) = 0.9375 = h2
+    assert (aa["w1"], aa["w2"], aa["h2"]) == pytest.approx((0.625, 0.9375, 0.9375))
+    for rule in ("leviathan", "block"):
+        mean = sum(r["P(drafts) under q"] * sum(k * r[f"{rule} P(k={k})"] for k in range(3)) for r in rows)
+        assert mean == pytest.approx(exact_expected_accepted(pair, 2, rule))
+        torch.testing.assert_close(output_law(pair, 2, 2, rule), target_law(pair, 2), rtol=0, atol=1e-12)
+    assert exact_expected_accepted(pair, 2, "block") > exact_expected_accepted(pair, 2, "leviathan") + 0.05

@@ -29,6 +29,8 @@ CASES = [
     ("static", SpecConfig.static(tree=[[0], [1], [0, 0], [0, 1], [0, 0, 0]])),
     ("linear target-only", SpecConfig.linear(3)),
     ("linear leviathan", SpecConfig.linear(3, "leviathan")),
+    ("linear block", SpecConfig.linear(3, "block")),
+    ("linear block 1", SpecConfig.linear(1, "block")),
 ]
 TOPK_DRAWS = 600
 TOP_K = SamplingParams(temperature=1.0, top_k=3, seed=13)

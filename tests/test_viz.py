@@ -38,6 +38,7 @@ RUNS = {
     "sampling": (SpecConfig("eagle2", num_steps=3, topk=3, num_draft_tokens=7), SamplingParams(temperature=1.0, seed=3)),
     "linear": (SpecConfig.linear(3), SamplingParams()),
     "leviathan": (SpecConfig.linear(3, "leviathan"), SamplingParams(temperature=1.0, seed=1)),
+    "block": (SpecConfig.linear(3, "block"), SamplingParams(temperature=1.0, seed=1)),
     "vanilla": (SpecConfig("vanilla"), SamplingParams()),
     "static": (SpecConfig.static(7), SamplingParams()),
 }
@@ -406,7 +407,7 @@ def test_seed_tree_walk():
 
 
 def test_walk_moves_follow_the_trace(runs):
-    for name in ("eagle2", "sampling", "leviathan"):
+    for name in ("eagle2", "sampling", "leviathan", "block"):
         for tr in spec_steps(runs, name):
             moves = walk_moves(tr)
             assert len(moves) == len(tr["accept"]["moves"]) + 1
@@ -425,6 +426,25 @@ def test_coin_rows(runs):
             assert all((r["coin"] < r["threshold"]) == (r["verdict"] == "match") for r in rows)
             assert sampling_html(tr).count("<tr data-node=") == len(rows)
     assert "greedy" in sampling_html(spec_steps(runs, "eagle2")[0])
+
+
+def test_block_coin_rows_and_the_rule_table(runs):
+    """Block keeps a prefix: every draft in it matches whatever its own coin, the prefix's last
+    coin fell under its h, no later one did; the page adds each rule's expectation, the block row
+    marked as the one that ran, and a target-only tree has no such table."""
+    steps = spec_steps(runs, "block")
+    assert steps and all(len(tr["chain"]) == 3 for tr in steps)
+    for tr in steps:
+        rows, kept = coin_rows(tr), len(tr["accept"]["path"]) - 1
+        assert [r["verdict"] == "match" for r in rows] == [i < kept for i in range(len(rows))]
+        assert all(r["coin"] >= r["threshold"] for r in rows[kept:])
+        assert kept == 0 or rows[kept - 1]["coin"] < rows[kept - 1]["threshold"]
+        page = sampling_html(tr)
+        assert "block (ran)" in page and "leviathan" in page and "target-only" in page
+        if tr["accept"]["bonus_from"] == "residual":
+            assert "block residual" in page
+    assert "E[accepted drafts]" not in sampling_html(spec_steps(runs, "sampling")[0])
+    assert "leviathan (ran)" in sampling_html(spec_steps(runs, "leviathan")[0])
 
 
 # ---- KV --------------------------------------------------------------------------------------

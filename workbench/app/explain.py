@@ -51,8 +51,11 @@ a coin. Drag the slider or press *Animate walk* to replay the moves."""
 SAMPLING = """\
 **Sampling verification** (temperature > 0). Each tried child is accepted with probability
 p(child) of the mass left (a coin *u* below it); a rejected child is removed and the rest
-renormalised; when every child is rejected the bonus is drawn from that **residual**. The output
-follows the target's distribution exactly."""
+renormalised; when every child is rejected the bonus is drawn from that **residual**. A `linear`
+chain may instead be drawn from the draft's law q (the **chain rule** `leviathan`: each draft
+accepted with min(1, p/q); `block`: the longest prefix block verification keeps), and then a
+table gives each rule's expected accepted drafts on the step's own p and q. The output follows
+the target's distribution exactly under every rule."""
 
 OUTPUT = """\
 **Output so far.** Each token coloured by where it came from: the prompt, an **accepted** draft

@@ -40,6 +40,7 @@ FIELDS = {
     "seed": ("seed", "Sampling and length"), "max_new_tokens": ("max_new_tokens", "Sampling and length"),
     "accept_threshold_single": ("accept threshold single", "Sampling and length"),
     "accept_threshold_acc": ("accept threshold acc", "Sampling and length"),
+    "chain_rule": ("chain rule", "Sampling and length"),
     "draft": ("draft source", DRAFT_GROUP),
 }
 

@@ -74,6 +74,7 @@ class Settings:
     tree: object = ""  # static: rank paths as JSON; empty = EAGLE-1's tree cut to num_draft_tokens
     accept_threshold_single: object = EXACT_THRESHOLD  # below 1: lossy sampling acceptance
     accept_threshold_acc: object = EXACT_THRESHOLD
+    chain_rule: str = "target-only"  # sampling acceptance of a linear chain (CHAIN_RULES)
     draft: str = HeadSource.kind  # a kind of ``draft_choices()``: where the drafts come from
     boxes: dict = field(default_factory=first_boxes)  # box name -> value (exit_layers, ngram_min, ...)
 
@@ -123,7 +124,8 @@ class Settings:
         num_steps + 1, set for you: the page keeps its topk / num_draft_tokens boxes for eagle2;
         static: the tree box, see ``static_spec``)."""
         thresholds = dict(accept_threshold_single=_number("accept_threshold_single", self.accept_threshold_single),
-                          accept_threshold_acc=_number("accept_threshold_acc", self.accept_threshold_acc), draft=draft)
+                          accept_threshold_acc=_number("accept_threshold_acc", self.accept_threshold_acc), draft=draft,
+                          chain_rule=self.chain_rule)
         if self.method == "static":
             return self.static_spec(thresholds)
         knobs = {name: _int(name, getattr(self, name), None, None) for name in METHOD_BOXES.get(self.method, ())}
@@ -177,7 +179,7 @@ def acceptance_note(threshold_single, threshold_acc) -> str:
 
 # The fields each part of ``Settings.build`` reads, for the page to point at the one a message is about.
 SPEC_FIELDS = ("method", "num_steps", "topk", "num_draft_tokens", "tree", "accept_threshold_single",
-               "accept_threshold_acc", "draft")
+               "accept_threshold_acc", "chain_rule", "draft")
 FIELD_WORDS = {"tree": ("tree", "static tree"), "draft": ("draft", "draft source")}  # else the field's own name
 
 

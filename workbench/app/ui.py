@@ -39,6 +39,7 @@ from workbench.app.handlers import PAGE, StepEvents, elem_id, settings_label
 from workbench.app.load_tab import build_load_tab
 from workbench.app.state import Session, Settings, acceptance_note, draft_choices, setting_names
 from workbench.app.views import VIEWS, best_tree_views, render, trace_view
+from workbench.engine.config import CHAIN_RULES
 from workbench.engine.drafts.base import boxes
 from workbench.engine.drafts.registry import all_boxes, loads_nothing
 
@@ -224,7 +225,10 @@ def _threshold_inputs(default: Settings) -> dict:
                        elem_id="acceptance-note")
     for box in (single, acc):
         box.change(acceptance_note, [single, acc], note, api_visibility="private")
-    return {"accept_threshold_single": single, "accept_threshold_acc": acc}
+    rule = gr.Radio(list(CHAIN_RULES), value=default.chain_rule, elem_id="chain-rule",
+                    label="chain rule (linear at temperature > 0: top-1 drafts, or drafts drawn from q verified "
+                          "token by token or as a block)")
+    return {"accept_threshold_single": single, "accept_threshold_acc": acc, "chain_rule": rule}
 
 
 def _view_row(component_fn, text: str):

@@ -7,7 +7,7 @@ child) then ``retrieve_next_sibling`` (next sibling); a match is accepted and th
 no match, or a leaf, stops it. The target's choice at the last accepted node is the bonus, so
 every step emits between 1 and ``num_steps + 1`` tokens.
 
-Three rules, all lossless (and one lossy relaxation):
+Four rules, all lossless (and one lossy relaxation):
 
 * ``greedy_walk``: match = the child is the target's argmax.
 * ``sampling_walk`` (EAGLE-2 / SGLang for trees, drafts chosen by top-k): accept child c with
@@ -18,6 +18,15 @@ Three rules, all lossless (and one lossy relaxation):
 * ``leviathan_chain`` (Leviathan et al. / Chen et al. Algorithm 1, a chain *sampled* from the
   draft distribution q): accept x with min(1, p(x)/q(x)); on the first miss draw the bonus from
   norm(max(0, p - q)); if all are accepted draw it from p after the last draft.
+* ``block_chain`` (Sun et al., "Block Verification Accelerates Speculative Decoding", arXiv
+  2403.10444, Algorithm 2; vLLM's model runner v2, vllm-project/vllm#46781): the same sampled
+  chain, judged as a block. It keeps a prefix weight ``w_i = min(1, w_(i-1) p(x_i) / q(x_i))``
+  (w_0 = 1), accepts the prefix of length i with ``h_i`` (``block_weights``), takes the
+  **longest** prefix whose coin fell under its h_i (a rejected draft inside it is accepted
+  anyway: its deficit is paid for by the later drafts) and draws the bonus from the block
+  residual ``norm(max(0, w_tau p - q))`` after that prefix (``block_residual``). Lossless, and
+  never fewer accepted drafts than ``leviathan_chain`` in expectation over the drafts (the
+  paper's Theorem 2); for one drawn chain it can be either way.
 """
 
 from __future__ import annotations
@@ -41,7 +50,8 @@ class Move:
     target_prob: float | None = None  # sampling: p(child) before the coin (renormalised)
     draft_prob: float | None = None  # leviathan: q(child)
     coin: float | None = None  # sampling: the uniform draw compared with the acceptance probability
-    accept_prob: float | None = None  # lossy walk only: the relaxed acceptance probability the coin met
+    accept_prob: float | None = None  # lossy walk: the relaxed acceptance probability; block: h_i of the prefix
+    weight: float | None = None  # block: the prefix weight w_i = min(1, w_(i-1) p(x_i) / q(x_i))
 
 
 @dataclass
@@ -169,6 +179,71 @@ def leviathan_chain(tokens: list[int], probs: torch.Tensor, draft_probs: torch.T
         path.append(i)
     bonus = int(torch.multinomial(probs[len(tokens) - 1], 1, generator=generator))
     return AcceptResult(path, bonus, "leaf", moves, "target")
+
+
+def block_weights(tokens: list[int], probs: torch.Tensor, draft_probs: torch.Tensor) -> tuple[list[float], list[float]]:
+    """(w, h) for the chain ``tokens`` = [root, x1..xn], each a list of n floats (index i-1 for
+    the prefix x1..xi); shapes as ``leviathan_chain``.
+
+    ``w_i = min(1, w_(i-1) p_i(x_i) / q_i(x_i))``, w_0 = 1: how much of the target's law of the
+    prefix the draft's law covers, capped at 1. ``h_i = r_i / (r_i + 1 - w_i)`` with the residual
+    mass ``r_i = sum_x max(0, w_i p_(i+1)(x) - q_(i+1)(x))`` (the next position's distributions;
+    1 when both are 0, which happens only at w_i = 1 with nothing left to correct); the last
+    prefix has no next draft, so ``h_n = w_n``. Why: h_i is the chance that prefix i is the one
+    to keep given that no longer one was kept, chosen so that every prefix ends up output with
+    exactly the target's probability (the paper's Lemma 2)."""
+    n = len(tokens) - 1
+    weights, accept = [], []
+    w = 1.0
+    for i in range(1, n + 1):
+        p, q, x = probs[i - 1], draft_probs[i - 1], tokens[i]
+        w = min(1.0, w * float(p[x] / q[x])) if q[x] > 0 else 0.0  # a draft q never proposes: nothing covered
+        weights.append(w)
+        if i == n:
+            accept.append(w)
+            break
+        mass = float((w * probs[i] - draft_probs[i]).clamp_min(0.0).sum())
+        denom = mass + 1.0 - w
+        accept.append(mass / denom if denom > 0 else 1.0)
+    return weights, accept
+
+
+def block_residual(tau: int, weight: float, probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
+    """[V]: the law of the bonus after the accepted prefix of length ``tau`` < n whose weight is
+    ``weight`` (1 for tau = 0): norm(max(0, weight p_(tau+1) - q_(tau+1))). When that is empty
+    (the law cannot reach it), the target's own p, as ``leviathan_chain`` does."""
+    residual = (weight * probs[tau] - draft_probs[tau]).clamp_min(0.0)
+    if float(residual.sum()) <= 0.0:
+        residual = probs[tau]
+    return residual / residual.sum()
+
+
+def block_chain(tokens: list[int], probs: torch.Tensor, draft_probs: torch.Tensor,
+                generator: torch.Generator | None) -> AcceptResult:
+    """Block verification of a chain drawn from the draft (shapes as ``leviathan_chain``).
+
+    One coin per draft, all drawn first; scanning back from the last draft, the first prefix i
+    whose coin is below h_i is kept (tau = 0 when none is). Every draft of that prefix is
+    accepted, whatever its own ratio p/q: each ``Move`` records w_i (``weight``), h_i
+    (``accept_prob``), its coin and ``match`` = inside the kept prefix."""
+    n = len(tokens) - 1
+    weights, accept = block_weights(tokens, probs, draft_probs)
+    coins = torch.rand(n, generator=generator).tolist() if n else []
+    tau = max((i for i in range(1, n + 1) if coins[i - 1] < accept[i - 1]), default=0)
+    moves = [Move(i - 1, i, "next_token", i - 1, i <= tau, target_prob=float(probs[i - 1, tokens[i]]),
+                  draft_prob=float(draft_probs[i - 1, tokens[i]]), coin=coins[i - 1], accept_prob=accept[i - 1],
+                  weight=weights[i - 1])
+             for i in range(1, n + 1)]
+    path = list(range(tau + 1))
+    if tau == n:
+        bonus = int(torch.multinomial(probs[n], 1, generator=generator))
+        return AcceptResult(path, bonus, "leaf", moves, "target")
+    residual = block_residual(tau, weights[tau - 1] if tau else 1.0, probs, draft_probs)
+    bonus = int(torch.multinomial(residual, 1, generator=generator))
+    return AcceptResult(path, bonus, "no_match", moves, "residual", _top(residual))
+
+
+CHAIN_WALKS = {"leviathan": leviathan_chain, "block": block_chain}  # the rules of a chain drawn from q
 
 
 def _top(dist: torch.Tensor, k: int = 5) -> list[tuple[int, float]]:

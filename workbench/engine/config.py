@@ -25,13 +25,19 @@ target's**: a lossy trade, said wherever it is set (``describe``, the command li
 n-gram lookup in the request's own tokens, the target's early exit, or a separate draft model.
 The tree knobs mean the same for each: ``num_steps`` caps the depth, ``topk`` the children per
 node, and the rerank keeps ``num_draft_tokens - 1`` nodes. The n-gram draft has no distribution
-to sample from, so it takes neither the leviathan rule nor a static shape (which ranks a
+to sample from, so it takes neither a sampled-chain rule nor a static shape (which ranks a
 draft's top-k).
+
+``chain_rule`` picks the sampling acceptance of a chain: ``target-only`` (top-1 drafts, the
+EAGLE-2 rule), or a chain drawn from the draft's distribution q verified token by token
+(``leviathan``) or as a block (``block``, Sun et al. 2024): ``SAMPLED_CHAIN_RULES``, ``linear``
+only, because an EAGLE-2 or static tree's children are the draft's top-k, not draws from q.
 
 Every config has a **name** in one grammar, read and written here only (``parse_spec`` and
 ``SpecConfig.name``) for the command line's ``--methods``, the benchmark, the tuner, the head's
 evaluation and the app: ``vanilla``, ``linear:S``, ``eagle2:D/S/K`` (num_draft_tokens / num_steps /
-topk), ``static:D``, each speculative one optionally ``@SOURCE`` (``eagle2:8/5/4@ngram:1-12``).
+topk), ``static:D``, each speculative one optionally ``@SOURCE`` (``eagle2:8/5/4@ngram:1-12``);
+a chain drawn from q writes its rule after ``+`` (``linear:3+block``, ``linear:3+leviathan@exit:24``).
 
 ``SpecConfig.from_knobs`` is the one way from what a user typed (command line, app, benchmark,
 tuner) to a ``SpecConfig``: it owns the defaults (``DEFAULT_*``) and fills in what the method
@@ -56,7 +62,8 @@ from workbench.engine.static_tree import breadth_first, default_static_tree, rea
 from workbench.engine.tree import max_candidates
 
 METHODS = ("vanilla", "linear", "eagle2", "static")
-CHAIN_RULES = ("target-only", "leviathan")
+CHAIN_RULES = ("target-only", "leviathan", "block")
+SAMPLED_CHAIN_RULES = ("leviathan", "block")  # the chain is drawn from q (accept.CHAIN_WALKS)
 MAX_STEPS = 16
 MAX_TOPK = 16
 MAX_DRAFT_TOKENS = 256
@@ -91,8 +98,9 @@ class SpecConfig:
     num_steps: int = DEFAULT_NUM_STEPS
     topk: int = DEFAULT_TOPK
     num_draft_tokens: int = DEFAULT_NUM_DRAFT_TOKENS
-    # Sampling acceptance for a chain: "target-only" (drafts = top-1, EAGLE-2 / SGLang rule) or
-    # "leviathan" (drafts sampled from the draft distribution q, accepted with min(1, p/q)).
+    # Sampling acceptance for a chain: "target-only" (drafts = top-1, EAGLE-2 / SGLang rule),
+    # "leviathan" (drafts sampled from the draft distribution q, accepted with min(1, p/q)) or
+    # "block" (the same drafts, the longest prefix kept by block verification: accept.block_chain).
     chain_rule: str = "target-only"
     # static only: the fixed shape as rank paths, breadth first (SpecConfig.static fills it)
     tree: tuple[tuple[int, ...], ...] | None = None
@@ -115,13 +123,15 @@ class SpecConfig:
             raise ConfigError("draft", f"{{draft}} must be a DraftSource, got {self.draft!r}")
         if self.tree is not None and self.method != "static":
             raise ConfigError("tree", f"{{tree}} gives a static tree: use it with {{method}} static, not {self.method}")
-        if self.draft.model_free and (self.method == "static" or self.chain_rule == "leviathan"):
+        if self.draft.model_free and (self.method == "static" or self.sampled_chain):
             raise ConfigError("draft", f"{{draft}} {self.draft.name} has no distribution to rank or sample from: it "
-                                       "takes neither a static tree nor the leviathan rule (use {method} eagle2 or "
-                                       "linear, {chain_rule} target-only)")
-        if self.chain_rule == "leviathan" and self.method != "linear":
-            raise ConfigError("chain_rule", "{chain_rule} leviathan verifies a sampled chain: it needs {method} "
-                                            f"linear, not {self.method}")
+                                       "takes neither a static tree nor a rule that draws the chain from it ("
+                                       f"{', '.join(SAMPLED_CHAIN_RULES)}; use {{method}} eagle2 or linear, "
+                                       "{chain_rule} target-only)")
+        if self.sampled_chain and self.method != "linear":
+            raise ConfigError("chain_rule", f"{{chain_rule}} {self.chain_rule} verifies a chain drawn from the draft's "
+                                            f"distribution: it needs {{method}} linear, not {self.method}"
+                                            f"{_why_no_tree(self.method)}")
         self._check_thresholds()
         if self.method == "static":
             self._check_static()
@@ -133,9 +143,9 @@ class SpecConfig:
             value = getattr(self, name)
             if not 0.0 < value <= EXACT_THRESHOLD:
                 raise ConfigError(name, f"{{{name}}} must be in (0, 1] (1 = exact, below 1 = lossy), got {value}")
-        if self.lossy and (self.method == "vanilla" or self.chain_rule == "leviathan"):
+        if self.lossy and (self.method == "vanilla" or self.sampled_chain):
             what = "vanilla verifies no drafts" if self.method == "vanilla" else \
-                "the leviathan rule has its own exact test, min(1, p/q)"
+                f"the {self.chain_rule} rule has its own exact test"
             raise ConfigError(self._lossy_field, f"{{{self._lossy_field}}} below 1 relaxes the target-only sampling "
                                                  f"walk, but {what}: leave it at 1")
 
@@ -188,6 +198,11 @@ class SpecConfig:
     def _lossy_field(self) -> str:
         """The accept threshold set below 1 (single first), for a message about it."""
         return "accept_threshold_single" if self.accept_threshold_single < EXACT_THRESHOLD else "accept_threshold_acc"
+
+    @property
+    def sampled_chain(self) -> bool:
+        """Is the chain drawn from the draft's distribution q (the leviathan or block rule)?"""
+        return self.chain_rule in SAMPLED_CHAIN_RULES
 
     @property
     def lossy(self) -> bool:
@@ -257,19 +272,21 @@ class SpecConfig:
         return self.method != "vanilla"
 
     def accept_rule(self, sampling: SamplingParams) -> str:
-        """The accept walk's rule: "greedy", "target-only" (a top-k tree under sampling) or
-        "leviathan" (a chain drawn from the draft distribution q, accepted with min(1, p/q))."""
+        """The accept walk's rule: "greedy", "target-only" (a top-k tree under sampling),
+        "leviathan" (a chain drawn from the draft distribution q, accepted with min(1, p/q)) or
+        "block" (that chain verified as a block)."""
         return "greedy" if sampling.greedy else self.chain_rule
 
     @property
     def name(self) -> str:
         """This config in the method grammar (``parse_spec``'s inverse). A custom static shape
         and a lossy setting have none: ValueError."""
-        if self.custom_tree or self.lossy or self.chain_rule != "target-only":
-            raise ValueError(f"{self.describe()} has no short name: only vanilla, linear:S, eagle2:D/S/K and "
+        if self.custom_tree or self.lossy:
+            raise ValueError(f"{self.describe()} has no short name: only vanilla, linear:S[+RULE], eagle2:D/S/K and "
                              "static:D (EAGLE-1's shape) with the exact rule do")
         base = {"vanilla": "vanilla", "linear": f"linear:{self.num_steps}", "static": f"static:{self.num_draft_tokens}",
                 "eagle2": f"eagle2:{self.num_draft_tokens}/{self.num_steps}/{self.topk}"}[self.method]
+        base += f"+{self.chain_rule}" if self.sampled_chain else ""
         return base if self.draft == HeadSource() or not self.speculative else f"{base}@{self.draft.name}"
 
     def describe(self) -> str:
@@ -284,6 +301,8 @@ class SpecConfig:
         else:
             text = (f"{self.method}(num_steps={self.num_steps}, topk={self.topk}, "
                     f"num_draft_tokens={self.num_draft_tokens}{draft})")
+        if self.sampled_chain:
+            text += f", {self.chain_rule} rule (drafts drawn from q)"
         if self.lossy:
             text += (f", lossy acceptance (accept_threshold_single={self.accept_threshold_single:g}, "
                      f"accept_threshold_acc={self.accept_threshold_acc:g}): the output no longer follows the target")
@@ -334,7 +353,8 @@ def _read_draft(draft: DraftSource | str | None) -> DraftSource:
     return HeadSource() if source is None else source
 
 
-METHOD_GRAMMAR = "vanilla, linear:S, eagle2:D/S/K or static:D, a speculative one optionally with @SOURCE"
+METHOD_GRAMMAR = ("vanilla, linear:S, eagle2:D/S/K or static:D, a speculative one optionally with @SOURCE; "
+                  f"a chain drawn from q as linear:S+RULE, RULE one of {', '.join(SAMPLED_CHAIN_RULES)}")
 
 
 def parse_spec(name: str, others: str = "") -> SpecConfig:
@@ -342,6 +362,10 @@ def parse_spec(name: str, others: str = "") -> SpecConfig:
     ``@exit:N`` or ``@model:DIR`` -> a validated ``SpecConfig``; ValueError naming what is wrong
     (``others``: more names the caller accepts, listed in the unknown-method message)."""
     base, at, source_text = name.strip().partition("@")
+    base, plus, rule = base.partition("+")
+    if plus and rule not in SAMPLED_CHAIN_RULES:
+        raise ValueError(f"{name}: unknown chain rule {rule!r} after '+'; choose one of "
+                         f"{', '.join(SAMPLED_CHAIN_RULES)} (target-only is written without one)")
     method, _, knobs = base.partition(":")
     numbers = knobs.split("/") if knobs else []
     if not all(n.isdigit() for n in numbers) or (method, len(numbers)) not in (
@@ -351,11 +375,14 @@ def parse_spec(name: str, others: str = "") -> SpecConfig:
     if method == "vanilla":
         spec = SpecConfig("vanilla")
     elif method == "linear":
-        spec = SpecConfig.from_knobs("linear", num_steps=n[0])
+        spec = SpecConfig.from_knobs("linear", num_steps=n[0], chain_rule=rule or "target-only")
     elif method == "static":
         spec = SpecConfig.from_knobs("static", num_draft_tokens=n[0])
     else:
         spec = SpecConfig.from_knobs("eagle2", num_steps=n[1], topk=n[2], num_draft_tokens=n[0])
+    if plus and method != "linear":
+        raise ValueError(f"{name}: +{rule} verifies a chain drawn from q, so only linear:S takes it"
+                         f"{_why_no_tree(method)}")
     return with_draft(spec, source_text, name) if at else spec
 
 
@@ -368,6 +395,14 @@ def with_draft(spec: SpecConfig, text: str, name: str) -> SpecConfig:
     if not spec.speculative:
         raise ValueError(f"{name}: only a speculative method drafts (linear, eagle2 or static)")
     return replace(spec, draft=source)
+
+
+def _why_no_tree(method: str) -> str:
+    """Why a sampled-chain rule does not fit ``method``, for its error message."""
+    if method == "vanilla":
+        return " (vanilla drafts nothing)"
+    return (f" (the {method} tree's children are the draft's top-k, not draws from q, so its one sampling rule is "
+            "target-only; drawing a tree from q is in docs/design.md)")
 
 
 def check_context(spec: SpecConfig, context_len: int, prompt_len: int, max_new_tokens: int) -> None:

@@ -38,7 +38,7 @@ import torch
 from workbench.attention import BACKEND
 from workbench.attention.batch import ForwardBatch, extend_batch, tree_batch
 from workbench.engine import trace as tr
-from workbench.engine.accept import AcceptResult, greedy_walk, leviathan_chain, sampling_walk
+from workbench.engine.accept import CHAIN_WALKS, AcceptResult, greedy_walk, sampling_walk
 from workbench.engine.config import SpecConfig, check_context
 from workbench.engine.draft import DraftPhase
 from workbench.engine.graph_check import graphs_by_default
@@ -364,7 +364,8 @@ class Engine:
                              kv=KVChange(lens[i], verify_slots[i], kept, freed, draft_extend=extended.slots[i],
                                          draft_scratch=phase.scratch_slots[i]),
                              candidates=phase.candidates[i], levels=phase.levels[i], tree=trees[i], result=results[i],
-                             stop=causes[i])
+                             stop=causes[i],
+                             draft_probs=None if phase.chain_q is None else phase.chain_q[i].cpu())
                 for i, (r, rows, (kept, freed, emitted)) in enumerate(zip(reqs, per_tree(trees, logits), commits))]
 
     def _stop(self, spec: SpecConfig, cands, tree: DraftTree, result: AcceptResult) -> StopCause:
@@ -375,7 +376,7 @@ class Engine:
     def _draft(self, reqs: list[Request], spec: SpecConfig, extended) -> DraftPhase:
         """Every request's candidate tree, grown from its extend's output (``extended``); the tree
         levels' draft KV is scratch, back on the free list before the verify."""
-        chain = self.sampling if spec.accept_rule(self.sampling) == "leviathan" else None
+        chain = self.sampling if spec.accept_rule(self.sampling) in CHAIN_WALKS else None
         return self.drafter.grow(reqs, self.table, extended, spec, chain, self.dev_gen)  # it frees its scratch KV
 
     def _build(self, reqs: list[Request], spec: SpecConfig, phase: DraftPhase,
@@ -434,9 +435,9 @@ class Engine:
             return [greedy_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling, a.tolist())
                     for tree, a in zip(trees, argmax)]
         probs = per_tree(trees, target_probs(logits, self.sampling).cpu())  # [N_b, V] per tree
-        if phase.chain_q is not None:
-            return [leviathan_chain(tree.tokens, p, q.cpu(), self.cpu_gen)
-                    for tree, p, q in zip(trees, probs, phase.chain_q)]
+        if phase.chain_q is not None:  # a chain drawn from q: leviathan_chain or block_chain
+            walk = CHAIN_WALKS[spec.accept_rule(self.sampling)]
+            return [walk(tree.tokens, p, q.cpu(), self.cpu_gen) for tree, p, q in zip(trees, probs, phase.chain_q)]
         return [sampling_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling, p, self.cpu_gen,
                               spec.accept_threshold_single, spec.accept_threshold_acc)
                 for tree, p in zip(trees, probs)]

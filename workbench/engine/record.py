@@ -81,7 +81,7 @@ class StepRecord:
     step: int  # the engine's step count, from 1 (a prefill step: kind "prefill" for each request it admitted)
     request: int  # request id
     method: str
-    rule: str  # accept rule: "greedy", "target-only" or "leviathan"
+    rule: str  # accept rule: "greedy", "target-only", "leviathan" or "block"
     sampling: SamplingParams  # what the target distribution p shown in ``verify.top`` means
     logits: torch.Tensor  # [N, V] target logits of this request's rows (row i: the token after node i)
     emitted: list[int]  # tokens appended to the output (cut after a stop token / max_new_tokens)
@@ -98,3 +98,4 @@ class StepRecord:
     tree: DraftTree | None = None
     result: AcceptResult | None = None
     stop: StopCause | None = None  # why the walk stopped (stops.py)
+    draft_probs: torch.Tensor | None = None  # a chain drawn from q (leviathan, block): [n, V] q at each draft

@@ -26,11 +26,18 @@ accept length over the coins) is derived from them on request (``analysis/expect
 ``accept``          moves (node, child, via, read: whose pointer was read, match, [target_prob,
                     draft_prob, coin]), path, accepted tokens, stop ("leaf" | "no_match"), bonus,
                     bonus_from, residual_top, rule; a lossy walk also ``lossy``: its thresholds
-                    (each move then also has ``accept_prob``, the relaxed probability its coin met)
+                    (each move then also has ``accept_prob``, the relaxed probability its coin met);
+                    under the block rule each move has ``weight`` (w_i) and ``accept_prob`` (h_i),
+                    and ``match`` means inside the kept prefix
 ``stop``            why the walk stopped (``stops.py``): cause (a key of ``stops.CAUSES``), node,
                     candidate, depth, token and text (the target's token there), rank and prob (in
                     the draft's distribution at the stop node; None where unknown), catch (the
                     smallest knob change that would have caught it: {"num_draft_tokens": 9}, or {})
+``chain``           a chain drawn from q (leviathan, block) only: per draft x_i (every one, reached
+                    by the walk or not), target_prob p_i(x_i), draft_prob q_i(x_i), and block
+                    verification's prefix weight w_i and acceptance h_i (``accept.block_weights``):
+                    what each rule's expected accepted length is computed from
+                    (``analysis/chain_rules.py``)
 ``spec_decode``     the step in vLLM's counts (``workbench/metrics.py``): num_draft_tokens (the tree's
                     nodes but the root: every verified draft, siblings too), num_accepted_tokens
 ``kv``              target slots written, kept, freed (rollback is a slot-table edit: no row is
@@ -48,6 +55,7 @@ from __future__ import annotations
 
 import torch
 
+from workbench.engine.accept import block_weights
 from workbench.engine.record import StepRecord
 from workbench.engine.sampling import target_probs
 from workbench.engine.tree import Candidates
@@ -74,6 +82,8 @@ def step_trace(rec: StepRecord, token_text=str) -> dict:
         if rec.stop is not None:
             d["stop"] = _stop(rec, token_text)
         d["spec_decode"] = {"num_draft_tokens": rec.tree.num_nodes - 1, "num_accepted_tokens": rec.result.num_accepted}
+    if rec.draft_probs is not None:
+        d["chain"] = _chain(rec, probs)
     d["kv"] = _kv(rec)
     d["emitted"] = rec.emitted  # accepted drafts + bonus, cut after a stop token or at max_new_tokens
     d["accept_length"] = len(rec.emitted)  # τ's count; the walk's is len(accept.path)
@@ -163,6 +173,17 @@ def _stop(rec: StepRecord, text) -> dict:
             "text": text(s.token), "rank": s.rank,
             "prob": None if s.prob is None else float(f"{s.prob:.4g}"),  # 4 significant digits: a tiny one stays readable
             "catch": dict(s.catch)}
+
+
+def _chain(rec: StepRecord, probs: torch.Tensor) -> list[dict]:
+    """Per draft of a chain drawn from q: p and q of its token, and block verification's w and h
+    (``probs``: the target distribution used, [n+1, V])."""
+    tokens, q = rec.tree.tokens, rec.draft_probs.to(probs.dtype)
+    weights, accept = block_weights(tokens, probs, q)
+    return [{"target_prob": round(float(probs[i - 1, tokens[i]]), 6),
+             "draft_prob": round(float(q[i - 1, tokens[i]]), 6),
+             "weight": round(weights[i - 1], 6), "block_accept": round(accept[i - 1], 6)}
+            for i in range(1, len(tokens))]
 
 
 def _kv(rec: StepRecord) -> dict:

@@ -4,13 +4,17 @@ verdict, and the distribution the bonus was drawn from (docs/design.md §7).
 Target-only rule (trees): accept child c with probability p(c) / (mass left); on a miss p(c) is
 set to 0 and the rest renormalised; if every child misses, the bonus is drawn from that residual.
 Leviathan rule (a sampled chain): accept x with min(1, p(x)/q(x)); on the first miss the bonus is
-drawn from norm(max(0, p - q)). Greedy (temperature 0) needs none of this: match = argmax.
+drawn from norm(max(0, p - q)). Block rule (the same chain): the longest prefix whose coin fell
+under its h_i is kept, the bonus drawn from norm(max(0, w p - q)) after it. For a chain drawn from
+q, a table gives each rule's expected accepted drafts on this step's p and q
+(``analysis/chain_rules.py``). Greedy (temperature 0) needs none of this: match = argmax.
 """
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from workbench.analysis.chain_rules import trace_rule_table
 from workbench.analysis.expectation import trace_expectation
 from workbench.viz.html import bar, note, table
 from workbench.viz.layout import legend_rows
@@ -20,8 +24,9 @@ from workbench.viz.tokens import num, show_html
 
 
 def coin_rows(trace: dict) -> list[dict]:
-    """Per tried child: node, child, token text, target p, draft q (leviathan), coin, threshold,
-    verdict. Empty for greedy steps."""
+    """Per tried child: node, child, token text, target p, draft q (a chain drawn from q), coin,
+    threshold (block: the prefix's h_i), verdict (block: inside the kept prefix). Empty for greedy
+    steps."""
     if trace["kind"] != "spec" or trace["accept"]["rule"] == "greedy":
         return []
     nodes, rows = trace["tree"]["nodes"], []
@@ -43,7 +48,7 @@ def sampling_html(trace: dict) -> str:
     if accept["rule"] == "greedy":
         return note("Temperature 0 (greedy): a child is accepted when it is the target's argmax; "
                     "no coin, no residual. Set a temperature above 0 to see sampling verification.")
-    leviathan = accept["rule"] == "leviathan"
+    leviathan = accept["rule"] in ("leviathan", "block")  # a chain drawn from q: show q
     rows, cells = coin_rows(trace), []
     for r in rows:
         look = VERDICT[r["verdict"]]
@@ -55,7 +60,20 @@ def sampling_html(trace: dict) -> str:
     head += (["draft q"] if leviathan else []) + ["coin u", "accept if u <", "verdict"]
     attrs = [{"node": r["node"], "child": r["child"], "verdict": r["verdict"]} for r in rows]
     out = table(head, cells, attrs, name="coins")
-    return out + _bonus_html(accept) + _expected_html(trace)
+    return out + _bonus_html(accept) + _expected_html(trace) + _rules_html(trace)
+
+
+def _rules_html(trace: dict) -> str:
+    """Each chain rule's expected accepted drafts on this step's p and q (a chain drawn from q only)."""
+    rows = trace_rule_table(trace)
+    if rows is None:
+        return ""
+    cells = [[r.rule + (" (ran)" if r.ran else ""), num(r.expected_accepted), num(r.expected_accepted + 1)]
+             for r in rows]
+    return note("Before the coins, on this step's drafts, p and q: the expected accepted drafts under each rule "
+                "(target-only as if these tokens were its top-1 drafts). Block is never below token-level "
+                "(leviathan) on average over the drafts; for one drawn chain it can be.") + \
+        table(["rule", "E[accepted drafts]", "E[tokens emitted]"], cells, name="rules")
 
 
 def _expected_html(trace: dict) -> str:
@@ -79,6 +97,8 @@ def _bonus_html(accept: dict) -> str:
         origin = "the target distribution p at the last accepted node"
     elif accept["rule"] == "leviathan":
         origin = "the residual norm(max(0, p − q)) at the rejected draft"
+    elif accept["rule"] == "block":
+        origin = "the block residual norm(max(0, w·p − q)) after the kept prefix (w: its weight)"
     else:
         origin = "the residual: the target distribution with every rejected child removed, renormalised"
     top = "".join(f"<div><code>{show_html(t['text'])}</code> {bar(t['prob'], OKABE_ITO['orange'])} "

@@ -41,8 +41,10 @@ def walk_moves(trace: dict) -> list[dict]:
         out.append(dict(m, kind="try", pointer=via, text=nodes[m["child"]]["text"], at_text=nodes[m["node"]]["text"]))
     last = accept["path"][-1]
     reason = STOP_REASONS[accept["stop"]]
-    if accept["stop"] == "leaf" and accept.get("rule") == "leviathan":
+    if accept["stop"] == "leaf" and accept.get("rule") in ("leviathan", "block"):
         reason = "the end of the chain"
+    elif accept.get("rule") == "block":  # every draft was looked at: the coins kept no longer prefix
+        reason = "block verification kept no longer prefix"
     if "stop" in trace:  # why, as the engine recorded it (engine/stops.py)
         reason += f"; cause: {trace['stop']['cause']}"
     out.append({"kind": "stop", "node": last, "at_text": nodes[last]["text"], "reason": reason,

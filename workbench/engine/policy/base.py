@@ -25,9 +25,8 @@ def setting_label(spec: SpecConfig | None) -> str:
         return "off"
     try:
         return spec.name
-    except ValueError:  # a custom static shape, a lossy setting or the leviathan rule: no short name
-        text = spec.describe()
-        return text if spec.chain_rule == "target-only" else f"{text}, {spec.chain_rule} rule"
+    except ValueError:  # a custom static shape or a lossy setting: no short name
+        return spec.describe()
 
 
 @dataclass(frozen=True)
