@@ -86,3 +86,17 @@ def with_draft(cost: StepCost, wb, source) -> StepCost:
 def plain_forwards(cost: StepCost) -> StepCost:
     """``cost`` without its overhead: the forwards alone (what a phase timing of the forwards sees)."""
     return replace(cost, overhead=Overhead())
+
+
+README_RECORD = "docs/bench/head-cpu-fp32.json"  # the run the README's table quotes (its .md beside it)
+
+
+def record_threads(record: str = README_RECORD) -> int:
+    """The torch threads a stored bench record (a path from the checkout's root) ran with."""
+    import json
+    from pathlib import Path
+
+    import workbench
+
+    meta = json.loads((Path(workbench.__file__).resolve().parents[1] / record).read_text())["meta"]
+    return int(meta["machine"]["torch_threads"])
