@@ -493,3 +493,11 @@ def test_predictions_come_from_the_one_cost_model():
         from workbench.engine.drafts.head import HeadSource
 
         with_draft(cost, FakeWb(), HeadSource())
+
+
+def test_a_curve_without_a_bend_says_so_with_its_last_size():
+    flat = Curve.of((1, 2, 4, 8), (10.0, 10.1, 10.2, 10.3))
+    assert takeaways.bend_sentence(flat, []).startswith("The cost never starts to follow N within 8 tokens")
+    assert "none of the 1 rounds" in takeaways.bend_sentence(flat, [flat])
+    knee = Curve.of((1, 2, 4, 8, 16), (10.0, 10.1, 10.2, 20.0, 40.0))
+    assert takeaways.bend_sentence(knee, []).startswith("From N = 4 on")

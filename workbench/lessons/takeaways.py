@@ -125,12 +125,12 @@ def bend_sentence(fit: Curve, rounds: list[Curve]) -> str:
     knee, knees = bend(fit), [bend(r) for r in rounds]
     said = lambda k: "none (still flat)" if k is None else f"N = {k}"  # noqa: E731
     if knee is None and all(k is None for k in knees):
-        return (f"The cost never starts to follow N within {fit.tokens[-1]} tokens: no bend in the measured range"
+        return (f"The cost never starts to follow N within {fit.sizes[-1]} tokens: no bend in the measured range"
                 + (f" (in none of the {len(rounds)} rounds' fits either)." if rounds else "."))
     where = (f"From {said(knee)} on, every segment of the fit has an elasticity of at least {BEND}, so each "
              f"doubling of the block costs at least {2 ** BEND:.2f}× more (the cost follows N); before it, the cost "
              "grows more slowly." if knee is not None else
-             f"The fit of the medians is still flat at its last segment: no bend within {fit.tokens[-1]} tokens.")
+             f"The fit of the medians is still flat at its last segment: no bend within {fit.sizes[-1]} tokens.")
     if not rounds:
         return where
     if all(k == knee for k in knees):
