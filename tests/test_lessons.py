@@ -419,14 +419,16 @@ def test_plain_products_forwards_run_f_linear_and_leave_the_order(tiny):
 def test_a_prediction_is_said_against_its_measured_range():
     measured = spread([1.0, 1.1, 1.2])
     inside = takeaways.gap(1.05, measured)
-    assert inside.startswith("predicted 1.05×, measured 1.1") and inside.endswith("lies inside the measured range")
+    assert inside == ("predicted 1.05×, measured 1.10× (1.00–1.20× over 3 runs): the prediction lies inside the "
+                      "measured range")
     above = takeaways.gap(1.32, measured)
     assert "20% above the measured median, beyond the range" in above
     assert "10% below" in takeaways.gap(0.99, measured)
-    assert takeaways.gap(60.0, spread([50.0, 55.0]), "ms", 1).startswith("predicted 60.0 ms, measured")
+    assert takeaways.gap(60.0, spread([50.0, 55.0]), "ms", 1).startswith("predicted 60.0 ms, measured 52.5 ms "
+                                                                          "(50.0–55.0 ms over 2 runs): the prediction is 14% above")
     pairs = {"a": (1.05, measured), "b": (1.5, measured)}
     assert takeaways.gaps_sentence(pairs) == ("1 of 2 predictions lie inside their measured range; the widest gap "
-                                              "is b's, +36% of its measured median")
+                                              "is at b, +36% of the measured median")
     assert takeaways.gaps_sentence({"a": (1.05, measured)}).startswith("1 of 1")
     with pytest.raises(ValueError):
         takeaways.gaps_sentence({})
@@ -501,3 +503,24 @@ def test_a_curve_without_a_bend_says_so_with_its_last_size():
     assert "none of the 1 rounds" in takeaways.bend_sentence(flat, [flat])
     knee = Curve.of((1, 2, 4, 8, 16), (10.0, 10.1, 10.2, 20.0, 40.0))
     assert takeaways.bend_sentence(knee, []).startswith("From N = 4 on")
+
+
+def test_the_step_cost_at_other_threads_is_read_from_the_cache_never_measured(tmp_path, monkeypatch):
+    from workbench.cache_file import add_entry
+    from workbench.lessons.predictions import cached_at_threads
+    from workbench.measure import step_cost as sc
+
+    here = "CPU | torch 2 | 1 threads | fp32 | target 30x576 vocab 49152 | head 10 params | linear a/b fused"
+    monkeypatch.setattr(sc, "_cache_key", lambda wb, source: here)
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
+    entry = lambda ms: {"verify": [[n, ms * (1 + n / 64)] for n in sc.VERIFY_SIZES],  # noqa: E731
+                        "draft": [[r, 1.0] for r in sc.DRAFT_ROWS], "overhead": {}, "measured": f"{ms}"}
+    path = tmp_path / sc.CACHE_FILE
+    add_entry(path, here, entry(60.0), "[test]", "a step cost")
+    assert cached_at_threads(None, None, 2) is None  # only this process's threads are cached: nothing measured
+    add_entry(path, here.replace("1 threads", "2 threads").replace("linear a/b", "linear c/d"), entry(45.0),
+              "[test]", "a step cost")
+    add_entry(path, here.replace("1 threads", "2 threads").replace("fp32", "bf16"), entry(30.0), "[test]", "a step cost")
+    two = cached_at_threads(None, None, 2)
+    assert two is not None and two.verify_ms(1) == pytest.approx(45.0 * (1 + 1 / 64))  # its own order, same dtype
+    assert cached_at_threads(None, None, 1).verify_ms(1) == pytest.approx(60.0 * (1 + 1 / 64))

@@ -39,8 +39,8 @@ def cached_at_threads(wb, source, threads: int) -> StepCost | None:
         parts = key.split(" | ")
         if len(parts) != len(here):
             return False
-        return all(a == b or (a.endswith(" threads") and b == f"{threads} threads") or
-                   (a.startswith("linear ") and b.startswith("linear ")) for a, b in zip(here, parts))
+        return all(b == f"{threads} threads" if a.endswith(" threads") else
+                   a == b or (a.startswith("linear ") and b.startswith("linear ")) for a, b in zip(here, parts))
 
     for key, entry in read_entries(default_cache_dir() / CACHE_FILE).items():
         if same(key) and _current(entry):

@@ -212,7 +212,9 @@ def lossless_verdict(pvalues: list[float], level: float) -> str:
 def gap(predicted: float, measured: Spread, unit: str = "×", digits: int = 2) -> str:
     """A prediction beside its measurement, the gap in words: inside the measured range, or how
     far above or below the measured median, beyond the range."""
-    said = f"predicted {predicted:.{digits}f}{'' if unit == '×' else ' '}{unit}, measured {measured.with_unit(unit)}"
+    u = unit if unit == "×" else f" {unit}"  # 1.20×, 64.7 ms
+    said = (f"predicted {predicted:.{digits}f}{u}, measured {measured.median:.{digits}f}{u} "
+            f"({measured.low:.{digits}f}–{measured.high:.{digits}f}{u} over {measured.runs} run{plural(measured.runs)})")
     where = versus(predicted, measured)
     if where == "level within noise":
         return f"{said}: the prediction lies inside the measured range"
@@ -229,7 +231,7 @@ def gaps_sentence(pairs: dict[str, tuple[float, Spread]]) -> str:
     worst = max(pairs, key=lambda n: abs(pairs[n][0] / pairs[n][1].median - 1))
     p, m = pairs[worst]
     return (f"{len(inside)} of {len(pairs)} predictions lie inside their measured range; the widest gap is "
-            f"{worst}'s, {p / m.median - 1:+.0%} of its measured median")
+            f"at {worst}, {p / m.median - 1:+.0%} of the measured median")
 
 
 def threads_sentence(notebook: int, readme: int, decode_ms: dict[int, float | None]) -> str:
