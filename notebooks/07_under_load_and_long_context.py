@@ -36,9 +36,9 @@ from IPython.display import Markdown, display
 
 from workbench.lessons import smoke
 from workbench.lessons.machine import cpu_model
-from workbench.lessons.predictions import README_RECORD, cached_at_threads, memory_bound, record_threads, step_cost
+from workbench.lessons.predictions import cached_at_threads, memory_bound, step_cost
 from workbench.lessons.settings import MAX_NEW_TOKENS, lesson_prompts
-from workbench.lessons.takeaways import bend, threads_sentence
+from workbench.lessons.takeaways import bend
 from workbench.metrics import tau as pooled_tau
 
 THREADS = f"{cpu_model()}, {wb.dtype_name}, {torch.get_num_threads()} torch thread{'s' * (torch.get_num_threads() != 1)}"
@@ -48,13 +48,9 @@ chain = SpecConfig.linear(GAMMA)
 prompts = lesson_prompts(wb)
 runs = [wb.generate([ids], chain, SamplingParams(), smoke.new_tokens(MAX_NEW_TOKENS))[0][0] for ids in prompts.values()]
 tau = pooled_tau([a for r in runs for a in r.accept_lengths])  # greedy: notebook 6's τ for the same chain and prompts
-here_threads, readme = torch.get_num_threads(), record_threads()
-other = cached_at_threads(wb, wb.loaded_draft, readme)
+here_threads = torch.get_num_threads()  # notebook 6 says how they compare with the README's
 print(f"step cost: {cost.source}; measured {cost.measured}")
 print(f"chain of {GAMMA}: τ = {tau:.2f} on {len(prompts)} Spec-Bench prompts ({', '.join(prompts)})")
-display(Markdown(threads_sentence(here_threads, readme, {here_threads: cost.verify_ms(1),
-                                                         readme: other.verify_ms(1) if other else None})
-                 + f" (The README's threads: its record, `{README_RECORD}`.)"))
 
 # %% [markdown]
 # ## A batch-size sweep
