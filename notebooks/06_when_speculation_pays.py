@@ -9,19 +9,29 @@
 # ---
 
 # %% [markdown]
-# # 6. When does speculation pay off?
+# # 6. When does speculation pay for one request?
 #
 # A plain decode step runs the whole target to produce one token. Speculative decoding lets a
 # cheap draft propose several tokens and has the target check all of them in **one** forward.
 # That wins only if (a) the verify forward over several tokens costs little more than a decode
-# step, and (b) the drafts are right often enough. This notebook measures both on this machine
-# and puts them into the formulas of [Leviathan et al. 2023](https://arxiv.org/abs/2211.17192)
-# (also [Chen et al. 2023](https://arxiv.org/abs/2302.01318)): with $\alpha$ the chance that a draft
+# step, and (b) the drafts are right often enough. This notebook measures both on this machine,
+# for one request at a time, and puts them into the formulas of
+# [Leviathan et al. 2023](https://arxiv.org/abs/2211.17192) (also
+# [Chen et al. 2023](https://arxiv.org/abs/2302.01318)): with $\alpha$ the chance that a draft
 # is accepted and $c$ the cost of a draft forward relative to a target forward (notebook 0), a chain
 # of $\gamma$ drafts emits on average
 # $$\mathbb{E}[N] = \frac{1 - \alpha^{\gamma + 1}}{1 - \alpha}$$
 # tokens per step, and if verifying $\gamma + 1$ tokens costs one decode step the walltime speedup is
 # $$S = \frac{\mathbb{E}[N]}{\gamma c + 1}.$$
+# Notebook 7 asks the same question under load (a batch of requests) and at long contexts.
+#
+# **One cost model.** Every prediction below comes from the project's one cost model
+# (`workbench/cost_model.py`): this machine's **step cost**, measured once per CPU, threads and
+# dtype and cached (`step_cost_for` in `workbench/measure/step_cost.py`: the verify forward at 1
+# to 64 tokens, the draft forward, and what a step spends outside the forwards), and
+# `StepCost.predict(setting, τ, batch)`, which the `auto` policy, `bench tune`, the bench report
+# and the app's Compare tab read too. Each prediction is printed beside the measurement it
+# predicts, with the gap in words.
 #
 # **How the timings are taken.** Every timing runs in fp32, where every speculative output below
 # is checked equal to plain decoding, token for token, and with the torch threads the first line
@@ -52,9 +62,9 @@ wb = start(dtype="fp32")
 # ridge of about 295 FLOP per byte, so a bf16 forward stays memory-bound up to roughly
 # $N \approx 295$ tokens (less in practice: attention, activations and kernel efficiency move the
 # ridge). Verifying a tree of 60 tokens should then cost about one decode step. A CPU core's
-# ridge is far lower; the curve below goes up to 256 tokens to find where this machine leaves the
-# flat regime (the **bend**), and `regime` in `workbench/lessons/takeaways.py` names the regime of
-# any verify size from it (notebook 7 uses the same function). Beside the curve, this machine's own
+# ridge is far lower; the step cost's verify curve below, up to 64 tokens, shows where this machine
+# leaves the flat regime (the **bend**), and `regime` in `workbench/lessons/takeaways.py` names the
+# regime of any verify size from it (notebooks 7 and 8 use the same function). Beside the curve, this machine's own
 # **roofline** is measured (`workbench/measure/floor.py`, the same measurement as the bench report's):
 # the memory floor (the weights' bytes over the read bandwidth, timed on a 512 MB sum) and the
 # compute floor (the forward's FLOP over the peak rate, timed on a 1024 × 1024 matrix product),
@@ -66,11 +76,11 @@ import plotly.graph_objects as go
 import torch
 from IPython.display import Markdown, display
 
+from workbench.lessons.machine import cpu_model
+
 params = sum(p.numel() for p in wb.target.parameters())
 bytes_per_param = wb.target.lm_head.weight.element_size()
 weight_bytes = params * bytes_per_param
-from workbench.lessons.machine import cpu_model
-
 THREADS = f"{cpu_model()}, {wb.dtype_name}, {torch.get_num_threads()} torch thread{'s' * (torch.get_num_threads() != 1)}"
 print(f"{params / 1e6:.0f} M parameters in {wb.dtype_name}: {weight_bytes / 1e6:.0f} MB of weights read by every forward")
 for n in (1, 8, 64):
@@ -78,64 +88,54 @@ for n in (1, 8, 64):
           f"{2 * params * n / weight_bytes:5.1f} FLOP per byte of weights (2N/b = {2 * n / bytes_per_param:g})")
 
 # %% [markdown]
-# ## The verify cost curve, measured here
+# ## This machine's step cost
 #
-# `verify_forwards` builds one target forward over $N$ tree nodes after a committed prefix of
-# `PREFIX` tokens, exactly as the engine's verify runs it ($N = 1$ is a plain decode step), for
-# $N$ from 1 to 256; `draft_forwards` does the same for the draft head over $R$ rows (a tree
-# level of $R$ nodes). `time_forwards` times all of them in `ROUNDS` interleaved rounds, each
-# round's value the median of `REPEATS` calls (`workbench/lessons/cost_curve.py`). The points are
-# the medians over the rounds with their range; the line is their **non-decreasing fit**
-# (`workbench.timing.monotone`): a verify of more tokens never costs less, so a dip between two
-# sizes is noise and is pooled. Every cost below is read off that fit. The **elasticity** of a
-# segment, $\log(t_2/t_1) / \log(N_2/N_1)$, says how the cost follows $N$: 0 is flat (memory-bound:
-# reading the weights dominates), 1 is proportional (compute-bound: the arithmetic dominates). A
-# regime or a bend is named from the fit, and each round's own fit is read the same way: where
-# they disagree, the sentence says so.
+# `step_cost` (`workbench/lessons/predictions.py`) asks `step_cost_for` for the cost of the
+# loaded target with the shipped head at this notebook's threads: the one measurement every
+# prediction below reads, taken once (three rounds, after a committed prefix of 128 tokens) and
+# cached. Its verify curve is what a forward over $N$ tokens costs ($N = 1$ is a plain decode
+# step): the points are the medians over the measurement's rounds with their range, and the line
+# is their **non-decreasing fit** (`Curve.fit`), which the sentences naming a regime or a bend
+# read; a prediction reads the medians as measured (`workbench/cost_model.py` says why). The
+# **elasticity** of a segment, $\log(t_2/t_1) / \log(N_2/N_1)$, says how the cost follows $N$: 0 is
+# flat (memory-bound: reading the weights dominates), 1 is proportional (compute-bound). The
+# README's figures were measured with other torch threads than these notebooks: the sentence under
+# the figure says which, with a decode step's cost at both where this machine has measured it.
 
 # %%
-from workbench.lessons.cost_curve import MeasuredCurve, curve_figure, draft_forwards, time_forwards, verify_forwards
-from workbench.metrics import predicted_speedup
-
-ROUNDS, REPEATS, PREFIX = 3, 3, 128
-SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-ROWS = (1, 2, 4, 8, 16, 32, 64)  # draft rows: a tree level, or a batch of chains' level
-forwards = {("verify", n): f for n, f in verify_forwards(wb.target, SIZES, PREFIX).items()}
-forwards |= {("draft", r): f for r, f in draft_forwards(wb.target, wb.draft, ROWS, PREFIX).items()}
-from workbench.lessons.cost_curve import with_plain_products
-
-ORDER_SIZES = (1, 2, 4, 8, 16, 32)  # the few-token forwards, also with every product by F.linear (a section below)
-ORDERED = not wb.linear_order.plain_everywhere  # False where this CPU's measurement kept F.linear everywhere
-if ORDERED:
-    plain = with_plain_products(wb.target, {n: forwards["verify", n] for n in ORDER_SIZES})
-    forwards |= {("plain", n): f for n, f in plain.items()}
-timed = time_forwards(forwards, ROUNDS, REPEATS)
-measured_verify = MeasuredCurve.from_values({n: timed["verify", n] for n in SIZES})
-measured_draft = MeasuredCurve.from_values({r: timed["draft", r] for r in ROWS})
-verify = measured_verify.fit  # the cost of any verify block, read off the fit
-draft_ms = dict(zip(ROWS, measured_draft.fit.ms))
-verify_spread = measured_verify.spreads
-
+from workbench.lessons.predictions import README_RECORD, cached_at_threads, record_threads, step_cost
+from workbench.lessons.cost_curve import curve_figure
+from workbench.lessons.takeaways import bend, bend_sentence, elasticity, regime, threads_sentence
 from workbench.measure.floor import compute_floor, memory_floor, ridge_tokens, roofline_ms
+from workbench.measure.step_cost import PREFIX, ROUNDS as COST_ROUNDS
 
+cost = step_cost(wb)  # the shipped head's step cost at this notebook's threads: cached, or measured now
+verify = cost.verify_curve.fit  # for the sentences that name a regime
+SIZES = cost.verify_curve.sizes
+here_threads, readme = torch.get_num_threads(), record_threads()
+other = cached_at_threads(wb, wb.loaded_draft, readme)
+print(f"step cost: {cost.source}; measured {cost.measured}")
+print("verify ms: " + ", ".join(f"N={n}: {ms:.1f}" for n, ms in cost.verify))
+print("draft ms:  " + ", ".join(f"R={r}: {ms:.2f}" for r, ms in cost.draft))
 mem_floor, comp_floor = memory_floor(wb.target), compute_floor(wb.target, PREFIX)
 roof = {n: roofline_ms(mem_floor, comp_floor, n) for n in SIZES}
 ridge = ridge_tokens(mem_floor, comp_floor)
-curve_figure(measured_verify, f"One target forward over N tokens (prefix of {PREFIX}; {THREADS}; "
-                              f"median and range of {ROUNDS} interleaved rounds)", roofline=roof).show()
+curve_figure(cost.verify_curve, f"One target forward over N tokens (the step cost: prefix of {PREFIX}; {THREADS}; "
+                                f"median and range of {COST_ROUNDS} rounds)", roofline=roof, rounds=COST_ROUNDS).show()
 
 # %%
-from workbench.lessons.takeaways import bend, bend_sentence, elasticity, regime
-
 knee = bend(verify)
 segments = ", ".join(f"{lo}→{hi}: {elasticity(verify, lo, hi):.2f}" for lo, hi in zip(SIZES, SIZES[1:]))
 print(f"elasticity per segment of the fit: {segments}")
+decode = cost.verify_curve.range_at(1)
 display(Markdown(
-    f"**Takeaway.** Here a decode step (N = 1, prefix {PREFIX}) takes {verify_spread[1].with_unit('ms')} "
-    f"({THREADS}). This machine is {regime(verify, 8, measured_verify.round_fits).sentence()}; and "
-    f"{regime(verify, SIZES[-1], measured_verify.round_fits).sentence()}. "
-    + bend_sentence(verify, measured_verify.round_fits)
-    + " On a memory-bound GPU the curve would stay flat far longer (the expectation above)."))
+    f"**Takeaway.** Here a decode step (N = 1, prefix {PREFIX}) takes {cost.verify_ms(1):.1f} ms "
+    f"({decode[0]:.1f}–{decode[1]:.1f} over the measurement's rounds; {THREADS}). This machine is "
+    f"{regime(verify, 8).sentence()}; and {regime(verify, SIZES[-1]).sentence()}. " + bend_sentence(verify, [])
+    + " On a memory-bound GPU the curve would stay flat far longer (the expectation above). "
+    + threads_sentence(here_threads, readme, {here_threads: cost.verify_ms(1),
+                                              readme: other.verify_ms(1) if other else None})
+    + f" (The README's threads: its record, `{README_RECORD}`.)"))
 bw, peak = mem_floor["read_gbs"], comp_floor["peak"]
 over = {n: verify.at(n) / roof[n] for n in SIZES}
 widest, closest = max(over, key=over.get), min(over, key=over.get)
@@ -150,79 +150,9 @@ display(Markdown(
     f"N = {closest} ({over[closest]:.1f}×). "
     + ("So the engine is furthest from what this machine allows where speculation lives, at a few tokens, and what it pays "
        "there beyond the weights' bytes is the few-row products' path through the BLAS and the operators between them "
-       "(docs/benchmarks.md, \"What a forward spends outside the products\")." if widest <= 16 else
+       "(docs/benchmarks.md, \"What a forward spends outside the products\"; what this CPU's product path is worth against "
+       "`F.linear` is measured in \"The few-row linear order, measured per CPU\")." if widest <= 16 else
        "So the gap is not widest at the few tokens speculation verifies here.")))
-
-# %% [markdown]
-# ## What the CPU's product path is worth
-#
-# Every forward above runs its few-row products (1 to 32 rows) by the implementation this CPU's
-# measurement picked at start-up, per row count (`workbench/cpu_choices.py`: `F.linear`,
-# `(W @ x^T)^T`, or a packed-weight GEMM; the `[linear]` line printed when the model loaded names
-# it). The same interleaved rounds also timed the few-token forwards with every product by plain
-# `F.linear` (`with_plain_products`): the same weights, the same outputs within fp32 rounding,
-# only the path through the BLAS differs. How much a verify of a few tokens costs in decode steps,
-# the number that decides whether speculation pays, is a property of that path as much as of
-# the model: a chain of one draft verifies 2 tokens, and pays only if it emits more tokens per
-# step than that verify costs in decode steps (its draft's cost aside).
-
-# %%
-from workbench.lessons.cost_curve import compare_orders, orders_figure
-
-if ORDERED:
-    order_rows = compare_orders({n: timed["verify", n] for n in ORDER_SIZES}, {n: timed["plain", n] for n in ORDER_SIZES})
-    orders_figure(order_rows, f"One target forward over N tokens, two product paths (prefix {PREFIX}; {THREADS}; "
-                              f"median and range of {ROUNDS} interleaved rounds)").show()
-    by_n = {r.tokens: r for r in order_rows}
-    steps = {n: (by_n[n].measured.median / by_n[1].measured.median, by_n[n].plain.median / by_n[1].plain.median)
-             for n in (2, 4, 8)}
-    display(Markdown(
-        f"**Takeaway.** The order this CPU's measurement chose: {wb.linear_order.describe()}. Against `F.linear`, a decode step's forward "
-        f"takes {by_n[1].measured.median:.1f} ms against {by_n[1].plain.median:.1f} ms ({by_n[1].reading}); a verify of 2 tokens "
-        f"{by_n[2].measured.median:.1f} against {by_n[2].plain.median:.1f} ms ({by_n[2].reading}). In decode steps of its own "
-        f"path, a verify of " + "; ".join(f"{n} tokens costs {a:.2f} with the measured order and {b:.2f} with `F.linear`"
-                                          for n, (a, b) in steps.items())
-        + f". So with `F.linear` a chain of one draft must emit more than {steps[2][1]:.2f} tokens per step to pay, "
-        f"with the measured order more than {steps[2][0]:.2f}."))
-else:
-    display(Markdown(f"This CPU's measurement kept `F.linear` for every few-row product ({wb.linear_order.describe()}): "
-                     "there is no other path to set beside it here."))
-
-# %% [markdown]
-# The whole-run consequence, from a stored run rather than measured here: `python -m workbench
-# bench --beside-plain` runs every method twice on each question, one right after the other,
-# with the measured order and with every product by `F.linear`, and writes the comparison into
-# its report (`docs/benchmarks.md`, "Both orders in one run"). Its stored result,
-# `docs/bench/head-cpu-fp32-beside-plain.json`, names its own machine and threads:
-
-# %%
-import json
-from pathlib import Path
-
-import workbench
-
-BESIDE = json.loads((Path(workbench.__file__).resolve().parents[1] / "docs/bench/head-cpu-fp32-beside-plain.json").read_text())
-bm = BESIDE["meta"]["machine"]
-print(f"stored run: {bm['cpu']}, {bm['cores']} cores, {BESIDE['meta']['dtype']}, {bm['torch_threads']} torch threads, "
-      f"{BESIDE['meta']['date']}; {bm['linear_order']}")
-brows = BESIDE["beside_plain"]["methods"]
-print(f"{'method':<14} {'tok/s measured':>15} {'tok/s F.linear':>15} {'x plain, measured':>18} {'x plain, F.linear':>18} "
-      f"{'measured / F.linear per question':>34}")
-for r in brows:
-    q = r["per_question"]
-    print(f"{r['method']:<14} {r['tokens_per_s']:>15.1f} {r['tokens_per_s_plain']:>15.1f} {r['x_vanilla']:>17.2f}x "
-          f"{r['x_vanilla_plain']:>17.2f}x {q['low']:>24.2f}–{q['high']:.2f}")
-spec_rows = [r for r in brows if r["method"] != "vanilla"]
-losers = [f"`{r['method']}` {r['x_vanilla_plain']:.2f}x" for r in spec_rows if r["x_vanilla_plain"] < 1]
-display(Markdown(
-    f"**Takeaway (stored run, {bm['cpu']}, {bm['torch_threads']} threads).** Every method ran "
-    f"{min(r['per_question']['low'] for r in brows):.2f}x to {max(r['per_question']['high'] for r in brows):.2f}x faster with the "
-    f"measured order, question by question, and every output was the same tokens both ways "
-    f"({sum(r['same_output'] for r in brows)} of {sum(r['questions'] for r in brows)}). Over plain decoding of the same path, "
-    f"speculation gave {min(r['x_vanilla'] for r in spec_rows):.2f}x to {max(r['x_vanilla'] for r in spec_rows):.2f}x with the "
-    f"measured order and {min(r['x_vanilla_plain'] for r in spec_rows):.2f}x to {max(r['x_vanilla_plain'] for r in spec_rows):.2f}x "
-    f"with `F.linear`" + (f" (below 1x: {', '.join(losers)}; one pass each, no spread)" if losers else "")
-    + ": the same drafts and the same τ, so the difference is the product path alone."))
 
 # %% [markdown]
 # ## α and c, measured
@@ -235,17 +165,17 @@ display(Markdown(
 # (`workbench/metrics.py`): a last step cut at `max_new_tokens` counts what it appended. The
 # two differ only at such a cut step, and α must not read it: all of its trials happened, so its
 # emitted count would record a failure that never occurred. $c$ is one draft forward (one row)
-# over one target decode step, per round of the cost curve above. Speeds are measured as
+# over one target decode step, both read off the step cost above. Speeds are measured as
 # Spec-Bench does: batch 1, tokens per second, plain decoding and the chain in `ROUNDS`
 # interleaved rounds, by `measure_settings` (`workbench/lessons/settings.py`) on the prompts and
-# length notebook 7 uses too: the chain of 3 there is this very setting, with the same τ, timed
-# again in notebook 7's own rounds.
+# length notebook 8 uses too: the chain of 3 there is this very setting, with the same τ, timed
+# again in notebook 8's own rounds.
 
 # %%
 from workbench.lessons.chain_model import chain_alpha, held_out_check
 from workbench.lessons.settings import MAX_NEW_TOKENS, lesson_prompts, measure_settings
-from workbench.timing import spread
 
+ROUNDS = 3
 GAMMA = 3  # drafts per chain step
 prompts = lesson_prompts(wb)
 measured = measure_settings(wb, [SpecConfig("vanilla"), SpecConfig.linear(GAMMA)], prompts, ROUNDS)
@@ -254,87 +184,72 @@ speedup = chain.speedup
 steps = [w for lengths in chain.walk_lengths.values() for w in lengths]  # n + 1 per step, the walk's
 alpha = chain_alpha(steps, GAMMA)
 tau = chain.tau
-c_rounds = [measured_draft.ms(1, r) / measured_verify.ms(1, r) for r in range(ROUNDS)]  # one row / a decode step
-c_spread = spread(c_rounds)
-c = c_spread.median
+c = cost.draft_ms(1) / cost.verify_ms(1)  # one draft row over a decode step, from the one step cost
 print(f"{len(prompts)} Spec-Bench prompts ({', '.join(prompts)}), {MAX_NEW_TOKENS} new tokens each, {len(steps)} chain steps; "
       f"output equal to plain decoding on {chain.equal_to_plain} of {len(prompts)}")
-print(f"alpha = {alpha:.3f}   tau (chain of {GAMMA}) = {tau:.2f}   c = {c_spread}")
+print(f"alpha = {alpha:.3f}   tau (chain of {GAMMA}) = {tau:.2f}   c = {c:.3f} (step cost: draft {cost.draft_ms(1):.2f} ms "
+      f"/ decode {cost.verify_ms(1):.1f} ms)")
 print(f"vanilla {vanilla.tok_s.with_unit('tok/s')}; chain {chain.tok_s.with_unit('tok/s')}; "
       f"speedup {speedup.with_unit('×')}")
 
 # %% [markdown]
 # The formula's $S$ assumes the verify forward costs one decode step whatever its size (the GPU
-# expectation). With the curve measured above, the same chain costs
-# $\gamma \cdot t_\text{draft} + t_\text{verify}(\gamma + 1)$ per step instead of
-# $\gamma \cdot t_\text{draft} + t_\text{verify}(1)$:
-# `predicted_speedup(tau, verify_ms, draft_ms, decode_ms)` $= \tau \cdot t_\text{verify}(1) / (\text{draft} + \text{verify})$
-# uses the measured costs. Both curves are computed once per round of the cost curve (that round's
-# own fit and its own c), for α fixed at its measured value: the bars are the range over the rounds.
+# expectation) and nothing outside the forwards. Both predictions below are `StepCost.predict`
+# for a chain of γ at τ = E[N](α): one on `memory_bound(cost)`, the step cost with its verify flat
+# at a decode step and no overhead (Leviathan's assumption, through the same model), and one on the
+# step cost as measured, which charges the chain what the engine runs: a verify over γ + 1 tokens,
+# the draft extend over the tokens kept and γ − 1 more draft levels, and the step's overhead.
 
 # %%
 from plotly.subplots import make_subplots
 
-from workbench.lessons.chain_model import expected_tokens
+from workbench.lessons.chain_model import expected_tokens, some_gamma_helps
 from workbench.lessons.figures import legend_below
+from workbench.lessons.predictions import memory_bound
 
 check = held_out_check(steps, GAMMA)  # α from the even-numbered steps, the mean walk of the odd-numbered ones
-gammas = [int(g) for g in np.arange(1, 9)]
+gammas = list(range(1, 9))
 expected = {g: expected_tokens(alpha, g) for g in gammas}
 held_curve = [expected_tokens(check.alpha, g) for g in gammas]
-s_formula = {g: spread(expected[g] / (g * cr + 1) for cr in c_rounds) for g in gammas}
-s_measured = {g: spread(predicted_speedup(expected[g], fit.at(g + 1), g * measured_draft.round_fits[r].at(1), fit.at(1))
-                        for r, fit in enumerate(measured_verify.round_fits)) for g in gammas}
-
-
-def bars(spreads):
-    """Asymmetric error bars from the median to the range's ends."""
-    return dict(type="data", symmetric=False, array=[s.high - s.median for s in spreads],
-                arrayminus=[s.median - s.low for s in spreads])
-
+flat_cost = memory_bound(cost)
+s_formula = {g: flat_cost.predict(SpecConfig.linear(g), expected[g]).speedup for g in gammas}
+s_measured = {g: cost.predict(SpecConfig.linear(g), expected[g]).speedup for g in gammas}
 
 fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens per step E[N]", "speedup S"))
 fig.add_scatter(x=gammas, y=held_curve, name="E[N], α fitted on half the steps", row=1, col=1)
 fig.add_scatter(x=[GAMMA], y=[check.measured], mode="markers", marker=dict(size=12, symbol="x"),
                 error_y=dict(type="data", array=[check.noise]),
                 name=f"mean walk length of the other half (γ = {GAMMA}), ± 2 s.e.", row=1, col=1)
-fig.add_scatter(x=gammas, y=[s_formula[g].median for g in gammas], error_y=bars(s_formula.values()),
-                name="S = E[N] / (γc + 1): verify costs one decode", row=1, col=2)
-fig.add_scatter(x=gammas, y=[s_measured[g].median for g in gammas], error_y=bars(s_measured.values()),
-                name="S with the measured verify curve", row=1, col=2)
+fig.add_scatter(x=gammas, y=list(s_formula.values()), name="predicted, verify flat at a decode step", row=1, col=2)
+fig.add_scatter(x=gammas, y=list(s_measured.values()), name="predicted, the step cost as measured", row=1, col=2)
 fig.add_scatter(x=[GAMMA], y=[speedup.median], mode="markers", marker=dict(size=12, symbol="x"),
-                error_y=bars([speedup]), name=f"measured speedup (median, range of {ROUNDS} rounds)", row=1, col=2)
+                error_y=dict(type="data", symmetric=False, array=[speedup.high - speedup.median],
+                             arrayminus=[speedup.median - speedup.low]),
+                name=f"measured speedup (median, range of {ROUNDS} rounds)", row=1, col=2)
 fig.add_hline(y=1, line_dash="dot", row=1, col=2)
 fig.update_xaxes(title="γ (drafts per step)")
 fig.update_layout(height=460, margin=dict(t=90), title=dict(
-    text=f"A chain of γ drafts: model and measurement ({THREADS}; ranges over {ROUNDS} rounds)",
-    font=dict(size=14), x=0.01, xanchor="left", y=0.97))
+    text=f"A chain of γ drafts: model and measurement ({THREADS})", font=dict(size=14), x=0.01, xanchor="left", y=0.97))
 legend_below(fig, rows=3)
 fig.show()
 
 # %%
-from workbench.lessons.takeaways import best_sentence, compare, versus
-from workbench.timing import verdict
+from workbench.lessons.takeaways import gap
 
-named = lambda spreads: {f"γ = {g}": s for g, s in spreads.items()}  # noqa: E731
-formula_best = verdict(named(s_formula))
-measured_best = verdict(named(s_measured))
-outcome = ("c < α, so the formula promises a speedup" if c < alpha else
-           "c ≥ α, so no γ can give a speedup, whatever the verify costs")
-level = [g for g in gammas if compare(s_formula[g], s_measured[g]) == "level within noise"]
-gap = (f"At γ = {', '.join(map(str, level))} the two S curves are level within noise (their ranges over the rounds "
-       "overlap): there the verify over γ + 1 tokens costs about a decode step. " if level else "")
+best_flat, best_here = max(s_formula, key=s_formula.get), max(s_measured, key=s_measured.get)
+outcome = ("c < α, so the formula promises a speedup for some γ (Leviathan et al.'s Corollary 3.9)"
+           if some_gamma_helps(alpha, c) else "c ≥ α, so no γ can give a speedup, whatever the verify costs")
+at_tau = cost.predict(chain.spec, tau)  # the measured τ, not E[N](α): the cost model alone against the clock
 display(Markdown(
-    f"**Takeaway.** Measured α = {alpha:.2f} and c = {c:.2f}: {outcome}. By the formula, "
-    f"{best_sentence(formula_best, 'chain')}; with the verify curve of this machine, "
-    f"{best_sentence(measured_best, 'chain')}. {gap}"
+    f"**Takeaway.** Measured α = {alpha:.2f} and c = {c:.2f}: {outcome}. With the verify flat at a decode step the "
+    f"model's best chain is γ = {best_flat} ({s_formula[best_flat]:.2f}×); with this machine's step cost, γ = "
+    f"{best_here} ({s_measured[best_here]:.2f}×). "
     f"Fitted on {check.fit_steps} of the chain's steps, α = {check.alpha:.2f} predicts E[N] = {check.predicted:.2f} "
     f"for the other {check.held_steps}, whose walks kept {check.measured:.2f} tokens on average: the i.i.d. model "
     f"{check.verdict()}. The chain of {GAMMA} (τ = {tau:.2f} over all {len(steps)} steps, output equal to plain "
-    f"decoding on {chain.equal_to_plain} of {len(prompts)} prompts) ran {speedup.with_unit('×')} as fast as plain "
-    f"decoding ({THREADS}); against that range the formula's {s_formula[GAMMA].median:.2f}× is "
-    f"{versus(s_formula[GAMMA].median, speedup)} and the measured-curve {s_measured[GAMMA].median:.2f}× is "
-    f"{versus(s_measured[GAMMA].median, speedup)}."))
+    f"decoding on {chain.equal_to_plain} of {len(prompts)} prompts), from the step cost at its measured τ: "
+    f"{gap(at_tau.speedup, speedup)}; with the verify flat at a decode step: "
+    f"{gap(flat_cost.predict(chain.spec, tau).speedup, speedup)} ({THREADS})."))
 
 # %% [markdown]
 # ## Per output token, or end to end?
@@ -353,10 +268,12 @@ display(Markdown(
 import pandas as pd
 
 from workbench.lessons.latency import latency_figure, length_for
+from workbench.lessons.takeaways import compare, versus
 from workbench.metrics import Latency
 
 latency = pd.DataFrame([{
     "setting": st.label, "TTFT (ms)": st.spread("ttft_ms").with_unit("ms"), "TPOT (ms)": st.spread("tpot_ms").with_unit("ms"),
+    "TPOT predicted (ms)": round(cost.predict(st.spec, st.tau).tpot_ms, 1),
     "end to end (ms)": st.spread("e2e_ms").with_unit("ms"), "tokens/s": st.tok_s.with_unit("tok/s"),
 } for st in measured.values()]).set_index("setting")
 display(latency)
@@ -383,6 +300,9 @@ display(Markdown(
        "on; for shorter answers (or longer prompts, whose prefill costs more) it stays further below. "
        if n90 > 1 else
        "From the medians, the end-to-end speedup is within 90 % of the TPOT speedup already at one token. ")
+    + f"The step cost's TPOT, a step over the tokens it emits: plain decoding "
+      f"{gap(cost.predict(vanilla.spec).tpot_ms, vanilla.spread('tpot_ms'), 'ms', 1)}; the chain "
+      f"{gap(cost.predict(chain.spec, tau).tpot_ms, chain.spread('tpot_ms'), 'ms', 1)}. "
     + f"The speedup in tokens per second quoted above, {speedup.with_unit('×')}, is a third measure: the mean over "
       "the prompts of each answer's tokens per second (Spec-Bench's), where these two are ratios of the mean "
       "milliseconds, so a prompt whose answer stops early weighs differently in each; against the TPOT "
@@ -442,7 +362,7 @@ display(Markdown(
 # (teacher-forced); the head's is measured the same way, as
 # `python -m workbench.train evaluate --agreement` does. It is not the acceptance rate α of a
 # chain, which counts a draft only once the drafts before it were accepted, on the draft's own
-# continuation (notebook 9 measures that α for early exits of the same target).
+# continuation (notebook 10 measures that α for early exits of the same target).
 
 # %%
 from statistics import mean
@@ -506,201 +426,3 @@ display(Markdown(
     f"{than_exit} the {as_exit:.2f} an exit of that agreement would be worth (read off the curve). "
     f"{whole} These are {len(points)} steps of {len(answers)} short answers; "
     "`docs/bench/head-training.md` §13 has the same measurement on 20 MT-bench questions at both trees."))
-
-# %% [markdown]
-# ## A batch-size sweep
-#
-# With $B$ requests decoding together, a plain step is one forward over $B$ tokens and a chain
-# step is $\gamma$ draft forwards over $B$ rows plus one verify over $B(\gamma + 1)$ tokens.
-# Up to $B = 64$ the verify block reaches 256 tokens, the end of the measured curve, past its bend
-# if it has one; the takeaway says where the speedup goes:
-# $$S(B) = \frac{\tau \cdot t_\text{verify}(B)}{\gamma\, t_\text{draft}(B) + t_\text{verify}\big(B(\gamma + 1)\big)}.$$
-# The prediction below uses the costs measured above and the measured $\tau$; the second curve is
-# what a memory-bound device would give (verify over $B(\gamma + 1)$ tokens as cheap as over $B$),
-# an expectation for a GPU, not a measurement.
-
-# %%
-batches = [b for b in (1, 2, 4, 8, 16, 32, 64) if b * (GAMMA + 1) <= max(SIZES)]  # never extrapolate
-here = [predicted_speedup(tau, verify.at(b * (GAMMA + 1)), GAMMA * draft_ms[b], verify.at(b)) for b in batches]
-flat = [predicted_speedup(tau, verify.at(b), GAMMA * draft_ms[b], verify.at(b)) for b in batches]
-fig = go.Figure([go.Scatter(x=batches, y=here, mode="lines+markers", name="this machine (measured costs)"),
-                 go.Scatter(x=batches, y=flat, mode="lines+markers", name="if verify were memory-bound")])
-fig.add_hline(y=1, line_dash="dot", annotation_text="plain decoding", annotation_position="bottom left")
-past = next((b for b in batches if knee and b * (GAMMA + 1) >= knee), None)  # first batch past the bend
-if past is not None:
-    span = [min(here + flat), max(here + flat)]  # a trace, not add_vline: shapes misplace on a log axis
-    fig.add_scatter(x=[past, past], y=span, mode="lines", line=dict(dash="dash", color="grey"),
-                    name=f"from batch {past}: B(γ + 1) ≥ {knee}, past the bend")
-fig.update_layout(title=f"Predicted speedup of a chain of {GAMMA} vs batch size", height=380,
-                  xaxis=dict(type="log", title="batch size B", tickvals=batches), yaxis_title="speedup")
-fig.show()
-
-# %%
-from workbench.lessons.takeaways import batch_sentence, trend
-
-peak = batches[int(np.argmax(here))]
-if peak in (batches[0], batches[-1]):
-    shape = (f"it {trend(here[0], here[-1])} from {here[0]:.2f}× at batch 1 to {here[-1]:.2f}× at batch "
-             f"{batches[-1]}")
-else:
-    shape = (f"it goes from {here[0]:.2f}× at batch 1 up to {max(here):.2f}× at batch {peak}, then to "
-             f"{here[-1]:.2f}× at batch {batches[-1]}")
-if past is None:
-    where = ("The verify block B(γ + 1) never reaches a bend of the measured cost curve, so this sweep stays in "
-             "one regime and cannot show where the speedup goes once the forward turns compute-bound.")
-else:
-    after = trend(here[batches.index(past)], here[-1])
-    where = (f"The verify block B(γ + 1) passes the bend of the cost curve (N = {knee}) from batch {past} on; "
-             f"from there to batch {batches[-1]} the prediction {after} "
-             f"({here[batches.index(past)]:.2f}× → {here[-1]:.2f}×)"
-             + (": the extra verify tokens now cost their share." if after == "shrinks" else
-                ": it does not fall past the bend here, so this sweep does not show the speedup lost to a "
-                "compute-bound forward."))
-display(Markdown(
-    f"**Takeaway.** On this machine {shape}; {batch_sentence(batches, here)}. {where} If verify were "
-    f"memory-bound at every size (the GPU expectation, not measured here) it would be "
-    f"{flat[0]:.2f}× at batch 1 and {flat[-1]:.2f}× at batch {batches[-1]}."))
-
-# %% [markdown]
-# ## Measured under load
-#
-# The curve above is a *prediction* from single-forward costs, for a batch that stays fixed.
-# `python -m workbench.bench load` measures the real thing: requests that arrive while others
-# run, each policy deciding speculation per step from the running batch, in a **closed loop**
-# (a concurrency of $c$: $c$ requests in flight, a new one starting as one finishes) and an
-# **open loop** (Poisson arrivals at a rate), every policy timed in the same interleaved rounds,
-# each output checked equal to plain decoding (`off`). The policies: `off`; a chain of one draft
-# `linear:1` and a fixed small tree `eagle2:4/3/2`, each at every batch (the run stores whichever
-# fixed settings it was given); `adaptive`, which moves among a chain of 1, 4/3/2 and 8/5/4 by
-# the acceptance it sees; `auto`, which picks per running batch the setting whose predicted
-# tokens per second (this machine's measured step costs, a prior acceptance, corrected by the
-# steps' own clock) is highest (`docs/benchmarks.md`, "Speculation under load"). This section
-# reads the stored run, `docs/bench/load-cpu.json`, and re-measures nothing: its machine and
-# threads are printed first, and they may differ from this notebook's.
-
-# %%
-import json
-from pathlib import Path
-
-import workbench
-from workbench.timing import Spread
-from workbench.viz.load import curves_figure
-
-LOAD = json.loads((Path(workbench.__file__).resolve().parents[1] / "docs/bench/load-cpu.json").read_text())
-m = LOAD["machine"]
-print(f"stored run: {m['cpu']}, {m['cores']} cores, {LOAD['dtype']}, {LOAD['threads']} torch threads, "
-      f"torch {m['torch']}, {LOAD['date'][:10]}; `{LOAD['command']}`")
-print(f"{LOAD['settings']['prompt_count']} {LOAD['settings']['prompts']} prompts, "
-      f"{LOAD['settings']['max_new_tokens']} new tokens each, {LOAD['settings']['rounds']} rounds")
-print("every output equal to off:", all(r["equal_to_off"] for r in LOAD["rows"]))
-curves_figure(LOAD["rows"], "closed").show()
-
-
-def against_off(mode: str) -> dict[str, dict[float, Spread]]:
-    """Each policy's tokens/s over off's at each load of one loop: median over median, the range
-    from the extremes (conservative)."""
-    rows = [r for r in LOAD["rows"] if r["mode"] == mode]
-    tok = {(r["policy"], r["load"]): Spread(**r["spreads"]["throughput_tok_s"]) for r in rows}
-    return {p: {load: tok[(p, load)].ratio(tok[("off", load)]) for (q, load) in tok if q == p}
-            for p in dict.fromkeys(r["policy"] for r in rows) if p != "off"}
-
-
-closed = against_off("closed")
-print("\ntokens/s against off, closed loop (median, range):")
-for p, by_load in closed.items():
-    print(f"  {p:13s} " + "   ".join(f"c={load:g}: {s.median:.2f}x ({s.low:.2f}-{s.high:.2f})" for load, s in by_load.items()))
-
-# %%
-def placed(s: Spread) -> str:
-    return "clearly above off" if s.low > 1 else "clearly below off" if s.high < 1 else "level with off within noise"
-
-
-loads = sorted(next(iter(closed.values())))
-fixed = closed["eagle2:4/3/2"]
-said = [f"at concurrency {c:g}, " + ", ".join(f"{p} is {placed(by_load[c])} ({by_load[c].median:.2f}×)"
-                                           for p, by_load in closed.items()) for c in loads]
-pred = {b: here[batches.index(b)] for b in loads if b in batches}
-predicted = (f"The prediction above, for a chain of {GAMMA} at a fixed batch on this notebook's machine, "
-             f"{trend(pred[loads[0]], pred[loads[-1]])} from {pred[loads[0]]:.2f}× at batch {loads[0]:g} to "
-             f"{pred[loads[-1]]:.2f}× at batch {loads[-1]:g}; measured, the fixed tree "
-             f"{trend(fixed[loads[0]].median, fixed[loads[-1]].median)} from {fixed[loads[0]].median:.2f}× to "
-             f"{fixed[loads[-1]].median:.2f}×." if loads[0] in pred and loads[-1] in pred else "")
-chosen = LOAD["settled"]["auto"]["batch"]
-plain = [b for b, c in chosen.items() if c == "off"]
-auto_said = (f"it decoded plainly at running batch {', '.join(plain)} and speculated at the others"
-             if plain else "it speculated at every running batch size")
-display(Markdown(
-    f"**Takeaway (stored run, {m['cpu']}, {LOAD['threads']} threads).** Under load, {'; '.join(said)}. "
-    f"{predicted} Auto's choice per running batch (the setting it ran most there) was "
-    f"{', '.join(f'{b}: {c}' for b, c in chosen.items())}: {auto_said}, each step by the measured "
-    "cost of the verify over the batch's tokens against the drafts it expected to keep. A range that "
-    "crosses 1× is not a finding; the full table, TTFT and the open loop are in `docs/bench/load-cpu.md`."))
-
-# %% [markdown]
-# ## A long context
-#
-# Every verify query attends the whole committed prefix, but the prefix's K/V is read once and
-# shared by all nodes. The K/V of one token costs $2 \times \text{layers} \times \text{kv heads} \times \text{head dim}$ values;
-# at some context length reading the K/V costs as much as reading the weights, and a decode step
-# becomes memory-bound on the cache instead of the weights (the argument of MagicDec,
-# [Chen et al. 2024](https://arxiv.org/abs/2408.11049), for speculation at long contexts and large
-# batches). Three contexts, the cost curve's prefix of `PREFIX` tokens, 1k and 4k, are timed in the
-# same interleaved rounds; the shortest one's decode step is the cost curve's first point measured
-# a second time, and the two must agree within their ranges. The speedups in the table are
-# **predicted** from these costs with the τ measured above at the short context (a long prompt's
-# own acceptance is not measured here).
-
-# %%
-cfg = wb.target.config
-kv_bytes = 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * wb.target.lm_head.weight.element_size()
-print(f"K/V per token: {kv_bytes / 1024:.1f} KiB; the cache outweighs the weights beyond "
-      f"{weight_bytes / kv_bytes:,.0f} tokens (the model's context is {cfg.max_position_embeddings:,})")
-CONTEXTS = (PREFIX, 1024, 4096)
-context_forwards = {(P, n): f for P in CONTEXTS for n, f in verify_forwards(wb.target, (1, GAMMA + 1), P).items()}
-by_context = {key: spread(values) for key, values in time_forwards(context_forwards, ROUNDS, REPEATS).items()}
-fig = go.Figure([
-    go.Bar(x=[str(P) for P in CONTEXTS], y=[by_context[P, n].median for P in CONTEXTS], name=name,
-           error_y=dict(type="data", symmetric=False, array=[by_context[P, n].high - by_context[P, n].median
-                                                             for P in CONTEXTS],
-                        arrayminus=[by_context[P, n].median - by_context[P, n].low for P in CONTEXTS]))
-    for n, name in [(1, "decode (1 token)"), (GAMMA + 1, f"verify ({GAMMA + 1} tokens)")]
-])
-fig.update_layout(title=f"Forward cost vs committed context ({THREADS}; median and range of {ROUNDS} interleaved rounds)",
-                  barmode="group", height=360,
-                  xaxis_title="committed tokens before the forward", yaxis_title="ms")
-fig.show()
-
-# %%
-short, long_ = CONTEXTS[0], CONTEXTS[-1]
-ratio = {P: by_context[P, GAMMA + 1].ratio(by_context[P, 1]) for P in CONTEXTS}  # verify over decode, with range
-growth = {n: by_context[long_, n].median / by_context[short, n].median for n in (1, GAMMA + 1)}
-context_trend = {
-    "below": ("relatively cheaper: the prefix is read once and shared by all nodes, so the part of the cost "
-              "that grows with the context is not paid once per node"),
-    "above": "relatively dearer: here each node's attention over the prefix adds up",
-    "level within noise": "about as costly, relative to a decode step (level within noise)",
-}[compare(ratio[long_], ratio[short])]
-again = compare(by_context[short, 1], verify_spread[1])
-same = ("the two agree within their ranges" if again == "level within noise" else
-        f"this one is {again} the curve's beyond both ranges: the machine's speed moved between the two "
-        "measurements, so compare costs within one figure, not across figures")
-context_speedup = {P: predicted_speedup(tau, by_context[P, GAMMA + 1].median, GAMMA * draft_ms[1], by_context[P, 1].median)
-                   for P in CONTEXTS}
-rows = [f"| {P:,} | {by_context[P, 1].median:.1f} ({by_context[P, 1].low:.1f}–{by_context[P, 1].high:.1f}) | "
-        f"{by_context[P, GAMMA + 1].median:.1f} | {ratio[P].median:.2f} ({ratio[P].low:.2f}–{ratio[P].high:.2f}) | "
-        f"{P * kv_bytes / weight_bytes:.2f} | {'weights' if P * kv_bytes < weight_bytes else 'K/V cache'} | "
-        f"{context_speedup[P]:.2f}× |" for P in CONTEXTS]
-display(Markdown(
-    f"| committed tokens | decode ms (range) | verify of {GAMMA + 1} ms | verify / decode (range) | K/V bytes / weight "
-    f"bytes | most bytes read | predicted speedup, chain of {GAMMA} (τ {tau:.2f}) |\n|---|---|---|---|---|---|---|\n"
-    + "\n".join(rows) + f"\n\n({THREADS}; the draft's cost is taken at the short context.)\n\n"
-    f"**Takeaway.** At {long_:,} committed tokens a decode step costs {growth[1]:.2f}× what it costs at "
-    f"{short}, and a verify over {GAMMA + 1} tokens {growth[GAMMA + 1]:.2f}× (medians); verify costs "
-    f"{ratio[short].median:.2f}× a decode step at {short} (range {ratio[short].low:.2f}–{ratio[short].high:.2f}) "
-    f"and {ratio[long_].median:.2f}× at {long_:,} (range {ratio[long_].low:.2f}–{ratio[long_].high:.2f}), so it "
-    f"gets {context_trend}; the predicted speedup of the chain {trend(context_speedup[short], context_speedup[long_])} "
-    f"from {context_speedup[short]:.2f}× to {context_speedup[long_]:.2f}×. The decode step at {short} tokens, "
-    f"{by_context[short, 1].with_unit('ms')} here, is the cost curve's first point measured again "
-    f"({verify_spread[1].with_unit('ms')} there): {same}. By bytes alone the cache of this small model stays "
-    f"lighter than its weights up to {weight_bytes / kv_bytes:,.0f} tokens; for a model with a larger cache per "
-    "token, or at a large batch, the context dominates sooner."))

@@ -453,3 +453,113 @@ def test_the_two_token_example_adds_up():
         assert mean == pytest.approx(exact_expected_accepted(pair, 2, rule))
         torch.testing.assert_close(output_law(pair, 2, 2, rule), target_law(pair, 2), rtol=0, atol=1e-12)
     assert exact_expected_accepted(pair, 2, "block") > exact_expected_accepted(pair, 2, "leviathan") + 0.05
+
+
+def test_a_prediction_is_said_against_its_measured_range():
+    measured = spread([1.0, 1.1, 1.2])
+    inside = takeaways.gap(1.05, measured)
+    assert inside == ("predicted 1.05×, measured 1.10× (1.00–1.20× over 3 runs): the prediction lies inside the "
+                      "measured range")
+    above = takeaways.gap(1.32, measured)
+    assert "20% above the measured median, beyond the range" in above
+    assert "10% below" in takeaways.gap(0.99, measured)
+    assert takeaways.gap(60.0, spread([50.0, 55.0]), "ms", 1).startswith("predicted 60.0 ms, measured 52.5 ms "
+                                                                          "(50.0–55.0 ms over 2 runs): the prediction is 14% above")
+    pairs = {"a": (1.05, measured), "b": (1.5, measured)}
+    assert takeaways.gaps_sentence(pairs) == ("1 of 2 predictions lie inside their measured range; the widest gap "
+                                              "is at b, +36% of the measured median")
+    assert takeaways.gaps_sentence({"a": (1.05, measured)}).startswith("1 of 1")
+    with pytest.raises(ValueError):
+        takeaways.gaps_sentence({})
+
+
+def test_the_threads_of_the_notebooks_and_the_readme_are_said_with_both_costs():
+    both = takeaways.threads_sentence(1, 2, {1: 64.7, 2: 49.9})
+    assert "at 1 torch thread;" in both and "README's figures are at 2" in both
+    assert "64.7 ms at 1 and 49.9 ms at 2" in both and "(1.30× as long at 1)" in both
+    assert "not measured on this machine at 2" in takeaways.threads_sentence(1, 2, {1: 64.7, 2: None})
+    assert takeaways.threads_sentence(2, 2, {2: 50.0}).startswith("These numbers are at 2 torch threads, as the README's")
+
+
+def test_leviathan_theorem_and_its_corollary_on_alpha_and_c():
+    from workbench.lessons.chain_model import best_gamma, improvement_factor, some_gamma_helps
+
+    assert improvement_factor(0.0, 3, 0.0) == pytest.approx(1.0)  # a free draft that is never right: no gain
+    assert improvement_factor(0.8, 1, 0.1) == pytest.approx(1.8 / 1.1)  # γ = 1: (1 + α) / (1 + c)
+    assert improvement_factor(0.8, 3, 0.05) == pytest.approx((1 - 0.8 ** 4) / (0.2 * 1.15))
+    for alpha, c in ((0.7, 0.3), (0.3, 0.7), (0.5, 0.5), (0.9, 0.05)):
+        assert some_gamma_helps(alpha, c) == (best_gamma(alpha, c)[1] > 1)  # the corollary: iff α > c
+    assert best_gamma(0.9, 0.05)[0] > best_gamma(0.5, 0.05)[0]  # better drafts pay for longer chains
+    helps = takeaways.theorem_sentence(24, 0.7, 0.3, 3, 1.2)
+    assert "α > c, so some γ helps" in helps and "agrees with the measurement" in helps
+    assert "no γ helps" in takeaways.theorem_sentence(6, 0.1, 0.4, 3, 0.5)
+    assert "disagrees" in takeaways.theorem_sentence(24, 0.7, 0.3, 3, 0.8)
+    with pytest.raises(ValueError):
+        improvement_factor(0.5, 0, 0.1)
+
+
+def test_where_c_passes_one_is_computed_from_the_sweep():
+    assert takeaways.c_passes_one([6, 18, 28], [0.45, 0.85, 0.95]).startswith("c stays below 1 at every exit")
+    assert takeaways.c_passes_one([6, 18, 28], [0.45, 1.05, 1.16]).startswith("c passes 1 from 18 layers on (1.05)")
+    assert takeaways.c_passes_one([6, 18], [1.1, 1.2]).startswith("c passes 1 at every exit")
+    assert "not monotone" in takeaways.c_passes_one([6, 18, 28], [1.1, 0.9, 1.2])
+
+
+def test_predictions_come_from_the_one_cost_model():
+    from workbench.cost_model import Overhead, StepCost
+    from workbench.engine.drafts.exit import ExitSource
+    from workbench.lessons.predictions import at_context, memory_bound, plain_forwards, with_draft
+
+    cost = StepCost(((1, 10.0), (2, 12.0), (4, 16.0), (8, 24.0)), ((1, 1.0), (2, 1.5)),
+                    overhead=Overhead(1.0, 0.5, 2.0, 0.5), verify_range=((9, 11), (11, 13), (15, 17), (23, 25)))
+    chain = SpecConfig.linear(3)
+    flat = memory_bound(cost)
+    assert flat.verify_ms(4) == flat.verify_ms(1) == 10.0 and flat.draft == cost.draft and not flat.overhead.measured
+    # a chain of 3 at τ 2.5: verify(4) flat at 10, the extend over 2.5 rows 1.75, two more levels of 1 row each
+    assert flat.predict(chain, 2.5).speedup == pytest.approx(2.5 * 10.0 / (10.0 + 1.75 + 2 * 1.0))
+    assert flat.predict(chain, 2.5).speedup > cost.predict(chain, 2.5).speedup  # the measured verify(4) costs more
+    longer = at_context(cost, {1: 20.0, 4: 30.0})
+    assert longer.verify_ms(1) == 20.0 and longer.verify_ms(4) == 30.0 and longer.draft == cost.draft
+    assert longer.overhead == cost.overhead and longer.verify_range == ()
+    with pytest.raises(ValueError, match="decode step"):
+        at_context(cost, {4: 30.0})
+    assert plain_forwards(cost).plain_ms(1) == 10.0 and cost.plain_ms(1) == 11.5
+
+    class FakeWb:  # what Timers reads of a Workbench: its target's layers
+        target = SimpleNamespace(config=SimpleNamespace(num_layers=30))
+
+    exit15 = with_draft(cost, FakeWb(), ExitSource(15))
+    assert exit15.draft_ms(2) == pytest.approx(6.0) and exit15.verify == cost.verify  # 15 of 30 layers
+    with pytest.raises(ValueError, match="network of its own"):
+        from workbench.engine.drafts.head import HeadSource
+
+        with_draft(cost, FakeWb(), HeadSource())
+
+
+def test_a_curve_without_a_bend_says_so_with_its_last_size():
+    flat = Curve.of((1, 2, 4, 8), (10.0, 10.1, 10.2, 10.3))
+    assert takeaways.bend_sentence(flat, []).startswith("The cost never starts to follow N within 8 tokens")
+    assert "none of the 1 rounds" in takeaways.bend_sentence(flat, [flat])
+    knee = Curve.of((1, 2, 4, 8, 16), (10.0, 10.1, 10.2, 20.0, 40.0))
+    assert takeaways.bend_sentence(knee, []).startswith("From N = 4 on")
+
+
+def test_the_step_cost_at_other_threads_is_read_from_the_cache_never_measured(tmp_path, monkeypatch):
+    from workbench.cache_file import add_entry
+    from workbench.lessons.predictions import cached_at_threads
+    from workbench.measure import step_cost as sc
+
+    here = "CPU | torch 2 | 1 threads | fp32 | target 30x576 vocab 49152 | head 10 params | linear a/b fused"
+    monkeypatch.setattr(sc, "_cache_key", lambda wb, source: here)
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
+    entry = lambda ms: {"verify": [[n, ms * (1 + n / 64)] for n in sc.VERIFY_SIZES],  # noqa: E731
+                        "draft": [[r, 1.0] for r in sc.DRAFT_ROWS], "overhead": {}, "measured": f"{ms}"}
+    path = tmp_path / sc.CACHE_FILE
+    add_entry(path, here, entry(60.0), "[test]", "a step cost")
+    assert cached_at_threads(None, None, 2) is None  # only this process's threads are cached: nothing measured
+    add_entry(path, here.replace("1 threads", "2 threads").replace("linear a/b", "linear c/d"), entry(45.0),
+              "[test]", "a step cost")
+    add_entry(path, here.replace("1 threads", "2 threads").replace("fp32", "bf16"), entry(30.0), "[test]", "a step cost")
+    two = cached_at_threads(None, None, 2)
+    assert two is not None and two.verify_ms(1) == pytest.approx(45.0 * (1 + 1 / 64))  # its own order, same dtype
+    assert cached_at_threads(None, None, 1).verify_ms(1) == pytest.approx(60.0 * (1 + 1 / 64))

@@ -9,7 +9,7 @@ reads the ``results.json`` of ``python -m workbench bench --methods ...`` (metho
 per speculative method, its draft source, tree (``D/S/K``) and per-task τ and speedup over
 vanilla, with the run's command, date, commit, CPU and dtype, and the record it quotes
 (``--record``: the run's report as docs/bench/README.md lists it; by default the results file).
-The app and notebook 09 read the shipped copy, ``workbench/assets/draft-sources.json``, through
+The app and notebook 10 read the shipped copy, ``workbench/assets/draft-sources.json``, through
 ``workbench.app.draft_bench``, and name that record and date wherever they show a figure of it.
 """
 

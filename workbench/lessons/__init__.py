@@ -7,7 +7,8 @@ engine, these helpers and ``workbench/viz``, and renders what they return.
 ``machine.py``      which machine and when: CPU model, cores, GPU, torch, date, dtype, threads; no folders
 ``figures.py``      plotly output that a plain file viewer shows too (a PNG beside the figure)
 ``timing.py``       repeated timings as median and range
-``cost_curve.py``   the verify cost at any N, interpolated between measured sizes
+``cost_curve.py``   forwards timed in interleaved rounds, and the cost curve's figure
+``predictions.py``  every printed prediction: StepCost.predict on the step cost measured here
 ``settings.py``     τ and speedup of speculative settings, one measurement every notebook quotes
 ``chain_model.py``  α of a greedy chain, fitted on half the steps, checked on the other half
 ``ancestors.py``    the path from the root to a node of a traced tree

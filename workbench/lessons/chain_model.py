@@ -70,3 +70,23 @@ def held_out_check(walk_lengths: list[int], gamma: int) -> HeldOut:
     alpha = chain_alpha(fit, gamma)
     noise = 2 * statistics.stdev(held) / math.sqrt(len(held))
     return HeldOut(alpha, expected_tokens(alpha, gamma), statistics.mean(held), noise, len(fit), len(held))
+
+
+def improvement_factor(alpha: float, gamma: int, c: float) -> float:
+    """Leviathan et al. 2023, Theorem 3.8: the expected walltime improvement of a chain of
+    ``gamma`` drafts, (1 − α^(γ+1)) / ((1 − α)(γc + 1)), with ``c`` one draft forward over one
+    target forward and a verify of γ + 1 tokens costing one target forward."""
+    if gamma < 1 or c < 0:
+        raise ValueError(f"need γ >= 1 and c >= 0, got {gamma} and {c}")
+    return expected_tokens(alpha, gamma) / (gamma * c + 1)
+
+
+def best_gamma(alpha: float, c: float, largest: int = 16) -> tuple[int, float]:
+    """The γ in 1..``largest`` with the highest Theorem 3.8 factor, and that factor."""
+    return max(((g, improvement_factor(alpha, g, c)) for g in range(1, largest + 1)), key=lambda gf: gf[1])
+
+
+def some_gamma_helps(alpha: float, c: float) -> bool:
+    """Corollary 3.9 of Leviathan et al.: some γ gives an improvement factor above 1 if and only
+    if α > c (γ = 1 then gives (1 + α) / (1 + c) > 1; for α <= c, E[N] <= 1 + γα <= 1 + γc)."""
+    return alpha > c

@@ -101,23 +101,27 @@ def time_forwards(forwards: dict[Hashable, Callable[[], object]], rounds: int, r
     return interleaved({k: (lambda f=f: time_ms(f, device, repeats, warmup)) for k, f in forwards.items()}, rounds)
 
 
-def curve_figure(curve: MeasuredCurve, title: str, height: int = 400, roofline: dict[int, float] | None = None):
+def curve_figure(curve: MeasuredCurve | Curve, title: str, height: int = 400, roofline: dict[int, float] | None = None,
+                 rounds: int | None = None):
     """The medians with their range over the rounds (error bars), the non-decreasing fit, and the
     two references: flat at the decode step (memory-bound) and N decode steps (compute-bound);
     with ``roofline`` ({tokens: ms}, ``workbench.measure.floor.roofline_ms``), the machine's own
-    floor at each size beside them. Both axes are logarithmic; the legend sits under the plot,
-    clear of the title."""
+    floor at each size beside them. ``curve``: a ``MeasuredCurve``, or a cost model's ``Curve``
+    (its low and high per size, ``rounds`` the measurement's rounds). Both axes are logarithmic;
+    the legend sits under the plot, clear of the title."""
     import plotly.graph_objects as go
 
     from workbench.lessons.figures import legend_below
     from workbench.viz.style import OKABE_ITO, base_layout, title_height
 
-    n = list(curve.tokens)
-    s = curve.spreads
-    fit = curve.fit.ms
+    medians = curve.medians if isinstance(curve, MeasuredCurve) else curve
+    rounds = len(curve.rounds) if isinstance(curve, MeasuredCurve) else rounds
+    n = list(medians.sizes)
+    s = {k: Spread(m, lo, hi, rounds or 1) for k, m, (lo, hi) in zip(n, medians.ms, map(medians.range_at, n))}
+    fit = medians.fit.ms
     fig = go.Figure([
         go.Scatter(x=n, y=[s[k].median for k in n], mode="markers",
-                   name=f"measured: median, range of {len(curve.rounds)} rounds", marker=dict(color=OKABE_ITO["blue"], size=8), meta="measured",
+                   name=f"measured: median, range of {rounds} rounds" if rounds else "measured", marker=dict(color=OKABE_ITO["blue"], size=8), meta="measured",
                    error_y=dict(type="data", symmetric=False, array=[s[k].high - s[k].median for k in n],
                                 arrayminus=[s[k].median - s[k].low for k in n])),
         go.Scatter(x=n, y=list(fit), mode="lines", name="non-decreasing fit (what the sentences read)",

@@ -1,11 +1,15 @@
-"""Draft routes side by side (notebook 09): the same tree, verify and walk, with drafts from the
-EAGLE head, an n-gram lookup in the request's own tokens, or the target's own first N layers.
+"""Draft routes side by side (notebook 10): the same tree, verify and walk, with drafts from the
+EAGLE head, an n-gram lookup in the request's own tokens, the target's own first N layers, or a
+separate draft model.
 
 ``run_route`` decodes prompts one at a time (batch 1) and keeps every trace; ``exit_sweep``
-measures, for a chain of γ drafts from ``exit:N``, what the α/c model of notebook 06 needs: the
-agreement α (fitted on half the steps, ``chain_model``), the draft's cost c against a decode
+measures, for a chain of γ drafts from ``exit:N``, what Leviathan et al.'s α/c model needs: the
+acceptance rate α (fitted on half the steps, ``chain_model``), the draft's cost c against a decode
 step (medians of the traces' own phase timings), τ, and the speedup over plain decoding measured
-and predicted, E[N](α) · t(1) / (γ · t_draft + t_verify(γ + 1)); ``exit_sweep_figure`` draws the sweep.
+and predicted by the cost model (``StepCost.predict`` at the measured τ, the exit's draft cost
+derived from the one measured verify curve: ``predictions.with_draft``); ``exit_sweep_figure``
+draws the sweep. ``random_draft_model`` builds the one draft model a notebook can run on the
+shipped target: none ships (see its docstring).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
 from workbench.lessons import smoke
 from workbench.lessons.chain_model import held_out_check
-from workbench.metrics import predicted_speedup, traces_tau
+from workbench.metrics import traces_tau
 from workbench.viz.style import OKABE_ITO, base_layout
 
 
@@ -66,21 +70,25 @@ def run_route(wb, spec: SpecConfig, prompts: list[list[int]], max_new: int) -> R
     return RouteRun(spec, traces, outputs)
 
 
-def exit_sweep(wb, layers: list[int], prompts: list[list[int]], gamma: int, max_new: int,
+def exit_sweep(wb, layers: list[int], prompts: list[list[int]], gamma: int, max_new: int, cost,
                vanilla: RouteRun | None = None) -> list[dict]:
     """Per N in ``layers``: a chain of ``gamma`` drafts from ``exit:N`` on ``prompts``, with α,
-    c, τ and the measured and predicted speedup over ``vanilla`` (run here when not given)."""
+    c, τ and the measured speedup over ``vanilla`` (run here when not given), beside the speedup
+    ``cost`` (this machine's ``StepCost``) predicts at the measured τ."""
+    from workbench.engine.drafts.exit import ExitSource
+    from workbench.lessons.predictions import with_draft
+
     vanilla = vanilla or run_route(wb, SpecConfig("vanilla"), prompts, max_new)
     decode_ms = vanilla.phase_ms("decode_ms", "logits_ms")
     rows = []
     for n in layers:
-        run = run_route(wb, SpecConfig.from_knobs("linear", num_steps=gamma, draft=f"exit:{n}"), prompts, max_new)
+        spec = SpecConfig.from_knobs("linear", num_steps=gamma, draft=f"exit:{n}")
+        run = run_route(wb, spec, prompts, max_new)
         fit = held_out_check([len(t["accept"]["path"]) for t in run.steps], gamma)  # the walk's, cut or not
         draft_ms = run.phase_ms("draft_extend_ms", "draft_tree_ms")
-        verify_ms = run.phase_ms("verify_ms", "logits_ms")
         rows.append({"layers": n, "alpha": fit.alpha, "c": draft_ms / gamma / decode_ms, "tau": run.tau,
                      "tau_predicted": fit.predicted, "speedup": run.tokens_per_s / vanilla.tokens_per_s,
-                     "speedup_predicted": predicted_speedup(fit.predicted, verify_ms, draft_ms, decode_ms),
+                     "speedup_predicted": with_draft(cost, wb, ExitSource(n)).predict(spec, run.tau).speedup,
                      "equal": run.equal(vanilla), "prompts": len(prompts)})
     return rows
 
@@ -120,3 +128,27 @@ def exit_sweep_figure(rows: list[dict], gamma: int, dtype: str, num_layers: int,
                       margin=dict(b=130))
     fig.update_xaxes(title=f"layers the draft runs (of {num_layers})", tickvals=layers)
     return fig
+
+
+def random_draft_model(wb, directory, num_layers: int = 1, hidden_size: int = 64, seed: int = 0):
+    """``wb`` with a separate draft model (``model:DIR``) of random weights and the target's
+    vocabulary, saved in ``directory``: the same target (not loaded again), the draft loaded
+    beside it. Returns (that ``Workbench``, its ``ModelSource``).
+
+    No real draft model ships for the default target: a draft model must share the target's
+    tokenizer and be much cheaper than it, and SmolLM2-135M is the smallest model of its family.
+    A random draft runs the whole route (its own KV, an extend per step, the tree, the verify,
+    the walk) and its output still equals plain decoding; only its acceptance is near zero."""
+    from dataclasses import replace
+
+    from workbench.engine.drafts.model import ModelSource
+    from workbench.models.linear import apply_linear_order
+    from workbench.testing.tiny import make_tiny_checkpoint
+
+    path = make_tiny_checkpoint(directory, vocab_size=wb.target.config.vocab_size, hidden_size=hidden_size,
+                                num_layers=num_layers, seed=seed)
+    source = ModelSource(str(path))
+    source.check_target(wb.target.config)
+    draft = source.load(wb.target)
+    apply_linear_order(draft, wb.linear_order)
+    return replace(wb, draft=draft, draft_source=source.name), source

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 ENV = "WORKBENCH_NOTEBOOK_SMOKE"
-PROMPTS = 4  # the first four of any list of categories (the lessons' default three stay whole; notebook 07 halves them)
+PROMPTS = 4  # the first four of any list of categories (the lessons' default three stay whole; notebook 08 halves them)
 NEW_TOKENS = 12  # enough for several speculative steps of every tree the notebooks try
 
 

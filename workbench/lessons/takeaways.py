@@ -125,12 +125,12 @@ def bend_sentence(fit: Curve, rounds: list[Curve]) -> str:
     knee, knees = bend(fit), [bend(r) for r in rounds]
     said = lambda k: "none (still flat)" if k is None else f"N = {k}"  # noqa: E731
     if knee is None and all(k is None for k in knees):
-        return (f"The cost never starts to follow N within {fit.tokens[-1]} tokens: no bend in the measured range"
+        return (f"The cost never starts to follow N within {fit.sizes[-1]} tokens: no bend in the measured range"
                 + (f" (in none of the {len(rounds)} rounds' fits either)." if rounds else "."))
     where = (f"From {said(knee)} on, every segment of the fit has an elasticity of at least {BEND}, so each "
              f"doubling of the block costs at least {2 ** BEND:.2f}× more (the cost follows N); before it, the cost "
              "grows more slowly." if knee is not None else
-             f"The fit of the medians is still flat at its last segment: no bend within {fit.tokens[-1]} tokens.")
+             f"The fit of the medians is still flat at its last segment: no bend within {fit.sizes[-1]} tokens.")
     if not rounds:
         return where
     if all(k == knee for k in knees):
@@ -207,3 +207,75 @@ def lossless_verdict(pvalues: list[float], level: float) -> str:
         return "match the exact law within sampling noise"
     return (f"should match the exact law, yet one has p < {level:g} (a 1-in-{round(1 / level)} "
             "draw for a lossless rule)")
+
+
+def gap(predicted: float, measured: Spread, unit: str = "×", digits: int = 2) -> str:
+    """A prediction beside its measurement, the gap in words: inside the measured range, or how
+    far above or below the measured median, beyond the range."""
+    u = unit if unit == "×" else f" {unit}"  # 1.20×, 64.7 ms
+    said = (f"predicted {predicted:.{digits}f}{u}, measured {measured.median:.{digits}f}{u} "
+            f"({measured.low:.{digits}f}–{measured.high:.{digits}f}{u} over {measured.runs} run{plural(measured.runs)})")
+    where = versus(predicted, measured)
+    if where == "level within noise":
+        return f"{said}: the prediction lies inside the measured range"
+    return (f"{said}: the prediction is {abs(predicted / measured.median - 1):.0%} {where} the measured median, "
+            "beyond the range")
+
+
+def gaps_sentence(pairs: dict[str, tuple[float, Spread]]) -> str:
+    """How a set of predictions (``{name: (predicted, measured)}``) fared against their
+    measurements: how many fell inside the measured range, and the widest gap."""
+    if not pairs:
+        raise ValueError("no prediction to compare")
+    inside = [n for n, (p, m) in pairs.items() if versus(p, m) == "level within noise"]
+    worst = max(pairs, key=lambda n: abs(pairs[n][0] / pairs[n][1].median - 1))
+    p, m = pairs[worst]
+    return (f"{len(inside)} of {len(pairs)} predictions lie inside their measured range; the widest gap is "
+            f"at {worst}, {p / m.median - 1:+.0%} of the measured median")
+
+
+def threads_sentence(notebook: int, readme: int, decode_ms: dict[int, float | None]) -> str:
+    """Which torch threads the notebooks and the README's figures ran with, and a decode step's
+    cost at each as the step costs measured here say (None: none cached at those threads)."""
+    def cost(threads: int) -> str:
+        ms = decode_ms.get(threads)
+        return f"{ms:.1f} ms" if ms is not None else "not measured on this machine"
+
+    if notebook == readme:
+        return (f"These numbers are at {notebook} torch thread{plural(notebook)}, as the README's are "
+                f"(a decode step: {cost(notebook)}).")
+    said = (f"These numbers are at {notebook} torch thread{plural(notebook)}; the README's figures are at {readme}. "
+            f"A decode step costs {cost(notebook)} at {notebook} and {cost(readme)} at {readme} on this machine")
+    if decode_ms.get(notebook) and decode_ms.get(readme):
+        said += f" ({decode_ms[notebook] / decode_ms[readme]:.2f}× as long at {notebook})"
+    return said + ": compare ratios (speedups, τ) across the two, not milliseconds."
+
+
+def theorem_sentence(layers: int, alpha: float, c: float, gamma: int, measured: float) -> str:
+    """Leviathan et al.'s Theorem 3.8 and Corollary 3.9 for one draft, beside its measured speedup."""
+    from workbench.lessons.chain_model import best_gamma, improvement_factor, some_gamma_helps
+
+    factor = improvement_factor(alpha, gamma, c)
+    g, best = best_gamma(alpha, c)
+    helps = ("α > c, so some γ helps by the corollary" if some_gamma_helps(alpha, c) else
+             "α ≤ c, so by the corollary no γ helps")
+    agree = "agrees" if (factor > 1) == (measured > 1) else "disagrees"
+    return (f"exit after {layers} layers: α {alpha:.2f}, c {c:.2f}: {helps} (best γ {g}: {best:.2f}×); at γ = {gamma} "
+            f"the theorem gives {factor:.2f}× and the measured speedup is {measured:.2f}×, so the theorem "
+            f"{agree} with the measurement on whether this draft pays")
+
+
+def c_passes_one(layers: list[int], c: list[float]) -> str:
+    """Where the measured cost c of a draft forward (in decode steps) passes 1, if it does."""
+    if len(layers) != len(c) or not layers:
+        raise ValueError("one c per exit depth, at least one")
+    over = [n for n, x in zip(layers, c) if x > 1]
+    if not over:
+        return (f"c stays below 1 at every exit measured (at most {max(c):.2f}, at {layers[c.index(max(c))]} "
+                "layers): a draft forward costs less than the decode step it is meant to save")
+    if len(over) == len(layers):
+        return f"c passes 1 at every exit measured, from {min(c):.2f}: each draft forward costs more than a decode step"
+    if over == layers[layers.index(over[0]):]:
+        return (f"c passes 1 from {over[0]} layers on ({c[layers.index(over[0])]:.2f}): a draft forward that deep "
+                "costs more than the decode step it is meant to save")
+    return f"c passes 1 at {', '.join(map(str, over))} layers only: the measured c is not monotone in the depth here"

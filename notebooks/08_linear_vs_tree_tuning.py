@@ -9,14 +9,16 @@
 # ---
 
 # %% [markdown]
-# # 7. Linear vs tree, and tuning
+# # 8. Linear vs tree, and tuning
 #
 # Three knobs shape each step: `num_steps` (draft levels, the tree depth), `topk` (the width) and
 # `num_draft_tokens` (the verify block, root included). `topk = 1` is the linear chain. This
 # notebook sweeps them on a few Spec-Bench questions (one per category, first turn, greedy,
 # batch 1) and reports the accept length τ (tokens per target forward: the tokens each verify step
 # emitted, so a last step cut at `max_new_tokens` counts what it appended) and the speedup in tokens
-# per second over plain decoding on this machine, as Spec-Bench measures it.
+# per second over plain decoding on this machine, as Spec-Bench measures it. Beside each measured
+# speedup stands the one the project's cost model predicts for that setting at its measured τ
+# (`StepCost.predict` on this machine's step cost, notebook 6), with the gap in words.
 #
 # **How the timings are taken.** Every run is in fp32, where every speculative output is checked
 # equal to plain greedy decoding, token for token, with the torch threads the first line names.
@@ -59,10 +61,13 @@ CONFIGS = [
 TEMPERATURE = [(SpecConfig("vanilla"), SAMPLED), (SpecConfig.linear(3), SAMPLED)]  # the chain of 3 sampling at T = 1
 measured = measure_settings(wb, CONFIGS + TEMPERATURE, prompts, ROUNDS)  # the helper notebook 6 measures its chain of 3 with
 settings = {name: st for name, st in measured.items() if st.sampling.greedy}
+from workbench.lessons.predictions import step_cost
+
+cost = step_cost(wb)  # this machine's step cost (notebook 6): cached, or measured now
 per_config = pd.DataFrame([{
     "config": name, "method": st.spec.method, "tau": st.tau, "tok/s": st.tok_s.median,
     "speedup": st.speedup.median, "speedup range": f"{st.speedup.low:.2f}–{st.speedup.high:.2f}",
-    "equal to plain": f"{st.equal_to_plain} of {len(prompts)}",
+    "predicted": cost.predict(st.spec, st.tau).speedup, "equal to plain": f"{st.equal_to_plain} of {len(prompts)}",
 } for name, st in settings.items()]).set_index("config")
 per_config.round(2)
 
@@ -78,7 +83,7 @@ speedup_scatter(points, f"τ and speedup over plain decoding ({THREADS}, batch 1
                         "interleaved rounds)").show()
 
 # %%
-from workbench.lessons.takeaways import best_sentence
+from workbench.lessons.takeaways import best_sentence, gaps_sentence
 from workbench.timing import verdict
 
 best, top_tau = spec_only.speedup.idxmax(), spec_only.tau.idxmax()
@@ -99,6 +104,8 @@ display(Markdown(
     f"τ = {spec_only.tau[best]:.2f}); {best_sentence(fastest, 'setting')}. Highest median among the chains: "
     f"{best_linear} ({spec_only.speedup[best_linear]:.2f}×); among the trees: {best_tree} "
     f"({spec_only.speedup[best_tree]:.2f}×). " + why
+    + f"Predicted by the step cost at each setting's measured τ ({cost.measured}): "
+    + gaps_sentence({n: (per_config.predicted[n], settings[n].speedup) for n in spec_only.index}) + ". "
     + f"The chain linear:3 is notebook 6's chain of 3, on the same prompts and {MAX_NEW_TOKENS} new tokens "
       "(both measured by `measure_settings`): its τ is the same number there, and its speedup is the same "
       f"measurement taken again in this notebook's own rounds, so the two differ by the noise of each ({THREADS})."))
@@ -295,19 +302,17 @@ chosen = {"highest median speedup here" + ("" if fastest.winner else " (level wi
 pd.DataFrame([{"setting": name, **flags(spec)} for name, spec in chosen.items()])
 
 # %%
-from workbench.lessons.cost_curve import MeasuredCurve, time_forwards, verify_forwards
 from workbench.lessons.takeaways import regime
 
 biggest = max(spec.num_draft_tokens for spec in CONFIGS)
-SIZES = tuple(n for n in (1, 2, 4, 8) if n <= biggest)
-curve = MeasuredCurve.from_values(time_forwards(verify_forwards(wb.target, SIZES, 128), ROUNDS, 3))
-here_regime = regime(curve.fit, biggest, curve.round_fits)
-print("verify cost, median and range over the rounds: "
-      + "; ".join(f"N = {n}: {sp.with_unit('ms')}" for n, sp in curve.spreads.items()))
+here_regime = regime(cost.verify_curve.fit, biggest)
+print("verify cost (the step cost), median over its rounds: "
+      + "; ".join(f"N = {n}: {ms:.1f} ms" for n, ms in cost.verify if n <= biggest))
 display(Markdown(
     "**Takeaway.** The flags carry over one to one between this engine and SGLang; only EAGLE's own "
     "code is off by one in depth. What a setting costs is a property of the machine: for the verify blocks "
-    f"measured here (up to {biggest} tokens, {THREADS}, {ROUNDS} interleaved rounds, read off their "
-    f"non-decreasing fit) this machine is {here_regime.sentence()} (notebook 6's `regime`). On a memory-bound "
+    f"tried here (up to {biggest} tokens, {THREADS}, read off the non-decreasing fit of the step cost's verify "
+    f"curve) this machine is {here_regime.sentence()} (notebook 6's `regime`). On a memory-bound "
     "GPU the verify block should be nearly free and the larger trees of the EAGLE evaluation scripts (60 "
-    "tokens) should win: an *expectation*, not measured here (notebook 6 gives the arithmetic)."))
+    "tokens) should win: an *expectation*, not measured here (notebook 6 gives the arithmetic, notebook 7 the "
+    "same model under load)."))

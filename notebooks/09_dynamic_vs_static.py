@@ -9,7 +9,7 @@
 # ---
 
 # %% [markdown]
-# # 8. Dynamic vs static trees, and what the draft's confidence is worth
+# # 9. Dynamic vs static trees, and what the draft's confidence is worth
 #
 # EAGLE-2 changes one thing over EAGLE-1: the draft tree's **shape**. EAGLE-1 drafts a shape
 # fixed in advance (its default: 25 rank paths such as "the top child of the root's second
@@ -57,7 +57,7 @@ def say(text: str) -> None:
 
 # %% [markdown]
 # One Spec-Bench question of every category (the shortest first turn of each: 13 prompts, the
-# three of notebooks 6 and 7 among them), 40 new tokens each, greedy. Two budgets: `num_draft_tokens` 8
+# three of notebooks 6 and 8 among them), 40 new tokens each, greedy. Two budgets: `num_draft_tokens` 8
 # (8/5/4, the dynamic tree SGLang picks for a Llama target, against EAGLE-1's tree cut to its
 # first 7 paths) and 32
 # (dynamic 32/6/8 against EAGLE-1's 25 paths plus the next 6 breadth first). Static and dynamic
