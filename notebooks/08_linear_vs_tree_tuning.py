@@ -249,6 +249,28 @@ display(Markdown(
        "The widen-before-deepen rule is not borne out beyond the noise at low acceptance on these prompts.")))
 
 # %% [markdown]
+# The same question from the other side: why did the base tree's own steps stop? Each step's
+# record names one cause (`engine/stops.py`). A stop at the last level (*depth*) is one that a
+# deeper tree could continue; a stop for *budget*, *frontier* or *width* (the target's token ranked
+# just outside `topk`) is one that a wider tree could catch; the rest the draft missed outright.
+# The base tree is run itself here, on the same prompts, traced.
+
+# %%
+from workbench.lessons.takeaways import widen_or_deepen_sentence
+from workbench.metrics import stop_counts
+
+BASE_SPEC = SpecConfig.from_knobs("eagle2", num_draft_tokens=BASE[0], num_steps=BASE[1], topk=BIG.topk)
+base_causes = {}
+for category, ids in every.items():
+    traces = []
+    wb.generate([ids], BASE_SPEC, SamplingParams(), MAX_NEW_TOKENS, trace_sink=traces.append)
+    base_causes[category] = [t["stop"]["cause"] for t in traces if t["kind"] == "spec" and "stop" in t]
+by_half = {half: stop_counts([c for cat in cs for c in base_causes[cat]]) for half, cs in halves.items()}
+print(pd.DataFrame(by_half).fillna(0).astype(int).to_string())
+display(Markdown(" ".join(widen_or_deepen_sentence(f"`{BASE_SPEC.describe()}` on the {half} half", counts)
+                          for half, counts in by_half.items())))
+
+# %% [markdown]
 # ## The same settings in SGLang, EAGLE and vLLM
 #
 # | here | SGLang | EAGLE repository | vLLM (v1) |

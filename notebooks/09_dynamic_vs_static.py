@@ -206,6 +206,24 @@ say(f"Pooled over the {len(SAME_TEXT)} prompts, the same {MAX_NEW} tokens of tex
        + "; ".join(f"D = {d}: {said[gap[d].side()]}" for d in BUDGETS) + "."))
 
 # %% [markdown]
+# Why did each tree's steps stop? The engine records one cause per step (`engine/stops.py`):
+# *budget* (the draft proposed the target's token but the rerank dropped it), *frontier* (the
+# stop node was not among the `topk` expanded at its level), *shape* (the static tree has no node
+# there), *depth* (the last level), or the draft's own miss (*width*: ranked just outside `topk`;
+# *draft*: not among its top 16). EAGLE-2's claim, in these words: the dynamic tree loses fewer
+# steps to what it left undrafted than the static one does to its shape.
+
+# %%
+from workbench.lessons.takeaways import structure_sentence
+from workbench.metrics import stop_counts
+
+stops = {(d, m): stop_counts([t["stop"]["cause"] for r in compared if r["D"] == d and r["method"] == m
+                              for t in r["traces"] if t["kind"] == "spec" and "stop" in t])
+         for d in BUDGETS for m in ("dynamic", "static")}
+print(pd.DataFrame(stops).fillna(0).astype(int).to_string())
+say(" ".join(structure_sentence(d, stops[(d, "dynamic")], stops[(d, "static")]) for d in BUDGETS))
+
+# %% [markdown]
 # Where does each tree spend its budget? Nodes per depth, and accepted nodes per depth, summed
 # over all steps at D = 32, and the nodes per step. The static shape is the same at every step;
 # the dynamic one is grown anew at every step from the path scores. What that changes is read

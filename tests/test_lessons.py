@@ -563,3 +563,21 @@ def test_the_step_cost_at_other_threads_is_read_from_the_cache_never_measured(tm
     two = cached_at_threads(None, None, 2)
     assert two is not None and two.verify_ms(1) == pytest.approx(45.0 * (1 + 1 / 64))  # its own order, same dtype
     assert cached_at_threads(None, None, 1).verify_ms(1) == pytest.approx(60.0 * (1 + 1 / 64))
+
+
+def test_the_structure_sentence_says_which_tree_loses_more_steps_to_what_it_left_undrafted():
+    dynamic = {"budget": 1, "frontier": 1, "draft": 6, "depth": 2}
+    static = {"shape": 5, "draft": 4, "depth": 1}
+    assert takeaways.stop_shares(dynamic) == {"structure": 0.2, "depth": 0.2, "draft": 0.6}
+    said = takeaways.structure_sentence(8, dynamic, static)
+    assert "at 20% of its 10 steps" in said and "at 50% of 10: fewer stops" in said
+    assert ": more stops" in takeaways.structure_sentence(8, static | {"budget": 9}, dynamic)
+    assert takeaways.stop_shares({}) == {"structure": 0.0, "depth": 0.0, "draft": 0.0}
+
+
+def test_the_causes_point_to_widening_or_deepening():
+    said = takeaways.widen_or_deepen_sentence("lower half", {"width": 3, "frontier": 1, "depth": 2, "draft": 4})
+    assert "of 10 steps, 40% stopped where a wider tree" in said and "20% at the last level" in said
+    assert said.endswith("point to widening.")
+    assert takeaways.widen_or_deepen_sentence("x", {"depth": 5, "budget": 1}).endswith("point to deepening.")
+    assert takeaways.widen_or_deepen_sentence("x", {}) == "x: no speculative step."

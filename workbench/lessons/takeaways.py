@@ -279,3 +279,40 @@ def c_passes_one(layers: list[int], c: list[float]) -> str:
         return (f"c passes 1 from {over[0]} layers on ({c[layers.index(over[0])]:.2f}): a draft forward that deep "
                 "costs more than the decode step it is meant to save")
     return f"c passes 1 at {', '.join(map(str, over))} layers only: the measured c is not monotone in the depth here"
+
+
+# Stop causes (engine/stops.py) in three groups: the tree's structure (what the budget, the
+# frontier or a fixed shape left undrafted), its depth, and the draft itself.
+STOP_GROUPS = {"structure": ("budget", "frontier", "shape"), "depth": ("depth",),
+               "draft": ("width", "draft", "vocabulary", "coin", "no match", "continuation")}
+
+
+def stop_shares(counts: dict[str, int]) -> dict[str, float]:
+    """Share of a tree's steps per group of ``STOP_GROUPS`` (``counts``: steps per stop cause)."""
+    total = sum(counts.values())
+    return {g: sum(counts.get(c, 0) for c in causes) / total if total else 0.0 for g, causes in STOP_GROUPS.items()}
+
+
+def structure_sentence(budget: int, dynamic: dict[str, int], static: dict[str, int]) -> str:
+    """Does the dynamic tree lose fewer of its steps to its structure (budget, frontier) than the
+    static one to its shape, at one verify budget? Read from the two trees' stop counts."""
+    d, s = stop_shares(dynamic), stop_shares(static)
+    side = "fewer" if d["structure"] < s["structure"] else "more" if d["structure"] > s["structure"] else "as many"
+    return (f"At D = {budget}, the dynamic tree stopped for its structure (budget or frontier) at {d['structure']:.0%} "
+            f"of its {sum(dynamic.values())} steps, the static one for its shape at {s['structure']:.0%} of "
+            f"{sum(static.values())}: {side} stops spent on what the tree left undrafted; the draft's own misses "
+            f"{d['draft']:.0%} against {s['draft']:.0%}, the last level {d['depth']:.0%} against {s['depth']:.0%}.")
+
+
+def widen_or_deepen_sentence(name: str, counts: dict[str, int]) -> str:
+    """What a tree's stop causes say about widening against deepening it: stops at the last level
+    (depth) are what one more level could continue; stops for budget, frontier or a token ranked just
+    outside ``topk`` (width) are what a wider tree could catch; the rest the draft missed outright."""
+    total = sum(counts.values())
+    if not total:
+        return f"{name}: no speculative step."
+    share = lambda causes: sum(counts.get(c, 0) for c in causes) / total  # noqa: E731
+    deeper, wider = share(("depth",)), share(("budget", "frontier", "width"))
+    lean = "widening" if wider > deeper else "deepening" if deeper > wider else "neither"
+    return (f"{name}: of {total} steps, {wider:.0%} stopped where a wider tree could have caught the target's token "
+            f"(budget, frontier, width) and {deeper:.0%} at the last level (depth); the causes point to {lean}.")
