@@ -189,8 +189,8 @@ else:
                      "there is no other path to set beside it here."))
 
 # %% [markdown]
-# The whole-run consequence, from a stored run rather than measured here: `python -m workbench
-# bench --beside-plain` runs every method twice on each question, one right after the other,
+# The whole-run consequence, from a stored run rather than measured here: `python -m
+# experiments.beside_plain` runs every method twice on each question, one right after the other,
 # with the measured order and with every product by `F.linear`, and writes the comparison into
 # its report (`docs/benchmarks.md`, "Both orders in one run"). Its stored result,
 # `docs/bench/head-cpu-fp32-beside-plain.json`, names its own machine and threads:
