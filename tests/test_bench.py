@@ -116,7 +116,7 @@ def test_hf_baselines_count_tokens_like_our_engine(tiny_dir):
     from workbench.engine.sampling import SamplingParams
     from workbench.pipeline import Workbench
 
-    wb = Workbench.load(str(tiny_dir), "random", "fp32")
+    wb = Workbench.load(str(tiny_dir), "random", dtype="fp32")
     hf = load_hf_model(tiny_dir, torch.float32)
     prompt = wb.encode("tell me about the cat")
     free = Engine(wb.target, None, SpecConfig("vanilla"), sampling=SamplingParams(), stop_ids=())
@@ -127,9 +127,10 @@ def test_hf_baselines_count_tokens_like_our_engine(tiny_dir):
     ours = Engine(wb.target, None, SpecConfig("vanilla"), sampling=SamplingParams(), stop_ids=(stop,))
     ours.add_requests([prompt], 12)
     assert ours.run()[0].output_ids == cut
-    assert hf_generate(hf, prompt, 12, (stop,)).output_ids == cut
-    assert hf_generate(hf, prompt, 12, (stop,), prompt_lookup=3).output_ids == cut
-    assert hf_generate(hf, prompt, 12, (999,)).output_ids == full  # no stop: max_new_tokens, all counted
+    assert hf_generate(hf, prompt, max_new_tokens=12, stop_ids=(stop,)).output_ids == cut
+    assert hf_generate(hf, prompt, max_new_tokens=12, stop_ids=(stop,), prompt_lookup=3).output_ids == cut
+    assert hf_generate(hf, prompt, max_new_tokens=12,
+                       stop_ids=(999,)).output_ids == full  # no stop: max_new_tokens, all counted
 
 
 def test_hf_baselines_read_the_clock_after_a_cuda_sync(monkeypatch):
@@ -150,7 +151,7 @@ def test_hf_baselines_read_the_clock_after_a_cuda_sync(monkeypatch):
     monkeypatch.setattr(torch, "tensor", lambda data, **kw: torch.as_tensor(data))  # keep the ids on the CPU
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device: events.append("sync"))
     monkeypatch.setattr(cost.time, "perf_counter", lambda: events.append("clock") or float(len(events)))
-    assert hf_baselines.hf_generate(FakeModel(), [5, 6], 4, (2,)).output_ids == [7, 2]
+    assert hf_baselines.hf_generate(FakeModel(), [5, 6], max_new_tokens=4, stop_ids=(2,)).output_ids == [7, 2]
     assert events == ["sync", "clock", "generate", "sync", "clock"]
 
 
@@ -179,7 +180,7 @@ def test_floor_line_is_empty_without_a_floor():
 def test_tuner_measures_and_picks_a_tree(tiny_dir):
     from workbench.pipeline import Workbench
 
-    wb = Workbench.load(str(tiny_dir), "random", "fp32")
+    wb = Workbench.load(str(tiny_dir), "random", dtype="fp32")
     costs = tune.measure_costs(wb, prefix_len=16, repeats=1)
     assert [c["tokens"] for c in costs["verify"]] == list(tune.VERIFY_SIZES)
     assert all(c["lo"] <= c["ms"] <= c["hi"] for c in costs["verify"])
@@ -343,7 +344,7 @@ def test_cost_curve_sizes_take_turns_and_leave_the_pool_as_they_found_it(tiny_di
     from workbench.models.loading import load_target
 
     target = load_target(tiny_dir)
-    pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, 8, 9, "cpu")
+    pool = prefilled(target, target.new_kv_pool, vocab=target.config.vocab_size, prefix_len=8, spare=9, device="cpu")
     free_before = pool.alloc.num_free
     calls = []
 
@@ -351,7 +352,7 @@ def test_cost_curve_sizes_take_turns_and_leave_the_pool_as_they_found_it(tiny_di
         calls.append(batch.num_tokens)
         return target.logits(target(batch, pool.kv))
 
-    samples = forward_samples(pool, (1, 4, 8), forward, repeats=3, warmup=1)
+    samples = forward_samples(pool, (1, 4, 8), forward=forward, repeats=3, warmup=1)
     assert [len(s) for s in samples] == [3, 3, 3] and all(ms > 0 for s in samples for ms in s)
     assert calls == [1, 4, 8, 1, 4, 8, 4, 8, 1, 8, 1, 4]  # a warm-up round, then rounds rotating
     assert pool.alloc.num_free == free_before

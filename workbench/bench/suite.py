@@ -67,7 +67,8 @@ class Runner:
         if method.hf:
             from workbench.measure.hf_baselines import hf_generate
 
-            res = hf_generate(self.hf_model, ids, max_new_tokens, self.wb.stop_ids, method.prompt_lookup)
+            res = hf_generate(self.hf_model, ids, max_new_tokens=max_new_tokens, stop_ids=self.wb.stop_ids,
+                              prompt_lookup=method.prompt_lookup)
             return res.output_ids, res.seconds, None
         (req,), seconds = self.wb.generate([ids], method.spec, sampling, max_new_tokens)
         steps = {"accept_lengths": list(req.accept_lengths), "drafts_accepted": list(req.drafts_accepted)}
@@ -95,8 +96,8 @@ class Runner:
         return rec
 
 
-def run_all(runner: Runner, methods: list[Method], questions: list[specbench.Question],
-            tau_questions: list[specbench.Question], tau_max_new_tokens: int, log, *,
+def run_all(runner: Runner, methods: list[Method], *, questions: list[specbench.Question],
+            tau_questions: list[specbench.Question], tau_max_new_tokens: int, log,
             journal: Journal) -> tuple[dict, dict]:
     """Warm-up, then temperature 0 on ``questions`` (interleaved), then temperature 1 on
     ``tau_questions`` for the speculative methods (only tau is read from these, so they may be
@@ -183,14 +184,14 @@ def calibration_method(methods: list[Method], choice: str) -> Method | None:
     return next((m for m in trees if m.name == "eagle2:60/6/10"), trees[0] if trees else None)
 
 
-def run_calibration(wb, methods: list[Method], questions, choice: str, max_new_tokens: int, log) -> dict | None:
+def run_calibration(wb, methods: list[Method], *, questions, choice: str, max_new_tokens: int, log) -> dict | None:
     """The traced pass: {"method", "max_new_tokens", "questions", "tau", "table"} or None."""
     from workbench.bench import calibration
 
     m = calibration_method(methods, choice)
     if m is None or not m.speculative:
         return None
-    res = calibration.measure(wb, m.spec, questions, max_new_tokens, log=log)
+    res = calibration.measure(wb, m.spec, questions=questions, max_new_tokens=max_new_tokens, log=log)
     s = res["table"]["summary"]
     log(f"calibration {m.name}: {s['nodes']} verified nodes, P(accept | tried) {s['p_accept_given_tried']:.3f}")
     return {"method": m.name, "label": m.describe(), "max_new_tokens": max_new_tokens,
@@ -362,10 +363,12 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
     methods = parse_methods(args.methods, best)
     mt = [q for q in questions if q.task == "mt_bench"] + [q for q in questions if q.task != "mt_bench"]
     tau_questions = mt[: args.tau_questions] if args.temperature_tau else []
-    records, hot = run_all(Runner(wb, hf_model, args.max_new_tokens), methods, questions, tau_questions,
-                           args.tau_max_new_tokens, log, journal=journal)
+    records, hot = run_all(Runner(wb, hf_model, args.max_new_tokens), methods, questions=questions,
+                           tau_questions=tau_questions,
+                           tau_max_new_tokens=args.tau_max_new_tokens, log=log, journal=journal)
     summary = summarize(methods, records, hot)
-    calibration = run_calibration(wb, methods, questions, args.calibration, args.calibration_max_new_tokens, log)
+    calibration = run_calibration(wb, methods, questions=questions, choice=args.calibration,
+                                  max_new_tokens=args.calibration_max_new_tokens, log=log)
     info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     result = {
         "meta": {"command": _command_line(), "options": {k: v for k, v in vars(args).items() if k != "func"},

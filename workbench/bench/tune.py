@@ -70,7 +70,8 @@ def measure_costs(wb, prefix_len: int = 256, repeats: int = 3) -> dict:
     decode step (``floor.memory_floor``) and the compute floor of a forward
     (``floor.compute_floor``: with the memory floor, the roofline of every verify size)."""
     verify = measure_verify_cost(wb.target, VERIFY_SIZES, prefix_len, repeats, warmup=1)
-    draft = measure_draft_cost(wb.target, wb.draft, DRAFT_ROWS, prefix_len, repeats, warmup=1) if wb.draft else []
+    draft = measure_draft_cost(wb.target, wb.draft, rows=DRAFT_ROWS, prefix_len=prefix_len, repeats=repeats,
+                               warmup=1) if wb.draft else []
     forwards = StepCost.from_rows(verify, draft)
     source = wb.loaded_draft if wb.draft is not None else None
     costs = {"prefix_len": prefix_len, "verify": verify, "draft": draft, "decode_ms": verify[0]["ms"],
@@ -105,7 +106,7 @@ def _run(wb, spec: SpecConfig, prompts: list[list[int]], max_new_tokens: int) ->
             "measured_step_ms": 1e3 * seconds / max(forwards, 1)}
 
 
-def search(wb, costs: dict, grid=GRID, max_new_tokens: int = 40, max_trees: int = 5, log=None) -> dict:
+def search(wb, costs: dict, *, grid=GRID, max_new_tokens: int = 40, max_trees: int = 5, log=None) -> dict:
     """Measure the trees of ``grid`` that can win (at most ``max_trees``, best bound first) and
     plain decoding; returns {"vanilla_tokens_per_s", "trees": [...], "best"}."""
     log = log or (lambda msg: None)
@@ -173,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     costs = measure_costs(wb)
     log(f"tune: verify cost {[(c['tokens'], c['ms']) for c in costs['verify']]}")
-    result = search(wb, costs, args.grid, args.max_new_tokens, args.max_trees, log)
+    result = search(wb, costs, grid=args.grid, max_new_tokens=args.max_new_tokens, max_trees=args.max_trees, log=log)
     result["best_elsewhere"] = framework_flags(tree_from_name(result["best"]))
     for name, flags in result["best_elsewhere"].items():
         log(f"tune: best tree {result['best']} in {name}: {flags}")

@@ -31,7 +31,7 @@ class Candidates:
     depths: list[int] = field(default_factory=list)  # 1..num_steps: proposed by draft forward number depth
     ranks: list[int] = field(default_factory=list)  # rank among the parent's draft top-k (0 = most likely; -1 unknown)
 
-    def add(self, token: int, prob: float, score: float, parent: int, depth: int, rank: int = -1) -> int:
+    def add(self, token: int, prob: float, *, score: float, parent: int, depth: int, rank: int = -1) -> int:
         self.ranks.append(rank)
         self.tokens.append(token)
         self.probs.append(prob)
@@ -109,7 +109,7 @@ def budget_keeping(scores: Sequence[float], index: int) -> int:
     return score_order(scores).tolist().index(index) + 2
 
 
-def build_tree(root_token: int, cands: Candidates, kept: list[int], prefix_len: int,
+def build_tree(root_token: int, cands: Candidates, kept: list[int], *, prefix_len: int,
                dropped: list[int] | None = None) -> DraftTree:
     """Root + ``kept`` candidates (sorted by flat index) -> ``DraftTree`` at committed length L."""
     node_of = {c: i + 1 for i, c in enumerate(kept)}  # flat candidate -> node index

@@ -181,7 +181,7 @@ def draw_tree(g: nx.DiGraph, lay: TreeLayout, path: list[int]) -> go.Figure:
     return fig
 
 
-def frame(fig: go.Figure, title: str, width: int, plot_height: float, legend: list[str],
+def frame(fig: go.Figure, title: str, *, width: int, plot_height: float, legend: list[str],
           min_height: int | None = None) -> None:
     """Axes in px (y down) over a plot area exactly ``width`` - 2 ``MARGIN`` wide and at least
     ``plot_height`` tall (more if the figure must be ``min_height``), the title wrapped and the
@@ -213,7 +213,8 @@ def tree_figure(trace: dict, show_dropped: bool = True, compact: bool = False, w
     fig = draw_tree(g, lay, trace["accept"]["path"])
     width = max(width, round(lay.width) + 2 * MARGIN)  # a very deep tree: wider, never squeezed
     title = f"{plotly_text(label)}: {_title(trace, compact)}" if label else _title(trace, compact)
-    frame(fig, title, width, lay.height, [t.name for t in fig.data if t.meta], height)
+    frame(fig, title, width=width, plot_height=lay.height, legend=[t.name for t in fig.data if t.meta],
+          min_height=height)
     return fig
 
 
