@@ -69,6 +69,9 @@ class TwinRunner(suite.Runner):
             return super().decode(method, ids, sampling, max_new_tokens)
 
 
+MEASURE_COSTS = tune.measure_costs  # the suite's own, which costs_beside wraps
+
+
 def costs_beside(wb, **kwargs) -> dict:
     """``tune.measure_costs`` with its verify curve measured both ways in one interleaved pass,
     the F.linear curve as ``"plain": {"verify", "decode_ms"}``."""
@@ -88,14 +91,14 @@ def costs_beside(wb, **kwargs) -> dict:
     return costs
 
 
-MEASURE_COSTS = tune.measure_costs  # the suite's own, which costs_beside wraps
-
-
 @contextlib.contextmanager
 def beside():
     """The suite's methods, runner and cost curves with the twins, for the length of a run."""
-    with mock.patch.object(suite, "parse_methods", lambda text, best=None: with_plain_twins(parse_methods(text, best))), \
-            mock.patch.object(suite, "Runner", TwinRunner), mock.patch.object(tune, "measure_costs", costs_beside):
+    def methods(text: str, best=None) -> list[Method]:
+        return with_plain_twins(parse_methods(text, best))
+
+    with mock.patch.object(suite, "parse_methods", methods), mock.patch.object(suite, "Runner", TwinRunner), \
+            mock.patch.object(tune, "measure_costs", costs_beside):
         yield
 
 
