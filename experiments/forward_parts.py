@@ -59,7 +59,7 @@ def without(part: str | None):
     elif part == "rope":
         llama.apply_rotary = lambda x, cos, sin: x
     elif part == "attention":
-        llama.attend = lambda q, *args: q
+        llama.attend = lambda q, *args, **kwargs: q
     elif part == "kv writes":
         KVPool.write = lambda self, layer, slots, k, v: None
     elif part is not None:
@@ -76,7 +76,8 @@ def measure(target, tokens: list[int], prefix: int = 128, rounds: int = 5, repea
     from workbench.measure.cost import chain_batch, prefilled, time_samples
     from workbench.timing import interleaved
 
-    pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, prefix, max(tokens) + 1, "cpu")
+    pool = prefilled(target, target.new_kv_pool, vocab=target.config.vocab_size, prefix_len=prefix,
+                     spare=max(tokens) + 1, device="cpu")
     out = []
     for n in tokens:
         slots = pool.alloc.alloc(n)
@@ -107,7 +108,8 @@ def measure_paths(target, paths: list[str], tokens: list[int], prefix: int = 128
     from workbench.models.linear import ROW_BUCKETS, Linear, LinearOrder, apply_linear_order, project
     from workbench.timing import interleaved
 
-    pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, prefix, sum(tokens), "cpu")
+    pool = prefilled(target, target.new_kv_pool, vocab=target.config.vocab_size, prefix_len=prefix, spare=sum(tokens),
+                     device="cpu")
     batches = {n: chain_batch(n, pool, pool.alloc.alloc(n)) for n in tokens}
     modules = [m for m in target.modules() if isinstance(m, Linear)]
     dtype = modules[0].weight.dtype
@@ -159,7 +161,8 @@ def measure_fusion(target, tokens: list[int], prefix: int = 128, rounds: int = 5
     from workbench.timing import interleaved
 
     order = next(m for m in target.modules() if isinstance(m, Linear)).order
-    pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, prefix, sum(tokens), "cpu")
+    pool = prefilled(target, target.new_kv_pool, vocab=target.config.vocab_size, prefix_len=prefix, spare=sum(tokens),
+                     device="cpu")
     batches = {n: chain_batch(n, pool, pool.alloc.alloc(n)) for n in tokens}
 
     def forward(n: int) -> torch.Tensor:

@@ -162,7 +162,7 @@ def cmd_trees(args) -> int:
         for name, spec in methods.items() if args.tree_use else ():
             if spec.method != "linear":  # a chain is all spine
                 traces = []
-                run(wb, prompts, spec, args.max_new, args.temperature, args.seed, traces)
+                run(wb, prompts, spec, args.max_new, temperature=args.temperature, seed=args.seed, traces=traces)
                 print(tree_use_line(name, tree_use(traces)), flush=True)
         if args.ceiling:
             ceiling_tables(wb, prompts, methods, args.max_new, args.temperature, args.seed, exits, mode)

@@ -148,7 +148,7 @@ def main(argv=None) -> int:
             break
         cfg = replace(base, steps=steps_for(seqs, base, args.epochs))
         work, t0 = args.out / f"tokens_{point}", time.time()
-        head = train(work, target, seqs, val, cfg, resume=True)
+        head = train(work, target, train_seqs=seqs, val_seqs=val, cfg=cfg, resume=True)
         export_head(head, work / "head")
         export_hot_tokens(seqs, work / "head")
         last = json.loads((work / "log.jsonl").read_text().splitlines()[-1])

@@ -79,7 +79,8 @@ def top1_by_source(head_dir: Path, target, val: list, pair_counts: Counter | Non
         feats = seq.features[:n].float()
         aux = None if seq.aux is None else seq.aux[:n].float()[None]
         with torch.no_grad():
-            out = unrolled_forward(head, target.model.embed_tokens, feats[None], seq.tokens[1:][None], 1, aux)[0][0]
+            out = unrolled_forward(head, target.model.embed_tokens, features=feats[None], next_ids=seq.tokens[1:][None],
+                                   steps=1, aux=aux)[0][0]
             # the output at j guesses f_{j+1}, whose argmax token the target emits after token j + 1
             guess = (out[seq.prompt_len - 1 : n - 1] @ lm_head.T).argmax(-1).tolist()
             p = torch.softmax(feats[seq.prompt_len : n] @ lm_head.T, dim=-1).max(-1)

@@ -97,9 +97,9 @@ for name, prob, parent, level in [("A", .6, -1, 1), ("B", .3, -1, 1), ("C", .55,
                                   ("E", .8, 1, 2), ("F", .1, 1, 2), ("G", .6, 2, 3), ("H", .2, 2, 3),
                                   ("I", .5, 4, 3), ("J", .4, 4, 3)]:
     score = prob * (1.0 if parent == -1 else seed.scores[parent])
-    seed.add(names.index(name), prob, score, parent, level)
+    seed.add(names.index(name), prob, score=score, parent=parent, depth=level)
 kept_seed, dropped_seed = rerank(seed, 6)
-tree = build_tree(names.index("r"), seed, kept_seed, 10, dropped_seed)
+tree = build_tree(names.index("r"), seed, kept_seed, prefix_len=10, dropped=dropped_seed)
 print("flat scores      ", [round(s, 3) for s in seed.scores])
 print("kept flat indices", kept_seed, "-> nodes", [names[t] for t in tree.tokens])
 print("positions        ", tree.positions)

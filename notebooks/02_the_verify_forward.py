@@ -44,9 +44,9 @@ words = ["the", "mat", "rug", "and", "on", "soft"]  # token id = index here
 cands = Candidates()
 for word, prob, parent, level in [("mat", .5, -1, 1), ("rug", .3, -1, 1), ("and", .4, 0, 2),
                                   ("on", .3, 0, 2), ("soft", .6, 1, 2)]:
-    cands.add(words.index(word), prob, prob * (1.0 if parent == -1 else cands.scores[parent]), parent, level)
+    cands.add(words.index(word), prob, score=prob * (1.0 if parent == -1 else cands.scores[parent]), parent=parent, depth=level)
 L = 10
-tree = build_tree(words.index("the"), cands, [0, 1, 2, 3, 4], L)
+tree = build_tree(words.index("the"), cands, [0, 1, 2, 3, 4], prefix_len=L)
 rows = ["".join(str(int(v)) for v in row) for row in tree.mask]
 print("mask rows:", dict(zip(words, rows)))
 print("positions:", tree.positions, "= L +", [p - L for p in tree.positions])
@@ -130,7 +130,7 @@ from workbench.attention.reference import visibility
 
 prefix_slots = eng.table.slots(req.rid)[:L]  # committed before the step (kept slots were appended after)
 written = step["kv"]["target"]["written"]
-meta = build_meta([len(written)], [prefix_slots], [written], [torch.tensor(step["tree"]["mask"], dtype=torch.bool)])
+meta = build_meta([len(written)], [prefix_slots], extra_slots=[written], masks=[torch.tensor(step["tree"]["mask"], dtype=torch.bool)])
 vis = visibility(meta, 0, torch.device("cpu"))  # [N, L + N]
 print(f"queries: {vis.shape[0]} nodes; keys/values: {L} prefix + {len(written)} nodes = {vis.shape[1]}")
 print(f"every node sees the whole prefix: {bool(vis[:, :L].all())}; "

@@ -83,7 +83,7 @@ show(greedy_walk(chain, [1, 2, 3, -1], [-1, -1, -1, -1], [4, 4, 4, 4]), chain, w
 names = ["root", "A", "B", "C", "D", "E", "X"]  # token id = index here; X: the target's choice after D
 cands = Candidates()
 for name, parent in [("A", -1), ("B", -1), ("C", 0), ("D", 0), ("E", 1)]:
-    cands.add(names.index(name), 0.5, 0.5, parent, 1 if parent == -1 else 2)
+    cands.add(names.index(name), 0.5, score=0.5, parent=parent, depth=1 if parent == -1 else 2)
 tree = build_tree(0, cands, [0, 1, 2, 3, 4], prefix_len=0)
 print("retrieve_next_token  ", tree.retrieve_next_token)
 print("retrieve_next_sibling", tree.retrieve_next_sibling)

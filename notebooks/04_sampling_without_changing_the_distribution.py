@@ -151,7 +151,7 @@ after[1, [3, 5]] = torch.tensor([0.1, 0.9])  # 0.3 × 0.1 = 0.03
 after[2, [4, 5]] = torch.tensor([0.99, 0.01])  # 0.2 × 0.99 = 0.198
 chains = {"greedy: the 0.3 node, then its best child": [0, 1, 3],
           "passed over: the 0.2 node, then its child": [0, 2, 4]}
-worth_of = {name: expectation(toks, [-1, 0, 1], [0, 1, 2], after[toks], 2).accept_length
+worth_of = {name: expectation(toks, [-1, 0, 1], depths=[0, 1, 2], probs=after[toks], num_steps=2).accept_length
             for name, toks in chains.items()}
 greedy_worth, better_worth = worth_of.values()
 display(Markdown(

@@ -54,11 +54,12 @@ class RepeatDraft(Drafter):
     def __init__(self, source: RepeatSource):
         self.copies, self.name = source.copies, source.name
 
-    def grow(self, reqs, table, extended, spec, chain, generator) -> DraftPhase:
+    def grow(self, reqs, table, *, extended, spec, chain, generator) -> DraftPhase:
         trees = []
         for r in reqs:
             tree, last = Candidates(), (r.prompt_ids + r.output_ids)[-1]
             for depth in range(1, min(self.copies, spec.num_steps) + 1):
-                tree.add(last, 1.0, 1.0, depth - 2, depth, 0)  # parent: the node before (-1: the root)
+                # parent: the node before (-1: the root)
+                tree.add(last, 1.0, score=1.0, parent=depth - 2, depth=depth, rank=0)
             trees.append(tree)
         return DraftPhase(trees, [[] for _ in reqs], [[] for _ in reqs])

@@ -100,16 +100,16 @@ def score_driven_candidates() -> Candidates:
     """Ten drafts over three levels whose rerank by path score is worked out in docs/design.md."""
     A, B, C, D, E, F, G, H, I, J = range(20, 30)
     c = Candidates()
-    a = c.add(A, .6, .6, -1, 1)
-    b = c.add(B, .3, .3, -1, 1)
-    cc = c.add(C, .55, .6 * .55, a, 2)
-    c.add(D, .28, .6 * .28, a, 2)
-    e = c.add(E, .8, .3 * .8, b, 2)
-    c.add(F, .1, .3 * .1, b, 2)
-    c.add(G, .6, .33 * .6, cc, 3)
-    c.add(H, .2, .33 * .2, cc, 3)
-    c.add(I, .5, .24 * .5, e, 3)
-    c.add(J, .4, .24 * .4, e, 3)
+    a = c.add(A, .6, score=.6, parent=-1, depth=1)
+    b = c.add(B, .3, score=.3, parent=-1, depth=1)
+    cc = c.add(C, .55, score=.6 * .55, parent=a, depth=2)
+    c.add(D, .28, score=.6 * .28, parent=a, depth=2)
+    e = c.add(E, .8, score=.3 * .8, parent=b, depth=2)
+    c.add(F, .1, score=.3 * .1, parent=b, depth=2)
+    c.add(G, .6, score=.33 * .6, parent=cc, depth=3)
+    c.add(H, .2, score=.33 * .2, parent=cc, depth=3)
+    c.add(I, .5, score=.24 * .5, parent=e, depth=3)
+    c.add(J, .4, score=.24 * .4, parent=e, depth=3)
     return c
 
 

@@ -252,7 +252,7 @@ def check_compare_static(page, wb, max_new: int) -> None:
     from workbench.viz.compare import run_summary
 
     spec, sampling, ids, _ = Settings(prompt=PROMPT).build(wb)
-    traces = decode(wb, SpecConfig.static(spec.num_draft_tokens), sampling, ids, max_new)
+    traces = decode(wb, SpecConfig.static(spec.num_draft_tokens), sampling=sampling, ids=ids, max_new=max_new)
     tau = page.get_attribute("#compare-summary tr[data-method='static']", "data-tau")
     forwards = page.get_attribute("#compare-summary tr[data-method='static']", "data-forwards")
     s = run_summary(traces)

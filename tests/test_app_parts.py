@@ -31,7 +31,7 @@ def last_update(wb, mode: str, **changes) -> dict:
     from workbench.app.state import Settings
 
     values = Settings.of(prompt=PROMPT, exit_layers=1, **changes).values()
-    *_, final = run_compare(wb, values, 4, False, mode)
+    *_, final = run_compare(wb, values, max_new=4, measure=False, mode=mode)
     assert final["status"].startswith("Done"), final["status"]
     return final
 
@@ -309,7 +309,7 @@ def test_compare_predicts_from_the_cost_model_and_keeps_its_runs_when_one_cannot
     monkeypatch.setattr(compare, "cost_model", priced)
     monkeypatch.setattr(compare, "measure_cost", lambda wb, prefix: [{"tokens": 1, "ms": 1.0}, {"tokens": 8, "ms": 2.0}])
     values = Settings.of(prompt=PROMPT, exit_layers=1).values()
-    *_, final = compare.run_compare(wb, values, 4, True, compare.MODES[0])
+    *_, final = compare.run_compare(wb, values, max_new=4, measure=True, mode=compare.MODES[0])
     assert final["status"].startswith("Done") and "no predicted speedup" in final["status"]
     assert "no engine step could be timed" in final["status"]
     summary = final["summary"]

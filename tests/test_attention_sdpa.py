@@ -26,7 +26,7 @@ def ragged_case(q_lens, prefix_lens, extra_lens=None, *, hq=4, hkv=2, dh=16, dty
         m = (torch.rand(n, e, generator=gen) < 0.5).tril(e - n)
         m[torch.arange(n), torch.arange(e - n, e)] = True
         masks.append(m)
-    meta = build_meta(list(q_lens), pre, ext, None if causal else masks)
+    meta = build_meta(list(q_lens), pre, extra_slots=ext, masks=None if causal else masks)
     q = torch.randn(sum(q_lens), hq, dh, generator=gen).to(dtype)
     k = torch.randn(n_slots, hkv, dh, generator=gen).to(dtype)
     v = torch.randn(n_slots, hkv, dh, generator=gen).to(dtype)
@@ -34,8 +34,8 @@ def ragged_case(q_lens, prefix_lens, extra_lens=None, *, hq=4, hkv=2, dh=16, dty
 
 
 def assert_matches_reference(q, k, v, meta, scale=None, backend=attention_sdpa):
-    out = backend(q, k, v, meta, scale)
-    ref = attention_reference(q, k, v, meta, scale)
+    out = backend(q, k, v, meta, scale=scale)
+    ref = attention_reference(q, k, v, meta, scale=scale)
     assert out.shape == ref.shape and out.dtype == q.dtype
     atol, rtol = TOL[q.dtype]
     err = (out.float() - ref.float()).abs()
@@ -68,16 +68,16 @@ def test_row_without_keys_gets_zeros_and_empty_requests_are_skipped():
 
 def test_torch_backend_is_sdpa():
     q, k, v, meta = ragged_case([3], [5], [4])
-    assert torch.equal(attend(q, k, v, meta, 0.25, backend="torch"), attention_sdpa(q, k, v, meta, 0.25))
+    assert torch.equal(attend(q, k, v, meta, scale=0.25, backend="torch"), attention_sdpa(q, k, v, meta, scale=0.25))
 
 
 def test_contiguous_slots_are_read_as_a_view():
     from workbench.attention.sdpa import contiguous_run
 
     q, k, v, _ = ragged_case([2], [5], [2])
-    meta = build_meta([2, 1], [[3, 4, 5, 6, 7], [9, 1]], [[8, 10], [2]], None)  # 3..8, then a gap
+    meta = build_meta([2, 1], [[3, 4, 5, 6, 7], [9, 1]], extra_slots=[[8, 10], [2]], masks=None)  # 3..8, then a gap
     assert contiguous_run(meta, 0, meta.kv_slots[:7]) is None
-    meta = build_meta([2, 1], [[3, 4, 5, 6, 7], [9, 1]], [[8, 9], [2]], None)
+    meta = build_meta([2, 1], [[3, 4, 5, 6, 7], [9, 1]], extra_slots=[[8, 9], [2]], masks=None)
     assert contiguous_run(meta, 0, meta.kv_slots[:7]) == slice(3, 10)
     assert contiguous_run(meta, 1, meta.kv_slots[7:]) is None  # 9, 1, 2: not ascending
     q = torch.randn(3, 4, 16)
@@ -99,8 +99,8 @@ def test_padded_decode_batch_matches_the_reference(prefix_lens, dtype):
                                   dict(q_lens=[1, 4], prefix_lens=[6, 2], causal=True)])  # an extend
 def test_padded_serves_any_other_forward_as_the_torch_backend(case):
     q, k, v, meta = ragged_case(**case)
-    out = attend(q, k, v, meta, 0.25, backend="padded")
-    assert "padded" not in meta.cache and torch.equal(out, attention_sdpa(q, k, v, meta, 0.25))
+    out = attend(q, k, v, meta, scale=0.25, backend="padded")
+    assert "padded" not in meta.cache and torch.equal(out, attention_sdpa(q, k, v, meta, scale=0.25))
     assert_matches_reference(q, k, v, meta, 0.25, backend=attention_padded)
 
 

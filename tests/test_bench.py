@@ -116,7 +116,7 @@ def test_hf_baselines_count_tokens_like_our_engine(tiny_dir):
     from workbench.engine.sampling import SamplingParams
     from workbench.pipeline import Workbench
 
-    wb = Workbench.load(str(tiny_dir), "random", "fp32")
+    wb = Workbench.load(str(tiny_dir), "random", dtype="fp32")
     hf = load_hf_model(tiny_dir, torch.float32)
     prompt = wb.encode("tell me about the cat")
     free = Engine(wb.target, None, SpecConfig("vanilla"), sampling=SamplingParams(), stop_ids=())
@@ -127,9 +127,10 @@ def test_hf_baselines_count_tokens_like_our_engine(tiny_dir):
     ours = Engine(wb.target, None, SpecConfig("vanilla"), sampling=SamplingParams(), stop_ids=(stop,))
     ours.add_requests([prompt], 12)
     assert ours.run()[0].output_ids == cut
-    assert hf_generate(hf, prompt, 12, (stop,)).output_ids == cut
-    assert hf_generate(hf, prompt, 12, (stop,), prompt_lookup=3).output_ids == cut
-    assert hf_generate(hf, prompt, 12, (999,)).output_ids == full  # no stop: max_new_tokens, all counted
+    assert hf_generate(hf, prompt, max_new_tokens=12, stop_ids=(stop,)).output_ids == cut
+    assert hf_generate(hf, prompt, max_new_tokens=12, stop_ids=(stop,), prompt_lookup=3).output_ids == cut
+    assert hf_generate(hf, prompt, max_new_tokens=12,
+                       stop_ids=(999,)).output_ids == full  # no stop: max_new_tokens, all counted
 
 
 def test_hf_baselines_read_the_clock_after_a_cuda_sync(monkeypatch):
@@ -150,7 +151,7 @@ def test_hf_baselines_read_the_clock_after_a_cuda_sync(monkeypatch):
     monkeypatch.setattr(torch, "tensor", lambda data, **kw: torch.as_tensor(data))  # keep the ids on the CPU
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device: events.append("sync"))
     monkeypatch.setattr(cost.time, "perf_counter", lambda: events.append("clock") or float(len(events)))
-    assert hf_baselines.hf_generate(FakeModel(), [5, 6], 4, (2,)).output_ids == [7, 2]
+    assert hf_baselines.hf_generate(FakeModel(), [5, 6], max_new_tokens=4, stop_ids=(2,)).output_ids == [7, 2]
     assert events == ["sync", "clock", "generate", "sync", "clock"]
 
 
@@ -179,7 +180,7 @@ def test_floor_line_is_empty_without_a_floor():
 def test_tuner_measures_and_picks_a_tree(tiny_dir):
     from workbench.pipeline import Workbench
 
-    wb = Workbench.load(str(tiny_dir), "random", "fp32")
+    wb = Workbench.load(str(tiny_dir), "random", dtype="fp32")
     costs = tune.measure_costs(wb, prefix_len=16, repeats=1)
     assert [c["tokens"] for c in costs["verify"]] == list(tune.VERIFY_SIZES)
     assert all(c["lo"] <= c["ms"] <= c["hi"] for c in costs["verify"])
@@ -343,7 +344,7 @@ def test_cost_curve_sizes_take_turns_and_leave_the_pool_as_they_found_it(tiny_di
     from workbench.models.loading import load_target
 
     target = load_target(tiny_dir)
-    pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, 8, 9, "cpu")
+    pool = prefilled(target, target.new_kv_pool, vocab=target.config.vocab_size, prefix_len=8, spare=9, device="cpu")
     free_before = pool.alloc.num_free
     calls = []
 
@@ -351,7 +352,7 @@ def test_cost_curve_sizes_take_turns_and_leave_the_pool_as_they_found_it(tiny_di
         calls.append(batch.num_tokens)
         return target.logits(target(batch, pool.kv))
 
-    samples = forward_samples(pool, (1, 4, 8), forward, repeats=3, warmup=1)
+    samples = forward_samples(pool, (1, 4, 8), forward=forward, repeats=3, warmup=1)
     assert [len(s) for s in samples] == [3, 3, 3] and all(ms > 0 for s in samples for ms in s)
     assert calls == [1, 4, 8, 1, 4, 8, 4, 8, 1, 8, 1, 4]  # a warm-up round, then rounds rotating
     assert pool.alloc.num_free == free_before
@@ -391,98 +392,3 @@ def test_the_compute_floor_counts_every_product_weight_once(tiny_dir):
     assert c["gflop_per_token"] == 2 * products / 1e9  # not rounded: a tiny model's would round to nothing
     flops = 2 * products * 3 + 4 * 3 * (5 + 3) * cfg.num_heads * cfg.head_dim * cfg.num_layers
     assert floor_mod.compute_ms(c, 3) == pytest.approx(flops / (c["peak"]["gflops"] * 1e9) * 1e3)
-
-
-def test_beside_plain_runs_every_engine_method_twice_and_compares_the_orders(tiny_dir, tmp_path):
-    """``--beside-plain``: each engine method is followed by its F.linear twin on every question,
-    the twins' outputs are the same tokens (fp32), the verify curve is measured both ways, and the
-    comparison is recomputed from the records and the curves."""
-    from workbench.bench import beside_plain
-    from workbench.cli import main
-
-    out = tmp_path / "out"
-    rc = main(["bench", "--target", str(tiny_dir), "--draft", "random", "--dtype", "fp32", "--limit", "2",
-               "--max-new-tokens", "6", "--methods", "vanilla,linear:2,hf-greedy", "--no-temperature-tau",
-               "--calibration", "none", "--threads", "1", "--linear-order", "weight-left", "--beside-plain",
-               "--out", str(out)])
-    assert rc == 0
-    res = json.loads((out / "results.json").read_text())
-    assert list(res["summary"]) == ["vanilla", "vanilla [F.linear]", "linear:2", "linear:2 [F.linear]", "hf-greedy"]
-    assert res["summary"]["linear:2 [F.linear]"]["label"].endswith("every product by F.linear")
-    assert all(s["equal_to_vanilla"] == 1.0 for s in res["summary"].values())
-    plain, verify = res["costs"]["plain"], res["costs"]["verify"]
-    assert [c["tokens"] for c in plain["verify"]] == [c["tokens"] for c in verify] and plain["decode_ms"] > 0
-    rows = res["beside_plain"]["methods"]
-    assert [r["method"] for r in rows] == ["vanilla", "linear:2"]
-    for r in rows:  # each figure kept to 3 decimals
-        mine, twin = res["records"][r["method"]], res["records"][r["method"] + " [F.linear]"]
-        ratios = [a["tokens_per_s"] / b["tokens_per_s"] for a, b in zip(mine, twin)]
-        assert r["same_output"] == r["questions"] == 2
-        assert r["ratio"] == pytest.approx(metrics.speed(mine) / metrics.speed(twin), abs=1e-3)
-        assert r["per_question"]["low"] == pytest.approx(min(ratios), abs=2e-3)
-        assert r["call"] == beside_plain.call(min(ratios), max(ratios))
-        assert r["x_vanilla"] == pytest.approx(metrics.speed(mine) / metrics.speed(res["records"]["vanilla"]), abs=1e-3)
-        assert r["x_vanilla_plain"] == pytest.approx(
-            metrics.speed(twin) / metrics.speed(res["records"]["vanilla [F.linear]"]), abs=1e-3)
-    cost = res["beside_plain"]["cost"]
-    assert [c["tokens"] for c in cost] == [c["tokens"] for c in verify]
-    for c, a, b in zip(cost, verify, plain["verify"]):
-        assert c["low"] <= c["ratio"] <= c["high"] and c["ratio"] == pytest.approx(b["ms"] / a["ms"], rel=1e-2)
-    md = (out / "report.md").read_text()
-    assert "## The measured linear order beside F.linear" in md and "| `linear:2` |" in md
-    assert "Every output is the same tokens both ways." in md
-
-
-def test_beside_plain_calls_a_difference_only_where_every_measurement_agrees():
-    from workbench.bench import beside_plain
-
-    assert beside_plain.call(1.02, 1.3) == beside_plain.FASTER
-    assert beside_plain.call(0.7, 0.98) == beside_plain.SLOWER
-    assert beside_plain.call(0.9, 1.4) == beside_plain.LEVEL
-    curve = lambda *ms: [{"tokens": n, "ms": m, "lo": m * 0.95, "hi": m * 1.05} for n, m in zip((1, 4), ms)]  # noqa: E731
-    costs = {"verify": curve(30.0, 33.0), "decode_ms": 30.0, "plain": {"verify": curve(31.0, 60.0), "decode_ms": 31.0}}
-    rows = beside_plain.cost(costs)
-    assert [r["call"] for r in rows] == [beside_plain.LEVEL, beside_plain.FASTER]  # 31 vs 30 within the repeats
-    assert rows[1]["x_decode"] == 1.1 and rows[1]["x_decode_plain"] == pytest.approx(60 / 31, abs=1e-3)
-    assert beside_plain.cost({"verify": curve(30.0, 33.0), "decode_ms": 30.0}) == []
-    assert beside_plain.compare({"vanilla": []}, costs) is None  # no twins: nothing to compare
-
-
-def test_the_plain_cost_curve_runs_with_every_product_by_f_linear(tiny_dir, monkeypatch):
-    """``measure_costs(beside_plain=True)`` times its second curve with the target's products
-    switched to F.linear (not merely inside some block), and its first with the measured order."""
-    from workbench.models.linear import PLAIN, WEIGHT_LEFT
-    from workbench.pipeline import Workbench
-
-    wb = Workbench.load(str(tiny_dir), "random", dtype="fp32", linear_order="weight-left")
-    orders = []
-    real_logits = wb.target.logits
-
-    def logits(hidden):
-        orders.append(wb.target.lm_head.order.path(2))
-        return real_logits(hidden)
-
-    monkeypatch.setattr(wb.target, "logits", logits)
-    monkeypatch.setattr(tune, "VERIFY_SIZES", (1, 2))
-    monkeypatch.setattr(tune, "measure_overhead", lambda *args, **kwargs: {})  # engine steps: not the curves' forwards
-    costs = tune.measure_costs(wb, prefix_len=8, repeats=2, beside_plain=True)
-    assert [c["tokens"] for c in costs["plain"]["verify"]] == [1, 2]
-    assert orders.count(WEIGHT_LEFT) == orders.count(PLAIN) == 2 * (2 + 1)  # sizes x (repeats + a warm-up round)
-    assert wb.target.lm_head.order.path(2) == WEIGHT_LEFT  # the measured order again afterwards
-
-
-def test_beside_plain_refuses_where_every_product_already_runs_f_linear(tiny_dir, tmp_path, monkeypatch, capsys):
-    """On a CPU whose measurement kept F.linear everywhere (or a GPU) the twins would run the same
-    code: the run stops after loading with one line that says so, and writes no results."""
-    import workbench.pipeline as pipeline
-    from workbench.cli import main
-    from workbench.models.linear import LinearOrder
-
-    monkeypatch.setattr(pipeline, "choose_linear_order", lambda choice, model: LinearOrder(reason="measured"))
-    out = tmp_path / "out"
-    rc = main(["bench", "--target", str(tiny_dir), "--draft", "random", "--dtype", "fp32", "--limit", "1",
-               "--max-new-tokens", "4", "--methods", "vanilla", "--no-temperature-tau", "--calibration", "none",
-               "--threads", "1", "--beside-plain", "--out", str(out)])
-    err = capsys.readouterr().err
-    assert rc == 2 and "--beside-plain: every product already runs F.linear here" in err and "Traceback" not in err
-    assert not (out / "results.json").exists()

@@ -50,7 +50,7 @@ POLICIES = ["off", "eagle2:4/3/2", "linear:2", "adaptive", "schedule:1=eagle2:4/
 @pytest.fixture(scope="module")
 def off_outputs(wb, prompts):
     """Each request of a 6-request load decoded by plain decoding alone."""
-    res = run_load(wb, read_policy("off"), prompts, Load("closed", 1, 6), MAX_NEW)
+    res = run_load(wb, read_policy("off"), prompts=prompts, load=Load("closed", 1, 6), max_new_tokens=MAX_NEW)
     return [t.output_ids for t in res.timed]
 
 
@@ -102,7 +102,7 @@ def test_a_bad_policy_is_named_in_one_message(text, message):
 # ---- the driver ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("policy", POLICIES)
 def test_a_closed_loop_keeps_its_concurrency_and_every_output_equals_plain_decoding(wb, prompts, off_outputs, policy):
-    res = run_load(wb, read_policy(policy), prompts, Load("closed", 3, 6), MAX_NEW)
+    res = run_load(wb, read_policy(policy), prompts=prompts, load=Load("closed", 3, 6), max_new_tokens=MAX_NEW)
     assert [t.output_ids for t in res.timed] == off_outputs
     assert [t.prompt_index for t in res.timed] == [0, 1, 2, 3, 4, 0]
     decode = res.decode_steps
@@ -121,51 +121,55 @@ def test_a_closed_loop_keeps_its_concurrency_and_every_output_equals_plain_decod
 
 def test_an_open_loop_submits_each_request_once_it_has_arrived(wb, prompts, off_outputs):
     load = Load("open", 200.0, 6, seed=1)
-    res = run_load(wb, read_policy("eagle2:4/3/2"), prompts, load, MAX_NEW)
+    res = run_load(wb, read_policy("eagle2:4/3/2"), prompts=prompts, load=load, max_new_tokens=MAX_NEW)
     assert [t.arrival for t in res.timed] == load.arrivals()
     assert all(t.arrival <= t.submitted <= t.first_token <= t.finished for t in res.timed)
     assert [t.output_ids for t in res.timed] == off_outputs
-    slow = run_load(wb, read_policy("off"), prompts[:1], Load("open", 20.0, 3, seed=2), 2)
+    slow = run_load(wb, read_policy("off"), prompts=prompts[:1], load=Load("open", 20.0, 3, seed=2), max_new_tokens=2)
     assert slow.seconds >= slow.timed[-1].arrival  # the clock waited for the last arrival
 
 
 def test_a_refused_request_loses_nothing_of_the_others(wb, prompts, off_outputs):
     policy = read_policy("eagle2:4/3/2")
     long_one = max(range(len(prompts)), key=lambda i: len(prompts[i]))
-    needs, _ = ld.plan_capacity(wb, policy, prompts, Load("closed", 1, 5), MAX_NEW)
+    needs, _ = ld.plan_capacity(wb, policy, prompts=prompts, load=Load("closed", 1, 5), max_new_tokens=MAX_NEW)
     room = sorted(needs)[-2]  # every request fits but the longest
-    res = run_load(wb, policy, prompts, Load("closed", 2, 5), MAX_NEW, kv_slots=room)
+    res = run_load(wb, policy, prompts=prompts, load=Load("closed", 2, 5), max_new_tokens=MAX_NEW, kv_slots=room)
     refused = [t for t in res.timed if t.refused]
     assert [t.prompt_index for t in refused] == [long_one] and "could never run" in refused[0].refused
     assert all(t.output_ids == off_outputs[t.index] for t in res.timed if not t.refused)
     with pytest.raises(UserError, match=rf"prompt {long_one}: it needs up to \d+ KV slots .* but the pool holds {room}"):
-        check_load(wb, policy, prompts, Load("closed", 2, 5), MAX_NEW, kv_slots=room)
+        check_load(wb, policy, prompts=prompts, load=Load("closed", 2, 5), max_new_tokens=MAX_NEW, kv_slots=room)
 
 
 def test_queued_requests_wait_for_room_and_all_finish(wb, prompts, off_outputs):
     policy = read_policy("adaptive")
-    needs, _ = ld.plan_capacity(wb, policy, prompts, Load("closed", 1, 6), MAX_NEW)
-    res = run_load(wb, policy, prompts, Load("closed", 3, 6), MAX_NEW, kv_slots=max(needs))  # room for one
+    needs, _ = ld.plan_capacity(wb, policy, prompts=prompts, load=Load("closed", 1, 6), max_new_tokens=MAX_NEW)
+    res = run_load(wb, policy, prompts=prompts, load=Load("closed", 3, 6), max_new_tokens=MAX_NEW,
+                   kv_slots=max(needs))  # room for one
     assert [t.output_ids for t in res.timed] == off_outputs
     assert {s.batch for s in res.steps} == {1}  # three in flight, one at a time in the batch
     assert max(t.ttft_ms for t in res.timed) > min(t.e2e_ms for t in res.timed)  # a later one waited
 
 
 def test_a_run_stopped_before_its_first_step_has_nothing_and_says_so(wb, prompts):
-    cut = LoadRun(wb, read_policy("off"), prompts, Load("closed", 2, 6), MAX_NEW).run(seconds=0.0)
+    cut = LoadRun(wb, read_policy("off"), prompts=prompts, load=Load("closed", 2, 6),
+                  max_new_tokens=MAX_NEW).run(seconds=0.0)
     assert cut.stopped and cut.tokens == 0 and not cut.steps and cut.throughput_tok_s == 0.0
 
 
 def test_a_run_cut_by_its_time_limit_keeps_its_finished_requests(wb, prompts, off_outputs, monkeypatch):
     clock = iter(range(10_000))
     monkeypatch.setattr(ld.time, "perf_counter", lambda: float(next(clock)))  # one second per reading
-    res = run_load(wb, read_policy("off"), prompts, Load("closed", 1, 6), MAX_NEW, seconds=30)
+    res = run_load(wb, read_policy("off"), prompts=prompts, load=Load("closed", 1, 6), max_new_tokens=MAX_NEW,
+                   seconds=30)
     done = [t for t in res.timed if t.finished is not None]
     assert res.stopped and 0 < len(done) < 6 and res.seconds >= 30
     assert all(t.output_ids == off_outputs[t.index] for t in done)
     rec = res.record()
     assert sum(q["e2e_ms"] is not None for q in rec["requests"]) == len(done)
-    assert ld.equal_outputs(rec, run_load(wb, read_policy("off"), prompts, Load("closed", 1, 6), MAX_NEW).record())
+    assert ld.equal_outputs(rec, run_load(wb, read_policy("off"), prompts=prompts, load=Load("closed", 1, 6),
+                                          max_new_tokens=MAX_NEW).record())
 
 
 # ---- the command ------------------------------------------------------------------------------------------
@@ -271,7 +275,7 @@ def test_a_stopped_run_resumes_with_only_the_missing_runs(quick_run, capsys, mon
     real = load_run.run_load
 
     def counted(*args, **kwargs):
-        if args[3] is not ld.WARMUP:
+        if kwargs["load"] is not ld.WARMUP:
             if calls["stop_after"] is not None and calls["n"] >= calls["stop_after"]:
                 raise KeyboardInterrupt
             calls["n"] += 1
@@ -314,11 +318,11 @@ FLAT_COST = StepCost(verify=((1, 10.0), (256, 11.0)), draft=((1, 0.1), (64, 0.2)
 def test_auto_under_load_equals_plain_decoding_and_needs_a_step_cost(wb, prompts, off_outputs):
     auto = read_policy("auto")
     assert auto.needs_cost and auto.draft.kind == "head" and not read_policy("adaptive").needs_cost
-    res = run_load(wb, auto, prompts, Load("closed", 3, 6), MAX_NEW, cost=FLAT_COST)
+    res = run_load(wb, auto, prompts=prompts, load=Load("closed", 3, 6), max_new_tokens=MAX_NEW, cost=FLAT_COST)
     assert [t.output_ids for t in res.timed] == off_outputs
     assert res.spec_step_share > 0  # a free verify: it speculated
     with pytest.raises(ValueError, match="measure it first"):
-        LoadRun(wb, auto, prompts, Load("closed", 1, 2), MAX_NEW)
+        LoadRun(wb, auto, prompts=prompts, load=Load("closed", 1, 2), max_new_tokens=MAX_NEW)
 
 
 def test_the_report_says_what_auto_settled_on(wb, prompts_file, tmp_path, monkeypatch):
@@ -370,7 +374,7 @@ def test_a_step_cost_cached_on_a_sparser_grid_is_measured_again(wb, tmp_path, mo
     head = read_policy("auto").draft
     key = sc._cache_key(wb, head)
     old = {"verify": [[1, 10.0], [4, 12.0], [16, 30.0], [64, 90.0]], "draft": [[1, 1.0], [16, 2.0], [64, 4.0]]}
-    add_entry(tmp_path / sc.CACHE_FILE, key, old, "[auto]", "the step cost")
+    add_entry(tmp_path / sc.CACHE_FILE, key, value=old, tag="[auto]", what="the step cost")
     good = ([(n, 10.0 + n) for n in sc.VERIFY_SIZES], [(r, 1.0) for r in sc.DRAFT_ROWS])
     monkeypatch.setattr(sc, "_measure", lambda wb, source: good)
     got = sc.step_cost_for(wb, head, cache_dir=tmp_path, log=lambda m: None)

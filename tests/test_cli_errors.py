@@ -177,7 +177,6 @@ def test_a_user_runs_generate_with_a_bad_trace_folder_and_gets_one_line(tmp_path
     ("workbench.bench.suite", ["--best", "8/5"], "--best"),
     ("workbench.bench.suite", ["--calibration", "static:9", "--methods", "vanilla"], "--calibration"),
     ("workbench.bench.suite", ["--dtype", "fp8"], "--dtype"),
-    ("workbench.bench.suite", ["--beside-plain", "--linear-order", "plain"], "--beside-plain"),
     ("workbench.bench.suite", ["--draft", "random:x"], "--draft"),
     ("workbench.bench.tune", ["--max-trees", "0"], "--max-trees"),
     ("workbench.bench.tune", ["--grid", "8/5/x"], "--grid"),

@@ -122,7 +122,7 @@ def test_material_turns_hand_the_greedy_answers_back_and_decode_greedily(tiny_ta
     assert [(shard, index) for shard, index, _ in answers] == [(i // 2, i) for i in range(6)]
     for shard, index, answer in answers:  # the greedy first answer, not a sampled one or a follow-up
         context = chat.encode([{"role": "user", "content": prompts[index].text}])
-        assert answer == decode_batch(tiny_target, [context], 0.0, 0, 6, STOP)[0]
+        assert answer == decode_batch(tiny_target, [context], temperature=0.0, seed=0, max_new=6, stop_ids=STOP)[0]
     made = material_prompts(src, prompts, seed, chat, STOP, 1.0, val_every=0)
     want = []
     for shard in range(3):  # the stream the generator's material option drew from, replayed
@@ -139,7 +139,7 @@ def test_material_turns_hand_the_greedy_answers_back_and_decode_greedily(tiny_ta
     run(small_config(out, prompts_file=tmp_path / "material.jsonl", num_prompts=None, samples=0, followup_frac=0.0),
         tiny_target, chat, STOP, log=quiet)
     contexts = [chat.encode([{"role": "user", "content": p.text}]) for p in made]
-    replies = decode_batch(tiny_target, contexts, 0.0, 0, 6, STOP)
+    replies = decode_batch(tiny_target, contexts, temperature=0.0, seed=0, max_new=6, stop_ids=STOP)
     got = []
     for i in range(-(-len(made) // 2)):
         sh = read(shard_path(out, i))

@@ -60,17 +60,17 @@ def test_the_longest_recurring_suffix_wins():
 
 def test_ngram_scores_are_shares_of_the_occurrences():
     ctx = [1, 2, 5, 6, 9, 1, 2, 5, 7, 9, 1, 2, 5, 6, 9, 1, 2]
-    c = ngram_candidates(ctx, 1, 2, num_steps=2, topk=2)  # "1 2" three times: followed by 5 6, 5 7, 5 6
+    c = ngram_candidates(ctx, 1, max_match=2, num_steps=2, topk=2)  # "1 2" three times: followed by 5 6, 5 7, 5 6
     assert c.tokens == [5, 6, 7]
     assert c.parents == [-1, 0, 0] and c.depths == [1, 2, 2] and c.ranks == [0, 0, 1]
     assert c.probs == pytest.approx([1.0, 2 / 3, 1 / 3])
     assert c.scores == pytest.approx([1.0, 2 / 3, 1 / 3])
-    narrow = ngram_candidates(ctx, 1, 2, num_steps=1, topk=1)
+    narrow = ngram_candidates(ctx, 1, max_match=2, num_steps=1, topk=1)
     assert narrow.tokens == [5]
 
 
 def test_ngram_ties_go_to_the_most_recent_occurrence():
-    c = ngram_candidates([4, 1, 3, 4, 1, 8, 4, 1], 1, 2, num_steps=1, topk=2)  # "4 1": then 3, then 8
+    c = ngram_candidates([4, 1, 3, 4, 1, 8, 4, 1], 1, max_match=2, num_steps=1, topk=2)  # "4 1": then 3, then 8
     assert c.tokens == [8, 3] and c.probs == pytest.approx([0.5, 0.5])
 
 
@@ -292,7 +292,7 @@ def test_one_workbench_runs_every_draft_source(tiny_dir):
     from workbench.errors import UserError
     from workbench.pipeline import Workbench
 
-    wb = Workbench.load(str(tiny_dir), "ngram:2-4", "fp32")  # a source that needs no head: none is loaded
+    wb = Workbench.load(str(tiny_dir), "ngram:2-4", dtype="fp32")  # a source that needs no head: none is loaded
     assert wb.draft is None and wb.draft_source == "ngram:2-4"
     prompt = [wb.encode("the cat sat on the mat and the cat")]
     plain, _ = wb.generate(prompt, SpecConfig("vanilla"), SamplingParams(), 8)

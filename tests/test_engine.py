@@ -125,11 +125,11 @@ def test_commit_of_the_score_driven_example(pair):
     eng.add_requests([list(range(3, 13))], 20)  # L = 10 once prefilled
     eng.step()
     r = eng.requests[0]
-    tree = build_tree(r.root, score_driven_candidates(), [0, 1, 2, 4, 6], 10)
+    tree = build_tree(r.root, score_driven_candidates(), [0, 1, 2, 4, 6], prefix_len=10)
     slots = eng.table.allocator.alloc(6)
     res = AcceptResult(path=[0, 2, 4], bonus=5, stop="leaf")
     hidden = torch.arange(6.0)[:, None].expand(6, target.config.hidden_size)
-    kept, freed, emitted = eng._commit(r, tree, res, slots, hidden)
+    kept, freed, emitted = eng._commit(r, tree, res=res, slots=slots, hidden=hidden)
     assert kept == [slots[0], slots[2], slots[4]] and freed == [slots[1], slots[3], slots[5]]
     assert eng.table.length(r.rid) == 13
     assert emitted == [21, 24, 5] and r.root == 5

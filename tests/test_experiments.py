@@ -60,7 +60,7 @@ def test_forward_parts_replaces_each_part_and_restores_it(tmp_path, capsys):
 
     path = make_tiny_checkpoint(tmp_path)
     target = load_target(path)
-    pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, 6, 4, "cpu")
+    pool = prefilled(target, target.new_kv_pool, vocab=target.config.vocab_size, prefix_len=6, spare=4, device="cpu")
     batch = chain_batch(3, pool, pool.alloc.alloc(3))
     logits = lambda: target.logits(target(batch, pool.kv))  # noqa: E731
     real = logits()

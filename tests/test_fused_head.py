@@ -105,13 +105,14 @@ def test_training_forward_equals_inference_forward_for_a_fused_head(pair):
     b = collate(seqs)
     assert b.aux.shape == (2, max(lens), h)
     with torch.no_grad():
-        got = train_forward(head, target.model.embed_tokens, b.features, b.next_ids, b.aux)
-        step1 = unrolled_forward(head, target.model.embed_tokens, b.features, b.next_ids, 2, b.aux)[0]
+        got = train_forward(head, target.model.embed_tokens, features=b.features, next_ids=b.next_ids, aux=b.aux)
+        step1 = unrolled_forward(head, target.model.embed_tokens, features=b.features, next_ids=b.next_ids, steps=2,
+                                 aux=b.aux)[0]
     for k, n in enumerate(lens):
         torch.testing.assert_close(got[k, :n], want[k], atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(step1[k, :n], want[k], atol=1e-5, rtol=1e-4)
     with pytest.raises(ValueError, match="the data must carry them"):
-        train_forward(head, target.model.embed_tokens, b.features, b.next_ids)
+        train_forward(head, target.model.embed_tokens, features=b.features, next_ids=b.next_ids)
 
 
 def test_fused_head_exports_loads_and_is_measured_as_trained(pair, tmp_path):
@@ -154,7 +155,7 @@ def test_fused_head_trains_and_resume_keeps_its_layers(pair, tmp_path):
             for t, f in zip(tokens, target_features(target, tokens, taps=FUSE))]
     cfg = TrainConfig(steps=3, lr=1e-3, warmup=1, ckpt_every=3, max_tokens=96, ttt_steps=2, fuse_layers="0",
                       fuse_lr_mult=5)
-    head = train(tmp_path, target, seqs, seqs[:1], cfg, resume=False)
+    head = train(tmp_path, target, train_seqs=seqs, val_seqs=seqs[:1], cfg=cfg, resume=False)
     assert head.fuse_layers == FUSE
     base, fuse = torch.load(tmp_path / "ckpt.pt", weights_only=False)["opt"]["param_groups"]
     assert fuse["lr"] == pytest.approx(5 * base["lr"]) and len(fuse["params"]) == 1  # fuse.weight, at its own rate
@@ -163,7 +164,8 @@ def test_fused_head_trains_and_resume_keeps_its_layers(pair, tmp_path):
     start = init_head(target, 0, fuse_layers=FUSE).fuse.weight
     assert not torch.allclose(head.fuse.weight, start)  # fuse learns
     with pytest.raises(ValueError, match=r"fuses target layers \[0\]; --fuse-layers gives \[\]"):
-        train(tmp_path, target, seqs, seqs[:1], TrainConfig(steps=4, warmup=1, max_tokens=96), resume=True)
+        train(tmp_path, target, train_seqs=seqs, val_seqs=seqs[:1], cfg=TrainConfig(steps=4, warmup=1, max_tokens=96),
+              resume=True)
     with pytest.raises(ValueError, match="fuse_layers takes target layer indices"):
         TrainConfig(fuse_layers="a,b")
     with pytest.raises(ValueError, match="distinct target layer indices in increasing order"):

@@ -59,11 +59,11 @@ def test_training_stops_at_its_time_limit_and_resume_finishes_the_schedule(tmp_p
     seqs = [Sequence(torch.randint(3, 60, (12,), generator=gen), torch.randn(12, h, generator=gen).half(), 4)
             for _ in range(4)]
     cfg = TrainConfig(steps=5, warmup=1, ckpt_every=100, max_tokens=64)
-    train(tmp_path / "work", target, seqs, seqs[:1], cfg, resume=False, minutes=1e-9)
+    train(tmp_path / "work", target, train_seqs=seqs, val_seqs=seqs[:1], cfg=cfg, resume=False, minutes=1e-9)
     log = [json.loads(line) for line in (tmp_path / "work" / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [1] and "val" in log[0] and log[0]["stopped"].startswith("time limit")
     assert torch.load(tmp_path / "work" / "ckpt.pt", weights_only=False)["step"] == 1
-    train(tmp_path / "work", target, seqs, seqs[:1], cfg, resume=True)
+    train(tmp_path / "work", target, train_seqs=seqs, val_seqs=seqs[:1], cfg=cfg, resume=True)
     log = [json.loads(line) for line in (tmp_path / "work" / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [1, 2, 3, 4, 5] and "val" in log[-1]
     with pytest.raises(ValueError, match="device must be cpu, cuda"):
@@ -112,7 +112,8 @@ def test_generation_and_training_on_cuda_match_the_cpu(tmp_path):
     cpu, gpu = load_target(path, torch.float32), load_target(path, torch.float32, "cuda")
     gpu.attention_backend = "padded"  # as the recipe's generator runs
     contexts = [[5, 9, 13, 2], [7, 3], [11, 12, 13, 14, 15, 16]]
-    (a_ids, a_feat), (b_ids, b_feat) = (decode_batch(t, contexts, 0.0, 0, 8, (1,), features=True) for t in (cpu, gpu))
+    (a_ids, a_feat), (b_ids, b_feat) = (decode_batch(t, contexts, temperature=0.0, seed=0, max_new=8, stop_ids=(1,),
+                                                     features=True) for t in (cpu, gpu))
     assert a_ids == b_ids
     for x, y in zip(a_feat, b_feat):
         torch.testing.assert_close(x, y, atol=2e-3, rtol=2e-3)
@@ -122,7 +123,7 @@ def test_generation_and_training_on_cuda_match_the_cpu(tmp_path):
     heads, logs = [], []
     for target, device in ((cpu, "cpu"), (gpu, "cuda")):
         cfg = TrainConfig(steps=3, warmup=1, ckpt_every=3, max_tokens=64, ttt_steps=3, hot_vocab=32, device=device)
-        heads.append(train(tmp_path / device, target, seqs, seqs[:1], cfg, resume=False))
+        heads.append(train(tmp_path / device, target, train_seqs=seqs, val_seqs=seqs[:1], cfg=cfg, resume=False))
         logs.append([json.loads(line) for line in (tmp_path / device / "log.jsonl").read_text().splitlines()])
     for r, s in zip(*logs):
         assert r["feat"] == pytest.approx(s["feat"], rel=1e-3) and r["ce"] == pytest.approx(s["ce"], rel=1e-3)

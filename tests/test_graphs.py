@@ -59,8 +59,8 @@ def decode_batch(prompts, alloc, slots):
 def verify_batch(prompts, alloc, slots, n=3, device="cpu"):
     """n chain nodes per request under a tree mask, after its prefix."""
     new = [alloc.alloc(n) for _ in prompts]
-    meta = build_meta([n] * len(prompts), slots, new, [torch.ones(n, n, dtype=torch.bool).tril()] * len(prompts),
-                      device)
+    meta = build_meta([n] * len(prompts), slots, extra_slots=new,
+                      masks=[torch.ones(n, n, dtype=torch.bool).tril()] * len(prompts), device=device)
     ids = torch.tensor([7, 3, 9] * len(prompts))[: n * len(prompts)]
     pos = torch.tensor([len(p) + i for p in prompts for i in range(n)])
     return ForwardBatch(ids.to(device), pos.to(device), torch.tensor(sum(new, []), device=device), meta)
@@ -191,8 +191,9 @@ def draft_level(head, prompts, seed=7, n=2, device="cpu"):
     level = [alloc.alloc(n) for _ in prompts]
     # node r of this level descends from earlier node r (and sees only it among the earlier ones)
     mask = torch.cat([torch.eye(n, dtype=torch.bool), torch.eye(n, dtype=torch.bool)], dim=1)
-    meta = build_meta([n] * len(prompts), slots, [e + lv for e, lv in zip(earlier, level)], [mask] * len(prompts),
-                      device)
+    meta = build_meta([n] * len(prompts), slots, extra_slots=[e + lv for e, lv in zip(earlier, level)],
+                      masks=[mask] * len(prompts),
+                      device=device)
     ids = torch.randint(3, 16, (n * len(prompts),), generator=gen).to(device)
     pos = torch.tensor([len(p) for p in prompts for _ in range(n)], device=device)
     batch = ForwardBatch(ids, pos, torch.tensor(sum(level, []), device=device), meta)

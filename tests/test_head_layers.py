@@ -137,13 +137,13 @@ def test_upper_layers_get_their_own_learning_rate(pair2, tmp_path):
     tokens = [[3 + (i * 5 + j) % 13 for i in range(20)] for j in range(4)]
     seqs = [Sequence(torch.tensor(t), f.half(), 4) for t, f in zip(tokens, target_features(target, tokens))]
     cfg = TrainConfig(steps=2, lr=1e-3, warmup=1, ckpt_every=2, max_tokens=96, head_layers=2, upper_lr_mult=10)
-    head = train(tmp_path, target, seqs, seqs[:1], cfg, resume=False)
+    head = train(tmp_path, target, train_seqs=seqs, val_seqs=seqs[:1], cfg=cfg, resume=False)
     base, upper = torch.load(tmp_path / "ckpt.pt", weights_only=False)["opt"]["param_groups"]
     assert upper["lr"] == pytest.approx(10 * base["lr"])
     assert len(upper["params"]) == len(list(head.layers[1].parameters()))
     assert len(base["params"]) == len(list(head.parameters())) - len(upper["params"])
     cfg1 = TrainConfig(steps=1, warmup=1, ckpt_every=1, max_tokens=96)  # one layer: one group, the plain recipe
-    train(tmp_path / "one", target, seqs, seqs[:1], cfg1, resume=False)
+    train(tmp_path / "one", target, train_seqs=seqs, val_seqs=seqs[:1], cfg=cfg1, resume=False)
     assert len(torch.load(tmp_path / "one" / "ckpt.pt", weights_only=False)["opt"]["param_groups"]) == 1
     with pytest.raises(ValueError, match="upper_lr_mult and fuse_lr_mult must be > 0"):
         TrainConfig(upper_lr_mult=0)
@@ -158,8 +158,9 @@ def test_resume_and_export_follow_the_checkpoint_depth(pair2, tmp_path):
     tokens = [[3 + (i * 3 + j) % 13 for i in range(16)] for j in range(3)]
     seqs = [Sequence(torch.tensor(t), f.half(), 4) for t, f in zip(tokens, target_features(target, tokens))]
     cfg = TrainConfig(steps=1, warmup=1, ckpt_every=1, max_tokens=96, head_layers=2)
-    train(tmp_path, target, seqs, seqs[:1], cfg, resume=False)
+    train(tmp_path, target, train_seqs=seqs, val_seqs=seqs[:1], cfg=cfg, resume=False)
     state = torch.load(tmp_path / "ckpt.pt", weights_only=False)["head"]
     assert layers_in(state) == 2 and layers_in({"fc.weight": torch.zeros(1)}) == 0
     with pytest.raises(ValueError, match="holds a head of 2 layers; --head-layers is 1"):
-        train(tmp_path, target, seqs, seqs[:1], TrainConfig(steps=2, warmup=1, max_tokens=96), resume=True)
+        train(tmp_path, target, train_seqs=seqs, val_seqs=seqs[:1], cfg=TrainConfig(steps=2, warmup=1, max_tokens=96),
+              resume=True)

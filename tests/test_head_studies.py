@@ -213,7 +213,7 @@ def test_ceiling_of_a_real_run(tiny):
     assert c["tau"] == pytest.approx(r["tau"]) and c["head"]["tau"] == pytest.approx(c["tau"])
     assert c["perfect"]["tau"] == pytest.approx(spec.num_steps + 1) and c["perfect"]["reach"] == [1.0] * 3
     hot = ceiling(wb, prompts, spec, 12, temperature=1.0, seed=2)
-    assert hot["steps"] > 0 and hot["tau"] == pytest.approx(run(wb, prompts, spec, 12, 1.0, 2)["tau"])
+    assert hot["steps"] > 0 and hot["tau"] == pytest.approx(run(wb, prompts, spec, 12, temperature=1.0, seed=2)["tau"])
     for side in ("head", "perfect"):
         assert 1.0 <= hot[side]["tau"] <= spec.num_steps + 1
         assert hot[side]["reach"] == sorted(hot[side]["reach"], reverse=True)

@@ -529,7 +529,7 @@ def test_a_fused_pack_runs_only_where_it_is_fresh_and_the_order_runs_onednn():
 
 
 def test_plain_products_run_f_linear_inside_and_the_measured_order_after(monkeypatch):
-    """``--beside-plain``'s switch: inside the block every product of the modules is F.linear's
+    """The switch of ``experiments/beside_plain.py``: inside the block every product of the modules is F.linear's
     bits (no other implementation is called, the fused q/k/v of a oneDNN order included); after it,
     each Linear follows its own order again, its packs untouched."""
     from workbench.models.linear import plain_products

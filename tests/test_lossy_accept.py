@@ -94,7 +94,8 @@ def test_walk_at_threshold_one_is_the_exact_rule_bit_for_bit():
     tokens = [0, 1, 2, 3, 2, 4, 5]
     for seed in range(200):
         probs = torch.softmax(torch.randn(7, VOCAB, generator=gen) * 1.5, -1)
-        res = sampling_walk(tokens, NEXT_TOKEN, NEXT_SIBLING, probs, torch.Generator().manual_seed(seed), 1.0, 1.0)
+        res = sampling_walk(tokens, NEXT_TOKEN, next_sibling=NEXT_SIBLING, probs=probs,
+                            generator=torch.Generator().manual_seed(seed), threshold_single=1.0, threshold_acc=1.0)
         path, bonus, coins = exact_rule(tokens, probs, torch.Generator().manual_seed(seed))
         assert (res.path, res.bonus, [m.coin for m in res.moves]) == (path, bonus, coins)
         assert res.thresholds is None and all(m.accept_prob is None for m in res.moves)
@@ -118,7 +119,8 @@ def test_walk_follows_the_closed_form_law_at_one_node(single, acc):
     gen, counts = torch.Generator().manual_seed(1), torch.zeros(VOCAB)
     probs = p.expand(4, VOCAB)
     for _ in range(8000):
-        res = sampling_walk(tokens, next_token, next_sibling, probs, gen, single, acc)
+        res = sampling_walk(tokens, next_token, next_sibling=next_sibling, probs=probs, generator=gen,
+                            threshold_single=single, threshold_acc=acc)
         counts[tokens[res.path[1]] if res.num_accepted else res.bonus] += 1
     assert chi_square_pvalue(counts, node.law) > ALPHA
 

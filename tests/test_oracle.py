@@ -40,22 +40,23 @@ def pair(tmp_path_factory):
 def _tree():
     """Root 0; children 1 (tok 2), 2 (tok 5); 1's children 3 (tok 7), 4 (tok 2); 3's child 5 (tok 1)."""
     c = Candidates()
-    a = c.add(2, 0.5, 0.5, -1, 1)
-    c.add(5, 0.3, 0.3, -1, 1)
-    b = c.add(7, 0.6, 0.3, a, 2)
-    c.add(2, 0.2, 0.1, a, 2)
-    c.add(1, 0.9, 0.27, b, 3)
-    return build_tree(9, c, [0, 1, 2, 3, 4], 4)
+    a = c.add(2, 0.5, score=0.5, parent=-1, depth=1)
+    c.add(5, 0.3, score=0.3, parent=-1, depth=1)
+    b = c.add(7, 0.6, score=0.3, parent=a, depth=2)
+    c.add(2, 0.2, score=0.1, parent=a, depth=2)
+    c.add(1, 0.9, score=0.27, parent=b, depth=3)
+    return build_tree(9, c, [0, 1, 2, 3, 4], prefix_len=4)
 
 
 def test_expectation_matches_the_walk():
     tree = _tree()
     gen = torch.Generator().manual_seed(0)
     probs = torch.softmax(torch.randn(tree.num_nodes, VOCAB, generator=gen) * 1.5, -1)
-    want = expectation(tree.tokens, tree.parents, tree.depths, probs, 3)
+    want = expectation(tree.tokens, tree.parents, depths=tree.depths, probs=probs, num_steps=3)
     n, lengths, past = 20000, [], [0, 0, 0]
     for _ in range(n):
-        res = sampling_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling, probs, gen)
+        res = sampling_walk(tree.tokens, tree.retrieve_next_token, next_sibling=tree.retrieve_next_sibling, probs=probs,
+                            generator=gen)
         lengths.append(len(res.path))
         for d in range(1, len(res.path)):
             past[d - 1] += 1
@@ -90,7 +91,7 @@ def test_step_expectation_from_records(pair, temperature):
                 continue
             e = step_expectation(rec, 3)
             probs = target_probs(rec.logits, sampling)
-            assert e == expectation(rec.tree.tokens, rec.tree.parents, rec.tree.depths, probs, 3)
+            assert e == expectation(rec.tree.tokens, rec.tree.parents, depths=rec.tree.depths, probs=probs, num_steps=3)
             if temperature == 0:  # deterministic walk: the expectation is what happened
                 assert e.accept_length == pytest.approx(len(rec.result.path))
             seen += 1

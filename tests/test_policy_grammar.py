@@ -35,7 +35,7 @@ def _three(text: str) -> list:
     (the last two as a list of one; ';' since the policy may hold commas)."""
     cli = policy_from_args(Namespace(policy=text), SpecConfig.linear(2))
     bench = parse_policies(f"{text};")[0]
-    app = parse_inputs("closed", 2, f"{text};", 4, 8, 0)[1][0]
+    app = parse_inputs("closed", 2, policies=f"{text};", requests=4, max_new=8, kv_slots=0)[1][0]
     return [cli, bench, app]
 
 
@@ -84,7 +84,8 @@ def test_generate_and_bench_load_run_a_bare_adaptive(tiny_dir, tmp_path, capsys,
 ])
 def test_a_bad_policy_is_one_line_everywhere(tiny_dir, tmp_path, capsys, text, message):
     with pytest.raises(ValueError, match="^" + message.replace("(", r"\(")):
-        parse_inputs("closed", 2, f"off;{text}", 4, 8, 0)  # the Load tab shows the same line
+        # the Load tab shows the same line
+        parse_inputs("closed", 2, policies=f"off;{text}", requests=4, max_new=8, kv_slots=0)
     target = ["--target", str(tiny_dir), "--draft", "random:1"]
     assert main(["generate", *target, "--prompt", "hi", "--policy", text]) == 2
     assert load_run.main([*target, "--policies", f"off;{text}", "--out", str(tmp_path / "o")]) == 2

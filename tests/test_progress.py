@@ -65,7 +65,7 @@ def test_generate_calls_back_after_every_step(tiny_dir):
     from workbench.engine.sampling import SamplingParams
     from workbench.pipeline import Workbench
 
-    wb = Workbench.load(str(tiny_dir), "random", "fp32")
+    wb = Workbench.load(str(tiny_dir), "random", dtype="fp32")
     seen = []
     chain = SpecConfig.from_knobs("linear", num_steps=3)
     (req,), seconds = wb.generate([wb.encode("the cat sat")], chain, SamplingParams(), 12,

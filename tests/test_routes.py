@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from workbench.bench.routes import main, route_table
+from experiments.routes import main, route_table
 
 
 def _result():

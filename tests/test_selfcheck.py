@@ -9,7 +9,7 @@ from workbench.attention.selfcheck import check_kernel, choose_attention_backend
 
 
 def wrong_kernel(q, k, v, meta, scale=None, **knobs):
-    return attention_reference(q, k, v, meta, scale) + 0.1
+    return attention_reference(q, k, v, meta, scale=scale) + 0.1
 
 
 def crashing_kernel(q, k, v, meta, scale=None, **knobs):
@@ -17,12 +17,13 @@ def crashing_kernel(q, k, v, meta, scale=None, **knobs):
 
 
 def reference_kernel(q, k, v, meta, scale=None, **knobs):
-    return attention_reference(q, k, v, meta, scale)
+    return attention_reference(q, k, v, meta, scale=scale)
 
 
 def test_a_kernel_equal_to_the_reference_passes():
     assert check_kernel("cpu", torch.float32, kernel=reference_kernel) is None
-    assert check_kernel("cpu", torch.bfloat16, 128, 8, 2, kernel=reference_kernel) is None
+    assert check_kernel("cpu", torch.bfloat16, head_dim=128, num_heads=8, num_kv_heads=2,
+                        kernel=reference_kernel) is None
 
 
 def test_the_triton_kernel_passes_under_the_interpreter():
@@ -36,12 +37,15 @@ def test_wrong_and_crashing_kernels_are_reported():
 
 
 def test_fallback_to_torch_with_one_line():
-    check = choose_attention_backend("triton", "cpu", torch.float32, 64, 9, 3, kernel=crashing_kernel)
+    check = choose_attention_backend("triton", "cpu", dtype=torch.float32, head_dim=64, num_heads=9, num_kv_heads=3,
+                                     kernel=crashing_kernel)
     assert (check.backend, check.ok) == ("torch", False)
     assert "\n" not in check.message and "falling back to the PyTorch backend" in check.message
-    ok = choose_attention_backend("triton", "cpu", torch.float32, 64, 9, 3, kernel=reference_kernel)
+    ok = choose_attention_backend("triton", "cpu", dtype=torch.float32, head_dim=64, num_heads=9, num_kv_heads=3,
+                                  kernel=reference_kernel)
     assert (ok.backend, ok.ok) == ("triton", True) and "self-check passed" in ok.message
-    plain = choose_attention_backend("torch", "cpu", torch.float32, 64, 9, 3, kernel=crashing_kernel)
+    plain = choose_attention_backend("torch", "cpu", dtype=torch.float32, head_dim=64, num_heads=9, num_kv_heads=3,
+                                     kernel=crashing_kernel)
     assert (plain.backend, plain.ok, plain.message) == ("torch", True, "attention backend: torch on cpu")
 
 
@@ -76,8 +80,8 @@ def test_engine_cases_reach_the_launches_the_engine_makes(monkeypatch):
         gen = torch.Generator().manual_seed(0)
         out = []
         for p in cases:
-            *_, launched = make_problem(p, 2 * g, 2, dh, torch.bfloat16, "cpu", gen)
-            out.append(triton_tree.plan_launch(launched, 2 * g, 2, dh, 2, cuda, **{
+            *_, launched = make_problem(p, 2 * g, hkv=2, dh=dh, dtype=torch.bfloat16, device="cpu", gen=gen)
+            out.append(triton_tree.plan_launch(launched, 2 * g, hkv=2, head_dim=dh, elem_bytes=2, device=cuda, **{
                 k: v for k, v in p.knobs.items() if k in ("block_n", "num_splits")}))
         return out
 
@@ -92,9 +96,10 @@ def test_engine_cases_pass_under_the_interpreter():
     """The engine cases (bucket launches included) at a small head dim: the interpreter is slow."""
     from workbench.attention.selfcheck import ENGINE_CASES
 
-    assert check_kernel("cpu", torch.bfloat16, 16, 6, 2, cases=ENGINE_CASES) is None
+    assert check_kernel("cpu", torch.bfloat16, head_dim=16, num_heads=6, num_kv_heads=2, cases=ENGINE_CASES) is None
     # a kernel that plans by the host lists (here: the reference) misreads a bucket launch
-    problem = check_kernel("cpu", torch.bfloat16, 16, 6, 2, kernel=reference_kernel, cases=ENGINE_CASES[1:2])
+    problem = check_kernel("cpu", torch.bfloat16, head_dim=16, num_heads=6, num_kv_heads=2, kernel=reference_kernel,
+                           cases=ENGINE_CASES[1:2])
     assert problem.startswith("differs from the reference on the 32-token graph bucket case")
 
 
@@ -102,7 +107,7 @@ def test_a_bucket_launch_needs_room_for_the_real_layout():
     from workbench.attention.meta import build_meta
     from workbench.attention.selfcheck import as_bucket
 
-    meta = build_meta([2, 1], [list(range(10)), [10, 11]], [[12, 13], [14]], None)
+    meta = build_meta([2, 1], [list(range(10)), [10, 11]], extra_slots=[[12, 13], [14]], masks=None)
     launched = as_bucket(meta, 14)  # the plan: one request of 3 rows after 14 prefix keys
     assert (launched.q_lens, launched.prefix_list, launched.kv_lens) == ([3, 0], [14, 0], [17, 0])
     assert launched.cu_kv is meta.cu_kv and launched.prefix_lens is meta.prefix_lens  # the real layout
@@ -121,14 +126,16 @@ def test_a_sticky_gpu_fault_is_fatal_not_a_fallback(monkeypatch):
 
     monkeypatch.setattr(selfcheck, "device_lost", lambda device, exc: "illegal memory access" in str(exc))
     with pytest.raises(selfcheck.DeviceFault) as fault:
-        choose_attention_backend("triton", "cpu", torch.float32, 64, 9, 3, kernel=faulting_kernel)
+        choose_attention_backend("triton", "cpu", dtype=torch.float32, head_dim=64, num_heads=9, num_kv_heads=3,
+                                 kernel=faulting_kernel)
     msg = str(fault.value)
     assert "\n" not in msg and msg.startswith("fatal: the GPU faulted while the Triton kernel's self-check ran "
                                               "(RuntimeError: Triton Error [CUDA]: an illegal memory access")
     assert "Restart with --attention torch --no-cuda-graphs" in msg
     assert isinstance(fault.value, SystemExit)  # uncaught: the message, exit status 1, no traceback
     # a failure that leaves the device usable still falls back
-    check = choose_attention_backend("triton", "cpu", torch.float32, 64, 9, 3, kernel=crashing_kernel)
+    check = choose_attention_backend("triton", "cpu", dtype=torch.float32, head_dim=64, num_heads=9, num_kv_heads=3,
+                                     kernel=crashing_kernel)
     assert check.backend == "torch"
 
 
@@ -157,4 +164,4 @@ def test_device_lost_tells_sticky_from_passing_errors(monkeypatch):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_the_engine_cases_pass_on_the_gpu(dtype):
     for dh, g in ((64, 3), (128, 4), (64, 1)):  # SmolLM2's, Llama-3-8B's heads, and no GQA
-        assert check_kernel("cuda", dtype, dh, 2 * g, 2) is None
+        assert check_kernel("cuda", dtype, head_dim=dh, num_heads=2 * g, num_kv_heads=2) is None

@@ -205,8 +205,8 @@ def test_a_cache_file_adds_entries_reads_bad_files_as_empty_and_says_when_it_can
 
     path = tmp_path / "sub" / "verdicts.json"
     assert read_entries(path) == {}
-    add_entry(path, "a", {"x": 1}, "[t]", "the verdict")
-    add_entry(path, "b", {"y": 2}, "[t]", "the verdict")
+    add_entry(path, "a", value={"x": 1}, tag="[t]", what="the verdict")
+    add_entry(path, "b", value={"y": 2}, tag="[t]", what="the verdict")
     assert read_entries(path) == {"a": {"x": 1}, "b": {"y": 2}} and list(path.parent.iterdir()) == [path]
     path.write_text("[1, 2]")
     assert read_entries(path) == {}  # not an object
@@ -214,6 +214,6 @@ def test_a_cache_file_adds_entries_reads_bad_files_as_empty_and_says_when_it_can
     assert read_entries(path) == {}  # not JSON
     blocked = tmp_path / "file"
     blocked.write_text("")
-    add_entry(blocked / "verdicts.json", "a", {}, "[t]", "the verdict")  # its folder is a file
+    add_entry(blocked / "verdicts.json", "a", value={}, tag="[t]", what="the verdict")  # its folder is a file
     err = capsys.readouterr().err
     assert err.startswith("[t] note: could not cache the verdict in ") and err.count("\n") == 1

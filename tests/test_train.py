@@ -35,7 +35,7 @@ def test_training_forward_equals_inference_forward(tiny, layers):
     pad_i = torch.zeros(2, max(lens), dtype=torch.long)
     for b, n in enumerate(lens):
         pad_f[b, :n], pad_i[b, :n] = feats[b], torch.tensor(ids[b])
-    got = train_forward(head, target.model.embed_tokens, pad_f, pad_i)
+    got = train_forward(head, target.model.embed_tokens, features=pad_f, next_ids=pad_i)
     for b, n in enumerate(lens):
         torch.testing.assert_close(got[b, :n], want[b], rtol=1e-5, atol=1e-5)
 
@@ -44,7 +44,7 @@ def test_training_forward_has_gradients(tiny):
     target, head = tiny
     head = head.train()
     feats = torch.randn(1, 5, target.config.hidden_size)
-    out = train_forward(head, target.model.embed_tokens, feats, torch.tensor([[1, 2, 3, 4, 5]]))
+    out = train_forward(head, target.model.embed_tokens, features=feats, next_ids=torch.tensor([[1, 2, 3, 4, 5]]))
     out.sum().backward()
     assert all(p.grad is not None for p in head.parameters())
     head.zero_grad(set_to_none=True)
@@ -60,7 +60,7 @@ def test_chunked_loss_matches_plain_loss():
     out = eagle_loss_backward(pred, target, lm_head, chunk=4)
     chunked = x.grad.clone()
     x.grad = None
-    ce, _ = soft_ce(x * 2, target, lm_head)
+    ce, _ = soft_ce(x * 2, target, lm_head=lm_head)
     (feature_loss(x * 2, target) + 0.1 * ce).backward()
     torch.testing.assert_close(chunked, x.grad)
     assert out["ce"] == pytest.approx(float(ce.detach()), rel=1e-5)
@@ -106,14 +106,16 @@ def test_warm_start_loads_an_exported_head(tiny, tmp_path):
     seqs = [Sequence(torch.randint(3, 60, (12,), generator=gen), torch.randn(12, h, generator=gen).half(), 4)
             for _ in range(3)]
     cfg = TrainConfig(steps=1, lr=0.0, warmup=1, ckpt_every=1, max_tokens=64, init=str(tmp_path / "head"))
-    out = train(tmp_path / "work", target, seqs, seqs[:1], cfg, resume=False)
+    out = train(tmp_path / "work", target, train_seqs=seqs, val_seqs=seqs[:1], cfg=cfg, resume=False)
     for (name, a), (_, b) in zip(head.state_dict().items(), out.state_dict().items()):
         torch.testing.assert_close(a, b, msg=name)
     with pytest.raises(FileNotFoundError, match="no such checkpoint"):
-        train(tmp_path / "work", target, seqs, seqs[:1], TrainConfig(steps=1, init=str(tmp_path / "nope")), False)
+        train(tmp_path / "work", target, train_seqs=seqs, val_seqs=seqs[:1],
+              cfg=TrainConfig(steps=1, init=str(tmp_path / "nope")), resume=False)
     (tmp_path / "junk.pt").write_text("not a checkpoint")
     with pytest.raises(ValueError, match="not a training checkpoint"):
-        train(tmp_path / "work", target, seqs, seqs[:1], TrainConfig(steps=1, init=str(tmp_path / "junk.pt")), False)
+        train(tmp_path / "work", target, train_seqs=seqs, val_seqs=seqs[:1],
+              cfg=TrainConfig(steps=1, init=str(tmp_path / "junk.pt")), resume=False)
 
 
 def test_coverage_counts_the_targets_token_among_the_heads_top_k():
@@ -126,7 +128,7 @@ def test_coverage_counts_the_targets_token_among_the_heads_top_k():
     want = (target @ lm_head.T).argmax(-1)
     rank = ((pred @ lm_head.T) > (pred @ lm_head.T).gather(1, want[:, None])).sum(-1)  # 0 = head's top-1
     assert hits == {1: int((rank == 0).sum()), 3: int((rank < 3).sum()), 40: 300}
-    assert hits[1] == soft_ce(pred, target, lm_head)[1]
+    assert hits[1] == soft_ce(pred, target, lm_head=lm_head)[1]
     p_max = torch.softmax(target @ lm_head.T, -1).max(-1).values
     low = p_max < 0.2
     assert bins == [[int(low.sum()), int((low & (rank == 0)).sum())], [int((~low).sum()), int((~low & (rank == 0)).sum())]]

@@ -77,7 +77,7 @@ def test_generator_writes_the_targets_own_answers(tiny_target, tmp_path):
     sh = read(shard_path(tmp_path, 1))
     prompts = build_prompt_set(0, 6)[2:4]
     contexts = [FakeChat().encode([{"role": "user", "content": p.text}]) for p in prompts]
-    greedy = decode_batch(tiny_target, contexts, 0.0, 0, 6, STOP)
+    greedy = decode_batch(tiny_target, contexts, temperature=0.0, seed=0, max_new=6, stop_ids=STOP)
     starts, plens = sh["starts"].tolist(), sh["prompt_lens"].tolist()
     seqs = [sh["tokens"][s:e].tolist() for s, e in zip(starts, starts[1:])]
     assert sh["prompt_index"].tolist()[:2] == [2, 3] and sh["temperature"].tolist()[:2] == [0.0, 0.0]
@@ -320,16 +320,17 @@ def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
     assert (tmp_path / "curve" / "scaling.md").read_text().count("\n") == 4
     # the held-out figures `python -m workbench.train evaluate --held-out` prints for an exported (fp16) head are training's own
     head = tmp_path / "curve" / "tokens_60" / "head"
-    v = measure_head(head, tiny_target, held_out_sequences(data, tiny_target, 60, 4))
+    v = measure_head(head, tiny_target, held_out_sequences(data, tiny_target, max_response_tokens=60, val_every=4))
     from workbench.train.features import load_sequences
 
     assert v["conversations"] == len(load_sequences(data, tiny_target, 60, 4)[1]) > 0 and v["positions"] > 0
     for k in ("top1", "top1_step2", "top1_step3", "feat"):
         assert v[k] == pytest.approx(rows[1]["val"][k], abs=0.02), k
     with pytest.raises(FileNotFoundError, match="no shard_"):
-        held_out_sequences(tmp_path / "curve", tiny_target, 60, 4)
+        held_out_sequences(tmp_path / "curve", tiny_target, max_response_tokens=60, val_every=4)
     # coverage: k=1 is top-1, larger k catches more, the whole vocabulary catches all; bins share 100 %
-    cov = measure_head(head, tiny_target, held_out_sequences(data, tiny_target, 60, 4), (1, 2, 128))
+    cov = measure_head(head, tiny_target, held_out_sequences(data, tiny_target, max_response_tokens=60, val_every=4),
+                       (1, 2, 128))
     assert cov["in_top1"] == pytest.approx(cov["top1"]) and cov["in_top1"] <= cov["in_top2"] <= cov["in_top128"] == 1
     assert sum(b["share"] for b in cov["confidence"]) == pytest.approx(1)
     # teacher-forced agreement on given answers (features from a fresh prefill) = held-out's
@@ -342,7 +343,7 @@ def test_scaling_trains_one_head_per_point_and_resumes(tiny_target, tmp_path):
         assert tf[k] == pytest.approx(cov[k], abs=0.02), k
     # head_studies agreement --answer-tokens 3: each answer cut to its first 3 tokens (3 loss positions at most),
     # the same as agreement on answers cut there
-    cut = cut_answers(held_out_sequences(data, tiny_target, 60, 4), 3)
+    cut = cut_answers(held_out_sequences(data, tiny_target, max_response_tokens=60, val_every=4), 3)
     assert [len(c.tokens) for c in cut] == [min(len(s.tokens), s.prompt_len + 3) for s in val]
     assert all(0 < c.num_targets <= 3 for c in cut) and sum(c.num_targets for c in cut) < cov["positions"]
     tf3 = measure_head(head, tiny_target, answer_sequences(tiny_target, prompts, [a[:3] for a in answers]))

@@ -44,8 +44,8 @@ def test_unrolled_steps_equal_drafting_one_step_at_a_time(tiny, layers, fuse):
     feats = torch.randn(1, T, H, generator=gen, dtype=torch.float64)
     aux = torch.randn(1, T, H * len(fuse), generator=gen, dtype=torch.float64) * 5 if fuse else None
     ids = torch.randint(0, target.config.vocab_size, (1, T), generator=gen)
-    outs = unrolled_forward(head, embed, feats, ids, 3, aux)
-    torch.testing.assert_close(outs[0], train_forward(head, embed, feats, ids, aux))
+    outs = unrolled_forward(head, embed, features=feats, next_ids=ids, steps=3, aux=aux)
+    torch.testing.assert_close(outs[0], train_forward(head, embed, features=feats, next_ids=ids, aux=aux))
     inner = head  # a fused head = the same head without fuse, on the folded features
     if fuse:
         feats = head.feature_in(torch.cat([aux, feats], dim=-1)).detach()
@@ -55,7 +55,7 @@ def test_unrolled_steps_equal_drafting_one_step_at_a_time(tiny, layers, fuse):
     for r in (2, 4, 5):
         f, x = feats[:, : r + 1], ids[:, : r + 1]
         for k in range(1, 4):
-            guess = train_forward(inner, embed, f, x)[:, -1]  # the head's guess of f_{r+k}
+            guess = train_forward(inner, embed, features=f, next_ids=x)[:, -1]  # the head's guess of f_{r+k}
             torch.testing.assert_close(outs[k - 1][:, r + k - 1], guess, rtol=1e-10, atol=1e-10)
             f = torch.cat([f, guess[:, None]], dim=1)
             x = torch.cat([x, ids[:, r + k : r + k + 1]], dim=1)
@@ -130,7 +130,7 @@ def test_each_option_trains_a_tiny_head(tiny, tmp_path, options):
     target, _ = tiny
     seqs = toy_sequences(target, 12, 0, TrainConfig(**options).taps)
     cfg = TrainConfig(steps=80, lr=3e-3, warmup=2, ckpt_every=80, max_tokens=96, **options)
-    train(tmp_path, target, seqs, seqs[:4], cfg, resume=False)
+    train(tmp_path, target, train_seqs=seqs, val_seqs=seqs[:4], cfg=cfg, resume=False)
     log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     def mean(xs):
         return sum(xs) / len(xs)

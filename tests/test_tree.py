@@ -14,12 +14,12 @@ def rows(mask: torch.Tensor) -> list[str]:
 def seed_mask_candidates():
     # the -> mat, rug ; mat -> and, on ; rug -> soft (and a weak sibling that the rerank drops)
     c = Candidates()
-    mat = c.add(10, 0.6, 0.6, -1, 1)
-    rug = c.add(11, 0.4, 0.4, -1, 1)
-    c.add(12, 0.5, 0.30, mat, 2)  # and
-    c.add(13, 0.4, 0.24, mat, 2)  # on
-    c.add(14, 0.6, 0.24, rug, 2)  # soft
-    c.add(15, 0.01, 0.004, rug, 2)
+    mat = c.add(10, 0.6, score=0.6, parent=-1, depth=1)
+    rug = c.add(11, 0.4, score=0.4, parent=-1, depth=1)
+    c.add(12, 0.5, score=0.30, parent=mat, depth=2)  # and
+    c.add(13, 0.4, score=0.24, parent=mat, depth=2)  # on
+    c.add(14, 0.6, score=0.24, parent=rug, depth=2)  # soft
+    c.add(15, 0.01, score=0.004, parent=rug, depth=2)
     return c
 
 
@@ -75,9 +75,9 @@ def test_score_driven_build():
 
 def test_rerank_drops_orphans_and_counts_them():
     c = Candidates()
-    a = c.add(1, 0.5, 0.5, -1, 1)
-    c.add(2, 0.5, 0.5, -1, 1)
-    c.add(3, 1.0, 0.5, a, 2)  # ties with both level-1 nodes
+    a = c.add(1, 0.5, score=0.5, parent=-1, depth=1)
+    c.add(2, 0.5, score=0.5, parent=-1, depth=1)
+    c.add(3, 1.0, score=0.5, parent=a, depth=2)  # ties with both level-1 nodes
     c.scores[0] = 0.4  # a tree built elsewhere with a child scored above its parent
     kept, dropped = rerank(c, num_draft_tokens=3)
     assert kept == [1] and dropped == [2]

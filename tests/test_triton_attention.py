@@ -82,7 +82,7 @@ def make_case(
             masks.append(tree_rows(e, rng)[e - n :])
         else:
             masks.append(torch.rand(n, e, generator=gen) < 0.5)
-    meta = build_meta(list(q_lens), pre, ext, None if causal else masks, device=device)
+    meta = build_meta(list(q_lens), pre, extra_slots=ext, masks=None if causal else masks, device=device)
     q = torch.randn(sum(q_lens), hq, dh, generator=gen).to(device=device, dtype=dtype)
     k = torch.randn(n_slots, hkv, dh, generator=gen).to(device=device, dtype=dtype)
     v = torch.randn(n_slots, hkv, dh, generator=gen).to(device=device, dtype=dtype)
@@ -90,8 +90,8 @@ def make_case(
 
 
 def check(q, k, v, meta, scale=None, **knobs):
-    out = tree_attention(q, k, v, meta, scale, **knobs)
-    ref = attention_reference(q, k, v, meta, scale)
+    out = tree_attention(q, k, v, meta, scale=scale, **knobs)
+    ref = attention_reference(q, k, v, meta, scale=scale)
     assert out.shape == ref.shape and out.dtype == q.dtype and out.device == q.device
     assert torch.isfinite(out.float()).all()
     assert_close(out, ref)
@@ -212,8 +212,8 @@ def test_empty_requests_and_empty_call():
 
 def test_dispatcher():
     q, k, v, meta = make_case([4], [10], hq=2, hkv=1, seed=18)
-    out = attend(q, k, v, meta, 32**-0.5, backend="triton")
-    ref = attend(q, k, v, meta, 32**-0.5, backend="torch")
+    out = attend(q, k, v, meta, scale=32**-0.5, backend="triton")
+    ref = attend(q, k, v, meta, scale=32**-0.5, backend="torch")
     assert_close(out, ref)
 
 

@@ -22,7 +22,7 @@ def read_entries(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def add_entry(path: Path, key: str, value: dict, tag: str, what: str) -> None:
+def add_entry(path: Path, key: str, *, value: dict, tag: str, what: str) -> None:
     """Add (or replace) one entry; ``tag`` and ``what`` make the line said when the file cannot
     be written: ``{tag} note: could not cache {what} in PATH: why``."""
     path = Path(path)

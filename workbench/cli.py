@@ -96,14 +96,15 @@ def cmd_generate(args) -> int:
             status.update(progress_text(label, requests, seconds, speculative))
 
         try:
-            reqs, seconds = wb.generate(encoded[start : start + bs], spec, sampling, args.max_new_tokens, sink,
+            reqs, seconds = wb.generate(encoded[start : start + bs], spec, sampling, args.max_new_tokens,
+                                        trace_sink=sink,
                                         on_step=show if status.enabled else None, policy=policy,
                                         kv_slots=args.kv_slots)
         except ValueError as err:  # a request the KV capacity can never hold: its size and the capacity
             raise UserError(str(err)) from None
         status.finish(progress_text(label, reqs, seconds, speculative))
         for n, (it, req) in enumerate(zip(batch, reqs), start):
-            out = result_record(wb, it, req, seconds, depth if speculative else 0)
+            out = result_record(wb, it, req=req, seconds=seconds, depth=depth if speculative else 0)
             if args.json:
                 print(json.dumps(out), flush=True)
                 continue

@@ -142,9 +142,10 @@ def choose_linear_order(choice: str, model: nn.Module, cache_dir: Path | None = 
         return LinearOrder((), "measurements disagreed, not cached", dtype=dtype)
     verdict = tuple(measured["verdict"])
     packed_mb = _packed_mb(weights, verdict)
-    add_entry(path, key, {"paths": list(verdict), "packed_mb": packed_mb, "cpu": cpu_signature(),
+    add_entry(path, key, value={"paths": list(verdict), "packed_mb": packed_mb, "cpu": cpu_signature(),
                              "torch": torch.__version__, "threads": torch.get_num_threads(),
-                             "dtype": dtype_name(dtype), "eligible": eligible, **measured}, "[linear]", "the choice")
+                             "dtype": dtype_name(dtype), "eligible": eligible, **measured}, tag="[linear]",
+                             what="the choice")
     return LinearOrder(verdict, "measured on this CPU", packed_mb, dtype)
 
 

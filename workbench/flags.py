@@ -248,7 +248,8 @@ def load_from_args(args, need_draft: bool = True) -> Workbench:
     if need_draft:
         check_hot_tokens(args.hot_tokens, args.draft)
     try:
-        return Workbench.load(args.target, args.draft, args.dtype, args.device, args.attention, need_draft,
+        return Workbench.load(args.target, args.draft, dtype=args.dtype, device=args.device, attention=args.attention,
+                              need_draft=need_draft,
                               hot_tokens=args.hot_tokens, linear_order=args.linear_order)
     except (ValueError, FileNotFoundError) as err:
         raise UserError(str(err)) from None

@@ -56,7 +56,7 @@ class Workbench:
     cuda_graphs: bool | None = None  # replay decode/verify from CUDA graphs; None = where possible
 
     @classmethod
-    def load(cls, target: str | None = None, draft: str | None = None, dtype: str = "fp32",
+    def load(cls, target: str | None = None, draft: str | None = None, *, dtype: str = "fp32",
              device: str | None = None, attention: str | None = None, need_draft: bool = True,
              hot_tokens: int | None = None, linear_order: str = "auto") -> "Workbench":
         """``attention``: ``torch`` or ``triton`` (default: ``default_backend(device)``); ``triton``
@@ -86,8 +86,8 @@ class Workbench:
         if attention not in BACKENDS:
             raise ValueError(f"unknown attention backend {attention!r}; choose one of {', '.join(BACKENDS)}")
         cfg = model.config
-        check = choose_attention_backend(attention, device, model.lm_head.weight.dtype, cfg.head_dim,
-                                          cfg.num_heads, cfg.num_kv_heads)
+        check = choose_attention_backend(attention, device, dtype=model.lm_head.weight.dtype, head_dim=cfg.head_dim,
+                                          num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads)
         if not check.ok:  # the one line a user sees when the Triton kernel cannot be trusted here
             print(f"warning: {check.message}", file=sys.stderr, flush=True)
         model.attention_backend = check.backend
@@ -105,7 +105,8 @@ class Workbench:
         for module in (model, head):
             if module is not None:
                 apply_linear_order(module, order)
-        return cls(model, tokenizer, head, name, Path(target_dir), dtype, check, order)
+        return cls(model, tokenizer, draft=head, draft_source=name, target_dir=Path(target_dir), dtype_name=dtype,
+                   attention=check, linear_order=order)
 
     def with_draft(self, draft: str, hot_tokens: int | None = None) -> "Workbench":
         """The same target (not loaded again) with another head directory, hot tokens as ``load``."""
@@ -178,7 +179,7 @@ class Workbench:
                       kv_slots=kv_slots, stops=stops)
 
     def generate(self, prompt_ids: list[list[int]], spec: SpecConfig, sampling: SamplingParams,
-                 max_new_tokens: int, trace_sink=None, on_step=None, policy=None,
+                 max_new_tokens: int, *, trace_sink=None, on_step=None, policy=None,
                  kv_slots: int | None = None, stops: bool = False, profile=None) -> tuple[list, float]:
         """Decode a batch together; returns (requests, seconds). ``trace_sink(dict)`` gets every
         step trace when given; ``on_step(requests, seconds)`` is called after every step (the

@@ -105,7 +105,8 @@ def selfchecks(ctx: dict) -> dict:
     rows = []
     for dtype in (torch.bfloat16, torch.float16, torch.float32):
         for name, shape in SHAPES.items():
-            problem = check_kernel(ctx["device"], dtype, shape["head_dim"], 2 * shape["num_heads"] // shape["num_kv_heads"], 2)
+            problem = check_kernel(ctx["device"], dtype, head_dim=shape["head_dim"],
+                                   num_heads=2 * shape["num_heads"] // shape["num_kv_heads"], num_kv_heads=2)
             rows.append({"dtype": str(dtype).replace("torch.", ""), "shape": name, "ok": problem is None,
                          "problem": problem})
     return {"ok": all(r["ok"] for r in rows), "runner": "self-checks (pytest is not installed)", "checks": rows}
@@ -184,11 +185,12 @@ def section_timing(ctx: dict) -> dict:
         head = random_head(target, 0)
         target.attention_backend = "triton" if ctx["device"] == "cuda" else "torch"
         eager = measure_verify_cost(target, sizes, prefix, repeats)
-        draft = measure_draft_cost(target, head, DRAFT_ROWS, prefix, repeats)
+        draft = measure_draft_cost(target, head, rows=DRAFT_ROWS, prefix_len=prefix, repeats=repeats)
         graphed = draft_graphed = None
         if ctx["device"] == "cuda":  # None when a capture failed (its warning is on stderr)
             graphed = measure_verify_cost(target, sizes, prefix, repeats, warmup=3, cuda_graphs=True)
-            draft_graphed = measure_draft_cost(target, head, DRAFT_ROWS, prefix, repeats, warmup=3, cuda_graphs=True)
+            draft_graphed = measure_draft_cost(target, head, rows=DRAFT_ROWS, prefix_len=prefix, repeats=repeats,
+                                               warmup=3, cuda_graphs=True)
         model = {"verify_eager_ms": eager, "verify_graph_ms": graphed, "draft_level_ms": draft,
                  "draft_level_graph_ms": draft_graphed,
                  "graph_check": graph_start_up_check(target, head) if ctx["device"] == "cuda" else None,

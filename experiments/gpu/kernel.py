@@ -111,9 +111,10 @@ def check_against_reference(setup: Setup, log=say) -> list[dict]:
     for dtype, problem in check_cases(setup):
         dname, name = str(dtype).replace("torch.", ""), problem.name
         try:
-            q, k, v, meta, _ = make_problem(problem, setup.hq, setup.hkv, setup.dh, dtype, setup.device, gen)
-            out = tree_attention(q, k, v, meta, None, **problem.knobs)
-            err, ratio = tolerance_ratio(out, attention_reference(q, k, v, meta, None), dtype)
+            q, k, v, meta, _ = make_problem(problem, setup.hq, hkv=setup.hkv, dh=setup.dh, dtype=dtype,
+                                            device=setup.device, gen=gen)
+            out = tree_attention(q, k, v, meta, scale=None, **problem.knobs)
+            err, ratio = tolerance_ratio(out, attention_reference(q, k, v, meta, scale=None), dtype)
             ok = bool(ratio <= 1.0)  # a NaN fails
             results.append({"case": name, "dtype": dname, "max_abs_err": err, "tolerance_ratio": ratio, "ok": ok})
             log(f"  check {'ok  ' if ok else 'FAIL'} {dname:<9} {name:<30} "
@@ -153,8 +154,8 @@ def uniform_problem(setup: Setup, b: int, p: int, n: int, gen: torch.Generator):
     what the dense baseline reads: the slots of each request's keys [B, P + N] and the mask
     [B, 1, N, P + N] (the whole prefix, then the tree)."""
     problem = Problem(f"B={b} P={p} N={n}", (n,) * b, (p,) * b, (n,) * b)
-    q, k_pool, v_pool, meta, _ = make_problem(problem, setup.hq, setup.hkv, setup.dh, DTYPES[setup.dtype],
-                                              setup.device, gen)
+    q, k_pool, v_pool, meta, _ = make_problem(problem, setup.hq, hkv=setup.hkv, dh=setup.dh, dtype=DTYPES[setup.dtype],
+                                              device=setup.device, gen=gen)
     slots = meta.kv_slots.view(b, p + n)  # build_meta lays out each request's prefix, then its tree
     dense_mask = torch.ones(b, 1, n, p + n, dtype=torch.bool, device=setup.device)
     dense_mask[:, 0, :, p:] = meta.mask.view(b, n, n)
@@ -172,9 +173,9 @@ def measure_shape(setup: Setup, timer, b: int, p: int, n: int, gen: torch.Genera
     scale = dh**-0.5
     q, k_pool, v_pool, meta, slots, dense_mask = uniform_problem(setup, b, p, n, gen)
     knobs = {k: v for k, v in (knobs or {}).items() if v is not None}
-    plan = plan_launch(meta, hq, hkv, dh, q.element_size(), q.device,
+    plan = plan_launch(meta, hq, hkv=hkv, head_dim=dh, elem_bytes=q.element_size(), device=q.device,
                        **{k: v for k, v in knobs.items() if k != "num_stages"})
-    run = lambda: tree_attention(q, k_pool, v_pool, meta, scale, **knobs)  # noqa: E731
+    run = lambda: tree_attention(q, k_pool, v_pool, meta, scale=scale, **knobs)  # noqa: E731
     kv_bytes = b * (p + n) * hkv * dh * 2 * q.element_size()
     row = {"B": b, "P": p, "N": n, "hq": hq, "hkv": hkv, "dh": dh, "dtype": setup.dtype,
            "block_m": plan.block_m, "block_n": plan.block_n, "num_warps": plan.num_warps,

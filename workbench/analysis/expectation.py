@@ -72,7 +72,7 @@ def from_mass(mass: list[float], depths: list[int], num_steps: int) -> Expectati
     return Expectation(1.0 + sum(mass[1:]), tuple(min(r, 1.0) for r in reach))
 
 
-def expectation(tokens: list[int], parents: list[int], depths: list[int], probs: torch.Tensor,
+def expectation(tokens: list[int], parents: list[int], *, depths: list[int], probs: torch.Tensor,
                 num_steps: int) -> Expectation:
     return from_mass(path_mass(tokens, parents, probs), depths, num_steps)
 
@@ -83,7 +83,7 @@ def step_expectation(rec: StepRecord, num_steps: int) -> Expectation:
     if rec.kind != "spec" or rec.tree is None:
         raise ValueError(f"step {rec.step} is a {rec.kind} step: only speculative steps have a tree")
     probs = target_probs(rec.logits, rec.sampling).cpu()
-    return expectation(rec.tree.tokens, rec.tree.parents, rec.tree.depths, probs, num_steps)
+    return expectation(rec.tree.tokens, rec.tree.parents, depths=rec.tree.depths, probs=probs, num_steps=num_steps)
 
 
 def trace_expectation(trace: dict) -> Expectation | None:

@@ -72,7 +72,7 @@ def _prefill(target: TargetModel, sequences: list[list[int]], points: list[tuple
     return allocator, kv, slots, out
 
 
-def _grown(head, allocator: SlotAllocator, slots: list[list[int]], points: list[tuple[int, int]],
+def _grown(head, allocator: SlotAllocator, *, slots: list[list[int]], points: list[tuple[int, int]],
            roots, num_steps: int, topk: int, forward, chunk: int):
     """The engine's tree growth at each point, ``chunk`` points at a time: the context and root
     committed (so depth-d nodes sit at L + d), ``roots(part)`` the hidden states that draft level 1.
@@ -80,7 +80,8 @@ def _grown(head, allocator: SlotAllocator, slots: list[list[int]], points: list[
     for start in range(0, len(points), chunk):
         part = points[start : start + chunk]
         prefixes = [slots[i][: L + 1] for i, L in part]
-        phase = grow_tree(head, forward, allocator, prefixes, roots(part), num_steps, topk)
+        phase = grow_tree(head, forward, allocator=allocator, prefixes=prefixes, h_last=roots(part),
+                          num_steps=num_steps, topk=topk)
         for s in phase.scratch_slots:
             allocator.free(s)
         yield part, phase.candidates
@@ -96,9 +97,10 @@ def perfect_head_trees(target: TargetModel, sequences: list[list[int]], points: 
     what follows it), and its tree levels write scratch slots, freed after every ``chunk`` points."""
     allocator, kv, slots, hidden = _prefill(target, sequences, points, chunk * scratch_slots_per_step(num_steps, topk))
     out = []
-    for _, candidates in _grown(_TargetAsHead(target, sampling), allocator, slots, points,
-                                lambda part: torch.stack([hidden[i][L] for i, L in part]), num_steps, topk,
-                                lambda _features, batch: target(batch, kv), chunk):
+    for _, candidates in _grown(_TargetAsHead(target, sampling), allocator, slots=slots, points=points,
+                                roots=lambda part: torch.stack([hidden[i][L] for i, L in part]), num_steps=num_steps,
+                                topk=topk,
+                                forward=lambda _features, batch: target(batch, kv), chunk=chunk):
         for c in candidates:
             kept, _ = rerank(c, num_draft_tokens)  # a path's score is its probability under the target
             out.append(from_mass([1.0] + [c.scores[k] for k in kept], [0] + [c.depths[k] for k in kept], num_steps))
@@ -141,13 +143,14 @@ def early_exit_trees(target: TargetModel, sequences: list[list[int]], answer_sta
         positions += max(0, len(seq) - max(start, 1))
     expectations = []
     drafter = ExitDraft(target, num_layers, f"exit:{num_layers}", kv)  # the engine's early exit, on this pool
-    for part, candidates in _grown(drafter, allocator, slots, points,
-                                   lambda part: torch.stack([exit_hidden[i][L] for i, L in part]), num_steps, topk,
-                                   drafter.forward, chunk):
+    for part, candidates in _grown(drafter, allocator, slots=slots, points=points,
+                                   roots=lambda part: torch.stack([exit_hidden[i][L] for i, L in part]),
+                                   num_steps=num_steps, topk=topk,
+                                   forward=drafter.forward, chunk=chunk):
         trees = []
         for (i, L), c in zip(part, candidates):
             kept, dropped = rerank(c, num_draft_tokens)
-            trees.append(build_tree(sequences[i][L], c, kept, L, dropped))
+            trees.append(build_tree(sequences[i][L], c, kept, prefix_len=L, dropped=dropped))
         new = [allocator.alloc(t.num_nodes - 1) for t in trees]
         batch = tree_batch(  # the verify: every drafted node (the root is in the prefix), under the tree mask
             tokens=[t.tokens[1:] for t in trees], positions=[t.positions[1:] for t in trees],
@@ -156,7 +159,7 @@ def early_exit_trees(target: TargetModel, sequences: list[list[int]], answer_sta
         verified = target(batch, kv).split([t.num_nodes - 1 for t in trees])
         for (i, L), t, h in zip(part, trees, verified):
             probs = target_probs(target.logits(torch.cat([full_hidden[i][L : L + 1], h])), sampling).cpu()
-            expectations.append(expectation(t.tokens, t.parents, t.depths, probs, num_steps))
+            expectations.append(expectation(t.tokens, t.parents, depths=t.depths, probs=probs, num_steps=num_steps))
         for n in new:
             allocator.free(n)
     return EarlyExit(num_layers, expectations, agree / max(1, positions), positions)

@@ -123,7 +123,7 @@ def drawn_runs(configs: dict[str, SpecConfig], by_source: bool) -> tuple[tuple, 
     return names, labels
 
 
-def decode(wb, spec: SpecConfig, sampling, ids: list[int], max_new: int) -> list[dict]:
+def decode(wb, spec: SpecConfig, *, sampling, ids: list[int], max_new: int) -> list[dict]:
     """Every step trace of one run."""
     engine = wb.engine(spec, sampling, trace=True)
     engine.add_requests([ids], max_new)
@@ -240,8 +240,9 @@ def build_compare_tab(wb, inputs: dict) -> None:
     def on_compare(*values):  # a generator function, so Gradio streams its progress
         """Decode the prompt with each method, measure the verify cost, draw the comparison."""
         *settings_values, max_new_tokens, measured, chosen = values
-        for update in run_compare(wb, dict(zip(names, settings_values, strict=True)), max_new_tokens, measured,
-                                  chosen):
+        for update in run_compare(wb, dict(zip(names, settings_values, strict=True)), max_new=max_new_tokens,
+                                  measure=measured,
+                                  mode=chosen):
             yield {c[k]: _component_value(v) for k, v in update.items()}
 
     def at_step(res, k):
@@ -258,7 +259,7 @@ def _component_value(v):
     return gr.Plot(value=v.figure, label=v.label) if isinstance(v, TreePlot) else v
 
 
-def run_compare(wb, values: dict, max_new, measure, mode):
+def run_compare(wb, values: dict, *, max_new, measure, mode):
     """Generator for the Compare button, by output name (``result``, ``status``, ``summary``,
     ``tau``, ``tokens``, ``cost``, ``step`` and the slots' names): progress lines, then every
     figure and the table. ``values``: the page's inputs by
@@ -279,7 +280,8 @@ def run_compare(wb, values: dict, max_new, measure, mode):
     runs = {}
     for i, (name, cfg) in enumerate(todo.items(), start=1):
         yield {"status": f"Decoding with {name} ({i}/{len(todo)}): `{cfg.describe()}`…"}
-        runs[name] = {"config": cfg.describe(), "traces": decode(wb, cfg, sampling, ids, max_new), "spec": cfg}
+        runs[name] = {"config": cfg.describe(), "traces": decode(wb, cfg, sampling=sampling, ids=ids, max_new=max_new),
+                      "spec": cfg}
     measured = None
     if measure:
         yield {"status": "Measuring the verify cost on this machine…"}

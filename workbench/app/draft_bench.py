@@ -5,7 +5,7 @@ These figures were not measured on the page: they are a stored run's, so every l
 names the run's record and date (``DraftBench.source``) and says that the engine may have changed
 since.
 
-The asset (``workbench/assets/draft-sources.json``, written by ``python -m workbench.bench routes``
+The asset (``workbench/assets/draft-sources.json``, written by ``python -m experiments.routes``
 from a benchmark run) is::
 
     {"meta": {"record": str, "command": str, "date": str, "cpu": str, "dtype": str, "max_new_tokens": int},

@@ -59,7 +59,7 @@ def _whole(name: str, value, lo: int, hi: int | None) -> int:
     return int(value)
 
 
-def parse_inputs(mode: str, value, policies: str, requests, max_new, kv_slots) -> tuple:
+def parse_inputs(mode: str, value, *, policies: str, requests, max_new, kv_slots) -> tuple:
     """(load, policies, max_new_tokens, kv_slots or None) from the tab's boxes; ValueError with
     the reason, before any model work."""
     if value is None:
@@ -99,10 +99,11 @@ def run_load_tab(wb, lock: threading.Lock, prompts: list[str], mode, value, poli
     """Generator for Run load, by output name (``OUTPUTS``): progress with the live step chart,
     then the bars and the table; bad input or a busy server: the status line alone."""
     try:
-        load, named, max_new, kv = parse_inputs(mode, value, policies, requests, max_new, kv_slots)
+        load, named, max_new, kv = parse_inputs(mode, value, policies=policies, requests=requests, max_new=max_new,
+                                                kv_slots=kv_slots)
         ids = [wb.encode(p) for p in prompts]
         for p in named:
-            check_load(wb, p, ids, load, max_new, kv)
+            check_load(wb, p, prompts=ids, load=load, max_new_tokens=max_new, kv_slots=kv)
     except ValueError as err:
         yield {"status": error(str(err))}
         return
@@ -118,11 +119,11 @@ def run_load_tab(wb, lock: threading.Lock, prompts: list[str], mode, value, poli
         yield {"status": f"Warming up {len(named)} polic{'ies' if len(named) > 1 else 'y'} (a short untimed run "
                          "each)…"}
         for p in named:  # so that the first policy does not pay for first calls
-            run_load(wb, p, ids, WARMUP, WARMUP_TOKENS, kv_slots=kv, cost=cost)
+            run_load(wb, p, prompts=ids, load=WARMUP, max_new_tokens=WARMUP_TOKENS, kv_slots=kv, cost=cost)
         share = max(1.0, MAX_SECONDS - (time.perf_counter() - t0)) / len(named)
         steps, results, shown = {}, {}, 0.0
         for i, p in enumerate(named, 1):
-            run = LoadRun(wb, p, ids, load, max_new, kv, cost)
+            run = LoadRun(wb, p, prompts=ids, load=load, max_new_tokens=max_new, kv_slots=kv, cost=cost)
             for log in run.steps(share):
                 if time.perf_counter() - shown >= REDRAW_S:
                     steps[p.name] = _decode_steps(run)

@@ -106,7 +106,7 @@ def build_app(wb, info: str = "", draft_bench: str | Path | None = None) -> gr.B
                 build_load_tab(wb)
             with gr.Tab("Glossary", id="glossary"):
                 gr.Markdown(explain.GLOSSARY)
-        _wire(StepEvents(wb, bench, examples), session, {**page, **views}, inputs, animate)
+        _wire(StepEvents(wb, bench, examples), session, c={**page, **views}, inputs=inputs, animate=animate)
     demo.queue(default_concurrency_limit=CONCURRENCY)
     return demo
 
@@ -292,7 +292,7 @@ def _best_tab(tab: gr.Tab, session: gr.State) -> None:
     tab.select(best_tree_views, [session], [plot, budget, table], api_name="best_tree", show_progress="minimal")
 
 
-def _wire(h: StepEvents, session, c: dict, inputs: dict, animate: gr.Button) -> None:
+def _wire(h: StepEvents, session, *, c: dict, inputs: dict, animate: gr.Button) -> None:
     """The events of the controls, the settings and the Step-through views (``c``: every
     component by name). Every Step-like event outputs the session, ``VIEWS`` and ``PAGE``."""
     assert tuple(inputs) == setting_names(), "one input per Settings field, in field order"

@@ -40,15 +40,15 @@ def default_backend(device: torch.device | str) -> str:
     return "triton" if torch.device(device).type == "cuda" else "torch"
 
 
-def attend(q, k_pool, v_pool, meta: AttentionMeta, scale: float, backend: str = "torch"):
+def attend(q, k_pool, v_pool, meta: AttentionMeta, *, scale: float, backend: str = "torch"):
     if backend == "torch":
-        return attention_sdpa(q, k_pool, v_pool, meta, scale)
+        return attention_sdpa(q, k_pool, v_pool, meta, scale=scale)
     if backend == "padded":
-        return attention_padded(q, k_pool, v_pool, meta, scale)
+        return attention_padded(q, k_pool, v_pool, meta, scale=scale)
     if backend == "triton":
         from workbench.attention.triton_tree import tree_attention  # lazy: imports triton
 
-        return tree_attention(q, k_pool, v_pool, meta, scale)
+        return tree_attention(q, k_pool, v_pool, meta, scale=scale)
     raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
 

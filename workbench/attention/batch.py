@@ -42,8 +42,8 @@ def extend_batch(*, tokens: list[list[int]], prefix_slots: list[list[int]], new_
         ids.extend(toks)
         pos.extend(range(len(prefix), len(prefix) + len(toks)))
         slots.extend(new)
-    meta = build_meta([len(t) for t in tokens], prefix_slots, new_slots, None, device)
-    return _batch(ids, pos, slots, meta, device)
+    meta = build_meta([len(t) for t in tokens], prefix_slots, extra_slots=new_slots, masks=None, device=device)
+    return _batch(ids, pos, slots=slots, meta=meta, device=device)
 
 
 def tree_batch(*, tokens: list[list[int]], positions: list[list[int]], prefix_slots: list[list[int]],
@@ -59,11 +59,11 @@ def tree_batch(*, tokens: list[list[int]], positions: list[list[int]], prefix_sl
     for b, (toks, pos, new) in enumerate(zip(tokens, positions, new_slots)):
         if not len(toks) == len(pos) == len(new):
             raise ValueError(f"request {b}: {len(toks)} tokens, {len(pos)} positions, {len(new)} slots")
-    meta = build_meta([len(t) for t in tokens], prefix_slots, seen, masks, device)
+    meta = build_meta([len(t) for t in tokens], prefix_slots, extra_slots=seen, masks=masks, device=device)
     return _batch([x for t in tokens for x in t], [p for ps in positions for p in ps],
-                  [s for ns in new_slots for s in ns], meta, device)
+                  slots=[s for ns in new_slots for s in ns], meta=meta, device=device)
 
 
-def _batch(ids: list[int], positions: list[int], slots: list[int], meta: AttentionMeta, device) -> ForwardBatch:
+def _batch(ids: list[int], positions: list[int], *, slots: list[int], meta: AttentionMeta, device) -> ForwardBatch:
     i64 = dict(dtype=torch.int64, device=device)
     return ForwardBatch(torch.tensor(ids, **i64), torch.tensor(positions, **i64), torch.tensor(slots, **i64), meta)

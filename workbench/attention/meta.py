@@ -78,7 +78,7 @@ class AttentionMeta:
 def build_meta(
     q_lens: list[int],
     prefix_slots: list[list[int]],
-    extra_slots: list[list[int]],
+    *, extra_slots: list[list[int]],
     masks: list[torch.Tensor] | None = None,
     device: torch.device | str = "cpu",
 ) -> AttentionMeta:

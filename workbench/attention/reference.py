@@ -45,7 +45,7 @@ def attention_reference(
     k_pool: torch.Tensor,
     v_pool: torch.Tensor,
     meta: AttentionMeta,
-    scale: float | None = None,
+    *, scale: float | None = None,
 ) -> torch.Tensor:
     """q: [T, Hq, Dh]; k_pool, v_pool: [S, Hkv, Dh]. Returns [T, Hq, Dh] in q's dtype."""
     t, hq, dh = q.shape

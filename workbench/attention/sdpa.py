@@ -58,7 +58,7 @@ def attention_sdpa(
     k_pool: torch.Tensor,
     v_pool: torch.Tensor,
     meta: AttentionMeta,
-    scale: float | None = None,
+    *, scale: float | None = None,
 ) -> torch.Tensor:
     """q: [T, Hq, Dh]; k_pool, v_pool: [S, Hkv, Dh]. Returns [T, Hq, Dh] in q's dtype."""
     hq, hkv, dh = head_counts(q, k_pool)
@@ -105,12 +105,12 @@ def attention_padded(
     k_pool: torch.Tensor,
     v_pool: torch.Tensor,
     meta: AttentionMeta,
-    scale: float | None = None,
+    *, scale: float | None = None,
 ) -> torch.Tensor:
     """``attention_sdpa``'s contract; a step where every request has one causal query (plain
     decoding) runs as one padded SDPA call over the batch, anything else as ``attention_sdpa``."""
     if meta.mask is not None or any(n != 1 for n in meta.q_lens) or min(meta.kv_lens, default=0) < 1:
-        return attention_sdpa(q, k_pool, v_pool, meta, scale)
+        return attention_sdpa(q, k_pool, v_pool, meta, scale=scale)
     hq, hkv, dh = head_counts(q, k_pool)
     slots, valid = padded_slots(meta, q.device)
     kb = k_pool[slots].float().transpose(1, 2)  # [B, Hkv, Kmax, Dh]

@@ -135,7 +135,7 @@ def _random_meta(p: Problem, device, gen) -> tuple[AttentionMeta, int]:
         ext.append(slots[pos + k : pos + k + e])
         pos += k + e
         masks.append(random_tree_mask(e, gen)[e - n :])  # [n, e]
-    return build_meta(list(p.q_lens), pre, ext, None if p.causal else masks, device=device), size
+    return build_meta(list(p.q_lens), pre, extra_slots=ext, masks=None if p.causal else masks, device=device), size
 
 
 def as_bucket(meta: AttentionMeta, bucket_keys: int) -> AttentionMeta:
@@ -155,7 +155,7 @@ def as_bucket(meta: AttentionMeta, bucket_keys: int) -> AttentionMeta:
                          kv_lens=[bucket_keys + t] + [0] * (b - 1), prefix_list=[bucket_keys] + [0] * (b - 1))
 
 
-def make_problem(p: Problem, hq: int, hkv: int, dh: int, dtype: torch.dtype, device, gen: torch.Generator):
+def make_problem(p: Problem, hq: int, *, hkv: int, dh: int, dtype: torch.dtype, device, gen: torch.Generator):
     """Random inputs of ``p``: q [T, hq, dh], k and v [S, hkv, dh], the exact ``meta`` (for the
     reference) and the ``launched`` one (what the kernel gets: ``as_bucket`` for a bucket case).
     The layout comes from ``gen``; the values are drawn on ``device`` by a generator there, seeded
@@ -178,7 +178,7 @@ def tolerance_ratio(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) ->
     return err.max().item(), (err / (atol + rtol * ref.float().abs())).max().item()
 
 
-def check_kernel(device: torch.device | str, dtype: torch.dtype, head_dim: int = 64, num_heads: int = 4,
+def check_kernel(device: torch.device | str, dtype: torch.dtype, *, head_dim: int = 64, num_heads: int = 4,
                  num_kv_heads: int = 2, kernel=None, cases: list[Problem] | None = None) -> str | None:
     """None when ``kernel`` (default: ``tree_attention``) matches the reference on ``cases``
     (default: ``CASES``, and ``ENGINE_CASES`` on CUDA) on ``device`` in ``dtype``; else why
@@ -191,9 +191,10 @@ def check_kernel(device: torch.device | str, dtype: torch.dtype, head_dim: int =
             from workbench.attention.triton_tree import tree_attention as kernel  # lazy: imports triton
         gen = torch.Generator().manual_seed(0)
         for p in cases:
-            q, k, v, meta, launched = make_problem(p, num_heads, num_kv_heads, head_dim, dtype, where, gen)
-            out = kernel(q, k, v, launched, None, **p.knobs)
-            ref = attention_reference(q, k, v, meta, None)
+            q, k, v, meta, launched = make_problem(p, num_heads, hkv=num_kv_heads, dh=head_dim, dtype=dtype,
+                                                   device=where, gen=gen)
+            out = kernel(q, k, v, launched, scale=None, **p.knobs)
+            ref = attention_reference(q, k, v, meta, scale=None)
             if out.shape != ref.shape:
                 return f"returned shape {tuple(out.shape)} on the {p.name} case, not {tuple(ref.shape)}"
             err, ratio = tolerance_ratio(out, ref, dtype)
@@ -206,7 +207,7 @@ def check_kernel(device: torch.device | str, dtype: torch.dtype, head_dim: int =
     return None
 
 
-def choose_attention_backend(requested: str, device: torch.device | str, dtype: torch.dtype, head_dim: int,
+def choose_attention_backend(requested: str, device: torch.device | str, *, dtype: torch.dtype, head_dim: int,
                              num_heads: int, num_kv_heads: int, kernel=None) -> SelfCheck:
     """``requested`` unless it is ``triton`` and the kernel fails its check here: then ``torch``."""
     where = torch.device(device)
@@ -214,7 +215,8 @@ def choose_attention_backend(requested: str, device: torch.device | str, dtype: 
     if not BACKEND[requested].self_check:
         return SelfCheck(requested, True, f"attention backend: {requested} on {name}")
     g = max(1, num_heads // max(1, num_kv_heads))
-    problem = check_kernel(where, dtype, head_dim, 2 * g, 2, kernel)  # the model's head dim and GQA ratio
+    problem = check_kernel(where, dtype, head_dim=head_dim, num_heads=2 * g, num_kv_heads=2,
+                           kernel=kernel)  # the model's head dim and GQA ratio
     if problem is None:
         return SelfCheck("triton", True, f"attention backend: triton on {name} (self-check passed)")
     return SelfCheck("torch", False, f"attention backend: torch on {name}: the Triton kernel {problem}; "

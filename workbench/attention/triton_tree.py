@@ -341,7 +341,7 @@ class LaunchPlan:
     split_len: int  # prefix keys per slice, a multiple of block_n
 
 
-def plan_launch(meta: AttentionMeta, hq: int, hkv: int, head_dim: int, elem_bytes: int, device: torch.device,
+def plan_launch(meta: AttentionMeta, hq: int, *, hkv: int, head_dim: int, elem_bytes: int, device: torch.device,
                 block_m: int | None = None, block_n: int | None = None, num_splits: int | None = None,
                 num_warps: int | None = None) -> LaunchPlan:
     """Blocks, warps and split-KV for one call (host lists only: no device sync)."""
@@ -357,7 +357,7 @@ def plan_launch(meta: AttentionMeta, hq: int, hkv: int, head_dim: int, elem_byte
     splits = max(1, min(int(splits), triton.cdiv(max_prefix, bn)))
     split_len = triton.cdiv(triton.cdiv(max(max_prefix, 1), splits), bn) * bn
     splits = max(1, triton.cdiv(max_prefix, split_len))  # no slice past the longest prefix
-    return LaunchPlan(bm, bn, nw, m_blocks, splits, split_len)
+    return LaunchPlan(bm, bn, num_warps=nw, m_blocks=m_blocks, num_splits=splits, split_len=split_len)
 
 
 def tree_attention(
@@ -365,8 +365,8 @@ def tree_attention(
     k_pool: torch.Tensor,
     v_pool: torch.Tensor,
     meta: AttentionMeta,
-    scale: float | None = None,
     *,
+    scale: float | None = None,
     block_m: int | None = None,
     block_n: int | None = None,
     num_splits: int | None = None,
@@ -389,7 +389,8 @@ def tree_attention(
         return out
     if nb > 65535 or hkv > 65535:
         raise ValueError(f"tree_attention: {nb} requests x {hkv} KV heads exceed the launch grid (65535 each)")
-    plan = plan_launch(meta, hq, hkv, dh, q.element_size(), q.device, block_m, block_n, num_splits, num_warps)
+    plan = plan_launch(meta, hq, hkv=hkv, head_dim=dh, elem_bytes=q.element_size(), device=q.device, block_m=block_m,
+                       block_n=block_n, num_splits=num_splits, num_warps=num_warps)
     bm, bn, nw, m_blocks, splits, split_len = (plan.block_m, plan.block_n, plan.num_warps, plan.m_blocks,
                                                plan.num_splits, plan.split_len)
 

@@ -13,7 +13,6 @@ import sys
 COMMANDS: dict[str, str] = {
     "calibration": "workbench.bench.calibration",
     "load": "workbench.bench.load_run",
-    "routes": "workbench.bench.routes",
     "run": "workbench.bench.suite",
     "tune": "workbench.bench.tune",
 }

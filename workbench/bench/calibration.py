@@ -27,7 +27,7 @@ DEFAULT_METHOD = "eagle2:60/6/10"
 DEFAULT_MAX_NEW_TOKENS = 64
 
 
-def measure(wb, spec, questions: list, max_new_tokens: int, temperature: float = 0.0, log=None) -> dict:
+def measure(wb, spec, *, questions: list, max_new_tokens: int, temperature: float = 0.0, log=None) -> dict:
     """{"table", "tau"} from the traces of every question's first turn under ``spec``;
     ``log(str)`` hears about each question."""
     from workbench.engine.sampling import SamplingParams
@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     method = methods[0]
     questions = specbench.select(specbench.load_questions(), args.subset, args.per_category)[: args.limit]
     wb = load_from_args(args)
-    res = measure(wb, method.spec, questions, args.max_new_tokens, args.temperature,
+    res = measure(wb, method.spec, questions=questions, max_new_tokens=args.max_new_tokens,
+                  temperature=args.temperature,
                   log=lambda msg: print(msg, file=sys.stderr, flush=True))
     argv_text = " ".join(sys.argv[1:]) if argv is None else " ".join(["calibration", *argv])
     out = {"meta": {"command": f"python -m workbench.bench {argv_text}", "method": method.describe(),

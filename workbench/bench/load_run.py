@@ -150,7 +150,7 @@ def phase(load: Load) -> str:
     return f"{load.mode} {load.value:g}"
 
 
-def measure_all(wb, policies: list[NamedPolicy], prompts: list[list[int]], loads: list[Load], args,
+def measure_all(wb, policies: list[NamedPolicy], *, prompts: list[list[int]], loads: list[Load], args,
                 journal: Journal, log, cost: StepCost | None = None) -> dict[tuple[str, str, int], dict]:
     """Warm-up, then every load's timed rounds; each run kept in ``journal`` as it ends, a run it
     already holds reused as measured (``cost``: the step cost ``auto`` weighs by). Returns
@@ -162,7 +162,7 @@ def measure_all(wb, policies: list[NamedPolicy], prompts: list[list[int]], loads
     warm = [p for p in policies if any(journal.get(phase(ld), p.name, k) is None
                                        for ld in loads for k in range(args.rounds))]
     for p in warm:
-        run_load(wb, p, prompts, WARMUP, WARMUP_TOKENS, kv_slots=args.kv_slots, cost=cost)
+        run_load(wb, p, prompts=prompts, load=WARMUP, max_new_tokens=WARMUP_TOKENS, kv_slots=args.kv_slots, cost=cost)
     log(f"warm-up done ({len(warm)} policies)")
     t0, done = time.perf_counter(), [0]
 
@@ -173,7 +173,8 @@ def measure_all(wb, policies: list[NamedPolicy], prompts: list[list[int]], loads
             kept = journal.get(phase(load), policy.name, k)
             if kept is not None:
                 return kept["throughput_tok_s"]
-            rec = {"question_id": k, **run_load(wb, policy, prompts, load, args.max_new_tokens,
+            rec = {"question_id": k, **run_load(wb, policy, prompts=prompts, load=load,
+                                                max_new_tokens=args.max_new_tokens,
                                                 kv_slots=args.kv_slots, cost=cost).record()}
             journal.add_result(phase(load), policy.name, rec)
             done[0] += 1
@@ -333,7 +334,7 @@ def command_line() -> str:
     return "python -m workbench.bench load (called from Python)"
 
 
-def build_result(wb, args, info: dict, policies: list[NamedPolicy], loads: list[Load], prompts: list[list[int]],
+def build_result(wb, args, *, info: dict, policies: list[NamedPolicy], loads: list[Load], prompts: list[list[int]],
                  records: dict, journal: Journal, wall_s: float, model: StepCost | None = None) -> dict:
     """What load.json holds (see docs/benchmarks.md, "Speculation under load"); ``model``: the step
     cost whose predictions stand beside the measured rows."""
@@ -383,7 +384,7 @@ def cmd_load(args) -> int:
     prompts = [wb.encode(t) for t in texts]
     for p in policies:
         for load in loads:
-            check_load(wb, p, prompts, load, args.max_new_tokens, args.kv_slots)
+            check_load(wb, p, prompts=prompts, load=load, max_new_tokens=args.max_new_tokens, kv_slots=args.kv_slots)
     cost = auto_cost(wb, policies, log)
     model = report_cost(wb, policies, cost, log)
     if cost is not None:
@@ -394,14 +395,15 @@ def cmd_load(args) -> int:
     journal.start(info["load_average_start"])
     try:
         with stop_on_sigterm():
-            records = measure_all(wb, policies, prompts, loads, args, journal, log, cost)
+            records = measure_all(wb, policies, prompts=prompts, loads=loads, args=args, journal=journal, log=log,
+                                  cost=cost)
     except KeyboardInterrupt:
         print(f"interrupted: {len(journal.results)} runs are kept in {journal.path}; the same command resumes "
               "the run", file=sys.stderr)
         return 130
     info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
-    result = build_result(wb, args, info, policies, loads, prompts, records, journal,
-                          wall_s=time.perf_counter() - t_start, model=model)
+    result = build_result(wb, args, info=info, policies=policies, loads=loads, prompts=prompts, records=records,
+                          journal=journal, wall_s=time.perf_counter() - t_start, model=model)
     paths, table = write_all(Path(args.out), result)
     journal.finish()
     log("wrote " + ", ".join(str(p) for p in paths))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from workbench.bench import beside_plain, static_vs_dynamic, step_report
+from workbench.bench import static_vs_dynamic, step_report
 from workbench.measure.floor import compute_ms, ridge_tokens, roofline_ms
 
 
@@ -261,21 +261,7 @@ def markdown(result: dict) -> str:
         "from the same head; ratios are dynamic / static (τ at temperature 0; tokens/s as above).", "",
         static_vs_dynamic.markdown(result.get("static_vs_dynamic") or []), "",
         "## Calibration: draft confidence against acceptance", "", _calibration_md(result.get("calibration")), "",
-        *_beside_plain_md(result),
     ])
-
-
-def _beside_plain_md(result: dict) -> list[str]:
-    """The section of a ``--beside-plain`` run: the measured linear order against F.linear."""
-    if not result.get("beside_plain"):
-        return []
-    order = result["meta"]["machine"].get("linear_order", "the measured order")
-    return ["## The measured linear order beside F.linear", "",
-            f"Every engine method ran twice on each question, one right after the other: with {order}, and with "
-            "every product by `F.linear` (`NAME [F.linear]`). The verify cost curve was measured both ways in one "
-            "pass, every (order, size) pair taking its turn each round. A difference is read only where it holds on "
-            "every question (tokens/s) or across every repeat (cost); otherwise it is level within noise.", "",
-            beside_plain.markdown(result["beside_plain"]), ""]
 
 
 def _resumed_md(resumed: dict | None) -> list[str]:

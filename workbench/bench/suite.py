@@ -13,10 +13,6 @@ Methods (``--methods``, comma list; trees are ``D/S/K`` = num_draft_tokens/num_s
 ``hf-pld``          transformers prompt lookup decoding (``prompt_lookup_num_tokens=10``)
 ==================  ==============================================================
 
-``--beside-plain``: every engine method again with every product by ``F.linear`` instead of
-the order measured for this CPU, as ``NAME [F.linear]``, right after it on each question; the
-verify cost curve is measured both ways in one interleaved pass, and the report compares the two.
-
 Order of work: load, verify/draft cost curves, tune (if ``eagle2:best``), one short warm-up run
 per method, then for each question every method in turn (interleaved, so a change in machine
 load hits all methods alike), temperature 0; then temperature 1 on a few questions for tau.
@@ -43,10 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.measure import metrics, provenance, specbench
-from workbench.bench import beside_plain, static_vs_dynamic
+from workbench.bench import static_vs_dynamic
 from workbench.measure.floor import ridge_tokens
 from workbench.measure.journal import Journal, open_journal
-from workbench.measure.methods import PLAIN_TWIN, Method, parse_methods, with_plain_twins
+from workbench.measure.methods import Method, parse_methods
 from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.models.chat import chat_ids
 
@@ -73,14 +69,12 @@ class Runner:
         if method.hf:
             from workbench.measure.hf_baselines import hf_generate
 
-            res = hf_generate(self.hf_model, ids, max_new_tokens, self.wb.stop_ids, method.prompt_lookup)
+            res = hf_generate(self.hf_model, ids, max_new_tokens=max_new_tokens, stop_ids=self.wb.stop_ids,
+                              prompt_lookup=method.prompt_lookup)
             return res.output_ids, res.seconds, None
-        from workbench.models.linear import plain_products
-
-        with plain_products(self.wb.target, self.wb.draft) if method.plain else contextlib.nullcontext():
-            # stops: each step's stop cause is kept (a top-k per draft forward and a few list scans per step)
-            (req,), seconds = self.wb.generate([ids], method.spec, sampling, max_new_tokens, stops=method.speculative,
-                                               profile=profile)
+        # stops: each step's stop cause is kept (a top-k per draft forward and a few list scans per step)
+        (req,), seconds = self.wb.generate([ids], method.spec, sampling, max_new_tokens, stops=method.speculative,
+                                           profile=profile)
         steps = {"accept_lengths": list(req.accept_lengths), "drafts_accepted": list(req.drafts_accepted),
                  "drafts_verified": list(req.drafts_verified), "stop_causes": list(req.stop_causes)}
         return req.output_ids, seconds, (steps if method.speculative else None)
@@ -113,8 +107,8 @@ class Runner:
         return rec
 
 
-def run_all(runner: Runner, methods: list[Method], questions: list[specbench.Question],
-            tau_questions: list[specbench.Question], tau_max_new_tokens: int, log, *,
+def run_all(runner: Runner, methods: list[Method], *, questions: list[specbench.Question],
+            tau_questions: list[specbench.Question], tau_max_new_tokens: int, log,
             journal: Journal) -> tuple[dict, dict]:
     """Warm-up, then temperature 0 on ``questions`` (interleaved), then temperature 1 on
     ``tau_questions`` for the speculative methods (only tau is read from these, so they may be
@@ -205,14 +199,14 @@ def calibration_method(methods: list[Method], choice: str) -> Method | None:
     return next((m for m in trees if m.name == "eagle2:60/6/10"), trees[0] if trees else None)
 
 
-def run_calibration(wb, methods: list[Method], questions, choice: str, max_new_tokens: int, log) -> dict | None:
+def run_calibration(wb, methods: list[Method], *, questions, choice: str, max_new_tokens: int, log) -> dict | None:
     """The traced pass: {"method", "max_new_tokens", "questions", "tau", "table"} or None."""
     from workbench.bench import calibration
 
     m = calibration_method(methods, choice)
     if m is None or not m.speculative:
         return None
-    res = calibration.measure(wb, m.spec, questions, max_new_tokens, log=log)
+    res = calibration.measure(wb, m.spec, questions=questions, max_new_tokens=max_new_tokens, log=log)
     s = res["table"]["summary"]
     log(f"calibration {m.name}: {s['nodes']} verified nodes, P(accept | tried) {s['p_accept_given_tried']:.3f}")
     return {"method": m.name, "label": m.describe(), "max_new_tokens": max_new_tokens,
@@ -259,10 +253,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     specbench.add_subset_args(p)
     p.add_argument("--methods", default=DEFAULT_METHODS,
                    help="comma list of vanilla, linear:S, eagle2:D/S/K, eagle2:best, static:D, hf-greedy, hf-pld")
-    p.add_argument("--beside-plain", action="store_true",
-                   help="also run every engine method with every product by F.linear (named 'NAME [F.linear]'), "
-                        "in turn with it, and the verify cost curve both ways: the measured linear order against "
-                        "F.linear in one run")
     p.add_argument("--best", help="use this D/S/K tree as eagle2:best instead of tuning (default: tune)")
     p.add_argument("--max-new-tokens", type=positive("--max-new-tokens"), default=128,
                    help="new tokens per turn in the timed runs")
@@ -307,12 +297,9 @@ def cmd_bench(args) -> int:
         best = tune.tree_from_name(args.best) if args.best else None
     except ValueError as err:
         raise UserError(f"--best {args.best}: {err}") from None
-    if args.beside_plain and args.linear_order == "plain":
-        raise UserError("--beside-plain runs each method with F.linear beside the measured linear order; "
-                        "with --linear-order plain both would be F.linear (leave --linear-order at auto)")
     questions = specbench.select(specbench.load_questions(), args.subset, args.per_category)[: args.limit]
     names = [n.strip() for n in args.methods.split(",")]
-    if args.calibration not in ("auto", "none", *names, *(n + PLAIN_TWIN for n in names if args.beside_plain)):
+    if args.calibration not in ("auto", "none", *names):
         raise UserError(f"--calibration {args.calibration}: not among --methods (or auto / none)")
     info = machine_info(args.threads)
     journal = open_journal(Path(args.out), run_settings(args, questions), fresh=args.fresh, log=log)  # read only
@@ -364,9 +351,6 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
     names = [n.strip() for n in args.methods.split(",")]
     wb = load_from_args(args, any(n.startswith(("linear", "eagle2", "static")) for n in names))
     info["linear_order"] = wb.linear_order.describe()
-    if args.beside_plain and wb.linear_order.plain_everywhere:
-        raise UserError(f"--beside-plain: every product already runs F.linear here ({wb.linear_order.describe()}); "
-                        "there is no other order to set beside it")
     log(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}; {len(questions)} questions "
         f"({args.subset}); load average {info['load_average_start']}")
     hf_model = None
@@ -377,11 +361,8 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
         hf_model = load_hf_model(wb.target_dir, parse_dtype(wb.dtype_name)).to(wb.target.lm_head.weight.device)
     journal.start(info["load_average_start"])  # the models loaded: from here on, results are kept
     if journal.setup is None:
-        costs = tune.measure_costs(wb, beside_plain=args.beside_plain)
+        costs = tune.measure_costs(wb)
         log("verify cost " + ", ".join(f"{c['tokens']}:{c['ms']:.0f}ms" for c in costs["verify"]))
-        if "plain" in costs:
-            log("verify cost, every product by F.linear " + ", ".join(f"{c['tokens']}:{c['ms']:.0f}ms"
-                                                                     for c in costs["plain"]["verify"]))
         log(f"memory floor {costs['floor']['floor_ms']:.1f} ms per decode step ({costs['floor']['weights_mb']:.0f} MiB "
             f"at {costs['floor']['read_gbs']['gbs']:.1f} GB/s); compute peak {costs['compute']['peak']['gflops']:.0f} "
             f"GFLOP/s, ridge at {ridge_tokens(costs['floor'], costs['compute'])} tokens")
@@ -395,14 +376,14 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
         best = tune.tree_from_name(journal.setup["best_tree"]) if journal.setup["best_tree"] else None
         log("cost curves" + (" and tuned tree" if tuned else "") + " kept from the first session")
     methods = parse_methods(args.methods, best)
-    if args.beside_plain:
-        methods = with_plain_twins(methods)
     mt = [q for q in questions if q.task == "mt_bench"] + [q for q in questions if q.task != "mt_bench"]
     tau_questions = mt[: args.tau_questions] if args.temperature_tau else []
-    records, hot = run_all(Runner(wb, hf_model, args.max_new_tokens), methods, questions, tau_questions,
-                           args.tau_max_new_tokens, log, journal=journal)
+    records, hot = run_all(Runner(wb, hf_model, args.max_new_tokens), methods, questions=questions,
+                           tau_questions=tau_questions,
+                           tau_max_new_tokens=args.tau_max_new_tokens, log=log, journal=journal)
     summary = summarize(methods, records, hot)
-    calibration = run_calibration(wb, methods, questions, args.calibration, args.calibration_max_new_tokens, log)
+    calibration = run_calibration(wb, methods, questions=questions, choice=args.calibration,
+                                  max_new_tokens=args.calibration_max_new_tokens, log=log)
     info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     result = {
         "meta": {"command": _command_line(), "options": {k: v for k, v in vars(args).items() if k != "func"},
@@ -417,7 +398,6 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
         "costs": costs, "tune": tuned, "best_tree": tune.tree_name(best) if best else None,
         "methods": {m.name: m.describe() for m in methods}, "summary": summary,
         "static_vs_dynamic": static_vs_dynamic.compare(methods, records), "calibration": calibration,
-        "beside_plain": beside_plain.compare(records, costs),
         "records": records, "records_t1": hot,
     }
     paths = report.write_all(Path(args.out), result)

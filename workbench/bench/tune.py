@@ -28,7 +28,7 @@ import json
 import sys
 from statistics import mean
 
-from workbench.measure.cost import measure_draft_cost, measure_verify_cost, measure_verify_cost_beside
+from workbench.measure.cost import measure_draft_cost, measure_verify_cost
 from workbench.measure.floor import compute_floor, memory_floor
 from workbench.measure.step_cost import measure_overhead, measurement_label
 from workbench.cost_model import Overhead, StepCost
@@ -37,7 +37,6 @@ from workbench.engine.frameworks import framework_flags
 from workbench.engine.sampling import SamplingParams
 from workbench.errors import ArgumentParser, reports_user_errors
 from workbench.metrics import speedup, tau
-from workbench.models.linear import plain_products
 
 VERIFY_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
 DRAFT_ROWS = (1, 2, 4, 8, 10)
@@ -65,27 +64,19 @@ def tree_name(spec: SpecConfig) -> str:
     return f"{spec.num_draft_tokens}/{spec.num_steps}/{spec.topk}"
 
 
-def measure_costs(wb, prefix_len: int = 256, repeats: int = 3, beside_plain: bool = False) -> dict:
+def measure_costs(wb, prefix_len: int = 256, repeats: int = 3) -> dict:
     """Verify cost curve (ms against verify tokens), draft cost (ms against rows), the step's
     overhead outside the forwards (``step_cost.measure_overhead``), the memory floor of one
     decode step (``floor.memory_floor``) and the compute floor of a forward
-    (``floor.compute_floor``: with the memory floor, the roofline of every verify size).
-    ``beside_plain``: the verify curve also with ``F.linear`` for every product, the two taking
-    turns (``cost.measure_verify_cost_beside``), as ``"plain": {"verify", "decode_ms"}``."""
-    plain = None
-    if beside_plain:
-        verify, plain = measure_verify_cost_beside(wb.target, lambda: plain_products(wb.target), VERIFY_SIZES,
-                                                   prefix_len, repeats, warmup=1)
-    else:
-        verify = measure_verify_cost(wb.target, VERIFY_SIZES, prefix_len, repeats, warmup=1)
-    draft = measure_draft_cost(wb.target, wb.draft, DRAFT_ROWS, prefix_len, repeats, warmup=1) if wb.draft else []
+    (``floor.compute_floor``: with the memory floor, the roofline of every verify size)."""
+    verify = measure_verify_cost(wb.target, VERIFY_SIZES, prefix_len, repeats, warmup=1)
+    draft = measure_draft_cost(wb.target, wb.draft, rows=DRAFT_ROWS, prefix_len=prefix_len, repeats=repeats,
+                               warmup=1) if wb.draft else []
     forwards = StepCost.from_rows(verify, draft)
     source = wb.loaded_draft if wb.draft is not None else None
     costs = {"prefix_len": prefix_len, "verify": verify, "draft": draft, "decode_ms": verify[0]["ms"],
              "overhead": measure_overhead(wb, source, forwards, prefix_len), "measured": measurement_label(wb),
              "floor": memory_floor(wb.target), "compute": compute_floor(wb.target, prefix_len)}
-    if plain is not None:
-        costs["plain"] = {"verify": plain, "decode_ms": plain[0]["ms"]}
     return costs
 
 
@@ -115,7 +106,7 @@ def _run(wb, spec: SpecConfig, prompts: list[list[int]], max_new_tokens: int) ->
             "measured_step_ms": 1e3 * seconds / max(forwards, 1)}
 
 
-def search(wb, costs: dict, grid=GRID, max_new_tokens: int = 40, max_trees: int = 5, log=None) -> dict:
+def search(wb, costs: dict, *, grid=GRID, max_new_tokens: int = 40, max_trees: int = 5, log=None) -> dict:
     """Measure the trees of ``grid`` that can win (at most ``max_trees``, best bound first) and
     plain decoding; returns {"vanilla_tokens_per_s", "trees": [...], "best"}."""
     log = log or (lambda msg: None)
@@ -183,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     costs = measure_costs(wb)
     log(f"tune: verify cost {[(c['tokens'], c['ms']) for c in costs['verify']]}")
-    result = search(wb, costs, args.grid, args.max_new_tokens, args.max_trees, log)
+    result = search(wb, costs, grid=args.grid, max_new_tokens=args.max_new_tokens, max_trees=args.max_trees, log=log)
     result["best_elsewhere"] = framework_flags(tree_from_name(result["best"]))
     for name, flags in result["best_elsewhere"].items():
         log(f"tune: best tree {result['best']} in {name}: {flags}")

@@ -95,13 +95,13 @@ def greedy_walk(tokens: list[int], next_token: list[int], next_sibling: list[int
     while True:
         for child, via, read in _children(node, next_token, next_sibling):
             hit = tokens[child] == target_argmax[node]
-            moves.append(Move(node, child, via, read, hit))
+            moves.append(Move(node, child, via=via, read=read, match=hit))
             if hit:
                 path.append(child)
                 node = child
                 break
         else:  # no child matched, or a leaf
-            return AcceptResult(path, target_argmax[node], _stop(node, next_token), moves)
+            return AcceptResult(path, target_argmax[node], stop=_stop(node, next_token), moves=moves)
 
 
 def sampling_walk(tokens: list[int], next_token: list[int], next_sibling: list[int],
@@ -124,7 +124,8 @@ def sampling_walk(tokens: list[int], next_token: list[int], next_sibling: list[i
                                                              threshold_acc)
             coin = float(torch.rand((), generator=generator))
             hit = coin < (target_prob if exact else relaxed)
-            moves.append(Move(node, child, via, read, hit, target_prob=target_prob, coin=coin, accept_prob=relaxed))
+            moves.append(Move(node, child, via=via, read=read, match=hit, target_prob=target_prob, coin=coin,
+                              accept_prob=relaxed))
             if hit:
                 path.append(child)
                 node = child
@@ -135,8 +136,10 @@ def sampling_walk(tokens: list[int], next_token: list[int], next_sibling: list[i
         else:
             residual = p / p.sum()
             bonus = int(torch.multinomial(residual, 1, generator=generator))
-            return AcceptResult(path, bonus, _stop(node, next_token), moves, "residual" if missed else "target",
-                                _top(residual), None if exact else (threshold_single, threshold_acc))
+            return AcceptResult(path, bonus, stop=_stop(node, next_token), moves=moves,
+                                bonus_from="residual" if missed else "target",
+                                residual_top=_top(residual),
+                                thresholds=None if exact else (threshold_single, threshold_acc))
 
 
 def relaxed_accept_prob(target_prob: float, tried: float, threshold_single: float, threshold_acc: float) -> float:
@@ -167,18 +170,19 @@ def leviathan_chain(tokens: list[int], probs: torch.Tensor, draft_probs: torch.T
         ratio = float(p[x] / q[x]) if q[x] > 0 else 0.0
         coin = float(torch.rand((), generator=generator))
         hit = coin < min(1.0, ratio)
-        moves.append(Move(i - 1, i, "next_token", i - 1, hit, target_prob=float(p[x]), draft_prob=float(q[x]),
-                          coin=coin))
+        moves.append(Move(i - 1, i, via="next_token", read=i - 1, match=hit, target_prob=float(p[x]),
+                          draft_prob=float(q[x]), coin=coin))
         if not hit:
             residual = (p - q).clamp_min(0.0)
             if float(residual.sum()) <= 0.0:  # p == q: nothing left to correct, sample p
                 residual = p
             residual = residual / residual.sum()
             bonus = int(torch.multinomial(residual, 1, generator=generator))
-            return AcceptResult(path, bonus, "no_match", moves, "residual", _top(residual))
+            return AcceptResult(path, bonus, stop="no_match", moves=moves, bonus_from="residual",
+                                residual_top=_top(residual))
         path.append(i)
     bonus = int(torch.multinomial(probs[len(tokens) - 1], 1, generator=generator))
-    return AcceptResult(path, bonus, "leaf", moves, "target")
+    return AcceptResult(path, bonus, stop="leaf", moves=moves, bonus_from="target")
 
 
 def block_weights(tokens: list[int], probs: torch.Tensor, draft_probs: torch.Tensor) -> tuple[list[float], list[float]]:

@@ -120,7 +120,7 @@ def head_forward(head: DraftHead, kv: KVPool, forward: DraftForward | None = Non
     return forward if forward is not None else (lambda features, batch: head(features, batch, kv))
 
 
-def draft_extend(head: DraftHead, kv: KVPool, table: SlotTable, rids: list[int],
+def draft_extend(head: DraftHead, kv: KVPool, *, table: SlotTable, rids: list[int],
                  tokens: list[list[int]], features: list[torch.Tensor],
                  forward: DraftForward | None = None) -> tuple[torch.Tensor, list[list[int]]]:
     """Run the pending pairs; returns the draft hidden state at each request's last pair [B, H]
@@ -205,7 +205,7 @@ def propose(head, hidden: torch.Tensor, bsz: int, width: int, sampled: SamplingP
                      None if q is None else _full(q, cols, head), top)
 
 
-def grow_tree(head, forward: DraftForward, allocator: SlotAllocator, prefixes: list[list[int]],
+def grow_tree(head, forward: DraftForward, *, allocator: SlotAllocator, prefixes: list[list[int]],
               h_last: torch.Tensor, num_steps: int, topk: int, sampled_chain: SamplingParams | None = None,
               generator: torch.Generator | None = None, keep_top: int = 0) -> DraftPhase:
     """Levels 1..num_steps of every request's tree, batched across requests.

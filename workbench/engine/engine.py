@@ -347,7 +347,7 @@ class Engine:
         with timings.phase("accept"):
             results = self._accept(spec, trees, logits, phase)
         with timings.phase("commit"):
-            commits = [self._commit(r, tree, res, slots, h)
+            commits = [self._commit(r, tree, res=res, slots=slots, hidden=h)
                        for r, tree, res, slots, h in zip(reqs, trees, results, verify_slots, per_tree(trees, hidden))]
             self._release_finished()
         with timings.phase("stops"):  # why each walk stopped (its own phase: the benchmark keeps it on)
@@ -377,7 +377,8 @@ class Engine:
         """Every request's candidate tree, grown from its extend's output (``extended``); the tree
         levels' draft KV is scratch, back on the free list before the verify."""
         chain = self.sampling if spec.accept_rule(self.sampling) in CHAIN_WALKS else None
-        return self.drafter.grow(reqs, self.table, extended, spec, chain, self.dev_gen)  # it frees its scratch KV
+        return self.drafter.grow(reqs, self.table, extended=extended, spec=spec, chain=chain,
+                                 generator=self.dev_gen)  # it frees its scratch KV
 
     def _build(self, reqs: list[Request], spec: SpecConfig, phase: DraftPhase,
                lens: list[int]) -> tuple[list[DraftTree], list[list[int]]]:
@@ -386,7 +387,7 @@ class Engine:
         trees = []
         for r, c, L in zip(reqs, phase.candidates, lens):
             kept, dropped = rerank(c, spec.num_draft_tokens)
-            trees.append(build_tree(r.root, c, kept, L, dropped))
+            trees.append(build_tree(r.root, c, kept, prefix_len=L, dropped=dropped))
         if self.debug:
             _check_positions(trees, phase.levels, lens, self.drafter.level_offset)
         return trees, [self.table.allocator.alloc(tree.num_nodes) for tree in trees]
@@ -438,8 +439,9 @@ class Engine:
         if phase.chain_q is not None:  # a chain drawn from q: leviathan_chain or block_chain
             walk = CHAIN_WALKS[spec.accept_rule(self.sampling)]
             return [walk(tree.tokens, p, q.cpu(), self.cpu_gen) for tree, p, q in zip(trees, probs, phase.chain_q)]
-        return [sampling_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling, p, self.cpu_gen,
-                              spec.accept_threshold_single, spec.accept_threshold_acc)
+        return [sampling_walk(tree.tokens, tree.retrieve_next_token, next_sibling=tree.retrieve_next_sibling, probs=p,
+                              generator=self.cpu_gen, threshold_single=spec.accept_threshold_single,
+                              threshold_acc=spec.accept_threshold_acc)
                 for tree, p in zip(trees, probs)]
 
     def _commit(self, r: Request, tree: DraftTree, res: AcceptResult, slots: list[int], hidden: torch.Tensor):

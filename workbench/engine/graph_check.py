@@ -138,7 +138,7 @@ def _replay(runner, batch: ForwardBatch, features=None) -> tuple[torch.Tensor, .
     return out
 
 
-def _prefilled(target, forward, new_pool, device, gen, spare: int):
+def _prefilled(target, forward, *, new_pool, device, gen, spare: int):
     """A pool from ``new_pool`` (+ one scratch slot) holding the K/V that ``forward(batch, pool)``
     writes for a prefill of the two requests (random tokens of ``target``'s vocabulary).
     Returns pool, allocator, prefix lengths and slots."""
@@ -151,7 +151,7 @@ def _prefilled(target, forward, new_pool, device, gen, spare: int):
     return kv, alloc, lens, slots
 
 
-def _tree_batch(lens, slots, new, earlier, masks, gen, vocab, device) -> ForwardBatch:
+def _tree_batch(lens, slots, *, new, earlier, masks, gen, vocab, device) -> ForwardBatch:
     """Per request b, the nodes ``new[b]`` after its prefix, seeing ``earlier[b] + new[b]``
     under ``masks[b]`` (ancestors and self), at position prefix + depth."""
     pos = [[n + int(row.sum()) - 1 for row in m] for n, m in zip(lens, masks)]  # depth: ancestors seen
@@ -163,14 +163,15 @@ def _tree_batch(lens, slots, new, earlier, masks, gen, vocab, device) -> Forward
 def _check_target(target) -> tuple[str | None, float | None]:
     device, dtype = target.lm_head.weight.device, target.lm_head.weight.dtype
     gen = torch.Generator().manual_seed(0)
-    kv, alloc, lens, slots = _prefilled(target, target, target.new_kv_pool, device, gen, 2 + sum(VERIFY_NODES))
+    kv, alloc, lens, slots = _prefilled(target, target, new_pool=target.new_kv_pool, device=device, gen=gen,
+                                        spare=2 + sum(VERIFY_NODES))
     runner = graphs.GraphedTarget(target, kv, alloc.num_slots, alloc.num_slots + 1)
     vocab = target.config.vocab_size
     decode = extend_batch(tokens=[[1] for _ in lens], prefix_slots=slots, new_slots=[alloc.alloc(1) for _ in lens],
                           device=device)
     new = [alloc.alloc(n) for n in VERIFY_NODES]
-    verify = _tree_batch(lens, slots, new, [[] for _ in new], [random_tree_mask(n, gen) for n in VERIFY_NODES], gen,
-                         vocab, device)
+    verify = _tree_batch(lens, slots, new=new, earlier=[[] for _ in new],
+                         masks=[random_tree_mask(n, gen) for n in VERIFY_NODES], gen=gen, vocab=vocab, device=device)
     errors = []
     for name, batch in (("decode", decode), ("verify", verify)):
         want = runner.run_eager(batch)[1]
@@ -189,11 +190,13 @@ def _check_draft(head) -> tuple[str | None, float | None]:
     def forward(batch, pool):  # random input features
         head(torch.randn(batch.num_tokens, hsz, generator=gen).to(device, dtype), batch, pool)
 
-    kv, alloc, lens, slots = _prefilled(head.target, forward, head.new_kv_pool, device, gen, 4 * n)
+    kv, alloc, lens, slots = _prefilled(head.target, forward, new_pool=head.new_kv_pool, device=device, gen=gen,
+                                        spare=4 * n)
     runner = graphs.GraphedDraft(head, kv, alloc.num_slots, alloc.num_slots + 1, max_extra=2 * n)
     earlier, level = [alloc.alloc(n) for _ in lens], [alloc.alloc(n) for _ in lens]
     mask = torch.cat([torch.eye(n, dtype=torch.bool)] * 2, dim=1)  # row r: earlier node r, then itself
-    batch = _tree_batch(lens, slots, level, earlier, [mask] * len(lens), gen, head.target.config.vocab_size, device)
+    batch = _tree_batch(lens, slots, new=level, earlier=earlier, masks=[mask] * len(lens), gen=gen,
+                        vocab=head.target.config.vocab_size, device=device)
     feats = torch.randn(batch.num_tokens, hsz, generator=gen).to(device, dtype)
     want = head.log_probs(runner.run_eager(batch, feats)[0])[0]
     problem, error = _compare(head.log_probs(_replay(runner, batch, feats)[0])[0], want, dtype)

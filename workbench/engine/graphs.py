@@ -151,7 +151,7 @@ class _Captured:
     also see their ancestors from earlier levels); ``features``: the width of an input-feature
     buffer (the draft head's), None for none."""
 
-    def __init__(self, bucket: Bucket, masked: bool, max_keys: int, device: torch.device, max_extra: int = 0,
+    def __init__(self, bucket: Bucket, masked: bool, *, max_keys: int, device: torch.device, max_extra: int = 0,
                  features: int | None = None, feature_dtype: torch.dtype = torch.float32):
         b, t = bucket.batch, bucket.tokens
         i32, i64 = dict(dtype=torch.int32, device=device), dict(dtype=torch.int64, device=device)
@@ -213,7 +213,7 @@ class GraphedForward:
 
     name = "forward"
 
-    def __init__(self, device: torch.device, kv, scratch_slot: int, max_keys: int, context: int,
+    def __init__(self, device: torch.device, kv, *, scratch_slot: int, max_keys: int, context: int,
                  buckets: list[Bucket] | None = None, max_extra: int = 0, features: int | None = None,
                  feature_dtype: torch.dtype = torch.float32):
         if scratch_slot < 0 or scratch_slot >= kv.num_slots:
@@ -277,7 +277,8 @@ class GraphedForward:
 
     def capture(self, bucket: Bucket, masked: bool) -> _Captured:
         """The static buffers of ``bucket`` with a valid dummy layout, and their graph."""
-        cap = _Captured(bucket, masked, self.max_keys, self.device, self.max_extra, self.features, self.feature_dtype)
+        cap = _Captured(bucket, masked, max_keys=self.max_keys, device=self.device, max_extra=self.max_extra,
+                        features=self.features, feature_dtype=self.feature_dtype)
         # A valid dummy layout for warm-up and capture: every row in the first request, seeing
         # only the scratch slot (the static buffers are overwritten before each replay).
         t = bucket.tokens
@@ -317,7 +318,7 @@ def _check_graphable(target) -> None:
                          "(it loops over requests on the host)")
 
 
-def _grown(rope, rotary, positions: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+def _grown(rope, rotary, *, positions: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
     """The cos/sin tables of ``rope`` (a model's ``rope(positions, dtype)``, which makes its
     ``Rotary`` on first use; ``rotary()`` returns it), grown to ``positions``."""
     rope(torch.zeros(1, dtype=torch.int64, device=device), dtype)
@@ -337,8 +338,8 @@ class GraphedTarget(GraphedForward):
                  taps: tuple[int, ...] = ()):
         _check_graphable(target)
         self.target, self.taps = target, tuple(taps)  # TargetModel.forward's layer taps, for a fused head
-        super().__init__(target.lm_head.weight.device, kv, scratch_slot, max_keys,
-                         target.config.max_position_embeddings, buckets)
+        super().__init__(target.lm_head.weight.device, kv, scratch_slot=scratch_slot, max_keys=max_keys,
+                         context=target.config.max_position_embeddings, buckets=buckets)
 
     def run_eager(self, batch: ForwardBatch, features=None) -> tuple[torch.Tensor, torch.Tensor]:
         hidden = self.target(batch, self.kv, self.taps)
@@ -346,7 +347,8 @@ class GraphedTarget(GraphedForward):
 
     def _rope_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
         t = self.target
-        return _grown(t.rope, lambda: t.rotary, self.context, self.device, t.lm_head.weight.dtype)
+        return _grown(t.rope, lambda: t.rotary, positions=self.context, device=self.device,
+                      dtype=t.lm_head.weight.dtype)
 
     def __call__(self, batch: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
         return self.run(batch)
@@ -371,7 +373,8 @@ class GraphedDraft(GraphedForward):
         self.head, self.shares_rope = head, same_rope(head.target.config, head.config)
         w = head.fc.weight
         context = (head.target if self.shares_rope else head).config.max_position_embeddings
-        super().__init__(w.device, kv, scratch_slot, max_keys, context, buckets, max_extra=max_extra,
+        super().__init__(w.device, kv, scratch_slot=scratch_slot, max_keys=max_keys, context=context, buckets=buckets,
+                         max_extra=max_extra,
                          features=head.config.hidden_size, feature_dtype=w.dtype)
 
     def run_eager(self, batch: ForwardBatch, features: torch.Tensor) -> tuple[torch.Tensor]:
@@ -380,8 +383,10 @@ class GraphedDraft(GraphedForward):
     def _rope_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
         head, target = self.head, self.head.target
         if self.shares_rope:  # the target's table: grown as GraphedTarget grows it
-            return _grown(target.rope, lambda: target.rotary, self.context, self.device, self.feature_dtype)
-        return _grown(head._own_rope, lambda: head._rotary, self.context, self.device, self.feature_dtype)
+            return _grown(target.rope, lambda: target.rotary, positions=self.context, device=self.device,
+                          dtype=self.feature_dtype)
+        return _grown(head._own_rope, lambda: head._rotary, positions=self.context, device=self.device,
+                      dtype=self.feature_dtype)
 
     def __call__(self, features: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
         if features.shape[0] != batch.num_tokens:

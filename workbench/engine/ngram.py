@@ -52,7 +52,7 @@ def match_suffix(context: list[int], min_match: int, max_match: int) -> list[int
     return starts if best >= min_match else []
 
 
-def ngram_candidates(context: list[int], min_match: int, max_match: int, num_steps: int, topk: int) -> Candidates:
+def ngram_candidates(context: list[int], min_match: int, *, max_match: int, num_steps: int, topk: int) -> Candidates:
     """The candidates of one request's n-gram tree, in flat order (parents first)."""
     starts = match_suffix(context, min_match, max_match)
     root = _Node(count=len(starts))
@@ -68,6 +68,7 @@ def ngram_candidates(context: list[int], min_match: int, max_match: int, num_ste
         node, index, depth = queue.popleft()
         kids = sorted(node.children.items(), key=lambda kv: (-kv[1].count, -kv[1].last_seen))[:topk]
         for rank, (tok, child) in enumerate(kids):
-            i = cands.add(tok, child.count / node.count, child.count / root.count, index, depth + 1, rank)
+            i = cands.add(tok, child.count / node.count, score=child.count / root.count, parent=index, depth=depth + 1,
+                          rank=rank)
             queue.append((child, i, depth + 1))
     return cands

@@ -159,7 +159,7 @@ def shape_levels(paths: tuple[Path, ...]) -> tuple[ShapeLevel, ...]:
     return tuple(levels)
 
 
-def grow_static_tree(head, forward: DraftForward, allocator: SlotAllocator, prefixes: list[list[int]],
+def grow_static_tree(head, forward: DraftForward, *, allocator: SlotAllocator, prefixes: list[list[int]],
                      h_last: torch.Tensor, paths: tuple[Path, ...], keep_top: int = 0) -> DraftPhase:
     """The shape's nodes for every request, one draft forward per depth, batched across requests.
 

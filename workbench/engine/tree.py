@@ -35,7 +35,7 @@ class Candidates:
     # target's token ranked there (``stops.py``); empty when not tracing and for a model-free draft
     top: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
 
-    def add(self, token: int, prob: float, score: float, parent: int, depth: int, rank: int = -1) -> int:
+    def add(self, token: int, prob: float, *, score: float, parent: int, depth: int, rank: int = -1) -> int:
         self.ranks.append(rank)
         self.tokens.append(token)
         self.probs.append(prob)
@@ -113,7 +113,7 @@ def budget_keeping(scores: Sequence[float], index: int) -> int:
     return score_order(scores).tolist().index(index) + 2
 
 
-def build_tree(root_token: int, cands: Candidates, kept: list[int], prefix_len: int,
+def build_tree(root_token: int, cands: Candidates, kept: list[int], *, prefix_len: int,
                dropped: list[int] | None = None) -> DraftTree:
     """Root + ``kept`` candidates (sorted by flat index) -> ``DraftTree`` at committed length L."""
     node_of = {c: i + 1 for i, c in enumerate(kept)}  # flat candidate -> node index

@@ -8,7 +8,7 @@ import torch
 class KVPool:
     """``k[layer]``, ``v[layer]``: [S, Hkv, Dh]. Memory = 2 * layers * S * Hkv * Dh * bytes."""
 
-    def __init__(self, num_layers: int, num_slots: int, num_kv_heads: int, head_dim: int,
+    def __init__(self, num_layers: int, num_slots: int, *, num_kv_heads: int, head_dim: int,
                  dtype: torch.dtype, device: torch.device | str):
         shape = (num_slots, num_kv_heads, head_dim)
         self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]

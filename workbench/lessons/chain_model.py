@@ -69,7 +69,8 @@ def held_out_check(walk_lengths: list[int], gamma: int) -> HeldOut:
         raise ValueError(f"{len(walk_lengths)} steps: need at least 4 to fit on half and check the other")
     alpha = chain_alpha(fit, gamma)
     noise = 2 * statistics.stdev(held) / math.sqrt(len(held))
-    return HeldOut(alpha, expected_tokens(alpha, gamma), statistics.mean(held), noise, len(fit), len(held))
+    return HeldOut(alpha, expected_tokens(alpha, gamma), measured=statistics.mean(held), noise=noise,
+                   fit_steps=len(fit), held_steps=len(held))
 
 
 def improvement_factor(alpha: float, gamma: int, c: float) -> float:

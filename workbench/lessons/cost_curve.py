@@ -76,7 +76,8 @@ def verify_forwards(target, sizes, prefix_len: int) -> dict[int, Callable[[], ob
     committed random tokens, as the engine's verify runs it (N = 1 is a decode step). The sizes
     share one pool, each writing its own slots."""
     device = target.lm_head.weight.device
-    pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, prefix_len, sum(sizes) + 1, device)
+    pool = prefilled(target, target.new_kv_pool, vocab=target.config.vocab_size, prefix_len=prefix_len,
+                     spare=sum(sizes) + 1, device=device)
     batches = {n: chain_batch(n, pool, pool.alloc.alloc(n)) for n in sizes}
     return {n: (lambda b=b: target.logits(target(b, pool.kv))) for n, b in batches.items()}
 
@@ -87,7 +88,8 @@ def draft_forwards(target, head, rows, prefix_len: int) -> dict[int, Callable[[]
     w = target.lm_head.weight
     feats = torch.zeros(max(rows), target.config.hidden_size, dtype=w.dtype, device=w.device)  # [R, H]
     pool = prefilled(lambda batch, kv: head(feats.new_zeros(batch.num_tokens, feats.shape[1]), batch, kv),
-                     head.new_kv_pool, target.config.vocab_size, prefix_len, sum(rows) + 1, w.device)
+                     head.new_kv_pool, vocab=target.config.vocab_size, prefix_len=prefix_len, spare=sum(rows) + 1,
+                     device=w.device)
     batches = {r: chain_batch(r, pool, pool.alloc.alloc(r)) for r in rows}
     return {r: (lambda b=b, r=r: head.log_probs(head(feats[:r], b, pool.kv))) for r, b in batches.items()}
 

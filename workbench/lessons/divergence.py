@@ -53,4 +53,4 @@ def divergence(target, prompt: list[int], plain: list[int], other: list[int]) ->
         return None
     top, margin = top2_margin(target, prompt + plain[:i])
     at = lambda out: out[i] if i < len(out) else None  # noqa: E731
-    return Divergence(i, at(plain), at(other), top, margin)
+    return Divergence(i, at(plain), other=at(other), top=top, margin=margin)

@@ -45,7 +45,7 @@ class Interval:
         return self.side() != "level within noise"
 
 
-def bootstrap(units: Sequence, statistic: Callable[[list], float], level: float = LEVEL, draws: int = DRAWS,
+def bootstrap(units: Sequence, statistic: Callable[[list], float], *, level: float = LEVEL, draws: int = DRAWS,
               seed: int = 0, unit: str = "prompts") -> Interval:
     """Percentile interval of ``statistic(list of units)`` over ``draws`` resamples of the units
     with replacement (a resample keeps the number of units)."""
@@ -58,7 +58,7 @@ def bootstrap(units: Sequence, statistic: Callable[[list], float], level: float 
     picks = rng.integers(0, len(units), size=(draws, len(units)))
     values = np.array([statistic([units[i] for i in row]) for row in picks])
     lo, hi = np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
-    return Interval(float(statistic(units)), float(lo), float(hi), level, len(units), unit)
+    return Interval(float(statistic(units)), float(lo), high=float(hi), level=level, n=len(units), unit=unit)
 
 
 def paired(a: Sequence[float], b: Sequence[float], level: float = LEVEL, draws: int = DRAWS, seed: int = 0,
@@ -67,4 +67,4 @@ def paired(a: Sequence[float], b: Sequence[float], level: float = LEVEL, draws: 
     if len(a) != len(b):
         raise ValueError(f"one value of each side per unit: {len(a)} against {len(b)}")
     diffs = [float(x) - float(y) for x, y in zip(a, b)]
-    return bootstrap(diffs, lambda d: float(np.mean(d)), level, draws, seed, unit)
+    return bootstrap(diffs, lambda d: float(np.mean(d)), level=level, draws=draws, seed=seed, unit=unit)

@@ -51,7 +51,7 @@ def acceptance_parts(p: torch.Tensor, q: torch.Tensor) -> AcceptanceParts:
     beta = float(overlap.sum())
     excess = (p - q).clamp_min(0.0)
     residual = excess / excess.sum() if float(excess.sum()) > 0 else p.clone()  # p == q: never used
-    return AcceptanceParts(p, q, overlap, beta, residual)
+    return AcceptanceParts(p, q, overlap=overlap, accept_prob=beta, residual=residual)
 
 
 def chain_rule_law(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:

@@ -76,7 +76,7 @@ class TimedAnswer:
         return metrics.tpot_ms(ttft_ms=self.ttft_ms, e2e_ms=self.e2e_ms, tokens=len(self.output_ids))
 
 
-def timed_generate(wb, ids: list[int], spec: SpecConfig, sampling: SamplingParams,
+def timed_generate(wb, ids: list[int], *, spec: SpecConfig, sampling: SamplingParams,
                    max_new_tokens: int) -> TimedAnswer:
     """One request at batch 1, with its time to the first token and its end-to-end time. The
     first step is the prefill alone (``Engine.step``); its first token is read back to the host,
@@ -167,7 +167,8 @@ def measure_settings(wb, specs: list, prompts: dict[str, list[int]], rounds: int
     def one_round(name: str) -> float:
         spec, sampling = names[name]
         sampling = sampling if sampling.greedy else replace(sampling, seed=sampling.seed + len(done[name]))
-        runs = {c: timed_generate(wb, ids, spec, sampling, max_new_tokens) for c, ids in prompts.items()}
+        runs = {c: timed_generate(wb, ids, spec=spec, sampling=sampling, max_new_tokens=max_new_tokens) for c,
+                ids in prompts.items()}
         done[name].append(runs)
         return _metrics(list(runs.values()))["tok_s"]
 

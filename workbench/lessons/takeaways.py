@@ -104,8 +104,8 @@ def regime(curve: Curve, tokens: int, rounds: list[Curve] = ()) -> Regime:
         raise ValueError(f"a verify block of {tokens} tokens is not bigger than a decode step")
     lo = max(curve.sizes[0], tokens / 8)
     e = elasticity(curve, lo, tokens)
-    return Regime(tokens, curve.at(tokens) / curve.at(1), e, _regime_name(e),
-                  tuple(elasticity(r, lo, tokens) for r in rounds))
+    return Regime(tokens, curve.at(tokens) / curve.at(1), elasticity=e, name=_regime_name(e),
+                  round_elasticities=tuple(elasticity(r, lo, tokens) for r in rounds))
 
 
 def bend(curve: Curve) -> int | None:

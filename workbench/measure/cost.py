@@ -63,7 +63,7 @@ class Prefilled:
     device: torch.device
 
 
-def prefilled(forward, new_pool, vocab: int, prefix_len: int, spare: int, device) -> Prefilled:
+def prefilled(forward, new_pool, *, vocab: int, prefix_len: int, spare: int, device) -> Prefilled:
     """``prefix_len`` random tokens run through ``forward(batch, kv)`` into a pool of
     ``new_pool(prefix_len + spare)`` slots."""
     alloc = SlotAllocator(prefix_len + spare)
@@ -72,7 +72,7 @@ def prefilled(forward, new_pool, vocab: int, prefix_len: int, spare: int, device
     toks = torch.randint(0, vocab, (prefix_len,), generator=torch.Generator().manual_seed(0)).tolist()
     if prefix_len:
         forward(extend_batch(tokens=[toks], prefix_slots=[[]], new_slots=[prefix], device=device), kv)
-    return Prefilled(kv, alloc, prefix, vocab, torch.device(device))
+    return Prefilled(kv, alloc, prefix=prefix, vocab=vocab, device=torch.device(device))
 
 
 def chain_batch(n: int, pool: Prefilled, slots: list[int]) -> ForwardBatch:
@@ -84,13 +84,14 @@ def chain_batch(n: int, pool: Prefilled, slots: list[int]) -> ForwardBatch:
                       device=pool.device)
 
 
-def measure_forward(pool: Prefilled, sizes, forward, repeats: int = 5, warmup: int = 2) -> list[float]:
+def measure_forward(pool: Prefilled, sizes, *, forward, repeats: int = 5, warmup: int = 2) -> list[float]:
     """Median ms of ``forward(batch)`` on a chain of n new tokens after the pool's prefix, for
     each n in ``sizes`` (the chain's slots are freed after each size)."""
-    return [round(statistics.median(t), 3) for t in forward_samples(pool, sizes, forward, repeats, warmup)]
+    return [round(statistics.median(t), 3) for t in forward_samples(pool, sizes, forward=forward, repeats=repeats,
+                                                                    warmup=warmup)]
 
 
-def forward_samples(pool: Prefilled, sizes, forward, repeats: int = 5, warmup: int = 2) -> list[list[float]]:
+def forward_samples(pool: Prefilled, sizes, *, forward, repeats: int = 5, warmup: int = 2) -> list[list[float]]:
     """``measure_forward``'s timings before the median: ``repeats`` ms per size. The sizes take
     turns (``workbench.timing.interleaved``: one forward of each a round, the first rotating, after
     ``warmup`` untimed rounds), so a disturbance that lasts a moment lands on every size alike,
@@ -126,7 +127,8 @@ def measure_verify_cost(target, sizes=(1, 2, 4, 8, 16, 32, 64), prefix_len: int 
     fastest and slowest repeat (``lo``, ``hi``).
     ``cuda_graphs``: replayed by ``GraphedTarget`` (None when its capture failed: it ran eagerly)."""
     device = target.lm_head.weight.device
-    pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, prefix_len, max(sizes) + 1, device)
+    pool = prefilled(target, target.new_kv_pool, vocab=target.config.vocab_size, prefix_len=prefix_len,
+                     spare=max(sizes) + 1, device=device)
     runner = None
     if cuda_graphs:
         from workbench.engine.graphs import GraphedTarget, make_buckets
@@ -134,7 +136,7 @@ def measure_verify_cost(target, sizes=(1, 2, 4, 8, 16, 32, 64), prefix_len: int 
         runner = GraphedTarget(target, pool.kv, pool.alloc.alloc(1)[0], max_keys=pool.kv.num_slots,
                                buckets=make_buckets((1, 2), sizes))
     forward = runner if runner is not None else (lambda batch: target.logits(target(batch, pool.kv)))
-    samples = forward_samples(pool, sizes, forward, repeats, warmup)
+    samples = forward_samples(pool, sizes, forward=forward, repeats=repeats, warmup=warmup)
     if runner is not None and not runner.replays:
         return None
     return _cost_rows(sizes, samples)
@@ -147,7 +149,8 @@ def measure_verify_cost_beside(target, context, sizes=(1, 2, 4, 8, 16, 32, 64), 
     takes its turn in each round, so the two curves share whatever the machine did meanwhile.
     Returns (the curve as it runs, the curve inside the context)."""
     device = target.lm_head.weight.device
-    pool = prefilled(target, target.new_kv_pool, target.config.vocab_size, prefix_len, max(sizes) + 1, device)
+    pool = prefilled(target, target.new_kv_pool, vocab=target.config.vocab_size, prefix_len=prefix_len,
+                     spare=max(sizes) + 1, device=device)
     forward = lambda batch: target.logits(target(batch, pool.kv))  # noqa: E731
     samples = case_samples(pool, [(n, forward, None) for n in sizes] + [(n, forward, context) for n in sizes],
                            repeats, warmup)
@@ -159,14 +162,15 @@ def _cost_rows(sizes, samples: list[list[float]]) -> list[dict]:
             for n, t in zip(sizes, samples)]
 
 
-def measure_draft_cost(target, head, rows=(1, 4, 10), prefix_len: int = 256, repeats: int = 5, warmup: int = 2,
+def measure_draft_cost(target, head, *, rows=(1, 4, 10), prefix_len: int = 256, repeats: int = 5, warmup: int = 2,
                        cuda_graphs: bool = False) -> list[dict] | None:
     """Median ms of one draft forward + draft log-probs over ``rows`` tokens (a tree level).
     ``cuda_graphs``: replayed by ``GraphedDraft`` (None when its capture failed: it ran eagerly)."""
     w = target.lm_head.weight
     feats = torch.zeros(max(rows), target.config.hidden_size, dtype=w.dtype, device=w.device)  # [R, H]
     pool = prefilled(lambda batch, kv: head(feats.new_zeros(batch.num_tokens, feats.shape[1]), batch, kv),
-                     head.new_kv_pool, target.config.vocab_size, prefix_len, max(rows) + 1, w.device)
+                     head.new_kv_pool, vocab=target.config.vocab_size, prefix_len=prefix_len, spare=max(rows) + 1,
+                     device=w.device)
     runner = None
     if cuda_graphs:
         from workbench.engine.graphs import GraphedDraft, make_buckets
@@ -174,6 +178,6 @@ def measure_draft_cost(target, head, rows=(1, 4, 10), prefix_len: int = 256, rep
         runner = GraphedDraft(head, pool.kv, pool.alloc.alloc(1)[0], max_keys=pool.kv.num_slots,
                               buckets=make_buckets((1, 2), rows))
     draft = runner if runner is not None else (lambda features, batch: head(features, batch, pool.kv))
-    ms = measure_forward(pool, rows, lambda batch: head.log_probs(draft(feats[: batch.num_tokens], batch)),
-                         repeats, warmup)
+    ms = measure_forward(pool, rows, forward=lambda batch: head.log_probs(draft(feats[: batch.num_tokens], batch)),
+                         repeats=repeats, warmup=warmup)
     return None if runner is not None and not runner.replays else [{"rows": n, "ms": t} for n, t in zip(rows, ms)]

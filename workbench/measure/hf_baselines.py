@@ -38,7 +38,7 @@ def load_hf_model(target_dir, dtype: torch.dtype):
 
 
 @torch.inference_mode()
-def hf_generate(model, prompt_ids: list[int], max_new_tokens: int, stop_ids: tuple[int, ...],
+def hf_generate(model, prompt_ids: list[int], *, max_new_tokens: int, stop_ids: tuple[int, ...],
                 prompt_lookup: int | None = None) -> HFResult:
     """Greedy ``generate`` (``prompt_lookup``: prompt lookup with that many drafted tokens)."""
     ids = torch.tensor([prompt_ids], dtype=torch.int64, device=model.device)  # [1, P]

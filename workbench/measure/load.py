@@ -59,7 +59,7 @@ def make_engine(wb, policy: SpecPolicy, kv_slots: int | None = None) -> Engine:
     return wb.engine(sampling=SamplingParams(), policy=policy, kv_slots=kv_slots)
 
 
-def plan_capacity(wb, policy: NamedPolicy, prompts: list[list[int]], load: Load, max_new_tokens: int,
+def plan_capacity(wb, policy: NamedPolicy, *, prompts: list[list[int]], load: Load, max_new_tokens: int,
                   kv_slots: int | None = None) -> tuple[list[int], int]:
     """(each request's worst case in KV slots, the capacity the run's engine gets): ``kv_slots``,
     or room for every request that can be in flight at once (see the module docstring)."""
@@ -71,11 +71,12 @@ def plan_capacity(wb, policy: NamedPolicy, prompts: list[list[int]], load: Load,
     return needs, sum(sorted(needs)[-in_flight:])
 
 
-def check_load(wb, policy: NamedPolicy, prompts: list[list[int]], load: Load, max_new_tokens: int,
+def check_load(wb, policy: NamedPolicy, *, prompts: list[list[int]], load: Load, max_new_tokens: int,
                kv_slots: int | None = None) -> None:
     """UserError naming the first request the engine would refuse: a prompt that, with
     ``max_new_tokens``, exceeds the model's context or could never fit the KV capacity."""
-    needs, capacity = plan_capacity(wb, policy, prompts, load, max_new_tokens, kv_slots)
+    needs, capacity = plan_capacity(wb, policy, prompts=prompts, load=load, max_new_tokens=max_new_tokens,
+                                    kv_slots=kv_slots)
     settings = policy.build().settings()
     for k, need in enumerate(needs):
         i = k % len(prompts)
@@ -224,7 +225,7 @@ class LoadRun:
     ``cost``: this machine's step cost, which ``auto`` needs (``measure/step_cost.py``: measured
     once by the caller, so that no timed run pays for it)."""
 
-    def __init__(self, wb, policy: NamedPolicy, prompts: list[list[int]], load: Load, max_new_tokens: int,
+    def __init__(self, wb, policy: NamedPolicy, *, prompts: list[list[int]], load: Load, max_new_tokens: int,
                  kv_slots: int | None = None, cost: StepCost | None = None):
         if not prompts:
             raise ValueError("a load needs at least one prompt")
@@ -232,7 +233,8 @@ class LoadRun:
             raise ValueError(f"{policy.name} weighs settings by this machine's step cost: measure it first "
                              "(workbench.measure.step_cost.step_cost_for) and pass cost=")
         self.name, self.load, self.prompts, self.max_new_tokens = policy.name, load, prompts, max_new_tokens
-        _, capacity = plan_capacity(wb, policy, prompts, load, max_new_tokens, kv_slots)
+        _, capacity = plan_capacity(wb, policy, prompts=prompts, load=load, max_new_tokens=max_new_tokens,
+                                    kv_slots=kv_slots)
         self.watched = Watched(policy.build(cost))
         self.engine = make_engine(wb, self.watched, capacity)
         self.cuda = self.engine.device.type == "cuda"
@@ -305,9 +307,11 @@ class LoadRun:
             if t.request.finished:
                 t.finished = now
         if self.watched.last is None:  # the policy was not asked: a prefill step
-            return StepLog(len(self.log) + 1, now, "prefill", firsts, "prefill", False, tokens)
+            return StepLog(len(self.log) + 1, now, kind="prefill", batch=firsts, setting="prefill", speculative=False,
+                           tokens=tokens)
         choice, batch = self.watched.last
-        return StepLog(len(self.log) + 1, now, "decode", batch, choice.label, choice.spec.speculative, tokens)
+        return StepLog(len(self.log) + 1, now, kind="decode", batch=batch, setting=choice.label,
+                       speculative=choice.spec.speculative, tokens=tokens)
 
     def run(self, seconds: float | None = None) -> LoadResult:
         for _ in self.steps(seconds):
@@ -315,14 +319,16 @@ class LoadRun:
         return self.result()
 
     def result(self) -> LoadResult:
-        return LoadResult(self.name, self.load, self.engine.capacity, self.seconds, self.timed, list(self.log),
-                          self.stopped)
+        return LoadResult(self.name, self.load, capacity=self.engine.capacity, seconds=self.seconds, timed=self.timed,
+                          steps=list(self.log),
+                          stopped=self.stopped)
 
 
-def run_load(wb, policy: NamedPolicy, prompts: list[list[int]], load: Load, max_new_tokens: int, *,
+def run_load(wb, policy: NamedPolicy, *, prompts: list[list[int]], load: Load, max_new_tokens: int,
              kv_slots: int | None = None, seconds: float | None = None, cost: StepCost | None = None) -> LoadResult:
     """Run one load through (see ``LoadRun``)."""
-    return LoadRun(wb, policy, prompts, load, max_new_tokens, kv_slots, cost).run(seconds)
+    return LoadRun(wb, policy, prompts=prompts, load=load, max_new_tokens=max_new_tokens, kv_slots=kv_slots,
+                   cost=cost).run(seconds)
 
 
 def equal_outputs(result: dict, reference: dict) -> bool:

@@ -5,11 +5,6 @@ Engine methods become ``SpecConfig``s; the transformers baselines carry none. A 
 method may name its draft source after ``@`` (``--draft`` of ``python -m workbench generate``):
 ``eagle2:8/5/4@ngram``, ``linear:4@exit:24``, ``eagle2:12/5/4@ngram:2-8``; without one it drafts
 with the head.
-
-``--beside-plain`` gives every engine method a twin, ``NAME [F.linear]``: the same method with
-every product of the target and the draft run by ``F.linear`` instead of the order measured for
-this CPU (``workbench.cpu_choices``), run right after it on each question, so that one run
-compares the two orders on everything it measures.
 """
 
 from __future__ import annotations
@@ -24,7 +19,6 @@ class Method:
     name: str  # as given in --methods
     spec: SpecConfig | None  # engine methods; None for the transformers baselines
     prompt_lookup: int | None = None  # hf-pld only
-    plain: bool = False  # a --beside-plain twin: every product by F.linear
 
     @property
     def hf(self) -> bool:
@@ -37,20 +31,7 @@ class Method:
     def describe(self) -> str:
         if self.hf:
             return "transformers generate" + (f", prompt lookup {self.prompt_lookup}" if self.prompt_lookup else "")
-        return self.spec.describe() + (", every product by F.linear" if self.plain else "")
-
-
-PLAIN_TWIN = " [F.linear]"  # the name of a method's --beside-plain twin: NAME + PLAIN_TWIN
-
-
-def with_plain_twins(methods: list[Method]) -> list[Method]:
-    """Each engine method followed by its twin that runs every product by ``F.linear``."""
-    out = []
-    for m in methods:
-        out.append(m)
-        if not m.hf:
-            out.append(replace(m, name=m.name + PLAIN_TWIN, plain=True))
-    return out
+        return self.spec.describe()
 
 
 def parse_methods(text: str, best=None) -> list[Method]:

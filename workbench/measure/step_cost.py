@@ -85,7 +85,7 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
         say(f"[cost] the {ROUNDS} rounds differ by more than {AGREE:.0%} at some size (a busy machine?): "
             "their medians are used for this run, nothing cached, measured again next run")
         return _model(entry, source="measured, rounds disagreed")
-    add_entry(path, key, entry, "[cost]", "the step cost")
+    add_entry(path, key, value=entry, tag="[cost]", what="the step cost")
     return _model(entry, source="measured on this machine")
 
 
@@ -115,12 +115,13 @@ def measure_overhead(wb, source: DraftSource | None, forwards: StepCost, prefix_
     (curves measured after the same prefix, without overhead)."""
     from workbench.engine.config import SpecConfig
 
-    plain = [_step_overhead(wb, SpecConfig("vanilla"), b, forwards, prefix_len) for b in OVERHEAD_BATCHES]
+    plain = [_step_overhead(wb, SpecConfig("vanilla"), batch=b, forwards=forwards,
+                            prefix_len=prefix_len) for b in OVERHEAD_BATCHES]
     out = dict(zip(("plain_per_step", "plain_per_request"), _line(OVERHEAD_BATCHES, plain)))
     if source is None:
         return {**out, "spec_per_step": 0.0, "spec_per_request": 0.0}
     spec = SpecConfig.from_knobs("eagle2", **OVERHEAD_SETTING, draft=source)
-    spec_ms = [_step_overhead(wb, spec, b, forwards, prefix_len) for b in OVERHEAD_BATCHES]
+    spec_ms = [_step_overhead(wb, spec, batch=b, forwards=forwards, prefix_len=prefix_len) for b in OVERHEAD_BATCHES]
     return {**out, **dict(zip(("spec_per_step", "spec_per_request"), _line(OVERHEAD_BATCHES, spec_ms)))}
 
 
@@ -130,7 +131,7 @@ def _line(xs: tuple[int, ...], ys: list[float]) -> tuple[float, float]:
     return round(ys[0] - slope * xs[0], 3), round(slope, 3)
 
 
-def _step_overhead(wb, spec, batch: int, forwards: StepCost, prefix_len: int) -> float:
+def _step_overhead(wb, spec, *, batch: int, forwards: StepCost, prefix_len: int) -> float:
     """The median, over ``OVERHEAD_STEPS`` engine steps of ``batch`` requests under ``spec``, of a
     step's wall time less its forwards' cost on the curves (the draft extend at the tokens each
     request emitted in the step before). Requests of ``prefix_len`` random tokens, so the forwards see
@@ -194,8 +195,8 @@ class Timers:
 
     def head(self) -> list[tuple[int, float]]:
         wb = self.wb
-        got = measure_draft_cost(wb.target, wb.draft, DRAFT_ROWS, **TIMING, cuda_graphs=bool(wb.cuda_graphs)) \
-            or measure_draft_cost(wb.target, wb.draft, DRAFT_ROWS, **TIMING)
+        got = measure_draft_cost(wb.target, wb.draft, rows=DRAFT_ROWS, **TIMING, cuda_graphs=bool(wb.cuda_graphs)) \
+            or measure_draft_cost(wb.target, wb.draft, rows=DRAFT_ROWS, **TIMING)
         return [(r["rows"], r["ms"]) for r in got]
 
     def model(self) -> list[tuple[int, float]]:

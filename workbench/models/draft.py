@@ -76,7 +76,8 @@ class DraftHead(nn.Module):
 
     def new_kv_pool(self, num_slots: int) -> KVPool:
         p = self.fc.weight
-        return KVPool(len(self.layers), num_slots, self.config.num_kv_heads, self.config.head_dim, p.dtype, p.device)
+        return KVPool(len(self.layers), num_slots, num_kv_heads=self.config.num_kv_heads, head_dim=self.config.head_dim,
+                      dtype=p.dtype, device=p.device)
 
     @property
     def feature_width(self) -> int:
@@ -110,7 +111,7 @@ class DraftHead(nn.Module):
         cos, sin = target.rope(batch.positions, x.dtype) if same_rope(target.config, self.config) else \
             self._own_rope(batch.positions, x.dtype)
         for layer in self.layers:
-            x = layer(x, cos, sin, batch, kv, target.attention_backend)
+            x = layer(x, cos, sin, batch, kv=kv, backend=target.attention_backend)
         return x
 
     def _own_rope(self, positions, dtype):

@@ -199,7 +199,7 @@ def pack_weight(weight: torch.Tensor, rows: int) -> torch.Tensor:
     return torch.ops.mkl._mkl_reorder_linear_weight(weight.detach(), rows)
 
 
-def packed_linear(x: torch.Tensor, packed: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+def packed_linear(x: torch.Tensor, packed: torch.Tensor, *, weight: torch.Tensor, bias: torch.Tensor | None,
                   rows: int) -> torch.Tensor:
     """``F.linear(x, weight, bias)`` through the weight packed for ``rows`` rows; x [M <= rows, K]."""
     m = x.shape[0]
@@ -226,7 +226,7 @@ def takes_choice(x: torch.Tensor, weight: torch.Tensor, dtype: torch.dtype = tor
             and x.dim() == 2 and x.shape[0] <= ROW_BUCKETS[-1])
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
            order: LinearOrder = LinearOrder(), packed: dict | None = None) -> torch.Tensor:
     """``F.linear(x, weight, bias)`` by the implementation ``order`` names for x's row count.
 
@@ -244,7 +244,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         entry = packed.get(rows if path == PACKED else ONEDNN)
         grad = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
         if entry is not None and entry[1] == _stamp(weight) and not grad:
-            return packed_linear(x, entry[0], weight, bias, rows) if path == PACKED else onednn_linear(x, entry[0], bias)
+            return (packed_linear(x, entry[0], weight=weight, bias=bias, rows=rows) if path == PACKED
+                    else onednn_linear(x, entry[0], bias))
     return F.linear(x, weight, bias)
 
 
@@ -255,7 +256,7 @@ class Linear(nn.Linear):
     packed: dict | None = None  # {row count or ONEDNN: (packed weight, _stamp of the weight packed)}, by pack
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias, self.order, self.packed)
+        return linear(x, self.weight, self.bias, order=self.order, packed=self.packed)
 
     def pack(self, rows: tuple[int, ...], onednn: bool = False) -> int:
         """Keep MKL packed copies of the weight for these row counts (fp32), and oneDNN's one copy
@@ -356,7 +357,7 @@ def apply_linear_order(module: nn.Module, order: LinearOrder, fuse: bool = True)
 def plain_products(*modules: nn.Module | None):
     """Every ``Linear`` of ``modules`` (None skipped) runs ``F.linear`` inside the block, and
     follows its own order again after it; nothing is repacked, so the measured order and
-    ``F.linear`` can take turns in one process (``python -m workbench bench --beside-plain``)."""
+    ``F.linear`` can take turns in one process (``python -m experiments.beside_plain``, the notebooks)."""
     if not modules:
         raise TypeError("plain_products() needs the modules whose products it switches")
     linears = list({id(m): m for module in modules if module is not None
@@ -383,12 +384,13 @@ def within_rounding(y: torch.Tensor, ref: torch.Tensor, x: torch.Tensor, weight:
     return bool(((y - ref).abs() <= tol).all())
 
 
-def run_path(path: str, x: torch.Tensor, weight: torch.Tensor, packed: torch.Tensor | None, rows: int) -> torch.Tensor:
+def run_path(path: str, x: torch.Tensor, *, weight: torch.Tensor, packed: torch.Tensor | None,
+             rows: int) -> torch.Tensor:
     """One product by ``path``, bias-free, as timed and checked (packed: the weight packed for rows)."""
     if path == WEIGHT_LEFT:
         return weight_left_linear(x, weight)
     if path == PACKED:
-        return packed_linear(x, packed, weight, None, rows)
+        return packed_linear(x, packed, weight=weight, bias=None, rows=rows)
     if path == ONEDNN:
         return onednn_linear(x, packed, None)
     return F.linear(x, weight)
@@ -411,7 +413,7 @@ def check_paths(weights: list[torch.Tensor], paths: tuple[str, ...], rows: tuple
     with torch.inference_mode():
         for path in paths:
             ok[path] = all(
-                within_rounding(run_path(path, x, w, _pack_for(path, w, m), m),
+                within_rounding(run_path(path, x, weight=w, packed=_pack_for(path, w, m), rows=m),
                                      F.linear(x, w), x, w)
                 for m in rows for w in weights
                 for x in [torch.randn(m, w.shape[1], generator=gen, dtype=w.dtype)])
@@ -433,7 +435,7 @@ def time_paths(weights: list[torch.Tensor], paths: tuple[str, ...], rows: tuple[
         xs = {w.shape[1]: torch.randn(m, w.shape[1], generator=gen, dtype=w.dtype) for w in weights}
         with torch.inference_mode():
             packs = {path: _packs(weights, path, m) for path in paths}
-            runs = {path: (lambda path=path: [run_path(path, xs[w.shape[1]], w, p, m)
+            runs = {path: (lambda path=path: [run_path(path, xs[w.shape[1]], weight=w, packed=p, rows=m)
                                               for w, p in zip(weights, packs[path])]) for path in paths}
             ms = _best_ms_interleaved(runs, repeats)
             del packs

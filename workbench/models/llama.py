@@ -49,7 +49,7 @@ class Attention(nn.Module):
 
     projection_groups = {"qkv_packed": ("q_proj", "k_proj", "v_proj")}  # read by apply_linear_order
 
-    def forward(self, x, cos, sin, batch: ForwardBatch, kv: KVPool, backend: str) -> torch.Tensor:
+    def forward(self, x, cos, sin, batch: ForwardBatch, *, kv: KVPool, backend: str) -> torch.Tensor:
         t = x.shape[0]
         q, k, v = project(x, (self.q_proj, self.k_proj, self.v_proj), self.qkv_packed)
         q = apply_rotary(q.view(t, self.hq, self.dh), cos, sin)  # [T, Hq, Dh]
@@ -58,7 +58,7 @@ class Attention(nn.Module):
         # Write first, then attend through the slot table: new tokens are read back from the
         # pool like the prefix, so one code path serves prefill, decode, extend and verify.
         kv.write(self.layer_idx, batch.out_slots, k, v)
-        o = attend(q, kv.k[self.layer_idx], kv.v[self.layer_idx], batch.meta, self.dh**-0.5, backend)
+        o = attend(q, kv.k[self.layer_idx], kv.v[self.layer_idx], batch.meta, scale=self.dh**-0.5, backend=backend)
         return self.o_proj(o.reshape(t, self.hq * self.dh))
 
 
@@ -87,9 +87,9 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = MLP(cfg)
 
-    def forward(self, x, cos, sin, batch: ForwardBatch, kv: KVPool, backend: str) -> torch.Tensor:
+    def forward(self, x, cos, sin, batch: ForwardBatch, *, kv: KVPool, backend: str) -> torch.Tensor:
         h = x if self.input_layernorm is None else self.input_layernorm(x)
-        x = x + self.self_attn(h, cos, sin, batch, kv, backend)
+        x = x + self.self_attn(h, cos, sin, batch, kv=kv, backend=backend)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -119,7 +119,8 @@ class TargetModel(nn.Module):
     def new_kv_pool(self, num_slots: int) -> KVPool:
         p = self.lm_head.weight
         cfg = self.config
-        return KVPool(cfg.num_layers, num_slots, cfg.num_kv_heads, cfg.head_dim, p.dtype, p.device)
+        return KVPool(cfg.num_layers, num_slots, num_kv_heads=cfg.num_kv_heads, head_dim=cfg.head_dim, dtype=p.dtype,
+                      device=p.device)
 
     def rope(self, positions: torch.Tensor, dtype: torch.dtype):
         if self.rotary is None or self.rotary.inv_freq.device != positions.device:
@@ -147,7 +148,7 @@ class TargetModel(nn.Module):
         cos, sin = self.rope(batch.positions, x.dtype)
         kept = []
         for i, layer in enumerate(layers):
-            x = layer(x, cos, sin, batch, kv, self.attention_backend)
+            x = layer(x, cos, sin, batch, kv=kv, backend=self.attention_backend)
             if i in taps:
                 kept.append(x)
         if len(kept) != len(taps):

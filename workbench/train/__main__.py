@@ -161,7 +161,8 @@ def cmd_train(args) -> int:
         train_seqs, val_seqs = load_sequences(args, target, cfg.taps)
         checked = val_seqs if args.val_positions is None else first_positions(val_seqs, args.val_positions)
         t0 = time.time()
-        head = train(args.out, target, train_seqs, checked, cfg, args.resume, args.minutes)
+        head = train(args.out, target, train_seqs=train_seqs, val_seqs=checked, cfg=cfg, resume=args.resume,
+                     minutes=args.minutes)
     except (ValueError, FileNotFoundError) as err:
         raise UserError(str(err)) from None
     print(f"trained in {time.time() - t0:.0f}s on {cfg.torch_device}", flush=True)

@@ -56,8 +56,9 @@ class Batch:
     def to(self, device: torch.device | str) -> "Batch":
         """The same batch on ``device`` (collate builds it on the CPU)."""
         move = lambda t: None if t is None else t.to(device, non_blocking=True)  # noqa: E731
-        return Batch(move(self.features), move(self.next_ids), move(self.targets), move(self.loss_mask),
-                     move(self.aux))
+        return Batch(move(self.features), move(self.next_ids), targets=move(self.targets),
+                     loss_mask=move(self.loss_mask),
+                     aux=move(self.aux))
 
 
 def collate(seqs: list[Sequence]) -> Batch:
@@ -77,4 +78,4 @@ def collate(seqs: list[Sequence]) -> Batch:
         lo, hi = s.prompt_len - 1, n - 1  # pairs lo..hi-1 have a target and draft response tokens
         mask[b, lo:hi] = True
         targets.append(s.features[lo + 1 : hi + 1].float())
-    return Batch(feats, ids, torch.cat(targets), mask, aux)
+    return Batch(feats, ids, targets=torch.cat(targets), loss_mask=mask, aux=aux)

@@ -67,11 +67,12 @@ def mt_bench_first_turns(path: Path, n: int) -> list[str]:
     return [q.turns[0] for q in specbench.mt_bench_first_turns(n, path)]
 
 
-def run(wb, prompts: list[list[int]], spec: SpecConfig, max_new: int, temperature: float = 0.0,
+def run(wb, prompts: list[list[int]], spec: SpecConfig, max_new: int, *, temperature: float = 0.0,
         seed: int = 0, traces: list | None = None) -> dict:
     """τ of ``spec`` on ``prompts``; ``traces``: a list that gets every step's trace."""
     sink = traces.append if traces is not None else None
-    reqs, secs = wb.generate(prompts, spec, SamplingParams(temperature=temperature, seed=seed), max_new, sink)
+    reqs, secs = wb.generate(prompts, spec, SamplingParams(temperature=temperature, seed=seed), max_new,
+                             trace_sink=sink)
     steps = [a for r in reqs for a in r.accept_lengths]
     per_q = [tau(r.accept_lengths) for r in reqs if r.accept_lengths]
     return {"outputs": [r.output_ids for r in reqs], "tau": tau(steps) or 0.0,
@@ -79,7 +80,7 @@ def run(wb, prompts: list[list[int]], spec: SpecConfig, max_new: int, temperatur
             "tokens": sum(len(r.output_ids) for r in reqs)}
 
 
-def held_out_sequences(data: Path, target, max_response_tokens: int | None, val_every: int,
+def held_out_sequences(data: Path, target, *, max_response_tokens: int | None, val_every: int,
                        taps: tuple[int, ...] = ()) -> list:
     """The conversations training holds out of ``data``; ``taps``: ``fused_taps``'s."""
     from workbench.train.features import load_sequences
@@ -252,12 +253,13 @@ def named(label: str, head: Path, heads: list[Path]) -> str:
 def load_held_out(args, target, taps: tuple[int, ...]) -> list:
     """``held_out_sequences`` of ``--held-out``, a missing or empty directory as one ``error:`` line."""
     try:
-        return held_out_sequences(args.held_out, target, args.held_out_tokens, args.val_every, taps)
+        return held_out_sequences(args.held_out, target, max_response_tokens=args.held_out_tokens,
+                                  val_every=args.val_every, taps=taps)
     except (ValueError, FileNotFoundError) as err:
         raise UserError(str(err)) from None
 
 
-def tau_table(wb, prompts: list[list[int]], base: dict, methods: dict[str, SpecConfig], args) -> None:
+def tau_table(wb, prompts: list[list[int]], *, base: dict, methods: dict[str, SpecConfig], args) -> None:
     """One row per method: τ, τ per question, outputs equal to greedy, tokens and seconds."""
     greedy = args.temperature == 0
     mode = "greedy" if greedy else f"temperature {args.temperature:g}, seed {args.seed}"
@@ -267,7 +269,7 @@ def tau_table(wb, prompts: list[list[int]], base: dict, methods: dict[str, SpecC
     print("|---|---|---|---|---|---|")
     print(f"| vanilla | 1.00 | 1.00 | - | {base['tokens']} | {base['seconds']:.1f} |")
     for name, spec in methods.items():
-        r = run(wb, prompts, spec, args.max_new, args.temperature, args.seed)
+        r = run(wb, prompts, spec, args.max_new, temperature=args.temperature, seed=args.seed)
         same = f"{sum(a == b for a, b in zip(r['outputs'], base['outputs']))}/{len(prompts)}" if greedy else "sampled"
         print(f"| {name} | {r['tau']:.2f} | {r['tau_per_question']:.2f} | {same} | {r['tokens']} "
               f"| {r['seconds']:.1f} |", flush=True)
@@ -292,7 +294,7 @@ def cmd_evaluate(args) -> int:
     if not methods and not args.agreement:
         return 0
     prompts = [wb.encode(q) for q in mt_bench_first_turns(args.questions, args.n)]
-    base = run(wb, prompts, SpecConfig("vanilla"), args.max_new, args.temperature, args.seed)
+    base = run(wb, prompts, SpecConfig("vanilla"), args.max_new, temperature=args.temperature, seed=args.seed)
     if args.agreement:
         val = answer_sequences(target, prompts, base["outputs"], taps)
         for head in args.head:
@@ -300,5 +302,5 @@ def cmd_evaluate(args) -> int:
             report(named(f"{label} ({args.max_new} tokens)", head, args.head), measure_head(head, target, val))
     if methods:
         for wb in each_head(wb, args):
-            tau_table(wb, prompts, base, methods, args)
+            tau_table(wb, prompts, base=base, methods=methods, args=args)
     return 0

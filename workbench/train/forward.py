@@ -30,7 +30,7 @@ def head_input(head: DraftHead, features: torch.Tensor, aux: torch.Tensor | None
     return head.feature_in(torch.cat([aux.to(features.dtype), features], dim=-1))
 
 
-def train_forward(head: DraftHead, embed: torch.nn.Embedding, features: torch.Tensor,
+def train_forward(head: DraftHead, embed: torch.nn.Embedding, *, features: torch.Tensor,
                   next_ids: torch.Tensor, aux: torch.Tensor | None = None) -> torch.Tensor:
     """features [B, T, H] (f_t), next_ids [B, T] (x_{t+1}) -> draft hidden states [B, T, H];
     ``aux`` [B, T, n H]: a fused head's residual streams.
@@ -41,11 +41,11 @@ def train_forward(head: DraftHead, embed: torch.nn.Embedding, features: torch.Te
     x = head.fc(torch.cat([embed(next_ids).to(features.dtype), g], dim=-1))  # [B, T, H]
     cos, sin = head.target.rope(torch.arange(t, device=x.device), x.dtype)  # [T, 1, Dh]
     for layer in head.layers:
-        x = layer_forward(layer, x, cos, sin, [], [])
+        x = layer_forward(layer, x, cos, sin, keys=[], values=[])
     return x
 
 
-def layer_forward(layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, keys: list, values: list,
+def layer_forward(layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, keys: list, values: list,
                   mask: torch.Tensor | None = None) -> torch.Tensor:
     """One draft ``DecoderLayer`` on whole sequences, with autograd: x [B, T, H] -> [B, T, H].
 
@@ -84,7 +84,7 @@ def feature_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 TOKEN_LOSSES = ("ce", "accept", "ce+accept")  # what the head's token distribution is trained against
 
 
-def soft_ce(pred: torch.Tensor, target: torch.Tensor, lm_head: torch.Tensor, topk: int = 0,
+def soft_ce(pred: torch.Tensor, target: torch.Tensor, *, lm_head: torch.Tensor, topk: int = 0,
             weights: torch.Tensor | None = None, loss: str = "ce") -> tuple[torch.Tensor, int]:
     """The token loss of lm_head(pred) against p = softmax(lm_head(target)), mean over positions
     (``weights`` [N]: a weighted sum instead), and how many rows share their argmax.
@@ -164,10 +164,10 @@ def eagle_loss_backward(pred: torch.Tensor, target: torch.Tensor, lm_head: torch
     for s in range(0, n, chunk):
         idx = rows[s : s + chunk]
         if w is None:
-            ce, hits = soft_ce(leaf[idx], target[idx], lm_head, topk, loss=loss)
+            ce, hits = soft_ce(leaf[idx], target[idx], lm_head=lm_head, topk=topk, loss=loss)
             ce = ce * (len(idx) / n)
         else:
-            ce, hits = soft_ce(leaf[idx], target[idx], lm_head, topk, w[s : s + chunk], loss=loss)
+            ce, hits = soft_ce(leaf[idx], target[idx], lm_head=lm_head, topk=topk, weights=w[s : s + chunk], loss=loss)
         (w_ce * ce).backward()
         ce_sum, top1 = ce_sum + float(ce.detach()), top1 + hits
     if row_weights is None:

@@ -101,7 +101,7 @@ class Chat:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
 
-def decode_batch(target, contexts: list[list[int]], temperature: float, seed: int, max_new: int,
+def decode_batch(target, contexts: list[list[int]], *, temperature: float, seed: int, max_new: int,
                  stop_ids: tuple[int, ...], features: bool = False):
     """One batch through the engine's plain decoding: the answers' token ids, and with
     ``features`` also each sequence's post-norm features [T - 1, H] fp16 (f_t for every token
@@ -154,15 +154,17 @@ def shard_seed(cfg: GenConfig, shard: int, what: int) -> int:
     return (cfg.seed * 1_000_003 + shard) * 16 + what
 
 
-def make_shard(target, chat: Chat, stop_ids: tuple[int, ...], prompts: list[Prompt], first: int, shard: int,
+def make_shard(target, chat: Chat, *, stop_ids: tuple[int, ...], prompts: list[Prompt], first: int, shard: int,
                cfg: GenConfig, log=None) -> dict[str, torch.Tensor]:
     """Every sequence of one shard (prompts ``first .. first+len(prompts)-1``), with their
     features under ``"features"`` when ``cfg.features``; ``log`` gets a line per decoding pass."""
 
     def decode(contexts, temperature, seed, what):
         t0 = time.time()
-        answers, feats = decode_batch(target, contexts, temperature, seed, cfg.max_new, stop_ids, features=True) \
-            if cfg.features else (decode_batch(target, contexts, temperature, seed, cfg.max_new, stop_ids), None)
+        answers, feats = decode_batch(target, contexts, temperature=temperature, seed=seed, max_new=cfg.max_new,
+                                      stop_ids=stop_ids, features=True) \
+            if cfg.features else (decode_batch(target, contexts, temperature=temperature, seed=seed,
+                                               max_new=cfg.max_new, stop_ids=stop_ids), None)
         if feats is not None:
             hid = feats[0].shape[-1]
             kept.extend(torch.cat([f, torch.zeros(1, hid, dtype=f.dtype)]) for f in feats)  # [T, H], last row unused
@@ -258,7 +260,8 @@ def run(cfg: GenConfig, target, chat: Chat, stop_ids: tuple[int, ...], log=print
                 f"({len(todo) - k} shards left; the same command continues)", flush=True)
             break
         first = i * cfg.shard_size
-        shard = make_shard(target, chat, stop_ids, prompts[first : first + cfg.shard_size], first, i, cfg, log)
+        shard = make_shard(target, chat, stop_ids=stop_ids, prompts=prompts[first : first + cfg.shard_size],
+                           first=first, shard=i, cfg=cfg, log=log)
         feats = shard.pop("features", None)
         if feats is not None:  # before the shard: a shard on disk always has its features beside it
             save_atomic(feature_path(cfg.out, i), {"features": feats}, meta)
@@ -362,8 +365,8 @@ def cmd_generate(args) -> int:
     target_dir = store.resolve_target(args.target)
     target = load_target(target_dir, DTYPES[cfg.dtype], device)
     c = target.config  # the device's fastest attention, decided in one place; triton only where it checks out
-    check = choose_attention_backend(args.attention or "padded", device, DTYPES[cfg.dtype],
-                                     c.head_dim, c.num_heads, c.num_kv_heads)
+    check = choose_attention_backend(args.attention or "padded", device, dtype=DTYPES[cfg.dtype],
+                                     head_dim=c.head_dim, num_heads=c.num_heads, num_kv_heads=c.num_kv_heads)
     print(check.message if check.ok else f"warning: {check.message}", file=sys.stderr, flush=True)
     target.attention_backend = check.backend
     tok = AutoTokenizer.from_pretrained(target_dir)

@@ -230,7 +230,7 @@ def batch_schedule(seqs, cfg: TrainConfig):
         epoch += 1
 
 
-def train_step(head, target, batch, cfg: TrainConfig, feat_rms: float, gen: torch.Generator,
+def train_step(head, target, *, batch, cfg: TrainConfig, feat_rms: float, gen: torch.Generator,
                hot: torch.Tensor | None = None) -> dict:
     """One optimisation step's forward + backward (no optimiser update). Returns the losses.
     ``hot``: token ids the CE is restricted to (``cfg.hot_vocab``), None = full vocabulary."""
@@ -242,12 +242,14 @@ def train_step(head, target, batch, cfg: TrainConfig, feat_rms: float, gen: torc
                    loss=cfg.token_loss)
     if cfg.ttt_steps == 1:
         with torch.autocast(dev, torch.bfloat16, enabled=cfg.dtype == "bf16"):
-            out = train_forward(head, target.model.embed_tokens, feats + noise, batch.next_ids, batch.aux)
+            out = train_forward(head, target.model.embed_tokens, features=feats + noise, next_ids=batch.next_ids,
+                                aux=batch.aux)
         pred = out.float()[batch.loss_mask]  # [N, H]
         return eagle_loss_backward(pred, batch.targets, lm_head, **loss_kw)
     with torch.autocast(dev, torch.bfloat16, enabled=cfg.dtype == "bf16"):
-        outs = unrolled_forward(head, target.model.embed_tokens, feats + noise, batch.next_ids, cfg.ttt_steps,
-                                batch.aux)
+        outs = unrolled_forward(head, target.model.embed_tokens, features=feats + noise, next_ids=batch.next_ids,
+                                steps=cfg.ttt_steps,
+                                aux=batch.aux)
     goal = torch.cat([feats[:, 1:], torch.zeros_like(feats[:, :1])], dim=1)  # [B, W, H]: f_{t+1} at t
     preds, goals, weights = [], [], []
     for k, (out, mask) in enumerate(zip(outs, step_masks(batch.loss_mask, cfg.ttt_steps))):
@@ -275,11 +277,12 @@ def evaluate_loss(head, target, seqs, cfg: TrainConfig, steps: int = 3, coverage
     device = next(head.parameters()).device
     for idx in plan_batches(seqs, cfg.max_tokens, 0):
         b = collate([seqs[i] for i in idx]).to(device)
-        outs = unrolled_forward(head, target.model.embed_tokens, b.features, b.next_ids, steps, b.aux)
+        outs = unrolled_forward(head, target.model.embed_tokens, features=b.features, next_ids=b.next_ids, steps=steps,
+                                aux=b.aux)
         goal = torch.cat([b.features[:, 1:], torch.zeros_like(b.features[:, :1])], dim=1)
         for k, (out, mask) in enumerate(zip(outs, step_masks(b.loss_mask, steps))):
             pred, tgt = out[mask], goal[mask]
-            ce, hits = soft_ce(pred, tgt, lm_head)
+            ce, hits = soft_ce(pred, tgt, lm_head=lm_head)
             key = "top1" if k == 0 else f"top1_step{k + 1}"
             tot[key] = tot.get(key, 0.0) + hits
             n[key] = n.get(key, 0) + pred.shape[0]
@@ -300,14 +303,14 @@ def evaluate_loss(head, target, seqs, cfg: TrainConfig, steps: int = 3, coverage
     return out
 
 
-def save_ckpt(path: Path, head, opt, step: int, gen: torch.Generator, cfg: TrainConfig) -> None:
+def save_ckpt(path: Path, head, *, opt, step: int, gen: torch.Generator, cfg: TrainConfig) -> None:
     state = {"head": head.state_dict(), "opt": opt.state_dict(), "step": step, "gen": gen.get_state(),
              "py_rng": random.getstate(), "cfg": asdict(cfg)}
     torch.save(state, path.with_suffix(".tmp"))
     path.with_suffix(".tmp").rename(path)
 
 
-def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfig, resume: bool,
+def train(work: Path, target: TargetModel, *, train_seqs, val_seqs, cfg: TrainConfig, resume: bool,
           minutes: float | None = None) -> DraftHead:
     """Train (or continue) a head on ``train_seqs``; returns it (fp32), on the target's device
     (``cfg.device``: the caller loads the target there). ``minutes``: a time limit; when it runs
@@ -368,7 +371,7 @@ def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfi
                 g["lr"] = lr_at(step, cfg) * g["mult"]
             opt.zero_grad(set_to_none=True)
             batch = collate([train_seqs[i] for i in idx]).to(device)
-            losses = train_step(head, target, batch, cfg, feat_rms, gen, hot)
+            losses = train_step(head, target, batch=batch, cfg=cfg, feat_rms=feat_rms, gen=gen, hot=hot)
             torch.nn.utils.clip_grad_value_(head.parameters(), cfg.clip_value)
             opt.step()
             rec = {"step": step + 1, "epoch": epoch, "lr": opt.param_groups[0]["lr"], **losses}
@@ -378,7 +381,7 @@ def train(work: Path, target: TargetModel, train_seqs, val_seqs, cfg: TrainConfi
             if (step + 1) % cfg.ckpt_every == 0 or step + 1 == cfg.steps or out_of_time:
                 rec["val"] = evaluate_loss(head.eval(), target, val_seqs, cfg)
                 head.train()
-                save_ckpt(ckpt, head, opt, step + 1, gen, cfg)
+                save_ckpt(ckpt, head, opt=opt, step=step + 1, gen=gen, cfg=cfg)
             log.write(json.dumps(rec) + "\n")
             log.flush()
             bar.set_postfix(feat=f"{losses['feat']:.3f}", ce=f"{losses['ce']:.2f}", top1=f"{losses['top1']:.2f}")

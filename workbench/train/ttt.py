@@ -39,7 +39,7 @@ def ttt_mask(t: int, k: int, device=None) -> torch.Tensor:
     return torch.cat(blocks, dim=1)
 
 
-def unrolled_forward(head: DraftHead, embed: torch.nn.Embedding, features: torch.Tensor, next_ids: torch.Tensor,
+def unrolled_forward(head: DraftHead, embed: torch.nn.Embedding, *, features: torch.Tensor, next_ids: torch.Tensor,
                      steps: int, aux: torch.Tensor | None = None) -> list[torch.Tensor]:
     """features [B, T, H] (real f_t), next_ids [B, T] (x_{t+1}) -> ``steps`` outputs [B, T, H].
     ``aux`` [B, T, n H]: a fused head's residual streams (step 1 only: later steps read the
@@ -56,7 +56,7 @@ def unrolled_forward(head: DraftHead, embed: torch.nn.Embedding, features: torch
         x = head.fc(torch.cat([emb, h], dim=-1))  # [B, T, H]
         mask = None if k == 1 else ttt_mask(t, k, x.device)  # step 1: causal over the real prefix
         for layer, (keys, values) in zip(head.layers, cache):
-            x = layer_forward(layer, x, cos, sin, keys, values, mask)
+            x = layer_forward(layer, x, cos, sin, keys=keys, values=values, mask=mask)
         outs.append(x)  # [B, T, H]
         # next step's input at t is this step's guess of f_t, made at t - 1 (zero at t = 0, never a loss row)
         h = torch.cat([torch.zeros(bsz, 1, hid, dtype=x.dtype, device=x.device), x[:, :-1]], dim=1)

@@ -125,8 +125,8 @@ def best_tree_figure(trace: dict, height: int | None = None, width: int = WIDTH)
     fig.data = fig.data[-2:] + fig.data[:-2]  # under the nodes: the band and the ring never hide the bonus star
     n, width = len(covered) - 1, max(width, round(lay.width) + 2 * MARGIN)
     frame(fig, f"Step {trace['step']}: the tree covered {n} token{'s' * (n != 1)} of the target's greedy "
-               f"continuation; it left at “{plotly_text(show(left['text']))}” ({why}) · {_kept(trace)}", width,
-          lay.height, [t.name for t in fig.data if t.meta], height)
+               f"continuation; it left at “{plotly_text(show(left['text']))}” ({why}) · {_kept(trace)}",
+          width=width, plot_height=lay.height, legend=[t.name for t in fig.data if t.meta], min_height=height)
     return fig
 
 

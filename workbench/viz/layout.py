@@ -206,7 +206,7 @@ def tree_layout(g, root, lines: dict, width: float) -> TreeLayout:
     edges = {(u, v): [(boxes[u].x1 + 2, y[u]), (x0[depth[u]] + MARKER + GAP + caps[depth[u]] + 4, y[u]), xy[v]]
              for u, v in g.edges}
     height = max(b.y1 for b in boxes.values()) + ROW_PAD
-    return TreeLayout(xy, boxes, shown, edges, x0[-1] + MARKER + GAP + caps[-1], height)
+    return TreeLayout(xy, boxes, lines=shown, edges=edges, width=x0[-1] + MARKER + GAP + caps[-1], height=height)
 
 
 def _rows(g, root, tall: dict) -> dict:

@@ -183,7 +183,7 @@ def draw_tree(g: nx.DiGraph, lay: TreeLayout, path: list[int]) -> go.Figure:
     return fig
 
 
-def frame(fig: go.Figure, title: str, width: int, plot_height: float, legend: list[str],
+def frame(fig: go.Figure, title: str, *, width: int, plot_height: float, legend: list[str],
           min_height: int | None = None) -> None:
     """Axes in px (y down) over a plot area exactly ``width`` - 2 ``MARGIN`` wide and at least
     ``plot_height`` tall (more if the figure must be ``min_height``), the title wrapped and the
@@ -217,7 +217,8 @@ def tree_figure(trace: dict, show_dropped: bool = True, compact: bool = False, w
     title = f"{plotly_text(label)}: {_title(trace, compact)}" if label else _title(trace, compact)
     if "stop" in trace:
         fig.add_trace(stop_marker(trace, lay))
-    frame(fig, title, width, lay.height, [t.name for t in fig.data if t.meta], height)
+    frame(fig, title, width=width, plot_height=lay.height, legend=[t.name for t in fig.data if t.meta],
+          min_height=height)
     return fig
 
 

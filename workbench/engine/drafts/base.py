@@ -75,7 +75,7 @@ class Box:
 
 def boxes(source) -> tuple[Box, ...]:
     """The number boxes of a ``DraftSource`` (class or value), in field order."""
-    return tuple(Box(f.name, f.metadata["box"], f.metadata["words"], f.default, f.metadata["most"])
+    return tuple(Box(f.name, f.metadata["box"], words=f.metadata["words"], default=f.default, most=f.metadata["most"])
                  for f in fields(source) if "box" in f.metadata)
 
 
@@ -177,7 +177,7 @@ class Drafter(Protocol):
         """The work on last step's committed tokens: what proposes level 1, and the slots it kept."""
         return Extended(None, [[] for _ in reqs])
 
-    def grow(self, reqs: list[Request], table: SlotTable, extended: Extended, spec,
+    def grow(self, reqs: list[Request], table: SlotTable, *, extended: Extended, spec,
              chain: SamplingParams | None, generator) -> DraftPhase:
         """The candidates, with every scratch slot it took already freed (``freed``); with
         ``keep_top`` > 0, a draft with a distribution keeps its most likely tokens at each node it
@@ -195,13 +195,14 @@ def freed(allocator: SlotAllocator, phase: DraftPhase) -> DraftPhase:
     return phase
 
 
-def grow_neural(model, forward: DraftForward, allocator: SlotAllocator, prefixes: list[list[int]], h_last: torch.Tensor,
-                spec, chain: SamplingParams | None, generator, keep_top: int = 0) -> DraftPhase:
+def grow_neural(model, forward: DraftForward, *, allocator: SlotAllocator, prefixes: list[list[int]],
+                h_last: torch.Tensor, spec, chain: SamplingParams | None, generator, keep_top: int = 0) -> DraftPhase:
     """A neural draft's tree: the static shape or EAGLE-2's dynamic growth."""
     if spec.method == "static":
-        return grow_static_tree(model, forward, allocator, prefixes, h_last, spec.tree, keep_top=keep_top)
-    return grow_tree(model, forward, allocator, prefixes, h_last, spec.num_steps, spec.topk, chain, generator,
-                     keep_top=keep_top)
+        return grow_static_tree(model, forward, allocator=allocator, prefixes=prefixes, h_last=h_last, paths=spec.tree,
+                                keep_top=keep_top)
+    return grow_tree(model, forward, allocator=allocator, prefixes=prefixes, h_last=h_last, num_steps=spec.num_steps,
+                     topk=spec.topk, sampled_chain=chain, generator=generator, keep_top=keep_top)
 
 
 def tree_scratch(spec) -> int:

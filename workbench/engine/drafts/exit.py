@@ -94,7 +94,7 @@ class ExitDraft(Drafter):
         """The exit's distribution at temperature 1 over the full vocabulary [R, V], as a head drafts."""
         return torch.log_softmax(self.model.logits(hidden), dim=-1), None
 
-    def grow(self, reqs: list[Request], table: SlotTable, extended: Extended, spec,
+    def grow(self, reqs: list[Request], table: SlotTable, *, extended: Extended, spec,
              chain: SamplingParams | None, generator) -> DraftPhase:
         alloc = table.allocator
         roots = [alloc.alloc(1) for _ in reqs]
@@ -102,7 +102,7 @@ class ExitDraft(Drafter):
         batch = extend_batch(tokens=[[r.root] for r in reqs], prefix_slots=prefixes, new_slots=roots,
                              device=self.model.lm_head.weight.device)
         h_root = self.forward(None, batch)  # [B, H]: the root at L proposes level 1
-        phase = grow_neural(self, self.forward, alloc, [p + s for p, s in zip(prefixes, roots)], h_root, spec, chain,
-                            generator, keep_top=self.keep_top)
+        phase = grow_neural(self, self.forward, allocator=alloc, prefixes=[p + s for p, s in zip(prefixes, roots)],
+                            h_last=h_root, spec=spec, chain=chain, generator=generator, keep_top=self.keep_top)
         phase.scratch_slots = [s + level for s, level in zip(roots, phase.scratch_slots)]
         return freed(alloc, phase)

@@ -115,17 +115,18 @@ class HeadDraft(Drafter):
     def extend(self, reqs: list[Request], table: SlotTable) -> Extended:
         lens = [table.length(r.rid) for r in reqs]
         check_pending(reqs, lens)
-        hidden, slots = draft_extend(self.head, self.kv, table, [r.rid for r in reqs], [r.pending_tokens for r in reqs],
-                                     [r.pending_features for r in reqs], self.graphed)
+        hidden, slots = draft_extend(self.head, self.kv, table=table, rids=[r.rid for r in reqs],
+                                     tokens=[r.pending_tokens for r in reqs],
+                                     features=[r.pending_features for r in reqs], forward=self.graphed)
         for r, L in zip(reqs, lens):
             r.draft_length = L
         return Extended(hidden, slots)
 
-    def grow(self, reqs: list[Request], table: SlotTable, extended: Extended, spec,
+    def grow(self, reqs: list[Request], table: SlotTable, *, extended: Extended, spec,
              chain: SamplingParams | None, generator) -> DraftPhase:
-        phase = grow_neural(self.head, head_forward(self.head, self.kv, self.graphed), table.allocator,
-                            [table.slots(r.rid) for r in reqs], extended.hidden, spec, chain, generator,
-                            keep_top=self.keep_top)
+        phase = grow_neural(self.head, head_forward(self.head, self.kv, self.graphed), allocator=table.allocator,
+                            prefixes=[table.slots(r.rid) for r in reqs], h_last=extended.hidden, spec=spec, chain=chain,
+                            generator=generator, keep_top=self.keep_top)
         return freed(table.allocator, phase)
 
     def proposes(self, token: int) -> bool:

@@ -80,9 +80,10 @@ class NgramDraft(Drafter):
     def __init__(self, source: NgramSource):
         self.source, self.name = source, source.name
 
-    def grow(self, reqs: list[Request], table: SlotTable, extended: Extended, spec,
+    def grow(self, reqs: list[Request], table: SlotTable, *, extended: Extended, spec,
              chain: SamplingParams | None, generator) -> DraftPhase:
         s = self.source
-        cands = [ngram_candidates(r.prompt_ids + r.output_ids, s.min_match, s.max_match, spec.num_steps, spec.topk)
+        cands = [ngram_candidates(r.prompt_ids + r.output_ids, s.min_match, max_match=s.max_match,
+                                  num_steps=spec.num_steps, topk=spec.topk)
                  for r in reqs]
         return DraftPhase(cands, [[] for _ in reqs], [[] for _ in reqs])

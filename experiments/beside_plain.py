@@ -1,9 +1,14 @@
-"""The linear order measured for this CPU against ``F.linear``, from one ``--beside-plain`` run.
+"""The linear order measured for this CPU against ``F.linear``, in one benchmark run.
 
-``python -m workbench bench --beside-plain`` runs every engine method twice on each question, in
-turn: as the measured order runs its products (``workbench.cpu_choices``) and with every product
-by ``F.linear`` (its twin ``NAME [F.linear]``, ``methods.py``); the verify cost curve is measured
-both ways in one interleaved pass (``cost.measure_verify_cost_beside``). Here, from those records:
+    python -m experiments.beside_plain [python -m workbench bench's options]
+
+runs the benchmark suite (``workbench/bench/suite.py``) with every engine method twice on each
+question, in turn: as the measured order runs its products (``workbench.cpu_choices``) and with
+every product by ``F.linear`` (its twin ``NAME [F.linear]``); the verify cost curve is measured
+both ways in one interleaved pass (``cost.measure_verify_cost_beside``). The suite runs unchanged
+but for three of its pieces, swapped for the run (``beside``): the methods it parses gain their
+twins, its runner runs a twin inside ``plain_products``, its cost curves gain the F.linear curve.
+Then, from the run's records, into its ``results.json`` (``"beside_plain"``) and ``report.md``:
 
 - per method, tokens/s each way and their ratio over all questions, the ratio question by question
   (median and range) and whether the outputs are the same tokens;
@@ -13,15 +18,89 @@ both ways in one interleaved pass (``cost.measure_verify_cost_beside``). Here, f
 
 A difference is called only where it holds everywhere it was measured: on every question (the
 range of per-question ratios clear of 1), or across every repeat of the cost curve; otherwise it
-is level within noise. Plain Python over the suite's records (``metrics.py``).
+is level within noise. It produced docs/bench/head-cpu-fp32-beside-plain.md (docs/benchmarks.md,
+"Both orders in one run").
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
 from statistics import median
+from unittest import mock
 
+from workbench.bench import report, suite, tune
+from workbench.errors import ArgumentParser, UserError, reports_user_errors
 from workbench.measure import metrics
-from workbench.measure.methods import PLAIN_TWIN
+from workbench.measure.cost import measure_verify_cost_beside
+from workbench.measure.methods import Method, parse_methods
+from workbench.models.linear import plain_products
+
+PLAIN_TWIN = " [F.linear]"  # the name of a method's twin: NAME + PLAIN_TWIN
+
+
+@dataclass(frozen=True)
+class Twin(Method):
+    """A method's twin: the same method with every product of the target and the draft by F.linear."""
+
+    def describe(self) -> str:
+        return super().describe() + ", every product by F.linear"
+
+
+def with_plain_twins(methods: list[Method]) -> list[Method]:
+    """Each engine method followed by its twin that runs every product by ``F.linear``."""
+    out = []
+    for m in methods:
+        out.append(m)
+        if not m.hf:
+            out.append(Twin(name=m.name + PLAIN_TWIN, spec=m.spec, prompt_lookup=m.prompt_lookup))
+    return out
+
+
+class TwinRunner(suite.Runner):
+    """The suite's runner; a twin decodes with every product by F.linear."""
+
+    def decode(self, method: Method, ids: list[int], sampling, max_new_tokens: int):
+        with plain_products(self.wb.target, self.wb.draft) if isinstance(method, Twin) else contextlib.nullcontext():
+            return super().decode(method, ids, sampling, max_new_tokens)
+
+
+MEASURE_COSTS = tune.measure_costs  # the suite's own, which costs_beside wraps
+
+
+def costs_beside(wb, **kwargs) -> dict:
+    """``tune.measure_costs`` with its verify curve measured both ways in one interleaved pass,
+    the F.linear curve as ``"plain": {"verify", "decode_ms"}``."""
+    if wb.linear_order.plain_everywhere:
+        raise UserError(f"every product already runs F.linear here ({wb.linear_order.describe()}); "
+                        "there is no other order to set beside it")
+    curves = {}
+
+    def both_ways(target, sizes, prefix_len, repeats, warmup):
+        verify, curves["plain"] = measure_verify_cost_beside(target, lambda: plain_products(target), sizes,
+                                                             prefix_len=prefix_len, repeats=repeats, warmup=warmup)
+        return verify
+
+    with mock.patch.object(tune, "measure_verify_cost", both_ways):
+        costs = MEASURE_COSTS(wb, **kwargs)
+    costs["plain"] = {"verify": curves["plain"], "decode_ms": curves["plain"][0]["ms"]}
+    return costs
+
+
+@contextlib.contextmanager
+def beside():
+    """The suite's methods, runner and cost curves with the twins, for the length of a run."""
+    def methods(text: str, best=None) -> list[Method]:
+        return with_plain_twins(parse_methods(text, best))
+
+    with mock.patch.object(suite, "parse_methods", methods), mock.patch.object(suite, "Runner", TwinRunner), \
+            mock.patch.object(tune, "measure_costs", costs_beside):
+        yield
+
 
 FASTER, SLOWER, LEVEL = "measured order faster", "F.linear faster", "level within noise"
 
@@ -75,7 +154,7 @@ def cost(costs: dict) -> list[dict]:
 
 
 def compare(records: dict, costs: dict) -> dict | None:
-    """Both tables, or None when the run had no twins (no ``--beside-plain``)."""
+    """Both tables, or None when the run had no twins."""
     rows = methods(records)
     return {"methods": rows, "cost": cost(costs)} if rows else None
 
@@ -116,7 +195,7 @@ def summary(comparison: dict) -> str:
 
 def markdown(comparison: dict | None) -> str:
     if not comparison:
-        return "(not measured: run with --beside-plain)"
+        return "(not measured: the run had no twins)"
     out = ["| method | tokens/s, measured order | tokens/s, F.linear | measured / F.linear | per question, "
            "median (range) | reading | × plain decoding, measured order | × plain decoding, F.linear | same output |",
            "|---|---|---|---|---|---|---|---|---|"]
@@ -134,3 +213,41 @@ def markdown(comparison: dict | None) -> str:
                        f"{r['x_decode_plain']:.2f} | {r['ratio']:.2f} ({r['low']:.2f}–{r['high']:.2f}) | "
                        f"{r['call']} |")
     return "\n".join(out + ["", summary(comparison)])
+
+
+def section(result: dict) -> list[str]:
+    """The report's section: the measured linear order against F.linear."""
+    order = result["meta"]["machine"].get("linear_order", "the measured order")
+    return ["## The measured linear order beside F.linear", "",
+            f"Every engine method ran twice on each question, one right after the other: with {order}, and with "
+            "every product by `F.linear` (`NAME [F.linear]`). The verify cost curve was measured both ways in one "
+            "pass, every (order, size) pair taking its turn each round. A difference is read only where it holds on "
+            "every question (tokens/s) or across every repeat (cost); otherwise it is level within noise.", "",
+            markdown(result["beside_plain"]), ""]
+
+
+@reports_user_errors
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    p = ArgumentParser(prog="python -m experiments.beside_plain", description=__doc__.splitlines()[0])
+    suite.add_arguments(p)
+    args = p.parse_args(argv)
+    if args.linear_order == "plain":
+        raise UserError("every method runs with F.linear beside the measured linear order; with --linear-order "
+                        "plain both would be F.linear (leave --linear-order at auto)")
+    with beside():
+        rc = suite.cmd_bench(args)
+    if rc != 0:
+        return rc
+    out = Path(args.out)
+    result = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    result["meta"]["command"] = "python -m experiments.beside_plain " + shlex.join(argv)
+    result["beside_plain"] = compare(result["records"], result["costs"])
+    report.write_all(out, result)
+    with (out / "report.md").open("a", encoding="utf-8") as f:
+        f.write("\n" + "\n".join(section(result)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """Which draft suits which task: a bench run's per-task τ and speedup of every draft route, as
 the small file the app shows beside τ.
 
-    python -m workbench.bench routes bench_out/routes/results.json --record docs/bench/draft-sources.md \
+    python -m experiments.routes bench_out/routes/results.json --record docs/bench/draft-sources.md \
         --out bench_out/draft-sources.json
 
 reads the ``results.json`` of ``python -m workbench bench --methods ...`` (methods with
@@ -51,7 +51,7 @@ def route_table(result: dict, record: str) -> dict:
 
 @reports_user_errors
 def main(argv: list[str] | None = None) -> int:
-    p = ArgumentParser(prog="python -m workbench.bench routes", description=__doc__.splitlines()[0])
+    p = ArgumentParser(prog="python -m experiments.routes", description=__doc__.splitlines()[0])
     p.add_argument("results", type=Path, help="results.json of a python -m workbench bench run")
     p.add_argument("--out", type=Path, required=True, help="where to write the route table (JSON)")
     p.add_argument("--record", help="the report the table quotes, as docs/bench/README.md lists it "
