@@ -64,9 +64,9 @@ def with_plain_twins(methods: list[Method]) -> list[Method]:
 class TwinRunner(suite.Runner):
     """The suite's runner; a twin decodes with every product by F.linear."""
 
-    def decode(self, method: Method, ids: list[int], sampling, max_new_tokens: int):
+    def decode(self, method: Method, ids: list[int], sampling, max_new_tokens: int, profile=None):
         with plain_products(self.wb.target, self.wb.draft) if isinstance(method, Twin) else contextlib.nullcontext():
-            return super().decode(method, ids, sampling, max_new_tokens)
+            return super().decode(method, ids, sampling, max_new_tokens, profile=profile)
 
 
 MEASURE_COSTS = tune.measure_costs  # the suite's own, which costs_beside wraps

@@ -555,11 +555,12 @@ def test_the_step_cost_at_other_threads_is_read_from_the_cache_never_measured(tm
     entry = lambda ms: {"verify": [[n, ms * (1 + n / 64)] for n in sc.VERIFY_SIZES],  # noqa: E731
                         "draft": [[r, 1.0] for r in sc.DRAFT_ROWS], "overhead": {}, "measured": f"{ms}"}
     path = tmp_path / sc.CACHE_FILE
-    add_entry(path, here, entry(60.0), "[test]", "a step cost")
+    add_entry(path, here, value=entry(60.0), tag="[test]", what="a step cost")
     assert cached_at_threads(None, None, 2) is None  # only this process's threads are cached: nothing measured
-    add_entry(path, here.replace("1 threads", "2 threads").replace("linear a/b", "linear c/d"), entry(45.0),
-              "[test]", "a step cost")
-    add_entry(path, here.replace("1 threads", "2 threads").replace("fp32", "bf16"), entry(30.0), "[test]", "a step cost")
+    add_entry(path, here.replace("1 threads", "2 threads").replace("linear a/b", "linear c/d"), value=entry(45.0),
+              tag="[test]", what="a step cost")
+    add_entry(path, here.replace("1 threads", "2 threads").replace("fp32", "bf16"), value=entry(30.0), tag="[test]",
+              what="a step cost")
     two = cached_at_threads(None, None, 2)
     assert two is not None and two.verify_ms(1) == pytest.approx(45.0 * (1 + 1 / 64))  # its own order, same dtype
     assert cached_at_threads(None, None, 1).verify_ms(1) == pytest.approx(60.0 * (1 + 1 / 64))

@@ -58,7 +58,10 @@ def test_profiles_survive_json_and_add_up_across_engines(pair):
         assert two[setting]["steps"] == 2 * one[setting]["steps"]
         assert two[setting]["step_ms"] == pytest.approx(one[setting]["step_ms"], abs=1e-2)  # the mean is kept
     records = [{"profile": eng.profile.to_json()}, {"profile": eng.profile.to_json()}, {"question_id": 3}]
-    assert metrics.step_profile(records) == back.per_step()  # a record without phase times adds nothing
+    summed = metrics.step_profile(records)  # a record without phase times adds nothing
+    assert summed.keys() == two.keys()
+    for setting, row in summed.items():
+        assert row == pytest.approx(two[setting], abs=0.01)  # the JSON keeps the sums to the µs
 
 
 def _profile(step_ms: float, forward: float, steps: int, setting: str) -> dict:

@@ -125,7 +125,7 @@ def test_ngram_no_match_and_continuation():
     tree = build_tree(1, empty, [], prefix_len=4)
     res = greedy_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling, [OTHER])
     assert cause_of(empty, tree, res, source=NGRAM).cause == "no match"
-    c = ngram_candidates([1, 2, 3, 9, 1, 2], 1, 2, num_steps=2, topk=2)  # "1 2" was followed by 3
+    c = ngram_candidates([1, 2, 3, 9, 1, 2], 1, max_match=2, num_steps=2, topk=2)  # "1 2" was followed by 3
     kept, dropped = rerank(c, 4)
     tree = build_tree(2, c, kept, prefix_len=6, dropped=dropped)
     res = greedy_walk(tree.tokens, tree.retrieve_next_token, tree.retrieve_next_sibling, [4] * tree.num_nodes)
@@ -147,7 +147,7 @@ def random_step(rng: random.Random, vocab: int = 12):
             base = 1.0 if parent == -1 else c.scores[parent]
             for r, t in enumerate(toks[:topk]):
                 p = rng.uniform(0.05, 0.9) / (r + 1)
-                c.add(t, p, base * p, parent, depth, r)
+                c.add(t, p, score=base * p, parent=parent, depth=depth, rank=r)
         level = list(range(first, len(c.tokens)))
         frontier = [level[j] for j in score_order([c.scores[i] for i in level]).tolist()[:topk]]
         expanded |= set(frontier) if depth < num_steps else set()

@@ -192,14 +192,14 @@ def test_a_run_stopped_twice_and_resumed_ends_with_the_weights_of_one_uninterrup
     seqs = [Sequence(torch.randint(3, 60, (12,), generator=gen), torch.randn(12, h, generator=gen).half(), 4)
             for _ in range(6)]
     cfg = TrainConfig(steps=5, warmup=2, ckpt_every=100, max_tokens=48, ce_frac=0.5)
-    whole = train(tmp_path / "whole", target, seqs, seqs[:1], cfg, resume=False)
-    train(tmp_path / "cut", target, seqs, seqs[:1], cfg, resume=False, minutes=1e-9)  # stops after step 1
-    train(tmp_path / "cut", target, seqs, seqs[:1], cfg, resume=True, minutes=1e-9)  # after step 2
-    resumed = train(tmp_path / "cut", target, seqs, seqs[:1], cfg, resume=True)
+    whole = train(tmp_path / "whole", target, train_seqs=seqs, val_seqs=seqs[:1], cfg=cfg, resume=False)
+    train(tmp_path / "cut", target, train_seqs=seqs, val_seqs=seqs[:1], cfg=cfg, resume=False, minutes=1e-9)  # stops after step 1
+    train(tmp_path / "cut", target, train_seqs=seqs, val_seqs=seqs[:1], cfg=cfg, resume=True, minutes=1e-9)  # after step 2
+    resumed = train(tmp_path / "cut", target, train_seqs=seqs, val_seqs=seqs[:1], cfg=cfg, resume=True)
     assert torch.load(tmp_path / "cut" / "ckpt.pt", weights_only=False)["step"] == 5
     for (name, a), (_, b) in zip(whole.state_dict().items(), resumed.state_dict().items()):
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
-    four = train(tmp_path / "four", target, seqs, seqs[:1], TrainConfig(**{**cfg.__dict__, "steps": 4}), resume=False)
+    four = train(tmp_path / "four", target, train_seqs=seqs, val_seqs=seqs[:1], cfg=TrainConfig(**{**cfg.__dict__, "steps": 4}), resume=False)
     assert any(not torch.equal(a, b) for a, b in zip(whole.state_dict().values(), four.state_dict().values())), \
         "a step must move the weights, or equal weights prove nothing"
 
@@ -212,22 +212,22 @@ def test_the_acceptance_loss_is_minus_log_sum_min_p_q_and_training_on_it_raises_
     pred = torch.randn(5, 8, generator=gen)
     p, q = torch.softmax(target @ lm_head.T, -1), torch.softmax(pred @ lm_head.T, -1)
     alpha = torch.minimum(p, q).sum(-1)
-    got, _ = soft_ce(pred, target, lm_head, loss="accept")
+    got, _ = soft_ce(pred, target, lm_head=lm_head, loss="accept")
     torch.testing.assert_close(got, -alpha.log().mean())
-    ce, _ = soft_ce(pred, target, lm_head)
-    both, _ = soft_ce(pred, target, lm_head, loss="ce+accept")
+    ce, _ = soft_ce(pred, target, lm_head=lm_head)
+    both, _ = soft_ce(pred, target, lm_head=lm_head, loss="ce+accept")
     torch.testing.assert_close(both, ce + got)
-    assert float(soft_ce(target, target, lm_head, loss="accept")[0]) == pytest.approx(0.0, abs=1e-5)  # q = p
+    assert float(soft_ce(target, target, lm_head=lm_head, loss="accept")[0]) == pytest.approx(0.0, abs=1e-5)  # q = p
     leaf = pred.clone().requires_grad_(True)
     opt = torch.optim.SGD([leaf], lr=0.5)
     for _ in range(20):
         opt.zero_grad()
-        soft_ce(leaf, target, lm_head, loss="accept")[0].backward()
+        soft_ce(leaf, target, lm_head=lm_head, loss="accept")[0].backward()
         opt.step()
     after = torch.minimum(p, torch.softmax(leaf.detach() @ lm_head.T, -1)).sum(-1)
     assert float(after.mean()) > float(alpha.mean()) + 0.1
     with pytest.raises(ValueError, match="token loss must be one of ce, accept, ce\\+accept"):
-        soft_ce(pred, target, lm_head, loss="kl")
+        soft_ce(pred, target, lm_head=lm_head, loss="kl")
 
 
 def test_a_head_trains_on_the_acceptance_loss(tiny, tmp_path):
@@ -238,7 +238,7 @@ def test_a_head_trains_on_the_acceptance_loss(tiny, tmp_path):
     h, gen = target.config.hidden_size, torch.Generator().manual_seed(2)
     seqs = [Sequence(torch.randint(3, 60, (12,), generator=gen), torch.randn(12, h, generator=gen).half(), 4)
             for _ in range(3)]
-    train(tmp_path / "work", target, seqs, seqs[:1], TrainConfig(steps=2, warmup=1, max_tokens=48,
+    train(tmp_path / "work", target, train_seqs=seqs, val_seqs=seqs[:1], cfg=TrainConfig(steps=2, warmup=1, max_tokens=48,
                                                                   token_loss="accept"), resume=False)
     log = [json.loads(line) for line in (tmp_path / "work" / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [1, 2] and all(math.isfinite(r["ce"]) and r["ce"] > 0 for r in log)

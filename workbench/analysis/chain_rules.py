@@ -207,7 +207,7 @@ def output_law(pair: ToyPair, length: int, num_steps: int, rule: str, prefix: tu
         if len(emitted) >= length:
             law[emitted[:length]] += prob
         else:
-            law[emitted] += prob * output_law(pair, length - len(emitted), num_steps, rule, prefix + emitted)
+            law[emitted] += prob * output_law(pair, length - len(emitted), num_steps, rule=rule, prefix=prefix + emitted)
     return law
 
 
@@ -242,7 +242,7 @@ def monte_carlo_accepted(pair: ToyPair, num_steps: int, rule: str, trials: int,
             x = int(q.argmax()) if rule == "target-only" else int(torch.multinomial(q, 1, generator=generator))
             drafts += (x,)
         tokens, probs, q = chain_tensors(pair, (), drafts)
-        counts.append(_walk(tokens, probs, q, rule, generator).num_accepted)
+        counts.append(_walk(tokens, probs, q, rule=rule, generator=generator).num_accepted)
     x = torch.tensor(counts, dtype=torch.float64)
     return float(x.mean()), float(x.std() / len(counts) ** 0.5)
 
@@ -253,4 +253,4 @@ def _walk(tokens, probs, draft_probs, rule, generator):
         return CHAIN_WALKS[rule](tokens, probs, draft_probs, generator)
     n = len(tokens) - 1
     next_token = [i + 1 for i in range(n)] + [-1]  # a chain: node i's only child is i + 1
-    return sampling_walk(tokens, next_token, [-1] * (n + 1), probs, generator)
+    return sampling_walk(tokens, next_token, next_sibling=[-1] * (n + 1), probs=probs, generator=generator)

@@ -88,7 +88,7 @@ class Runner:
         for turn in q.turns:
             messages.append({"role": "user", "content": turn})
             out, s, acc = self.decode(method, chat_ids(tok, messages), sampling,
-                                      max_new_tokens or self.max_new_tokens, profile)
+                                      max_new_tokens or self.max_new_tokens, profile=profile)
             outputs.append(out)
             steps.append(acc)
             seconds += s

@@ -234,17 +234,17 @@ def block_chain(tokens: list[int], probs: torch.Tensor, draft_probs: torch.Tenso
     weights, accept = block_weights(tokens, probs, draft_probs)
     coins = torch.rand(n, generator=generator).tolist() if n else []
     tau = max((i for i in range(1, n + 1) if coins[i - 1] < accept[i - 1]), default=0)
-    moves = [Move(i - 1, i, "next_token", i - 1, i <= tau, target_prob=float(probs[i - 1, tokens[i]]),
+    moves = [Move(i - 1, i, via="next_token", read=i - 1, match=i <= tau, target_prob=float(probs[i - 1, tokens[i]]),
                   draft_prob=float(draft_probs[i - 1, tokens[i]]), coin=coins[i - 1], accept_prob=accept[i - 1],
                   weight=weights[i - 1])
              for i in range(1, n + 1)]
     path = list(range(tau + 1))
     if tau == n:
         bonus = int(torch.multinomial(probs[n], 1, generator=generator))
-        return AcceptResult(path, bonus, "leaf", moves, "target")
+        return AcceptResult(path, bonus, stop="leaf", moves=moves, bonus_from="target")
     residual = block_residual(tau, weights[tau - 1] if tau else 1.0, probs, draft_probs)
     bonus = int(torch.multinomial(residual, 1, generator=generator))
-    return AcceptResult(path, bonus, "no_match", moves, "residual", _top(residual))
+    return AcceptResult(path, bonus, stop="no_match", moves=moves, bonus_from="residual", residual_top=_top(residual))
 
 
 CHAIN_WALKS = {"leviathan": leviathan_chain, "block": block_chain}  # the rules of a chain drawn from q
