@@ -381,41 +381,6 @@ def test_notebooks_are_chosen_by_number_name_or_path():
         _select(["99_nothing"])
 
 
-def test_the_two_linear_orders_are_compared_round_by_round():
-    """F.linear's time over the measured order's, round by round: a size is called only where every
-    round agrees; the figure draws both medians with their ranges."""
-    from workbench.lessons.cost_curve import compare_orders, orders_figure
-
-    rows = compare_orders({1: [30.0, 31.0, 29.0], 2: [32.0, 30.0, 33.0]}, {1: [31.0, 29.5, 30.0], 2: [60.0, 55.0, 70.0]})
-    assert [r.tokens for r in rows] == [1, 2]
-    assert rows[0].reading == "level within noise"  # 31/30 > 1 but 29.5/31 < 1
-    assert rows[1].reading == "the measured order faster in every round"
-    assert rows[1].ratio.low == pytest.approx(55 / 30) and rows[1].plain.median == 60.0
-    assert compare_orders({4: [10.0]}, {4: [9.0]})[0].reading == "F.linear faster in every round"
-    with pytest.raises(ValueError, match="sizes differ"):
-        compare_orders({1: [1.0]}, {2: [1.0]})
-    fig = orders_figure(rows, "t")
-    assert [t.meta for t in fig.data] == ["measured", "plain"] and list(fig.data[1].y) == [30.0, 60.0]
-    assert list(fig.data[1].error_y.array) == [1.0, 10.0]
-
-
-def test_plain_products_forwards_run_f_linear_and_leave_the_order(tiny):
-    from workbench.lessons.cost_curve import verify_forwards, with_plain_products
-    from workbench.models.linear import WEIGHT_LEFT, LinearOrder, apply_linear_order
-
-    target, _ = tiny
-    apply_linear_order(target, LinearOrder.forced(WEIGHT_LEFT, "test"))
-    try:
-        seen = []
-        forwards = verify_forwards(target, (2,), 4)
-        spy = {2: lambda: seen.append(target.lm_head.order.path(2)) or forwards[2]()}
-        with_plain_products(target, spy)[2]()
-        spy[2]()
-        assert seen == ["plain", WEIGHT_LEFT]
-    finally:
-        apply_linear_order(target, LinearOrder())
-
-
 def test_block_rule_lesson_names_a_gain_only_where_the_ranges_separate(tmp_path):
     from workbench.app.tiny import make_tiny_app_model
     from workbench.lessons.block_rule import RuleRun, expectation_sentence, gain_sentence, rule_runs

@@ -1,6 +1,6 @@
 """What a forward costs at N tokens, measured in interleaved rounds, and read at any N in between.
 
-``time_forwards`` times forwards of several sizes (and, when asked, draft forwards and other
+``time_forwards`` times forwards of several sizes (and, when asked, at other
 prefixes) the way every timed comparison here is taken (``workbench.timing.interleaved``): one
 round times every size once, the first size rotating from round to round, and each round's
 value is the median of ``repeats`` calls; a slow spell of a shared machine then hits every size
@@ -82,18 +82,6 @@ def verify_forwards(target, sizes, prefix_len: int) -> dict[int, Callable[[], ob
     return {n: (lambda b=b: target.logits(target(b, pool.kv))) for n, b in batches.items()}
 
 
-def draft_forwards(target, head, rows, prefix_len: int) -> dict[int, Callable[[], object]]:
-    """Per R: one draft forward + draft log-probs over R rows (a tree level of R frontier nodes)
-    after ``prefix_len`` committed tokens, as ``workbench.measure.cost.measure_draft_cost`` times it."""
-    w = target.lm_head.weight
-    feats = torch.zeros(max(rows), target.config.hidden_size, dtype=w.dtype, device=w.device)  # [R, H]
-    pool = prefilled(lambda batch, kv: head(feats.new_zeros(batch.num_tokens, feats.shape[1]), batch, kv),
-                     head.new_kv_pool, vocab=target.config.vocab_size, prefix_len=prefix_len, spare=sum(rows) + 1,
-                     device=w.device)
-    batches = {r: chain_batch(r, pool, pool.alloc.alloc(r)) for r in rows}
-    return {r: (lambda b=b, r=r: head.log_probs(head(feats[:r], b, pool.kv))) for r, b in batches.items()}
-
-
 def time_forwards(forwards: dict[Hashable, Callable[[], object]], rounds: int, repeats: int = 3,
                   device: torch.device | str = "cpu", warmup: int = 1) -> dict[Hashable, list[float]]:
     """Interleaved rounds over every forward of ``forwards``: per key, one value per round, each
@@ -158,74 +146,3 @@ def ticks_125(lo: float, hi: float) -> list[float]:
     first = max(i for i, t in enumerate(out) if t <= lo)
     last = min(i for i, t in enumerate(out) if t >= hi)
     return [float(t) for t in out[first:last + 1]]
-
-
-def with_plain_products(target, forwards: dict[Hashable, Callable[[], object]]) -> dict[Hashable, Callable[[], object]]:
-    """The same forwards with every product of ``target`` by ``F.linear``
-    (``workbench.models.linear.plain_products``) instead of the order this CPU's measurement chose:
-    timed in the same rounds as the forwards themselves, the two curves share the machine's moods."""
-    from workbench.models.linear import plain_products
-
-    def plain(f):
-        def run():
-            with plain_products(target):
-                return f()
-        return run
-
-    return {k: plain(f) for k, f in forwards.items()}
-
-
-@dataclass(frozen=True)
-class OrderComparison:
-    """One forward size timed both ways in the same rounds: each way's spread over the rounds, and
-    F.linear's time over the measured order's round by round (its spread: > 1 in every round means
-    the measured order was faster in every round)."""
-
-    tokens: int
-    measured: Spread
-    plain: Spread
-    ratio: Spread
-
-    @property
-    def reading(self) -> str:
-        if self.ratio.low > 1:
-            return "the measured order faster in every round"
-        if self.ratio.high < 1:
-            return "F.linear faster in every round"
-        return "level within noise"
-
-
-def compare_orders(measured: dict[int, list[float]], plain: dict[int, list[float]]) -> list[OrderComparison]:
-    """Per size (both dicts: {tokens: one value per round, in round order}), the two spreads and
-    the round-by-round ratio F.linear / measured."""
-    if set(measured) != set(plain):
-        raise ValueError(f"sizes differ: {sorted(measured)} measured, {sorted(plain)} with F.linear")
-    return [OrderComparison(n, spread(measured[n]), spread(plain[n]),
-                            spread([p / m for m, p in zip(measured[n], plain[n], strict=True)]))
-            for n in sorted(measured)]
-
-
-def orders_figure(rows: list[OrderComparison], title: str, height: int = 380):
-    """Both curves, median and range over the rounds, against N on log axes."""
-    import plotly.graph_objects as go
-
-    from workbench.lessons.figures import legend_below
-    from workbench.viz.style import OKABE_ITO, base_layout, title_height
-
-    n = [r.tokens for r in rows]
-    fig = go.Figure()
-    for name, key, colour, dash in (("the order measured for this CPU", "measured", OKABE_ITO["blue"], None),
-                                    ("every product by F.linear", "plain", OKABE_ITO["orange"], "dash")):
-        s = [getattr(r, key) for r in rows]
-        fig.add_scatter(x=n, y=[x.median for x in s], mode="lines+markers", name=name, meta=key,
-                        line=dict(color=colour, dash=dash),
-                        error_y=dict(type="data", symmetric=False, array=[x.high - x.median for x in s],
-                                     arrayminus=[x.median - x.low for x in s]))
-    fig.update_layout(**base_layout(title, height))
-    fig.update_layout(margin=dict(t=round(title_height(title, 900))))
-    legend_below(fig, rows=1)
-    fig.update_xaxes(type="log", title="tokens in the forward (N)", tickvals=n)
-    lo = min(min(r.measured.low, r.plain.low) for r in rows)
-    hi = max(max(r.measured.high, r.plain.high) for r in rows)
-    fig.update_yaxes(type="log", title="ms", tickvals=ticks_125(lo, hi))
-    return fig
