@@ -103,29 +103,6 @@ def test_a_sampled_miss_says_the_coins_rejected_the_drafts(wb):
     assert miss_line(tr).startswith(f"Nothing accepted at step {tr['step']}: the coins rejected all {tried} draft(s)")
 
 
-def test_the_suggestion_is_the_bench_best_near_the_tree_that_this_app_can_run(wb):
-    from workbench.app.draft_bench import load_draft_bench
-    from workbench.app.guide import suggest
-    from workbench.app.ui import load_examples
-    from workbench.engine.config import SpecConfig
-
-    bench, examples = load_draft_bench(BENCH), load_examples()
-    anything = lambda source: True  # noqa: E731
-    page = SpecConfig.from_knobs("eagle2", num_steps=5, topk=4, num_draft_tokens=8)
-    best = suggest(bench, examples, page, anything)
-    assert (best.draft.name, best.task, best.tau, best.tree) == ("head", "math_reasoning", 3.3, "8/5/4")
-    assert best.example["category"] == "math word problem"
-    no_head = suggest(bench, examples, page, lambda s: s.kind != "head")
-    assert (no_head.draft.name, no_head.tau) == ("exit:1", 2.9)  # the best of what can run
-    small = suggest(bench, examples, SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=4), anything)
-    assert (small.tree, small.tau) == ("4/3/2", 3.1)  # at the measured tree nearest the page's
-    assert suggest(None, examples, SpecConfig(), anything) is None
-    ngram = suggest(bench, examples, page, lambda s: s.kind == "ngram")
-    filled = ngram.settings({"prompt": PROMPT, "method": "static", "draft": "head"})
-    assert filled == {"prompt": ngram.example["prompt"], "method": "eagle2", "draft": "ngram", "ngram_min": 1,
-                      "ngram_max": 12}  # the n-gram draft takes no static tree
-
-
 def test_every_stored_figure_the_app_shows_names_its_record_and_date():
     """The Step page's per-task τ and the Calibration tab's shipped table were measured by a bench
     run, not on the page: each line that shows them names that run's record and date, and the
@@ -135,8 +112,8 @@ def test_every_stored_figure_the_app_shows_names_its_record_and_date():
     from workbench.app.calibration import ASSET, shipped_calibration, shipped_source
     from workbench.app.draft_bench import load_draft_bench
     from workbench.app.guide import suggest
-    from workbench.app.ui import load_examples
     from workbench.engine.config import SpecConfig
+    from workbench.engine.drafts.registry import parse_draft
 
     bench = load_draft_bench()  # the shipped asset
     record, date = bench.meta["record"], bench.meta["date"][:10]
@@ -145,9 +122,9 @@ def test_every_stored_figure_the_app_shows_names_its_record_and_date():
     assert f"| [{name}]({name})" in (ROOT / "docs" / "bench" / "README.md").read_text()  # a row of the index
     line = bench.note_html(SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=4))
     assert f"Quoted from the bench run of {date} ({record}), not measured on this page" in line
-    best = suggest(bench, load_examples(), SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=4),
-                   lambda source: True)
-    assert f"The highest τ the bench run of {date} ({record}) measured" in best.sentence()
+    exit_page = SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=4, draft=parse_draft("exit:28"))
+    best = suggest({"kind": "spec", "stop": {"cause": "draft", "catch": {}}}, exit_page, bench, lambda source: True)
+    assert f"The bench run of {date} ({record}) measured" in best.sentence()
     calibration = shipped_calibration()
     assert (ROOT / ASSET).exists() and json.loads((ROOT / ASSET).read_text()) == calibration
     assert shipped_source(calibration["meta"]) == f"The calibration run of {calibration['meta']['date']} ({ASSET})"

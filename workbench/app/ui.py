@@ -6,8 +6,9 @@ Layout, top to bottom, so that at 1366×768 a Step's result is in view without s
 
 * the prompt, and beside it Step / Back / Run to end / Reset / autoplay;
 * the status line: what the last action did, or what is wrong (naming the field, which is
-  outlined), and when a step accepted nothing, why, with a button to try the example and draft
-  source for which this machine's bench measured the highest τ;
+  outlined), and when a step accepted nothing, why, with a button that sets what its stop cause
+  points at (a knob, or a draft source the stored records measured faster; never the prompt);
+  under it the output's last tokens;
 * Settings, an accordion (closed; its label shows the values in use) grouping the draft source,
   the method and tree knobs, and sampling;
 * the Step-through tab: the draft tree, beside it the step summary and the bench's τ for the
@@ -35,9 +36,10 @@ from workbench.app.address import DEFAULT_HOST, DEFAULT_PORT
 from workbench.app.calibration import build_calibration_tab
 from workbench.app.compare import build_compare_tab
 from workbench.app.draft_bench import load_draft_bench
+from workbench.app.guide import page_measured_line
 from workbench.app.handlers import PAGE, StepEvents, elem_id, settings_label
 from workbench.app.load_tab import build_load_tab
-from workbench.app.state import Session, Settings, acceptance_note, draft_choices, setting_names
+from workbench.app.state import Session, Settings, acceptance_note, offered_choices, setting_names
 from workbench.app.views import VIEWS, best_tree_views, render, trace_view
 from workbench.engine.config import CHAIN_RULES
 from workbench.engine.drafts.base import boxes
@@ -90,7 +92,9 @@ def build_app(wb, info: str = "", draft_bench: str | Path | None = None) -> gr.B
         gr.Markdown(explain.INTRO)
         if info:
             gr.Markdown(info, elem_classes=["wb-info"])
-        page = _controls()
+        first = default_settings(wb)
+        measured = page_measured_line(wb, first.method, (first.num_draft_tokens, first.num_steps, first.topk))
+        page = _controls(f"{START} {measured}." if measured else START)
         page["settings"], controls = _settings(wb, examples, page["prompt"])
         inputs = {name: page["prompt"] if name == "prompt" else controls[name] for name in setting_names()}
         with gr.Tabs(selected="step") as page["tabs"]:
@@ -140,9 +144,14 @@ def default_settings(wb) -> Settings:
     return Settings(draft=source.kind, boxes=values)
 
 
-def _controls() -> dict:
-    """The prompt, the step buttons and autoplay, and the status line under them (with the
-    button that takes the bench's suggestion, shown after a step that accepted nothing)."""
+START = ("Press **Step**: the first step reads the prompt (the prefill), each next one drafts a tree and "
+         "verifies it.")
+
+
+def _controls(status: str = START) -> dict:
+    """The prompt, the step buttons and autoplay, and the status line under them (``status``: its
+    first words; with the button that offers a change to try, shown after a step that accepted
+    nothing), and under it the output's end."""
     with gr.Row(elem_id="controls"):
         prompt = gr.Textbox(label="Prompt", lines=2, max_lines=8, value="Tell me about Paris.", elem_id="prompt",
                             scale=3)
@@ -153,9 +162,9 @@ def _controls() -> dict:
                     c[name] = gr.Button(label, elem_id=f"{name}-btn", size="md", min_width=80)
                 c["autoplay"] = gr.Checkbox(False, label="autoplay", elem_id="autoplay", min_width=100)
     with gr.Row(elem_id="status-row", equal_height=True):
-        c["status"] = gr.Markdown("Press **Step**: the first step reads the prompt (the prefill), each next one "
-                                  "drafts a tree and verifies it.", elem_id="status")
+        c["status"] = gr.Markdown(status, elem_id="status")
         c["suggest"] = gr.Button("Try", visible=False, elem_id="suggest-btn", size="sm", scale=0, min_width=260)
+    c["recent"] = gr.HTML(elem_id="output-tail")  # the output's end, in view after every Step
     c["timer"], c["playing"] = gr.Timer(AUTOPLAY_S, active=False), gr.State(False)
     return c
 
@@ -206,7 +215,7 @@ def _draft_inputs(wb, default: Settings) -> dict:
     """Where the drafts come from: the selector, and every registered source's number boxes
     (the early exit's N, 1..the target's layers - 1; the n-gram match windows)."""
     config = wb.target.config
-    out = {"draft": gr.Radio(draft_choices(), value=default.draft, label="draft source", elem_id="draft-source")}
+    out = {"draft": gr.Radio(offered_choices(wb.loaded_draft), value=default.draft, label="draft source", elem_id="draft-source")}
     with gr.Row():
         for name, (_, box) in all_boxes().items():
             out[name] = gr.Number(default.boxes[name], label=box.label(config), precision=0, elem_id=elem_id(name),
@@ -217,9 +226,9 @@ def _draft_inputs(wb, default: Settings) -> dict:
 def _threshold_inputs(default: Settings) -> dict:
     """The two accept thresholds (1 = exact) and a note that says "lossy" while one is below 1."""
     with gr.Row():
-        single = gr.Number(default.accept_threshold_single, label="accept threshold single (1 = exact)",
+        single = gr.Number(default.accept_threshold_single, label="accept threshold single (1 = exact; below 1: lossy)",
                            elem_id="accept-threshold-single", min_width=90)
-        acc = gr.Number(default.accept_threshold_acc, label="accept threshold acc (1 = exact)",
+        acc = gr.Number(default.accept_threshold_acc, label="accept threshold acc (1 = exact; below 1: lossy)",
                         elem_id="accept-threshold-acc", min_width=90)
     note = gr.Markdown(acceptance_note(default.accept_threshold_single, default.accept_threshold_acc),
                        elem_id="acceptance-note")

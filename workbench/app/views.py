@@ -24,7 +24,7 @@ from workbench.viz.html import note
 from workbench.viz.kv import kv_slots_html, kv_table_html
 from workbench.viz.logits import logits_html
 from workbench.viz.mask import mask_html
-from workbench.viz.output import output_html
+from workbench.viz.output import output_html, output_tail_html
 from workbench.viz.sampling import sampling_html
 from workbench.viz.style import empty_figure
 from workbench.viz.tokens import show
@@ -32,7 +32,7 @@ from workbench.viz.tree import no_draft_note, tree_figure
 from workbench.viz.walk import moves_html, pointer_table_html, walk_moves
 
 # Output order of every Step-like event (after the session state).
-VIEWS = ("status", "summary", "step_slider", "tree", "mask", "logits", "pointers", "moves", "walk_slider",
+VIEWS = ("status", "recent", "summary", "step_slider", "tree", "mask", "logits", "pointers", "moves", "walk_slider",
          "sampling", "output", "kv_slots", "kv_table")
 
 
@@ -45,6 +45,7 @@ def render(session: Session | None, wb, message: str = "") -> tuple:
     no_walk = "<p>No accept walk at this step: the prefill and vanilla steps verify nothing.</p>"
     values = {
         "status": message,
+        "recent": output_tail_html(session.prompt_text, session.traces[: session.cursor + 1], wb.token_text),
         "summary": summary(session),
         "step_slider": gr.Slider(minimum=1, maximum=max(2, len(session.traces)), value=session.cursor + 1,
                                  interactive=len(session.traces) > 1),
@@ -65,7 +66,7 @@ def render(session: Session | None, wb, message: str = "") -> tuple:
 def blank(message: str = "") -> tuple:
     """Placeholders before the first step (after Reset, or when a run could not start)."""
     wait = "Press <b>Step</b> to run the prefill, then Step again for each EAGLE-2 step."
-    values = {"status": message, "summary": "No step yet.",
+    values = {"status": message, "recent": "", "summary": "No step yet.",
               "step_slider": gr.Slider(minimum=1, maximum=2, value=1, interactive=False),
               "tree": empty_figure("Press Step: the first step is the prefill, the draft tree comes next.", 220),
               "mask": "<p>The tree mask appears with the first EAGLE-2 step.</p>",
