@@ -40,8 +40,9 @@ def colours(fig, suffix: str = "") -> dict[str, str]:
     """Trace name -> its colour (line or marker), for the traces named ``<run><suffix>``."""
     out = {}
     for t in fig.data:
-        if t.name.endswith(suffix):
-            out[t.name.removesuffix(suffix)] = t.line.color if t.mode and "lines" in t.mode else t.marker.color
+        name = t.meta if isinstance(t.meta, str) else t.name  # a line whose legend says more names its run in meta
+        if name.endswith(suffix):
+            out[name.removesuffix(suffix)] = t.line.color if t.mode and "lines" in t.mode else t.marker.color
     return out
 
 
@@ -67,6 +68,33 @@ def test_compare_labels_each_plot_by_its_run_and_keeps_one_colour_per_run(wb, mo
     assert set(tau) == set(tokens) == set(runs) and set(cost) == set(runs)
     assert tau == tokens == cost  # the same run, the same colour on every chart
     assert len(set(tau.values())) == len(runs) and None not in tau.values()  # and no two runs share one
+
+
+@pytest.mark.parametrize("mode", [0, 1], ids=["methods", "draft sources"])
+def test_compare_counts_stop_causes_per_run_and_sets_each_runs_speed_beside_its_tokens(wb, mode):
+    from workbench.app.compare import MODES
+    from workbench.metrics import traces_stop_causes
+    from workbench.viz.compare import cost_figure, run_colours, run_summary
+
+    update = last_update(wb, MODES[mode])
+    runs = update["result"].runs
+    stops = update["stops"]
+    speculative = {n: sum(1 for t in r["traces"] if "stop" in t) for n, r in runs.items()}
+    for name, steps in speculative.items():  # each run's bar: its segments add up to its speculative steps
+        drawn = sum(x for t in stops.data for y, x in zip(t.y, t.x) if y == name)
+        assert drawn == steps, (name, drawn, steps)
+        for t in stops.data:
+            assert dict(zip(t.y, t.x)).get(name, 0) == traces_stop_causes(runs[name]["traces"]).get(t.meta, 0)
+    assert stops.layout.barmode == "stack" and len({t.marker.color for t in stops.data}) == len(stops.data)
+    for t in update["tokens"].data:  # each line's legend names its measured speed
+        s = run_summary(runs[t.meta]["traces"])
+        assert t.name.startswith(t.meta) and (not s["steps"] or f"{s['tokens_per_s']:.0f} tokens/s" in t.name)
+        assert t.meta == "vanilla" or not s["steps"] or "× plain" in t.name
+    curves = [{"tokens": n, "ms": 1.0 + n, "roofline_ms": 0.5 + n, "plain_ms": 2.0 + n} for n in (1, 2, 4)]
+    fig = cost_figure(runs, curves)
+    used = [t.line.color if "lines" in t.mode else t.marker.color for t in fig.data]
+    assert len(set(used)) == len(used), used  # no run's colour serves a curve, nor two curves one colour
+    assert set(run_colours(runs).values()) <= set(used)
 
 
 def first_miss(wb, **changes):

@@ -241,3 +241,60 @@ def test_the_glossary_defines_the_words_the_lessons_and_tabs_use():
 
     missing = {"L", "tree mask", "shift by one", "residual", "rollback", "TPOT", "TTFT", "ECE"} - glossary_terms()
     assert not missing, missing
+
+
+def test_the_tree_replays_its_growth_the_rerank_and_the_walk_on_its_own_layout(wb):
+    import re
+
+    from workbench.viz.replay import replay_figure, replay_stages
+    from workbench.viz.tree import tree_figure
+    from workbench.viz.walk import walk_moves
+
+    session = run(wb, max_new_tokens=12)
+    tr = next(t for t in session.traces if t["kind"] == "spec" and len(t["draft"]["candidates"]) > 8)
+    stages, moves = replay_stages(tr), walk_moves(tr)
+    depths = sorted({c["level"] for c in tr["draft"]["candidates"]})
+    assert stages == [("grow", d) for d in depths] + [("rerank", 0)] + [("walk", m) for m in range(len(moves) + 1)]
+    assert replay_figure(tr, len(stages) - 1).to_dict() == tree_figure(tr).to_dict()  # the last stage: the tree
+    final = {k: (x, y) for t in tree_figure(tr).data if t.meta and t.customdata is not None
+             for k, x, y in zip(t.customdata, t.x, t.y)}
+
+    def drawn(fig):
+        return {k: (x, y) for t in fig.data if t.meta not in (None, "ring") and t.customdata is not None
+                for k, x, y in zip(t.customdata, t.x, t.y)}
+
+    for i, (kind, n) in enumerate(stages[:-1]):
+        fig = replay_figure(tr, i)
+        points = drawn(fig)
+        assert all(final[k] == xy for k, xy in points.items() if k in final)  # no node moves between stages
+        if kind == "grow":  # every candidate proposed so far is drawn: a kept node, or counted in a fold
+            folds = sum(int(m) for a in fig.layout.annotations for m in re.findall(r"\+(\d+) dropped", a.text))
+            kept = sum(1 for k in points if k not in ("0",) and not k.startswith("+"))
+            assert kept + folds == sum(1 for c in tr["draft"]["candidates"] if c["level"] <= n), (kind, n)
+            rings = [t for t in fig.data if t.meta == "ring"]
+            frontier = next((lv for lv in tr["draft"]["levels"] if lv["level"] == n), None)
+            assert bool(rings) == bool(frontier) and f"level {n}" in fig.layout.title.text
+        elif kind == "rerank":
+            assert "bonus" not in points and any(k.startswith("+") for k in points)
+            assert "the rerank" in fig.layout.title.text
+        else:  # the walk after n moves: what it accepted and missed so far
+            tried = {str(m["child"]): m["match"] for m in moves[:n]}
+            status = {k: t.meta for t in fig.data if t.customdata is not None for k in t.customdata}
+            assert all(status[k] == ("accepted" if ok else "missed") for k, ok in tried.items())
+            assert "bonus" not in points and not any(k.startswith("+") for k in points)
+
+
+def test_the_replay_slider_draws_the_stage_on_the_tree(wb):
+    from workbench.app.state import Session, Settings
+    from workbench.app.views import VIEWS, render, replay_view
+    from workbench.viz.replay import replay_stages
+
+    session = Session.start(wb, Settings(prompt=PROMPT))
+    session.step()
+    assert replay_view(session, 0)[0] == replay_view(None, 0)[0]  # the prefill: nothing to replay (skipped)
+    session.step()
+    slider = dict(zip(VIEWS, render(session, wb)))["replay"]
+    n = len(replay_stages(session.current))
+    assert (slider.maximum, slider.value, slider.interactive) == (n - 1, n - 1, True)
+    fig, label = replay_view(session, 0)
+    assert "growth: level 1" in fig.layout.title.text and label.label == "replay the tree: growth: level 1"

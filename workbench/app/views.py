@@ -25,6 +25,7 @@ from workbench.viz.kv import kv_slots_html, kv_table_html
 from workbench.viz.logits import logits_html
 from workbench.viz.mask import mask_html
 from workbench.viz.output import output_html, output_tail_html
+from workbench.viz.replay import replay_figure, replay_stages, stage_label
 from workbench.viz.sampling import sampling_html
 from workbench.viz.style import empty_figure
 from workbench.viz.tokens import show
@@ -32,7 +33,7 @@ from workbench.viz.tree import no_draft_note, tree_figure
 from workbench.viz.walk import moves_html, pointer_table_html, walk_moves
 
 # Output order of every Step-like event (after the session state).
-VIEWS = ("status", "recent", "summary", "step_slider", "tree", "mask", "logits", "pointers", "moves", "walk_slider",
+VIEWS = ("status", "recent", "summary", "step_slider", "tree", "replay", "mask", "logits", "pointers", "moves", "walk_slider",
          "sampling", "output", "kv_slots", "kv_table")
 
 
@@ -50,6 +51,7 @@ def render(session: Session | None, wb, message: str = "") -> tuple:
         "step_slider": gr.Slider(minimum=1, maximum=max(2, len(session.traces)), value=session.cursor + 1,
                                  interactive=len(session.traces) > 1),
         "tree": tree_figure(tr),
+        "replay": replay_slider(tr),
         "mask": mask_html(tr),
         "logits": logits_html(tr),
         "pointers": pointer_table_html(tr) if n_moves else no_walk,
@@ -69,12 +71,34 @@ def blank(message: str = "") -> tuple:
     values = {"status": message, "recent": "", "summary": "No step yet.",
               "step_slider": gr.Slider(minimum=1, maximum=2, value=1, interactive=False),
               "tree": empty_figure("Press Step: the first step is the prefill, the draft tree comes next.", 220),
+              "replay": gr.Slider(minimum=0, maximum=1, value=0, interactive=False, label=REPLAY),
               "mask": "<p>The tree mask appears with the first EAGLE-2 step.</p>",
               "logits": f"<p>{wait}</p>", "pointers": f"<p>{wait}</p>", "moves": "",
               "walk_slider": gr.Slider(minimum=0, maximum=1, value=0, interactive=False),
               "sampling": "", "output": "", "kv_slots": "<p>No KV slot written yet.</p>",
               "kv_table": ""}
     return tuple(values[k] for k in VIEWS)
+
+
+REPLAY = "replay the tree: its growth level by level, the rerank, the walk move by move"
+
+
+def replay_slider(trace: dict) -> gr.Slider:
+    """The replay's slider for ``trace``: at its last stage (the whole tree, as drawn), one stop
+    per stage of ``viz.replay.replay_stages``."""
+    n = len(replay_stages(trace))
+    return gr.Slider(minimum=0, maximum=max(1, n - 1), value=max(0, n - 1), interactive=n > 1,
+                     label=f"{REPLAY} ({n} stages)" if n else REPLAY)
+
+
+def replay_view(session: Session | None, k) -> tuple:
+    """(tree figure, slider) at stage ``k`` of the replay of the step on screen; the slider's
+    label names the stage."""
+    tr = session.current if session else None
+    if tr is None or not replay_stages(tr):
+        return gr.skip(), gr.skip()
+    k = max(0, min(int(k), len(replay_stages(tr)) - 1))
+    return replay_figure(tr, k), gr.Slider(label=f"replay the tree: {stage_label(tr, k)}")
 
 
 def trace_view(session: Session | None) -> dict | None:

@@ -85,9 +85,13 @@ def output_tail_html(prompt: str, traces: list[dict], token_text=None, limit: in
     if not spans:
         return ""
     before = "… " if len(toks) > limit else f"<span style='{_STYLE['prompt']}'>{html.escape(prompt[-60:])}</span> ⟶ "
-    return (f"<div class='wb-output-tail' data-tokens='{len(toks)}' style='line-height:1.8;font-size:14px'>"
-            f"<b style='font-size:12px'>Output so far</b> ({len(toks)} tokens; all of them, with τ per step, under "
-            f"the tree): {before}{''.join(spans)}</div>")
+    head = (f"<div style='font-size:12px;color:#555'><b>Output so far</b>: its end ({len(toks)} tokens; all, "
+            "with τ, under the tree)</div>")
+    # the last lines in view: a box of at most two lines whose overflow is cut at the top, not the bottom
+    box = ("display:flex;flex-direction:column;justify-content:flex-end;max-height:3.6em;overflow:hidden;"
+           "line-height:1.8;font-size:14px")
+    return (f"<div class='wb-output-tail' data-tokens='{len(toks)}'>{head}<div style='{box}'><div>{before}"
+            f"{''.join(spans)}</div></div></div>")
 
 
 def tau_html(traces: list[dict]) -> str:
