@@ -285,16 +285,18 @@ def test_the_tree_replays_its_growth_the_rerank_and_the_walk_on_its_own_layout(w
 
 
 def test_the_replay_slider_draws_the_stage_on_the_tree(wb):
+    import gradio as gr
+
     from workbench.app.state import Session, Settings
     from workbench.app.views import VIEWS, render, replay_view
     from workbench.viz.replay import replay_stages
 
     session = Session.start(wb, Settings(prompt=PROMPT))
     session.step()
-    assert replay_view(session, 0)[0] == replay_view(None, 0)[0]  # the prefill: nothing to replay (skipped)
+    assert replay_view(session, 0) == replay_view(None, 0) == gr.skip()  # the prefill: nothing to replay
     session.step()
     slider = dict(zip(VIEWS, render(session, wb)))["replay"]
     n = len(replay_stages(session.current))
     assert (slider.maximum, slider.value, slider.interactive) == (n - 1, n - 1, True)
-    fig, label = replay_view(session, 0)
-    assert "growth: level 1" in fig.layout.title.text and label.label == "replay the tree: growth: level 1"
+    assert "growth: level 1" in replay_view(session, 0).layout.title.text
+    assert replay_view(session, 10 ** 6).to_dict() == replay_view(session, n - 1).to_dict()  # clamped to the last

@@ -327,7 +327,7 @@ def _wire(h: StepEvents, session, c: dict, inputs: dict, animate: gr.Button) -> 
     gr.on([box.change for name, box in inputs.items() if name != "prompt"], h.relabel, values, c["settings"],
           queue=False, show_progress="hidden", api_visibility="private")
     c["trace_btn"].click(trace_view, [session], c["trace"], api_name="trace")
-    c["replay"].release(replay_view, [session, c["replay"]], [c["tree"], c["replay"]], api_name="replay",
+    c["replay"].release(replay_view, [session, c["replay"]], c["tree"], api_name="replay",
                         show_progress="hidden")
     walk = [c["pointers"], c["moves"]]
     c["walk_slider"].release(h.walk, [session, c["walk_slider"]], walk, api_name="walk")

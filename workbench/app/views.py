@@ -25,7 +25,7 @@ from workbench.viz.kv import kv_slots_html, kv_table_html
 from workbench.viz.logits import logits_html
 from workbench.viz.mask import mask_html
 from workbench.viz.output import output_html, output_tail_html
-from workbench.viz.replay import replay_figure, replay_stages, stage_label
+from workbench.viz.replay import replay_figure, replay_stages
 from workbench.viz.sampling import sampling_html
 from workbench.viz.style import empty_figure
 from workbench.viz.tokens import show
@@ -91,14 +91,13 @@ def replay_slider(trace: dict) -> gr.Slider:
                      label=f"{REPLAY} ({n} stages)" if n else REPLAY)
 
 
-def replay_view(session: Session | None, k) -> tuple:
-    """(tree figure, slider) at stage ``k`` of the replay of the step on screen; the slider's
-    label names the stage."""
+def replay_view(session: Session | None, k):
+    """The tree figure at stage ``k`` of the replay of the step on screen (its title names the
+    stage); skipped before a step with a tree."""
     tr = session.current if session else None
     if tr is None or not replay_stages(tr):
-        return gr.skip(), gr.skip()
-    k = max(0, min(int(k), len(replay_stages(tr)) - 1))
-    return replay_figure(tr, k), gr.Slider(label=f"replay the tree: {stage_label(tr, k)}")
+        return gr.skip()
+    return replay_figure(tr, max(0, min(int(k), len(replay_stages(tr)) - 1)))
 
 
 def trace_view(session: Session | None) -> dict | None:

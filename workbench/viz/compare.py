@@ -168,8 +168,8 @@ def tokens_figure(runs: dict, height: int = 300) -> go.Figure:
     fig.update_layout(**base_layout("Tokens against target forwards; under it, each run's measured speed", height,
                                     width=560))  # a half-width plot: the title wraps to it
     rows = len(runs)
-    fig.update_layout(height=height + 20 * rows, legend=dict(orientation="v", yanchor="top", y=-0.3, xanchor="left",
-                                                             x=0), margin=dict(b=40 + 20 * rows))
+    fig.update_layout(height=height + 40 + 20 * rows, margin=dict(b=60 + 20 * rows),  # the legend under the x title
+                      legend=dict(orientation="v", yanchor="top", y=-0.32, xanchor="left", x=0))
     fig.update_xaxes(title="target forwards (prefill = 1)")
     fig.update_yaxes(title="tokens emitted", rangemode="tozero")
     return fig

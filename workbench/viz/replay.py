@@ -39,12 +39,6 @@ def replay_stages(trace: dict) -> list[tuple[str, int]]:
             + [("walk", m) for m in range(len(walk_moves(trace)) + 1)])
 
 
-def stage_label(trace: dict, k: int) -> str:
-    """Stage ``k`` (0-based) in a few words, for the slider's readout."""
-    kind, n = replay_stages(trace)[k]
-    return {"grow": f"growth: level {n}", "rerank": "the rerank", "walk": f"walk: move {n}"}[kind]
-
-
 def _frontier_keys(trace: dict, g: nx.DiGraph, depth: int) -> tuple[list, int]:
     """(keys drawn, of the candidates the next forward expanded from ``depth``; how many there
     were): kept nodes by their key, dropped ones by their parent's fold."""
@@ -132,7 +126,7 @@ def _grown(trace: dict, g: nx.DiGraph, level: dict, depth: int):
                     lambda k, a: "root" if k == 0 else "dropped" if a["status"] == "dropped" else "unreached")
     proposed = sum(1 for c in trace["draft"]["candidates"] if c["level"] == depth)
     keys, expanded = _frontier_keys(trace, g, depth)
-    below = ("the next forward expands it" if expanded else
+    below = ("the next forward expands them" if expanded else
              "the last level: nothing is drafted below it" if tree_kind(trace) != "static" else "")
     frontier = (f"; the frontier, the {expanded} best path score{'s' * (expanded != 1)} of the level, ringed (a ring "
                 f"on a fold: inside it), {below}" if expanded else f"; {below}" if below else "")
