@@ -132,10 +132,10 @@ def step_line(session: Session) -> str:
 
 
 class StepEvents:
-    """Event functions of one page (the loaded workbench, the bench's per-task τ, the examples)."""
+    """Event functions of one page (the loaded workbench, the bench's per-task τ and speedups)."""
 
-    def __init__(self, wb, bench=None, examples=()):
-        self.wb, self.bench, self.examples = wb, bench, list(examples)  # bench: draft_bench.DraftBench or None
+    def __init__(self, wb, bench=None):
+        self.wb, self.bench = wb, bench  # bench: draft_bench.DraftBench or None
         self.names = setting_names()
 
     def settings(self, values) -> Settings:

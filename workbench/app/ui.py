@@ -111,7 +111,7 @@ def build_app(wb, info: str = "", draft_bench: str | Path | None = None) -> gr.B
                 build_load_tab(wb)
             with gr.Tab("Glossary", id="glossary"):
                 gr.Markdown(explain.GLOSSARY)
-        _wire(StepEvents(wb, bench, examples), session, {**page, **views}, inputs, animate)
+        _wire(StepEvents(wb, bench), session, {**page, **views}, inputs, animate)
     demo.queue(default_concurrency_limit=CONCURRENCY)
     return demo
 
