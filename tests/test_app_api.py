@@ -1,8 +1,8 @@
 """The app's API through ``gradio_client``, on a tiny random model (``workbench.app.tiny``):
 Step / Back / the step slider / Run to end / Reset / Compare, each draft source, separate sessions,
 bad input that gets a message naming its field instead of an error, the examples, the benchmark's
-per-task τ (``tests/data/draft-sources.json``) and its suggestion after a step that accepted
-nothing, and ``app.py`` itself started as a process."""
+per-task τ (``tests/data/draft-sources.json``), the suggestion after a step that accepted nothing
+(from its stop cause), and ``app.py`` itself started as a process."""
 
 import json
 import os
@@ -372,8 +372,8 @@ def test_an_app_started_with_a_draft_model_offers_it_and_steps_and_compares_with
     assert "no KV pool of its own" not in v["kv_table"] and "writes no K/V" not in v["kv_table"]  # its own pool
     done = views(c.predict(*inputs(draft="model", max_new_tokens=12), api_name="/run_to_end"), c)
     assert done["status"].startswith("Finished")
-    head = views(c.predict(*inputs(draft="head"), api_name="/step"), c)  # no head loaded: said, not swapped
-    assert "The EAGLE head is not loaded" in head["status"] and "pick another draft source" in head["status"]
+    with pytest.raises(Exception, match="head"):  # no head loaded: the selector does not offer it
+        c.predict(*inputs(draft="head"), api_name="/step")
     out = compared(c.predict(*inputs(max_new_tokens=6, draft="model"), 6, False, MODES[1], api_name="/compare"))
     assert out["status"].startswith("Done: 4 runs") and "same tokens" in out["summary"]
     for run in ("vanilla", "ngram:1-12", "exit:1", name):
@@ -513,29 +513,26 @@ def test_app_py_refuses_a_bad_port_before_loading_anything():
     assert "random[:SEED], ngram[:MIN-MAX], exit:N or model:DIR" in " ".join(helped.stdout.split())
 
 
-def test_a_step_that_accepts_nothing_says_why_and_offers_the_bench_best(app_url):
-    """The tiny random head misses often: such a step's status line says why, and the page offers
-    the example and draft with the bench fixture's highest τ near the page's tree (the head on
-    math reasoning, 3.30 at 8/5/4); taking it fills the prompt and the draft source."""
-    from workbench.app.ui import load_examples
+def test_a_step_that_accepts_nothing_says_why_and_offers_what_its_stop_cause_points_at(app_url):
+    """The tiny random head misses often: such a step's status line says why, and where its stop
+    cause names a knob (budget, width, frontier, depth), the page offers that knob's change;
+    taking it sets that field only, never the prompt."""
+    from workbench.app.guide import KNOB_OF
 
     c = client(app_url)
-    changes = dict(prompt="Why do cats purr?", draft="ngram")
-    for _ in range(30):
-        v = views(c.predict(*inputs(**changes), api_name="/step"), c)
-        if v["trace"]["kind"] == "spec" and not v["trace"]["accept"]["accepted"]:
+    prompt = "Why do cats purr?"
+    for _ in range(40):
+        v = views(c.predict(*inputs(prompt=prompt, max_new_tokens=128), api_name="/step"), c)
+        tr = v["trace"]
+        if tr["kind"] == "spec" and not tr["accept"]["accepted"] and KNOB_OF.get(tr["stop"]["cause"]) in tr["stop"]["catch"]:
             break
     else:
-        pytest.fail("no step without an accepted draft in 30 steps")
-    tr = v["trace"]
+        pytest.fail("no step without an accepted draft whose cause names a knob in 40 steps")
     assert f"Nothing accepted at step {tr['step']}: " in v["status"]
-    assert "The highest τ the bench run of 2026-01-02 (docs/bench/fixture.md) measured near your tree (8/5/4) is " \
-           "3.30: the EAGLE head on math " \
-           "reasoning, the task of the *math word problem* example." in v["status"]
-    *filled, status = c.predict(*inputs(**changes), api_name="/take_suggestion")
-    math = next(e for e in load_examples() if e["category"] == "math word problem")
+    knob = KNOB_OF[tr["stop"]["cause"]]
+    value = tr["stop"]["catch"][knob]
+    assert f"{knob} = {value} would have caught it on this step" in v["status"]
+    *filled, status = c.predict(*inputs(prompt=prompt, max_new_tokens=128), api_name="/take_suggestion")
     got = dict(zip(setting_names(), filled))
-    assert got["prompt"] == math["prompt"] and got["draft"] == "head"
-    assert status.startswith("Filled in the math word problem example and the head draft")
-    ok = views(c.predict(*inputs(**dict(changes, prompt=math["prompt"], draft="head")), api_name="/step"), c)
-    assert ok["status"].startswith("Inputs changed: started a new run.")
+    assert got[knob] == value and got["prompt"] == {"__type__": "update"}  # the prompt: left as it is
+    assert status.startswith(f"Set {knob} = {value} (the prompt is yours, unchanged)")

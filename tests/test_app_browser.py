@@ -300,9 +300,13 @@ def test_the_first_screen_is_the_step(app, shots):
             page.click("#step-btn")
             page.wait_for_function(f"document.querySelector('#summary').innerText.includes('Step {step} of')")
         page.wait_for_function("(document.querySelector('#tree-plot .gtitle') || {}).textContent?.startsWith('Step 2:')")
-        assert page.inner_text("#status").startswith("Step 2: ")  # what the press did, next to the button
-        for selector in ("#status", "#tree-plot", "#summary", "#step-btn"):
+        status = page.inner_text("#status")  # what the press did, next to the button: step 2 and why it stopped
+        assert status.startswith(("Step 2 accepted ", "Nothing accepted at step 2:")) and "stopped" in status or \
+            "Nothing accepted" in status, status
+        for selector in ("#status", "#summary", "#step-btn", "#output-tail"):
             assert in_view(page, selector), selector
+        tree = page.locator("#tree-plot").bounding_box()  # its title, legend and first nodes: its foot may be below
+        assert 0 <= tree["y"] and tree["y"] + 250 <= LAPTOP["height"], tree
         page.click("#settings")
         page.fill("#num-draft-tokens input", "800")
         page.click("#settings .label-wrap")  # fold the settings again: the error opens them
@@ -413,4 +417,36 @@ def test_load_tab_draws_each_step_then_the_bars_and_runs_one_load_at_a_time(app)
         other.wait_for_function("document.querySelector('#summary').innerText.includes('Step 1 of')")
         assert page.inner_text("#load-status").startswith("Running")  # the first load is still under way
         page.wait_for_function("document.querySelector('#load-status').innerText.startsWith('Done')")
+        browser.close()
+
+
+def test_a_step_keeps_the_output_and_the_tree_in_view_and_replays_the_tree(app):
+    """At 1366×768, after Steps with the settings left open: the settings fold, the output's end
+    (beside Step) and the tree's top are in view, and the output strip ends with the last step's
+    tokens; the replay slider's first stop redraws the tree as level 1 of its growth."""
+    url, _ = app
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport=LAPTOP)
+        page.set_default_timeout(120_000)
+        page.goto(url)
+        page.fill("#prompt textarea", PROMPT)
+        page.click("#settings")  # opened, and left open
+        page.wait_for_selector("#num-draft-tokens", state="visible")
+        for step in (1, 2, 3):
+            page.click("#step-btn")
+            page.wait_for_function(f"document.querySelector('#summary').innerText.includes('Step {step} of')")
+        page.wait_for_selector("#num-draft-tokens", state="hidden")  # the Step folded the settings
+        assert in_view(page, "#output-tail") and in_view(page, "#step-btn") and in_view(page, "#status")
+        tree = page.locator("#tree-plot").bounding_box()
+        assert 0 <= tree["y"] and tree["y"] + 250 <= LAPTOP["height"], tree  # its title, legend and first nodes
+        last = page.eval_on_selector_all("#output-tail [data-step]", "els => els.map(e => e.dataset.step)")
+        recorded_last = page.eval_on_selector_all("#output-view [data-step]", "els => els.map(e => e.dataset.step)")
+        assert last and last[-1] == recorded_last[-1] == str(STEPS)  # the strip ends where the output does
+        page.locator("#replay-slider input[type=range]").scroll_into_view_if_needed()
+        box = page.locator("#replay-slider input[type=range]").bounding_box()
+        page.mouse.click(box["x"] + 2, box["y"] + box["height"] / 2)  # the first stop: growth, level 1
+        page.wait_for_function("(document.querySelector('#tree-plot .gtitle') || {}).textContent?.includes("
+                               "'growth: level 1')")
+        assert page.input_value("#replay-slider input[type=range]") == "0"
         browser.close()

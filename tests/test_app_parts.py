@@ -40,8 +40,9 @@ def colours(fig, suffix: str = "") -> dict[str, str]:
     """Trace name -> its colour (line or marker), for the traces named ``<run><suffix>``."""
     out = {}
     for t in fig.data:
-        if t.name.endswith(suffix):
-            out[t.name.removesuffix(suffix)] = t.line.color if t.mode and "lines" in t.mode else t.marker.color
+        name = t.meta if isinstance(t.meta, str) else t.name  # a line whose legend says more names its run in meta
+        if name.endswith(suffix):
+            out[name.removesuffix(suffix)] = t.line.color if t.mode and "lines" in t.mode else t.marker.color
     return out
 
 
@@ -67,6 +68,33 @@ def test_compare_labels_each_plot_by_its_run_and_keeps_one_colour_per_run(wb, mo
     assert set(tau) == set(tokens) == set(runs) and set(cost) == set(runs)
     assert tau == tokens == cost  # the same run, the same colour on every chart
     assert len(set(tau.values())) == len(runs) and None not in tau.values()  # and no two runs share one
+
+
+@pytest.mark.parametrize("mode", [0, 1], ids=["methods", "draft sources"])
+def test_compare_counts_stop_causes_per_run_and_sets_each_runs_speed_beside_its_tokens(wb, mode):
+    from workbench.app.compare import MODES
+    from workbench.metrics import traces_stop_causes
+    from workbench.viz.compare import cost_figure, run_colours, run_summary
+
+    update = last_update(wb, MODES[mode])
+    runs = update["result"].runs
+    stops = update["stops"]
+    speculative = {n: sum(1 for t in r["traces"] if "stop" in t) for n, r in runs.items()}
+    for name, steps in speculative.items():  # each run's bar: its segments add up to its speculative steps
+        drawn = sum(x for t in stops.data for y, x in zip(t.y, t.x) if y == name)
+        assert drawn == steps, (name, drawn, steps)
+        for t in stops.data:
+            assert dict(zip(t.y, t.x)).get(name, 0) == traces_stop_causes(runs[name]["traces"]).get(t.meta, 0)
+    assert stops.layout.barmode == "stack" and len({t.marker.color for t in stops.data}) == len(stops.data)
+    for t in update["tokens"].data:  # each line's legend names its measured speed
+        s = run_summary(runs[t.meta]["traces"])
+        assert t.name.startswith(t.meta) and (not s["steps"] or f"{s['tokens_per_s']:.0f} tokens/s" in t.name)
+        assert t.meta == "vanilla" or not s["steps"] or "× plain" in t.name
+    curves = [{"tokens": n, "ms": 1.0 + n, "roofline_ms": 0.5 + n, "plain_ms": 2.0 + n} for n in (1, 2, 4)]
+    fig = cost_figure(runs, curves)
+    used = [t.line.color if "lines" in t.mode else t.marker.color for t in fig.data]
+    assert len(set(used)) == len(used), used  # no run's colour serves a curve, nor two curves one colour
+    assert set(run_colours(runs).values()) <= set(used)
 
 
 def first_miss(wb, **changes):
@@ -103,29 +131,6 @@ def test_a_sampled_miss_says_the_coins_rejected_the_drafts(wb):
     assert miss_line(tr).startswith(f"Nothing accepted at step {tr['step']}: the coins rejected all {tried} draft(s)")
 
 
-def test_the_suggestion_is_the_bench_best_near_the_tree_that_this_app_can_run(wb):
-    from workbench.app.draft_bench import load_draft_bench
-    from workbench.app.guide import suggest
-    from workbench.app.ui import load_examples
-    from workbench.engine.config import SpecConfig
-
-    bench, examples = load_draft_bench(BENCH), load_examples()
-    anything = lambda source: True  # noqa: E731
-    page = SpecConfig.from_knobs("eagle2", num_steps=5, topk=4, num_draft_tokens=8)
-    best = suggest(bench, examples, page, anything)
-    assert (best.draft.name, best.task, best.tau, best.tree) == ("head", "math_reasoning", 3.3, "8/5/4")
-    assert best.example["category"] == "math word problem"
-    no_head = suggest(bench, examples, page, lambda s: s.kind != "head")
-    assert (no_head.draft.name, no_head.tau) == ("exit:1", 2.9)  # the best of what can run
-    small = suggest(bench, examples, SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=4), anything)
-    assert (small.tree, small.tau) == ("4/3/2", 3.1)  # at the measured tree nearest the page's
-    assert suggest(None, examples, SpecConfig(), anything) is None
-    ngram = suggest(bench, examples, page, lambda s: s.kind == "ngram")
-    filled = ngram.settings({"prompt": PROMPT, "method": "static", "draft": "head"})
-    assert filled == {"prompt": ngram.example["prompt"], "method": "eagle2", "draft": "ngram", "ngram_min": 1,
-                      "ngram_max": 12}  # the n-gram draft takes no static tree
-
-
 def test_every_stored_figure_the_app_shows_names_its_record_and_date():
     """The Step page's per-task τ and the Calibration tab's shipped table were measured by a bench
     run, not on the page: each line that shows them names that run's record and date, and the
@@ -135,8 +140,8 @@ def test_every_stored_figure_the_app_shows_names_its_record_and_date():
     from workbench.app.calibration import ASSET, shipped_calibration, shipped_source
     from workbench.app.draft_bench import load_draft_bench
     from workbench.app.guide import suggest
-    from workbench.app.ui import load_examples
     from workbench.engine.config import SpecConfig
+    from workbench.engine.drafts.registry import parse_draft
 
     bench = load_draft_bench()  # the shipped asset
     record, date = bench.meta["record"], bench.meta["date"][:10]
@@ -145,9 +150,9 @@ def test_every_stored_figure_the_app_shows_names_its_record_and_date():
     assert f"| [{name}]({name})" in (ROOT / "docs" / "bench" / "README.md").read_text()  # a row of the index
     line = bench.note_html(SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=4))
     assert f"Quoted from the bench run of {date} ({record}), not measured on this page" in line
-    best = suggest(bench, load_examples(), SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=4),
-                   lambda source: True)
-    assert f"The highest τ the bench run of {date} ({record}) measured" in best.sentence()
+    exit_page = SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=4, draft=parse_draft("exit:28"))
+    best = suggest({"kind": "spec", "stop": {"cause": "draft", "catch": {}}}, exit_page, bench, lambda source: True)
+    assert f"The bench run of {date} ({record}) measured" in best.sentence()
     calibration = shipped_calibration()
     assert (ROOT / ASSET).exists() and json.loads((ROOT / ASSET).read_text()) == calibration
     assert shipped_source(calibration["meta"]) == f"The calibration run of {calibration['meta']['date']} ({ASSET})"

@@ -513,8 +513,9 @@ def test_compare_summary(runs):
     assert sum(rows["eagle2"]["gap_ms"].values()) == pytest.approx(rows["eagle2"]["step_measured"]
                                                                    - rows["eagle2"]["step_predicted"])
     assert gap_html(cmp).count("<tr data-method=") == 3 and "a test machine" in gap_html(cmp)
-    for fig in (tau_figure(cmp), tokens_figure(cmp)):
-        assert [t.name for t in fig.data] == list(cmp)
+    assert [t.name for t in tau_figure(cmp).data] == list(cmp)
+    assert [t.meta for t in tokens_figure(cmp).data] == list(cmp)  # its legend adds each run's measured speed
+    assert all(t.name.startswith(f"{t.meta}: ") and "tokens/s" in t.name for t in tokens_figure(cmp).data)
     assert len(cost_figure(cmp, [{"tokens": 1, "ms": 1.0}, {"tokens": 8, "ms": 2.0}]).data) == 4
     roofed = cost_figure(cmp, [{"tokens": 1, "ms": 1.0, "roofline_ms": 0.5}, {"tokens": 8, "ms": 2.0, "roofline_ms": 0.9}])
     assert len(roofed.data) == 5 and list(roofed.data[1].y) == [0.5, 0.9] and "roofline" in roofed.data[1].name

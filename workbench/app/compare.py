@@ -23,7 +23,8 @@ from workbench.engine.drafts.head import HeadSource
 from workbench.engine.drafts.registry import loads_nothing, source_of
 from workbench.engine.frameworks import FRAMEWORKS, framework_flags
 from workbench.errors import UserError
-from workbench.viz.compare import cost_figure, gap_html, stops_html, summary_html, tau_figure, tokens_figure
+from workbench.viz.compare import (cost_figure, gap_html, stops_figure, stops_html, summary_html, tau_figure,
+                                   tokens_figure)
 from workbench.viz.html import note, table
 from workbench.viz.style import empty_figure
 from workbench.viz.tree import tree_figure
@@ -44,8 +45,9 @@ class TreeSlot:
 
 
 SLOTS = (TreeSlot("tree-1", "eagle2"), TreeSlot("tree-2", "static"), TreeSlot("tree-3", "linear"))
+SLOT_WIDTHS = {"tree-1": 560, "tree-2": 560, "tree-3": 900}  # px: two plots side by side, then one across the page
 # The Compare button's outputs, by name, in the order the API returns them (``result`` is state).
-OUTPUTS = ("result", "status", "summary", "tau", "tokens", "cost", "step", *(s.name for s in SLOTS))
+OUTPUTS = ("result", "status", "summary", "stops", "tau", "tokens", "cost", "step", *(s.name for s in SLOTS))
 
 
 @dataclass(frozen=True)
@@ -206,8 +208,10 @@ def structures(result: CompareResult | None, step: int) -> dict[str, TreePlot]:
             continue
         traces = result.runs[name]["traces"]
         tr = traces[min(int(step), len(traces)) - 1]
-        fig = tree_figure(tr, height=380, compact=True)
-        fig.update_layout(title_text=f"{name} · L = {tr['L']} · {fig.layout.title.text}")
+        width = SLOT_WIDTHS[slot.name]  # as wide as its plot on the page: no label cut short of it
+        fig = tree_figure(tr, height=380, compact=True, width=width, label=f"{name} · L = {tr['L']}")
+        if tr["kind"] != "spec":  # a prefill's or vanilla step's note: the run in front of it
+            fig.update_layout(title_text=f"{name} · L = {tr['L']} · {fig.layout.title.text}")
         out[slot.name] = TreePlot(label, fig)
     return out
 
@@ -222,7 +226,8 @@ def build_compare_tab(wb, inputs: dict) -> None:
         measure = gr.Checkbox(True, label="measure the verify cost on this machine", elem_id="compare-measure")
         button = gr.Button("Compare", variant="primary", elem_id="compare-btn")
     c = {"result": gr.State(None), "status": gr.Markdown(elem_id="compare-status"),
-         "summary": gr.HTML(elem_id="compare-summary")}
+         "summary": gr.HTML(elem_id="compare-summary"),
+         "stops": gr.Plot(label="stop causes per run", elem_id="compare-stops")}
     with gr.Row():
         c["tau"] = gr.Plot(label="τ per step", elem_id="compare-tau")
         c["tokens"] = gr.Plot(label="tokens against target forwards", elem_id="compare-tokens")
@@ -300,7 +305,7 @@ def run_compare(wb, values: dict, *, max_new, measure, mode):
         unmeasured += " (no cost model, so no predicted speedup, for " + "; ".join(unpriced) + ")"
     yield {"result": res, "status": f"Done: {len(runs)} runs of up to {max_new} tokens{unmeasured}.",
            "summary": summary_html(runs) + gap_html(runs) + stops_html(runs) + elsewhere_html(todo),
-           "tau": tau_figure(runs), "tokens": tokens_figure(runs),
+           "stops": stops_figure(runs), "tau": tau_figure(runs), "tokens": tokens_figure(runs),
            "cost": cost_figure(runs, measured),
            "step": gr.Slider(minimum=1, maximum=max(2, shortest), value=min(2, shortest), interactive=shortest > 1),
            **structures(res, min(2, shortest))}

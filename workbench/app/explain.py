@@ -16,7 +16,8 @@ SETTINGS = """\
 **Draft source**: the **EAGLE head** (a small trained model reading the target's last hidden
 state; it drafts among its hot draft tokens), an **n-gram** lookup in the prompt and output so
 far (no model: it suits output that repeats the input), an **early exit**: the target's own
-first N layers, or a separate small **draft model** (`python app.py --draft model:DIR`). The tree, verify and accept walk are the same for all of them. Changing a setting
+first N layers, or a separate small **draft model** (offered only when the app was started with
+`python app.py --draft model:DIR`: the page loads no model). The tree, verify and accept walk are the same for all of them. Changing a setting
 and pressing Step starts a new run."""
 
 TREE = """\
@@ -110,6 +111,7 @@ GLOSSARY = """\
 | draft head | EAGLE head: `fc(concat(embed(x_{t+1}), f_t))` → one decoder layer (ours may stack more) → the target's `lm_head`; a fused head reads the target's low and middle layers beside `f_t` (`fuse_layers`) |
 | feature `f_t` | the target's last hidden state at position t, **after** the final RMSNorm |
 | prefill | the first step of a run: the target reads the whole prompt in one forward and emits the first token; no tree yet |
+| `L` | the committed length before a step: tokens whose K/V is in the cache (prompt and output so far); node i of the tree sits at position `L` + its depth |
 | root | first node of every verify block: the token emitted last step (bonus), which has no KV yet |
 | `num_steps` | draft levels (tree depth) |
 | `topk` | children kept per expansion and nodes expanded per level (tree width) |
@@ -118,8 +120,12 @@ GLOSSARY = """\
 | frontier | the `topk` nodes of the newest level with the best path scores: the ones the next draft level expands |
 | rerank | after the last level, keep the `num_draft_tokens` − 1 candidates with the best path scores (plus the root); the rest are *dropped at rerank*, never verified |
 | hot draft tokens | the head drafts only among the N tokens most frequent in its training answers (a smaller `lm_head` to run); the target still verifies over the whole vocabulary |
+| tree mask | the verify forward's attention mask: every node sees the committed prefix, the root, its own ancestors and itself, never a sibling branch, so one forward verifies every branch at once |
+| shift by one | row i of the verify forward's output is the target's distribution of the token **after** node i: it judges node i's children, never node i itself |
 | accept walk | from the root, follow `retrieve_next_token` / `retrieve_next_sibling` while a child is the target's token (greedy) or passes its coin (sampling); it keeps the accepted path |
 | bonus | the target's own token after the last accepted node: every verify step emits it, so a step emits at least one token |
+| residual | sampling: what is left of the target's distribution after the coins rejected the children tried (their probability set to 0, the rest renormalised); the bonus is drawn from it, so the output still follows the target's distribution |
+| rollback | after the walk, the target's KV slots of the nodes not on the accepted path are freed (commit keeps the root and the accepted ones): a slot-table edit, no row is moved |
 | `retrieve_index[i]` | row of node i in the flattened verify batch |
 | `retrieve_next_token[i]` | first child of node i, −1 if none |
 | `retrieve_next_sibling[i]` | next sibling of node i, −1 if none |
@@ -128,6 +134,8 @@ GLOSSARY = """\
 | expected τ (sampling) | what a tree is worth over the coins: 1 + Σ over its nodes of the target's probability of the path to each (a child is accepted with exactly its target probability); a *perfect head* drafts from the target's own distribution and bounds it for a budget |
 | draft acceptance rate | accepted drafts / proposed drafts (vLLM's `draft_acceptance_rate`): misleading for trees (most nodes are siblings) |
 | stop cause | why a step's walk stopped where it did, one per step: `depth`, `budget`, `frontier`, `width`, `draft`, `vocabulary`, `coin`; a static tree's `shape`; the n-gram lookup's `no match`, `continuation` |
+| TTFT / TPOT | latency of one answer: time to first token (arrival to the first token, the prefill's) and time per output token (the mean gap between the tokens after it); end to end = TTFT + (n − 1) TPOT |
+| ECE | expected calibration error: the count-weighted mean, over the bins of a reliability diagram, of the gap between the rate of acceptance and the mean confidence (draft probability or path score); 0 = perfectly calibrated |
 | per-depth rate | P(accept at depth k given depth k − 1 accepted) |
 | static tree | EAGLE-1's way: a tree shape fixed in advance, written as rank paths (`[0, 2]` = the third most likely child of the root's most likely child); `eagle2` grows the shape from path scores instead |
 | tried / accepted | a verified node is *tried* when its parent was accepted (the root always is); *accepted* = on the accepted path |

@@ -1,20 +1,24 @@
 """Why each step stopped, in one sentence (``stop_line``, from the cause the engine recorded:
-``engine/stops.py``), and a way out of a miss-heavy prompt: when a step accepts no draft, the page
-offers the example prompt and draft source for which this machine's bench measured the highest τ
-(at the measured tree nearest the page's), so that a first visit on an open chat prompt is one
-click away from a tree with an accepted path.
+``engine/stops.py``), and what to try after a step that accepted nothing (``suggest``), from that
+cause: the knob that would have caught the target's token (a budget, a topk, one more level), or
+where the draft itself disagreed, another draft source, only one the stored records
+(``draft_bench.DraftBench``) measured faster. A suggestion changes settings, never the prompt,
+and only when the learner presses its button.
 
-``examples.json`` links each example to the Spec-Bench task whose τ stands for it (``task``);
-the bench's per-task τ comes from ``draft_bench.DraftBench``.
+And the line the page opens with (``measured_line``): what the setting on screen measured in the
+head record of this kind of CPU (``default_tree``), and the fastest setting there.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workbench.app.draft_bench import task_name
+from workbench.cpu_choices import cpu_flags, cpu_kind
+from workbench.default_tree import measured_pick
 from workbench.engine.drafts.base import DraftSource, boxes
+from workbench.engine.config import SpecConfig
 from workbench.engine.drafts.registry import parse_draft
+from workbench.models.heads import default_draft_dir
 from workbench.viz.tokens import show
 from workbench.viz.tree import no_draft_note
 
@@ -33,13 +37,35 @@ def stop_line(trace: dict | None) -> str:
     of it where the draft ran, and the change that would have caught it; "" for another step."""
     if trace is None or trace["kind"] != "spec" or "stop" not in trace:
         return ""
-    stop, accept = trace["stop"], trace["accept"]
-    n = len(accept["accepted"])
+    n = len(trace["accept"]["accepted"])
+    if len(trace["tree"]["nodes"]) == 1 and not trace["draft"]["candidates"]:
+        return f"Nothing accepted at step {trace['step']}: {no_draft_note(trace)}."
+    cut = cut_words(trace)
+    if cut:
+        return f"{cut}; its walk stopped because {_why(trace)}."
     head = f"Nothing accepted at step {trace['step']}" if not n else \
         f"Step {trace['step']} accepted {n} draft{'s' * (n != 1)}, then stopped"
-    if len(trace["tree"]["nodes"]) == 1 and not trace["draft"]["candidates"]:
-        return f"{head}: {no_draft_note(trace)}."
     return f"{head}: {_why(trace)}."
+
+
+END_WORDS = {"length": "max_new_tokens was reached", "stop": "a stop token ended the output"}
+
+
+def cut_words(trace: dict | None) -> str:
+    """What a speculative step the end of the output cut kept, as the trace's ``emitted`` says
+    (its ``accept_length`` below the walk's n + 1 tokens): "Step 12 accepted 5 drafts, but only
+    the first 1 was kept: max_new_tokens was reached (`␣x`), so no bonus"; "" for a step that
+    kept all its walk gave (or any other step)."""
+    if trace is None or trace["kind"] != "spec":
+        return ""
+    path, kept = trace["accept"]["path"], trace["accept_length"]  # path: root + accepted drafts
+    if kept >= len(path):
+        return ""
+    n, nodes = len(path) - 1, trace["tree"]["nodes"]
+    texts = " ".join(f"`{show(nodes[i]['text'])}`" for i in path[1:kept + 1])
+    end = END_WORDS.get(trace.get("finished"), "the output ended")
+    return (f"Step {trace['step']} accepted {n} draft{'s' * (n != 1)}, but only the first {kept} "
+            f"{'was' if kept == 1 else 'were'} kept: {end} ({texts}), so no bonus")
 
 
 def _why(trace: dict) -> str:
@@ -91,55 +117,125 @@ def _guesses(trace: dict) -> str:
     return ", ".join(f"`{show(c['text'])}`" for c in below) or "nothing"
 
 
+def measured_line(tree: tuple[int, int, int], pick) -> str:
+    """One line for the page's first load: what the eagle2 ``tree`` (num_draft_tokens, num_steps,
+    topk) on screen measured in the head record of this kind of CPU (``pick``, a
+    ``default_tree.Pick``), and the fastest setting there (its pick: within ``default_tree.TIE``
+    of the best, the smaller tree), naming the record and its date; "" without a pick. "8/5/4
+    measured 1.14x plain decoding on a 2-core AMD EPYC with AVX2 only
+    (docs/bench/head-cpu-fp32-avx2.md, 2026-12-06); the fastest there: 4/3/2, 1.21x". "" without
+    a pick, or with one of another kind of CPU (``Pick.here`` false)."""
+    if pick is None or not pick.here:  # another kind of CPU's record does not apply here
+        return ""
+    shown, best = "/".join(map(str, tree)), pick.setting.split(":", 1)[1]
+    where = f"a {pick.cpu} ({pick.record}, {pick.date})"
+    speed = pick.speedups.get(f"eagle2:{shown}")
+    said = f"{shown} measured {speed:.2f}x plain decoding on {where}" if speed is not None else \
+        f"{shown} was not measured on {where}"
+    fastest = "it is the fastest there" if shown == best else f"the fastest there: {best}, {pick.speedup:.2f}x"
+    return f"{said}; {fastest}"
+
+
+def page_measured_line(wb, method: str, tree: tuple[int, int, int]) -> str:
+    """``measured_line`` for the page's first setting where the head records apply: the shipped
+    head (the records' draft), on a CPU, an eagle2 tree; the record of this CPU's kind and the
+    loaded dtype (``default_tree.measured_pick``). "" elsewhere."""
+    shipped = wb.draft_source.startswith(str(default_draft_dir()))
+    if not shipped or method != "eagle2" or wb.target.lm_head.weight.device.type != "cpu":
+        return ""
+    return measured_line(tree, measured_pick(cpu_kind(cpu_flags()), wb.dtype_name))
+
+
+# The knob each stop cause points at (its ``catch``: the smallest change that would have caught
+# the target's token on this step), and the causes a knob cannot fix: the draft itself disagreed.
+KNOB_OF = {"budget": "num_draft_tokens", "width": "topk", "frontier": "topk", "depth": "num_steps"}
+DRAFT_CAUSES = ("draft", "vocabulary", "continuation", "no match")
+
+
 @dataclass(frozen=True)
 class Suggestion:
-    """An example prompt and a draft source to try, with the τ the bench measured for them."""
+    """A change to try after a step that accepted nothing, from why its walk stopped: the
+    settings it changes (never the prompt), the button's words and the reason."""
 
-    example: dict  # an entry of examples.json
-    draft: DraftSource
-    tree: str  # the measured tree, D/S/K
-    task: str
-    tau: float
-    source: str  # the run the τ is quoted from (DraftBench.source)
+    changes: dict  # Settings field -> value (a knob, or the draft source and its boxes)
+    label: str  # what the button says after "Try: "
+    reason: str  # the sentence for the status line
 
     def button(self) -> str:
         """The button's text."""
-        return f"Try: {self.example['category']} · {self.draft.name}"
+        return f"Try: {self.label}"
 
     def sentence(self) -> str:
-        """What the bench measured, for the status line."""
-        return (f"The highest τ {self.source} measured near your tree ({self.tree}) is {self.tau:.2f}: "
-                f"the {self.draft.label()} on {task_name(self.task)}, the task of the "
-                f"*{self.example['category']}* example.")
+        """Why this change, for the status line."""
+        return self.reason
 
     def settings(self, current: dict) -> dict:
         """The page's values after taking the suggestion: ``current`` (field -> value) with the
-        prompt and the draft source (its fields in the page's boxes) replaced, and eagle2 for a
-        static tree with a model-free draft (the n-gram lookup), which has no distribution to rank
-        a fixed shape by."""
-        out = dict(current, prompt=self.example["prompt"], draft=self.draft.kind)
-        out.update({box.name: getattr(self.draft, box.field) for box in boxes(self.draft)})
-        if self.draft.model_free and out.get("method") == "static":
-            out["method"] = "eagle2"
-        return out
+        changed fields replaced; the prompt is never among them."""
+        return dict(current, **self.changes)
 
 
-def suggest(bench, examples: list[dict], spec, runnable) -> Suggestion | None:
-    """The example and draft with the bench's highest τ near ``spec``'s tree; ``runnable(draft)``
-    says whether this app can run a ``DraftSource``. None without a bench, or with nothing to offer."""
-    if bench is None:
+def suggest(trace: dict | None, spec, bench, runnable) -> Suggestion | None:
+    """What to try after the speculative step ``trace`` (run with ``spec``), by its stop cause:
+    budget, width, frontier or depth: the knob change that would have caught the target's token
+    (the step's ``catch``, where ``spec``'s method reads that knob); a draft that disagreed (or
+    could not propose the token): another draft source, only one that ``bench`` (the stored
+    records, ``draft_bench.DraftBench``) measured faster than ``spec``'s at the measured tree
+    nearest it (mean speedup over its tasks; plain decoding, 1x, for a draft it did not measure),
+    and that ``runnable(source)`` says the page can run; the fastest first. None for a coin, a
+    static shape, or nothing better measured."""
+    if trace is None or trace.get("kind") != "spec" or "stop" not in trace:
         return None
-    by_task = {}
-    for e in examples:
-        by_task.setdefault(e.get("task"), e)
+    cause = trace["stop"]["cause"]
+    if cause in KNOB_OF:
+        return _knob(cause, trace["stop"]["catch"], spec)
+    if cause in DRAFT_CAUSES and bench is not None:
+        return _faster_draft(cause, spec, bench, runnable)
+    return None
 
-    def usable(name: str) -> bool:
-        return runnable(parse_draft(name))
 
-    best = bench.best(spec, set(by_task) - {None}, usable)
-    if best is None:
+def _knob(cause: str, catch: dict, spec) -> Suggestion | None:
+    """The catch of ``cause`` as a change of ``spec``'s knob, where its method reads that knob
+    and the changed tree is valid."""
+    knob = KNOB_OF[cause]
+    reads = {"eagle2": ("num_steps", "topk", "num_draft_tokens"), "linear": ("num_steps",)}.get(spec.method, ())
+    if knob not in catch or knob not in reads:
         return None
-    route, task = best
-    return Suggestion(example=by_task[task], draft=parse_draft(route.draft), tree=route.tree_text, task=task,
-                      tau=route.per_task[task][0], source=bench.source)
+    value = catch[knob]
+    knobs = {k: getattr(spec, k) for k in reads} | {knob: value}
+    try:
+        SpecConfig.from_knobs(spec.method, **knobs)
+    except ValueError:
+        return None
+    why = {"budget": "the rerank dropped the target's token", "depth": "the walk reached the tree's last level",
+           "width": "the draft ranked the target's token just below its topk",
+           "frontier": "the node below which the target's token lay was left out of its level's frontier"}[cause]
+    return Suggestion(changes={knob: value}, label=f"{knob} {value}",
+                      reason=f"Here {why}: {knob} = {value} would have caught it on this step (the steps after "
+                             "it grow other trees, so try it and see).")
 
+
+def _faster_draft(cause: str, spec, bench, runnable) -> Suggestion | None:
+    """The draft source the records measured fastest at the tree nearest ``spec``'s, when faster
+    than ``spec``'s draft there."""
+    tree = bench.nearest_tree(spec)
+    speed = {r.draft: sum(x for _, x in r.per_task.values()) / len(r.per_task) for r in bench.routes if r.tree == tree}
+    own = speed.get(spec.draft.name, 1.0)  # a draft not measured there: against plain decoding
+    faster = sorted(((x, name) for name, x in speed.items() if x > own and name != spec.draft.name
+                     and runnable(parse_draft(name))), reverse=True)
+    if not faster:
+        return None
+    x, name = faster[0]
+    draft = parse_draft(name)
+    changes = {"draft": draft.kind, **{box.name: getattr(draft, box.field) for box in boxes(draft)}}
+    if draft.model_free and spec.method == "static":
+        changes["method"] = "eagle2"  # the n-gram lookup has no distribution to rank a fixed shape by
+    was = f"the {spec.draft.label()}'s {own:.2f}x" if spec.draft.name in speed else "plain decoding (1x)"
+    return Suggestion(changes=changes, label=f"draft {name}",
+                      reason=f"Here the draft could not give the target's token ({cause}). {_capital(bench.source)} measured "
+                             f"the {draft.label()} at {'/'.join(map(str, tree))} at {x:.2f}x plain decoding (mean "
+                             f"over its tasks), faster than {was}.")
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]

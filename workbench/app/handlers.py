@@ -1,6 +1,6 @@
 """The Step-through page's event functions: Step, Back, the step slider, Run to end, autoplay,
-Reset, the walk's slider and replay, and taking the bench's suggestion after a step that accepted
-nothing.
+Reset, the walk's slider and replay, and taking the suggestion after a step that accepted nothing
+(a change of settings from why the step stopped; never the prompt).
 
 Every Step-like event returns (session, *``VIEWS``, *``PAGE``): the views of one step, drawn by
 ``views.render``, and the parts of the page around them. The status line always says what the
@@ -19,7 +19,7 @@ import time
 
 import gradio as gr
 
-from workbench.app.guide import miss_line, stop_line, suggest
+from workbench.app.guide import cut_words, miss_line, stop_line, suggest
 from workbench.app.state import InputError, Session, Settings, setting_names
 from workbench.app.views import blank, error, render, walk_views
 from workbench.engine.drafts.base import boxes
@@ -124,15 +124,18 @@ def step_line(session: Session) -> str:
                 "the first token. Press Step again to draft and verify a tree.")
     if tr["kind"] == "decode":
         return f"Step {tr['step']}: plain decoding, one token."
+    cut = cut_words(tr)  # the end of the output cut the walk's tokens: say what was kept
+    if cut:
+        return f"{cut}."
     n = len(tr["accept"]["accepted"])
     return f"Step {tr['step']}: {n} draft(s) accepted, then the bonus `{show(tr['accept']['bonus']['text'])}`."
 
 
 class StepEvents:
-    """Event functions of one page (the loaded workbench, the bench's per-task τ, the examples)."""
+    """Event functions of one page (the loaded workbench, the bench's per-task τ and speedups)."""
 
-    def __init__(self, wb, bench=None, examples=()):
-        self.wb, self.bench, self.examples = wb, bench, list(examples)  # bench: draft_bench.DraftBench or None
+    def __init__(self, wb, bench=None):
+        self.wb, self.bench = wb, bench  # bench: draft_bench.DraftBench or None
         self.names = setting_names()
 
     def settings(self, values) -> Settings:
@@ -163,7 +166,8 @@ class StepEvents:
         opened = bad and any((where(f) or (None, None))[1] for f in message.fields)
         page = {"bench": session.bench_note if session else "",
                 "suggest": gr.Button(offer.button() if offer else "Try", visible=offer is not None),
-                "settings": gr.Accordion(open=True) if opened else gr.skip(),
+                "settings": gr.Accordion(open=True) if opened else gr.Accordion(open=False) if select and not bad
+                else gr.skip(),  # a step folds the settings away: the tree under them stays in view
                 "tabs": gr.Tabs(selected="step") if select else gr.skip()}
         return (session, *render(session, self.wb, status), *(page[k] for k in PAGE))
 
@@ -179,13 +183,13 @@ class StepEvents:
         return " ".join(parts)
 
     def suggestion(self, session: Session | None):
-        """The bench's example and draft to try after a step that accepted nothing (None when
-        the step accepted something, or when the page already shows that prompt and draft)."""
+        """What to try after a step that accepted nothing, from why it stopped (``guide.suggest``;
+        None when the step accepted something, or when the run already has those settings)."""
         if session is None or not miss_line(session.current):
             return None
-        offer = suggest(self.bench, self.examples, session.engine.spec, self.runnable)
-        same = offer is not None and offer.example["prompt"].strip() == session.prompt_text and \
-            offer.draft == session.engine.spec.draft
+        offer = suggest(session.current, session.engine.spec, self.bench, self.runnable)
+        values = session.settings.values()
+        same = offer is not None and all(values.get(k) == v for k, v in offer.changes.items())
         return None if same else offer
 
     def runnable(self, source) -> bool:
@@ -261,9 +265,10 @@ class StepEvents:
             return (*(gr.skip() for _ in self.names), "Nothing to suggest for the step on screen.",
                     gr.Button(visible=False))
         new = offer.settings(dict(zip(self.names, values, strict=True)))
-        return (*(new[n] for n in self.names),
-                f"Filled in the {offer.example['category']} example and the {offer.draft.name} draft: press "
-                "**Step** to start that run.", gr.Button(visible=False))
+        changed = ", ".join(f"{k} = {v}" for k, v in offer.changes.items())
+        return (*(new[n] if n in offer.changes else gr.skip() for n in self.names),
+                f"Set {changed} (the prompt is yours, unchanged): press **Step** to start a run with it.",
+                gr.Button(visible=False))
 
     def relabel(self, *values):
         """The settings accordion's label after an input changed."""

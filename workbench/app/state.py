@@ -36,6 +36,14 @@ def draft_choices() -> list[tuple[str, str]]:
     return [(s.choice, kind) for kind, s in SOURCES.items()]
 
 
+def offered_choices(loaded: DraftSource | None) -> list[tuple[str, str]]:
+    """The choices the page's selector offers where the app loaded ``loaded`` (its ``--draft``,
+    None for nothing): every source that needs nothing loaded, and of those that do (the head, a
+    draft model), only the one loaded: the page loads no head or model directory itself, so a
+    choice it could not run (``model:DIR`` without ``--draft model:DIR``) is not offered."""
+    return [(s.choice, kind) for kind, s in SOURCES.items() if not s.needs.loaded or type(loaded) is s]
+
+
 def draft_fields(kind: str) -> tuple[str, ...]:
     """The page's inputs a kind's draft source is built from (the selector itself when none)."""
     return (tuple(box.name for box in boxes(SOURCES[kind])) if kind in SOURCES else ()) or ("draft",)
@@ -166,7 +174,9 @@ class Settings:
 
 
 def acceptance_note(threshold_single, threshold_acc) -> str:
-    """What the page prints beside the accept thresholds: exact at 1, **lossy** below."""
+    """What the page prints beside the accept thresholds: exact at 1 (and what below 1 would
+    cost), **lossy** below; either way it says that below 1 the output no longer follows the
+    target's distribution."""
     try:
         values = [float(threshold_single), float(threshold_acc)]
     except (TypeError, ValueError):
@@ -174,7 +184,8 @@ def acceptance_note(threshold_single, threshold_acc) -> str:
     if min(values) < EXACT_THRESHOLD:
         return ("**lossy**: accepts more drafts, and the output no longer follows the target's distribution "
                 "(sampling only)")
-    return "exact: the output follows the target's distribution"
+    return ("exact: the output follows the target's distribution; below 1 (SGLang's lossy thresholds) more drafts "
+            "are accepted and the output no longer follows the target's distribution")
 
 
 # The fields each part of ``Settings.build`` reads, for the page to point at the one a message is about.

@@ -4,10 +4,12 @@ Best tree and Calibration are drawn when their tab is opened.
 
 Layout, top to bottom, so that at 1366×768 a Step's result is in view without scrolling:
 
-* the prompt, and beside it Step / Back / Run to end / Reset / autoplay;
-* the status line: what the last action did, or what is wrong (naming the field, which is
-  outlined), and when a step accepted nothing, why, with a button to try the example and draft
-  source for which this machine's bench measured the highest τ;
+* the prompt, and beside it Step / Back / Run to end / Reset / autoplay, and under those the
+  output's last tokens;
+* under the prompt, the status line: what the last action did, or what is wrong (naming the
+  field, which is outlined), and when a step accepted nothing, why, with a button that sets what
+  its stop cause points at (a knob, or a draft source the stored records measured faster; never
+  the prompt);
 * Settings, an accordion (closed; its label shows the values in use) grouping the draft source,
   the method and tree knobs, and sampling;
 * the Step-through tab: the draft tree, beside it the step summary and the bench's τ for the
@@ -35,10 +37,11 @@ from workbench.app.address import DEFAULT_HOST, DEFAULT_PORT
 from workbench.app.calibration import build_calibration_tab
 from workbench.app.compare import build_compare_tab
 from workbench.app.draft_bench import load_draft_bench
+from workbench.app.guide import page_measured_line
 from workbench.app.handlers import PAGE, StepEvents, elem_id, settings_label
 from workbench.app.load_tab import build_load_tab
-from workbench.app.state import Session, Settings, acceptance_note, draft_choices, setting_names
-from workbench.app.views import VIEWS, best_tree_views, render, trace_view
+from workbench.app.state import Session, Settings, acceptance_note, offered_choices, setting_names
+from workbench.app.views import VIEWS, best_tree_views, render, replay_view, trace_view
 from workbench.engine.config import CHAIN_RULES
 from workbench.engine.drafts.base import boxes
 from workbench.engine.drafts.registry import all_boxes, loads_nothing
@@ -90,7 +93,9 @@ def build_app(wb, info: str = "", draft_bench: str | Path | None = None) -> gr.B
         gr.Markdown(explain.INTRO)
         if info:
             gr.Markdown(info, elem_classes=["wb-info"])
-        page = _controls()
+        first = default_settings(wb)
+        measured = page_measured_line(wb, first.method, (first.num_draft_tokens, first.num_steps, first.topk))
+        page = _controls(f"{START} {measured}." if measured else START)
         page["settings"], controls = _settings(wb, examples, page["prompt"])
         inputs = {name: page["prompt"] if name == "prompt" else controls[name] for name in setting_names()}
         with gr.Tabs(selected="step") as page["tabs"]:
@@ -106,7 +111,7 @@ def build_app(wb, info: str = "", draft_bench: str | Path | None = None) -> gr.B
                 build_load_tab(wb)
             with gr.Tab("Glossary", id="glossary"):
                 gr.Markdown(explain.GLOSSARY)
-        _wire(StepEvents(wb, bench, examples), session, c={**page, **views}, inputs=inputs, animate=animate)
+        _wire(StepEvents(wb, bench), session, c={**page, **views}, inputs=inputs, animate=animate)
     demo.queue(default_concurrency_limit=CONCURRENCY)
     return demo
 
@@ -140,22 +145,30 @@ def default_settings(wb) -> Settings:
     return Settings(draft=source.kind, boxes=values)
 
 
-def _controls() -> dict:
-    """The prompt, the step buttons and autoplay, and the status line under them (with the
-    button that takes the bench's suggestion, shown after a step that accepted nothing)."""
+START = ("Press **Step**: the first step reads the prompt (the prefill), each next one drafts a tree and "
+         "verifies it.")
+
+
+def _controls(status: str = START) -> dict:
+    """The prompt and under it the status line (``status``: its first words; with the button that
+    offers a change to try, shown after a step that accepted nothing); beside them the step
+    buttons and autoplay, and under those the output's end: all in one row, so that the tree
+    under it is in view after a Step at 1366×768."""
     with gr.Row(elem_id="controls"):
-        prompt = gr.Textbox(label="Prompt", lines=2, max_lines=8, value="Tell me about Paris.", elem_id="prompt",
-                            scale=3)
+        with gr.Column(scale=3):
+            c = {"prompt": gr.Textbox(label="Prompt", lines=2, max_lines=8, value="Tell me about Paris.",
+                                      elem_id="prompt")}
+            with gr.Row(elem_id="status-row", equal_height=True):
+                c["status"] = gr.Markdown(status, elem_id="status")
+                c["suggest"] = gr.Button("Try", visible=False, elem_id="suggest-btn", size="sm", scale=0,
+                                         min_width=200)
         with gr.Column(scale=2, min_width=380):
-            c = {"prompt": prompt, "step": gr.Button("Step", variant="primary", elem_id="step-btn")}
+            c["step"] = gr.Button("Step", variant="primary", elem_id="step-btn")
             with gr.Row():
                 for name, label in [("back", "Back"), ("run", "Run to end"), ("reset", "Reset")]:
                     c[name] = gr.Button(label, elem_id=f"{name}-btn", size="md", min_width=80)
                 c["autoplay"] = gr.Checkbox(False, label="autoplay", elem_id="autoplay", min_width=100)
-    with gr.Row(elem_id="status-row", equal_height=True):
-        c["status"] = gr.Markdown("Press **Step**: the first step reads the prompt (the prefill), each next one "
-                                  "drafts a tree and verifies it.", elem_id="status")
-        c["suggest"] = gr.Button("Try", visible=False, elem_id="suggest-btn", size="sm", scale=0, min_width=260)
+            c["recent"] = gr.HTML(elem_id="output-tail", padding=False)  # the output's end, beside Step
     c["timer"], c["playing"] = gr.Timer(AUTOPLAY_S, active=False), gr.State(False)
     return c
 
@@ -206,7 +219,7 @@ def _draft_inputs(wb, default: Settings) -> dict:
     """Where the drafts come from: the selector, and every registered source's number boxes
     (the early exit's N, 1..the target's layers - 1; the n-gram match windows)."""
     config = wb.target.config
-    out = {"draft": gr.Radio(draft_choices(), value=default.draft, label="draft source", elem_id="draft-source")}
+    out = {"draft": gr.Radio(offered_choices(wb.loaded_draft), value=default.draft, label="draft source", elem_id="draft-source")}
     with gr.Row():
         for name, (_, box) in all_boxes().items():
             out[name] = gr.Number(default.boxes[name], label=box.label(config), precision=0, elem_id=elem_id(name),
@@ -217,9 +230,9 @@ def _draft_inputs(wb, default: Settings) -> dict:
 def _threshold_inputs(default: Settings) -> dict:
     """The two accept thresholds (1 = exact) and a note that says "lossy" while one is below 1."""
     with gr.Row():
-        single = gr.Number(default.accept_threshold_single, label="accept threshold single (1 = exact)",
+        single = gr.Number(default.accept_threshold_single, label="accept threshold single (1 = exact; below 1: lossy)",
                            elem_id="accept-threshold-single", min_width=90)
-        acc = gr.Number(default.accept_threshold_acc, label="accept threshold acc (1 = exact)",
+        acc = gr.Number(default.accept_threshold_acc, label="accept threshold acc (1 = exact; below 1: lossy)",
                         elem_id="accept-threshold-acc", min_width=90)
     note = gr.Markdown(acceptance_note(default.accept_threshold_single, default.accept_threshold_acc),
                        elem_id="acceptance-note")
@@ -248,6 +261,8 @@ def _step_views() -> tuple[dict, gr.Button]:
     with gr.Row():
         with gr.Column(scale=3):
             v["tree"] = gr.Plot(label="draft tree", elem_id="tree-plot")
+            v["replay"] = gr.Slider(0, 1, value=0, step=1, label="replay the tree", interactive=False,
+                                    elem_id="replay-slider")
             v["step_slider"] = gr.Slider(1, 2, value=1, step=1, label="step", interactive=False, elem_id="step-slider")
         with gr.Column(scale=1, min_width=260):
             v["summary"] = gr.Markdown("No step yet.", elem_id="summary")
@@ -312,6 +327,8 @@ def _wire(h: StepEvents, session, *, c: dict, inputs: dict, animate: gr.Button) 
     gr.on([box.change for name, box in inputs.items() if name != "prompt"], h.relabel, values, c["settings"],
           queue=False, show_progress="hidden", api_visibility="private")
     c["trace_btn"].click(trace_view, [session], c["trace"], api_name="trace")
+    c["replay"].release(replay_view, [session, c["replay"]], c["tree"], api_name="replay",
+                        show_progress="hidden")
     walk = [c["pointers"], c["moves"]]
     c["walk_slider"].release(h.walk, [session, c["walk_slider"]], walk, api_name="walk")
     replay = animate.click(h.animate, [session], walk + [c["walk_slider"]], api_name="animate_walk")

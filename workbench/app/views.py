@@ -24,7 +24,8 @@ from workbench.viz.html import note
 from workbench.viz.kv import kv_slots_html, kv_table_html
 from workbench.viz.logits import logits_html
 from workbench.viz.mask import mask_html
-from workbench.viz.output import output_html
+from workbench.viz.output import output_html, output_tail_html
+from workbench.viz.replay import replay_figure, replay_stages
 from workbench.viz.sampling import sampling_html
 from workbench.viz.style import empty_figure
 from workbench.viz.tokens import show
@@ -32,7 +33,7 @@ from workbench.viz.tree import no_draft_note, tree_figure
 from workbench.viz.walk import moves_html, pointer_table_html, walk_moves
 
 # Output order of every Step-like event (after the session state).
-VIEWS = ("status", "summary", "step_slider", "tree", "mask", "logits", "pointers", "moves", "walk_slider",
+VIEWS = ("status", "recent", "summary", "step_slider", "tree", "replay", "mask", "logits", "pointers", "moves", "walk_slider",
          "sampling", "output", "kv_slots", "kv_table")
 
 
@@ -45,10 +46,12 @@ def render(session: Session | None, wb, message: str = "") -> tuple:
     no_walk = "<p>No accept walk at this step: the prefill and vanilla steps verify nothing.</p>"
     values = {
         "status": message,
+        "recent": output_tail_html(session.prompt_text, session.traces[: session.cursor + 1], wb.token_text),
         "summary": summary(session),
         "step_slider": gr.Slider(minimum=1, maximum=max(2, len(session.traces)), value=session.cursor + 1,
                                  interactive=len(session.traces) > 1),
         "tree": tree_figure(tr),
+        "replay": replay_slider(tr),
         "mask": mask_html(tr),
         "logits": logits_html(tr),
         "pointers": pointer_table_html(tr) if n_moves else no_walk,
@@ -65,15 +68,36 @@ def render(session: Session | None, wb, message: str = "") -> tuple:
 def blank(message: str = "") -> tuple:
     """Placeholders before the first step (after Reset, or when a run could not start)."""
     wait = "Press <b>Step</b> to run the prefill, then Step again for each EAGLE-2 step."
-    values = {"status": message, "summary": "No step yet.",
+    values = {"status": message, "recent": "", "summary": "No step yet.",
               "step_slider": gr.Slider(minimum=1, maximum=2, value=1, interactive=False),
               "tree": empty_figure("Press Step: the first step is the prefill, the draft tree comes next.", 220),
+              "replay": gr.Slider(minimum=0, maximum=1, value=0, interactive=False, label=REPLAY),
               "mask": "<p>The tree mask appears with the first EAGLE-2 step.</p>",
               "logits": f"<p>{wait}</p>", "pointers": f"<p>{wait}</p>", "moves": "",
               "walk_slider": gr.Slider(minimum=0, maximum=1, value=0, interactive=False),
               "sampling": "", "output": "", "kv_slots": "<p>No KV slot written yet.</p>",
               "kv_table": ""}
     return tuple(values[k] for k in VIEWS)
+
+
+REPLAY = "replay the tree: its growth level by level, the rerank, the walk move by move"
+
+
+def replay_slider(trace: dict) -> gr.Slider:
+    """The replay's slider for ``trace``: at its last stage (the whole tree, as drawn), one stop
+    per stage of ``viz.replay.replay_stages``."""
+    n = len(replay_stages(trace))
+    return gr.Slider(minimum=0, maximum=max(1, n - 1), value=max(0, n - 1), interactive=n > 1,
+                     label=f"{REPLAY} ({n} stages)" if n else REPLAY)
+
+
+def replay_view(session: Session | None, k):
+    """The tree figure at stage ``k`` of the replay of the step on screen (its title names the
+    stage); skipped before a step with a tree."""
+    tr = session.current if session else None
+    if tr is None or not replay_stages(tr):
+        return gr.skip()
+    return replay_figure(tr, max(0, min(int(k), len(replay_stages(tr)) - 1)))
 
 
 def trace_view(session: Session | None) -> dict | None:

@@ -29,7 +29,7 @@ from workbench.viz.layout import Line, tree_layout
 from workbench.viz.style import NODE, OKABE_ITO, base_layout, empty_figure
 from workbench.viz.tokens import num, plotly_text, show, show_html
 from workbench.viz.tree import (MARGIN, WIDTH, collapse_dropped, cutoff, draw_tree, frame, no_draft_note, node_lines,
-                                rerank_line, tree_graph)
+                                rerank_line, tree_graph, tree_kind)
 
 
 def greedy_continuation(trace: dict) -> list[dict]:
@@ -133,7 +133,8 @@ def best_tree_figure(trace: dict, height: int | None = None, width: int = WIDTH)
 def _kept(trace: dict) -> str:
     """The rerank in a few words, for a title that holds two lines: kept of drafted, and the cut."""
     c, n = len(trace["draft"]["candidates"]), len(trace["tree"]["nodes"])
-    return f"kept {n - 1} of {c} candidates (s ≥ {num(cutoff(trace))})" if c else rerank_line(trace)
+    dynamic = c and tree_kind(trace) == "dynamic"  # a static shape or a chain has no rerank to tell
+    return f"kept {n - 1} of {c} candidates (s ≥ {num(cutoff(trace))})" if dynamic else rerank_line(trace)
 
 
 def _add_left(g, trace: dict, left: dict):

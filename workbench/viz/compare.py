@@ -25,8 +25,9 @@ from workbench.metrics import speedup, tau, traces_serving, traces_stop_causes
 from workbench.viz.html import note, table
 from workbench.viz.labels import Axes, name_points
 from workbench.engine.drafts.registry import source_named
+from workbench.engine.stops import CAUSES
 from workbench.engine.timings import target_ms
-from workbench.viz.style import METHOD, OKABE_ITO, base_layout
+from workbench.viz.style import METHOD, OKABE_ITO, base_layout, empty_figure
 
 
 def _steps(traces: list[dict]) -> list[dict]:
@@ -139,16 +140,36 @@ def tau_figure(runs: dict, height: int = 300) -> go.Figure:
     return fig
 
 
+def speed_words(runs: dict) -> dict[str, str]:
+    """Per run, its measured speed in a few words: tokens/s over its steps and, beside vanilla,
+    the measured speedup ("41 tokens/s, 1.23× plain"); "" for a run without steps."""
+    sp = speedups(runs)
+    out = {}
+    for name, run in runs.items():
+        s = run_summary(run["traces"])
+        ratio = f", {sp[name]['measured']:.2f}× plain" if sp[name]["measured"] is not None else ""
+        out[name] = f"{s['tokens_per_s']:.0f} tokens/s{ratio}" if s["steps"] else ""
+    return out
+
+
 def tokens_figure(runs: dict, height: int = 300) -> go.Figure:
-    """Tokens emitted so far against target forwards: the steeper, the fewer forwards per token."""
-    fig, colours = go.Figure(), run_colours(runs)
+    """Tokens emitted so far against target forwards: the steeper, the fewer forwards per token.
+    A forward's cost differs between runs (a bigger tree, a deeper draft), so each run's legend
+    entry carries its measured speed (``speed_words``): the steepest line need not be the fastest.
+    Each line's ``meta`` is its run's name."""
+    fig, colours, speed = go.Figure(), run_colours(runs), speed_words(runs)
     for name, run in runs.items():
         total, xs, ys = 0, [], []
         for i, t in enumerate(run["traces"], start=1):
             total += len(t["emitted"])
             xs.append(i), ys.append(total)
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=name, line=dict(color=colours[name])))
-    fig.update_layout(**base_layout("Tokens against target forwards", height))
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=f"{name}: {speed[name]}" if speed[name] else
+                                 name, meta=name, line=dict(color=colours[name])))
+    fig.update_layout(**base_layout("Tokens against target forwards; under it, each run's measured speed", height,
+                                    width=560))  # a half-width plot: the title wraps to it
+    rows = len(runs)
+    fig.update_layout(height=height + 40 + 20 * rows, margin=dict(b=60 + 20 * rows),  # the legend under the x title
+                      legend=dict(orientation="v", yanchor="top", y=-0.32, xanchor="left", x=0))
     fig.update_xaxes(title="target forwards (prefill = 1)")
     fig.update_yaxes(title="tokens emitted", rangemode="tozero")
     return fig
@@ -161,18 +182,21 @@ def cost_figure(runs: dict, measured: list[dict] | None = None, height: int = 30
     forward with every product by ``F.linear`` where they carry that (``plain_ms``: what this
     CPU's measured linear order saves)."""
     fig, colours = go.Figure(), run_colours(runs)
+    grey = OKABE_ITO["grey"]
+    spare = [c for c in OKABE_ITO.values() if c not in colours.values() and c != grey] + [grey, grey]
+    measured_c, roofline_c, plain_c = grey, spare[0], spare[1]  # no run's colour serves a curve too
     if measured:
         fig.add_trace(go.Scatter(x=[m["tokens"] for m in measured], y=[m["ms"] for m in measured],
                                  mode="lines+markers", name="measured: one target forward of N tokens",
-                                 line=dict(color=OKABE_ITO["grey"], dash="dot")))
+                                 line=dict(color=measured_c, dash="dot")))
         if all("roofline_ms" in m for m in measured):
             fig.add_trace(go.Scatter(x=[m["tokens"] for m in measured], y=[m["roofline_ms"] for m in measured],
                                      mode="lines", name="roofline here: the larger of the memory and compute floors",
-                                     line=dict(color=OKABE_ITO["bluish_green"], width=3)))
+                                     line=dict(color=roofline_c, width=3)))
         if all("plain_ms" in m for m in measured):
             fig.add_trace(go.Scatter(x=[m["tokens"] for m in measured], y=[m["plain_ms"] for m in measured],
                                      mode="lines+markers", name="the same forward, every product by F.linear",
-                                     line=dict(color=OKABE_ITO["orange"], dash="dash")))
+                                     line=dict(color=plain_c, dash="dash")))
     for name, run in runs.items():
         s = run_summary(run["traces"])
         if s["steps"]:
@@ -181,6 +205,33 @@ def cost_figure(runs: dict, measured: list[dict] | None = None, height: int = 30
     fig.update_layout(**base_layout("Verify cost on this machine", height))
     fig.update_xaxes(title="tokens in the verify forward (D)", type="log", tickvals=[1, 2, 4, 8, 16, 32, 64, 128])
     fig.update_yaxes(title="ms", rangemode="tozero")
+    return fig
+
+
+# One colour per stop cause (``engine/stops.py``), in its order: Paul Tol's light palette, pale
+# beside the saturated Okabe-Ito hues the runs wear, so that no cause looks like a run.
+CAUSE_COLOURS = dict(zip(CAUSES, ["#EE8866", "#EEDD88", "#FFAABB", "#77AADD", "#99DDFF", "#44BB99", "#BBCC33",
+                                  "#AAAA00", "#DDDDDD", "#C8B8E8"]))
+
+
+def stops_figure(runs: dict, height: int = 260) -> go.Figure:
+    """Each speculative run's steps by why the walk stopped (the traces' ``stop``), one stacked
+    bar per run: its segments add up to the run's speculative steps. One colour per cause
+    (``CAUSE_COLOURS``), the count written in each segment; ``meta`` = the cause."""
+    counts = {name: traces_stop_causes(run["traces"]) for name, run in runs.items()}
+    counts = {name: c for name, c in counts.items() if c}
+    if not counts:
+        return empty_figure("No run speculated: no stop causes to count.", 200)
+    fig, names = go.Figure(), list(counts)[::-1]  # the first run on top
+    for cause in [c for c in CAUSES if any(c in n for n in counts.values())]:
+        xs = [counts[n].get(cause, 0) for n in names]
+        fig.add_trace(go.Bar(y=names, x=xs, orientation="h", name=cause, meta=cause,
+                             marker=dict(color=CAUSE_COLOURS[cause]), text=[x or "" for x in xs],
+                             textposition="inside", insidetextanchor="middle",
+                             hovertemplate=f"%{{y}}: %{{x}} step(s) stopped by {cause}<extra></extra>"))
+    fig.update_layout(**base_layout("Why each speculative step stopped: steps per cause, per run", height))
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title="speculative steps")
     return fig
 
 

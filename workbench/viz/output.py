@@ -70,6 +70,30 @@ def output_html(prompt: str, traces: list[dict], token_text=None) -> str:
     return f"<div class='wb-output'>{body}{legend}{tau_html(traces)}</div>"
 
 
+TAIL_TOKENS = 40  # tokens the strip under the status line shows: about two lines at 1366 px
+
+
+def output_tail_html(prompt: str, traces: list[dict], token_text=None, limit: int = TAIL_TOKENS) -> str:
+    """The output's last ``limit`` tokens, coloured as in ``output_html`` (the last step's
+    outlined), for a strip next to the Step button: what each Step added is seen without
+    scrolling. "…" marks tokens left out before them; before any token, the prompt's end."""
+    toks = output_tokens(traces, token_text)
+    last = traces[-1]["step"] if traces else None
+    spans = [f"<span data-prov='{t['provenance']}' data-step='{t['step']}' style='{_STYLE[t['provenance']]}"
+             f"{';outline:1px solid #333' if t['step'] == last else ''};white-space:pre-wrap'>"
+             f"{html.escape(t['text'])}</span>" for t in toks[-limit:]]
+    if not spans:
+        return ""
+    before = "… " if len(toks) > limit else f"<span style='{_STYLE['prompt']}'>{html.escape(prompt[-60:])}</span> ⟶ "
+    head = (f"<div style='font-size:12px;color:#555'><b>Output so far</b>: its end ({len(toks)} tokens; all, "
+            "with τ, under the tree)</div>")
+    # the last lines in view: a box of at most two lines whose overflow is cut at the top, not the bottom
+    box = ("display:flex;flex-direction:column;justify-content:flex-end;max-height:3.6em;overflow:hidden;"
+           "line-height:1.8;font-size:14px")
+    return (f"<div class='wb-output-tail' data-tokens='{len(toks)}'>{head}<div style='{box}'><div>{before}"
+            f"{''.join(spans)}</div></div></div>")
+
+
 def tau_html(traces: list[dict]) -> str:
     """τ per verify step as small boxes, then the mean and tokens per target forward."""
     taus = tau_per_step(traces)

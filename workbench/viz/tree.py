@@ -245,12 +245,26 @@ def no_draft_note(trace: dict) -> str:
     return f"{why}: nothing drafted, this step decodes one token"
 
 
+def tree_kind(trace: dict) -> str:
+    """How a step's tree was chosen: "static" (a fixed shape), "chain" (``linear``: one draft
+    per level) or "dynamic" (``eagle2``: grown by path score, then reranked)."""
+    if trace["tree"].get("shape") == "static":
+        return "static"
+    return "chain" if trace.get("policy", {}).get("choice", "").startswith("linear") else "dynamic"
+
+
 def rerank_line(trace: dict) -> str:
     """Where the rerank cut: how many candidates, how many kept, the lowest kept path score (or
-    why there was nothing to cut)."""
+    why there was nothing to cut); a static shape and a chain have no rerank, and say what
+    decided their drafts instead."""
     c, n = len(trace["draft"]["candidates"]), len(trace["tree"]["nodes"])
     if not c:
         return no_draft_note(trace)
+    kind = tree_kind(trace)
+    if kind == "static":
+        return f"a fixed shape: its {n - 1} rank paths verified, no rerank"
+    if kind == "chain":
+        return f"a chain: each of the {n - 1} drafts is the top-1 below the last, no rerank"
     return (f"rerank: the best D − 1 = {n - 1} of {c} candidates kept (path score s ≥ {num(cutoff(trace))}), "
             f"{c - n + 1} dropped")
 
