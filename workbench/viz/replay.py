@@ -109,7 +109,8 @@ def replay_figure(trace: dict, k: int, width: int = WIDTH) -> go.Figure:
     for keys, name in rings:
         if keys:
             fig.add_trace(_ring(lay, keys, name))
-    frame(fig, title, max(width, round(lay.width) + 20), lay.height, [t.name for t in fig.data if t.meta])
+    frame(fig, title, width=max(width, round(lay.width) + 20), plot_height=lay.height,
+          legend=[t.name for t in fig.data if t.meta])
     return fig
 
 
