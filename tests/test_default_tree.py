@@ -23,8 +23,8 @@ def test_the_asset_is_what_the_current_records_say():
 
 
 def test_level_speedups_go_to_the_tree_that_verifies_fewest_tokens():
-    assert default_tree.pick({"speedups": {"eagle2:4/3/2": 1.20, "eagle2:6/4/4": 1.22, "eagle2:8/5/4": 1.0}}) \
-        == "eagle2:4/3/2"  # within 3 %: the smaller step
+    assert default_tree.pick({"speedups": {"eagle2:4/3/2": 1.20, "eagle2:6/4/4": 1.26, "eagle2:8/5/4": 1.0}}) \
+        == "eagle2:4/3/2"  # within 10 %: level in one pass, the smaller step
     assert default_tree.pick({"speedups": {"eagle2:4/3/2": 1.10, "eagle2:6/4/4": 1.30}}) == "eagle2:6/4/4"
 
 
@@ -37,6 +37,7 @@ def test_a_kind_without_a_record_gets_the_best_pick_and_is_told(tmp_path):
          "speedups": {"eagle2:6/4/4": 1.5}, "pick": "eagle2:6/4/4"}]))
     here = default_tree.measured_pick("AVX2 only", "fp32", path)
     assert here.here and here.tree == (4, 3, 2) and "on this kind of CPU" in here.line()
+    assert "is level with it" not in here.line()  # it is the fastest too
     assert "--tree-preset sglang (0.90x there)" in here.line()
     away = default_tree.measured_pick("AVX-512", "fp32", path)
     assert not away.here and away.setting == "eagle2:6/4/4" and "none measured on this one" in away.line()

@@ -27,7 +27,7 @@ RECORDS = ("docs/bench/head-cpu-fp32.json", "docs/bench/head-cpu-fp32-avx2.json"
 def entry(result: dict, record: str) -> dict:
     m = result["meta"]
     speedups = {name: s["speedup_vs_vanilla"] for name, s in result["summary"].items()
-                if name.startswith("eagle2:") and s.get("speedup_vs_vanilla") is not None}
+                if name.startswith("eagle2:") and "@" not in name and s.get("speedup_vs_vanilla") is not None}
     out = {"record": record.removesuffix(".json") + ".md", "date": m["date"][:10],
            "kind": cpu_kind(set(m["machine"].get("simd") or [])), "cpu": cpu_words(m["machine"]),
            "dtype": m["dtype"], "speedups": speedups}
