@@ -1,5 +1,6 @@
-"""The tree ``generate --method eagle2`` runs when no tree flag is given: the one the head benchmark
-measured fastest on this kind of CPU, in this dtype, with the shipped head.
+"""The tree ``generate --method eagle2`` runs when no tree flag is given: the smallest of the trees
+the head benchmark measured level with the fastest on this kind of CPU, in this dtype, with the
+shipped head.
 
 EAGLE-2's own tree (60 verify tokens, 6 levels, top 10: the paper's) and SGLang's usual one
 (8/5/4: ``--speculative-num-draft-tokens 8 --speculative-num-steps 5 --speculative-eagle-topk 4``)
@@ -28,7 +29,8 @@ from pathlib import Path
 ASSET = Path(__file__).resolve().parent / "assets" / "default-trees.json"
 PRESETS = {"sglang": (8, 5, 4), "eagle2-paper": (60, 6, 10)}  # (num_draft_tokens, num_steps, topk)
 PRESET_NAMES = {"sglang": "SGLang's 8/5/4", "eagle2-paper": "EAGLE-2's paper tree 60/6/10"}
-TIE = 0.10  # one pass per setting moves by ±10-20 %: speedups within 10 % of the best are level, the smallest tree is picked
+# One pass per setting moves by ±10-20 %: speedups within 10 % of the best are level; the smallest is picked.
+TIE = 0.10
 
 
 @dataclass(frozen=True)
@@ -57,10 +59,11 @@ class Pick:
                            (f" ({self.speedups[label]:.2f}x there)" if label in self.speedups else "")
                            for name, label in ((n, "eagle2:" + "/".join(map(str, t))) for n, t in PRESETS.items()))
         best = max(self.speedups, key=self.speedups.get)
-        level = "" if best == self.setting else \
-            f"; the fastest there, {best.split(':', 1)[1]} at {self.speedups[best]:.2f}x, is level with it within one pass's noise"
+        level = "" if best == self.setting else (f"; the fastest there, {best.split(':', 1)[1]} at "
+                                                 f"{self.speedups[best]:.2f}x, is level with it within one pass's noise")
         return (f"eagle2 without tree flags: {self.setting.split(':', 1)[1]} (num_draft_tokens/num_steps/topk), "
-                f"the smallest of the trees measured fastest {where}, {self.speedup:.2f}x plain decoding on a {self.cpu} "
+                f"the smallest of the trees measured fastest {where}, {self.speedup:.2f}x plain decoding on a "
+                f"{self.cpu} "
                 f"({self.record}, {self.date}{level}); {others}")
 
 

@@ -149,9 +149,9 @@ def add_spec_args(p: argparse.ArgumentParser) -> None:
                         f"{DEFAULT_NUM_DRAFT_TOKENS}; linear: num_steps + 1)")
     p.add_argument("--tree-preset", choices=list(PRESETS),
                    help="eagle2's tree as others run it: sglang = 8/5/4 (num_draft_tokens/num_steps/topk), "
-                        "eagle2-paper = 60/6/10. Default with the shipped head on a CPU and no tree flag: the tree "
-                        "the head benchmark measured fastest on this kind of CPU (workbench/default_tree.py), "
-                        "said on one line")
+                        "eagle2-paper = 60/6/10. Default with the shipped head on a CPU and no tree flag: the "
+                        "smallest tree the head benchmark measured level with the fastest on this kind of CPU "
+                        "(workbench/default_tree.py), said on one line")
     p.add_argument("--chain-rule", choices=CHAIN_RULES, default=CHAIN_RULES[0],
                    help="sampling acceptance for --method linear: top-1 drafts (target-only) or sampled drafts, "
                         "min(1, p/q)")

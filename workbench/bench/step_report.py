@@ -38,7 +38,8 @@ def decode_parts(profile: dict) -> dict | None:
 
 
 def profile_table(result: dict) -> str:
-    rows = [(name, decode_parts(s["step_profile"])) for name, s in result["summary"].items() if s.get("step_profile")]
+    rows = [(name, decode_parts(s["step_profile"])) for name, s in result["summary"].items()
+            if s.get("step_profile")]
     rows = [(name, p) for name, p in rows if p is not None]
     if not rows:
         return "(no phase times in this run: its records predate them)"
@@ -52,7 +53,8 @@ def profile_table(result: dict) -> str:
             "(`engine/timings.py`; prefill steps apart, in the last column: mean ms per prefill). forward: the "
             "target's forward over the step's tokens (1, or the verify tree); logits: its LM head; draft: the "
             "draft's extend and tree levels; accept: the accept walk (a plain step: sampling); other: the step less "
-            "its phases, and the attribution of each step's stop cause. Outside the target: the step's share that is neither the forward nor the logits."]
+            "its phases, and the attribution of each step's stop cause. Outside the target: the step's share that "
+            "is neither the forward nor the logits."]
     return "\n".join(out)
 
 

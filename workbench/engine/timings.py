@@ -3,9 +3,9 @@ in ms under ``"verify_ms"``, the key ``StepRecord.timing_ms`` carries (the app, 
 and the notebooks read these keys: ``prefill_ms``; a plain step's ``decode_ms`` (the target's
 forward), ``logits_ms``, ``sample_ms``, ``commit_ms``; a speculative step's ``draft_extend_ms``,
 ``draft_tree_ms``, ``build_ms``, ``verify_ms`` (the target's forward over the tree), ``logits_ms``,
-``accept_ms``, ``commit_ms``, and ``stops_ms`` where the engine keeps stop causes). From a CUDA graph the forward and the logits are one replay, timed
-as the forward alone. The phases follow one another, so they add up to the step less what lies
-between them (``StepProfile``'s ``other``).
+``accept_ms``, ``commit_ms``, and ``stops_ms`` where the engine keeps stop causes). From a CUDA
+graph the forward and the logits are one replay, timed as the forward alone. The phases follow one
+another, so they add up to the step less what lies between them (``StepProfile``'s ``other``).
 
 CUDA is asynchronous: without a sync, a phase's kernels would run, and be timed, in a later
 phase. With ``sync`` (the engine's tracing on a CUDA device) the clock is read after
