@@ -19,11 +19,9 @@ PROMPT = "Why do cats purr?"
 
 @pytest.fixture(scope="module")
 def wb(tmp_path_factory):
-    from workbench.app.tiny import make_tiny_app_model
-    from workbench.pipeline import Workbench
+    from helpers import tiny_app_workbench
 
-    path = make_tiny_app_model(tmp_path_factory.mktemp("tiny-step-page"), seed=1)
-    return Workbench.load(target=str(path), draft="random:1", dtype="fp32")
+    return tiny_app_workbench(tmp_path_factory.mktemp("tiny-step-page"))
 
 
 def run(wb, **changes):
