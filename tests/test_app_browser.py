@@ -193,6 +193,7 @@ def test_step_views_match_the_trace_and_compare(app, shots):
         methods = rows(page, "#compare-summary [data-table='summary'] tr[data-method]", "data-method")
         assert methods == ["vanilla", "linear", "linear (same verify budget)", "eagle2", "static"]
         check_compare_static(page, wb, 16 if REAL else 8)
+        check_compare_stops(page)
         save(page, shots, "compare", ["#compare-summary", "#compare-tau", "#compare-tokens"])
         save(page, shots, "compare-cost", ["#compare-cost", "#compare-tree-3"])
         save(page, shots, "compare-static", ["#compare-tree-1", "#compare-tree-2"])
@@ -242,6 +243,22 @@ def check_draft_selector(page) -> None:
     page.click("#step-btn")
     page.wait_for_function("document.querySelector('#summary').innerText.includes('Step 2 of 2')")
     assert "draft: n-gram (prompt lookup, ngram:1-12)" in page.inner_text("#summary")
+
+
+def check_compare_stops(page) -> None:
+    """The stop-cause bar at 1366 px: one bar per speculative run, its segments adding up to that
+    run's speculative steps in the table beside it, and the bar drawn within the page's width."""
+    names = rows(page, "#compare-summary [data-table='stops'] tr[data-method]", "data-method")
+    steps = dict(zip(names, map(int, rows(page, "#compare-summary [data-table='stops'] tr[data-method]", "data-steps"))))
+    bars = page.evaluate("() => document.querySelector('#compare-stops .js-plotly-plot').data"
+                         ".map(t => ({y: t.y, x: t.x}))")
+    totals: dict[str, int] = {}
+    for bar in bars:
+        for name, x in zip(bar["y"], bar["x"]):
+            totals[name] = totals.get(name, 0) + x
+    assert steps and totals == steps, (totals, steps)
+    box = page.locator("#compare-stops").bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= LAPTOP["width"], box
 
 
 def check_compare_static(page, wb, max_new: int) -> None:
