@@ -115,6 +115,15 @@ def quantize(path: Path) -> None:
     Image.open(path).convert("RGB").quantize(colors=256).save(path, optimize=True)
 
 
+def open_page(p, url: str, timeout_ms: int = 120_000):
+    """Chromium at 1366×768 on ``url``: (browser, page), the page waiting up to ``timeout_ms``."""
+    browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport=LAPTOP)
+    page.set_default_timeout(timeout_ms)
+    page.goto(url)
+    return browser, page
+
+
 def plot_data(page, elem_id: str) -> list[dict]:
     return page.evaluate(f"""() => document.querySelector('#{elem_id} .js-plotly-plot').data.map(t => (
         {{meta: t.meta || null, n: (t.x || []).length, keys: t.customdata || [], z: t.z || null}}))""")
@@ -304,10 +313,7 @@ def test_the_first_screen_is_the_step(app, shots):
     field is named in the status line, outlined and shown."""
     url, _ = app
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport=LAPTOP)
-        page.set_default_timeout(120_000)
-        page.goto(url)
+        browser, page = open_page(p, url, timeout_ms=120_000)
         page.wait_for_selector("#step-btn")
         assert in_view(page, "#prompt") and in_view(page, "#step-btn") and in_view(page, "#autoplay")
         assert not page.locator("#num-draft-tokens").is_visible()  # folded away, the values in the label:
@@ -346,10 +352,7 @@ def test_autoplay_stops_when_unticked_on_reset_and_at_the_end(app):
     url, _ = app
     quiet = 2 * AUTOPLAY_S + 1.0  # long enough for two more ticks, were autoplay still on
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport=LAPTOP)
-        page.set_default_timeout(60_000)
-        page.goto(url)
+        browser, page = open_page(p, url, timeout_ms=60_000)
         page.fill("#prompt textarea", PROMPT)
         page.check("#autoplay input")
         page.wait_for_function("/of [3-9]\\d* recorded/.test(document.querySelector('#summary').innerText)")
@@ -443,10 +446,7 @@ def test_a_step_keeps_the_output_and_the_tree_in_view_and_replays_the_tree(app):
     tokens; the replay slider's first stop redraws the tree as level 1 of its growth."""
     url, _ = app
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport=LAPTOP)
-        page.set_default_timeout(120_000)
-        page.goto(url)
+        browser, page = open_page(p, url, timeout_ms=120_000)
         page.fill("#prompt textarea", PROMPT)
         page.click("#settings")  # opened, and left open
         page.wait_for_selector("#num-draft-tokens", state="visible")
