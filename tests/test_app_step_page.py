@@ -302,3 +302,33 @@ def test_the_replay_slider_draws_the_stage_on_the_tree(wb):
     assert (slider.maximum, slider.value, slider.interactive) == (n - 1, n - 1, True)
     assert "growth: level 1" in replay_view(session, 0).layout.title.text
     assert replay_view(session, 10 ** 6).to_dict() == replay_view(session, n - 1).to_dict()  # clamped to the last
+
+
+def test_a_tick_under_way_when_reset_comes_shows_nothing_and_no_tick_steps_after(wb, monkeypatch):
+    """Reset while an autoplay step runs: that step's views are dropped (the page stays reset), the
+    flag is off, and the next tick steps nothing, even with no run left to step."""
+    import gradio as gr
+
+    from workbench.app.handlers import Autoplay, StepEvents
+    from workbench.app.state import Settings
+
+    events = StepEvents(wb)
+    values = list(Settings(prompt=PROMPT).values().values())
+    auto = Autoplay()
+    events.play(True, auto)
+    out = events.tick(None, auto, *values)
+    session = out[0]
+    assert session is not None and len(session.traces) == 1 and auto.on
+
+    advance = events._advance
+
+    def reset_meanwhile(*args):  # the Reset button pressed while this step runs
+        events.reset(session, auto)
+        return advance(*args)
+
+    monkeypatch.setattr(events, "_advance", reset_meanwhile)
+    out = events.tick(session, auto, *values)
+    assert all(v == gr.skip() for v in out) and not auto.on and auto.resets == 1
+    monkeypatch.undo()
+    out = events.tick(None, auto, *values)  # a tick sent before the timer stopped
+    assert out[0] is None and out[-1].value is False

@@ -7,27 +7,41 @@ Every Step-like event returns (session, *``VIEWS``, *``PAGE``): the views of one
 action did: the step shown, or the message of an ``InputError`` naming the field (which the page
 outlines, opening the settings when the field is there).
 
-Autoplay is a ``gr.Timer`` whose ticks step while the server-side flag ``playing`` is on. Only
-the checkbox (``play``) turns it on; unticking it, Reset, a run's end and bad input turn it off.
-A tick never turns it back on, and a tick that arrives after it went off does nothing, so no
-step runs once autoplay is off (at most the one already under way finishes).
+Autoplay is a ``gr.Timer`` whose ticks step while the page's ``Autoplay`` flag is on. The flag
+is one object per page, changed in place, never replaced: Gradio writes an event's outputs one by
+one, so a flag returned as an output could be read half-written by a tick (the run already
+dropped, autoplay still on: a fresh run would start after Reset). Only the checkbox (``play``)
+turns it on; unticking it, Reset, a run's end and bad input turn it off. A tick never turns it
+back on, a tick that arrives after it went off does nothing, and a tick whose step was under way
+when Reset came shows nothing, so no step appears once autoplay is off (at most the one already
+under way finishes) and none after Reset.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import gradio as gr
 
 from workbench.app.guide import cut_words, miss_line, stop_line, suggest
 from workbench.app.state import InputError, Session, Settings, setting_names
-from workbench.app.views import blank, error, render, walk_views
+from workbench.app.views import VIEWS, blank, error, render, walk_views
 from workbench.engine.drafts.base import boxes
 from workbench.engine.drafts.registry import SOURCES, all_boxes
 from workbench.viz.tokens import show
 from workbench.viz.walk import walk_moves
 
 ANIMATE_S = 0.6
+
+
+@dataclass
+class Autoplay:
+    """A page's autoplay: on or off, and how many times Reset was pressed (a tick that began
+    before a Reset shows nothing). Held in a ``gr.State`` and changed in place."""
+
+    on: bool = False
+    resets: int = 0
 PAGE = ("bench", "suggest", "settings", "tabs")  # Step-like outputs after the views
 DRAFT_GROUP = "Prompt examples and draft source"
 # Where each input sits, for the status line: (its label, its group in the settings; None: on top);
@@ -243,19 +257,25 @@ class StepEvents:
                 yield self.show(fresh, "Running…")
         yield self.show(fresh, f"Finished ({fresh.finish_reason}).")
 
-    def play(self, on: bool):
-        """The autoplay checkbox, ticked or unticked by the user: (timer, playing)."""
-        return gr.Timer(active=bool(on)), bool(on)
+    def play(self, on: bool, auto: Autoplay):
+        """The autoplay checkbox, ticked or unticked by the user: the timer."""
+        auto.on = bool(on)
+        return gr.Timer(active=auto.on)
 
-    def tick(self, session, playing, *values):
-        """Autoplay: one Step while ``playing``; off at the run's end or on bad input. Returns
-        (session, *VIEWS, *PAGE, timer, checkbox, playing)."""
-        off = (gr.Timer(active=False), gr.Checkbox(value=False), False)
-        if not playing:  # autoplay went off after this tick was sent: no step
+    def tick(self, session, auto: Autoplay, *values):
+        """Autoplay: one Step while ``auto.on``; off at the run's end or on bad input. Returns
+        (session, *VIEWS, *PAGE, timer, checkbox)."""
+        off = (gr.Timer(active=False), gr.Checkbox(value=False))
+        if not auto.on:  # autoplay went off after this tick was sent: no step
             return (*self.show(session, select=False), *off)
+        resets = auto.resets
         now, message = self._advance(session, values)
+        if auto.resets != resets:  # Reset came while this step ran: the page stays reset
+            return tuple(gr.skip() for _ in range(1 + len(VIEWS) + len(PAGE) + len(off)))
         finished = isinstance(message, InputError) or now.engine.done and now.at_end
-        unchanged = (gr.skip(), gr.skip(), gr.skip())  # a tick never turns autoplay back on
+        if finished:
+            auto.on = False
+        unchanged = (gr.skip(), gr.skip())  # a tick never turns autoplay back on
         return (*self.show(now, message, select=False), *(off if finished else unchanged))
 
     def take_suggestion(self, session, *values):
@@ -288,8 +308,10 @@ class StepEvents:
             yield (*walk_views(session, k), gr.Slider(value=k))
             time.sleep(ANIMATE_S)
 
-    def reset(self, session):
+    def reset(self, session, auto: Autoplay):
         """Drop this session's run; stop Run to end, autoplay and the walk's replay."""
+        auto.on = False
+        auto.resets += 1
         page = {"bench": "", "suggest": gr.Button(visible=False), "settings": gr.skip(), "tabs": gr.skip()}
         return (None, *blank("Reset: press Step to start a new run with the inputs above."),
-                *(page[k] for k in PAGE), gr.Timer(active=False), gr.Checkbox(value=False), False)
+                *(page[k] for k in PAGE), gr.Timer(active=False), gr.Checkbox(value=False))

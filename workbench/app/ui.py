@@ -38,7 +38,7 @@ from workbench.app.calibration import build_calibration_tab
 from workbench.app.compare import build_compare_tab
 from workbench.app.draft_bench import load_draft_bench
 from workbench.app.guide import page_measured_line
-from workbench.app.handlers import PAGE, StepEvents, elem_id, settings_label
+from workbench.app.handlers import PAGE, Autoplay, StepEvents, elem_id, settings_label
 from workbench.app.load_tab import build_load_tab
 from workbench.app.state import Session, Settings, acceptance_note, offered_choices, setting_names
 from workbench.app.views import VIEWS, best_tree_views, render, replay_view, trace_view
@@ -169,7 +169,7 @@ def _controls(status: str = START) -> dict:
                     c[name] = gr.Button(label, elem_id=f"{name}-btn", size="md", min_width=80)
                 c["autoplay"] = gr.Checkbox(False, label="autoplay", elem_id="autoplay", min_width=100)
             c["recent"] = gr.HTML(elem_id="output-tail", padding=False)  # the output's end, beside Step
-    c["timer"], c["playing"] = gr.Timer(AUTOPLAY_S, active=False), gr.State(False)
+    c["timer"], c["playing"] = gr.Timer(AUTOPLAY_S, active=False), gr.State(Autoplay())
     return c
 
 
@@ -313,13 +313,13 @@ def _wire(h: StepEvents, session, *, c: dict, inputs: dict, animate: gr.Button) 
     assert tuple(inputs) == setting_names(), "one input per Settings field, in field order"
     values = list(inputs.values())
     outs = [session] + [c[k] for k in VIEWS + PAGE]
-    autoplay = [c["timer"], c["autoplay"], c["playing"]]
+    autoplay = [c["timer"], c["autoplay"]]
     quiet = dict(show_progress="minimal", show_progress_on=[c["status"]])
     c["step"].click(h.step, [session, *values], outs, api_name="step", **quiet)
     c["back"].click(h.back, [session], outs, api_name="back", **quiet)
     c["step_slider"].release(h.goto, [session, c["step_slider"]], outs, api_name="goto", **quiet)
     run = c["run"].click(h.run_to_end, [session, *values], outs, api_name="run_to_end", **quiet)
-    c["autoplay"].input(h.play, c["autoplay"], [c["timer"], c["playing"]], api_visibility="private")
+    c["autoplay"].input(h.play, [c["autoplay"], c["playing"]], c["timer"], api_visibility="private")
     tick = c["timer"].tick(h.tick, [session, c["playing"], *values], outs + autoplay, trigger_mode="once",
                            api_visibility="private", **quiet)
     c["suggest"].click(h.take_suggestion, [session, *values], values + [c["status"], c["suggest"]],
@@ -332,4 +332,4 @@ def _wire(h: StepEvents, session, *, c: dict, inputs: dict, animate: gr.Button) 
     walk = [c["pointers"], c["moves"]]
     c["walk_slider"].release(h.walk, [session, c["walk_slider"]], walk, api_name="walk")
     replay = animate.click(h.animate, [session], walk + [c["walk_slider"]], api_name="animate_walk")
-    c["reset"].click(h.reset, [session], outs + autoplay, api_name="reset", cancels=[run, tick, replay])
+    c["reset"].click(h.reset, [session, c["playing"]], outs + autoplay, api_name="reset", cancels=[run, tick, replay])
