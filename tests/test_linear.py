@@ -570,3 +570,30 @@ def test_plain_products_restore_the_order_when_the_block_fails():
         with plain_products(mod):
             raise RuntimeError("inside")
     assert mod.order == everywhere(WEIGHT_LEFT)
+
+
+@needs_onednn
+@pytest.mark.parametrize("hot_first", [True, False])
+def test_a_heads_hot_rows_follow_the_lm_heads_order_with_packs_of_their_own(tmp_path, hot_first):
+    """The hot tokens' rows of the lm_head run the lm_head's few-row products with their own packed
+    copy (the lm_head's copies hold every row), whether the hot list or the order came first; the
+    log-probs are F.linear's; the copy is not saved with the head."""
+    from workbench.models.draft import random_head
+
+    target = _tiny_target(tmp_path)
+    head = random_head(target, seed=0)
+    hot = torch.tensor([3, 5, 7, 11, 13])
+    order = everywhere(ONEDNN)
+    if hot_first:
+        head.set_hot_tokens(hot)
+    apply_linear_order(target, order)
+    apply_linear_order(head, order)
+    if not hot_first:
+        head.set_hot_tokens(hot)
+    x = torch.randn(2, target.config.hidden_size)
+    lp, ids = head.log_probs(x)
+    rows = head._hot
+    assert rows.order is order and set(rows.packed) == {ONEDNN} and torch.equal(ids, hot)
+    want = torch.log_softmax(F.linear(x, target.lm_head.weight[hot]).float(), dim=-1)
+    torch.testing.assert_close(lp, want, rtol=1e-5, atol=1e-5)
+    assert not any("hot" in k for k in head.state_dict())

@@ -41,7 +41,7 @@ from torch import nn
 from workbench.attention.batch import ForwardBatch
 from workbench.kv.pool import KVPool
 from workbench.models.config import ModelConfig
-from workbench.models.linear import Linear, linear
+from workbench.models.linear import Linear
 from workbench.models.llama import DecoderLayer, TargetModel
 
 
@@ -59,7 +59,7 @@ class DraftHead(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(cfg, i, input_norm=i > 0) for i in range(cfg.num_layers))
         self.target: TargetModel | None = None  # set by attach(); not a submodule (not saved)
         self.hot_tokens: torch.Tensor | None = None  # optional pruned draft vocabulary [V_hot]
-        self._hot_w: torch.Tensor | None = None  # lm_head rows of the hot tokens [V_hot, H]
+        self._hot: Linear | None = None  # lm_head rows of the hot tokens [V_hot, H], packed apart (_hot_head)
         self._rotary = None
 
     def attach(self, target: TargetModel) -> "DraftHead":
@@ -125,16 +125,32 @@ class DraftHead(nn.Module):
     def log_probs(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Draft distribution over the vocabulary, fp32 log-probabilities [R, V'] and the token
         id of each column (None = the full vocabulary; else the pruned hot-token list)."""
-        w = self.target.lm_head.weight if self.hot_tokens is None else self._hot_w  # [V', H]
-        head = self.target.lm_head  # its order; its packed weights apply only when w is its own weight
-        logits = linear(hidden.to(w.dtype), w, order=head.order, packed=head.packed).float()
+        head = self.target.lm_head if self.hot_tokens is None else self._hot_head()  # [V', H]
+        logits = head(hidden.to(head.weight.dtype)).float()
         return torch.log_softmax(logits, dim=-1), self.hot_tokens
 
     def set_hot_tokens(self, hot: torch.Tensor | None) -> None:
         """Restrict drafting to ``hot`` token ids (FR-Spec / SGLang "hot token map"). Only the
         draft's proposals change; verification still uses the target's full vocabulary."""
         self.hot_tokens = None if hot is None else hot.to(self.fc.weight.device, torch.int64)
-        self._hot_w = None if hot is None else self.target.lm_head.weight[self.hot_tokens].contiguous()
+        if hot is None:
+            object.__setattr__(self, "_hot", None)
+            return
+        w = self.target.lm_head.weight
+        rows = Linear(w.shape[1], len(self.hot_tokens), bias=False, device=w.device, dtype=w.dtype).requires_grad_(False)
+        rows.weight.copy_(w[self.hot_tokens])
+        object.__setattr__(self, "_hot", rows)  # not a submodule: never saved, rebuilt from the list
+
+    def _hot_head(self) -> Linear:
+        """The hot tokens' rows of the target's lm_head, a ``Linear`` of their own that follows the
+        lm_head's few-row product order with packed copies of its own weight (the lm_head's packs
+        hold all V rows: without its own, a 1-2 row product of the hot rows ran ``F.linear``,
+        several times slower on a CPU whose order packs those rows)."""
+        hot, order = self._hot, self.target.lm_head.order
+        if hot.order is not order:
+            hot.order = order
+            hot.pack(order.packed_rows, order.uses_onednn)
+        return hot
 
 
 def same_rope(a: ModelConfig, b: ModelConfig) -> bool:
