@@ -1,7 +1,7 @@
 """What several test modules share (a test module never imports another): tiny random targets
 and heads, fresh prefills, the sampling-losslessness set-up, a tree's test vectors, the head's
-forward through the paged KV cache, the training-data fakes, and results computed once for
-every worker of a session."""
+forward through the paged KV cache, the training-data fakes, made-up step costs per draft source,
+and results computed once for every worker of a session."""
 
 from __future__ import annotations
 
@@ -217,3 +217,28 @@ def tiny_app_workbench(folder):
     from workbench.pipeline import Workbench
 
     return Workbench.load(target=str(make_tiny_app_model(folder, seed=1)), draft="random:1", dtype="fp32")
+
+
+class MadeUpStepCosts:
+    """Stands in for ``measure.step_cost.step_cost_for`` (monkeypatch it with an instance): nothing
+    is timed. Each draft source's draft points are what the source itself derives
+    (``DraftSource.draft_cost``) from a made-up verify curve and head curve: the head's curve, N / L
+    of a verify for ``exit:N``, none for the n-gram lookup; ``calls`` lists the sources asked for."""
+
+    VERIFY = ((1, 10.0), (2, 10.5), (4, 11.0), (8, 12.0), (16, 14.0), (64, 30.0))
+    HEAD = ((1, 2.0), (2, 2.2), (4, 2.5), (8, 3.0), (64, 6.0))
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, wb, source, cache_dir=None, log=None):
+        from types import SimpleNamespace
+
+        from workbench.cost_model import Overhead, StepCost
+
+        self.calls.append(source)
+        timers = SimpleNamespace(verify=list(self.VERIFY), num_layers=wb.target.config.num_layers,
+                                 head=lambda: list(self.HEAD), model=lambda: list(self.HEAD))
+        name = "no draft" if source is None else source.name
+        return StepCost(self.VERIFY, [] if source is None else source.draft_cost(timers), source="made up",
+                        overhead=Overhead(plain_per_step=0.5, spec_per_step=1.0), measured=f"made up for {name}")

@@ -294,32 +294,37 @@ def test_compare_draws_f_linear_beside_the_cpus_measured_order(wb):
 
 
 def test_compare_predicts_from_the_cost_model_and_keeps_its_runs_when_one_cannot_be_priced(wb, monkeypatch):
-    """With the measurement ticked, each run's predicted speedup comes from the cost model and the
-    model's step stands beside the run's own; a run whose model cannot be measured keeps its
-    figures, and the status says which has no prediction."""
+    """With the measurement ticked, each run's predicted speedup comes from the cost model of its
+    own draft source, measured once per source, and the model's step stands beside the run's own;
+    a run whose source cannot be measured keeps its figures, and the status says which has no
+    prediction."""
+    from helpers import MadeUpStepCosts
+
     from workbench.app import compare
     from workbench.app.state import Settings
-    from workbench.cost_model import Overhead, StepCost
 
-    model = StepCost(verify=((1, 10.0), (64, 40.0)), draft=((1, 1.0), (64, 3.0)), overhead=Overhead(spec_per_step=2.0),
-                     measured="a test measurement")
+    made_up = MadeUpStepCosts()
 
-    def priced(wb, spec):
-        if spec.name.startswith("linear"):
+    def priced(wb, source, **kw):
+        if source is not None and source.kind == "exit":
             raise RuntimeError("no engine step could be timed")
-        return model
+        return made_up(wb, source, **kw)
 
-    monkeypatch.setattr(compare, "cost_model", priced)
+    monkeypatch.setattr("workbench.measure.step_cost.step_cost_for", priced)
     monkeypatch.setattr(compare, "measure_cost", lambda wb, prefix: [{"tokens": 1, "ms": 1.0}, {"tokens": 8, "ms": 2.0}])
     values = Settings.of(prompt=PROMPT, exit_layers=1).values()
-    *_, final = compare.run_compare(wb, values, max_new=4, measure=True, mode=compare.MODES[0])
+    *_, final = compare.run_compare(wb, values, max_new=4, measure=True, mode=compare.MODES[1])
     assert final["status"].startswith("Done") and "no predicted speedup" in final["status"]
-    assert "no engine step could be timed" in final["status"]
+    assert "exit:1: no engine step could be timed" in final["status"]
+    assert sorted(s.name for s in made_up.calls) == ["head", "ngram:1-12"]  # vanilla: the head's, not measured again
+    runs = final["result"].runs
+    assert runs["ngram:1-12"]["model"].draft == () and runs["head"]["model"].draft == MadeUpStepCosts.HEAD
     summary = final["summary"]
     gap = summary[summary.index("data-table='gap'"):]
-    assert "a test measurement" in gap  # the gap table names the measurement
-    priced_rows = gap[:gap.index("</table>")].count("<tr data-method=")
-    assert priced_rows >= 2 and "data-method='linear" not in gap[:gap.index("</table>")]  # the unpriced run: none
+    rows = gap[:gap.index("</table>")]
+    assert rows.count("<tr data-method=") == 3 and "data-method='exit" not in rows  # the unpriced run: none
+    said = gap[gap.index("</table>"):]  # which measurement priced which runs
+    assert "vanilla, head: made up for head; ngram:1-12: made up for ngram:1-12)" in said
 
 
 def test_the_chain_rule_is_chosen_on_the_page(wb):

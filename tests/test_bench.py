@@ -5,6 +5,8 @@ end on a tiny model (random draft head, a few prompts, a few tokens)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
@@ -88,16 +90,50 @@ def test_method_names_and_trees():
 
 
 def test_tree_prediction_uses_the_cost_curves():
-    costs = {"decode_ms": 10.0, "verify": [{"tokens": 1, "ms": 10.0}, {"tokens": 9, "ms": 30.0}],
-             "draft": [{"rows": 1, "ms": 1.0}, {"rows": 4, "ms": 4.0}]}
-    pred = tune.predict(costs, tune.tree_from_name("5/3/2"))
+    from workbench.cost_model import Overhead, StepCost
+
+    forwards = StepCost(verify=((1, 10.0), (9, 30.0)), draft=((1, 1.0), (4, 4.0)))
+    pred = tune.predict(forwards, tune.tree_from_name("5/3/2"))
     # at the bound (τ = 4): the extend over 4 rows, 2 later levels of 2 rows, a verify of 5
     assert pred["step_ms"] == pytest.approx(4.0 + 2 * 2.0 + 20.0)
     assert pred["bound"] == pytest.approx(4 * 10.0 / 28.0, abs=1e-3)
-    with_overhead = tune.predict({**costs, "overhead": {"plain_per_step": 1.0, "spec_per_step": 3.0}},
+    with_overhead = tune.predict(replace(forwards, overhead=Overhead(plain_per_step=1.0, spec_per_step=3.0)),
                                  tune.tree_from_name("5/3/2"))
     assert with_overhead["overhead_ms"] == 3.0 and with_overhead["step_ms"] == pytest.approx(31.0)
     assert with_overhead["bound"] == pytest.approx(4 * 11.0 / 31.0, abs=1e-3)  # plain decoding pays its own
+
+
+def test_the_report_prices_each_method_by_its_own_draft_source(made_up_step_costs):
+    """``suite.price`` gives each speculative method its own source's step cost (one measurement per
+    source); the report's prediction of the n-gram method has no draft forward, the head's has
+    the head's and ``exit:1`` the exit's, and the table names the source of each row."""
+    from workbench.bench import suite
+
+    methods = parse_methods("vanilla,eagle2:4/3/2,linear:3,eagle2:4/3/2@ngram,linear:3@exit:1")
+    wb = SimpleNamespace(target=SimpleNamespace(config=SimpleNamespace(num_layers=4)))
+    priced = suite.price(wb, methods, {}, log=lambda m: None)
+    assert [s.name for s in made_up_step_costs.calls] == ["head", "ngram:1-12", "exit:1"]
+    assert set(priced["methods"]) == {m.name for m in methods if m.speculative}  # vanilla is not predicted
+    summary = {m.name: {"tau": 1.5, "speedup_vs_vanilla": 1.1} for m in methods if m.speculative}
+    rows = {r["method"]: r for r in report.predicted_rows({"summary": summary, "step_costs": priced})}
+    specs = {m.name: m.spec for m in methods}
+    for name, r in rows.items():  # each at its own step cost, built from the source's own draft points
+        expect = made_up_step_costs(wb, specs[name].draft).predict(specs[name], 1.5)
+        assert r["predicted"] == round(expect.speedup, 3) and r["step_ms"] == round(expect.parts.total_ms, 2)
+    ngram, head, exit_ = rows["eagle2:4/3/2@ngram"], rows["eagle2:4/3/2"], rows["linear:3@exit:1"]
+    assert ngram["draft_extend_ms"] + ngram["draft_levels_ms"] == 0.0 < head["draft_extend_ms"]
+    assert ngram["verify_ms"] == head["verify_ms"] and ngram["predicted"] > head["predicted"]
+    # exit:1 of 4 layers: a quarter of a verify of as many rows, at the extend's 1.5 and the two later levels' 1
+    assert exit_["draft_extend_ms"] == round(10.25 / 4, 2) and exit_["draft_levels_ms"] == round(2 * 10.0 / 4, 2)
+    assert rows["linear:3"]["measurement"] == head["measurement"] == "made up for head (made up)"
+    table = report._predicted_table({"summary": summary, "step_costs": priced})
+    assert "| gap | priced by |" in table and "| `exit:1` |" in table and "| `ngram:1-12` |" in table
+    for source in ("head", "ngram:1-12", "exit:1"):
+        assert f"`{source}`: made up for {source} (made up)" in table
+    one = {"eagle2:4/3/2": summary["eagle2:4/3/2"]}  # one source: no column, the measurement named below
+    alone = report._predicted_table({"summary": one, "step_costs": priced})
+    assert "priced by |" not in alone and "`head`: made up for head (made up)" in alone
+    assert report.predicted_rows({"summary": summary}) == []  # a result without step costs predicts nothing
 
 
 # ---- on a tiny model --------------------------------------------------------------------------
@@ -178,6 +214,7 @@ def test_floor_line_is_empty_without_a_floor():
 
 
 def test_tuner_measures_and_picks_a_tree(tiny_dir):
+    from workbench.cost_model import StepCost
     from workbench.pipeline import Workbench
 
     wb = Workbench.load(str(tiny_dir), "random", dtype="fp32")
@@ -189,19 +226,33 @@ def test_tuner_measures_and_picks_a_tree(tiny_dir):
     assert floor["floor_ms_lo"] <= floor["floor_ms"] <= floor["floor_ms_hi"]
     text = report.floor_line(costs, {"vanilla": {"tokens_per_s": 1e3 / (2 * floor["floor_ms"])}})
     assert f"{floor['floor_ms']:.1f} ms per decode step" in text and "(2.00x)" in text
-    # which trees are tried depends on the measured costs; flat costs (a GPU-like verify) keep both
-    flat = {"verify": [{"tokens": n, "ms": 1.0} for n in tune.VERIFY_SIZES],
-            "draft": [{"rows": r, "ms": 0.01} for r in tune.DRAFT_ROWS], "decode_ms": 1.0}
-    res = tune.search(wb, flat, grid=("4/2/2", "6/3/2"), max_new_tokens=6)
+    # which trees are tried depends on the step cost of their draft source (the head's, given here:
+    # nothing measured); flat costs (a GPU-like verify) keep both
+    flat = StepCost(verify=tuple((n, 1.0) for n in tune.VERIFY_SIZES), draft=tuple((r, 0.01) for r in tune.DRAFT_ROWS),
+                    measured="made up")
+    head = tune.tree_from_name("4/2/2").draft
+    res = tune.search(wb, grid=("4/2/2", "6/3/2"), max_new_tokens=6, known={head: flat})
     assert res["best"] in {"4/2/2", "6/3/2"} and len(res["trees"]) == 2
+    assert res["priced_by"] == {"head": "made up (given)"}
+    assert all(t["bound"] == tune.predict(flat, tune.tree_from_name(t["tree"]))["bound"] for t in res["trees"])
     assert res["best"] == max(res["trees"], key=lambda t: t["tokens_per_s"])["tree"]
 
 
-def test_suite_end_to_end_on_a_tiny_model(tiny_dir, tmp_path):
+@pytest.fixture
+def made_up_step_costs(monkeypatch):
+    """The suite's step costs made up (``helpers.MadeUpStepCosts``): nothing timed, nothing cached."""
+    from helpers import MadeUpStepCosts
+
+    made_up = MadeUpStepCosts()
+    monkeypatch.setattr("workbench.measure.step_cost.step_cost_for", made_up)
+    return made_up
+
+
+def test_suite_end_to_end_on_a_tiny_model(tiny_dir, tmp_path, made_up_step_costs):
     from workbench.cli import main
 
     out = tmp_path / "out"
-    methods = "vanilla,linear:3,eagle2:8/3/2,eagle2:best,hf-greedy,hf-pld"
+    methods = "vanilla,linear:3,eagle2:8/3/2,eagle2:best,linear:3@ngram,hf-greedy,hf-pld"
     rc = main(["bench", "--target", str(tiny_dir), "--draft", "random", "--dtype", "fp32", "--limit", "2",
                "--max-new-tokens", "6", "--methods", methods, "--best", "6/3/2", "--tau-questions", "1",
                "--threads", "1", "--out", str(out)])
@@ -235,13 +286,20 @@ def test_suite_end_to_end_on_a_tiny_model(tiny_dir, tmp_path):
     assert row["measured"] == res["summary"]["eagle2:best"]["speedup_vs_vanilla"] and row["tau"] == res["summary"]["eagle2:best"]["tau"]
     assert row["gap"] == pytest.approx(row["measured"] - row["predicted"], abs=1e-3)
     assert "## Predicted beside measured" in md and f"| {row['predicted']:.2f}x | {row['measured']:.2f}x |" in md
-    assert set(res["costs"]["overhead"]) == {"plain_per_step", "plain_per_request", "spec_per_step", "spec_per_request"}
+    # each method priced by its own draft source's step cost, one measurement per source
+    assert [source.name for source in made_up_step_costs.calls] == ["head", "ngram:1-12"]
+    assert predicted["linear:3@ngram"]["draft"] == "ngram:1-12" and predicted["linear:3"]["draft"] == "head"
+    assert predicted["linear:3@ngram"]["draft_extend_ms"] == predicted["linear:3@ngram"]["draft_levels_ms"] == 0.0
+    assert predicted["linear:3"]["draft_extend_ms"] > 0 and predicted["linear:3"]["draft_levels_ms"] > 0
+    assert res["step_costs"]["priced_by"] == {"head": "made up for head (made up)",
+                                              "ngram:1-12": "made up for ngram:1-12 (made up)"}
+    assert "| gap | priced by |" in md and "`ngram:1-12`: made up for ngram:1-12 (made up)" in md
     assert f"{meta['date']}, commit {meta['commit'] or 'not recorded'}, " in md and "1 torch threads" in md
     page = (out / "figures.html").read_text()
     assert page.count("plotly-graph-div") >= 5 and "Verify cost" in page
 
 
-def test_static_vs_dynamic_table_and_calibration_on_a_tiny_model(tiny_dir, tmp_path):
+def test_static_vs_dynamic_table_and_calibration_on_a_tiny_model(tiny_dir, tmp_path, made_up_step_costs):
     from workbench.cli import main
 
     out = tmp_path / "out"

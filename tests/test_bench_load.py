@@ -262,7 +262,7 @@ def test_quick_writes_load_json_and_load_md_in_their_layout(quick_run, capsys):
     assert "level within noise" in verdict or " wins: " in verdict
     # the one cost model beside every closed-loop row of a one-setting policy (adaptive has several)
     got = result["predicted"]
-    assert got["source"] == FLAT_COST.source
+    assert got["priced_by"] == {"head": f"undated ({FLAT_COST.source})", "no draft": f"undated ({FLAT_COST.source})"}
     assert [(r["policy"], r["load"]) for r in got["rows"]] == [("off", 1), ("eagle2:4/3/2", 1), ("off", 2),
                                                                ("eagle2:4/3/2", 2)]
     for r in got["rows"]:
@@ -337,7 +337,7 @@ def test_the_report_says_what_auto_settled_on(wb, prompts_file, tmp_path, monkey
     assert bench("--target", str(wb.target_dir), "--draft", "random:1", "--prompts", str(prompts_file), "--quick",
                  "--rate", "none", "--policies", "off,auto", "--threads", "1", "--out", str(out)) == 0
     result = json.loads((out / "load.json").read_text())
-    assert result["machine"]["step_cost"]["verify_ms"] == [[1, 10.0], [256, 11.0]]
+    assert result["machine"]["step_costs"]["auto"]["verify_ms"] == [[1, 10.0], [256, 11.0]]
     found = result["settled"]["auto"]
     assert found["schedule"].startswith("schedule:1") and all(r["equal_to_off"] for r in result["rows"])
     md = (out / "load.md").read_text()
@@ -442,3 +442,121 @@ def test_an_early_exits_step_cost_is_read_from_the_cache(wb, tmp_path, monkeypat
     assert sc.step_cost_for(wb, exit_source, cache_dir=tmp_path, log=lambda m: None).source == "measured on this machine"
     again = sc.step_cost_for(wb, exit_source, cache_dir=tmp_path, log=lambda m: None)
     assert again.source == f"cached in {sc.CACHE_FILE}" and again.draft_ms(4) == 7.0
+
+
+def test_each_method_is_priced_by_its_own_draft_source_measured_once_per_source(wb, monkeypatch):
+    """``step_costs`` asks ``step_cost_for`` once per distinct source of a run: methods drafting
+    from the head share the head's measurement, an n-gram method is priced with no draft forward,
+    ``exit:N`` with N / L of a verify; plain decoding takes a measurement the run already has."""
+    import workbench.measure.step_cost as sc
+    from helpers import MadeUpStepCosts
+
+    from workbench.engine.drafts.registry import parse_draft
+    from workbench.measure.methods import parse_methods
+
+    made_up = MadeUpStepCosts()
+    monkeypatch.setattr(sc, "step_cost_for", made_up)
+    methods = {m.name: m.spec for m in parse_methods(
+        "vanilla,linear:3,eagle2:4/3/2,eagle2:4/3/2@ngram,linear:3@exit:1,linear:2@exit:1")}
+    got = sc.step_costs(wb, {name: sc.draft_of(spec) for name, spec in methods.items()})
+    assert made_up.calls == [parse_draft("head"), parse_draft("ngram"), parse_draft("exit:1")]  # once each
+    head, ngram = got["eagle2:4/3/2"], got["eagle2:4/3/2@ngram"]
+    assert got["linear:3"] is head and got["vanilla"] is head and got["linear:2@exit:1"] is got["linear:3@exit:1"]
+    tree = methods["eagle2:4/3/2"]
+    assert ngram.draft == () and ngram.parts(tree, tau=2.0).draft_ms == 0.0  # the lookup runs no forward
+    # the head: an extend of τ = 2 rows and 2 later levels of topk = 2 rows, 2.2 ms each on its curve
+    assert head.parts(tree, tau=2.0).draft_ms == pytest.approx(3 * 2.2)
+    assert head.parts(tree, tau=2.0).verify_ms == ngram.parts(tree, tau=2.0).verify_ms  # one target, one verify
+    layers = wb.target.config.num_layers
+    assert got["linear:3@exit:1"].draft == tuple((n, ms / layers) for n, ms in MadeUpStepCosts.VERIFY)
+    assert ngram.predict(tree, 2.0).speedup > head.predict(tree, 2.0).speedup  # no draft to pay for
+
+    known = {}
+    sc.step_costs(wb, {"eagle2:4/3/2": sc.draft_of(tree)}, known=known)
+    again = sc.step_costs(wb, {"linear:3": sc.draft_of(methods["linear:3"]), "vanilla": None}, known=known)
+    assert made_up.calls[3:] == [parse_draft("head")] and again["vanilla"] is again["linear:3"]  # not measured twice
+    made_up.calls.clear()
+    assert sc.step_costs(wb, {"vanilla": None})["vanilla"].draft == () and made_up.calls == [None]  # plain alone
+
+
+def test_a_source_that_cannot_be_priced_leaves_only_its_methods_out(wb, monkeypatch):
+    import workbench.measure.step_cost as sc
+    from helpers import MadeUpStepCosts
+
+    from workbench.engine.config import parse_spec
+
+    made_up = MadeUpStepCosts()
+
+    def failing(wb, source, **kw):
+        if source is not None and source.kind == "exit":
+            raise RuntimeError("no engine step could be timed")
+        return made_up(wb, source, **kw)
+
+    monkeypatch.setattr(sc, "step_cost_for", failing)
+    drafts = {name: sc.draft_of(parse_spec(name)) for name in ("linear:3", "linear:3@exit:1", "eagle2:4/3/2@exit:1")}
+    unpriced = {}
+    got = sc.step_costs(wb, drafts, unpriced=unpriced)
+    assert list(got) == ["linear:3"] and set(unpriced) == {"linear:3@exit:1", "eagle2:4/3/2@exit:1"}
+    assert "no engine step could be timed" in unpriced["linear:3@exit:1"]
+    with pytest.raises(RuntimeError, match="no engine step"):  # without ``unpriced``, the error is the caller's
+        sc.step_costs(wb, drafts)
+
+
+def test_a_step_cost_measures_its_own_sources_overhead_and_draft(wb, tmp_path, monkeypatch):
+    """Through ``step_cost_for`` itself (its forwards and engine steps faked, nothing timed): each
+    source's overhead is measured with that source, and its draft points are its own."""
+    import workbench.measure.step_cost as sc
+    from workbench.engine.drafts.registry import parse_draft
+
+    verify = [{"tokens": n, "ms": 10.0 + n} for n in sc.VERIFY_SIZES]
+    monkeypatch.setattr(sc, "measure_verify_cost", lambda *a, **k: verify)
+    monkeypatch.setattr(sc, "measure_draft_cost", lambda *a, rows, **k: [{"rows": r, "ms": 1.0 + r} for r in rows])
+    seen = []
+
+    def overhead(wb, source, forwards, prefix_len=sc.PREFIX):
+        seen.append(source)
+        spec = 0.0 if source is None else {"head": 2.0, "ngram": 0.5, "exit": 1.0}[source.kind]
+        return {"plain_per_step": 0.3, "plain_per_request": 0.0, "spec_per_step": spec, "spec_per_request": 0.0}
+
+    monkeypatch.setattr(sc, "measure_overhead", overhead)
+    drafts = {"eagle2:4/3/2": parse_draft("head"), "eagle2:4/3/2@ngram": parse_draft("ngram"),
+              "linear:3@exit:1": parse_draft("exit:1")}
+    got = sc.step_costs(wb, drafts, cache_dir=tmp_path, log=lambda m: None)
+    assert seen == [s for s in drafts.values() for _ in range(sc.ROUNDS)]  # each source's own engine steps
+    assert got["eagle2:4/3/2"].draft == tuple((r, 1.0 + r) for r in sc.DRAFT_ROWS)
+    assert got["eagle2:4/3/2"].overhead.spec_per_step == 2.0
+    assert got["eagle2:4/3/2@ngram"].draft == () and got["eagle2:4/3/2@ngram"].overhead.spec_per_step == 0.5
+    layers = wb.target.config.num_layers
+    assert got["linear:3@exit:1"].draft == tuple((n, (10.0 + n) / layers) for n in sc.VERIFY_SIZES)
+    labels = sc.priced_by(drafts, got)
+    assert list(labels) == ["head", "ngram:1-12", "exit:1"]
+    assert all(label.endswith("(measured on this machine)") for label in labels.values())
+
+
+def test_the_load_report_prices_each_policy_by_its_own_draft_source(monkeypatch):
+    """``report_costs`` measures the head and the n-gram lookup once each; the n-gram setting's
+    predicted tokens/s comes from a step with no draft forward, and the table says which source
+    priced each row."""
+    import workbench.measure.step_cost as sc
+    from helpers import MadeUpStepCosts
+
+    made_up = MadeUpStepCosts()
+    monkeypatch.setattr(sc, "step_cost_for", made_up)
+    wb = SimpleNamespace(target=SimpleNamespace(config=SimpleNamespace(num_layers=4)))
+    policies = parse_policies("off,eagle2:4/3/2,eagle2:4/3/2@ngram,linear:2,adaptive")
+    models, priced = load_run.report_costs(wb, policies, {}, log=lambda m: None)
+    assert [s.kind for s in made_up.calls] == ["head", "ngram"] and "adaptive" not in models  # several settings
+    assert priced == {"no draft": "made up for head (made up)", "head": "made up for head (made up)",
+                      "ngram:1-12": "made up for ngram:1-12 (made up)"}
+    rows = [{**_row(p, 2, (30, 28, 32), (60, 55, 65)), "mean_batch": 2.0, "throughput_tok_s": 30.0,
+             "tau": None if p == "off" else 2.0} for p in ("off", "eagle2:4/3/2", "eagle2:4/3/2@ngram")]
+    got = {r["policy"]: r for r in load_run.predicted(rows, policies, models)}
+    tree = policies[1].settings()[0]
+    assert got["eagle2:4/3/2@ngram"]["step_ms"] == round(models["eagle2:4/3/2@ngram"].parts(tree, 2, 2.0).total_ms, 2)
+    assert got["eagle2:4/3/2@ngram"]["step_ms"] < got["eagle2:4/3/2"]["step_ms"]  # no draft forward to pay
+    assert got["eagle2:4/3/2@ngram"]["draft"] == "ngram:1-12" and got["off"]["draft"] == "no draft"
+    md = "\n".join(load_report.predicted_md({"priced_by": priced, "rows": list(got.values())}))
+    assert "| predicted / measured | priced by |" in md and "| `ngram:1-12` |" in md
+    assert "`head`: made up for head (made up); `ngram:1-12`: made up for ngram:1-12 (made up)" in md
+    alone = load_run.predicted(rows[:2], policies, models)  # one source: no column
+    assert "priced by |" not in "\n".join(load_report.predicted_md({"priced_by": priced, "rows": alone}))

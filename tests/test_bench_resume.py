@@ -34,8 +34,13 @@ def bench(tiny_dir, out, *extra) -> int:
 @pytest.fixture
 def questions_run(monkeypatch):
     """Counts ``Runner.question`` calls (one per result measured); ``stop_after`` = n raises
-    KeyboardInterrupt at the (n+1)-th, as Ctrl-C would in the middle of the run."""
-    calls = {"n": 0, "stop_after": None}
+    KeyboardInterrupt at the (n+1)-th, as Ctrl-C would in the middle of the run. The step costs
+    are made up (``helpers.MadeUpStepCosts``, the sources asked for in ``step_costs``)."""
+    from helpers import MadeUpStepCosts
+
+    made_up = MadeUpStepCosts()
+    monkeypatch.setattr("workbench.measure.step_cost.step_cost_for", made_up)
+    calls = {"n": 0, "stop_after": None, "step_costs": made_up.calls}
     question = suite.Runner.question
 
     def counted(self, *args, **kwargs):
@@ -68,9 +73,11 @@ def test_each_result_is_kept_as_it_finishes_and_a_resume_runs_only_the_rest(tiny
     before = results_of(journal_lines(out))
     assert [(r["phase"], r["method"]) for r in before] == [("t0", "vanilla"), ("t0", "linear:3")]  # interleaved
 
+    assert [source.name for source in questions_run["step_costs"]] == ["head"]  # linear:3's, before any result
     questions_run.update(n=0, stop_after=None)
     assert bench(tiny_dir, out) == 0
     assert questions_run["n"] == JOBS - 2  # only the missing results ran
+    assert len(questions_run["step_costs"]) == 1  # the step costs kept from the first start, not measured again
     err = capsys.readouterr().err
     assert "2 results kept from 1 earlier start(s)" in err and "2 of 5 results reused" in err
     assert "[  3/5]" in err and "[  1/5]" not in err
@@ -84,6 +91,8 @@ def test_each_result_is_kept_as_it_finishes_and_a_resume_runs_only_the_rest(tiny
     assert resumed["reused"] == 2 and resumed["results"] == JOBS
     assert [s["measured"] for s in resumed["sessions"]] == [2, JOBS - 2]
     assert "**Resumed run**: 2 of 5 results" in (out / "report.md").read_text()
+    assert list(res["step_costs"]["methods"]) == ["linear:3"] and "`head`: made up for head" in \
+        (out / "report.md").read_text()
     lines = journal_lines(out)
     assert "complete" in lines[-1] and len(results_of(lines)) == JOBS
 

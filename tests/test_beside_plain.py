@@ -17,10 +17,13 @@ def tiny_dir(tmp_path_factory):
     return make_tiny_app_model(tmp_path_factory.mktemp("tiny-bench"))
 
 
-def test_beside_plain_runs_every_engine_method_twice_and_compares_the_orders(tiny_dir, tmp_path):
+def test_beside_plain_runs_every_engine_method_twice_and_compares_the_orders(tiny_dir, tmp_path, monkeypatch):
     """Each engine method is followed by its F.linear twin on every question,
     the twins' outputs are the same tokens (fp32), the verify curve is measured both ways, and the
-    comparison is recomputed from the records and the curves."""
+    comparison is recomputed from the records and the curves (the step costs made up)."""
+    from helpers import MadeUpStepCosts
+
+    monkeypatch.setattr("workbench.measure.step_cost.step_cost_for", MadeUpStepCosts())
     out = tmp_path / "out"
     rc = beside_plain.main(["--target", str(tiny_dir), "--draft", "random", "--dtype", "fp32", "--limit", "2",
                "--max-new-tokens", "6", "--methods", "vanilla,linear:2,hf-greedy", "--no-temperature-tau",
@@ -84,7 +87,6 @@ def test_the_plain_cost_curve_runs_with_every_product_by_f_linear(tiny_dir, monk
 
     monkeypatch.setattr(wb.target, "logits", logits)
     monkeypatch.setattr(tune, "VERIFY_SIZES", (1, 2))
-    monkeypatch.setattr(tune, "measure_overhead", lambda *args, **kwargs: {})  # engine steps: not the curves' forwards
     costs = beside_plain.costs_beside(wb, prefix_len=8, repeats=2)
     assert [c["tokens"] for c in costs["plain"]["verify"]] == [1, 2]
     assert orders.count(WEIGHT_LEFT) == orders.count(PLAIN) == 2 * (2 + 1)  # sizes x (repeats + a warm-up round)

@@ -77,9 +77,10 @@ def cmd_generate(args) -> int:
     print(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}, {what}", file=sys.stderr)
     policy = None
     if named is not None:  # built now: auto weighs its settings by this machine's step cost, measured once
-        from workbench.measure.step_cost import step_cost_if_needed
+        from workbench.measure.step_cost import policy_costs
 
-        policy = named.build(step_cost_if_needed(wb, [named], log=lambda msg: print(msg, file=sys.stderr)))
+        costs = policy_costs(wb, [named], log=lambda msg: print(msg, file=sys.stderr))
+        policy = named.build(costs.get(named.name))
     print(wb.linear_order.describe(), file=sys.stderr)
     check_cuda_graphs(args.cuda_graphs, wb.target.lm_head.weight.device, wb.target.attention_backend)  # after a fallback
     wb.cuda_graphs = args.cuda_graphs

@@ -22,7 +22,6 @@ from workbench.engine.config import MAX_STEPS, SpecConfig
 from workbench.engine.drafts.head import HeadSource
 from workbench.engine.drafts.registry import loads_nothing, source_of
 from workbench.engine.frameworks import FRAMEWORKS, framework_flags
-from workbench.errors import UserError
 from workbench.viz.compare import (cost_figure, gap_html, stops_figure, stops_html, summary_html, tau_figure,
                                    tokens_figure)
 from workbench.viz.html import note, table
@@ -164,12 +163,18 @@ def measure_cost(wb, prefix_len: int) -> list[dict] | None:
 _FLOORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loaded target -> (memory floor, compute floor)
 
 
-def cost_model(wb, spec: SpecConfig):
-    """This machine's cost model for ``spec``'s draft source (``measure/step_cost.py``: measured
-    once per machine and source, then read from the cache); plain decoding's is the head-less one."""
-    from workbench.measure.step_cost import step_cost_for
+def price_runs(wb, runs: dict) -> dict[str, str]:
+    """Sets each run's ``model``: this machine's cost model for the run's own draft source
+    (``step_cost.step_costs``: measured once per machine and source, then read from the cache;
+    plain decoding by any of them). Returns the runs left without one, each with the reason."""
+    from workbench.measure.step_cost import draft_of, step_costs
 
-    return step_cost_for(wb, spec.draft if spec.speculative else None, log=lambda msg: None)
+    unpriced: dict[str, str] = {}
+    models = step_costs(wb, {name: draft_of(run["spec"]) for name, run in runs.items()}, unpriced=unpriced,
+                        log=lambda msg: None)
+    for name, model in models.items():
+        runs[name]["model"] = model
+    return unpriced
 
 
 def short_name(spec: SpecConfig) -> str:
@@ -292,17 +297,13 @@ def run_compare(wb, values: dict, *, max_new, measure, mode):
         yield {"status": "Measuring the verify cost on this machine…"}
         measured = measure_cost(wb, len(ids) + max_new // 2)
         yield {"status": "Reading this machine's cost model (measured once per draft source, then cached)…"}
-        unpriced = []
-        for name, run in runs.items():
-            try:
-                run["model"] = cost_model(wb, run["spec"])
-            except (UserError, ValueError, RuntimeError) as e:  # the runs stay; that one has no prediction
-                unpriced.append(f"{name}: {e}")
+        unpriced = price_runs(wb, runs)  # a run whose source cannot be priced stays, without a prediction
     res = CompareResult(runs, measured, *drawn_runs(todo, by_source))
     shortest = min(len(runs[name]["traces"]) for name in res.drawn if name is not None)
     unmeasured = "" if measure and measured is not None else " (verify cost not measured)"
     if measure and unpriced:
-        unmeasured += " (no cost model, so no predicted speedup, for " + "; ".join(unpriced) + ")"
+        unmeasured += (" (no cost model, so no predicted speedup, for "
+                       + "; ".join(f"{name}: {why}" for name, why in unpriced.items()) + ")")
     yield {"result": res, "status": f"Done: {len(runs)} runs of up to {max_new} tokens{unmeasured}.",
            "summary": summary_html(runs) + gap_html(runs) + stops_html(runs) + elsewhere_html(todo),
            "stops": stops_figure(runs), "tau": tau_figure(runs), "tokens": tokens_figure(runs),

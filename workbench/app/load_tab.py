@@ -30,7 +30,7 @@ from workbench.measure import specbench
 from workbench.measure.load import WARMUP, WARMUP_TOKENS, LoadRun, check_load, equal_outputs, round_figures, run_load
 from workbench.engine.policy import KINDS, parse_policies
 from workbench.measure.load_spec import Load
-from workbench.measure.step_cost import step_cost_if_needed
+from workbench.measure.step_cost import policy_costs
 from workbench.viz.html import note, table
 from workbench.viz.load import bars_figure, steps_figure
 from workbench.viz.style import empty_figure
@@ -111,19 +111,19 @@ def run_load_tab(wb, lock: threading.Lock, prompts: list[str], mode, value, poli
         yield {"status": error(BUSY)}
         return
     try:
-        cost = None
+        costs = {}
         if any(p.needs_cost for p in named):
             yield {"status": "Reading this CPU's step cost for auto (measured once, a few seconds, then cached)…"}
-            cost = step_cost_if_needed(wb, named, log=lambda msg: None)
+            costs = policy_costs(wb, named, log=lambda msg: None)
         t0 = time.perf_counter()
         yield {"status": f"Warming up {len(named)} polic{'ies' if len(named) > 1 else 'y'} (a short untimed run "
                          "each)…"}
         for p in named:  # so that the first policy does not pay for first calls
-            run_load(wb, p, prompts=ids, load=WARMUP, max_new_tokens=WARMUP_TOKENS, kv_slots=kv, cost=cost)
+            run_load(wb, p, prompts=ids, load=WARMUP, max_new_tokens=WARMUP_TOKENS, kv_slots=kv, cost=costs.get(p.name))
         share = max(1.0, MAX_SECONDS - (time.perf_counter() - t0)) / len(named)
         steps, results, shown = {}, {}, 0.0
         for i, p in enumerate(named, 1):
-            run = LoadRun(wb, p, prompts=ids, load=load, max_new_tokens=max_new, kv_slots=kv, cost=cost)
+            run = LoadRun(wb, p, prompts=ids, load=load, max_new_tokens=max_new, kv_slots=kv, cost=costs.get(p.name))
             for log in run.steps(share):
                 if time.perf_counter() - shown >= REDRAW_S:
                     steps[p.name] = _decode_steps(run)

@@ -72,21 +72,28 @@ def _verdict_lines(result: dict, mode: str) -> list[str]:
 
 
 def predicted_md(predicted: dict) -> list[str]:
-    """The one cost model's tokens/s beside the measured, per closed-loop row of a one-setting policy."""
+    """The one cost model's tokens/s beside the measured, per closed-loop row of a one-setting
+    policy, each priced by its own draft source's step cost (a column names it where they differ)."""
     if not predicted["rows"]:
         return ["(no closed-loop row of a one-setting policy)"]
+    drafts = dict.fromkeys(r["draft"] for r in predicted["rows"] if r["draft"] != "no draft")
+    mixed = len(drafts) > 1
     out = ["| concurrency | policy | batch | τ | model step ms | predicted tokens/s | measured tokens/s | "
-           "predicted / measured |", "|---|---|---|---|---|---|---|---|"]
+           "predicted / measured |" + (" priced by |" if mixed else ""),
+           "|---|---|---|---|---|---|---|---|" + ("---|" if mixed else "")]
     for r in predicted["rows"]:
         lo, hi = r["measured_range"]
         inside = " (inside the range)" if lo <= r["predicted_tok_s"] <= hi else ""
         out.append(f"| {r['load']:g} | `{r['policy']}` | {r['batch']} | {_f(r['tau'], '.2f')} | {r['step_ms']:.1f} | "
                    f"{r['predicted_tok_s']:.1f} | {r['measured_tok_s']:.1f} ({lo:.1f}–{hi:.1f}) | "
-                   f"{r['predicted_tok_s'] / r['measured_tok_s']:.2f}{inside} |")
-    return out + ["", f"Predicted: `cost_model.StepCost.predict` ({predicted['source']}) at the row's τ and its mean "
-                  "running batch, rounded; measured: the run's tokens/s, median and range over the rounds. The "
-                  "model prices decode steps only: the measured figure also holds each request's prefill and the "
-                  "steps where the batch was smaller than its mean (requests arriving and finishing)."]
+                   f"{r['predicted_tok_s'] / r['measured_tok_s']:.2f}{inside} |" + (f" `{r['draft']}` |" if mixed else ""))
+    said = "; ".join(f"`{d}`: {m}" for d, m in predicted["priced_by"].items() if d != "no draft")
+    return out + ["", "Predicted: `cost_model.StepCost.predict` at the row's τ and its mean running batch, rounded, "
+                  "each setting priced by the step cost of its own draft source (`workbench/measure/step_cost.py`; "
+                  f"plain decoding by one of them: each holds its verify and overhead): {said}. Measured: the run's "
+                  "tokens/s, median and range over the rounds. The model prices decode steps only: the measured "
+                  "figure also holds each request's prefill and the steps where the batch was smaller than its mean "
+                  "(requests arriving and finishing)."]
 
 
 def settled_md(name: str, found: dict | None, rows: list[dict]) -> list[str]:
@@ -113,13 +120,15 @@ def settled_md(name: str, found: dict | None, rows: list[dict]) -> list[str]:
 
 
 def cost_md(cost: dict | None) -> list[str]:
-    """The step cost ``auto`` weighed its candidates by (``measure/step_cost.py``), one line."""
+    """The step cost a policy such as ``auto`` weighed its candidates by (``measure/step_cost.py``:
+    its own draft source's), one line."""
     if not cost:
         return []
     verify = ", ".join(f"{n}: {ms:.1f}" for n, ms in cost["verify_ms"])
     draft = ", ".join(f"{n}: {ms:.1f}" for n, ms in cost["draft_ms"]) or "no draft forward"
-    return [f"It weighed each setting by this step cost ({cost['source']}): a verify of N tokens, ms ({verify}); "
-            f"a draft forward of R rows, ms ({draft}).", ""]
+    when = f"{cost['measured']}, " if cost.get("measured") else ""
+    return [f"It weighed each setting by this step cost ({when}{cost['source']}): a verify of N tokens, ms "
+            f"({verify}); a draft forward of R rows, ms ({draft}).", ""]
 
 
 def _fixed(name: str) -> bool:
@@ -239,6 +248,6 @@ def markdown(result: dict) -> str:
     for name in dict.fromkeys(r["policy"] for r in result["rows"] if r["policy"].startswith("auto")):
         lines += [f"## `{name}` against off and the best fixed tree", "", *auto_md(result["rows"], name), ""]
     for name, found in (result.get("settled") or {}).items():
-        lines += [f"## What `{name}` settled on", "", *cost_md(m.get("step_cost")),
+        lines += [f"## What `{name}` settled on", "", *cost_md((m.get("step_costs") or {}).get(name)),
                   *settled_md(name, found, result["rows"]), ""]
     return "\n".join(lines)

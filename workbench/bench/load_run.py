@@ -151,10 +151,11 @@ def phase(load: Load) -> str:
 
 
 def measure_all(wb, policies: list[NamedPolicy], *, prompts: list[list[int]], loads: list[Load], args,
-                journal: Journal, log, cost: StepCost | None = None) -> dict[tuple[str, str, int], dict]:
+                journal: Journal, log, costs: dict[str, StepCost] | None = None) -> dict[tuple[str, str, int], dict]:
     """Warm-up, then every load's timed rounds; each run kept in ``journal`` as it ends, a run it
-    already holds reused as measured (``cost``: the step cost ``auto`` weighs by). Returns
-    (phase, policy, round) -> the run's record."""
+    already holds reused as measured (``costs``: by policy name, the step cost a policy such as
+    ``auto`` weighs by, ``auto_costs``). Returns (phase, policy, round) -> the run's record."""
+    costs = costs or {}
     total = len(loads) * len(policies) * args.rounds
     todo = sum(journal.get(phase(ld), p.name, k) is None for ld in loads for p in policies for k in range(args.rounds))
     if todo < total:
@@ -162,7 +163,8 @@ def measure_all(wb, policies: list[NamedPolicy], *, prompts: list[list[int]], lo
     warm = [p for p in policies if any(journal.get(phase(ld), p.name, k) is None
                                        for ld in loads for k in range(args.rounds))]
     for p in warm:
-        run_load(wb, p, prompts=prompts, load=WARMUP, max_new_tokens=WARMUP_TOKENS, kv_slots=args.kv_slots, cost=cost)
+        run_load(wb, p, prompts=prompts, load=WARMUP, max_new_tokens=WARMUP_TOKENS, kv_slots=args.kv_slots,
+                 cost=costs.get(p.name))
     log(f"warm-up done ({len(warm)} policies)")
     t0, done = time.perf_counter(), [0]
 
@@ -175,7 +177,7 @@ def measure_all(wb, policies: list[NamedPolicy], *, prompts: list[list[int]], lo
                 return kept["throughput_tok_s"]
             rec = {"question_id": k, **run_load(wb, policy, prompts=prompts, load=load,
                                                 max_new_tokens=args.max_new_tokens,
-                                                kv_slots=args.kv_slots, cost=cost).record()}
+                                                kv_slots=args.kv_slots, cost=costs.get(policy.name)).record()}
             journal.add_result(phase(load), policy.name, rec)
             done[0] += 1
             left = (time.perf_counter() - t0) / done[0] * (todo - done[0])
@@ -274,48 +276,54 @@ def settled(policy: str, records: dict) -> dict | None:
 
 
 # ---- the run ---------------------------------------------------------------------------------------------
-def predicted(rows: list[dict], policies: list[NamedPolicy], model: StepCost) -> list[dict]:
+def predicted(rows: list[dict], policies: list[NamedPolicy], models: dict[str, StepCost]) -> list[dict]:
     """The one cost model's tokens/s (``cost_model.StepCost.predict``) beside each closed-loop row
     of a policy with one setting, at the row's τ and its mean batch (rounded): what the model
-    says that setting is worth at the batch the run kept, against what the run measured."""
+    says that setting is worth at the batch the run kept, against what the run measured.
+    ``models``: each such policy's step cost by name, its own draft source's (``report_costs``);
+    ``draft`` names the source of each row."""
     one = {p.name: p.settings()[0] for p in policies if len(p.settings()) == 1}
     out = []
     for r in rows:
-        spec = one.get(r["policy"])
-        if r["mode"] != "closed" or spec is None or r["mean_batch"] is None or r["throughput_tok_s"] is None:
+        spec, model = one.get(r["policy"]), models.get(r["policy"])
+        if r["mode"] != "closed" or spec is None or model is None or r["mean_batch"] is None \
+                or r["throughput_tok_s"] is None:
             continue
         if spec.speculative and r["tau"] is None:
             continue
         batch = max(1, round(r["mean_batch"]))
         guess = model.predict(spec, r["tau"], batch=batch)
-        out.append({"policy": r["policy"], "load": r["load"], "batch": batch, "tau": r["tau"],
+        out.append({"policy": r["policy"], "draft": spec.draft.name if spec.speculative else "no draft",
+                    "load": r["load"], "batch": batch, "tau": r["tau"],
                     "predicted_tok_s": round(guess.tokens_per_s, 2), "measured_tok_s": r["throughput_tok_s"],
                     "measured_range": [r["spreads"]["throughput_tok_s"]["low"], r["spreads"]["throughput_tok_s"]["high"]],
                     "step_ms": round(guess.parts.total_ms, 2)})
     return out
 
 
-def report_cost(wb, policies: list[NamedPolicy], cost: StepCost | None, log) -> StepCost | None:
-    """The step cost the report's predictions use: ``auto``'s when it has one, else the draft's
-    (from the cache or measured once, before any timed run); None when no policy speculates."""
-    if cost is not None:
-        return cost
-    from workbench.measure.step_cost import step_cost_for
+def report_costs(wb, policies: list[NamedPolicy], known: dict, log) -> tuple[dict[str, StepCost], dict[str, str]]:
+    """The step costs the report's predictions use, by policy name, for each policy with one
+    setting: its own draft source's (``step_cost.step_costs``; ``known``: the run's by source,
+    read and filled in, so ``auto``'s are not measured again), from the cache or measured once
+    before any timed run; and which measurement priced each source (``step_cost.priced_by``)."""
+    from workbench.measure.step_cost import draft_of, priced_by, step_costs
 
-    drafts = [p.draft for p in policies if p.draft is not None]
-    return step_cost_for(wb, drafts[0], log=log) if drafts else None
+    drafts = {p.name: draft_of(p.settings()[0]) for p in policies if len(p.settings()) == 1}
+    if not any(drafts.values()):  # nothing speculates: no prediction to set beside the runs
+        return {}, {}
+    costs = step_costs(wb, drafts, known=known, log=log)
+    return costs, priced_by(drafts, costs)
 
 
-def auto_cost(wb, policies: list[NamedPolicy], log) -> StepCost | None:
-    """The step cost ``auto`` weighs by, from the cache or measured once before any timed run
-    (None: no policy needs it)."""
-    from workbench.measure.step_cost import step_cost_if_needed
+def auto_costs(wb, policies: list[NamedPolicy], known: dict, log) -> dict[str, StepCost]:
+    """The step cost each policy that weighs by one (``auto``) weighs by, by name: its own draft
+    source's, from the cache or measured once before any timed run (``step_cost.policy_costs``)."""
+    from workbench.measure.step_cost import policy_costs
 
-    cost = step_cost_if_needed(wb, policies, log=log)
-    if cost is None:
-        return None
-    log(f"step cost for auto: {cost.source}; verify " + ", ".join(f"{n}: {ms:.0f} ms" for n, ms in cost.verify))
-    return cost
+    costs = policy_costs(wb, policies, known=known, log=log)
+    for name, cost in costs.items():
+        log(f"step cost for {name}: {cost.source}; verify " + ", ".join(f"{n}: {ms:.0f} ms" for n, ms in cost.verify))
+    return costs
 
 
 def run_settings(args, prompts: list[str]) -> dict:
@@ -335,9 +343,11 @@ def command_line() -> str:
 
 
 def build_result(wb, args, *, info: dict, policies: list[NamedPolicy], loads: list[Load], prompts: list[list[int]],
-                 records: dict, journal: Journal, wall_s: float, model: StepCost | None = None) -> dict:
-    """What load.json holds (see docs/benchmarks.md, "Speculation under load"); ``model``: the step
-    cost whose predictions stand beside the measured rows."""
+                 records: dict, journal: Journal, wall_s: float, models: dict[str, StepCost] | None = None,
+                 priced_by: dict[str, str] | None = None) -> dict:
+    """What load.json holds (see docs/benchmarks.md, "Speculation under load"); ``models``: by
+    policy name, the step costs whose predictions stand beside the measured rows, and
+    ``priced_by`` which measurement each draft source's is (``report_costs``)."""
     rows = make_rows(policies, loads, records, args.rounds)
     return {
         "machine": info, "command": command_line(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
@@ -349,7 +359,7 @@ def build_result(wb, args, *, info: dict, policies: list[NamedPolicy], loads: li
         "wall_s": round(wall_s, 1),
         "resumed": journal.summary() if journal.resumed else None,
         "rows": rows, "verdicts": verdicts(rows),
-        "predicted": None if model is None else {"source": model.source, "rows": predicted(rows, policies, model)},
+        "predicted": None if not models else {"priced_by": priced_by, "rows": predicted(rows, policies, models)},
         "settled": {p.name: settled(p.name, records) for p in policies if p.needs_cost},
         "requests": [{"policy": p.name, "mode": ld.mode, "load": load_value(ld), "prompt_index": q["prompt_index"],
                       "output_ids": q["output_ids"]}
@@ -385,25 +395,25 @@ def cmd_load(args) -> int:
     for p in policies:
         for load in loads:
             check_load(wb, p, prompts=prompts, load=load, max_new_tokens=args.max_new_tokens, kv_slots=args.kv_slots)
-    cost = auto_cost(wb, policies, log)
-    model = report_cost(wb, policies, cost, log)
-    if cost is not None:
-        info["step_cost"] = {"source": cost.source, "verify_ms": [list(p) for p in cost.verify],
-                             "draft_ms": [list(p) for p in cost.draft]}
+    known = {}  # the step costs by draft source: each read or measured once in this run
+    costs = auto_costs(wb, policies, known, log)
+    models, priced = report_costs(wb, policies, known, log)
+    info["step_costs"] = {name: {"source": c.source, "measured": c.measured, "verify_ms": [list(p) for p in c.verify],
+                                 "draft_ms": [list(p) for p in c.draft]} for name, c in costs.items()}
     log(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}; {len(prompts)} prompts, "
         f"{len(loads)} loads x {len(policies)} policies x {args.rounds} rounds; load average {info['load_average_start']}")
     journal.start(info["load_average_start"])
     try:
         with stop_on_sigterm():
             records = measure_all(wb, policies, prompts=prompts, loads=loads, args=args, journal=journal, log=log,
-                                  cost=cost)
+                                  costs=costs)
     except KeyboardInterrupt:
         print(f"interrupted: {len(journal.results)} runs are kept in {journal.path}; the same command resumes "
               "the run", file=sys.stderr)
         return 130
     info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     result = build_result(wb, args, info=info, policies=policies, loads=loads, prompts=prompts, records=records,
-                          journal=journal, wall_s=time.perf_counter() - t_start, model=model)
+                          journal=journal, wall_s=time.perf_counter() - t_start, models=models, priced_by=priced)
     paths, table = write_all(Path(args.out), result)
     journal.finish()
     log("wrote " + ", ".join(str(p) for p in paths))

@@ -151,19 +151,21 @@ def _cost_table(costs: dict) -> str:
 
 
 def predicted_rows(result: dict) -> list[dict]:
-    """Per speculative method with a τ: the speedup the cost model (``workbench/cost_model.py``,
-    from this run's own ``costs``) predicts at its measured τ, beside the measured one, and the
-    model's step part by part."""
-    costs = result.get("costs") or {}
-    if not costs.get("verify"):
+    """Per speculative method with a τ: the speedup the cost model (``workbench/cost_model.py``)
+    predicts at its measured τ, beside the measured one, and the model's step part by part. Each
+    method is priced by the step cost of its own draft source (``result["step_costs"]``, from
+    ``step_cost.step_costs``): ``draft`` names the source, ``measurement`` which measurement."""
+    priced = (result.get("step_costs") or {}).get("methods") or {}
+    if not priced:
         return []
-    from workbench.bench.tune import cost_model, tree_from_name
+    from workbench.bench.tune import tree_from_name
+    from workbench.cost_model import StepCost
     from workbench.measure.methods import parse_methods
 
     best = tree_from_name(result["best_tree"]) if result.get("best_tree") else None
-    model, rows = cost_model(costs), []
+    rows = []
     for name, s in result["summary"].items():
-        if s.get("tau") is None or s.get("speedup_vs_vanilla") is None:
+        if s.get("tau") is None or s.get("speedup_vs_vanilla") is None or name not in priced:
             continue
         try:
             parsed = parse_methods(name, best)
@@ -171,31 +173,38 @@ def predicted_rows(result: dict) -> list[dict]:
             continue
         if not parsed:
             continue
-        spec = parsed[0].spec
+        spec, model = parsed[0].spec, StepCost.from_dict(priced[name])
         p = model.predict(spec, s["tau"])
         rows.append({"method": name, "tau": s["tau"], "predicted": round(p.speedup, 3),
                      "measured": s["speedup_vs_vanilla"], "gap": round(s["speedup_vs_vanilla"] - p.speedup, 3),
-                     **p.parts.as_dict()})
+                     **p.parts.as_dict(), "draft": spec.draft.name,
+                     "measurement": result["step_costs"]["priced_by"][spec.draft.name]})
     return rows
 
 
 def _predicted_table(result: dict) -> str:
     rows = predicted_rows(result)
     if not rows:
-        return "(no speculative method beside vanilla, or no cost curves in this run)"
-    out = ["| method | τ | verify ms | draft ms | overhead ms | step ms | predicted × | measured × | gap |",
-           "|---|---|---|---|---|---|---|---|---|"]
+        return "(no speculative method beside vanilla, or no step costs in this run)"
+    drafts = dict.fromkeys(r["draft"] for r in rows)  # the sources that priced a row, in the rows' order
+    mixed = len(drafts) > 1  # a column says which priced each row only where they differ
+    out = ["| method | τ | verify ms | draft ms | overhead ms | step ms | predicted × | measured × | gap |"
+           + (" priced by |" if mixed else ""), "|---|---|---|---|---|---|---|---|---|" + ("---|" if mixed else "")]
     for r in rows:
         draft = r["draft_extend_ms"] + r["draft_levels_ms"]
         out.append(f"| `{r['method']}` | {r['tau']:.2f} | {r['verify_ms']:.1f} | {draft:.1f} | {r['overhead_ms']:.1f} | "
-                   f"{r['step_ms']:.1f} | {r['predicted']:.2f}x | {r['measured']:.2f}x | {r['gap']:+.2f} |")
-    measured = (result.get("costs") or {}).get("measured") or "this run's cost curves"
-    out += ["", f"Predicted: the cost model of this run ({measured}) at each method's τ, per decode step of one "
-            "request; measured: tokens/s over vanilla's, whole turns. What the model does not price is in the "
-            "measured figure only: each turn's prefill (the same forward for every method, so it pulls the "
-            "measured speedup towards 1) and the catch-up of the draft over the prompt at a turn's first "
-            "speculative step. The next section splits the gap: the model's step against the step the engine "
-            "measured in these turns, and that step against whole turns."]
+                   f"{r['step_ms']:.1f} | {r['predicted']:.2f}x | {r['measured']:.2f}x | {r['gap']:+.2f} |"
+                   + (f" `{r['draft']}` |" if mixed else ""))
+    measurements = {d: next(r["measurement"] for r in rows if r["draft"] == d) for d in drafts}
+    said = "; ".join(f"`{d}`: {m}" for d, m in measurements.items())
+    out += ["", "Predicted: the cost model (`workbench/cost_model.py`) at each method's τ, per decode step of one "
+            "request, each method priced by the step cost of its own draft source (`workbench/measure/step_cost.py`: "
+            "its forwards and the overhead of steps that draft from it; a source that runs no forward, the n-gram "
+            f"lookup, has no draft ms): {said}. Measured: tokens/s over vanilla's, whole turns. What the model does "
+            "not price is in the measured figure only: each turn's prefill (the same forward for every method, so "
+            "it pulls the measured speedup towards 1) and the catch-up of the draft over the prompt at a turn's "
+            "first speculative step. The next section splits the gap: the model's step against the step the "
+            "engine measured in these turns, and that step against whole turns."]
     return "\n".join(out)
 
 
@@ -210,9 +219,11 @@ def _tune_table(tuned: dict | None) -> str:
         rows.append(f"| {t['tree']} | {t['step_ms']:.0f} | {t['measured_step_ms']:.0f} | {t['bound']:.2f} | "
                     f"{t['tau']:.2f} | {t['tokens_per_s']:.1f} | {t['measured_speedup']:.2f}x | "
                     f"{t['predicted_speedup']:.2f}x |")
-    rows += ["", "Predicted step = the cost model (workbench/cost_model.py): the draft extend and later levels, the "
-             "verify of num_draft_tokens and the step's measured overhead; measured = seconds per target forward, "
-             "prefill included. bound = speedup if every draft were accepted."]
+    priced = "; ".join(f"`{d}`: {m}" for d, m in (tuned.get("priced_by") or {}).items())
+    rows += ["", "Predicted step = the cost model (workbench/cost_model.py) with the step cost of the trees' draft "
+             f"source{f' ({priced})' if priced else ''}: the draft extend and later levels, the verify of "
+             "num_draft_tokens and the step's measured overhead; measured = seconds per target forward, prefill "
+             "included. bound = speedup if every draft were accepted."]
     if tuned.get("skipped"):
         rows.append(f"\nSkipped (cannot beat decoding even if every draft were accepted, or over the "
                     f"limit of trees): {', '.join(tuned['skipped'])}")

@@ -9,11 +9,12 @@ the loop between phases, and the attribution of the step's stop cause), with the
 step spent outside the target (forward and logits).
 
 The second accounts for the gap between the cost model's predicted speedup and the measured
-one in two measured steps: the model's step (``cost_model.StepCost.predict``) against the step
-the engine measured during the very turns (the model's error, part by part), then that measured
-step's speedup, τ × plain step / speculative step, against tokens/s over whole turns (what a
-step does not hold: each turn's prefill and first token, and the draft's catch-up over the
-prompt at the first speculative step).
+one in two measured steps: the model's step (``cost_model.StepCost.predict``, with the step cost
+of the method's own draft source: ``report.predicted_rows``) against the step the engine
+measured during the very turns (the model's error, part by part), then that measured step's
+speedup, τ × plain step / speculative step, against tokens/s over whole turns (what a step does
+not hold: each turn's prefill and first token, and the draft's catch-up over the prompt at the
+first speculative step).
 """
 
 from __future__ import annotations
@@ -95,8 +96,9 @@ def gap_table(result: dict, predicted: list[dict]) -> str:
                    f"{r['predicted']:.2f}x | {r['from_steps']:.2f}x | {r['measured']:.2f}x |")
     model_gap = [r["from_steps"] - r["predicted"] for r in rows]
     turn_gap = [r["measured"] - r["from_steps"] for r in rows]
-    out += ["", "ms per decode step. × from measured steps = τ × measured plain step / measured speculative "
-            "step: what the engine's own step times give at the run's τ. "
+    out += ["", "ms per decode step; the model's steps, plain and speculative, are each row's own step cost (its "
+            "draft source's, named under the table above). × from measured steps = τ × measured plain step / "
+            "measured speculative step: what the engine's own step times give at the run's τ. "
             f"Between the model and the measured steps: {_span(model_gap)} (the model's error, part by part in "
             f"the step columns); between the measured steps and whole turns: {_span(turn_gap)} (each turn's "
             "prefill and first token, and the draft's catch-up over the prompt, which a decode step does not hold)."]

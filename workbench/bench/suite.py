@@ -13,9 +13,11 @@ Methods (``--methods``, comma list; trees are ``D/S/K`` = num_draft_tokens/num_s
 ``hf-pld``          transformers prompt lookup decoding (``prompt_lookup_num_tokens=10``)
 ==================  ==============================================================
 
-Order of work: load, verify/draft cost curves, tune (if ``eagle2:best``), one short warm-up run
-per method, then for each question every method in turn (interleaved, so a change in machine
-load hits all methods alike), temperature 0; then temperature 1 on a few questions for tau.
+Order of work: load, verify/draft cost curves, tune (if ``eagle2:best``), the step cost of each
+speculative method's draft source (``step_cost.step_costs``: read from the cache or measured once
+per source in the run, the tuner's trees included; the report's predictions read them), one short
+warm-up run per method, then for each question every method in turn (interleaved, so a change in
+machine load hits all methods alike), temperature 0; then temperature 1 on a few questions for tau.
 After the timed runs, one traced pass of ``--calibration`` (greedy, first turns, shorter) gives
 the draft's calibration: traces cost time, so no timing is read from it.
 Outputs in ``--out``: ``results.json``, ``report.md``, ``figures.html`` (``report.py``), and
@@ -343,8 +345,8 @@ def run_settings(args, questions: list[specbench.Question]) -> dict:
 
 def measure(args, questions: list[specbench.Question], *, best, info: dict, journal: Journal, log,
             t_start: float) -> int:
-    """Load, cost curves and tuning (kept in the journal, so a resumed run keeps its tuned tree),
-    the timed runs, calibration; then the report."""
+    """Load, cost curves, step costs and tuning (kept in the journal, so a resumed run keeps its
+    tuned tree and its predictions' measurements), the timed runs, calibration; then the report."""
     from workbench.bench import report, tune
     from workbench.flags import load_from_args
 
@@ -366,15 +368,18 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
         log(f"memory floor {costs['floor']['floor_ms']:.1f} ms per decode step ({costs['floor']['weights_mb']:.0f} MiB "
             f"at {costs['floor']['read_gbs']['gbs']:.1f} GB/s); compute peak {costs['compute']['peak']['gflops']:.0f} "
             f"GFLOP/s, ridge at {ridge_tokens(costs['floor'], costs['compute'])} tokens")
-        tuned = None
+        tuned, known = None, {}  # the run's step costs by draft source, each read or measured once
         if "eagle2:best" in names and best is None:
-            tuned = tune.search(wb, costs, max_trees=args.tune_trees, log=log)
+            tuned = tune.search(wb, max_trees=args.tune_trees, known=known, log=log)
             best = tune.tree_from_name(tuned["best"])
-        journal.add_setup({"costs": costs, "tune": tuned, "best_tree": tune.tree_name(best) if best else None})
+        priced = price(wb, parse_methods(args.methods, best), known, log)
+        journal.add_setup({"costs": costs, "tune": tuned, "best_tree": tune.tree_name(best) if best else None,
+                           "step_costs": priced})
     else:
         costs, tuned = journal.setup["costs"], journal.setup["tune"]
         best = tune.tree_from_name(journal.setup["best_tree"]) if journal.setup["best_tree"] else None
-        log("cost curves" + (" and tuned tree" if tuned else "") + " kept from the first session")
+        priced = journal.setup.get("step_costs") or price(wb, parse_methods(args.methods, best), {}, log)
+        log("cost curves, step costs" + (" and tuned tree" if tuned else "") + " kept from the first session")
     methods = parse_methods(args.methods, best)
     mt = [q for q in questions if q.task == "mt_bench"] + [q for q in questions if q.task != "mt_bench"]
     tau_questions = mt[: args.tau_questions] if args.temperature_tau else []
@@ -395,7 +400,7 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
                  "target": provenance.shown(str(wb.target_dir)), "draft": provenance.shown(wb.draft_source),
                  "wall_s": round(time.perf_counter() - t_start, 1),
                  "resumed": journal.summary() if journal.resumed else None},
-        "costs": costs, "tune": tuned, "best_tree": tune.tree_name(best) if best else None,
+        "costs": costs, "step_costs": priced, "tune": tuned, "best_tree": tune.tree_name(best) if best else None,
         "methods": {m.name: m.describe() for m in methods}, "summary": summary,
         "static_vs_dynamic": static_vs_dynamic.compare(methods, records), "calibration": calibration,
         "records": records, "records_t1": hot,
@@ -405,6 +410,17 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
     log("wrote " + ", ".join(str(p) for p in paths))
     print(report.headline_table(result))
     return 0
+
+
+def price(wb, methods: list[Method], known: dict, log) -> dict:
+    """Each speculative method's step cost, its own draft source's (``step_cost.step_costs``;
+    ``known``: the run's by source, read and filled in), as the report reads them:
+    ``{"methods": {name: StepCost.as_dict()}, "priced_by": {source: which measurement}}``."""
+    from workbench.measure.step_cost import draft_of, priced_by, step_costs
+
+    drafts = {m.name: draft_of(m.spec) for m in methods if m.speculative}
+    costs = step_costs(wb, drafts, known=known, log=log)
+    return {"methods": {name: c.as_dict() for name, c in costs.items()}, "priced_by": priced_by(drafts, costs)}
 
 
 def _command_line() -> str:

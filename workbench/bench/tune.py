@@ -7,11 +7,12 @@ extra tokens accepted stop paying for the extra tokens verified. Steps:
 
 1. **Costs.** ms of one target forward of N verify tokens (N = 1 is a decode step) and of one
    draft forward of ``rows`` tokens.
-2. **Predict.** The project's one cost model (``workbench/cost_model.py``) prices a step: the
-   verify of ``num_draft_tokens``, the draft's extend and its later levels of ``topk`` rows, and
-   the step's measured overhead outside the forwards; a step emits at most ``num_steps + 1``
-   tokens. ``bound`` = the speedup over decoding if every draft were accepted: trees with
-   ``bound < 1`` cannot win and are skipped (unless nothing is left).
+2. **Predict.** The project's one cost model (``workbench/cost_model.py``), measured for the
+   trees' own draft source (``step_cost.step_costs``: the head's, once per run and cached) prices
+   a step: the verify of ``num_draft_tokens``, the draft's extend and its later levels of ``topk``
+   rows, and the step's measured overhead outside the forwards; a step emits at most
+   ``num_steps + 1`` tokens. ``bound`` = the speedup over decoding if every draft were accepted:
+   trees with ``bound < 1`` cannot win and are skipped (unless nothing is left).
 3. **Measure.** Run each remaining tree, and plain decoding, on a few short prompts (not
    Spec-Bench's: those are for evaluation) and keep the tree with the best tokens/s.
 
@@ -30,8 +31,8 @@ from statistics import mean
 
 from workbench.measure.cost import measure_draft_cost, measure_verify_cost
 from workbench.measure.floor import compute_floor, memory_floor
-from workbench.measure.step_cost import measure_overhead, measurement_label
-from workbench.cost_model import Overhead, StepCost
+from workbench.measure.step_cost import draft_of, priced_by, step_costs
+from workbench.cost_model import StepCost
 from workbench.engine.config import SpecConfig, parse_spec
 from workbench.engine.frameworks import framework_flags
 from workbench.engine.sampling import SamplingParams
@@ -65,32 +66,21 @@ def tree_name(spec: SpecConfig) -> str:
 
 
 def measure_costs(wb, prefix_len: int = 256, repeats: int = 3) -> dict:
-    """Verify cost curve (ms against verify tokens), draft cost (ms against rows), the step's
-    overhead outside the forwards (``step_cost.measure_overhead``), the memory floor of one
-    decode step (``floor.memory_floor``) and the compute floor of a forward
-    (``floor.compute_floor``: with the memory floor, the roofline of every verify size)."""
+    """What the report draws of this machine: the verify cost curve (ms against verify tokens),
+    the draft cost (ms against rows), the memory floor of one decode step
+    (``floor.memory_floor``) and the compute floor of a forward (``floor.compute_floor``: with the
+    memory floor, the roofline of every verify size). Predictions read ``step_cost.step_costs``."""
     verify = measure_verify_cost(wb.target, VERIFY_SIZES, prefix_len, repeats, warmup=1)
     draft = measure_draft_cost(wb.target, wb.draft, rows=DRAFT_ROWS, prefix_len=prefix_len, repeats=repeats,
                                warmup=1) if wb.draft else []
-    forwards = StepCost.from_rows(verify, draft)
-    source = wb.loaded_draft if wb.draft is not None else None
-    costs = {"prefix_len": prefix_len, "verify": verify, "draft": draft, "decode_ms": verify[0]["ms"],
-             "overhead": measure_overhead(wb, source, forwards, prefix_len), "measured": measurement_label(wb),
-             "floor": memory_floor(wb.target), "compute": compute_floor(wb.target, prefix_len)}
-    return costs
+    return {"prefix_len": prefix_len, "verify": verify, "draft": draft, "decode_ms": verify[0]["ms"],
+            "floor": memory_floor(wb.target), "compute": compute_floor(wb.target, prefix_len)}
 
 
-def cost_model(costs: dict) -> StepCost:
-    """The one cost model (``workbench/cost_model.py``) from ``measure_costs``' curves, with the
-    step's overhead outside the forwards where ``costs`` holds it (``step_cost.measure_overhead``)."""
-    return StepCost.from_rows(costs["verify"], costs["draft"], source="measured by tune",
-                              overhead=Overhead(**costs.get("overhead", {})), measured=costs.get("measured", ""))
-
-
-def predict(costs: dict, spec: SpecConfig) -> dict:
-    """The cost model's parts of one step and the speedup bound if every draft were accepted
-    (τ = ``num_steps + 1``)."""
-    best_case = cost_model(costs).predict(spec, spec.num_steps + 1)
+def predict(model: StepCost, spec: SpecConfig) -> dict:
+    """``model``'s parts of one step of ``spec`` and the speedup bound if every draft were
+    accepted (τ = ``num_steps + 1``)."""
+    best_case = model.predict(spec, spec.num_steps + 1)
     return {**best_case.parts.as_dict(), "bound": round(best_case.speedup, 3)}
 
 
@@ -106,13 +96,18 @@ def _run(wb, spec: SpecConfig, prompts: list[list[int]], max_new_tokens: int) ->
             "measured_step_ms": 1e3 * seconds / max(forwards, 1)}
 
 
-def search(wb, costs: dict, *, grid=GRID, max_new_tokens: int = 40, max_trees: int = 5, log=None) -> dict:
+def search(wb, *, grid=GRID, max_new_tokens: int = 40, max_trees: int = 5, known: dict | None = None,
+           log=None) -> dict:
     """Measure the trees of ``grid`` that can win (at most ``max_trees``, best bound first) and
-    plain decoding; returns {"vanilla_tokens_per_s", "trees": [...], "best"}."""
+    plain decoding, each tree priced by its own draft source's step cost (``step_cost.step_costs``;
+    ``known``: the run's step costs by source, read and filled in); returns
+    {"vanilla_tokens_per_s", "trees": [...], "best", "priced_by": which measurement, by source}."""
     log = log or (lambda msg: None)
     prompts = [wb.encode(p) for p in TUNE_PROMPTS]
     specs = [tree_from_name(g) if isinstance(g, str) else g for g in grid]
-    predicted = [(spec, predict(costs, spec)) for spec in specs]
+    drafts = {tree_name(s): draft_of(s) for s in specs}
+    models = step_costs(wb, drafts, known=known, log=log)
+    predicted = [(spec, predict(models[tree_name(spec)], spec)) for spec in specs]
     hopeful = [sp for sp in predicted if sp[1]["bound"] >= 1.0] or predicted
     hopeful = sorted(hopeful, key=lambda sp: -sp[1]["bound"])[:max_trees]
     wb.generate([prompts[0]], SpecConfig("vanilla"), SamplingParams(), 8)  # warm-up
@@ -125,7 +120,7 @@ def search(wb, costs: dict, *, grid=GRID, max_new_tokens: int = 40, max_trees: i
         trees.append({"tree": tree_name(spec), "num_draft_tokens": spec.num_draft_tokens, "num_steps": spec.num_steps,
                       "topk": spec.topk, **pred, "measured_step_ms": round(got["measured_step_ms"], 2),
                       "tau": round(got["tau"], 3), "tokens_per_s": round(got["tokens_per_s"], 2),
-                      "predicted_speedup": round(cost_model(costs).predict(spec, got["tau"]).speedup, 3),
+                      "predicted_speedup": round(models[tree_name(spec)].predict(spec, got["tau"]).speedup, 3),
                       "measured_speedup": round(speedup(got["tokens_per_s"], base), 3)})
         t = trees[-1]
         log(f"tune: {t['tree']:>8}  tau {t['tau']:.2f}  {t['tokens_per_s']:.1f} tok/s  x{t['measured_speedup']:.2f} "
@@ -134,7 +129,7 @@ def search(wb, costs: dict, *, grid=GRID, max_new_tokens: int = 40, max_trees: i
     best = max(trees, key=lambda t: t["tokens_per_s"])
     return {"max_new_tokens": max_new_tokens, "prompts": list(TUNE_PROMPTS), "vanilla_tokens_per_s": round(base, 2),
             "skipped": [tree_name(s) for s, _ in predicted if all(tree_name(s) != t["tree"] for t in trees)],
-            "trees": trees, "best": best["tree"]}
+            "trees": trees, "best": best["tree"], "priced_by": priced_by(drafts, models)}
 
 
 def tree_list(text: str) -> list[SpecConfig]:
@@ -174,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     costs = measure_costs(wb)
     log(f"tune: verify cost {[(c['tokens'], c['ms']) for c in costs['verify']]}")
-    result = search(wb, costs, grid=args.grid, max_new_tokens=args.max_new_tokens, max_trees=args.max_trees, log=log)
+    result = search(wb, grid=args.grid, max_new_tokens=args.max_new_tokens, max_trees=args.max_trees, log=log)
     result["best_elsewhere"] = framework_flags(tree_from_name(result["best"]))
     for name, flags in result["best_elsewhere"].items():
         log(f"tune: best tree {result['best']} in {name}: {flags}")

@@ -4,7 +4,8 @@
 ``write`` and flushed to the disk before the run goes on:
 
     {"run": {"format": 1, "settings": {...}, "started": DATE}}     first: what the results depend on
-    {"setup": {"costs": ..., "tune": ..., "best_tree": ...}}       the cost curves and the tuned tree
+    {"setup": {"costs": ..., "tune": ..., "best_tree": ...,        the cost curves, the tuned tree and
+               "step_costs": ...}}                                 the step costs the predictions read
     {"session": {"started": DATE, "load_average_start": [...]}}   every start, the first included
     {"result": {"phase": "t0", "method": NAME, "question_id": Q, "session": K, "elapsed_s": S,
                 "record": {...}}}                                   one per (phase, method, question)
@@ -61,7 +62,7 @@ class Journal:
     """An open journal: what earlier sessions kept, and where this one appends."""
     path: Path
     settings: dict
-    setup: dict | None = None  # costs, tune, best tree: from the session that measured them
+    setup: dict | None = None  # costs, tune, best tree, step costs: from the session that measured them
     results: dict[tuple[str, str, int], dict] = field(default_factory=dict)  # (phase, method, question) -> line
     sessions: list[dict] = field(default_factory=list)
     dropped: int = 0  # torn lines left out when it was read

@@ -21,6 +21,11 @@ to that). A busy machine makes them disagree; the medians are used for this run,
 cached, and the next run measures again (as the linear-order choice does, ``cpu_choices.py``).
 Every figure that quotes the model names the measurement (``StepCost.measured``: date, CPU,
 threads, dtype).
+
+A run of several methods prices each by its own draft source (``step_costs``: one measurement per
+distinct source, shared by the methods drafting from it): a head method with the head's forwards,
+an n-gram method with none, ``exit:N`` with the exit's. The bench report, ``bench tune``, ``bench
+load``, ``auto`` and the app's Compare all go through it.
 """
 
 from __future__ import annotations
@@ -170,12 +175,58 @@ def _synced(device) -> float:
     return time.perf_counter()
 
 
-def step_cost_if_needed(wb, policies, log=None) -> StepCost | None:
-    """The step cost for ``policies`` (``NamedPolicy``s): ``step_cost_for`` the draft source of
-    the first that ``needs_cost`` (every policy of one run drafts from the one loaded draft);
-    None when none needs one."""
-    needing = [p for p in policies if p.needs_cost]
-    return step_cost_for(wb, needing[0].draft, log=log) if needing else None
+def draft_of(spec) -> DraftSource | None:
+    """The draft source whose step cost prices ``spec`` (a ``SpecConfig``): its draft when it
+    speculates, None for plain decoding."""
+    return spec.draft if spec.speculative else None
+
+
+def step_costs(wb, drafts: dict[str, DraftSource | None], *, known: dict | None = None,
+               unpriced: dict[str, str] | None = None, cache_dir: Path | None = None, log=None) -> dict[str, StepCost]:
+    """A run's methods, each priced by its own draft source: ``drafts`` maps a method's name to the
+    source it drafts from (``draft_of``; None: it never drafts); the answer maps the name to
+    ``step_cost_for`` that source, read or measured once per distinct source. A method drafting by
+    n-gram lookup is then priced with no draft forward and the overhead of steps that look up
+    n-grams, ``exit:N`` with the exit's share of a verify, the head with the head timed; methods of
+    one source share one measurement. A method that never drafts is priced by any step cost of
+    the run (each holds plain decoding's verify and overhead), measured on its own only when the
+    run has none. ``known``: the step costs the run already has, by source, read and filled in,
+    so that a later call measures no source twice. ``unpriced``: where given, a source that cannot
+    be measured leaves its methods out, each name kept here with the reason; else the error is raised."""
+    known = {} if known is None else known
+    failed: dict = {}
+    sources = list(dict.fromkeys(drafts.values()))  # distinct, in the methods' order; plain decoding last
+    for source in sorted(sources, key=lambda s: s is None):
+        if source in known or (source is None and known):
+            continue
+        try:
+            known[source] = step_cost_for(wb, source, cache_dir=cache_dir, log=log)
+        except (ValueError, RuntimeError) as err:  # UserError is a ValueError
+            if unpriced is None:
+                raise
+            failed[source] = str(err)
+    plain = known.get(None) or next(iter(known.values()), None)
+    out = {}
+    for name, source in drafts.items():
+        if source in failed:
+            unpriced[name] = failed[source]
+        else:
+            out[name] = plain if source is None else known[source]
+    return out
+
+
+def priced_by(drafts: dict[str, DraftSource | None], costs: dict[str, StepCost]) -> dict[str, str]:
+    """Which measurement priced each source of a run, by the source's name ("no draft" for plain
+    decoding): ``step_costs``' ``drafts`` and answer, as a report quotes them (the date, CPU,
+    threads and dtype; read from the cache or measured)."""
+    return {"no draft" if source is None else source.name: f"{costs[name].measured or 'undated'} ({costs[name].source})"
+            for name, source in drafts.items() if name in costs}
+
+
+def policy_costs(wb, policies, *, known: dict | None = None, log=None) -> dict[str, StepCost]:
+    """The step cost each policy that ``needs_cost`` (``NamedPolicy``) weighs by, by name: its own
+    draft source's (``step_costs``); empty when none needs one."""
+    return step_costs(wb, {p.name: p.draft for p in policies if p.needs_cost}, known=known, log=log)
 
 
 def _measure(wb, source: DraftSource | None) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:

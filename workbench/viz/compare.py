@@ -92,8 +92,8 @@ def gap_rows(runs: dict) -> list[dict]:
 
 
 def gap_html(runs: dict) -> str:
-    """``gap_rows`` as a table, with the measurement the model came from and the largest part of
-    each run's gap named."""
+    """``gap_rows`` as a table, with the measurement each run's model came from (which runs, where
+    they differ) and the largest part of each run's gap named."""
     rows, attrs = [], []
     found = gap_rows(runs)
     if not found:
@@ -108,11 +108,16 @@ def gap_html(runs: dict) -> str:
         attrs.append({"method": r["method"]})
     out = table(["method", "verify ms (model / here)", "draft ms", "rest of the step ms", "step ms", "gap"],
                 rows, attrs, name="gap")
-    sources = html.escape("; ".join(dict.fromkeys(r["measurement"] for r in found)))
-    return out + note(f"The model is the measured cost model of this machine ({sources}); 'here' is the median "
-                      "of this prompt's own steps. The rest of the step is the model's measured overhead beside "
-                      "the traces' build, accept and commit phases; a gap in verify or draft is this prompt's "
-                      "forwards against the curves (another prefix length, a busy moment).")
+    by_measurement: dict[str, list[str]] = {}  # each run's model is its own draft source's
+    for r in found:
+        by_measurement.setdefault(r["measurement"], []).append(r["method"])
+    sources = html.escape("; ".join(by_measurement) if len(by_measurement) == 1 else
+                          "; ".join(f"{', '.join(names)}: {m}" for m, names in by_measurement.items()))
+    return out + note(f"The model is the measured cost model of this machine, each run's for its own draft "
+                      f"source ({sources}); 'here' is the median of this prompt's own steps. The rest of the step "
+                      "is the model's measured overhead beside the traces' build, accept and commit phases; a gap "
+                      "in verify or draft is this prompt's forwards against the curves (another prefix length, a "
+                      "busy moment).")
 
 
 def run_colours(runs: dict) -> dict[str, str]:
