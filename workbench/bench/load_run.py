@@ -33,6 +33,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from workbench.bench.load_prediction import predicted
 from workbench.measure import provenance, specbench
 from workbench.measure.journal import Journal, open_journal
 from workbench.measure.load import WARMUP, WARMUP_TOKENS, check_load, equal_outputs, round_figures, run_load
@@ -274,27 +275,6 @@ def settled(policy: str, records: dict) -> dict | None:
 
 
 # ---- the run ---------------------------------------------------------------------------------------------
-def predicted(rows: list[dict], policies: list[NamedPolicy], model: StepCost) -> list[dict]:
-    """The one cost model's tokens/s (``cost_model.StepCost.predict``) beside each closed-loop row
-    of a policy with one setting, at the row's τ and its mean batch (rounded): what the model
-    says that setting is worth at the batch the run kept, against what the run measured."""
-    one = {p.name: p.settings()[0] for p in policies if len(p.settings()) == 1}
-    out = []
-    for r in rows:
-        spec = one.get(r["policy"])
-        if r["mode"] != "closed" or spec is None or r["mean_batch"] is None or r["throughput_tok_s"] is None:
-            continue
-        if spec.speculative and r["tau"] is None:
-            continue
-        batch = max(1, round(r["mean_batch"]))
-        guess = model.predict(spec, r["tau"], batch=batch)
-        out.append({"policy": r["policy"], "load": r["load"], "batch": batch, "tau": r["tau"],
-                    "predicted_tok_s": round(guess.tokens_per_s, 2), "measured_tok_s": r["throughput_tok_s"],
-                    "measured_range": [r["spreads"]["throughput_tok_s"]["low"], r["spreads"]["throughput_tok_s"]["high"]],
-                    "step_ms": round(guess.parts.total_ms, 2)})
-    return out
-
-
 def report_cost(wb, policies: list[NamedPolicy], cost: StepCost | None, log) -> StepCost | None:
     """The step cost the report's predictions use: ``auto``'s when it has one, else the draft's
     (from the cache or measured once, before any timed run); None when no policy speculates."""
@@ -349,7 +329,12 @@ def build_result(wb, args, *, info: dict, policies: list[NamedPolicy], loads: li
         "wall_s": round(wall_s, 1),
         "resumed": journal.summary() if journal.resumed else None,
         "rows": rows, "verdicts": verdicts(rows),
-        "predicted": None if model is None else {"source": model.source, "rows": predicted(rows, policies, model)},
+        "predicted": None if model is None else {
+            "source": model.source, "measured": model.measured,
+            "rows": predicted(rows, policies, model, prompts=prompts,
+                              runs={(ld.mode, load_value(ld), p.name): [records[(phase(ld), p.name, k)]
+                                                                        for k in range(args.rounds)]
+                                    for ld in loads for p in policies})},
         "settled": {p.name: settled(p.name, records) for p in policies if p.needs_cost},
         "requests": [{"policy": p.name, "mode": ld.mode, "load": load_value(ld), "prompt_index": q["prompt_index"],
                       "output_ids": q["output_ids"]}
