@@ -3,7 +3,9 @@ model: closed and open loops keep their promises (requests in flight, arrivals, 
 outputs equal to plain decoding under every policy), a refused or queued request loses nothing
 of the others, a time limit keeps what finished; bad input is one line, exit 2, before the model
 loads; ``--quick`` writes load.json and load.md in their layout and a stopped run resumes; what
-a policy settled on per batch size becomes a schedule and vLLM's / SGLang's flags."""
+a policy settled on per batch size becomes a schedule and vLLM's / SGLang's flags; the step cost
+(its curves, its overhead line through every batch timed, the prefill and the draft's catch-up)
+is measured and cached, and the prediction beside a run adds each prefill and splits the gap."""
 
 from __future__ import annotations
 
@@ -119,6 +121,12 @@ def test_a_closed_loop_keeps_its_concurrency_and_every_output_equals_plain_decod
     spec = [s for s in decode if s.speculative]
     assert res.spec_step_share == len(spec) / len(decode)
     assert (res.tau is None) == (not spec) and (policy != "off" or not spec)
+    # the engine's own profile of the run, kept in its record: its prefill steps are the run's
+    profile = res.record()["profile"]
+    prefills = [s for s in res.steps if s.kind == "prefill"]
+    assert profile["prefill"]["steps"] == len(prefills) and profile["prefill"]["requests"] == len(res.timed)
+    assert sum(t["steps"] for t in profile.values()) == len(res.steps)
+    assert 0 < profile["prefill"]["wall_ms"] < res.seconds * 1e3
 
 
 def test_an_open_loop_submits_each_request_once_it_has_arrived(wb, prompts, off_outputs):
@@ -268,7 +276,15 @@ def test_quick_writes_load_json_and_load_md_in_their_layout(quick_run, capsys):
     for r in got["rows"]:
         spec = load_run.parse_policies(r["policy"])[0].settings()[0]
         assert r["predicted_tok_s"] == round(FLAT_COST.predict(spec, r["tau"], batch=r["batch"]).tokens_per_s, 2)
+        # the run's own prefill, from its engine's profile, beside the model's (none measured: priced 0)
+        assert r["measured_ms"]["prefill"] > 0 and r["model_ms"]["prefill"] == 0.0 and not r["prefill_priced"]
+        tokens = sum(len(q["output_ids"]) for q in result["requests"]
+                     if (q["mode"], q["load"], q["policy"]) == ("closed", r["load"], r["policy"]))
+        wall_ms = sorted(tokens / x * 1e3 for x in r["measured_range"])  # the rounds' fastest and slowest wall
+        assert r["measured_ms"]["decode"] > 0
+        assert wall_ms[0] <= r["measured_ms"]["prefill"] + r["measured_ms"]["decode"] <= wall_ms[1] * 1.001
     assert "## Predicted beside measured" in md and "| 1 | `eagle2:4/3/2` |" in md
+    assert "holds no prefill measurement" in md and "- `off` at 2 in flight: prefill 0.00 s by the model" in md
     assert "| concurrency | policy |" in capsys.readouterr().out
 
 
@@ -360,9 +376,12 @@ def test_a_step_cost_is_cached_only_when_its_rounds_agree(wb, tmp_path, monkeypa
     got = sc.step_cost_for(wb, head, cache_dir=quiet, log=lambda m: None)
     assert got.source == "measured on this machine" and got.verify == tuple(good[0])
     assert got.measured.count(",") >= 3  # the date, the CPU, threads and dtype: what every quote names
+    # the prefill and the head's catch-up over the prompt, at every length timed, measured with the rest
+    assert got.prefill and [n for n, _ in got.prefill] == [n for n, _ in got.catch_up] == list(sc.PREFILL_LENGTHS)
     cached = sc.step_cost_for(wb, head, cache_dir=quiet, log=lambda m: None)
     assert cached.source == f"cached in {sc.CACHE_FILE}"
     assert cached.overhead == got.overhead and cached.measured == got.measured  # the engine steps' overhead kept
+    assert cached.prefill == got.prefill and cached.catch_up == got.catch_up
     said = []
     got = sc.step_cost_for(wb, head, cache_dir=busy, log=said.append)
     first = statistics.median([11.0, 30.0] + [11.0] * (sc.ROUNDS - 2))
@@ -383,6 +402,61 @@ def test_a_step_cost_cached_on_a_sparser_grid_is_measured_again(wb, tmp_path, mo
     got = sc.step_cost_for(wb, head, cache_dir=tmp_path, log=lambda m: None)
     assert got.source == "measured on this machine" and got.verify_ms(2) == 12.0  # not 10.67, the old grid's line
     assert sc.step_cost_for(wb, head, cache_dir=tmp_path, log=lambda m: None).source == f"cached in {sc.CACHE_FILE}"
+
+
+def test_a_step_cost_cached_before_the_prefill_or_at_other_overhead_batches_is_measured_again(wb, tmp_path,
+                                                                                              monkeypatch):
+    import workbench.measure.step_cost as sc
+    from workbench.cache_file import add_entry
+
+    head = read_policy("auto").draft
+    good = ([(n, 10.0 + n) for n in sc.VERIFY_SIZES], [(r, 1.0) for r in sc.DRAFT_ROWS])
+    today = {"verify": good[0], "draft": good[1], "overhead": {}, "overhead_batches": list(sc.OVERHEAD_BATCHES),
+             "prefill": [[32, 5.0], [128, 9.0]], "catch_up": []}
+    before = {k: v for k, v in today.items() if k not in ("prefill", "catch_up")}
+    assert sc._current(today) and not sc._current(before)
+    assert not sc._current({**today, "overhead_batches": [1, 4]})
+    assert not sc._current({k: v for k, v in today.items() if k != "overhead_batches"})
+    add_entry(tmp_path / sc.CACHE_FILE, sc._cache_key(wb, head), value=before, tag="[cost]", what="the step cost")
+    monkeypatch.setattr(sc, "_measure", lambda wb, source: good)
+    got = sc.step_cost_for(wb, head, cache_dir=tmp_path, log=lambda m: None)
+    assert got.source == "measured on this machine" and got.prefill
+    assert sc.step_cost_for(wb, head, cache_dir=tmp_path, log=lambda m: None).source == f"cached in {sc.CACHE_FILE}"
+
+
+def test_the_overhead_is_the_least_squares_line_through_every_batch_timed(wb, monkeypatch):
+    import numpy as np
+
+    import workbench.measure.step_cost as sc
+
+    assert max(sc.OVERHEAD_BATCHES) >= 8  # a load of 8 in flight is priced from a measured step of 8
+    timed = {False: {1: 3.0, 4: 5.0, 8: 12.0}, True: {1: 6.0, 4: 9.0, 8: 30.0}}  # made up: nothing is timed
+    monkeypatch.setattr(sc, "OVERHEAD_BATCHES", (1, 4, 8))
+    monkeypatch.setattr(sc, "_step_overhead", lambda wb, spec, *, batch, forwards, prefix_len:
+                        timed[spec.speculative][batch])
+    got = sc.measure_overhead(wb, read_policy("auto").draft, FLAT_COST)
+    for kind, speculative in (("plain", False), ("spec", True)):
+        slope, intercept = np.polyfit((1, 4, 8), [timed[speculative][b] for b in (1, 4, 8)], 1)
+        assert (got[f"{kind}_per_step"], got[f"{kind}_per_request"]) == (pytest.approx(intercept, abs=1e-3),
+                                                                         pytest.approx(slope, abs=1e-3))
+    assert got["spec_per_request"] > (9.0 - 6.0) / 3  # the step of 8 lifts the line the first two drew
+
+
+def test_the_prefill_is_timed_at_each_length_the_context_holds_and_the_catch_up_only_for_a_drafts_forward(
+        wb, monkeypatch):
+    import workbench.measure.step_cost as sc
+    from workbench.engine.drafts.registry import parse_draft
+
+    prefill, catch_up = sc.measure_prefill(wb, read_policy("auto").draft)  # the head: its extend over the prompt
+    assert [n for n, _ in prefill] == [n for n, _ in catch_up] == list(sc.PREFILL_LENGTHS)
+    assert all(ms > 0 for _, ms in prefill + catch_up)
+    for source in (None, parse_draft("exit:1"), parse_draft("ngram")):  # no draft forward over the prompt
+        prefill, catch_up = sc.measure_prefill(wb, source)
+        assert [n for n, _ in prefill] == list(sc.PREFILL_LENGTHS) and catch_up == []
+    context = wb.target.config.max_position_embeddings
+    monkeypatch.setattr(sc, "PREFILL_LENGTHS", (32, context))  # a prompt the whole context long leaves no room
+    prefill, _ = sc.measure_prefill(wb, None)
+    assert [n for n, _ in prefill] == [32]
 
 
 def _row(policy: str, load: float, tput: tuple[float, float, float], tpot: tuple[float, float, float],
@@ -410,6 +484,41 @@ def test_the_report_states_the_crossover_and_auto_against_the_best_from_the_rang
     assert "(`off`) 0.97x, behind, within 5 %" in lines[2] and lines[2].endswith("level within noise")
     md_rows = rows + [_row("off", 1, (5, 4, 6), (1, 1, 1), mode="open")]
     assert load_report.crossover_md([r for r in md_rows if r["mode"] == "open"]) == []
+
+
+def test_the_prediction_beside_a_run_adds_each_prefill_and_splits_the_gap_into_measured_parts():
+    from workbench.bench.load_prediction import predicted
+    from workbench.engine.policy import OFF
+
+    cost = StepCost(verify=((1, 10.0), (8, 20.0)), prefill=((32, 100.0), (128, 250.0)), source="given")
+    prompts = [[7] * 32, [7] * 128]
+    requests = [{"prompt_index": 0, "output_ids": [5] * 11}, {"prompt_index": 1, "output_ids": [5] * 21},
+                {"prompt_index": 1, "output_ids": []}]  # the third was refused: no prefill, no tokens
+    recs = [{"seconds": s, "requests": requests, "profile": {"prefill": {"steps": 2, "requests": 2, "wall_ms": p,
+                                                                          "phases_ms": {}}}}
+            for s, p in ((1.0, 300.0), (1.2, 340.0), (1.1, 320.0))]  # three rounds: wall and prefill measured
+    row = {"policy": "off", "mode": "closed", "load": 2, "mean_batch": 2.0, "tau": None, "throughput_tok_s": 32 / 1.1,
+           "spreads": {"throughput_tok_s": {"median": 32 / 1.1, "low": 32 / 1.2, "high": 32 / 1.0, "runs": 3}}}
+    [got] = predicted([row], parse_policies("off"), {"off": cost}, runs={("closed", 2, "off"): recs}, prompts=prompts)
+    decode = (10 + 20) * cost.plain_ms(2) / 2  # 30 tokens after the prefills' first, one a step, a step per 2
+    assert got["model_ms"] == {"prefill": 350.0, "catch_up": 0.0, "decode": round(decode, 2)}
+    assert got["closed_loop_tok_s"] == round(32 / (350 + decode) * 1e3, 2) and got["prefill_priced"]
+    assert got["predicted_tok_s"] == round(cost.predict(OFF, None, 2.0).tokens_per_s, 2)  # decode steps alone
+    assert got["measured_ms"] == {"prefill": 320.0, "decode": 780.0}  # the medians of the rounds
+    swapped = 32 / (320 + decode) * 1e3
+    assert got["with_measured_prefill_tok_s"] == round(swapped, 2)
+    md = "\n".join(load_report.predicted_md({"priced_by": {"no draft": "given"}, "rows": [got]}))
+    columns = f"{cost.plain_ms(2):.1f} | {got['predicted_tok_s']:.1f} | {got['closed_loop_tok_s']:.1f}"
+    assert f"| 2 | `off` | 2.00 | – | {columns} |" in md
+    assert (f"- `off` at 2 in flight: prefill 0.35 s by the model, 0.32 s measured; decode {decode / 1e3:.2f} s by the "
+            f"model, 0.78 s measured ({decode / 780:.2f}x). With the measured prefill in its place the model gives "
+            f"{swapped:.1f} tok/s, {swapped / (32 / 1.1):.2f}x the measured 29.1 (outside the range 26.7–32.0)") in md
+    assert "holds no prefill measurement" not in md
+    recs_before = [{k: v for k, v in r.items() if k != "profile"} for r in recs]  # records kept before the profile
+    [old] = predicted([row], parse_policies("off"), {"off": cost}, runs={("closed", 2, "off"): recs_before},
+                      prompts=prompts)
+    assert old["measured_ms"] == {"prefill": None, "decode": None} and old["with_measured_prefill_tok_s"] is None
+    assert "kept no engine profile" in load_report.predicted_md({"priced_by": {}, "rows": [old]})[-1]
 
 
 def test_the_curves_figure_draws_each_policy_median_with_its_range():
@@ -539,6 +648,7 @@ def test_the_load_report_prices_each_policy_by_its_own_draft_source(monkeypatch)
     priced each row."""
     import workbench.measure.step_cost as sc
     from helpers import MadeUpStepCosts
+    from workbench.bench.load_prediction import predicted
 
     made_up = MadeUpStepCosts()
     monkeypatch.setattr(sc, "step_cost_for", made_up)
@@ -550,13 +660,15 @@ def test_the_load_report_prices_each_policy_by_its_own_draft_source(monkeypatch)
                       "ngram:1-12": "made up for ngram:1-12 (made up)"}
     rows = [{**_row(p, 2, (30, 28, 32), (60, 55, 65)), "mean_batch": 2.0, "throughput_tok_s": 30.0,
              "tau": None if p == "off" else 2.0} for p in ("off", "eagle2:4/3/2", "eagle2:4/3/2@ngram")]
-    got = {r["policy"]: r for r in load_run.predicted(rows, policies, models)}
+    recs = [{"seconds": 1.0, "requests": [{"prompt_index": 0, "output_ids": [5] * 11}]}] * 3
+    runs = {("closed", 2, r["policy"]): recs for r in rows}
+    got = {r["policy"]: r for r in predicted(rows, policies, models, runs=runs, prompts=[[1] * 10])}
     tree = policies[1].settings()[0]
     assert got["eagle2:4/3/2@ngram"]["step_ms"] == round(models["eagle2:4/3/2@ngram"].parts(tree, 2, 2.0).total_ms, 2)
     assert got["eagle2:4/3/2@ngram"]["step_ms"] < got["eagle2:4/3/2"]["step_ms"]  # no draft forward to pay
     assert got["eagle2:4/3/2@ngram"]["draft"] == "ngram:1-12" and got["off"]["draft"] == "no draft"
     md = "\n".join(load_report.predicted_md({"priced_by": priced, "rows": list(got.values())}))
-    assert "| predicted / measured | priced by |" in md and "| `ngram:1-12` |" in md
+    assert "| with prefill / measured | priced by |" in md and "| `ngram:1-12` |" in md
     assert "`head`: made up for head (made up); `ngram:1-12`: made up for ngram:1-12 (made up)" in md
-    alone = load_run.predicted(rows[:2], policies, models)  # one source: no column
+    alone = predicted(rows[:2], policies, models, runs=runs, prompts=[[1] * 10])  # one source: no column
     assert "priced by |" not in "\n".join(load_report.predicted_md({"priced_by": priced, "rows": alone}))

@@ -1,7 +1,10 @@
-"""The one cost model (workbench/cost_model.py): a step's parts, a setting's prediction, and that
-every place that predicts reads it (no second interpolator)."""
+"""The one cost model (workbench/cost_model.py): a step's parts, a setting's prediction, a closed
+loop's tokens/s with each request's prefill and the draft's catch-up, and that every place that
+predicts reads it (no second interpolator)."""
 
 import ast
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -65,8 +68,45 @@ def test_curves_read_as_measured_and_keep_their_range():
 def test_the_model_round_trips_through_json():
     again = StepCost.from_dict(COST.as_dict())
     assert again == COST
+    priced = replace(COST, prefill=((32, 20.0), (128, 50.0)), catch_up=((32, 2.0), (128, 5.0)))
+    assert StepCost.from_dict(json.loads(json.dumps(priced.as_dict()))) == priced
+    before = {k: v for k, v in priced.as_dict().items() if k not in ("prefill", "catch_up")}  # a cache entry of old
+    assert StepCost.from_dict(before) == COST and StepCost.from_dict(before).prefill_ms(100) == 0.0
     rows = StepCost.from_rows([{"tokens": 1, "ms": 10.0, "lo": 9, "hi": 11}], [{"rows": 1, "ms": 1.0}])
     assert rows.verify_range == ((9.0, 11.0),) and rows.draft_range == () and rows.draft_curve.points == ((1, 1.0),)
+
+
+# ---- a closed loop: the decode steps' shares, and each request's prefill and catch-up whole --------------------
+PRICED = replace(COST, prefill=((32, 20.0), (128, 50.0)), catch_up=((32, 2.0), (128, 5.0)))
+
+
+def test_a_request_outside_its_decode_steps_costs_its_prefill_and_the_drafts_catch_up():
+    assert PRICED.prefill_ms(80) == pytest.approx(35.0)  # read linearly between 32 and 128 tokens
+    assert PRICED.prefill_ms(512) == pytest.approx(50.0 + 30.0 * 4)  # the last slope past 128
+    # the extend over the prompt's rows less the τ rows a step's extend is priced at, draft(2) = 1.2
+    assert PRICED.catch_up_ms(80, tau=2.0) == pytest.approx(3.5 - 1.2)
+    assert PRICED.catch_up_ms(1, tau=8.0) == 0.0  # never below nothing
+    assert COST.prefill_ms(80) == 0.0 and COST.catch_up_ms(80) == 0.0  # not measured: priced 0
+    with pytest.raises(ValueError, match="prefill cost"):
+        StepCost(verify=COST.verify, prefill=((128, 5.0), (32, 2.0)))
+
+
+def test_a_closed_loop_adds_each_requests_share_of_the_steps_to_its_prefill_and_catch_up():
+    tree = parse_spec("eagle2:4/3/2")
+    got = PRICED.closed_loop(tree, 2.0, 2, prompt_lens=[32, 80, 500], output_lens=[5, 9, 0])
+    step = PRICED.step_ms(tree, 2, 2.0)
+    # 4 and 8 tokens after the prefills' first, 2 a step, each step shared by 2; the third was refused
+    assert got.decode_ms == pytest.approx((4 + 8) / 2.0 * step / 2)
+    assert got.prefill_ms == pytest.approx(20.0 + 35.0) and got.catch_up_ms == pytest.approx((2.0 - 1.2) + (3.5 - 1.2))
+    assert got.tokens == 14 and got.tokens_per_s == pytest.approx(14 / (got.decode_ms + 55.0 + 3.1) * 1e3)
+    assert got.step == PRICED.predict(tree, 2.0, 2) and got.prefill_priced
+    plain = PRICED.closed_loop(SpecConfig("vanilla"), None, 1.5, prompt_lens=[32], output_lens=[3])
+    assert plain.catch_up_ms == 0.0 and plain.decode_ms == pytest.approx(2 * PRICED.plain_ms(1.5) / 1.5)
+    # with no prefill measured the loop is its decode steps alone, and says so
+    bare = COST.closed_loop(tree, 2.0, 2, prompt_lens=[32, 80], output_lens=[5, 9])
+    assert not bare.prefill_priced and bare.total_ms == pytest.approx(got.decode_ms)
+    with pytest.raises(ValueError, match="one output length per prompt"):
+        PRICED.closed_loop(tree, 2.0, 2, prompt_lens=[32], output_lens=[5, 9])
 
 
 # ---- one model: nothing else interpolates a cost curve or writes a step's formula ----------------------------

@@ -226,3 +226,40 @@ def test_auto_without_a_cost_says_how_to_get_one():
     assert [s.name for s in auto.settings()] == ["vanilla", "linear:1", "eagle2:4/3/2", "eagle2:8/5/4"]
     with pytest.raises(ValueError, match="measured step cost, and none was given"):
         auto.choose([_request(0, [])])
+
+
+# ---- at 8 requests, with the step cost of docs/bench/load-cpu-avx2.md --------------------------------------
+# The curves that record's ``auto`` weighed by, (tokens or rows, ms): given, nothing is timed here.
+RECORD_VERIFY = ((1, 49.9), (2, 53.2), (4, 56.3), (8, 71.8), (16, 83.9), (32, 117.0), (64, 235.4))
+RECORD_DRAFT = ((1, 3.0), (2, 3.8), (4, 2.8), (8, 4.4), (16, 5.4), (64, 11.7))
+# What it measured at 8 requests in flight: TPOT p50 ms, τ, mean running batch (off: 44.9 tok/s, linear:1: 40.8)
+OFF_AT_8 = dict(tpot=113.0, tau=1.0, batch=7.62)
+LINEAR_AT_8 = dict(tpot=135.0, tau=1.40, batch=6.72)
+
+
+def _per_request(forwards: StepCost, spec, measured: dict) -> float:
+    """The overhead per request (none per step) that makes ``spec``'s step, at the measured mean
+    batch and τ, take what was measured: a step emits τ tokens a request, one every TPOT."""
+    step = measured["tpot"] * measured["tau"]
+    return (step - forwards.step_ms(spec, measured["batch"], measured["tau"])) / measured["batch"]
+
+
+def test_at_eight_requests_auto_weighs_the_step_cost_alone_and_picks_off_where_off_measured_faster():
+    from workbench.cost_model import Overhead
+
+    chain = parse_setting("linear:1")
+    forwards = StepCost(RECORD_VERIFY, RECORD_DRAFT)
+    plain, spec = _per_request(forwards, OFF, OFF_AT_8), _per_request(forwards, chain, LINEAR_AT_8)
+    cost = StepCost(RECORD_VERIFY, RECORD_DRAFT, overhead=Overhead(plain_per_request=plain, spec_per_request=spec))
+    assert cost.plain_ms(OFF_AT_8["batch"]) == pytest.approx(113.0)  # the overhead reproduces the record
+    batch = [Request(rid, [1, 2], max_new_tokens=48) for rid in range(8)]
+    auto = parse_policy("auto", cost=cost)  # the steps' clock on, as a load runs it: no step timed yet
+    scored = auto.rates(batch)
+    assert [s for s, _, _ in scored] == [OFF, *auto.candidates]
+    for s, tokens, ms in scored:  # every candidate priced by StepCost and nothing else
+        assert ms == cost.step_ms(s, 8, tokens / 8)
+    assert auto.choose(batch).spec == OFF
+    # the choice is the measured overhead's: were a speculative step's no dearer per request than
+    # a plain one's, the chain of one would win at 8
+    cheap = StepCost(RECORD_VERIFY, RECORD_DRAFT, overhead=Overhead(plain_per_request=plain, spec_per_request=plain))
+    assert parse_policy("auto", cost=cheap).choose(batch).spec == chain

@@ -23,6 +23,16 @@ speculative steps (``Overhead``; zero when not measured, which prices the forwar
 ``predict(spec, tau, batch)`` turns a step's cost and τ (tokens a request emits per step) into
 tokens/s, TPOT and the speedup over plain decoding at the same batch.
 
+A request also costs what no decode step holds: its **prefill** (the engine's prefill step, a
+target forward over its whole prompt, during which the running batch waits) and, under a
+speculative setting whose draft runs a forward, the draft's **catch-up** (its first speculative
+step extends the draft over every prompt row, not τ of them). Both are measured against the
+prompt's length (``prefill``, ``catch_up``: empty when not measured, which prices them 0).
+``closed_loop(spec, tau, batch, prompt_lens, output_lens)`` adds them up for a closed loop of
+requests: each request's share of the decode steps (its ``n - 1`` tokens after the prefill's
+first, ``(n - 1) / τ`` steps, each ``step(B) / B`` of a batch of B) plus its prefill and
+catch-up whole, and gives the loop's tokens/s.
+
 The curves are read as measured: linear between measured sizes, the first value below the first
 size, the last slope past the last size; not through a monotone fit. On a CPU the products of one
 row and of a few take different library paths, and a verify of a few tokens can cost less than a
@@ -181,7 +191,7 @@ class Prediction:
     speedup over plain decoding of the same batch on the same model."""
 
     tau: float
-    batch: int
+    batch: float  # a mean batch may be fractional: the curves are read between sizes
     parts: StepParts
     plain_ms: float
 
@@ -201,6 +211,27 @@ class Prediction:
 
 
 @dataclass(frozen=True)
+class LoopPrediction:
+    """A closed loop's predicted wall time, part by part (``StepCost.closed_loop``), in ms over
+    all its requests, and the tokens they emit."""
+
+    tokens: int
+    step: Prediction  # one decode step at the loop's mean batch
+    decode_ms: float  # the requests' shares of the decode steps
+    prefill_ms: float  # their prefill steps, each holding the batch up
+    catch_up_ms: float = 0.0  # the draft's catch-up over their prompts, beyond the steps it rides in
+    prefill_priced: bool = True  # False: the step cost has no prefill measured, so it is priced 0
+
+    @property
+    def total_ms(self) -> float:
+        return self.decode_ms + self.prefill_ms + self.catch_up_ms
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.total_ms * 1e3 if self.total_ms > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class StepCost:
     """What a decode step costs on this machine (module docstring).
 
@@ -210,7 +241,10 @@ class StepCost:
     ``overhead``: the step outside the forwards; ``source``: where the points came from ("measured
     on this CPU", "cached in ...", "given"); ``measured``: which measurement, for every figure
     that quotes this model (the cache entry's date, CPU, threads and dtype); ``verify_range`` /
-    ``draft_range``: (low, high) per size over the measurement's rounds, where it kept them."""
+    ``draft_range``: (low, high) per size over the measurement's rounds, where it kept them;
+    ``prefill``: (prompt tokens, ms) points of the engine's prefill step of one request;
+    ``catch_up``: (prompt tokens, ms) points of the draft's extend over one request's prompt rows
+    (empty: not measured, or a draft that runs no forward over the prompt)."""
 
     verify: tuple[tuple[int, float], ...]
     draft: tuple[tuple[int, float], ...] = ()
@@ -219,6 +253,8 @@ class StepCost:
     measured: str = ""
     verify_range: tuple[tuple[float, float], ...] = ()
     draft_range: tuple[tuple[float, float], ...] = ()
+    prefill: tuple[tuple[int, float], ...] = ()
+    catch_up: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.verify:
@@ -226,6 +262,8 @@ class StepCost:
         # lists (from JSON) become tuples: a StepCost compares and hashes
         object.__setattr__(self, "verify", _checked(self.verify, "verify cost"))
         object.__setattr__(self, "draft", _checked(self.draft, "draft cost"))
+        object.__setattr__(self, "prefill", _checked(self.prefill, "prefill cost"))
+        object.__setattr__(self, "catch_up", _checked(self.catch_up, "catch-up cost"))
         for name in ("verify_range", "draft_range"):
             object.__setattr__(self, name, tuple((float(lo), float(hi)) for lo, hi in getattr(self, name)))
         if isinstance(self.overhead, dict):
@@ -249,7 +287,19 @@ class StepCost:
     def draft_ms(self, rows: float) -> float:
         return _interpolate(self.draft, rows) if self.draft else 0.0
 
-    def parts(self, spec, batch: int = 1, tau: float | None = None) -> StepParts:
+    def prefill_ms(self, prompt_len: float) -> float:
+        """The engine's prefill step of one request of ``prompt_len`` tokens (0: not measured)."""
+        return _interpolate(self.prefill, prompt_len) if self.prefill else 0.0
+
+    def catch_up_ms(self, prompt_len: float, tau: float = 1.0) -> float:
+        """What a request's first speculative step costs beyond a step: the draft's extend over
+        its ``prompt_len`` prompt rows less the τ rows a step's extend is priced at (0: not
+        measured, or a draft with no forward over the prompt)."""
+        if not self.catch_up:
+            return 0.0
+        return max(0.0, _interpolate(self.catch_up, prompt_len) - self.draft_ms(max(1.0, tau)))
+
+    def parts(self, spec, batch: float = 1, tau: float | None = None) -> StepParts:
         """One step of ``batch`` requests under ``spec`` (a ``SpecConfig``), part by part. ``tau``:
         the tokens each request emits a step, the rows of its draft extend (one when None)."""
         if not spec.speculative:
@@ -260,16 +310,16 @@ class StepCost:
                          draft_levels_ms=(spec.num_steps - 1) * self.draft_ms(batch * spec.topk),
                          overhead_ms=self.overhead.ms(True, batch))
 
-    def step_ms(self, spec, batch: int = 1, tau: float | None = None) -> float:
+    def step_ms(self, spec, batch: float = 1, tau: float | None = None) -> float:
         return self.parts(spec, batch, tau).total_ms
 
-    def plain_ms(self, batch: int = 1) -> float:
+    def plain_ms(self, batch: float = 1) -> float:
         """One plain decode step of ``batch`` requests, overhead included."""
         return self.verify_ms(batch) + self.overhead.ms(False, batch)
 
-    def predict(self, spec, tau: float | None = None, batch: int = 1) -> Prediction:
+    def predict(self, spec, tau: float | None = None, batch: float = 1) -> Prediction:
         """What ``spec`` is worth at ``batch`` requests when each emits ``tau`` tokens a step
-        (plain decoding: 1, whatever ``tau`` says)."""
+        (plain decoding: 1, whatever ``tau`` says); ``batch`` may be a mean (fractional)."""
         if batch < 1:
             raise ValueError(f"batch must be >= 1, got {batch}")
         if not spec.speculative:
@@ -278,6 +328,24 @@ class StepCost:
             raise ValueError(f"a speculative setting's prediction needs τ >= 1 (tokens per step), got {tau}")
         return Prediction(float(tau), batch, self.parts(spec, batch, tau), self.plain_ms(batch))
 
+    def closed_loop(self, spec, tau: float | None, batch: float, *, prompt_lens, output_lens) -> LoopPrediction:
+        """A closed loop's tokens/s under ``spec`` at a mean running ``batch`` when each speculative
+        step emits ``tau`` tokens a request: request i, of ``prompt_lens[i]`` prompt tokens and
+        ``output_lens[i]`` output tokens, takes its prefill step (which emits its first token and
+        holds the whole batch up), under a speculative setting the draft's catch-up over its
+        prompt, and ``(n - 1) / τ`` decode steps, each ``step(B) / B`` its share (module
+        docstring). A request with no output was never prefilled (refused) and costs nothing."""
+        prompt_lens, output_lens = list(prompt_lens), list(output_lens)
+        if len(prompt_lens) != len(output_lens):
+            raise ValueError(f"one output length per prompt, got {len(output_lens)} for {len(prompt_lens)} prompts")
+        step = self.predict(spec, tau, batch)
+        ran = [(p, n) for p, n in zip(prompt_lens, output_lens) if n > 0]
+        catch_up = sum(self.catch_up_ms(p, step.tau) for p, _ in ran) if spec.speculative else 0.0
+        return LoopPrediction(tokens=sum(n for _, n in ran), step=step,
+                              decode_ms=sum(n - 1 for _, n in ran) / step.tau * step.parts.total_ms / batch,
+                              prefill_ms=sum(self.prefill_ms(p) for p, _ in ran), catch_up_ms=catch_up,
+                              prefill_priced=bool(self.prefill))
+
     def as_dict(self) -> dict:
         """JSON-ready, as the cache and the reports keep it."""
         o = self.overhead
@@ -285,13 +353,17 @@ class StepCost:
                 "overhead": {"plain_per_step": o.plain_per_step, "plain_per_request": o.plain_per_request,
                              "spec_per_step": o.spec_per_step, "spec_per_request": o.spec_per_request},
                 "source": self.source, "measured": self.measured,
-                "verify_range": [list(r) for r in self.verify_range], "draft_range": [list(r) for r in self.draft_range]}
+                "verify_range": [list(r) for r in self.verify_range], "draft_range": [list(r) for r in self.draft_range],
+                "prefill": [list(p) for p in self.prefill], "catch_up": [list(p) for p in self.catch_up]}
 
     @classmethod
     def from_dict(cls, d: dict) -> StepCost:
+        """From ``as_dict``'s keys (or a cache entry's); one written before prefill was measured
+        has none, and prices it 0."""
         return cls(d["verify"], d.get("draft", ()), source=d.get("source", "given"),
                    overhead=Overhead(**d.get("overhead", {})), measured=d.get("measured", ""),
-                   verify_range=d.get("verify_range", ()), draft_range=d.get("draft_range", ()))
+                   verify_range=d.get("verify_range", ()), draft_range=d.get("draft_range", ()),
+                   prefill=d.get("prefill", ()), catch_up=d.get("catch_up", ()))
 
     @classmethod
     def from_rows(cls, verify: list[dict], draft: list[dict] = (), **kw) -> StepCost:

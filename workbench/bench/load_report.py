@@ -2,8 +2,9 @@
 
 Nothing is computed here that ``load_run.py`` did not record; this file lays it out: the
 machine and the command, one table per loop (closed, open) with a row per (load, policy), the
-verdict at each load, and what ``auto`` settled on per batch size, in our schedule grammar and
-in vLLM's and SGLang's terms beside today's fixed flags.
+verdict at each load, the cost model's predictions beside the closed loop's rows with the gap
+split into measured parts (``load_prediction.py``), and what ``auto`` settled on per batch size,
+in our schedule grammar and in vLLM's and SGLang's terms beside today's fixed flags.
 """
 
 from __future__ import annotations
@@ -71,29 +72,62 @@ def _verdict_lines(result: dict, mode: str) -> list[str]:
             for v in result["verdicts"] if v["mode"] == mode]
 
 
+def _inside(x: float, low: float, high: float) -> str:
+    return " (inside the range)" if low <= x <= high else ""
+
+
 def predicted_md(predicted: dict) -> list[str]:
     """The one cost model's tokens/s beside the measured, per closed-loop row of a one-setting
-    policy, each priced by its own draft source's step cost (a column names it where they differ)."""
+    policy (``load_prediction.py``), each priced by its own draft source's step cost (a column
+    names it where they differ): the decode steps alone, with every request's prefill, and the gap
+    split into the measured prefill and what remains."""
     if not predicted["rows"]:
         return ["(no closed-loop row of a one-setting policy)"]
     drafts = dict.fromkeys(r["draft"] for r in predicted["rows"] if r["draft"] != "no draft")
     mixed = len(drafts) > 1
-    out = ["| concurrency | policy | batch | τ | model step ms | predicted tokens/s | measured tokens/s | "
-           "predicted / measured |" + (" priced by |" if mixed else ""),
-           "|---|---|---|---|---|---|---|---|" + ("---|" if mixed else "")]
+    out = ["| concurrency | policy | mean batch | τ | model step ms | decode steps alone tok/s | with prefill tok/s | "
+           "measured tokens/s | with prefill / measured |" + (" priced by |" if mixed else ""),
+           "|---|---|---|---|---|---|---|---|---|" + ("---|" if mixed else "")]
     for r in predicted["rows"]:
-        lo, hi = r["measured_range"]
-        inside = " (inside the range)" if lo <= r["predicted_tok_s"] <= hi else ""
-        out.append(f"| {r['load']:g} | `{r['policy']}` | {r['batch']} | {_f(r['tau'], '.2f')} | {r['step_ms']:.1f} | "
-                   f"{r['predicted_tok_s']:.1f} | {r['measured_tok_s']:.1f} ({lo:.1f}–{hi:.1f}) | "
-                   f"{r['predicted_tok_s'] / r['measured_tok_s']:.2f}{inside} |" + (f" `{r['draft']}` |" if mixed else ""))
+        (lo, hi), loop = r["measured_range"], r["closed_loop_tok_s"]
+        out.append(f"| {r['load']:g} | `{r['policy']}` | {r['batch']:.2f} | {_f(r['tau'], '.2f')} | "
+                   f"{r['step_ms']:.1f} | {r['predicted_tok_s']:.1f} | {loop:.1f} | {r['measured_tok_s']:.1f} ({lo:.1f}–{hi:.1f}) | "
+                   f"{loop / r['measured_tok_s']:.2f}{_inside(loop, lo, hi)} |" + (f" `{r['draft']}` |" if mixed else ""))
+    priced = all(r["prefill_priced"] for r in predicted["rows"])
     said = "; ".join(f"`{d}`: {m}" for d, m in predicted["priced_by"].items() if d != "no draft")
-    return out + ["", "Predicted: `cost_model.StepCost.predict` at the row's τ and its mean running batch, rounded, "
-                  "each setting priced by the step cost of its own draft source (`workbench/measure/step_cost.py`; "
-                  f"plain decoding by one of them: each holds its verify and overhead): {said}. Measured: the run's "
-                  "tokens/s, median and range over the rounds. The model prices decode steps only: the measured "
-                  "figure also holds each request's prefill and the steps where the batch was smaller than its mean "
-                  "(requests arriving and finishing)."]
+    out += ["", "Predicted: the one cost model (`workbench/cost_model.py`), each setting priced by the step cost of its "
+            f"own draft source (plain decoding by one of them: each holds its verify and overhead): {said}; at the "
+            "row's τ and mean running batch B. Decode steps alone: `StepCost.predict`, B·τ tokens per step. With prefill: "
+            "`StepCost.closed_loop` over the run's requests: each one's share of the decode steps ((n − 1) / τ "
+            "steps of step(B) / B each, n its output tokens: the prefill emits the first) plus its prefill step "
+            "and, under a speculative setting whose draft runs a forward, the draft's catch-up over its prompt, "
+            "which hold the whole batch up. Measured: the run's tokens/s, median and range over the rounds."
+            + ("" if priced else " The step cost holds no prefill measurement (given, or cached before the prefill "
+               "was measured), so its prefill and catch-up are priced 0 here."), "",
+            "The gap, part by part (s over a run, medians of the rounds; measured prefill: the engine's own profile "
+            "of its prefill steps, `StepProfile` setting `prefill`; measured decode: the rest of the run):", ""]
+    return out + [_gap_line(r) for r in predicted["rows"]]
+
+
+def _gap_line(r: dict) -> str:
+    """One row's gap: the prefill, model against measured, the decode steps likewise, then what
+    the model gives with the measured prefill in its place, and whether that lies inside the
+    measured range."""
+    model, got = r["model_ms"], r["measured_ms"]
+    decode = model["decode"] + model["catch_up"]
+    catch_up = (f" (the draft's catch-up over the prompts {model['catch_up'] / 1e3:.2f} s of it)"
+                if model["catch_up"] else "")
+    head = f"- `{r['policy']}` at {r['load']:g} in flight: prefill {model['prefill'] / 1e3:.2f} s by the model"
+    if got["prefill"] is None:
+        return head + (f", decode {decode / 1e3:.2f} s{catch_up}; the run's records kept no engine profile to set "
+                       "them beside.")
+    lo, hi = r["measured_range"]
+    swapped = r["with_measured_prefill_tok_s"]
+    where = "inside the range" if lo <= swapped <= hi else f"outside the range {lo:.1f}–{hi:.1f}"
+    return head + (f", {got['prefill'] / 1e3:.2f} s measured; decode {decode / 1e3:.2f} s by the model{catch_up}, "
+                   f"{got['decode'] / 1e3:.2f} s measured ({decode / got['decode']:.2f}x). With the measured prefill "
+                   f"in its place the model gives {swapped:.1f} tok/s, {swapped / r['measured_tok_s']:.2f}x the "
+                   f"measured {r['measured_tok_s']:.1f} ({where}): what remains is the decode steps' error.")
 
 
 def settled_md(name: str, found: dict | None, rows: list[dict]) -> list[str]:

@@ -33,6 +33,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from workbench.bench.load_prediction import predicted
 from workbench.measure import provenance, specbench
 from workbench.measure.journal import Journal, open_journal
 from workbench.measure.load import WARMUP, WARMUP_TOKENS, check_load, equal_outputs, round_figures, run_load
@@ -276,31 +277,6 @@ def settled(policy: str, records: dict) -> dict | None:
 
 
 # ---- the run ---------------------------------------------------------------------------------------------
-def predicted(rows: list[dict], policies: list[NamedPolicy], models: dict[str, StepCost]) -> list[dict]:
-    """The one cost model's tokens/s (``cost_model.StepCost.predict``) beside each closed-loop row
-    of a policy with one setting, at the row's τ and its mean batch (rounded): what the model
-    says that setting is worth at the batch the run kept, against what the run measured.
-    ``models``: each such policy's step cost by name, its own draft source's (``report_costs``);
-    ``draft`` names the source of each row."""
-    one = {p.name: p.settings()[0] for p in policies if len(p.settings()) == 1}
-    out = []
-    for r in rows:
-        spec, model = one.get(r["policy"]), models.get(r["policy"])
-        if r["mode"] != "closed" or spec is None or model is None or r["mean_batch"] is None \
-                or r["throughput_tok_s"] is None:
-            continue
-        if spec.speculative and r["tau"] is None:
-            continue
-        batch = max(1, round(r["mean_batch"]))
-        guess = model.predict(spec, r["tau"], batch=batch)
-        out.append({"policy": r["policy"], "draft": spec.draft.name if spec.speculative else "no draft",
-                    "load": r["load"], "batch": batch, "tau": r["tau"],
-                    "predicted_tok_s": round(guess.tokens_per_s, 2), "measured_tok_s": r["throughput_tok_s"],
-                    "measured_range": [r["spreads"]["throughput_tok_s"]["low"], r["spreads"]["throughput_tok_s"]["high"]],
-                    "step_ms": round(guess.parts.total_ms, 2)})
-    return out
-
-
 def report_costs(wb, policies: list[NamedPolicy], known: dict, log) -> tuple[dict[str, StepCost], dict[str, str]]:
     """The step costs the report's predictions use, by policy name, for each policy with one
     setting: its own draft source's (``step_cost.step_costs``; ``known``: the run's by source,
@@ -359,7 +335,12 @@ def build_result(wb, args, *, info: dict, policies: list[NamedPolicy], loads: li
         "wall_s": round(wall_s, 1),
         "resumed": journal.summary() if journal.resumed else None,
         "rows": rows, "verdicts": verdicts(rows),
-        "predicted": None if not models else {"priced_by": priced_by, "rows": predicted(rows, policies, models)},
+        "predicted": None if not models else {
+            "priced_by": priced_by,
+            "rows": predicted(rows, policies, models, prompts=prompts,
+                              runs={(ld.mode, load_value(ld), p.name): [records[(phase(ld), p.name, k)]
+                                                                        for k in range(args.rounds)]
+                                    for ld in loads for p in policies})},
         "settled": {p.name: settled(p.name, records) for p in policies if p.needs_cost},
         "requests": [{"policy": p.name, "mode": ld.mode, "load": load_value(ld), "prompt_index": q["prompt_index"],
                       "output_ids": q["output_ids"]}

@@ -30,7 +30,7 @@ def cached_at_threads(wb, source, threads: int) -> StepCost | None:
     ``threads`` torch threads (whatever few-row linear order was chosen at those threads), or
     None when none is cached: nothing is measured, since this process runs at its own threads."""
     from workbench.cache_file import read_entries
-    from workbench.measure.step_cost import CACHE_FILE, _cache_key, _current, _model
+    from workbench.measure.step_cost import CACHE_FILE, _cache_key, _model, _readable
     from workbench.store import default_cache_dir
 
     here = _cache_key(wb, source).split(" | ")
@@ -43,7 +43,7 @@ def cached_at_threads(wb, source, threads: int) -> StepCost | None:
                    a == b or (a.startswith("linear ") and b.startswith("linear ")) for a, b in zip(here, parts))
 
     for key, entry in read_entries(default_cache_dir() / CACHE_FILE).items():
-        if same(key) and _current(entry):
+        if same(key) and _readable(entry):  # one from before the prefill was timed does too: no prefill is read
             return _model(entry, source=f"cached in {CACHE_FILE}")
     return None
 

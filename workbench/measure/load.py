@@ -38,7 +38,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from workbench.measure.load_spec import Load
 from workbench.measure.metrics import percentile
@@ -173,6 +173,9 @@ class LoadResult:
     timed: list[TimedRequest]
     steps: list[StepLog]
     stopped: bool  # the time limit came before every request finished
+    # the engine's own phase clocks, summed per setting (``StepProfile.to_json``): its "prefill"
+    # entry is the time the run's prefill steps took, which the load report sets beside the model
+    profile: dict = field(default_factory=dict)
 
     @property
     def tokens(self) -> int:
@@ -213,6 +216,7 @@ class LoadResult:
                 "mean_batch": r(self.mean_batch, 3), "spec_step_share": r(self.spec_step_share, 3),
                 "tau": r(self.tau, 3), "decode_steps": len(self.decode_steps), "capacity": self.capacity,
                 "stopped": self.stopped, "choices": [[b, s, n] for (b, s), n in sorted(self.choices().items())],
+                "profile": self.profile,
                 "requests": [{"index": t.index, "prompt_index": t.prompt_index, "output_ids": t.output_ids,
                               "finish_reason": t.request.finish_reason if t.request is not None else None,
                               "refused": t.refused, "ttft_ms": r(t.ttft_ms), "tpot_ms": r(t.tpot_ms),
@@ -320,8 +324,7 @@ class LoadRun:
 
     def result(self) -> LoadResult:
         return LoadResult(self.name, self.load, capacity=self.engine.capacity, seconds=self.seconds, timed=self.timed,
-                          steps=list(self.log),
-                          stopped=self.stopped)
+                          steps=list(self.log), stopped=self.stopped, profile=self.engine.profile.to_json())
 
 
 def run_load(wb, policy: NamedPolicy, *, prompts: list[list[int]], load: Load, max_new_tokens: int,

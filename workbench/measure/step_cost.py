@@ -6,19 +6,29 @@ tune``, the bench report, the app's Compare, the notebooks): the loaded target's
 ``measure_verify_cost`` and ``measure_draft_cost``, after a committed prefix of ``PREFIX``
 tokens), and the step's **overhead** outside the forwards: real engine steps, plain and
 speculative (``OVERHEAD_SETTING``), of ``OVERHEAD_BATCHES`` requests, timed whole, less what the
-curves say their forwards cost; a line through the two batches gives ms per step and ms per
-request. What a draft forward costs each draft source says (``DraftSource.draft_cost``, given the
-``Timers`` here): the EAGLE head is timed; a draft model is timed as a target of its own; the
-early exit ``exit:N`` is taken as N / L of a verify of as many tokens; the n-gram lookup runs no
-forward.
+curves say their forwards cost; the least-squares line through the batches gives ms per step and
+ms per request. The batches reach 8 requests, so a step of as many as a load keeps in flight is
+priced from a measurement, not from a line drawn through 1 and 4 and extended. What a draft
+forward costs each draft source says (``DraftSource.draft_cost``, given the ``Timers`` here): the
+EAGLE head is timed; a draft model is timed as a target of its own; the early exit ``exit:N`` is
+taken as N / L of a verify of as many tokens; the n-gram lookup runs no forward.
+
+What a request costs outside its decode steps is measured on the same engine, one request of
+each of ``PREFILL_LENGTHS`` random prompt tokens (``measure_prefill``): the engine's **prefill**
+step (the target's forward over the prompt and the engine's work to admit it, its profile's
+``prefill`` setting), and, for a draft that runs a forward over the prompt (the head, a draft
+model), the first speculative step's draft extend, the draft's **catch-up** over the prompt rows.
 
 The measurement runs ``ROUNDS`` whole rounds one after another (seconds on a small model)
 and is cached in ``<cache>/step-costs.json`` (``<cache>`` as for the model store) under the CPU
 (``cpu_choices.cpu_signature``), torch version, threads, device, dtype, the target's and the
 draft's shapes, only when the curves' rounds agree: every size's round medians within ``AGREE`` of
-their median (the overhead, a difference of two times, is the median of its rounds and not held
-to that). A busy machine makes them disagree; the medians are used for this run, nothing is
-cached, and the next run measures again (as the linear-order choice does, ``cpu_choices.py``).
+their median (the overhead, a difference of two times, and the prefill and catch-up, one step
+each, are the medians of their rounds and not held to that). A busy machine makes them disagree;
+the medians are used for this run, nothing is cached, and the next run measures again (as the
+linear-order choice does, ``cpu_choices.py``). An entry measured before the prefill was, or at
+other overhead batches, is measured again too (``_current``); a reader that never measures (the
+lessons, at other threads) still takes one whose curves are at today's sizes (``_readable``).
 Every figure that quotes the model names the measurement (``StepCost.measured``: date, CPU,
 threads, dtype).
 
@@ -33,14 +43,14 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from statistics import median
+from statistics import linear_regression, median
 
 import torch
 
 from workbench.measure.cost import measure_draft_cost, measure_verify_cost
 from workbench.cache_file import add_entry, read_entries
 from workbench.cpu_choices import cpu_model, cpu_signature
-from workbench.cost_model import Overhead, StepCost
+from workbench.cost_model import StepCost
 from workbench.engine.drafts.base import DraftSource
 
 CACHE_FILE = "step-costs.json"
@@ -56,9 +66,15 @@ REPEATS = 3  # timed calls per size in a round (their median), after one untimed
 ROUNDS = 3  # the median of three: one round a busy moment slowed does not move it
 TIMING = {"prefix_len": PREFIX, "repeats": REPEATS, "warmup": 1}
 AGREE = 0.25  # (max - min) / median of a size's round medians, at most, for a cacheable verdict
-OVERHEAD_BATCHES = (1, 4)  # requests in the engine steps timed for the overhead: a line through two batches
+# Requests in the engine steps timed for the overhead, up to the 8 a load keeps in flight: a step
+# of 8 is priced from a measurement, not from the line through 1 and 4 extended (at 8 requests
+# docs/bench/load-cpu-avx2.md measured speculative steps far dearer than that line said).
+OVERHEAD_BATCHES = (1, 4, 8)
 OVERHEAD_STEPS = 6  # timed steps per batch and kind, after untimed ones (the prefill, the draft's catch-up)
 OVERHEAD_SETTING = dict(num_steps=3, topk=2, num_draft_tokens=4)  # a small tree: what a CPU runs
+# Prompt tokens of the prefills timed (each prefill once a round): Spec-Bench's prompts run from
+# about 40 to 770 tokens through the chat template; past 512 the last slope is read on.
+PREFILL_LENGTHS = (32, 128, 512)
 
 
 def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None, log=None) -> StepCost:
@@ -77,15 +93,19 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
     rounds = []
     for _ in range(ROUNDS):
         verify, draft = _measure(wb, source)
-        rounds.append((verify, draft, measure_overhead(wb, source, StepCost(verify, draft))))
+        prefill, catch_up = measure_prefill(wb, source)
+        overhead = measure_overhead(wb, source, StepCost(verify, draft))
+        rounds.append({"verify": verify, "draft": draft, "overhead": overhead, "prefill": prefill, "catch_up": catch_up})
     say(f"[cost] measured in {time.perf_counter() - t0:.0f} s")
-    verify, v_agree = _agreed([r[0] for r in rounds])
-    draft, d_agree = _agreed([r[1] for r in rounds])
-    entry = {"verify": verify, "draft": draft, "verify_range": _ranges([r[0] for r in rounds]),
-             "draft_range": _ranges([r[1] for r in rounds]),
-             "overhead": {k: round(median(r[2][k] for r in rounds), 3) for k in rounds[0][2]},
-             "measured": measurement_label(wb), "cpu": cpu_signature(), "rounds": ROUNDS,
-             "per_round": [{"verify": v, "draft": d, "overhead": o} for v, d, o in rounds]}
+    verify, v_agree = _agreed([r["verify"] for r in rounds])
+    draft, d_agree = _agreed([r["draft"] for r in rounds])
+    entry = {"verify": verify, "draft": draft, "verify_range": _ranges([r["verify"] for r in rounds]),
+             "draft_range": _ranges([r["draft"] for r in rounds]),
+             "overhead": {k: round(median(r["overhead"][k] for r in rounds), 3) for k in rounds[0]["overhead"]},
+             "overhead_batches": list(OVERHEAD_BATCHES),
+             "prefill": _agreed([r["prefill"] for r in rounds])[0],
+             "catch_up": _agreed([r["catch_up"] for r in rounds])[0],
+             "measured": measurement_label(wb), "cpu": cpu_signature(), "rounds": ROUNDS, "per_round": rounds}
     if not (v_agree and d_agree):
         say(f"[cost] the {ROUNDS} rounds differ by more than {AGREE:.0%} at some size (a busy machine?): "
             "their medians are used for this run, nothing cached, measured again next run")
@@ -95,9 +115,7 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
 
 
 def _model(entry: dict, source: str) -> StepCost:
-    return StepCost(entry["verify"], entry["draft"], source=source, overhead=Overhead(**entry["overhead"]),
-                    measured=entry.get("measured", ""), verify_range=entry.get("verify_range", ()),
-                    draft_range=entry.get("draft_range", ()))
+    return StepCost.from_dict({**entry, "source": source})
 
 
 def measurement_label(wb) -> str:
@@ -131,9 +149,13 @@ def measure_overhead(wb, source: DraftSource | None, forwards: StepCost, prefix_
 
 
 def _line(xs: tuple[int, ...], ys: list[float]) -> tuple[float, float]:
-    """(intercept, slope) through the first and last point, rounded to µs."""
-    slope = (ys[-1] - ys[0]) / (xs[-1] - xs[0]) if len(xs) > 1 else 0.0
-    return round(ys[0] - slope * xs[0], 3), round(slope, 3)
+    """(intercept, slope) of the least-squares line through the points, rounded to µs (one
+    point: flat). Three batches or more: one step that a busy moment slowed moves the line less
+    than it moves a line through two."""
+    if len(xs) < 2:
+        return round(ys[0], 3), 0.0
+    slope, intercept = linear_regression(xs, ys)
+    return round(intercept, 3), round(slope, 3)
 
 
 def _step_overhead(wb, spec, *, batch: int, forwards: StepCost, prefix_len: int) -> float:
@@ -163,6 +185,36 @@ def _step_overhead(wb, spec, *, batch: int, forwards: StepCost, prefix_len: int)
     if not out:
         raise RuntimeError(f"no engine step of {spec.name} at {batch} requests could be timed")
     return median(out)
+
+
+def measure_prefill(wb, source: DraftSource | None) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """One round of (prompt tokens, ms) points: the engine's prefill step of one request of each
+    of ``PREFILL_LENGTHS`` random tokens (the lengths that fit the model's context), and, where
+    ``source`` drafts with a forward over the prompt (``Needs.loaded``: a head or a draft model),
+    the draft extend of the first speculative step after it, which runs every prompt row (else
+    no catch-up points). The engine is the one a load runs: with such a draft, under
+    ``OVERHEAD_SETTING`` (the prefill is the same whichever setting follows). No points where no
+    length fits the context: the prefill is then priced 0, and the report says so."""
+    from workbench.engine.config import SpecConfig
+
+    catches_up = source is not None and source.needs.loaded
+    spec = SpecConfig.from_knobs("eagle2", **OVERHEAD_SETTING, draft=source) if catches_up else SpecConfig("vanilla")
+    new_tokens = 2 + spec.num_draft_tokens  # room for the first speculative step
+    room = wb.target.config.max_position_embeddings - new_tokens - spec.num_draft_tokens
+    vocab = wb.target.config.vocab_size
+    prefill, catch_up = [], []
+    for n in [n for n in PREFILL_LENGTHS if n <= room]:
+        engine = wb.engine(spec)
+        engine.stop_ids = set()  # a random prompt may sample a stop token at once
+        engine.add_requests([torch.randint(0, vocab, (n,), generator=torch.Generator().manual_seed(n)).tolist()],
+                            new_tokens)
+        engine.step()  # the prefill: its step, admission included, is the profile's "prefill"
+        prefill.append((n, round(engine.profile.settings["prefill"].wall_ms, 3)))
+        if catches_up:
+            engine.step()  # the first speculative step: its extend runs the n pending pairs
+            step = next(t for setting, t in engine.profile.settings.items() if setting != "prefill")
+            catch_up.append((n, round(step.phases_ms["draft_extend_ms"], 3)))
+    return prefill, catch_up
 
 
 def _forwards_ms(forwards: StepCost, spec, batch: int, tau: float) -> float:
@@ -254,9 +306,9 @@ class Timers:
         return [(r["tokens"], r["ms"]) for r in measure_verify_cost(self.wb.draft, DRAFT_ROWS, **TIMING)]
 
 
-def _current(cached) -> bool:
-    """Whether a cache entry was measured at today's sizes (one from a sparser grid, or unreadable,
-    is measured again)."""
+def _readable(cached) -> bool:
+    """Whether a cache entry's curves were measured at today's sizes, with an overhead (one from a
+    sparser grid, or unreadable, is not)."""
     if not isinstance(cached, dict):
         return False
     try:
@@ -266,6 +318,19 @@ def _current(cached) -> bool:
         return False
     # the draft at DRAFT_ROWS when timed, at the verify sizes when read off them (exit:N), none without a forward
     return verify == list(VERIFY_SIZES) and draft in ([], list(DRAFT_ROWS), list(VERIFY_SIZES)) and "overhead" in cached
+
+
+def _current(cached) -> bool:
+    """Whether a cache entry was measured as today's code measures: ``_readable``, with the
+    overhead through today's batches and the prefill timed at today's lengths (else it is
+    measured again)."""
+    if not _readable(cached):
+        return False
+    try:
+        prefill = [int(n) for n, _ in cached["prefill"]]
+    except (KeyError, TypeError, ValueError):
+        return False
+    return cached.get("overhead_batches") == list(OVERHEAD_BATCHES) and set(prefill) <= set(PREFILL_LENGTHS)
 
 
 def _agreed(rounds: list[list[tuple[int, float]]]) -> tuple[list[tuple[int, float]], bool]:
