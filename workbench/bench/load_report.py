@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from workbench.viz.tokens import or_dash
+
 LOOPS = {"closed": ("Closed loop: a fixed number of requests in flight", "concurrency"),
          "open": ("Open loop: Poisson arrivals", "rate (req/s)")}
 GPU_CAVEAT = ("Measured on this machine: where a verify of many tokens costs several decode steps (a CPU), "
@@ -26,10 +28,6 @@ def write_all(out_dir: Path, result: dict) -> tuple[list[Path], str]:
     paths[0].write_text(json.dumps(result, indent=1), encoding="utf-8")
     paths[1].write_text(markdown(result), encoding="utf-8")
     return paths, "\n\n".join(table(result["rows"], mode) for mode in LOOPS if _rows(result["rows"], mode))
-
-
-def _f(x, spec: str = ".1f") -> str:
-    return "–" if x is None else f"{x:{spec}}"
 
 
 def _with_range(row: dict, key: str, spec: str = ".1f") -> str:
@@ -57,10 +55,11 @@ def table(rows: list[dict], mode: str) -> str:
         unfinished = r["requests"] - r["finished"]
         note = f" ({unfinished} unfinished)" if unfinished else ""
         out.append(f"| {r['load']:g} | `{r['policy']}`{note} | {_with_range(r, 'throughput_tok_s')} | "
-                   f"{_with_range(r, 'tpot_ms_p50', '.0f')} | {_f(r['tpot_ms_p90'], '.0f')} | "
-                   f"{_f(r['ttft_ms_p50'], '.0f')} | {_f(r['ttft_ms_p90'], '.0f')} | {_f(r['e2e_ms_p50'], '.0f')} | "
-                   f"{_f(r['e2e_ms_p90'], '.0f')} | {_f(r['mean_batch'], '.2f')} | {_f(r['spec_step_share'], '.0%')} | "
-                   f"{_f(r['tau'], '.2f')} | {_equal(r['equal_to_off'])} |")
+                   f"{_with_range(r, 'tpot_ms_p50', '.0f')} | {or_dash(r['tpot_ms_p90'], '.0f')} | "
+                   f"{or_dash(r['ttft_ms_p50'], '.0f')} | {or_dash(r['ttft_ms_p90'], '.0f')} | "
+                   f"{or_dash(r['e2e_ms_p50'], '.0f')} | {or_dash(r['e2e_ms_p90'], '.0f')} | "
+                   f"{or_dash(r['mean_batch'], '.2f')} | {or_dash(r['spec_step_share'], '.0%')} | "
+                   f"{or_dash(r['tau'], '.2f')} | {_equal(r['equal_to_off'])} |")
     return "\n".join(out)
 
 
@@ -80,7 +79,8 @@ def predicted_md(predicted: dict) -> list[str]:
     for r in predicted["rows"]:
         lo, hi = r["measured_range"]
         inside = " (inside the range)" if lo <= r["predicted_tok_s"] <= hi else ""
-        out.append(f"| {r['load']:g} | `{r['policy']}` | {r['batch']} | {_f(r['tau'], '.2f')} | {r['step_ms']:.1f} | "
+        out.append(f"| {r['load']:g} | `{r['policy']}` | {r['batch']} | {or_dash(r['tau'], '.2f')} | "
+                   f"{r['step_ms']:.1f} | "
                    f"{r['predicted_tok_s']:.1f} | {r['measured_tok_s']:.1f} ({lo:.1f}–{hi:.1f}) | "
                    f"{r['predicted_tok_s'] / r['measured_tok_s']:.2f}{inside} |")
     return out + ["", f"Predicted: `cost_model.StepCost.predict` ({predicted['source']}) at the row's τ and its mean "
