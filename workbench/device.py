@@ -20,12 +20,21 @@ def default_device() -> str:
 
 
 @lru_cache(maxsize=1)
-def cpu_has_native_bf16() -> bool:
+def cpu_info() -> dict[str, str]:
+    """``/proc/cpuinfo`` as {field: value}, each field's first value (the first processor's);
+    empty where there is no such file."""
+    fields: dict[str, str] = {}
     try:
-        flags = open("/proc/cpuinfo", encoding="ascii", errors="ignore").read()
+        for line in open("/proc/cpuinfo", encoding="ascii", errors="ignore"):
+            name, _, value = line.partition(":")
+            fields.setdefault(name.strip(), value.strip())
     except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+        pass
+    return fields
+
+
+def cpu_has_native_bf16() -> bool:
+    return bool({"avx512_bf16", "amx_bf16"} & set(cpu_info().get("flags", "").split()))
 
 
 def resolve_dtype(name: str, device: str) -> str:
