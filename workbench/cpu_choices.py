@@ -36,10 +36,9 @@ import torch
 from torch import nn
 
 from workbench.cache_file import add_entry, read_entries
-from workbench.device import cpu_info
+from workbench.device import cpu_info, dtype_name
 from workbench.models.linear import (DTYPE_PATHS, ONEDNN, PACKED, PATH_NAMES, PATHS, PLAIN, ROW_BUCKETS, WEIGHT_LEFT,
-                                     Linear, LinearOrder, available_paths, check_paths, decide, dtype_name,
-                                     pack_weight, time_paths)
+                                     Linear, LinearOrder, available_paths, check_paths, decide, pack_weight, time_paths)
 
 FORCED = {"plain": PLAIN, "weight-left": WEIGHT_LEFT, "mkl-packed": PACKED, "onednn-packed": ONEDNN}  # --linear-order value
 LINEAR_ORDERS = ("auto", *FORCED)  # the values --linear-order accepts

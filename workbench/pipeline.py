@@ -23,7 +23,7 @@ import torch
 
 from workbench.attention.selfcheck import SelfCheck, choose_attention_backend
 from workbench.cpu_choices import choose_linear_order
-from workbench.device import default_device, resolve_dtype
+from workbench.device import default_device, parse_dtype, resolve_dtype
 from workbench.engine.config import SpecConfig
 from workbench.engine.drafts.base import DraftSource
 from workbench.engine.drafts.head import HeadSource, load_head
@@ -37,7 +37,7 @@ from workbench.models.config import ModelConfig
 from workbench.models.draft import DraftHead, load_draft
 from workbench.models.linear import LinearOrder, apply_linear_order
 from workbench.models.llama import TargetModel
-from workbench.models.loading import load_target, parse_dtype
+from workbench.models.loading import load_target
 
 
 HOT_TOKENS_DEFAULT = 4096

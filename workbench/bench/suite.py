@@ -356,7 +356,7 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
     hf_model = None
     if any(n.startswith("hf-") for n in names):
         from workbench.measure.hf_baselines import load_hf_model
-        from workbench.models.loading import parse_dtype
+        from workbench.device import parse_dtype
 
         hf_model = load_hf_model(wb.target_dir, parse_dtype(wb.dtype_name)).to(wb.target.lm_head.weight.device)
     journal.start(info["load_average_start"])  # the models loaded: from here on, results are kept

@@ -360,7 +360,8 @@ def cmd_generate(args) -> int:
 
     from workbench import store
     from workbench.attention.selfcheck import choose_attention_backend
-    from workbench.models.loading import DTYPES, load_target
+    from workbench.device import DTYPES
+    from workbench.models.loading import load_target
 
     target_dir = store.resolve_target(args.target)
     target = load_target(target_dir, DTYPES[cfg.dtype], device)
