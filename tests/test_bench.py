@@ -103,7 +103,7 @@ def test_tree_prediction_uses_the_cost_curves():
 # ---- on a tiny model --------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    from workbench.app.tiny import make_tiny_app_model
+    from workbench.testing.tiny import make_tiny_app_model
 
     return make_tiny_app_model(tmp_path_factory.mktemp("tiny-bench"))
 

@@ -382,7 +382,7 @@ def test_notebooks_are_chosen_by_number_name_or_path():
 
 
 def test_block_rule_lesson_names_a_gain_only_where_the_ranges_separate(tmp_path):
-    from workbench.app.tiny import make_tiny_app_model
+    from workbench.testing.tiny import make_tiny_app_model
     from workbench.lessons.block_rule import RuleRun, expectation_sentence, gain_sentence, rule_runs
     from workbench.pipeline import Workbench
 
