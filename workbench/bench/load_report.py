@@ -89,7 +89,7 @@ def predicted_md(predicted: dict) -> list[str]:
                   "steps where the batch was smaller than its mean (requests arriving and finishing)."]
 
 
-def settled_md(name: str, found: dict | None, rows: list[dict]) -> list[str]:
+def settled_md(name: str, found: dict | None) -> list[str]:
     """What ``name`` ran at each batch size, as a schedule and in the serving engines' terms."""
     from workbench.engine.frameworks import FRAMEWORKS, framework_flags
     from workbench.engine.policy import parse_setting
@@ -240,5 +240,5 @@ def markdown(result: dict) -> str:
         lines += [f"## `{name}` against off and the best fixed tree", "", *auto_md(result["rows"], name), ""]
     for name, found in (result.get("settled") or {}).items():
         lines += [f"## What `{name}` settled on", "", *cost_md(m.get("step_cost")),
-                  *settled_md(name, found, result["rows"]), ""]
+                  *settled_md(name, found), ""]
     return "\n".join(lines)
