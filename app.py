@@ -18,7 +18,7 @@ import argparse
 import os
 import sys
 
-from workbench.errors import ArgumentParser, UserError, reports_user_errors
+from workbench.errors import ArgumentParser, UserError, as_user_error, reports_user_errors
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no calls home from a local tool
 
@@ -63,10 +63,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     from workbench.app.address import server_address
 
-    try:  # a bad port or path is said at once, before gradio and torch load
+    with as_user_error():  # a bad port or path is said at once, before gradio and torch load
         host, port = server_address(args.host, args.port)
-    except ValueError as err:
-        raise UserError(str(err)) from None
     if args.target is not None:
         from workbench.store import resolve_target
 

@@ -31,7 +31,7 @@ import random
 from itertools import groupby
 from pathlib import Path
 
-from workbench.errors import ArgumentParser, UserError, reports_user_errors
+from workbench.errors import ArgumentParser, UserError, as_user_error, reports_user_errors
 from workbench.train.prompt_set import Prompt
 
 # One prompt per word: each template's kind picks the follow-ups that fit it.
@@ -135,10 +135,8 @@ def source_prompts(data: Path, prompts_file: Path | None = None) -> tuple[list[P
     except (OSError, json.JSONDecodeError):
         raise UserError(f"--data {data}: no config.json of python -m workbench.train generate") from None
     cfg = GenConfig(out=data, seed=made["seed"], num_prompts=made["num_prompts"], prompts_file=prompts_file)
-    try:
+    with as_user_error():
         prompts = prompts_for(cfg)
-    except ValueError as err:
-        raise UserError(str(err)) from None
     if data_identity(cfg, prompts)["prompt_set"] != made["prompt_set"]:
         given = f"--prompts {prompts_file}" if prompts_file else "the template set"
         raise UserError(f"--data {data} was made from other prompts than {given}: give the file it was made "

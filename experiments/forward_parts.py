@@ -248,7 +248,7 @@ def build_parser() -> ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from workbench import store
     from workbench.cpu_choices import choose_linear_order, cpu_signature
-    from workbench.models.loading import DTYPES
+    from workbench.device import DTYPES
     from workbench.models.linear import apply_linear_order
     from workbench.models.loading import load_target
 

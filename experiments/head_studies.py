@@ -37,7 +37,7 @@ from experiments.token_sources import report_sources, response_pair_counts, top1
 from experiments.tree_studies import ceiling_tables, tree_use, tree_use_line
 from workbench.measure import specbench
 from workbench.engine.config import SpecConfig
-from workbench.errors import ArgumentParser, UserError, reports_user_errors
+from workbench.errors import ArgumentParser, UserError, as_user_error, reports_user_errors
 from workbench.train.batches import Sequence
 from workbench.train.evaluate import (DEFAULT_METHODS, add_head_args, add_held_out_args, answer_sequences,
                                       check_head_args, check_held_out_args, each_head, load_held_out, load_workbench,
@@ -138,10 +138,8 @@ def cmd_trees(args) -> int:
     check_head_args(args)
     if not (args.tree_use or args.ceiling):
         raise UserError("trees measures --tree-use or --ceiling: give one of them")
-    try:
+    with as_user_error("--methods: "):
         methods = speculative_methods(args.methods)
-    except ValueError as err:
-        raise UserError(f"--methods: {err}") from None
     try:
         exits = tuple(int(x) for x in args.early_exit.split(",") if x.strip())
     except ValueError:

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.measure.hf_baselines import load_hf_model
     from workbench.measure.methods import parse_methods
     from workbench.bench.suite import Runner
-    from workbench.models.loading import parse_dtype
+    from workbench.device import parse_dtype
     from workbench.pipeline import Workbench
 
     torch.set_num_threads(args.threads)

@@ -211,9 +211,9 @@ def listed_paths() -> set[str]:
 
 
 def tiny_app_workbench(folder):
-    """The app's tiny random model (``workbench.app.tiny``) loaded with a random head: what the
+    """The app's tiny random model (``workbench.testing.tiny``) loaded with a random head: what the
     app's unit tests step through."""
-    from workbench.app.tiny import make_tiny_app_model
+    from workbench.testing.tiny import make_tiny_app_model
     from workbench.pipeline import Workbench
 
     return Workbench.load(target=str(make_tiny_app_model(folder, seed=1)), draft="random:1", dtype="fp32")

@@ -1,4 +1,4 @@
-"""The app's API through ``gradio_client``, on a tiny random model (``workbench.app.tiny``):
+"""The app's API through ``gradio_client``, on a tiny random model (``workbench.testing.tiny``):
 Step / Back / the step slider / Run to end / Reset / Compare, each draft source, separate sessions,
 bad input that gets a message naming its field instead of an error, the examples, the benchmark's
 per-task τ (``tests/data/draft-sources.json``), the suggestion after a step that accepted nothing
@@ -19,7 +19,7 @@ from gradio_client import Client  # noqa: E402
 
 from workbench.app.compare import OUTPUTS as COMPARE_OUTPUTS  # noqa: E402
 from workbench.app.state import setting_names  # noqa: E402
-from workbench.app.tiny import make_tiny_app_model  # noqa: E402
+from workbench.testing.tiny import make_tiny_app_model  # noqa: E402
 from workbench.app.views import VIEWS  # noqa: E402
 
 # Gradio's queue calls pandas APIs that pandas 3 deprecates: not this project's to fix.

@@ -62,7 +62,7 @@ def app(tmp_path_factory):
 
         wb, info = load_workbench()
     else:
-        from workbench.app.tiny import make_tiny_app_model
+        from workbench.testing.tiny import make_tiny_app_model
         from workbench.pipeline import Workbench
 
         wb = Workbench.load(target=str(make_tiny_app_model(tmp_path_factory.mktemp("tiny-app"), seed=1)),

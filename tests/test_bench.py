@@ -139,7 +139,7 @@ def test_the_report_prices_each_method_by_its_own_draft_source(made_up_step_cost
 # ---- on a tiny model --------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    from workbench.app.tiny import make_tiny_app_model
+    from workbench.testing.tiny import make_tiny_app_model
 
     return make_tiny_app_model(tmp_path_factory.mktemp("tiny-bench"))
 

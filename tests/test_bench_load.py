@@ -29,7 +29,7 @@ MAX_NEW = 10
 
 @pytest.fixture(scope="module")
 def wb(tmp_path_factory):
-    from workbench.app.tiny import make_tiny_app_model
+    from workbench.testing.tiny import make_tiny_app_model
     from workbench.pipeline import Workbench
 
     path = make_tiny_app_model(tmp_path_factory.mktemp("tiny-load"), seed=1)

@@ -18,7 +18,7 @@ JOBS = 2 * 2 + 1  # 2 questions x 2 methods at T=0, then linear:3 on 1 question 
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    from workbench.app.tiny import make_tiny_app_model
+    from workbench.testing.tiny import make_tiny_app_model
 
     return make_tiny_app_model(tmp_path_factory.mktemp("tiny-resume"))
 

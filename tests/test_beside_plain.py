@@ -12,7 +12,7 @@ from workbench.measure import metrics
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    from workbench.app.tiny import make_tiny_app_model
+    from workbench.testing.tiny import make_tiny_app_model
 
     return make_tiny_app_model(tmp_path_factory.mktemp("tiny-bench"))
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from workbench.app.tiny import make_tiny_app_model
+from workbench.testing.tiny import make_tiny_app_model
 
 
 @pytest.fixture(scope="module")

@@ -203,7 +203,7 @@ def test_an_exit_must_leave_the_target_a_layer(pair):
 # ---- the command line ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    from workbench.app.tiny import make_tiny_app_model
+    from workbench.testing.tiny import make_tiny_app_model
 
     return make_tiny_app_model(tmp_path_factory.mktemp("tiny-cli"))  # 2 layers
 
@@ -354,7 +354,7 @@ def test_a_draft_model_needs_the_targets_vocabulary(pair, tmp_path):
 
 
 def test_cli_drafts_with_a_model_of_the_same_tokenizer(tiny_dir, tmp_path, capsys):
-    from workbench.app.tiny import make_tiny_app_model
+    from workbench.testing.tiny import make_tiny_app_model
 
     draft_dir = make_tiny_app_model(tmp_path / "draft", seed=1)  # the same words, other weights
     rc, plain = _generate(tiny_dir, capsys, "--method", "vanilla")

@@ -41,7 +41,7 @@ def pair(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    from workbench.app.tiny import make_tiny_app_model
+    from workbench.testing.tiny import make_tiny_app_model
 
     return make_tiny_app_model(tmp_path_factory.mktemp("tiny-registry-app"), seed=1)
 

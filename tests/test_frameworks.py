@@ -8,9 +8,9 @@ import json
 import pytest
 
 from workbench.engine.config import SpecConfig, parse_spec
-from workbench.engine.frameworks import (FRAMEWORKS, check_sglang, check_vllm, framework_flags, schedule_flags,
-                                         sglang_most_drafts)
+from workbench.engine.frameworks import FRAMEWORKS, check_sglang, check_vllm, framework_flags, schedule_flags
 from workbench.engine.policy import parse_policy
+from workbench.engine.tree import max_candidates
 
 
 def _vllm_config(text: str) -> dict:
@@ -85,7 +85,7 @@ def test_check_sglang_refuses_what_sglang_would_change():
     with pytest.raises(ValueError, match="num_steps \\+ 1 = 6"):
         check_sglang(5, 1, 4)
     with pytest.raises(ValueError, match="at most"):
-        check_sglang(2, 2, 2 + sglang_most_drafts(2, 2))
+        check_sglang(2, 2, 2 + max_candidates(2, 2))
     check_sglang(5, 4, 8)
 
 

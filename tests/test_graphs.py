@@ -161,7 +161,7 @@ def test_a_failed_capture_runs_eagerly_and_says_so_once(pair, capsys):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU behaviour")
 def test_cli_refuses_cuda_graphs_without_cuda(tmp_path, capsys):
-    from workbench.app.tiny import make_tiny_app_model
+    from workbench.testing.tiny import make_tiny_app_model
     from workbench.cli import main
 
     path = make_tiny_app_model(tmp_path / "tiny")

@@ -382,7 +382,7 @@ def test_notebooks_are_chosen_by_number_name_or_path():
 
 
 def test_block_rule_lesson_names_a_gain_only_where_the_ranges_separate(tmp_path):
-    from workbench.app.tiny import make_tiny_app_model
+    from workbench.testing.tiny import make_tiny_app_model
     from workbench.lessons.block_rule import RuleRun, expectation_sentence, gain_sentence, rule_runs
     from workbench.pipeline import Workbench
 
@@ -473,7 +473,7 @@ def test_where_c_passes_one_is_computed_from_the_sweep():
 def test_predictions_come_from_the_one_cost_model():
     from workbench.cost_model import Overhead, StepCost
     from workbench.engine.drafts.exit import ExitSource
-    from workbench.lessons.predictions import at_context, memory_bound, plain_forwards, with_draft
+    from workbench.lessons.predictions import at_context, memory_bound, with_draft
 
     cost = StepCost(((1, 10.0), (2, 12.0), (4, 16.0), (8, 24.0)), ((1, 1.0), (2, 1.5)),
                     overhead=Overhead(1.0, 0.5, 2.0, 0.5), verify_range=((9, 11), (11, 13), (15, 17), (23, 25)))
@@ -488,7 +488,6 @@ def test_predictions_come_from_the_one_cost_model():
     assert longer.overhead == cost.overhead and longer.verify_range == ()
     with pytest.raises(ValueError, match="decode step"):
         at_context(cost, {4: 30.0})
-    assert plain_forwards(cost).plain_ms(1) == 10.0 and cost.plain_ms(1) == 11.5
 
     class FakeWb:  # what Timers reads of a Workbench: its target's layers
         target = SimpleNamespace(config=SimpleNamespace(num_layers=30))

@@ -195,7 +195,7 @@ def test_drift_sentence_follows_the_numbers():
 
 def test_app_step_header_says_lossy(tmp_path):
     from workbench.app.state import Session, Settings
-    from workbench.app.tiny import make_tiny_app_model
+    from workbench.testing.tiny import make_tiny_app_model
     from workbench.app.views import VIEWS, render
     from workbench.pipeline import Workbench
 

@@ -10,7 +10,7 @@ from argparse import Namespace
 import pytest
 
 from workbench.app.load_tab import parse_inputs
-from workbench.app.tiny import make_tiny_app_model
+from workbench.testing.tiny import make_tiny_app_model
 from workbench.bench import load_run
 from workbench.cli import build_parser, main, policy_from_args
 from workbench.engine.config import SpecConfig

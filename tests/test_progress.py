@@ -55,7 +55,7 @@ def test_the_line_redraws_in_place_at_most_every_interval_and_ends_with_a_newlin
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    from workbench.app.tiny import make_tiny_app_model
+    from workbench.testing.tiny import make_tiny_app_model
 
     return make_tiny_app_model(tmp_path_factory.mktemp("tiny-progress"))
 

@@ -51,7 +51,7 @@ def test_fallback_to_torch_with_one_line():
 
 def test_workbench_load_falls_back_when_the_kernel_fails(tmp_path, monkeypatch, capsys):
     import workbench.attention.triton_tree as triton_tree
-    from workbench.app.tiny import make_tiny_app_model
+    from workbench.testing.tiny import make_tiny_app_model
     from workbench.pipeline import Workbench
 
     path = make_tiny_app_model(tmp_path / "tiny")

@@ -88,7 +88,7 @@ def test_every_step_drafts_the_shape_from_the_same_head(pair, spec):
 def test_cli_static_trace_records_method_and_paths(tmp_path, capsys):
     import json
 
-    from workbench.app.tiny import make_tiny_app_model
+    from workbench.testing.tiny import make_tiny_app_model
     from workbench.cli import main
 
     tiny = make_tiny_app_model(tmp_path / "tiny")

@@ -308,7 +308,7 @@ def test_bench_summary_and_report_carry_the_metrics_and_the_stop_causes():
 def test_generate_json_prints_vllms_metrics_and_with_a_trace_the_stop_causes(tmp_path, capsys):
     import json
 
-    from workbench.app.tiny import make_tiny_app_model
+    from workbench.testing.tiny import make_tiny_app_model
     from workbench.cli import main
 
     tiny = make_tiny_app_model(tmp_path / "tiny")

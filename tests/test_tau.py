@@ -110,7 +110,7 @@ def test_tau_is_tokens_emitted_over_verify_steps_for_every_request(pair, spec):
 
 
 def test_cli_json_tau_is_tokens_emitted_over_verify_steps(tmp_path, capsys):
-    from workbench.app.tiny import make_tiny_app_model
+    from workbench.testing.tiny import make_tiny_app_model
     from workbench.cli import main
 
     tiny = make_tiny_app_model(tmp_path / "tiny")

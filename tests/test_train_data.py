@@ -271,7 +271,7 @@ def test_features_are_the_targets_prefill_and_held_out_is_by_prompt(tiny_target,
 
 def test_training_reads_several_data_directories_in_turn(tiny_target, tmp_path):
     """``train --shards A B``: the template set's data and a prompts file's, each with its own held-out prompts."""
-    from workbench.train.__main__ import load_sequences, parse_args
+    from workbench.train.__main__ import build_parser, load_sequences
 
     mine = write_lines(tmp_path / "mine.jsonl", [{"text": f"Tell me about topic {i}."} for i in range(4)])
     a, b = tmp_path / "a", tmp_path / "b"
@@ -279,20 +279,21 @@ def test_training_reads_several_data_directories_in_turn(tiny_target, tmp_path):
     run(small_config(b, prompts_file=mine, num_prompts=None), tiny_target, FakeChat(), (95,), log=lambda *k, **kw: None)
 
     def tokens(argv):
-        train, val = load_sequences(parse_args(["train", "--val-every", "3", "--shards", *map(str, argv)]), tiny_target)
+        args = build_parser().parse_args(["train", "--val-every", "3", "--shards", *map(str, argv)])
+        train, val = load_sequences(args, tiny_target)
         return [s.tokens.tolist() for s in train], [s.tokens.tolist() for s in val]
 
     (train_a, val_a), (train_b, val_b) = tokens([a]), tokens([b])
     assert tokens([a, b]) == (train_a + train_b, val_a + val_b) and len(val_b) == 2  # prompts 0 and 3 of each
-    assert parse_args(["train"]).shards == [DEFAULT_OUT]
+    assert build_parser().parse_args(["train"]).shards == [DEFAULT_OUT]
 
 
 def test_val_positions_caps_the_held_out_conversations_training_validates_on(tiny_target, tmp_path, capsys):
-    from workbench.train.__main__ import first_positions, load_sequences, main, parse_args
+    from workbench.train.__main__ import build_parser, first_positions, load_sequences, main
 
     run(small_config(tmp_path, num_prompts=8), tiny_target, FakeChat(), (95,), log=lambda *a, **k: None)
     base = ["train", "--shards", str(tmp_path), "--val-every", "3"]
-    train, val = load_sequences(parse_args(base), tiny_target)
+    train, val = load_sequences(build_parser().parse_args(base), tiny_target)
     assert len(val) >= 3 and train
     cap = val[0].num_targets + val[1].num_targets
     assert [s.tokens.tolist() for s in first_positions(val, cap)] == [s.tokens.tolist() for s in val[:2]]

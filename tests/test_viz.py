@@ -30,7 +30,7 @@ from workbench.viz.sampling import acceptance_stack_figure, coin_rows, sampling_
 from workbench.viz.style import NODE, SLOT
 from workbench.viz.tokens import plotly_text
 from workbench.viz.tree import MARGIN, WIDTH, collapse_dropped, layout_tree, node_status, tree_figure, tree_graph
-from workbench.viz.walk import moves_html, moves_upto, pointer_rows, pointer_table_html, walk_moves, walk_position
+from workbench.viz.walk import moves_html, pointer_rows, pointer_table_html, walk_moves, walk_position
 
 RUNS = {
     "eagle2": (SpecConfig("eagle2", num_steps=3, topk=3, num_draft_tokens=7), SamplingParams()),
@@ -397,7 +397,6 @@ def test_seed_tree_walk():
         ("retrieve_next_token", 0, 1, True), ("retrieve_next_token", 1, 3, False),
         ("retrieve_next_sibling", 3, 4, True)]
     assert moves[-1]["kind"] == "stop" and moves[-1]["reason"].startswith("a leaf")
-    assert moves_upto(tr, 2) == moves[:2] and moves_upto(tr, 99) == moves
     assert walk_position(tr, 0) == (0, 1) and walk_position(tr, 2) == (1, 4) and walk_position(tr, 4) == (4, None)
     rows = pointer_rows(tr)
     assert [r["retrieve_next_token"] for r in rows] == [1, 3, 5, -1, -1, -1]

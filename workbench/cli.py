@@ -16,7 +16,7 @@ from workbench.bench.suite import add_bench_parser
 from workbench.device import default_device
 from workbench.engine.config import check_context
 from workbench.engine.policy import POLICY_GRAMMAR, NamedPolicy, read_policy
-from workbench.errors import ArgumentParser, UserError, reports_user_errors
+from workbench.errors import ArgumentParser, UserError, as_user_error, reports_user_errors
 from workbench.jsonl import prompt_rows
 from workbench.flags import (add_model_args, add_spec_args, default_tree_pick, load_from_args, new_file, positive,
                              spec_from_args)
@@ -28,10 +28,8 @@ def read_prompts(args) -> list[dict]:
     """[{"id", "prompt"}] from --prompt or a JSONL --prompts file (``prompt`` or ``turns[0]``)."""
     if args.prompt is not None:
         return [{"id": 0, "prompt": args.prompt}]
-    try:
+    with as_user_error("--prompts "):
         rows = prompt_rows(args.prompts)
-    except ValueError as err:
-        raise UserError(f"--prompts {err}") from None
     items = [{"id": row.get("id", row.get("question_id", i)), "prompt": text} for i, (row, text) in enumerate(rows)]
     if not items:
         raise UserError(f"--prompts {args.prompts}: no prompts")
@@ -42,10 +40,8 @@ def policy_from_args(args, spec) -> NamedPolicy | None:
     """``--policy`` (None: the method every step, as without it), checked before anything loads."""
     if args.policy is None:
         return None
-    try:
+    with as_user_error("--policy: "):
         return read_policy(args.policy, spec)
-    except ValueError as err:
-        raise UserError(f"--policy: {err}") from None
 
 
 def cmd_generate(args) -> int:
@@ -61,15 +57,11 @@ def cmd_generate(args) -> int:
     device = args.device or default_device()
     check_cuda_graphs(args.cuda_graphs, device, args.attention or default_backend(device))  # before the load
     wb = load_from_args(args, speculative)
-    try:
+    with as_user_error():
         encoded = [wb.encode(it["prompt"], args.raw) for it in items]
-    except ValueError as err:
-        raise UserError(str(err)) from None
     for it, ids in zip(items, encoded):
-        try:
+        with as_user_error(f"prompt {it['id']!r}: "):
             check_context(spec, wb.target.config.max_position_embeddings, len(ids), args.max_new_tokens)
-        except ValueError as err:
-            raise UserError(f"prompt {it['id']!r}: {err}") from None
     what = spec.describe() if named is None else f"policy {args.policy}"
     chosen = default_tree_pick(args) if named is None else None
     if chosen is not None:  # eagle2 without tree flags: say which tree runs, why, and the others' trees
@@ -96,13 +88,11 @@ def cmd_generate(args) -> int:
         def show(requests, seconds: float, label: str = label) -> None:
             status.update(progress_text(label, requests, seconds, speculative))
 
-        try:
+        with as_user_error():  # a request the KV capacity can never hold: its size and the capacity
             reqs, seconds = wb.generate(encoded[start : start + bs], spec, sampling, args.max_new_tokens,
                                         trace_sink=sink,
                                         on_step=show if status.enabled else None, policy=policy,
                                         kv_slots=args.kv_slots)
-        except ValueError as err:  # a request the KV capacity can never hold: its size and the capacity
-            raise UserError(str(err)) from None
         status.finish(progress_text(label, reqs, seconds, speculative))
         for n, (it, req) in enumerate(zip(batch, reqs), start):
             out = result_record(wb, it, req=req, seconds=seconds, depth=depth if speculative else 0)

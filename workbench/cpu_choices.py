@@ -36,9 +36,9 @@ import torch
 from torch import nn
 
 from workbench.cache_file import add_entry, read_entries
+from workbench.device import cpu_info, dtype_name
 from workbench.models.linear import (DTYPE_PATHS, ONEDNN, PACKED, PATH_NAMES, PATHS, PLAIN, ROW_BUCKETS, WEIGHT_LEFT,
-                                     Linear, LinearOrder, available_paths, check_paths, decide, dtype_name,
-                                     pack_weight, time_paths)
+                                     Linear, LinearOrder, available_paths, check_paths, decide, pack_weight, time_paths)
 
 FORCED = {"plain": PLAIN, "weight-left": WEIGHT_LEFT, "mkl-packed": PACKED, "onednn-packed": ONEDNN}  # --linear-order value
 LINEAR_ORDERS = ("auto", *FORCED)  # the values --linear-order accepts
@@ -51,24 +51,12 @@ REPEATS = 3  # timed repeats per order and row count in one round, the fastest k
 
 def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
-    try:
-        for line in open("/proc/cpuinfo", encoding="ascii", errors="ignore"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+    return cpu_info().get("model name") or platform.processor() or platform.machine() or "unknown CPU"
 
 
 def cpu_flags() -> set[str]:
     """The CPU's feature flags (``/proc/cpuinfo``; empty where there is none)."""
-    try:
-        for line in open("/proc/cpuinfo", encoding="ascii", errors="ignore"):
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
+    return set(cpu_info().get("flags", "").split())
 
 
 def cpu_kind(flags: set[str]) -> str:
@@ -83,17 +71,7 @@ def cpu_kind(flags: set[str]) -> str:
 def cpu_signature() -> str:
     """The CPU as the cache tells machines apart: its model name, family and model numbers and
     the vector extensions that change which order wins (one model name can cover several)."""
-    fields, flags = {}, set()
-    try:
-        for line in open("/proc/cpuinfo", encoding="ascii", errors="ignore"):
-            name, _, value = line.partition(":")
-            name = name.strip()
-            if name == "flags":
-                flags = set(value.split())
-                break
-            fields.setdefault(name, value.strip())
-    except OSError:
-        pass
+    fields, flags = cpu_info(), cpu_flags()
     isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
     return (f"{cpu_model()} (family {fields.get('cpu family', '?')} model {fields.get('model', '?')}; "
             f"{' '.join(isa) or 'no avx2'})")

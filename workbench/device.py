@@ -12,7 +12,8 @@ from functools import lru_cache
 
 import torch
 
-DTYPE_CHOICES = ("auto", "fp32", "bf16", "fp16")
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}  # by the name the flags take
+DTYPE_CHOICES = ("auto", *DTYPES)
 
 
 def default_device() -> str:
@@ -20,12 +21,32 @@ def default_device() -> str:
 
 
 @lru_cache(maxsize=1)
-def cpu_has_native_bf16() -> bool:
+def cpu_info() -> dict[str, str]:
+    """``/proc/cpuinfo`` as {field: value}, each field's first value (the first processor's);
+    empty where there is no such file."""
+    fields: dict[str, str] = {}
     try:
-        flags = open("/proc/cpuinfo", encoding="ascii", errors="ignore").read()
+        for line in open("/proc/cpuinfo", encoding="ascii", errors="ignore"):
+            name, _, value = line.partition(":")
+            fields.setdefault(name.strip(), value.strip())
     except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+        pass
+    return fields
+
+
+def cpu_has_native_bf16() -> bool:
+    return bool({"avx512_bf16", "amx_bf16"} & set(cpu_info().get("flags", "").split()))
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    if name not in DTYPES:
+        raise ValueError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}")
+    return DTYPES[name]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.bfloat16`` -> ``"bf16"``: the name the flags take (``str(dtype)`` for another dtype)."""
+    return next((name for name, d in DTYPES.items() if d == dtype), str(dtype))
 
 
 def resolve_dtype(name: str, device: str) -> str:

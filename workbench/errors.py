@@ -15,12 +15,24 @@ nothing heavy: ``--help`` and argument errors come back without loading torch.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import sys
 
 
 class UserError(ValueError):
     """A problem with the user's input, reported as one clear line."""
+
+
+@contextlib.contextmanager
+def as_user_error(prefix: str = ""):
+    """A ``ValueError`` raised inside becomes a ``UserError`` saying ``prefix`` and its message: a
+    library's complaint about an argument, worded as the command line names that argument
+    (``with as_user_error("--methods: "): parse_methods(text)``)."""
+    try:
+        yield
+    except ValueError as err:
+        raise UserError(f"{prefix}{err}") from None
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):

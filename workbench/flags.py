@@ -26,7 +26,7 @@ from workbench.device import DTYPE_CHOICES, default_device, resolve_dtype
 from workbench.cpu_choices import LINEAR_ORDERS
 from workbench.engine.drafts.registry import check_draft, grammar
 from workbench.engine.sampling import SamplingParams
-from workbench.errors import UserError
+from workbench.errors import UserError, as_user_error
 from workbench.models.heads import default_draft_dir, load_hot_tokens
 from workbench.pipeline import HOT_TOKENS_DEFAULT, Workbench
 
@@ -179,10 +179,8 @@ SPEC_FLAGS = {"method": "--method", "num_steps": "--num-steps", "topk": "--topk"
 
 def spec_from_args(args) -> tuple[SpecConfig, SamplingParams]:
     """The method, tree knobs and sampling flags as validated configs (UserError naming the flag otherwise)."""
-    try:
+    with as_user_error("--temperature: "):  # the flags' types refuse a bad --top-k or --top-p: this is the bound
         sampling = SamplingParams(args.temperature, args.top_k, args.top_p, args.seed)
-    except ValueError as err:  # the flags' types refuse a bad --top-k or --top-p: what is left is the bound
-        raise UserError(f"--temperature: {err}") from None
     knobs = tree_knobs(args)
     try:
         spec = SpecConfig.from_knobs(args.method, **knobs, chain_rule=args.chain_rule,

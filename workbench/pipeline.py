@@ -23,7 +23,7 @@ import torch
 
 from workbench.attention.selfcheck import SelfCheck, choose_attention_backend
 from workbench.cpu_choices import choose_linear_order
-from workbench.device import default_device, resolve_dtype
+from workbench.device import default_device, parse_dtype, resolve_dtype
 from workbench.engine.config import SpecConfig
 from workbench.engine.drafts.base import DraftSource
 from workbench.engine.drafts.head import HeadSource, load_head
@@ -31,13 +31,13 @@ from workbench.engine.drafts.registry import check_draft, parse_draft
 from workbench.engine.engine import Engine
 from workbench.engine.policy import SpecPolicy, parse_policy, policy_for
 from workbench.engine.sampling import SamplingParams
-from workbench.errors import UserError
+from workbench.errors import UserError, as_user_error
 from workbench.models.chat import chat_ids
 from workbench.models.config import ModelConfig
 from workbench.models.draft import DraftHead, load_draft
 from workbench.models.linear import LinearOrder, apply_linear_order
 from workbench.models.llama import TargetModel
-from workbench.models.loading import load_target, parse_dtype
+from workbench.models.loading import load_target
 
 
 HOT_TOKENS_DEFAULT = 4096
@@ -170,10 +170,8 @@ class Workbench:
             missing = self.missing_draft(s.draft)
             if missing is not None:
                 raise UserError(f"{s.describe()}: {missing}")
-            try:
+            with as_user_error():
                 s.draft.check_target(self.target.config)
-            except ValueError as err:
-                raise UserError(str(err)) from None
         return Engine(self.target, self.draft if speculative else None, spec, sampling=sampling, stop_ids=self.stop_ids,
                       trace=trace, token_text=self.token_text, cuda_graphs=self.cuda_graphs, policy=policy,
                       kv_slots=kv_slots, stops=stops)

@@ -290,11 +290,6 @@ def fetch(cache_dir: Path | str | None = None, force: bool = False, progress: bo
     return model_dir
 
 
-def ensure_default_model(progress: bool = True) -> Path:
-    """The default model directory, fetched first if it is not there yet."""
-    return fetch(progress=progress)
-
-
 # ----------------------------------------------------------------------------- targets
 
 
@@ -305,7 +300,7 @@ def resolve_target(target: str | os.PathLike | None) -> Path:
     Llama-family ``model_type`` and safetensors (or pytorch_model.bin) weights.
     """
     if target is None:
-        return ensure_default_model()
+        return fetch()
     label = f"--target {target}"
     path = Path(target).expanduser()
     if not path.exists():

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from workbench.cpu_choices import cpu_flags, cpu_kind
 from workbench.default_tree import measured_pick
-from workbench.engine.drafts.base import DraftSource, boxes
+from workbench.engine.drafts.base import boxes
 from workbench.engine.config import SpecConfig
 from workbench.engine.drafts.registry import parse_draft
 from workbench.models.heads import default_draft_dir

@@ -34,6 +34,7 @@ from workbench.measure.step_cost import policy_costs
 from workbench.viz.html import note, table
 from workbench.viz.load import bars_figure, steps_figure
 from workbench.viz.style import empty_figure
+from workbench.viz.tokens import or_dash
 
 MAX_SECONDS = 60  # one press of Run load, all policies together
 MAX_REQUESTS = 64
@@ -78,11 +79,10 @@ def results_table(results: dict) -> str:
         rec, f = res.record(), round_figures(res.record())
         finished = sum(q["e2e_ms"] is not None for q in rec["requests"])
         same = "–" if off is None else "yes" if equal_outputs(rec, off.record()) else "no"
-        cell = lambda x, spec=".1f": "–" if x is None else f"{x:{spec}}"  # noqa: E731
-        rows.append([f"<code>{html.escape(name)}</code>", cell(f["throughput_tok_s"]), cell(f["tpot_ms_p50"], ".0f"),
-                     cell(f["ttft_ms_p50"], ".0f"), cell(f["e2e_ms_p50"], ".0f"), cell(f["mean_batch"], ".2f"),
-                     cell(f["spec_step_share"], ".0%"), cell(f["tau"], ".2f"), f"{finished}/{len(rec['requests'])}",
-                     same])
+        rows.append([f"<code>{html.escape(name)}</code>", or_dash(f["throughput_tok_s"], ".1f"),
+                     or_dash(f["tpot_ms_p50"], ".0f"), or_dash(f["ttft_ms_p50"], ".0f"), or_dash(f["e2e_ms_p50"], ".0f"),
+                     or_dash(f["mean_batch"], ".2f"), or_dash(f["spec_step_share"], ".0%"), or_dash(f["tau"], ".2f"),
+                     f"{finished}/{len(rec['requests'])}", same])
         attrs.append({"policy": name, "tokens-per-s": f["throughput_tok_s"], "equal": same})
     return (table(["policy", "tokens/s", "TPOT p50 ms", "TTFT p50 ms", "e2e p50 ms", "mean batch", "spec steps", "τ",
                    "finished", "= off"], rows, attrs, name="load")

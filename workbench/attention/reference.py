@@ -19,6 +19,14 @@ import torch
 from workbench.attention.meta import AttentionMeta
 
 
+def head_counts(q: torch.Tensor, k_pool: torch.Tensor) -> tuple[int, int, int]:
+    """(Hq, Hkv, Dh) of q [T, Hq, Dh] and a pool [S, Hkv, Dh]; GQA needs Hq a multiple of Hkv."""
+    hq, dh, hkv = q.shape[1], q.shape[2], k_pool.shape[1]
+    if hq % hkv:
+        raise ValueError(f"{hq} query heads is not a multiple of {hkv} key/value heads")
+    return hq, hkv, dh
+
+
 def visibility(meta: AttentionMeta, b: int, device: torch.device) -> torch.Tensor:
     """``[N_b, P_b + E_b]`` bool: which keys each query of request b may attend. Built once per
     forward and reused by every layer (``meta.cache``)."""
@@ -48,10 +56,7 @@ def attention_reference(
     *, scale: float | None = None,
 ) -> torch.Tensor:
     """q: [T, Hq, Dh]; k_pool, v_pool: [S, Hkv, Dh]. Returns [T, Hq, Dh] in q's dtype."""
-    t, hq, dh = q.shape
-    hkv = k_pool.shape[1]
-    if hq % hkv:
-        raise ValueError(f"{hq} query heads is not a multiple of {hkv} key/value heads")
+    hq, hkv, dh = head_counts(q, k_pool)
     g = hq // hkv
     scale = dh**-0.5 if scale is None else scale
     out = torch.empty_like(q)

@@ -26,15 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from workbench.attention.meta import AttentionMeta
-from workbench.attention.reference import visibility
-
-
-def head_counts(q: torch.Tensor, k_pool: torch.Tensor) -> tuple[int, int, int]:
-    """(Hq, Hkv, Dh) of q [T, Hq, Dh] and a pool [S, Hkv, Dh]; GQA needs Hq a multiple of Hkv."""
-    hq, dh, hkv = q.shape[1], q.shape[2], k_pool.shape[1]
-    if hq % hkv:
-        raise ValueError(f"{hq} query heads is not a multiple of {hkv} key/value heads")
-    return hq, hkv, dh
+from workbench.attention.reference import head_counts, visibility
 
 
 def contiguous_run(meta: AttentionMeta, b: int, slots: torch.Tensor) -> slice | None:

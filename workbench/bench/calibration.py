@@ -19,7 +19,7 @@ from pathlib import Path
 
 from workbench.analysis.calibration import calibration_table
 from workbench.measure import provenance, specbench
-from workbench.errors import ArgumentParser, UserError, reports_user_errors
+from workbench.errors import ArgumentParser, UserError, as_user_error, reports_user_errors
 from workbench.metrics import tau
 from workbench.models.chat import chat_ids
 
@@ -66,10 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.flags import load_from_args
 
     args = build_parser().parse_args(argv)
-    try:
+    with as_user_error(f"--method {args.method}: "):
         methods = parse_methods(args.method)
-    except ValueError as err:
-        raise UserError(f"--method {args.method}: {err}") from None
     if len(methods) != 1 or not methods[0].speculative:
         raise UserError(f"--method {args.method}: calibration takes one speculative method (linear:S, "
                         "eagle2:D/S/K, static:D)")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from workbench.viz.tokens import or_dash
+
 LOOPS = {"closed": ("Closed loop: a fixed number of requests in flight", "concurrency"),
          "open": ("Open loop: Poisson arrivals", "rate (req/s)")}
 GPU_CAVEAT = ("Measured on this machine: where a verify of many tokens costs several decode steps (a CPU), "
@@ -27,10 +29,6 @@ def write_all(out_dir: Path, result: dict) -> tuple[list[Path], str]:
     paths[0].write_text(json.dumps(result, indent=1), encoding="utf-8")
     paths[1].write_text(markdown(result), encoding="utf-8")
     return paths, "\n\n".join(table(result["rows"], mode) for mode in LOOPS if _rows(result["rows"], mode))
-
-
-def _f(x, spec: str = ".1f") -> str:
-    return "–" if x is None else f"{x:{spec}}"
 
 
 def _with_range(row: dict, key: str, spec: str = ".1f") -> str:
@@ -58,10 +56,11 @@ def table(rows: list[dict], mode: str) -> str:
         unfinished = r["requests"] - r["finished"]
         note = f" ({unfinished} unfinished)" if unfinished else ""
         out.append(f"| {r['load']:g} | `{r['policy']}`{note} | {_with_range(r, 'throughput_tok_s')} | "
-                   f"{_with_range(r, 'tpot_ms_p50', '.0f')} | {_f(r['tpot_ms_p90'], '.0f')} | "
-                   f"{_f(r['ttft_ms_p50'], '.0f')} | {_f(r['ttft_ms_p90'], '.0f')} | {_f(r['e2e_ms_p50'], '.0f')} | "
-                   f"{_f(r['e2e_ms_p90'], '.0f')} | {_f(r['mean_batch'], '.2f')} | {_f(r['spec_step_share'], '.0%')} | "
-                   f"{_f(r['tau'], '.2f')} | {_equal(r['equal_to_off'])} |")
+                   f"{_with_range(r, 'tpot_ms_p50', '.0f')} | {or_dash(r['tpot_ms_p90'], '.0f')} | "
+                   f"{or_dash(r['ttft_ms_p50'], '.0f')} | {or_dash(r['ttft_ms_p90'], '.0f')} | "
+                   f"{or_dash(r['e2e_ms_p50'], '.0f')} | {or_dash(r['e2e_ms_p90'], '.0f')} | "
+                   f"{or_dash(r['mean_batch'], '.2f')} | {or_dash(r['spec_step_share'], '.0%')} | "
+                   f"{or_dash(r['tau'], '.2f')} | {_equal(r['equal_to_off'])} |")
     return "\n".join(out)
 
 
@@ -90,7 +89,7 @@ def predicted_md(predicted: dict) -> list[str]:
            "|---|---|---|---|---|---|---|---|---|" + ("---|" if mixed else "")]
     for r in predicted["rows"]:
         (lo, hi), loop = r["measured_range"], r["closed_loop_tok_s"]
-        out.append(f"| {r['load']:g} | `{r['policy']}` | {r['batch']:.2f} | {_f(r['tau'], '.2f')} | "
+        out.append(f"| {r['load']:g} | `{r['policy']}` | {r['batch']:.2f} | {or_dash(r['tau'], '.2f')} | "
                    f"{r['step_ms']:.1f} | {r['predicted_tok_s']:.1f} | {loop:.1f} | {r['measured_tok_s']:.1f} ({lo:.1f}–{hi:.1f}) | "
                    f"{loop / r['measured_tok_s']:.2f}{_inside(loop, lo, hi)} |" + (f" `{r['draft']}` |" if mixed else ""))
     priced = all(r["prefill_priced"] for r in predicted["rows"])
@@ -130,7 +129,7 @@ def _gap_line(r: dict) -> str:
                    f"measured {r['measured_tok_s']:.1f} ({where}): what remains is the decode steps' error.")
 
 
-def settled_md(name: str, found: dict | None, rows: list[dict]) -> list[str]:
+def settled_md(name: str, found: dict | None) -> list[str]:
     """What ``name`` ran at each batch size, as a schedule and in the serving engines' terms."""
     from workbench.engine.frameworks import FRAMEWORKS, framework_flags
     from workbench.engine.policy import parse_setting
@@ -283,5 +282,5 @@ def markdown(result: dict) -> str:
         lines += [f"## `{name}` against off and the best fixed tree", "", *auto_md(result["rows"], name), ""]
     for name, found in (result.get("settled") or {}).items():
         lines += [f"## What `{name}` settled on", "", *cost_md((m.get("step_costs") or {}).get(name)),
-                  *settled_md(name, found, result["rows"]), ""]
+                  *settled_md(name, found), ""]
     return "\n".join(lines)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from workbench.bench import static_vs_dynamic, step_report
 from workbench.measure.floor import compute_ms, ridge_tokens, roofline_ms
+from workbench.viz.tokens import or_dash
 
 
 def write_all(out_dir: Path, result: dict) -> list[Path]:
@@ -28,18 +29,15 @@ def write_all(out_dir: Path, result: dict) -> list[Path]:
     return paths
 
 
-def _fmt(x, spec: str = ".2f", suffix: str = "") -> str:
-    return "–" if x is None else f"{x:{spec}}{suffix}"
-
-
 def headline_table(result: dict) -> str:
     """One row per method: tau (T=0, T=1), tokens/s, speedups, equality with vanilla."""
     rows = ["| method | config | τ (T=0) | τ (T=1) | tokens/s | × vanilla | × HF greedy | = vanilla |",
             "|---|---|---|---|---|---|---|---|"]
     for name, s in result["summary"].items():
-        rows.append(f"| `{name}` | {s['label']} | {_fmt(s.get('tau'))} | {_fmt(s.get('tau_t1'))} | "
-                    f"{_fmt(s['tokens_per_s'], '.1f')} | {_fmt(s.get('speedup_vs_vanilla'), '.2f', 'x')} | "
-                    f"{_fmt(s.get('speedup_vs_hf_greedy'), '.2f', 'x')} | {_fmt(s.get('equal_to_vanilla'), '.0%')} |")
+        rows.append(f"| `{name}` | {s['label']} | {or_dash(s.get('tau'))} | {or_dash(s.get('tau_t1'))} | "
+                    f"{or_dash(s['tokens_per_s'], '.1f')} | {or_dash(s.get('speedup_vs_vanilla'), '.2f', 'x')} | "
+                    f"{or_dash(s.get('speedup_vs_hf_greedy'), '.2f', 'x')} | "
+                    f"{or_dash(s.get('equal_to_vanilla'), '.0%')} |")
     return "\n".join(rows)
 
 
@@ -50,7 +48,7 @@ def task_table(result: dict) -> str:
         cells = []
         for t in tasks:
             pt = s["per_task"].get(t, {})
-            cells.append(_fmt(pt.get("speedup_vs_vanilla"), ".2f", "x") +
+            cells.append(or_dash(pt.get("speedup_vs_vanilla"), ".2f", "x") +
                          (f" (τ {pt['tau']:.2f})" if pt.get("tau") is not None else ""))
         rows.append(f"| `{name}` | " + " | ".join(cells) + " |")
     return "\n".join(rows)
@@ -65,7 +63,7 @@ def _depth_table(result: dict) -> str:
     for name, s in spec.items():
         for t, key in (("0", "per_depth"), ("1", "per_depth_t1")):
             if s.get(key):
-                cells = [_fmt(x, ".2f") for x in s[key]] + [""] * (depth - len(s[key]))
+                cells = [or_dash(x, ".2f") for x in s[key]] + [""] * (depth - len(s[key]))
                 rows.append(f"| `{name}` | {t} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
@@ -79,9 +77,9 @@ def serving_table(result: dict) -> str:
             "acceptance histogram (0, 1, ... accepted) |", "|---|---|---|---|---|---|"]
     for name, s in spec.items():
         v = s["vllm"]
-        per_pos = ", ".join(_fmt(x) for x in v["per_position_acceptance"])
-        rows.append(f"| `{name}` | {_fmt(s.get('tau'))} | {_fmt(v['mean_acceptance_length'])} | "
-                    f"{_fmt(v['draft_acceptance_rate'])} | {per_pos} | {v['acceptance_histogram']} |")
+        per_pos = ", ".join(or_dash(x) for x in v["per_position_acceptance"])
+        rows.append(f"| `{name}` | {or_dash(s.get('tau'))} | {or_dash(v['mean_acceptance_length'])} | "
+                    f"{or_dash(v['draft_acceptance_rate'])} | {per_pos} | {v['acceptance_histogram']} |")
     return "\n".join(rows)
 
 
@@ -293,7 +291,7 @@ def _calibration_md(cal: dict | None) -> str:
     if not cal:
         return "(no calibration pass: --calibration none, or no tree method was run)"
     t, s = cal["table"], cal["table"]["summary"]
-    f = lambda x: "–" if x is None else f"{x:.3f}"  # noqa: E731
+    f = lambda x: or_dash(x, ".3f")  # noqa: E731
     rows = [f"`{cal['method']}` ({cal['label']}), greedy, first turns of {cal['questions']} questions × "
             f"{cal['max_new_tokens']} new tokens, traced: {s['steps']} steps, {s['nodes']} verified nodes, "
             f"{s['tried']} tried (parent accepted), {s['accepted']} accepted. P(accept | tried) "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from workbench.measure import metrics
 from workbench.metrics import speedup
+from workbench.viz.tokens import or_dash
 
 
 def pairs(methods) -> list[tuple]:
@@ -73,10 +74,10 @@ def markdown(rows: list[dict]) -> str:
         return "(no static:D method with an eagle2 partner at the same D was run)"
     out = ["| D | task | static τ | dynamic τ | τ ratio | static tok/s | dynamic tok/s | speed ratio |",
            "|---|---|---|---|---|---|---|---|"]
-    f = lambda x, s=".2f": "–" if x is None else f"{x:{s}}"  # noqa: E731
     for r in rows:
         task = f"**{r['task']}**" if r["task"] == "all" else r["task"]
-        out.append(f"| {r['D']} | {task} | {f(r['tau_static'])} | {f(r['tau_dynamic'])} | {f(r['tau_ratio'])}x | "
-                   f"{f(r['tokens_per_s_static'], '.1f')} | {f(r['tokens_per_s_dynamic'], '.1f')} | "
-                   f"{f(r['speed_ratio'])}x |")
+        out.append(f"| {r['D']} | {task} | {or_dash(r['tau_static'])} | {or_dash(r['tau_dynamic'])} | "
+                   f"{or_dash(r['tau_ratio'])}x | "
+                   f"{or_dash(r['tokens_per_s_static'], '.1f')} | {or_dash(r['tokens_per_s_dynamic'], '.1f')} | "
+                   f"{or_dash(r['speed_ratio'])}x |")
     return "\n".join(out + ["", verdict(rows)])

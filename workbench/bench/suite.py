@@ -45,7 +45,7 @@ from workbench.bench import static_vs_dynamic
 from workbench.measure.floor import ridge_tokens
 from workbench.measure.journal import Journal, open_journal
 from workbench.measure.methods import Method, parse_methods
-from workbench.errors import ArgumentParser, UserError, reports_user_errors
+from workbench.errors import ArgumentParser, UserError, as_user_error, reports_user_errors
 from workbench.models.chat import chat_ids
 
 # torch and the engine are imported inside the functions that use them, so that building this
@@ -291,14 +291,10 @@ def cmd_bench(args) -> int:
         print(f"[bench {time.perf_counter() - t_start:6.0f}s] {msg}", file=sys.stderr, flush=True)
 
     torch.set_num_threads(args.threads)
-    try:
+    with as_user_error("--methods: "):
         parse_methods(args.methods)  # names checked before anything loads
-    except ValueError as err:
-        raise UserError(f"--methods: {err}") from None
-    try:
+    with as_user_error(f"--best {args.best}: "):
         best = tune.tree_from_name(args.best) if args.best else None
-    except ValueError as err:
-        raise UserError(f"--best {args.best}: {err}") from None
     questions = specbench.select(specbench.load_questions(), args.subset, args.per_category)[: args.limit]
     names = [n.strip() for n in args.methods.split(",")]
     if args.calibration not in ("auto", "none", *names):
@@ -358,7 +354,7 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
     hf_model = None
     if any(n.startswith("hf-") for n in names):
         from workbench.measure.hf_baselines import load_hf_model
-        from workbench.models.loading import parse_dtype
+        from workbench.device import parse_dtype
 
         hf_model = load_hf_model(wb.target_dir, parse_dtype(wb.dtype_name)).to(wb.target.lm_head.weight.device)
     journal.start(info["load_average_start"])  # the models loaded: from here on, results are kept

@@ -21,8 +21,9 @@ f2f2366 (EAGLE-3) on. SGLang, given none of the three flags, picks 5/4/8 (``num_
 ``python/sglang/srt/server_args.py``; ``docs/advanced_features/speculative_decoding.md`` at
 067ad4d): 8/5/4 here, the default of ``SpecConfig`` too. SGLang's rule: with
 ``--speculative-eagle-topk 1`` it runs ``num_draft_tokens = num_steps + 1`` whatever was given,
-and a tree keeps at most ``topk + (num_steps - 1) x topk^2`` drafts; the flags written here obey
-it, so SGLang runs what this engine runs (a static tree excepted: SGLang grows dynamic ones).
+and a tree keeps at most ``topk + (num_steps - 1) x topk^2`` drafts (this engine's bound too,
+``tree.max_candidates``); the flags written here obey it, so SGLang runs what this engine runs (a
+static tree excepted: SGLang grows dynamic ones).
 
 vLLM verifies chains only: it removed its tree-attention backend in May 2026
 (vllm-project/vllm#42121), and with it ``speculative_token_tree``. A tree here becomes a chain as
@@ -55,6 +56,8 @@ more.
 from __future__ import annotations
 
 import json
+
+from workbench.engine.tree import max_candidates
 
 HEAD = "<EAGLE head>"  # what SGLang's and vLLM's flags name as the head's path
 FRAMEWORKS = ("SGLang", "vLLM", "EAGLE")
@@ -119,7 +122,7 @@ def sglang_flags(spec, algorithm: str = "EAGLE", draft: str = HEAD) -> str:
     if topk == 1:
         steps = chain_tokens(spec)
         tokens = steps + 1
-    cut = min(tokens, 1 + sglang_most_drafts(steps, topk))
+    cut = min(tokens, 1 + max_candidates(steps, topk))
     check_sglang(steps, topk, cut)
     flags = (f"--speculative-algorithm {algorithm} --speculative-draft-model-path {draft} "
              f"--speculative-num-steps {steps} --speculative-eagle-topk {topk} --speculative-num-draft-tokens {cut}")
@@ -131,11 +134,6 @@ def sglang_flags(spec, algorithm: str = "EAGLE", draft: str = HEAD) -> str:
     return flags
 
 
-def sglang_most_drafts(steps: int, topk: int) -> int:
-    """The most drafts SGLang's tree keeps: topk at the first level, topk^2 candidates at each later one."""
-    return topk + (steps - 1) * topk * topk
-
-
 def check_sglang(steps: int, topk: int, num_draft_tokens: int) -> None:
     """ValueError unless SGLang runs these flags as given (``--speculative-num-steps``,
     ``--speculative-eagle-topk``, ``--speculative-num-draft-tokens``)."""
@@ -145,8 +143,8 @@ def check_sglang(steps: int, topk: int, num_draft_tokens: int) -> None:
     if topk == 1 and num_draft_tokens != steps + 1:
         raise ValueError(f"SGLang: a chain (topk 1) runs num_draft_tokens = num_steps + 1 = {steps + 1}, "
                          f"not {num_draft_tokens}")
-    if num_draft_tokens - 1 > sglang_most_drafts(steps, topk):
-        raise ValueError(f"SGLang: {steps} steps of topk {topk} keep at most {sglang_most_drafts(steps, topk)} "
+    if num_draft_tokens - 1 > max_candidates(steps, topk):
+        raise ValueError(f"SGLang: {steps} steps of topk {topk} keep at most {max_candidates(steps, topk)} "
                          f"drafts, not {num_draft_tokens - 1}")
 
 

@@ -41,9 +41,6 @@ class Interval:
             return "below"
         return "level within noise"
 
-    def excludes_zero(self) -> bool:
-        return self.side() != "level within noise"
-
 
 def bootstrap(units: Sequence, statistic: Callable[[list], float], *, level: float = LEVEL, draws: int = DRAWS,
               seed: int = 0, unit: str = "prompts") -> Interval:

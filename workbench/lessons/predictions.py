@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from workbench.cost_model import Overhead, StepCost
+from workbench.cost_model import StepCost
 
 
 def step_cost(wb, source=None) -> StepCost:
@@ -81,11 +81,6 @@ def with_draft(cost: StepCost, wb, source) -> StepCost:
 
     draft = source.draft_cost(VerifyOnly(wb, list(cost.verify)))
     return replace(cost, draft=tuple(draft), draft_range=(), source=f"{cost.source}, draft {source.name}")
-
-
-def plain_forwards(cost: StepCost) -> StepCost:
-    """``cost`` without its overhead: the forwards alone (what a phase timing of the forwards sees)."""
-    return replace(cost, overhead=Overhead())
 
 
 README_RECORD = "docs/bench/head-cpu-fp32.json"  # the run the README's table quotes (its .md beside it)

@@ -61,6 +61,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from workbench.device import dtype_name
+
 PLAIN, WEIGHT_LEFT, PACKED, ONEDNN = "plain", "weight-left", "mkl-packed", "onednn-packed"
 PATHS = (PLAIN, WEIGHT_LEFT, PACKED, ONEDNN)  # every implementation; PATH_NAMES says each in the user's line
 PATH_NAMES = {PLAIN: "F.linear", WEIGHT_LEFT: "(W @ x^T)^T", PACKED: "MKL packed GEMM", ONEDNN: "oneDNN packed GEMM"}
@@ -139,10 +141,6 @@ class LinearOrder:
                 lo = b + 1
         memory = f"; packed weights +{self.packed_mb:.0f} MB" if self.packed_mb else ""
         return f"few-row {dtype}linear: {', '.join(groups)}, more F.linear ({self.reason}{memory})"
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, str(dtype))
 
 
 def _private_ops_available(namespace, names: tuple[str, ...], backend) -> bool:

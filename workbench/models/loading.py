@@ -11,14 +11,7 @@ from torch import nn
 from workbench.models.config import ModelConfig
 from workbench.models.llama import TargetModel
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)  # buffers some old checkpoints saved
-
-
-def parse_dtype(name: str) -> torch.dtype:
-    if name not in DTYPES:
-        raise ValueError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}")
-    return DTYPES[name]
 
 
 def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:

@@ -191,13 +191,9 @@ def cmd_export(args) -> int:
     return 0
 
 
-def parse_args(argv=None):
-    return build_parser().parse_args(argv)
-
-
 @reports_user_errors
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    args = build_parser().parse_args(argv)
     return args.func(args)
 
 

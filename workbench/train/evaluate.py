@@ -42,7 +42,7 @@ from workbench.measure import specbench
 from workbench.measure.specbench import DATA_FILE as QUESTIONS
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
-from workbench.errors import UserError
+from workbench.errors import UserError, as_user_error
 from workbench.metrics import tau
 
 # in the benchmark's grammar (measure/methods.py); linear:1 accepts exactly when the head's top-1 is
@@ -223,11 +223,9 @@ def load_workbench(args, teacher: bool):
     from workbench.models.loading import load_target
     from workbench.pipeline import Workbench
 
-    try:
+    with as_user_error():
         taps = fused_taps(args.head)  # one set of teacher-forcing features serves every head
         wb = Workbench.load(draft=str(args.head[0]), dtype=args.dtype, hot_tokens=args.hot)
-    except ValueError as err:
-        raise UserError(str(err)) from None
     if not teacher:
         return wb, None, taps
     target = wb.target if args.dtype == "fp32" else load_target(wb.target_dir, torch.float32)
@@ -238,10 +236,8 @@ def each_head(wb, args):
     """``wb`` with each head of ``--head`` in turn: the same target, each head with its own hot tokens."""
     yield wb
     for head in args.head[1:]:
-        try:
+        with as_user_error():
             wb = wb.with_draft(str(head), args.hot)
-        except ValueError as err:
-            raise UserError(str(err)) from None
         yield wb
 
 
@@ -281,10 +277,8 @@ def cmd_evaluate(args) -> int:
     check_held_out_args(args)
     if args.agreement and args.temperature != 0:
         raise UserError("--agreement measures on greedy answers: leave --temperature at 0")
-    try:
+    with as_user_error("--methods: "):
         methods = speculative_methods(args.methods)
-    except ValueError as err:
-        raise UserError(f"--methods: {err}") from None
     wb, target, taps = load_workbench(args, teacher=args.held_out is not None or args.agreement)
     if args.held_out is not None:
         val = load_held_out(args, target, taps)

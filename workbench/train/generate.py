@@ -40,7 +40,7 @@ import torch
 
 from workbench.attention import BACKENDS
 from workbench.device import default_device
-from workbench.errors import UserError
+from workbench.errors import UserError, as_user_error
 from workbench.models.chat import chat_ids
 from workbench.train.prompt_set import Prompt, build_prompt_set, followup, read_prompts
 from workbench.train.shards import (FORMAT, check_same_data, feature_path, response_tokens, save_atomic, shard_path,
@@ -360,7 +360,8 @@ def cmd_generate(args) -> int:
 
     from workbench import store
     from workbench.attention.selfcheck import choose_attention_backend
-    from workbench.models.loading import DTYPES, load_target
+    from workbench.device import DTYPES
+    from workbench.models.loading import load_target
 
     target_dir = store.resolve_target(args.target)
     target = load_target(target_dir, DTYPES[cfg.dtype], device)
@@ -370,9 +371,7 @@ def cmd_generate(args) -> int:
     print(check.message if check.ok else f"warning: {check.message}", file=sys.stderr, flush=True)
     target.attention_backend = check.backend
     tok = AutoTokenizer.from_pretrained(target_dir)
-    try:
+    with as_user_error():
         t = run(cfg, target, Chat(tok), stop_ids(target_dir, tok), prompts=prompts)
-    except ValueError as err:
-        raise UserError(str(err)) from None
     print(json.dumps(t), flush=True)
     return 0

@@ -19,6 +19,6 @@ render what these return.
 ``style.py``      one palette (Okabe-Ito, colour-blind safe) and one glyph per status
 ``layout.py``     where text goes: estimated sizes, label boxes that never overlap, wrapped titles
 ``labels.py``     names beside scatter points, placed by ``layout.place_labels``
-``tokens.py``     how a token's text is shown (visible spaces and newlines)
+``tokens.py``     how a token's text is shown (visible spaces and newlines), and a table's numbers
 ================  ==========================================================================
 """

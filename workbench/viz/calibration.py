@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 
 from workbench.viz.html import note, table
 from workbench.viz.style import OKABE_ITO, base_layout, empty_figure
+from workbench.viz.tokens import or_dash
 
 MARKER_PX = (6, 26)  # marker diameter of an empty bin and of the largest one
 AXIS_PAD = 0.06  # room beyond 0 and 1 on both axes, so a marker at an end is drawn whole
@@ -79,25 +80,21 @@ def depth_figure(cal: dict, height: int = 320) -> go.Figure:
     return fig
 
 
-def _f(x, spec: str = ".3f") -> str:
-    return "–" if x is None else f"{x:{spec}}"
-
-
 def calibration_html(cal: dict) -> str:
     """Every bin with its counts, for both series, and the summary (ECE = count-weighted mean
     |acceptance - confidence|)."""
     s = cal["summary"]
     rows, attrs = [], []
     for pb, sb in zip(cal["prob_bins"], cal["score_bins"]):
-        rows.append([f"{pb['lo']:.1f}–{pb['hi']:.1f}", str(pb["count"]), str(pb["accepted"]), _f(pb["rate"]),
-                     str(sb["count"]), str(sb["accepted"]), _f(sb["rate"])])
+        rows.append([f"{pb['lo']:.1f}–{pb['hi']:.1f}", str(pb["count"]), str(pb["accepted"]),
+                     or_dash(pb["rate"], ".3f"), str(sb["count"]), str(sb["accepted"]), or_dash(sb["rate"], ".3f")])
         attrs.append({"bin": f"{pb['lo']:.1f}", "prob-count": pb["count"], "prob-accepted": pb["accepted"],
                       "score-count": sb["count"], "score-accepted": sb["accepted"]})
     head = ["confidence bin", "tried (by draft prob)", "accepted", "P(accept | tried)",
             "verified (by path score)", "accepted", "P(accept)"]
+    p = {k: or_dash(s[k], ".3f") for k in ("p_accept_given_tried", "p_accept", "ece_prob", "ece_score")}
     summary = (f"{s['steps']} steps, {s['nodes']} verified nodes, {s['tried']} tried (parent accepted), "
-               f"{s['accepted']} accepted: P(accept | tried) = {_f(s['p_accept_given_tried'])}, "
-               f"P(accept) = {_f(s['p_accept'])}; ECE draft prob {_f(s['ece_prob'])}, "
-               f"path score {_f(s['ece_score'])}.")
+               f"{s['accepted']} accepted: P(accept | tried) = {p['p_accept_given_tried']}, "
+               f"P(accept) = {p['p_accept']}; ECE draft prob {p['ece_prob']}, path score {p['ece_score']}.")
     return (table(head, rows, attrs, name="calibration") +
             note(summary + " Nodes dropped at the rerank were never verified and are not counted."))

@@ -28,6 +28,7 @@ from workbench.engine.drafts.registry import source_named
 from workbench.engine.stops import CAUSES
 from workbench.engine.timings import target_ms
 from workbench.viz.style import METHOD, OKABE_ITO, base_layout, empty_figure
+from workbench.viz.tokens import or_dash
 
 
 def _steps(traces: list[dict]) -> list[dict]:
@@ -240,10 +241,6 @@ def stops_figure(runs: dict, height: int = 260) -> go.Figure:
     return fig
 
 
-def _fmt(x, spec: str = ".2f", suffix: str = "") -> str:
-    return "–" if x is None else f"{x:{spec}}{suffix}"
-
-
 def summary_html(runs: dict) -> str:
     """One row per method: config, forwards, tokens, τ, D, median ms, tokens/s, speedups (the
     predicted one from the run's cost model, where it was measured); and whether the outputs agree
@@ -254,10 +251,11 @@ def summary_html(runs: dict) -> str:
     for name, run in runs.items():
         s = run_summary(run["traces"])
         rows.append([f"<b>{html.escape(name)}</b>", html.escape(run["config"]), str(s.get("target_forwards", "–")),
-                     str(s["tokens"]), _fmt(s["tau"]), str(s.get("D", "–")), _fmt(s.get("draft_ms"), ".0f"),
-                     _fmt(s.get("verify_ms"), ".0f"), _fmt(s.get("step_ms"), ".0f"), _fmt(s.get("tokens_per_s"), ".1f"),
-                     _fmt(sp[name]["predicted"], ".2f", "×"), _fmt(sp[name]["measured"], ".2f", "×")])
-        attrs.append({"method": name, "tau": _fmt(s["tau"]), "forwards": s.get("target_forwards", 0)})
+                     str(s["tokens"]), or_dash(s["tau"]), str(s.get("D", "–")), or_dash(s.get("draft_ms"), ".0f"),
+                     or_dash(s.get("verify_ms"), ".0f"), or_dash(s.get("step_ms"), ".0f"),
+                     or_dash(s.get("tokens_per_s"), ".1f"), or_dash(sp[name]["predicted"], ".2f", "×"),
+                     or_dash(sp[name]["measured"], ".2f", "×")])
+        attrs.append({"method": name, "tau": or_dash(s["tau"]), "forwards": s.get("target_forwards", 0)})
     out = table(["method", "config", "target forwards", "tokens", "mean τ", "D", "draft ms", "verify ms",
                  "step ms", "tokens/s", "predicted speedup", "measured speedup"], rows, attrs, name="summary")
     said = (" Predicted speedup: the cost model of this machine at each run's τ; the table below puts its step "
@@ -279,7 +277,7 @@ def stops_html(runs: dict) -> str:
     for name, c in counts.items():
         m = traces_serving(runs[name]["traces"])
         rows.append([f"<b>{html.escape(name)}</b>", str(sum(c.values())), *(str(c.get(k, 0)) for k in causes),
-                     _fmt(m.mean_acceptance_length if m else None), _fmt(m.draft_acceptance_rate if m else None)])
+                     or_dash(m.mean_acceptance_length if m else None), or_dash(m.draft_acceptance_rate if m else None)])
         attrs.append({"method": name, "steps": sum(c.values())})
     out = table(["method", "speculative steps", *map(html.escape, causes), "mean acceptance length (vLLM)",
                  "draft acceptance rate (vLLM)"], rows, attrs, name="stops")

@@ -20,7 +20,6 @@ import networkx as nx
 import plotly.graph_objects as go
 
 from workbench.viz.layout import TreeLayout
-from workbench.viz.style import NODE, empty_figure
 from workbench.viz.tokens import plotly_text, show
 from workbench.viz.tree import (WIDTH, collapse_dropped, draw_tree, frame, layout_tree, rerank_line, tree_figure,
                                 tree_graph, tree_kind)
@@ -150,8 +149,3 @@ def _walked(trace: dict, g: nx.DiGraph, m: int):
     title = (f"Step {trace['step']}, the walk, move {m}: at {plotly_text(show(last['at_text']))} it reads "
              f"{last['pointer']} and tries {plotly_text(show(last['text']))}: {verdict}")
     return part, [([last["child"]], "tried at this move")], title
-
-
-def replay_placeholder() -> go.Figure:
-    """Before a spec step: nothing to replay."""
-    return empty_figure("Nothing to replay: the prefill and vanilla steps draft no tree.", 220)

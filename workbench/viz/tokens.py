@@ -38,6 +38,12 @@ def node_label(trace: dict, node: int) -> str:
     return f"{node} {show(trace['tree']['nodes'][node]['text'])}"
 
 
+def or_dash(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
+    """A table cell's number: ``x`` in format ``spec`` with ``suffix`` after it, "–" where it
+    was not measured (None)."""
+    return "–" if x is None else f"{x:{spec}}{suffix}"
+
+
 def num(x: float) -> str:
     """A probability in 2 significant digits, small ones in e-notation (0.31, 0.045, 3.1e-05; 0)."""
     if x == 0:

@@ -6,8 +6,8 @@ child and ``retrieve_next_sibling[i]`` its next sibling (-1: none). From the roo
 the first child, then follows sibling pointers; a match is accepted and the walk descends to it; a
 leaf, or a node none of whose children match, ends the walk, and the target's token there is the
 bonus (docs/design.md §3). ``walk_moves`` lists the engine's moves plus a final "stop" move
-with the reason the engine recorded, so a viewer can step through them (``moves_upto``) or
-animate them; nothing here decides anything the walk did.
+with the reason the engine recorded, so a viewer can step through them or animate them; nothing
+here decides anything the walk did.
 """
 
 from __future__ import annotations
@@ -50,11 +50,6 @@ def walk_moves(trace: dict) -> list[dict]:
     out.append({"kind": "stop", "node": last, "at_text": nodes[last]["text"], "reason": reason,
                 "bonus": trace["accept"]["bonus"], "bonus_from": trace["accept"]["bonus_from"]})
     return out
-
-
-def moves_upto(trace: dict, k: int) -> list[dict]:
-    """The first ``k`` moves (0: none yet; anything past the end: all, ending with the stop)."""
-    return walk_moves(trace)[: max(0, k)]
 
 
 def walk_position(trace: dict, k: int) -> tuple[int, int | None]:
