@@ -40,11 +40,11 @@ def predicted(rows: list[dict], policies, models: dict[str, StepCost], *, runs: 
             continue
         if spec.speculative and r["tau"] is None:
             continue
-        out.append(row_prediction(r, spec, model, runs[(r["mode"], r["load"], r["policy"])], prompts))
+        out.append(row_prediction(r, spec, model, recs=runs[(r["mode"], r["load"], r["policy"])], prompts=prompts))
     return out
 
 
-def row_prediction(row: dict, spec, model: StepCost, recs: list[dict], prompts: list[list[int]]) -> dict:
+def row_prediction(row: dict, spec, model: StepCost, *, recs: list[dict], prompts: list[list[int]]) -> dict:
     """The model's figures for one row beside the run's (module docstring): tokens/s from the
     decode steps alone and with every request's prefill; ms over the run, part by part, the
     model's and the measured (None where the records kept no engine profile); and tokens/s with
