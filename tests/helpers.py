@@ -230,13 +230,15 @@ class MadeUpStepCosts:
 
     def __init__(self):
         self.calls = []
+        self.targets = []  # the ``target`` each call was given: the run's first step cost, after the first
 
-    def __call__(self, wb, source, cache_dir=None, log=None):
+    def __call__(self, wb, source, cache_dir=None, log=None, target=None):
         from types import SimpleNamespace
 
         from workbench.cost_model import Overhead, StepCost
 
         self.calls.append(source)
+        self.targets.append(target)
         timers = SimpleNamespace(verify=list(self.VERIFY), num_layers=wb.target.config.num_layers,
                                  head=lambda: list(self.HEAD), model=lambda: list(self.HEAD))
         name = "no draft" if source is None else source.name

@@ -570,6 +570,7 @@ def test_each_method_is_priced_by_its_own_draft_source_measured_once_per_source(
     got = sc.step_costs(wb, {name: sc.draft_of(spec) for name, spec in methods.items()})
     assert made_up.calls == [parse_draft("head"), parse_draft("ngram"), parse_draft("exit:1")]  # once each
     head, ngram = got["eagle2:4/3/2"], got["eagle2:4/3/2@ngram"]
+    assert made_up.targets == [None, head, head]  # the later sources timed against the first's target part
     assert got["linear:3"] is head and got["vanilla"] is head and got["linear:2@exit:1"] is got["linear:3@exit:1"]
     tree = methods["eagle2:4/3/2"]
     assert ngram.draft == () and ngram.parts(tree, tau=2.0).draft_ms == 0.0  # the lookup runs no forward
@@ -622,16 +623,28 @@ def test_a_step_cost_measures_its_own_sources_overhead_and_draft(wb, tmp_path, m
     monkeypatch.setattr(sc, "measure_draft_cost", lambda *a, rows, **k: [{"rows": r, "ms": 1.0 + r} for r in rows])
     seen = []
 
-    def overhead(wb, source, forwards, prefix_len=sc.PREFIX):
+    timed_verify = []
+    monkeypatch.setattr(sc, "measure_verify_cost", lambda *a, **k: timed_verify.append(1) or verify)
+    plain_given = []
+
+    def overhead(wb, source, forwards, prefix_len=sc.PREFIX, plain=None):
         seen.append(source)
+        plain_given.append(plain)
         spec = 0.0 if source is None else {"head": 2.0, "ngram": 0.5, "exit": 1.0}[source.kind]
-        return {"plain_per_step": 0.3, "plain_per_request": 0.0, "spec_per_step": spec, "spec_per_request": 0.0}
+        first = {"head": 0.3, "ngram": 0.9, "exit": 0.9}[source.kind]  # what each would time on its own
+        return {"plain_per_step": first if plain is None else plain.plain_per_step, "plain_per_request": 0.0,
+                "spec_per_step": spec, "spec_per_request": 0.0}
 
     monkeypatch.setattr(sc, "measure_overhead", overhead)
     drafts = {"eagle2:4/3/2": parse_draft("head"), "eagle2:4/3/2@ngram": parse_draft("ngram"),
               "linear:3@exit:1": parse_draft("exit:1")}
     got = sc.step_costs(wb, drafts, cache_dir=tmp_path, log=lambda m: None)
     assert seen == [s for s in drafts.values() for _ in range(sc.ROUNDS)]  # each source's own engine steps
+    # the verify curve and plain decoding timed once, with the first source; the others reuse them
+    assert len(timed_verify) == sc.ROUNDS and plain_given[: sc.ROUNDS] == [None] * sc.ROUNDS
+    assert all(p is not None for p in plain_given[sc.ROUNDS:])
+    assert {got[name].overhead.plain_per_step for name in drafts} == {0.3}
+    assert {got[name].verify for name in drafts} == {got["eagle2:4/3/2"].verify}
     assert got["eagle2:4/3/2"].draft == tuple((r, 1.0 + r) for r in sc.DRAFT_ROWS)
     assert got["eagle2:4/3/2"].overhead.spec_per_step == 2.0
     assert got["eagle2:4/3/2@ngram"].draft == () and got["eagle2:4/3/2@ngram"].overhead.spec_per_step == 0.5

@@ -54,7 +54,7 @@ class DraftBench:
 
     @property
     def source(self) -> str:
-        """Which run the figures are, in words: ``the bench run of 2026-12-03
+        """Which run the figures are, in words: ``the bench run of 2026-12-06
         (docs/bench/draft-sources.md)``."""
         return f"the bench run of {self.meta['date'][:10]} ({self.meta['record']})"
 

@@ -50,7 +50,7 @@ import torch
 from workbench.measure.cost import measure_draft_cost, measure_verify_cost
 from workbench.cache_file import add_entry, read_entries
 from workbench.cpu_choices import cpu_model, cpu_signature
-from workbench.cost_model import StepCost
+from workbench.cost_model import Overhead, StepCost
 from workbench.engine.drafts.base import DraftSource
 
 CACHE_FILE = "step-costs.json"
@@ -77,10 +77,15 @@ OVERHEAD_SETTING = dict(num_steps=3, topk=2, num_draft_tokens=4)  # a small tree
 PREFILL_LENGTHS = (32, 128, 512)
 
 
-def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None, log=None) -> StepCost:
+def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None, log=None,
+                  target: StepCost | None = None) -> StepCost:
     """The step cost of ``wb``'s target with the draft ``source`` (None: a policy that never
     drafts), from the cache or measured now (see the module docstring). ``log``: one line per
-    event (default: stderr)."""
+    event (default: stderr). ``target``: a step cost of the same target measured in this run (with
+    another source): measured now, this one takes its verify curve, plain decoding's overhead and
+    the prefill from it and times only what the source adds (its draft forwards, its speculative
+    steps' overhead, its catch-up), so that one run's plain decoding has one price whichever
+    source's step cost prices it."""
     say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     key = _cache_key(wb, source)
     path = Path(cache_dir) / CACHE_FILE if cache_dir is not None else _default_path()
@@ -92,20 +97,29 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
     t0 = time.perf_counter()
     rounds = []
     for _ in range(ROUNDS):
-        verify, draft = _measure(wb, source)
-        prefill, catch_up = measure_prefill(wb, source)
-        overhead = measure_overhead(wb, source, StepCost(verify, draft))
+        if target is None:
+            verify, draft = _measure(wb, source)
+            prefill, catch_up = measure_prefill(wb, source)
+        else:  # the target's part is the run's: the source's part timed against it
+            verify = [tuple(p) for p in target.verify]
+            draft = [] if source is None else source.draft_cost(Timers(wb, verify))
+            catches_up = source is not None and source.needs.loaded  # else measure_prefill times no catch-up
+            prefill = [tuple(p) for p in target.prefill]
+            catch_up = measure_prefill(wb, source)[1] if catches_up else []
+        overhead = measure_overhead(wb, source, StepCost(verify, draft), plain=None if target is None else target.overhead)
         rounds.append({"verify": verify, "draft": draft, "overhead": overhead, "prefill": prefill, "catch_up": catch_up})
     say(f"[cost] measured in {time.perf_counter() - t0:.0f} s")
     verify, v_agree = _agreed([r["verify"] for r in rounds])
     draft, d_agree = _agreed([r["draft"] for r in rounds])
-    entry = {"verify": verify, "draft": draft, "verify_range": _ranges([r["verify"] for r in rounds]),
+    verify_range = _ranges([r["verify"] for r in rounds]) if target is None else [list(r) for r in target.verify_range]
+    entry = {"verify": verify, "draft": draft, "verify_range": verify_range,
              "draft_range": _ranges([r["draft"] for r in rounds]),
              "overhead": {k: round(median(r["overhead"][k] for r in rounds), 3) for k in rounds[0]["overhead"]},
              "overhead_batches": list(OVERHEAD_BATCHES),
              "prefill": _agreed([r["prefill"] for r in rounds])[0],
              "catch_up": _agreed([r["catch_up"] for r in rounds])[0],
-             "measured": measurement_label(wb), "cpu": cpu_signature(), "rounds": ROUNDS, "per_round": rounds}
+             "measured": measurement_label(wb), "cpu": cpu_signature(), "rounds": ROUNDS, "per_round": rounds,
+             **({} if target is None else {"target_from": target.measured})}
     if not (v_agree and d_agree):
         say(f"[cost] the {ROUNDS} rounds differ by more than {AGREE:.0%} at some size (a busy machine?): "
             "their medians are used for this run, nothing cached, measured again next run")
@@ -131,16 +145,21 @@ def _ranges(rounds: list[list[tuple[int, float]]]) -> list[tuple[float, float]]:
     return [(min(r[i][1] for r in rounds), max(r[i][1] for r in rounds)) for i in range(len(rounds[0]))]
 
 
-def measure_overhead(wb, source: DraftSource | None, forwards: StepCost, prefix_len: int = PREFIX) -> dict[str, float]:
+def measure_overhead(wb, source: DraftSource | None, forwards: StepCost, prefix_len: int = PREFIX,
+                     plain: Overhead | None = None) -> dict[str, float]:
     """What engine steps take beyond their forwards (module docstring), as ``Overhead``'s fields:
     plain steps, and with a draft ``source`` speculative steps of ``OVERHEAD_SETTING``, each at
     ``OVERHEAD_BATCHES`` requests of ``prefix_len``-token prompts; ``forwards`` prices the forwards
-    (curves measured after the same prefix, without overhead)."""
+    (curves measured after the same prefix, without overhead). ``plain``: plain decoding's, already
+    measured in this run (not timed again)."""
     from workbench.engine.config import SpecConfig
 
-    plain = [_step_overhead(wb, SpecConfig("vanilla"), batch=b, forwards=forwards,
-                            prefix_len=prefix_len) for b in OVERHEAD_BATCHES]
-    out = dict(zip(("plain_per_step", "plain_per_request"), _line(OVERHEAD_BATCHES, plain)))
+    if plain is not None:
+        out = {"plain_per_step": plain.plain_per_step, "plain_per_request": plain.plain_per_request}
+    else:
+        steps = [_step_overhead(wb, SpecConfig("vanilla"), batch=b, forwards=forwards,
+                                prefix_len=prefix_len) for b in OVERHEAD_BATCHES]
+        out = dict(zip(("plain_per_step", "plain_per_request"), _line(OVERHEAD_BATCHES, steps)))
     if source is None:
         return {**out, "spec_per_step": 0.0, "spec_per_request": 0.0}
     spec = SpecConfig.from_knobs("eagle2", **OVERHEAD_SETTING, draft=source)
@@ -240,9 +259,10 @@ def step_costs(wb, drafts: dict[str, DraftSource | None], *, known: dict | None 
     ``step_cost_for`` that source, read or measured once per distinct source. A method drafting by
     n-gram lookup is then priced with no draft forward and the overhead of steps that look up
     n-grams, ``exit:N`` with the exit's share of a verify, the head with the head timed; methods of
-    one source share one measurement. A method that never drafts is priced by any step cost of
-    the run (each holds plain decoding's verify and overhead), measured on its own only when the
-    run has none. ``known``: the step costs the run already has, by source, read and filled in,
+    one source share one measurement, and every source after the first is timed against the
+    first's verify curve, plain decoding's overhead and prefill (``step_cost_for``'s ``target``),
+    so plain decoding has one price in the run. A method that never drafts is priced by any step
+    cost of the run, measured on its own only when the run has none. ``known``: the step costs the run already has, by source, read and filled in,
     so that a later call measures no source twice. ``unpriced``: where given, a source that cannot
     be measured leaves its methods out, each name kept here with the reason; else the error is raised."""
     known = {} if known is None else known
@@ -251,8 +271,9 @@ def step_costs(wb, drafts: dict[str, DraftSource | None], *, known: dict | None 
     for source in sorted(sources, key=lambda s: s is None):
         if source in known or (source is None and known):
             continue
-        try:
-            known[source] = step_cost_for(wb, source, cache_dir=cache_dir, log=log)
+        try:  # every source after the first timed against the first's target part
+            known[source] = step_cost_for(wb, source, cache_dir=cache_dir, log=log,
+                                          target=next(iter(known.values()), None))
         except (ValueError, RuntimeError) as err:  # UserError is a ValueError
             if unpriced is None:
                 raise
