@@ -46,6 +46,19 @@ def test_a_prediction_is_tokens_per_second_tpot_and_the_speedup_at_the_same_batc
         COST.predict(tree, tau=2.0, batch=0)
 
 
+def test_a_tree_the_draft_filled_in_part_is_priced_at_the_verify_it_ran():
+    """``nodes``: the tokens a step verified (the n-gram lookup proposes only what matches), read by
+    the bench report from the run's own counts (``report.verified_nodes``)."""
+    from workbench.bench.report import verified_nodes
+
+    wide = parse_spec("eagle2:8/5/4")
+    assert COST.parts(wide, tau=1.5).verify_ms == 16.0  # verify(8): num_draft_tokens
+    assert COST.parts(wide, tau=1.5, nodes=4.0).verify_ms == 11.0  # verify(4): what the steps verified
+    assert COST.predict(wide, 1.5, nodes=4.0).speedup > COST.predict(wide, 1.5).speedup
+    assert verified_nodes({"vllm": {"num_drafts": 10, "num_draft_tokens": 30}}) == 4.0  # root + 3 drafts a step
+    assert verified_nodes({"vllm": {"num_drafts": 0, "num_draft_tokens": 0}}) is None and verified_nodes({}) is None
+
+
 def test_without_a_measured_overhead_the_forwards_alone_are_priced():
     bare = StepCost(verify=COST.verify, draft=COST.draft)
     assert not bare.overhead.measured and COST.overhead.measured

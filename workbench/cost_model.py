@@ -299,13 +299,16 @@ class StepCost:
             return 0.0
         return max(0.0, _interpolate(self.catch_up, prompt_len) - self.draft_ms(max(1.0, tau)))
 
-    def parts(self, spec, batch: float = 1, tau: float | None = None) -> StepParts:
+    def parts(self, spec, batch: float = 1, tau: float | None = None, nodes: float | None = None) -> StepParts:
         """One step of ``batch`` requests under ``spec`` (a ``SpecConfig``), part by part. ``tau``:
-        the tokens each request emits a step, the rows of its draft extend (one when None)."""
+        the tokens each request emits a step, the rows of its draft extend (one when None).
+        ``nodes``: the tokens each request's verify holds, root included, where its trees are
+        smaller than ``num_draft_tokens`` (a draft that proposes fewer, as the n-gram lookup does
+        when few continuations match: a run measures it); None: ``num_draft_tokens``."""
         if not spec.speculative:
             return StepParts(self.verify_ms(batch), overhead_ms=self.overhead.ms(False, batch))
         extend_rows = batch * max(1.0, tau if tau is not None else 1.0)
-        return StepParts(self.verify_ms(batch * spec.num_draft_tokens),
+        return StepParts(self.verify_ms(batch * (spec.num_draft_tokens if nodes is None else nodes)),
                          draft_extend_ms=self.draft_ms(extend_rows),
                          draft_levels_ms=(spec.num_steps - 1) * self.draft_ms(batch * spec.topk),
                          overhead_ms=self.overhead.ms(True, batch))
@@ -317,16 +320,17 @@ class StepCost:
         """One plain decode step of ``batch`` requests, overhead included."""
         return self.verify_ms(batch) + self.overhead.ms(False, batch)
 
-    def predict(self, spec, tau: float | None = None, batch: float = 1) -> Prediction:
+    def predict(self, spec, tau: float | None = None, batch: float = 1, nodes: float | None = None) -> Prediction:
         """What ``spec`` is worth at ``batch`` requests when each emits ``tau`` tokens a step
-        (plain decoding: 1, whatever ``tau`` says); ``batch`` may be a mean (fractional)."""
+        (plain decoding: 1, whatever ``tau`` says); ``batch`` may be a mean (fractional);
+        ``nodes`` as for ``parts``."""
         if batch < 1:
             raise ValueError(f"batch must be >= 1, got {batch}")
         if not spec.speculative:
             tau = 1.0
         elif tau is None or tau < 1:
             raise ValueError(f"a speculative setting's prediction needs τ >= 1 (tokens per step), got {tau}")
-        return Prediction(float(tau), batch, self.parts(spec, batch, tau), self.plain_ms(batch))
+        return Prediction(float(tau), batch, self.parts(spec, batch, tau, nodes), self.plain_ms(batch))
 
     def closed_loop(self, spec, tau: float | None, batch: float, *, prompt_lens, output_lens) -> LoopPrediction:
         """A closed loop's tokens/s under ``spec`` at a mean running ``batch`` when each speculative

@@ -28,9 +28,9 @@ def predicted(rows: list[dict], policies, models: dict[str, StepCost], *, runs: 
               prompts: list[list[int]]) -> list[dict]:
     """One prediction per closed-loop row of a policy with one setting (``policies``:
     ``NamedPolicy``s), each priced by ``models[policy]``, its own draft source's step cost
-    (``load_run.report_costs``; a policy without one is left out). ``runs``: (mode, load, policy) -> that row's records, one per round
-    (``LoadResult.record``); ``prompts``: the load's prompts as token ids (a record's requests
-    name theirs by ``prompt_index``)."""
+    (``load_run.report_costs``; a policy without one is left out). ``runs``: (mode, load, policy)
+    -> that row's records, one per round (``LoadResult.record``); ``prompts``: the load's prompts
+    as token ids (a record's requests name theirs by ``prompt_index``)."""
     one = {p.name: p.settings()[0] for p in policies if len(p.settings()) == 1}
     out = []
     for r in rows:

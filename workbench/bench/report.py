@@ -172,12 +172,21 @@ def predicted_rows(result: dict) -> list[dict]:
         if not parsed:
             continue
         spec, model = parsed[0].spec, StepCost.from_dict(priced[name])
-        p = model.predict(spec, s["tau"])
+        p = model.predict(spec, s["tau"], nodes=verified_nodes(s))
         rows.append({"method": name, "tau": s["tau"], "predicted": round(p.speedup, 3),
                      "measured": s["speedup_vs_vanilla"], "gap": round(s["speedup_vs_vanilla"] - p.speedup, 3),
                      **p.parts.as_dict(), "draft": spec.draft.name,
                      "measurement": result["step_costs"]["priced_by"][spec.draft.name]})
     return rows
+
+
+def verified_nodes(summary: dict) -> float | None:
+    """The tokens a method's steps verified on average, root included, from the run's own counts
+    (vLLM's metrics: drafts verified over steps): a tree the draft filled only in part (the n-gram
+    lookup proposes what matches) is priced at the verify it ran, not at ``num_draft_tokens``.
+    None where the run kept no counts."""
+    v = summary.get("vllm") or {}
+    return 1 + v["num_draft_tokens"] / v["num_drafts"] if v.get("num_drafts") else None
 
 
 def _predicted_table(result: dict) -> str:
@@ -198,7 +207,9 @@ def _predicted_table(result: dict) -> str:
     out += ["", "Predicted: the cost model (`workbench/cost_model.py`) at each method's τ, per decode step of one "
             "request, each method priced by the step cost of its own draft source (`workbench/measure/step_cost.py`: "
             "its forwards and the overhead of steps that draft from it; a source that runs no forward, the n-gram "
-            f"lookup, has no draft ms): {said}. Measured: tokens/s over vanilla's, whole turns. What the model does "
+            f"lookup, has no draft ms): {said}. The verify is priced at the tokens the method's steps verified "
+            "(`verified_nodes`: a tree the n-gram lookup filled only in part is a smaller verify than its "
+            "num_draft_tokens). Measured: tokens/s over vanilla's, whole turns. What the model does "
             "not price is in the measured figure only: each turn's prefill (the same forward for every method, so "
             "it pulls the measured speedup towards 1) and the catch-up of the draft over the prompt at a turn's "
             "first speculative step. The next section splits the gap: the model's step against the step the "

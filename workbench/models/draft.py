@@ -137,7 +137,8 @@ class DraftHead(nn.Module):
             object.__setattr__(self, "_hot", None)
             return
         w = self.target.lm_head.weight
-        rows = Linear(w.shape[1], len(self.hot_tokens), bias=False, device=w.device, dtype=w.dtype).requires_grad_(False)
+        rows = Linear(w.shape[1], len(self.hot_tokens), bias=False, device=w.device, dtype=w.dtype)
+        rows.requires_grad_(False)
         rows.weight.copy_(w[self.hot_tokens])
         object.__setattr__(self, "_hot", rows)  # not a submodule: never saved, rebuilt from the list
 
