@@ -33,15 +33,6 @@ from workbench.viz.tokens import show
 from workbench.viz.walk import walk_moves
 
 ANIMATE_S = 0.6
-
-
-@dataclass
-class Autoplay:
-    """A page's autoplay: on or off, and how many times Reset was pressed (a tick that began
-    before a Reset shows nothing). Held in a ``gr.State`` and changed in place."""
-
-    on: bool = False
-    resets: int = 0
 PAGE = ("bench", "suggest", "settings", "tabs")  # Step-like outputs after the views
 DRAFT_GROUP = "Prompt examples and draft source"
 # Where each input sits, for the status line: (its label, its group in the settings; None: on top);
@@ -57,6 +48,15 @@ FIELDS = {
     "chain_rule": ("chain rule", "Sampling and length"),
     "draft": ("draft source", DRAFT_GROUP),
 }
+
+
+@dataclass
+class Autoplay:
+    """A page's autoplay: on or off, and how many times Reset was pressed (a tick that began
+    before a Reset shows nothing). Held in a ``gr.State`` and changed in place."""
+
+    on: bool = False
+    resets: int = 0
 
 
 def elem_id(name: str) -> str:
