@@ -63,7 +63,7 @@ def back_to_one_thread():
 
 
 def pytest_collection_modifyitems(items):
-    """The tests on the real model first: they are the long ones (a notebook, a CLI run over ten
+    """The tests on the real model first: they are the long ones (a notebook, a CLI run over six
     prompts: up to two minutes each), so ``make test``'s two workers each start on them, and the
     short tiny-model tests fill in at the end, when one worker would otherwise wait for the
     other's last long test. The real-model tests are dealt one module at a time, round robin

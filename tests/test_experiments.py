@@ -131,3 +131,17 @@ def test_forward_parts_times_fused_against_separate_projections(tmp_path, capsys
     assert "| 4 |" in fusion_table([r])
     assert parts_main(["--target", str(path), "--fusion", "--paths", "plain"]) == 2
     assert "give one" in capsys.readouterr().err
+
+
+def test_verify_in_a_step_and_alone_are_timed_side_by_side(tmp_path):
+    from experiments.verify_in_step import _settings, measure
+    from helpers import tiny_app_workbench
+    from workbench.errors import UserError
+
+    results = measure(tiny_app_workbench(tmp_path), [(2, 2, 3)], prefix=8, rounds=3)
+    assert set(results) == {"eagle2:3/2/2 in a step", "eagle2:3/2/2 alone"}
+    assert all(len(v) == 3 and min(v) > 0 for v in results.values())  # one value a round, each a time
+    assert _settings("3/2/4, 5/4/8") == [(3, 2, 4), (5, 4, 8)]
+    for bad in ("3/2", "x", "3/0/4", ""):
+        with pytest.raises(UserError, match="num_steps/topk/num_draft_tokens"):
+            _settings(bad)

@@ -120,3 +120,14 @@ def test_hindsight_replays_the_big_trees_own_walk_and_its_smaller_trees_never_ke
         assert small is None or 1 <= small <= shape_tau(t, spec.num_draft_tokens, spec.num_steps)
     got = gains({"p": traces}, (4, 2), (6, 2), (4, 3))
     assert got["p"]["steps"] + got["p"]["unknown"] == len(steps)
+
+
+def test_the_smoke_size_shrinks_what_the_lessons_are_asked_for_and_only_then(monkeypatch):
+    from workbench.lessons import smoke
+
+    monkeypatch.delenv(smoke.ENV, raising=False)
+    assert (smoke.samples(4000), smoke.context(4096), smoke.new_tokens(96)) == (4000, 4096, 96)
+    monkeypatch.setenv(smoke.ENV, "1")
+    assert (smoke.samples(4000), smoke.context(4096), smoke.new_tokens(96)) == (smoke.SAMPLES, smoke.CONTEXT,
+                                                                               smoke.NEW_TOKENS)
+    assert (smoke.samples(100), smoke.context(128)) == (100, 128)  # what is already small stays as asked

@@ -13,7 +13,7 @@ import torch
 from helpers import computed_once, real_model_threads
 
 ROOT = Path(__file__).resolve().parents[1]
-N_PROMPTS, NEW_TOKENS = 10, 64
+N_PROMPTS, NEW_TOKENS = 6, 64  # one question of each of Spec-Bench's six categories (they come in blocks)
 
 
 def spec_bench_file() -> Path:
@@ -28,7 +28,7 @@ def prompt_file(tmp_path_factory):
     rows = [json.loads(line) for line in spec_bench_file().read_text().splitlines()]
     step = len(rows) // N_PROMPTS  # spread over every category
     chosen = rows[::step][:N_PROMPTS]
-    path = tmp_path_factory.mktemp("prompts") / "ten.jsonl"
+    path = tmp_path_factory.mktemp("prompts") / "questions.jsonl"
     path.write_text("".join(json.dumps({"question_id": r["question_id"], "turns": r["turns"]}) + "\n" for r in chosen))
     return path
 

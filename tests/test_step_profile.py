@@ -88,3 +88,24 @@ def test_the_gap_splits_into_the_models_step_and_the_turns():
     assert parts["outside_target"] == pytest.approx(4.0 / 16.0) and parts["prefill"] == 40.0
     assert "| `eagle2:4/3/2` | 30 |" in step_report.profile_table(result)
     assert step_report.gap_rows({"summary": {"eagle2:4/3/2": {}}}, predicted) == []  # no vanilla: nothing to say
+
+
+def test_the_runs_own_curve_says_which_verifies_it_holds():
+    result = {"summary": {
+        "vanilla": {"step_profile": {"off": {"steps": 50, "requests": 50, "decode_ms": 9.0, "logits_ms": 1.0,
+                                             "other_ms": 0.0, "step_ms": 10.0}}},
+        "eagle2:4/3/2": {"step_profile": _profile(step_ms=16.0, forward=11.0, steps=30, setting="eagle2:4/3/2")},
+        "eagle2:8/5/4": {"step_profile": _profile(step_ms=22.0, forward=17.0, steps=20, setting="eagle2:8/5/4")}},
+        "costs": {"prefix_len": 128, "verify": [{"tokens": 1, "ms": 10.0, "lo": 9.5, "hi": 10.5},
+                                                 {"tokens": 4, "ms": 12.0, "lo": 11.0, "hi": 13.0},
+                                                 {"tokens": 8, "ms": 14.0, "lo": 13.0, "hi": 15.0}]}}
+    parts = dict(verify_ms=12.0, draft_extend_ms=3.0, draft_levels_ms=2.0, overhead_ms=3.0, step_ms=20.0)
+    predicted = [{"method": "eagle2:4/3/2", "tau": 2.0, "predicted": 1.0, "measured": 1.1, "nodes": 4, **parts},
+                 {"method": "eagle2:8/5/4", "tau": 2.5, "predicted": 1.0, "measured": 1.1, "nodes": 8, **parts}]
+    said = step_report.verify_bracket(result, step_report.gap_rows(result, predicted))
+    # 4/3/2's target part, 11 + 1 = 12 ms, is inside 11-13 at 4 tokens; 8/5/4's 18 ms is above 13-15 at 8
+    assert "in 1 of 2 speculative rows" in said and "plain decoding's (10.0 ms against 9.5–10.5 at one token) too" in said
+    assert "`eagle2:8/5/4` 18.0 ms at 8 tokens (range 13.0–15.0)" in said
+    assert "lies inside that range in 1 of 2" in said  # the model's 12 ms: inside at 4 tokens, below at 8
+    del result["costs"]
+    assert step_report.verify_bracket(result, step_report.gap_rows(result, predicted)) is None

@@ -172,8 +172,10 @@ def predicted_rows(result: dict) -> list[dict]:
         if not parsed:
             continue
         spec, model = parsed[0].spec, StepCost.from_dict(priced[name])
-        p = model.predict(spec, s["tau"], nodes=verified_nodes(s))
+        nodes = verified_nodes(s)
+        p = model.predict(spec, s["tau"], nodes=nodes)
         rows.append({"method": name, "tau": s["tau"], "predicted": round(p.speedup, 3),
+                     "nodes": spec.num_draft_tokens if nodes is None else nodes,
                      "measured": s["speedup_vs_vanilla"], "gap": round(s["speedup_vs_vanilla"] - p.speedup, 3),
                      **p.parts.as_dict(), "draft": spec.draft.name,
                      "measurement": result["step_costs"]["priced_by"][spec.draft.name]})

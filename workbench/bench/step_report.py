@@ -74,7 +74,7 @@ def gap_rows(result: dict, predicted: list[dict]) -> list[dict]:
         step_speedup = row["tau"] * plain["step"] / spec["step"]
         out.append({"method": row["method"], "tau": row["tau"], "model_step": row["step_ms"],
                     "model_verify": row["verify_ms"], "model_draft": row["draft_extend_ms"] + row["draft_levels_ms"],
-                    "model_overhead": row["overhead_ms"], "step": spec["step"],
+                    "model_overhead": row["overhead_ms"], "step": spec["step"], "nodes": row.get("nodes"),
                     "target": spec["forward"] + spec["logits"], "draft": spec["draft"],
                     "rest": spec["step"] - spec["forward"] - spec["logits"] - spec["draft"],
                     "model_plain": row["step_ms"] * row["predicted"] / row["tau"], "plain": plain["step"],
@@ -102,7 +102,53 @@ def gap_table(result: dict, predicted: list[dict]) -> str:
             f"Between the model and the measured steps: {_span(model_gap)} (the model's error, part by part in "
             f"the step columns); between the measured steps and whole turns: {_span(turn_gap)} (each turn's "
             "prefill and first token, and the draft's catch-up over the prompt, which a decode step does not hold)."]
-    return "\n".join(out)
+    bracket = verify_bracket(result, rows)
+    return "\n".join(out + (["", bracket] if bracket else []))
+
+
+def verify_bracket(result: dict, rows: list[dict]) -> str | None:
+    """Whether this run's own verify curve (``result["costs"]``: timed at the run's start, its
+    range the fastest and slowest repeat) holds the target's part of each measured step (forward
+    and logits, at the tokens the method verified; plain decoding at one token), and whether the
+    model's verify lies inside that range: a sentence, computed, that says which part of the
+    model's error is the machine's speed between two measurements and which the curve does not
+    hold at all. None where the run has no such curve or no rows."""
+    from workbench.cost_model import Curve
+
+    verify = (result.get("costs") or {}).get("verify") or []
+    if not rows or not verify or not all("lo" in r for r in verify):
+        return None
+    curve = Curve.from_rows(verify)
+    within = lambda ms, n: curve.range_at(n)[0] <= ms <= curve.range_at(n)[1]  # noqa: E731
+    held = [r for r in rows if within(r["target"], r["nodes"])]
+    over = [r for r in rows if r["target"] > curve.range_at(r["nodes"])[1]]
+    model_in = [r for r in rows if within(r["model_verify"], r["nodes"])]
+    plain = next(iter(rows))["plain"] - _plain_rest(result)
+    lo1, hi1 = curve.range_at(1)
+    said = (f"This run's own verify curve (the table \"Verify cost\" above: timed at the run's start, after a "
+            f"{result['costs']['prefix_len']}-token prefix; its range is the fastest and slowest repeat) holds the "
+            f"engine's target part (forward and logits, at the tokens each method verified) in {len(held)} of "
+            f"{len(rows)} speculative rows, and plain decoding's ({plain:.1f} ms against {lo1:.1f}–{hi1:.1f} at "
+            f"one token) {'too' if lo1 <= plain <= hi1 else 'not'}; the model's verify, from its step cost's own "
+            f"measurement, lies inside that range in {len(model_in)} of {len(rows)}.")
+    if over:
+        said += (" Above the range: " + ", ".join(
+            f"`{r['method']}` {r['target']:.1f} ms at {r['nodes']:.0f} tokens (range "
+            f"{curve.range_at(r['nodes'])[0]:.1f}–{curve.range_at(r['nodes'])[1]:.1f})" for r in over) +
+            ": in the engine's steps over the turns these verifies cost more than the same forward timed alone at "
+            "the run's start, beyond the spread of its repeats (the turns run later, and at contexts longer than "
+            "the curve's prefix by the prompt and the tokens emitted so far).")
+    else:
+        said += (" Every step's verify is a forward this machine ran at that speed during the run: the model's "
+                 "verify error is the machine's speed between its measurement and this run, not a part of the step "
+                 "the model leaves out.")
+    return said
+
+
+def _plain_rest(result: dict) -> float:
+    """Plain decoding's step less its target part (forward and logits), mean ms."""
+    p = decode_parts(result["summary"].get("vanilla", {}).get("step_profile") or {})
+    return 0.0 if p is None else p["step"] - p["forward"] - p["logits"]
 
 
 def _span(xs: list[float]) -> str:

@@ -74,8 +74,9 @@ class MeasuredCurve:
 def verify_forwards(target, sizes, prefix_len: int) -> dict[int, Callable[[], object]]:
     """Per N: one target forward + logits over a chain of N new tokens after ``prefix_len``
     committed random tokens, as the engine's verify runs it (N = 1 is a decode step). The sizes
-    share one pool, each writing its own slots."""
+    share one pool, each writing its own slots. At smoke size, at most ``smoke.CONTEXT`` committed."""
     device = target.lm_head.weight.device
+    prefix_len = smoke.context(prefix_len)
     pool = prefilled(target, target.new_kv_pool, vocab=target.config.vocab_size, prefix_len=prefix_len,
                      spare=sum(sizes) + 1, device=device)
     batches = {n: chain_batch(n, pool, pool.alloc.alloc(n)) for n in sizes}

@@ -18,6 +18,7 @@ from workbench.engine.config import SpecConfig
 from workbench.engine.engine import Engine
 from workbench.engine.sampling import SamplingParams, target_probs
 from workbench.kv import SlotAllocator
+from workbench.lessons import smoke
 
 MAX_CELLS = 1 << 16  # V^k above this is not a "small vocabulary"
 
@@ -62,9 +63,10 @@ def sequence_counts(outputs: list[list[int]], vocab: int, length: int) -> torch.
 def sample_sequences(target, head, spec: SpecConfig, params: SamplingParams, prompt: list[int], length: int,
                      n: int) -> tuple[torch.Tensor, list[int]]:
     """``n`` requests of ``prompt`` decoded together by the engine: [V] * length counts of their
-    first ``length`` tokens, and per request the drafts its first speculative step accepted."""
+    first ``length`` tokens, and per request the drafts its first speculative step accepted (at
+    smoke size, ``smoke.SAMPLES`` requests at most)."""
     eng = Engine(target, head, spec, sampling=params)
-    eng.add_requests([prompt] * n, length)
+    eng.add_requests([prompt] * smoke.samples(n), length)
     eng.run()
     counts = sequence_counts([r.output_ids for r in eng.requests], target.config.vocab_size, length)
     # what the walk accepted, not what was emitted: ``length`` may end the output inside the step

@@ -4,8 +4,10 @@ that a notebook still runs from a clean kernel.
 The test suite sets ``WORKBENCH_NOTEBOOK_SMOKE=1`` in the kernel's environment
 (``tests/test_notebooks.py``); the lessons' shared measuring helpers then shrink what they are
 asked for: at most ``PROMPTS`` prompts (``settings.lesson_prompts``), one repeat per timed round
-(``cost_curve.time_forwards``) and ``NEW_TOKENS`` new tokens per timed or traced run
-(``settings.measure_settings``, ``draft_routes.run_route``). The number of rounds stays: the
+(``cost_curve.time_forwards``), ``NEW_TOKENS`` new tokens per timed or traced run
+(``settings.measure_settings``, ``draft_routes.run_route``), ``SAMPLES`` sampled sequences where a
+lesson draws a law (``exact_law.sample_sequences``) and ``CONTEXT`` committed tokens before a
+timed forward (``cost_curve.verify_forwards``). The number of rounds stays: the
 notebooks index their rounds. Every code path of a notebook still runs; only its numbers become
 meaningless. The stored notebooks, which readers see, are always full-size runs (``make
 notebooks``, which never sets it).
@@ -18,6 +20,8 @@ import os
 ENV = "WORKBENCH_NOTEBOOK_SMOKE"
 PROMPTS = 4  # the first four of any list of categories (the lessons' default three stay whole; notebook 08 halves them)
 NEW_TOKENS = 12  # enough for several speculative steps of every tree the notebooks try
+SAMPLES = 500  # sequences per sampled law: a chi-square test still has cells to pool
+CONTEXT = 512  # committed tokens before a timed forward: a prefill of thousands takes seconds on one thread
 
 
 def on() -> bool:
@@ -31,6 +35,14 @@ def repeats(asked: int) -> int:
 
 def new_tokens(asked: int) -> int:
     return min(asked, NEW_TOKENS) if on() else asked
+
+
+def samples(asked: int) -> int:
+    return min(asked, SAMPLES) if on() else asked
+
+
+def context(asked: int) -> int:
+    return min(asked, CONTEXT) if on() else asked
 
 
 def prompts(categories: tuple[str, ...]) -> tuple[str, ...]:
