@@ -23,22 +23,17 @@ speculative steps (``Overhead``; zero when not measured, which prices the forwar
 ``predict(spec, tau, batch)`` turns a step's cost and τ (tokens a request emits per step) into
 tokens/s, TPOT and the speedup over plain decoding at the same batch.
 
-A request also costs what no decode step holds: its **prefill** (the engine's prefill step, a
-target forward over its whole prompt, during which the running batch waits) and, under a
-speculative setting whose draft runs a forward, the draft's **catch-up** (its first speculative
-step extends the draft over every prompt row, not τ of them). Both are measured against the
-prompt's length (``prefill``, ``catch_up``: empty when not measured, which prices them 0).
-``closed_loop(spec, tau, batch, prompt_lens, output_lens)`` adds them up for a closed loop of
-requests: each request's share of the decode steps (its ``n - 1`` tokens after the prefill's
-first, ``(n - 1) / τ`` steps, each ``step(B) / B`` of a batch of B) plus its prefill and
-catch-up whole, and gives the loop's tokens/s.
+A request also costs its **prefill** (a target forward over its prompt, the running batch
+waiting) and, where the draft runs a forward, the draft's **catch-up** (its first speculative step
+extends the draft over every prompt row): ``prefill`` and ``catch_up``, measured against the
+prompt's length (empty: priced 0). ``closed_loop(spec, tau, batch, prompt_lens, output_lens)``
+gives a closed loop's tokens/s: each request's share of the decode steps (``(n - 1) / τ`` steps,
+each ``step(B) / B``) plus its prefill and catch-up whole.
 
-The curves are read as measured: linear between measured sizes, the first value below the first
-size, the last slope past the last size; not through a monotone fit. On a CPU the products of one
-row and of a few take different library paths, and a verify of a few tokens can cost less than a
-decode step of one in every round; that dip is what plain decoding pays and what a prediction
-must weigh it by. ``Curve.fit`` (the non-decreasing fit) is there for sentences that name a
-regime, not for predictions.
+The curves are read as measured (linear between sizes, the first value below the first, the last
+slope past the last), not through a monotone fit: on a CPU a verify of a few tokens can cost less
+than a decode step of one (another library path), and that dip is what plain decoding pays.
+``Curve.fit`` (non-decreasing) is for sentences that name a regime, not for predictions.
 """
 
 from __future__ import annotations

@@ -1,41 +1,33 @@
 """This machine's cost model (``workbench/cost_model.py``), measured once per machine and cached.
 
-``step_cost_for(wb, source)`` returns the ``StepCost`` every prediction reads (``auto``, ``bench
-tune``, the bench report, the app's Compare, the notebooks): the loaded target's verify cost at
+``step_cost_for(wb, source)`` returns the ``StepCost`` every prediction reads: the loaded target's verify cost at
 ``VERIFY_SIZES`` total tokens and the draft's forward cost at ``DRAFT_ROWS`` rows (``cost.py``'s
 ``measure_verify_cost`` and ``measure_draft_cost``, after a committed prefix of ``PREFIX``
 tokens), and the step's **overhead** outside the forwards: real engine steps, plain and
 speculative (``OVERHEAD_SETTING``), of ``OVERHEAD_BATCHES`` requests, timed whole, less what the
 curves say their forwards cost; the least-squares line through the batches gives ms per step and
-ms per request. The batches reach 8 requests, so a step of as many as a load keeps in flight is
-priced from a measurement, not from a line drawn through 1 and 4 and extended. What a draft
+ms per request (batches up to 8, as many as a load keeps in flight). What a draft
 forward costs each draft source says (``DraftSource.draft_cost``, given the ``Timers`` here): the
 EAGLE head is timed; a draft model is timed as a target of its own; the early exit ``exit:N`` is
 taken as N / L of a verify of as many tokens; the n-gram lookup runs no forward.
 
-What a request costs outside its decode steps is measured on the same engine, one request of
-each of ``PREFILL_LENGTHS`` random prompt tokens (``measure_prefill``): the engine's **prefill**
-step (the target's forward over the prompt and the engine's work to admit it, its profile's
-``prefill`` setting), and, for a draft that runs a forward over the prompt (the head, a draft
-model), the first speculative step's draft extend, the draft's **catch-up** over the prompt rows.
+A request's **prefill** step and the draft's **catch-up** over the prompt (a draft that runs a
+forward) are measured on the same engine, one request of each of ``PREFILL_LENGTHS`` random
+prompt tokens (``measure_prefill``).
 
 The measurement runs ``ROUNDS`` whole rounds one after another (seconds on a small model)
 and is cached in ``<cache>/step-costs.json`` (``<cache>`` as for the model store) under the CPU
 (``cpu_choices.cpu_signature``), torch version, threads, device, dtype, the target's and the
 draft's shapes, only when the curves' rounds agree: every size's round medians within ``AGREE`` of
 their median (the overhead, a difference of two times, and the prefill and catch-up, one step
-each, are the medians of their rounds and not held to that). A busy machine makes them disagree;
-the medians are used for this run, nothing is cached, and the next run measures again (as the
-linear-order choice does, ``cpu_choices.py``). An entry measured before the prefill was, or at
-other overhead batches, is measured again too (``_current``); a reader that never measures (the
-lessons, at other threads) still takes one whose curves are at today's sizes (``_readable``).
-Every figure that quotes the model names the measurement (``StepCost.measured``: date, CPU,
-threads, dtype).
+each, are the medians of their rounds and not held to that). On a busy machine they disagree: the
+medians serve this run, nothing is cached, the next run measures again. An entry without the
+prefill or at other overhead batches is measured again (``_current``); a reader that never
+measures (the lessons) takes one whose curves are at today's sizes (``_readable``). Every figure
+that quotes the model names the measurement (``StepCost.measured``: date, CPU, threads, dtype).
 
 A run of several methods prices each by its own draft source (``step_costs``: one measurement per
-distinct source, shared by the methods drafting from it): a head method with the head's forwards,
-an n-gram method with none, ``exit:N`` with the exit's. The bench report, ``bench tune``, ``bench
-load``, ``auto`` and the app's Compare all go through it.
+distinct source, shared by the methods drafting from it).
 """
 
 from __future__ import annotations
