@@ -133,9 +133,6 @@ class Curve:
         never costs less; for naming a regime, not for predicting (module docstring)."""
         return Curve(tuple(zip(self.sizes, monotone(self.sizes, self.ms))), what=f"{self.what}, fit")
 
-    def as_pairs(self) -> list[list[float]]:
-        return [[n, ms] for n, ms in self.points]
-
 
 @dataclass(frozen=True)
 class Overhead:
@@ -268,13 +265,6 @@ class StepCost:
     def verify_curve(self) -> Curve:
         lo, hi = zip(*self.verify_range) if self.verify_range else ((), ())
         return Curve(self.verify, lo, hi, "verify cost")
-
-    @property
-    def draft_curve(self) -> Curve | None:
-        if not self.draft:
-            return None
-        lo, hi = zip(*self.draft_range) if self.draft_range else ((), ())
-        return Curve(self.draft, lo, hi, "draft cost")
 
     def verify_ms(self, tokens: float) -> float:
         return _interpolate(self.verify, tokens)

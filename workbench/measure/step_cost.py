@@ -72,12 +72,10 @@ PREFILL_LENGTHS = (32, 128, 512)
 def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None, log=None,
                   target: StepCost | None = None) -> StepCost:
     """The step cost of ``wb``'s target with the draft ``source`` (None: a policy that never
-    drafts), from the cache or measured now (see the module docstring). ``log``: one line per
-    event (default: stderr). ``target``: a step cost of the same target measured in this run (with
-    another source): measured now, this one takes its verify curve, plain decoding's overhead and
-    the prefill from it and times only what the source adds (its draft forwards, its speculative
-    steps' overhead, its catch-up), so that one run's plain decoding has one price whichever
-    source's step cost prices it."""
+    drafts), from the cache or measured now (module docstring). ``log``: one line per event
+    (default: stderr). ``target``: a step cost of the same target measured in this run with another
+    source: this one then takes its verify curve, plain decoding's overhead and the prefill, and
+    times only what the source adds (draft forwards, speculative overhead, catch-up)."""
     say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     key = _cache_key(wb, source)
     path = Path(cache_dir) / CACHE_FILE if cache_dir is not None else _default_path()
@@ -161,8 +159,7 @@ def measure_overhead(wb, source: DraftSource | None, forwards: StepCost, prefix_
 
 def _line(xs: tuple[int, ...], ys: list[float]) -> tuple[float, float]:
     """(intercept, slope) of the least-squares line through the points, rounded to µs (one
-    point: flat). Three batches or more: one step that a busy moment slowed moves the line less
-    than it moves a line through two."""
+    point: flat)."""
     if len(xs) < 2:
         return round(ys[0], 3), 0.0
     slope, intercept = linear_regression(xs, ys)
@@ -203,9 +200,8 @@ def measure_prefill(wb, source: DraftSource | None) -> tuple[list[tuple[int, flo
     of ``PREFILL_LENGTHS`` random tokens (the lengths that fit the model's context), and, where
     ``source`` drafts with a forward over the prompt (``Needs.loaded``: a head or a draft model),
     the draft extend of the first speculative step after it, which runs every prompt row (else
-    no catch-up points). The engine is the one a load runs: with such a draft, under
-    ``OVERHEAD_SETTING`` (the prefill is the same whichever setting follows). No points where no
-    length fits the context: the prefill is then priced 0, and the report says so."""
+    no catch-up points), under ``OVERHEAD_SETTING``. No points where no length fits the context:
+    the prefill is then priced 0, and the report says so."""
     from workbench.engine.config import SpecConfig
 
     catches_up = source is not None and source.needs.loaded
@@ -248,15 +244,12 @@ def step_costs(wb, drafts: dict[str, DraftSource | None], *, known: dict | None 
                unpriced: dict[str, str] | None = None, cache_dir: Path | None = None, log=None) -> dict[str, StepCost]:
     """A run's methods, each priced by its own draft source: ``drafts`` maps a method's name to the
     source it drafts from (``draft_of``; None: it never drafts); the answer maps the name to
-    ``step_cost_for`` that source, read or measured once per distinct source. A method drafting by
-    n-gram lookup is then priced with no draft forward and the overhead of steps that look up
-    n-grams, ``exit:N`` with the exit's share of a verify, the head with the head timed; methods of
-    one source share one measurement, and every source after the first is timed against the
-    first's verify curve, plain decoding's overhead and prefill (``step_cost_for``'s ``target``),
-    so plain decoding has one price in the run. A method that never drafts is priced by any step
-    cost of the run, measured on its own only when the run has none. ``known``: the step costs the run already has, by source, read and filled in,
-    so that a later call measures no source twice. ``unpriced``: where given, a source that cannot
-    be measured leaves its methods out, each name kept here with the reason; else the error is raised."""
+    ``step_cost_for`` that source, read or measured once per distinct source. Every source after
+    the first is timed against the first's verify curve, plain decoding's overhead and prefill
+    (``step_cost_for``'s ``target``), so plain decoding has one price in the run; a method that
+    never drafts takes any step cost of the run. ``known``: the run's step costs by source, read
+    and filled in (no source measured twice). ``unpriced``: where given, a source that cannot be
+    measured leaves its methods out, each name kept here with the reason; else the error is raised."""
     known = {} if known is None else known
     failed: dict = {}
     sources = list(dict.fromkeys(drafts.values()))  # distinct, in the methods' order; plain decoding last
