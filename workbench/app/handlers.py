@@ -9,12 +9,10 @@ outlines, opening the settings when the field is there).
 
 Autoplay is a ``gr.Timer`` whose ticks step while the page's ``Autoplay`` flag is on. The flag
 is one object per page, changed in place, never replaced: Gradio writes an event's outputs one by
-one, so a flag returned as an output could be read half-written by a tick (the run already
-dropped, autoplay still on: a fresh run would start after Reset). Only the checkbox (``play``)
-turns it on; unticking it, Reset, a run's end and bad input turn it off. A tick never turns it
-back on, a tick that arrives after it went off does nothing, and a tick whose step was under way
-when Reset came shows nothing, so no step appears once autoplay is off (at most the one already
-under way finishes) and none after Reset.
+one, so a flag returned as an output could be read half-written by a tick (a fresh run would
+start after Reset). Only the checkbox (``play``) turns it on; unticking it, Reset, a run's end
+and bad input turn it off. A tick after it went off does nothing, and one whose step was under
+way when Reset came shows nothing: no step appears after Reset.
 """
 
 from __future__ import annotations

@@ -188,7 +188,7 @@ def _step_overhead(wb, spec, *, batch: int, forwards: StepCost, prefix_len: int)
         engine.step()
         took = (_synced(engine.device) - t0) * 1e3
         if k >= untimed and len(engine.running) == batch:
-            out.append(took - _forwards_ms(forwards, spec, batch, tau))
+            out.append(took - forwards.parts(spec, batch, tau).total_ms)  # ``forwards`` holds no overhead
         emitted = [r.accept_lengths[-1] if r.accept_lengths else 1 for r in engine.requests]
     if not out:
         raise RuntimeError(f"no engine step of {spec.name} at {batch} requests could be timed")
@@ -222,10 +222,6 @@ def measure_prefill(wb, source: DraftSource | None) -> tuple[list[tuple[int, flo
             step = next(t for setting, t in engine.profile.settings.items() if setting != "prefill")
             catch_up.append((n, round(step.phases_ms["draft_extend_ms"], 3)))
     return prefill, catch_up
-
-
-def _forwards_ms(forwards: StepCost, spec, batch: int, tau: float) -> float:
-    return forwards.parts(spec, batch, tau).total_ms  # no overhead in ``forwards``: the forwards alone
 
 
 def _synced(device) -> float:

@@ -385,10 +385,6 @@ def _pack_for(path: str, weight: torch.Tensor, rows: int) -> torch.Tensor | None
     return pack_weight(weight, rows) if path == PACKED else onednn_pack(weight) if path == ONEDNN else None
 
 
-def _packs(weights: list[torch.Tensor], path: str, rows: int) -> list:
-    return [_pack_for(path, w, rows) for w in weights]
-
-
 def check_paths(weights: list[torch.Tensor], paths: tuple[str, ...], rows: tuple[int, ...] = ROW_BUCKETS,
                 seed: int = 0) -> dict[str, bool]:
     """Per path, whether it matches ``F.linear`` within rounding (``within_rounding``) on every weight and row
@@ -419,7 +415,7 @@ def time_paths(weights: list[torch.Tensor], paths: tuple[str, ...], rows: tuple[
     for m in rows:
         xs = {w.shape[1]: torch.randn(m, w.shape[1], generator=gen, dtype=w.dtype) for w in weights}
         with torch.inference_mode():
-            packs = {path: _packs(weights, path, m) for path in paths}
+            packs = {path: [_pack_for(path, w, m) for w in weights] for path in paths}
             runs = {path: (lambda path=path: [run_path(path, xs[w.shape[1]], weight=w, packed=p, rows=m)
                                               for w, p in zip(weights, packs[path])]) for path in paths}
             ms = _best_ms_interleaved(runs, repeats)
