@@ -239,7 +239,7 @@ def test_a_static_tree_and_a_chain_speak_of_no_rerank(wb):
 
 
 def test_the_glossary_defines_the_words_the_lessons_and_tabs_use():
-    from workbench.app.explain import glossary_terms
+    from helpers import glossary_terms
 
     missing = {"L", "tree mask", "shift by one", "residual", "rollback", "TPOT", "TTFT", "ECE"} - glossary_terms()
     assert not missing, missing
