@@ -323,8 +323,7 @@ def _grown(rope, rotary, *, positions: int, device: torch.device, dtype: torch.d
 
 class GraphedTarget(GraphedForward):
     """``hidden, logits = runner(batch)``: the target forward + logits, replayed from a CUDA graph
-    when the batch fits a bucket, else run eagerly. ``max_keys``: the most keys a batch may hold
-    (the pool size is always enough); ``scratch_slot``: a pool slot no request owns. Replayed
+    when the batch fits a bucket, else run eagerly (arguments as ``GraphedForward``). Replayed
     outputs are views of the graph's buffers: valid until this runner's next replay, of any
     bucket (its graphs share one memory pool)."""
 

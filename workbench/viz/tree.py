@@ -9,13 +9,11 @@ verified). The **bonus** hangs under the last accepted node: the target's own to
 ring marks the **stop** node, where the walk ended, named in the legend by why it stopped (the
 trace's ``stop``, ``engine/stops.py``).
 
-Layout (``layout.tree_layout``): one column per depth (root on the left, text reads left to
-right), leaves in depth-first order top to bottom, siblings in descending draft probability, a
-parent at the mean height of its children. Every kept node and the bonus carry their token in
-the picture; the candidates dropped at rerank under one parent are folded into one "+n dropped"
-mark (listed on hover). Columns share the figure's width, so a long token is cut with "…" (whole
-on hover) rather than printed over its neighbour, but never below about four characters
-(``layout.MIN_LABEL``): a tree too deep for the width is drawn wider instead.
+Layout (``layout.tree_layout``): one column per depth, root on the left, siblings in descending
+draft probability. Every kept node and the bonus carry their token in the picture; the candidates
+dropped at rerank under one parent fold into one "+n dropped" mark (listed on hover). A long
+token is cut with "…" (whole on hover), never below ``layout.MIN_LABEL``: a tree too deep for the
+width is drawn wider instead.
 """
 
 from __future__ import annotations
