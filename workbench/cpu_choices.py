@@ -129,9 +129,8 @@ def measure_rounds(weights: list[torch.Tensor], paths: tuple[str, ...], rounds: 
     Returns what the cache records: ``rounds``, ``repeats``, ``verdicts`` (each round's paths
     per row count, [] = F.linear everywhere), ``timings`` (per row count and path the median ms
     over the rounds and its spread, (max - min) / median), ``verdict`` (decided on those
-    medians) and ``agreed`` (``rounds_agree``). Rounds run one after another, so a load that
-    comes and goes lands in some rounds and not others, and their verdicts differ by far.
-    """
+    medians) and ``agreed`` (``rounds_agree``: a load that comes and goes lands in some rounds
+    only, and their verdicts differ)."""
     per_round = [time_paths(weights, paths, repeats=repeats) for _ in range(rounds)]
     timings = []
     for i, first in enumerate(per_round[0]):

@@ -120,12 +120,10 @@ def _guesses(trace: dict) -> str:
 def measured_line(tree: tuple[int, int, int], pick) -> str:
     """One line for the page's first load: what the eagle2 ``tree`` (num_draft_tokens, num_steps,
     topk) on screen measured in the head record of this kind of CPU (``pick``, a
-    ``default_tree.Pick``), and the default tree there (its pick: within ``default_tree.TIE``
-    of the fastest, the smaller tree), naming the record and its date: "8/5/4 measured 1.09x plain
-    decoding on a 2-core AMD EPYC with AVX2 only (docs/bench/head-cpu-fp32-avx2.md, 2026-12-06);
-    the default without tree flags there: 4/3/2, 1.21x" (and, where a larger tree measured faster
-    within one pass's noise, that it is level with it). "" without a pick, or with one of another
-    kind of CPU (``Pick.here`` false)."""
+    ``default_tree.Pick``), and the default tree there, naming the record and its date ("8/5/4
+    measured 1.09x plain decoding on a ... (RECORD, DATE); the default without tree flags there:
+    4/3/2, 1.21x", and whether a larger tree is level with it). "" without a pick, or with one of
+    another kind of CPU (``Pick.here`` false)."""
     if pick is None or not pick.here:  # another kind of CPU's record does not apply here
         return ""
     shown, best = "/".join(map(str, tree)), pick.setting.split(":", 1)[1]

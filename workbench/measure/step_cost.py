@@ -59,8 +59,7 @@ ROUNDS = 3  # the median of three: one round a busy moment slowed does not move 
 TIMING = {"prefix_len": PREFIX, "repeats": REPEATS, "warmup": 1}
 AGREE = 0.25  # (max - min) / median of a size's round medians, at most, for a cacheable verdict
 # Requests in the engine steps timed for the overhead, up to the 8 a load keeps in flight: a step
-# of 8 is priced from a measurement, not from the line through 1 and 4 extended (at 8 requests
-# docs/bench/load-cpu-avx2.md measured speculative steps far dearer than that line said).
+# of 8 is priced from a measurement, not from the line through 1 and 4 extended.
 OVERHEAD_BATCHES = (1, 4, 8)
 OVERHEAD_STEPS = 6  # timed steps per batch and kind, after untimed ones (the prefill, the draft's catch-up)
 OVERHEAD_SETTING = dict(num_steps=3, topk=2, num_draft_tokens=4)  # a small tree: what a CPU runs
