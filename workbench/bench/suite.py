@@ -19,11 +19,10 @@ per source in the run, the tuner's trees included; the report's predictions read
 warm-up run per method, then for each question every method in turn (interleaved, so a change in
 machine load hits all methods alike), temperature 0; then temperature 1 on a few questions for tau.
 After the timed runs, one traced pass of ``--calibration`` (greedy, first turns, shorter) gives
-the draft's calibration: traces cost time, so no timing is read from it.
-Outputs in ``--out``: ``results.json``, ``report.md``, ``figures.html`` (``report.py``), and
-``records.jsonl``, where each result is kept as soon as it is finished (``journal.py``): a run
-stopped midway and started again with the same settings reuses those results, timings included,
-runs only the missing ones, and its report says that it was resumed.
+the draft's calibration (no timing is read from it). Outputs in ``--out``: ``results.json``,
+``report.md``, ``figures.html`` (``report.py``), and ``records.jsonl``, each result kept as it
+finishes (``journal.py``), so a stopped run started again with the same settings runs only the
+missing ones, and its report says that it was resumed.
 """
 
 from __future__ import annotations

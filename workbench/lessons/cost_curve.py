@@ -1,10 +1,9 @@
 """What a forward costs at N tokens, measured in interleaved rounds, and read at any N in between.
 
-``time_forwards`` times forwards of several sizes (and, when asked, at other
-prefixes) the way every timed comparison here is taken (``workbench.timing.interleaved``): one
-round times every size once, the first size rotating from round to round, and each round's
-value is the median of ``repeats`` calls; a slow spell of a shared machine then hits every size
-of a round alike instead of making one size look dear.
+``time_forwards`` times forwards of several sizes (and, when asked, at other prefixes) in
+interleaved rounds (``workbench.timing.interleaved``): each round times every size once, the
+first size rotating, each value the median of ``repeats`` calls, so a slow spell of a shared
+machine hits every size alike.
 
 ``MeasuredCurve`` keeps every round. Its ``fit`` is the non-decreasing fit of the medians
 (``workbench.timing.monotone``): a verify of more tokens never costs less, so a dip between two

@@ -88,9 +88,8 @@ def forward_samples(pool: Prefilled, sizes, *, forward, repeats: int = 5, warmup
     """``repeats`` ms of ``forward(batch)`` on a chain of n new tokens after the pool's prefix, for
     each n in ``sizes`` (the chain's slots freed after each). The sizes take
     turns (``workbench.timing.interleaved``: one forward of each a round, the first rotating, after
-    ``warmup`` untimed rounds), so a disturbance that lasts a moment lands on every size alike,
-    not on all the repeats of one: when that one is the decode step, every ratio of the curve
-    (verify / decode) is off by it."""
+    ``warmup`` untimed rounds), so a brief disturbance lands on every size alike, not on all the
+    repeats of one (the decode step's would skew every verify / decode ratio)."""
     return case_samples(pool, [(n, forward, None) for n in sizes], repeats, warmup)
 
 

@@ -6,10 +6,8 @@ reads the residual stream after some target layers: those are always computed he
 prefill per sequence) and cached beside as ``aux{layers}_NNNNN.safetensors`` (``len(layers) * H
 * 2`` bytes a token).
 
-Cost of recomputing: one target prefill over every token, once (as many target FLOPs as the
-generation's, though batched better); the cache takes ``hidden_size * 2`` bytes per token
-(1,152 B for SmolLM2, about 1.15 GB per million tokens, prompts included), against 4 B per token
-for the ids alone. With ``cache=False`` nothing is written (recomputed on every load).
+Recomputing costs one target prefill over every token, once; the cache takes ``hidden_size * 2``
+bytes per token, against 4 for the ids. With ``cache=False`` nothing is written.
 
 Held-out split by prompt: a prompt's greedy answer, sampled answers and follow-up all fall on
 the same side, so "held-out" means conversations on prompts never trained on. Validation keeps
