@@ -39,14 +39,12 @@ is here and SGLang's ``STANDALONE`` algorithm and vLLM's ``draft_model`` method 
 A setting per running batch size (a ``policy.Schedule``, such as the one the load benchmark
 reads off what ``auto`` chose) is ``schedule_flags``: vLLM takes one in its speculative config,
 ``num_speculative_tokens_per_batch_size``, entries ``[lo, hi, k]`` (batch sizes lo..hi verify k
-speculative tokens, 0 = none; the first entry starts at 1, sizes past the last take its k, and
-k is capped at ``num_speculative_tokens``; ``vllm/v1/spec_decode/dynamic/utils.py`` at
-14b450c): k here is ``chain_tokens`` of each setting. SGLang has no batch-size schedule; its
-adaptive mode (``--speculative-adaptive`` with a JSON file of ``candidate_steps`` given by
-``--speculative-adaptive-config``; ``python/sglang/srt/speculative/adaptive_spec_params.py`` at
-13d3f64) moves ``num_steps`` among the candidates by an average of the accepted drafts, not by
-batch size, for EAGLE chains only (``--speculative-eagle-topk 1``), and needs two candidates or
-more.
+speculative tokens, 0 = none; the first entry starts at 1, sizes past the last take its k, k at
+most ``num_speculative_tokens``; ``vllm/v1/spec_decode/dynamic/utils.py`` at 14b450c): k here
+is each setting's ``chain_tokens``. SGLang has no batch-size schedule; its adaptive mode
+(``--speculative-adaptive``, ``--speculative-adaptive-config`` naming ``candidate_steps``; at
+13d3f64) moves ``num_steps`` by an average of the accepted drafts, for EAGLE chains only, and
+needs two candidates or more.
 """
 
 from __future__ import annotations

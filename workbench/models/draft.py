@@ -143,8 +143,7 @@ class DraftHead(nn.Module):
     def _hot_head(self) -> Linear:
         """The hot tokens' rows of the target's lm_head, a ``Linear`` of their own that follows the
         lm_head's few-row product order with packed copies of its own weight (the lm_head's packs
-        hold all V rows: without its own, a 1-2 row product of the hot rows ran ``F.linear``,
-        several times slower on a CPU whose order packs those rows)."""
+        hold all V rows, which a product of the hot rows cannot use)."""
         hot, order = self._hot, self.target.lm_head.order
         if hot.order is not order:
             hot.order = order

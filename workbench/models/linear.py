@@ -405,11 +405,9 @@ def time_paths(weights: list[torch.Tensor], paths: tuple[str, ...], rows: tuple[
                repeats: int = 5) -> list[dict]:
     """Best-of-``repeats`` ms to apply every weight in ``weights`` (as one forward does, each read
     from memory in turn) to ``m`` rows by each path, for each m: [{"rows": m, "ms": {path: ms}}].
-    The paths take turns within each repeat, so that a disturbance lasting a moment costs each
-    of them alike rather than one path all its repeats. Packed weights exist for one row count
-    at a time (packing is not timed). The fastest repeat, not the median: another process on the
-    cores only ever adds time, so the minimum is the least disturbed estimate of what each
-    implementation can do."""
+    The paths take turns within each repeat, so a brief disturbance costs each alike. Packed
+    weights exist for one row count at a time (packing is not timed). The fastest repeat, not the
+    median: another process on the cores only ever adds time."""
     gen = torch.Generator().manual_seed(0)
     out = []
     for m in rows:
