@@ -167,12 +167,7 @@ class Suggestion:
     reason: str  # the sentence for the status line
 
     def button(self) -> str:
-        """The button's text."""
         return f"Try: {self.label}"
-
-    def sentence(self) -> str:
-        """Why this change, for the status line."""
-        return self.reason
 
     def settings(self, current: dict) -> dict:
         """The page's values after taking the suggestion: ``current`` (field -> value) with the

@@ -191,7 +191,7 @@ class StepEvents:
         if session is not None and session.current is not None:
             parts.append(stop_line(session.current) or step_line(session))
             if offer is not None:
-                parts.append(offer.sentence())
+                parts.append(offer.reason)
         return " ".join(parts)
 
     def suggestion(self, session: Session | None):
@@ -231,7 +231,6 @@ class StepEvents:
         return self.show(*self._advance(session, values))
 
     def back(self, session):
-        """Show the previous step."""
         if session is None or not session.back():
             return self.show(session, "Nothing to go back to.")
         return self.show(session)

@@ -150,7 +150,6 @@ def read_prompts(path: Path) -> list[Prompt]:
 
 
 def _words(value) -> bool:
-    """A string with something in it."""
     return isinstance(value, str) and bool(value.strip())
 
 
