@@ -88,14 +88,6 @@ class Curve:
             object.__setattr__(self, name, values)
 
     @classmethod
-    def of(cls, sizes, ms, what: str = "cost curve") -> Curve:
-        """From parallel sequences of sizes and ms."""
-        sizes, ms = tuple(sizes), tuple(ms)
-        if len(sizes) != len(ms):
-            raise ValueError(f"{what}: one ms per size, got {len(ms)} for {len(sizes)} sizes")
-        return cls(tuple(zip(sizes, ms)), what=what)
-
-    @classmethod
     def from_rows(cls, rows: list[dict], size: str = "tokens", what: str = "cost curve") -> Curve:
         """From measurement rows ``{size: N, "ms": t[, "lo": a, "hi": b]}`` (``measure/cost.py``)."""
         rows = sorted(rows, key=lambda r: r[size])
