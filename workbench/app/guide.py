@@ -231,7 +231,8 @@ def _faster_draft(cause: str, spec, bench, runnable) -> Suggestion | None:
     if draft.model_free and spec.method == "static":
         changes["method"] = "eagle2"  # the n-gram lookup has no distribution to rank a fixed shape by
     was = f"the {spec.draft.label()}'s {own:.2f}x" if spec.draft.name in speed else "plain decoding (1x)"
+    record = bench.source[:1].upper() + bench.source[1:]
     return Suggestion(changes=changes, label=f"draft {name}",
-                      reason=f"Here the draft could not give the target's token ({cause}). {bench.source[:1].upper() + bench.source[1:]} measured "
+                      reason=f"Here the draft could not give the target's token ({cause}). {record} measured "
                              f"the {draft.label()} at {'/'.join(map(str, tree))} at {x:.2f}x plain decoding (mean "
                              f"over its tasks), faster than {was}.")

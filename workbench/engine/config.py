@@ -240,8 +240,8 @@ class SpecConfig:
         topk and num_draft_tokens from the shape, ``tree`` (rank paths, or their JSON text) or
         EAGLE-1's tree cut to num_draft_tokens; ``vanilla`` ignores the tree knobs and the draft.
         A knob given beside what the method implies must agree with it. ``draft``: a
-        ``DraftSource`` or its text (None, or text naming none: the head). Only text is read here (ConfigError where
-        it cannot be); the rules are ``__post_init__``'s."""
+        ``DraftSource`` or its text (None, or text naming none: the head). Only text is read here
+        (ConfigError where it cannot be); the rules are ``__post_init__``'s."""
         tree = _read_tree(tree)
         given = {k: v for k, v in dict(num_steps=num_steps, topk=topk, num_draft_tokens=num_draft_tokens).items()
                  if v is not None}
