@@ -126,11 +126,8 @@ def drawn_runs(configs: dict[str, SpecConfig], by_source: bool) -> tuple[tuple, 
 
 def decode(wb, spec: SpecConfig, *, sampling, ids: list[int], max_new: int) -> list[dict]:
     """Every step trace of one run."""
-    engine = wb.engine(spec, sampling, trace=True)
-    engine.add_requests([ids], max_new)
     traces = []
-    while not engine.done:
-        traces.extend(engine.step())
+    wb.generate([ids], spec, sampling, max_new, trace_sink=traces.append)
     return traces
 
 
