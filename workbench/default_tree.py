@@ -10,8 +10,8 @@ away: ``--tree-preset sglang`` and ``--tree-preset eagle2-paper``.
 
 The measured picks are ``workbench/assets/default-trees.json``, written by
 ``python -m tools.default_trees`` from the current head records under docs/bench/ (a test checks
-the file is what the records say): per record its ``kind``, ``dtype``, ``speedups`` by tree and
-``pick``.
+the file is what the records say): per record its ``record``, ``date``, ``kind``, ``cpu``,
+``dtype``, ``speedups`` by tree and ``pick``.
 
 A CPU kind is its widest vector extension (``cpu_choices.cpu_kind``). On a kind no record holds,
 the pick of the records' best is used and the line printed says so.

@@ -15,10 +15,11 @@ the target's own uncertainty.
 **Drafts of known quality.** Between our head and a perfect one, ``early_exit_trees`` drafts with
 the target cut short: its first ``n`` layers, then its final norm and lm_head (an early exit, as
 self-speculative decoding drafts), through the same procedure and budget. Fewer layers make a
-worse draft; all of them is the perfect head. Each tree is verified by the whole target at the
-same context, so its expectation is what that draft's tree is worth; beside it, how often the
-exit's top token is the whole target's (a head's ``--agreement`` top-1). Together they trace
-what accept length a draft of a given agreement buys, measured rather than extrapolated.
+worse draft; all of them is the perfect head (greedy: a head with perfect top-1 that still ranks
+its tree by its own confidence). Each tree is verified by the whole target at the same context,
+so its expectation is what that draft's tree is worth; beside it, how often the exit's top token
+is the whole target's (a head's ``--agreement`` top-1). Together they trace what accept length a
+draft of a given agreement buys, measured rather than extrapolated.
 """
 
 from __future__ import annotations
