@@ -12,10 +12,11 @@ freed. No KV row is copied.
 Requests come and go (docs/design.md §3, "The request lifecycle"): ``submit`` queues one, the
 scheduler (``scheduler.py``) admits waiting requests first come first served while the fixed KV
 capacity (``kv_slots``) holds their worst case. A step with newcomers is a **prefill step** for
-them alone; else it is one **decode step** of the whole batch in the setting the policy
-(``policy/``) picks: plain decoding, or one of its speculative settings, all drafted by one draft
-built once, with pools sized for the largest. A finished request leaves at once, its slots
-freed. ``add_requests`` is the one-batch case (without ``kv_slots``, sized for that batch).
+them alone (the next decode step includes them); else it is one **decode step** of the whole
+batch in the setting the policy (``policy/``) picks: plain decoding, or one of its speculative
+settings, all drafted by one draft built once, with pools sized for the largest. A finished
+request leaves at once, its slots freed. ``add_requests`` is the one-batch case (without
+``kv_slots``, sized for that batch).
 
 With ``trace=True`` every step also fills one ``StepRecord`` per request (``record.py``):
 ``step_records()`` returns them, ``step()`` as JSON-ready traces (``trace.py``). Each phase is
