@@ -6,9 +6,8 @@ bandwidth. ``memory_floor`` measures that bandwidth here (the sum of a large fp3
 ``torch`` runs it on this machine's threads: a read with almost no arithmetic) and divides.
 
 A decode step near its floor is memory-bound, and a forward over a few more tokens should cost
-about the same (the weights are read once for all of them); a verify that costs much more than
-one decode step is paying for something else (the few-row matrix products' path through the
-BLAS, the work outside the products), which the bench report shows beside the floor.
+about the same; a verify that costs much more is paying for something else (the few-row products'
+path through the BLAS, the work outside the products), which the bench report shows beside it.
 
 **The compute floor and the roofline.** A forward over N tokens also does two floating-point
 operations per weight of every product and token (``product_params``; attention over the prefix
