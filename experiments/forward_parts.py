@@ -38,7 +38,8 @@ import statistics
 import torch
 
 from workbench.errors import ArgumentParser, reports_user_errors
-from workbench.flags import positive, positive_list
+from experiments.linear_order import positive_list
+from workbench.flags import positive
 from workbench.timing import spread
 
 PARTS = ("products", "norms", "rope", "attention", "kv writes")

@@ -15,11 +15,25 @@ only where this torch has its library's ops (``available_paths``).
 
 from __future__ import annotations
 
+import argparse
+
 import torch
 
 from workbench.errors import ArgumentParser, reports_user_errors
-from workbench.flags import positive, positive_list
+from workbench.flags import positive
 from workbench.models.linear import PATH_NAMES, ROW_BUCKETS, LinearOrder, available_paths, decide, time_paths
+
+
+def positive_list(text: str) -> list[int]:
+    """An argparse ``type`` for a comma list of integers > 0 (``--rows 1,2,4``)."""
+    try:
+        values = [int(x) for x in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
+    return values
+
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # (out, in) of a SmolLM2-135M layer's projections (q, k, v, o, gate, up, down) and its lm_head

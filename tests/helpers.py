@@ -244,3 +244,19 @@ class MadeUpStepCosts:
         name = "no draft" if source is None else source.name
         return StepCost(self.VERIFY, [] if source is None else source.draft_cost(timers), source="made up",
                         overhead=Overhead(plain_per_step=0.5, spec_per_step=1.0), measured=f"made up for {name}")
+
+
+def glossary_terms() -> set[str]:
+    """The words the glossary defines, as the page writes them: each first cell without its
+    backticks, split at " / " and without a trailing "(symbol)" (``num_draft_tokens (D)`` gives
+    ``num_draft_tokens``; ``tried / accepted`` gives both)."""
+    from workbench.app import explain
+
+    terms = set()
+    for line in explain.GLOSSARY.splitlines()[2:]:
+        if not line.startswith("| "):
+            continue
+        cell = line.split(" | ")[0].removeprefix("| ").replace("`", "")
+        for word in cell.split(" / "):
+            terms.add(word.split(" (")[0].strip())
+    return terms

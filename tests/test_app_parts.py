@@ -209,7 +209,9 @@ def test_every_word_the_page_uses_is_in_the_glossary(wb):
     page = " ".join(re.sub(r"[*`]", "", " ".join(texts)).lower().split())
     missing = [t for t in PAGE_TERMS if t.lower() not in page]
     assert not missing, f"not on the page: {missing}"
-    undefined = [t for t in PAGE_TERMS if t not in explain.glossary_terms()]
+    from helpers import glossary_terms
+
+    undefined = [t for t in PAGE_TERMS if t not in glossary_terms()]
     assert not undefined, f"used on the page, not in the glossary: {undefined}"
 
 

@@ -82,7 +82,7 @@ def test_a_knob_cause_suggests_its_knob_and_never_the_prompt(cause, catch, chang
     offer = suggest(stopped(cause, catch), spec_of(num_steps=5, topk=4, num_draft_tokens=8), None, lambda s: True)
     assert offer.changes == change and "prompt" not in offer.changes
     knob, value = next(iter(change.items()))
-    assert offer.button() == f"Try: {knob} {value}" and f"{knob} = {value} would have caught it" in offer.sentence()
+    assert offer.button() == f"Try: {knob} {value}" and f"{knob} = {value} would have caught it" in offer.reason
     assert offer.settings({"prompt": "mine", knob: 1, "method": "eagle2"}) == {"prompt": "mine", "method": "eagle2",
                                                                               **change}
 
@@ -107,7 +107,7 @@ def test_a_draft_that_disagreed_suggests_only_a_draft_measured_faster():
     page = dict(num_steps=5, topk=4, num_draft_tokens=8)
     offer = suggest(stopped("draft"), spec_of(**page), bench, anything)
     assert offer.changes == {"draft": "ngram", "ngram_min": 1, "ngram_max": 12} and offer.button() == "Try: draft ngram:1-12"
-    assert "1.30x plain decoding" in offer.sentence() and "1.00x" in offer.sentence()
+    assert "1.30x plain decoding" in offer.reason and "1.00x" in offer.reason
     assert suggest(stopped("vocabulary"), spec_of("static", num_draft_tokens=8), bench, anything).changes["method"] == \
         "eagle2"  # the n-gram lookup takes no static tree
     assert suggest(stopped("continuation"), spec_of(draft="ngram:1-12", **page), bench, anything) is None  # the fastest
@@ -239,7 +239,7 @@ def test_a_static_tree_and_a_chain_speak_of_no_rerank(wb):
 
 
 def test_the_glossary_defines_the_words_the_lessons_and_tabs_use():
-    from workbench.app.explain import glossary_terms
+    from helpers import glossary_terms
 
     missing = {"L", "tree mask", "shift by one", "residual", "rollback", "TPOT", "TTFT", "ECE"} - glossary_terms()
     assert not missing, missing

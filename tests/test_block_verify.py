@@ -11,17 +11,57 @@ cases together); the Monte Carlo mean of accepted drafts within 4.5 standard err
 exact figure (false failure about 7e-6 per case).
 """
 
+import itertools
+
 import pytest
 import torch
 
-from workbench.analysis.chain_rules import (RULES, chain_tensors, exact_expected_accepted, expected_accepted,
-                                            monte_carlo_accepted, outcome_law, output_law, random_pair,
-                                            scalar_expectations, target_law, trace_rule_table)
-from workbench.engine.accept import block_chain, block_weights, leviathan_chain
+from workbench.analysis.chain_rules import (RULES, ToyPair, chain_tensors, exact_expected_accepted,
+                                            expected_accepted, outcome_law, output_law, scalar_expectations,
+                                            target_law, trace_rule_table)
+from workbench.engine.accept import CHAIN_WALKS, block_chain, block_weights, leviathan_chain, sampling_walk
 from workbench.engine.config import ConfigError, SpecConfig, parse_spec
 from workbench.lessons.chi_square import chi_square_pvalue
 
 ALPHA = 1e-3
+
+
+def random_pair(vocab: int, depth: int, generator: torch.Generator, sharpness: float = 2.0) -> ToyPair:
+    """Random laws after every prefix up to ``depth`` (float64; ``sharpness`` > 1 peaks them, as
+    real next-token laws are peaked)."""
+    prefixes = [p for d in range(depth + 1) for p in itertools.product(range(vocab), repeat=d)]
+
+    def law() -> torch.Tensor:
+        x = torch.rand(vocab, generator=generator, dtype=torch.float64) ** sharpness
+        return x / x.sum()
+
+    return ToyPair(vocab=vocab, depth=depth, target={p: law() for p in prefixes}, draft={p: law() for p in prefixes})
+
+
+def monte_carlo_accepted(pair: ToyPair, num_steps: int, rule: str, trials: int,
+                         generator: torch.Generator) -> tuple[float, float]:
+    """(mean, standard error) of the accepted drafts of ``trials`` steps after the empty prefix,
+    each drafted from the pair and verified by the engine's own accept function."""
+    counts = []
+    for _ in range(trials):
+        drafts: tuple[int, ...] = ()
+        for _ in range(num_steps):
+            q = pair.draft[drafts]
+            x = int(q.argmax()) if rule == "target-only" else int(torch.multinomial(q, 1, generator=generator))
+            drafts += (x,)
+        tokens, probs, q = chain_tensors(pair, (), drafts)
+        counts.append(_walk(tokens, probs, q, rule=rule, generator=generator).num_accepted)
+    x = torch.tensor(counts, dtype=torch.float64)
+    return float(x.mean()), float(x.std() / len(counts) ** 0.5)
+
+
+def _walk(tokens, probs, draft_probs, rule, generator):
+    """The engine's accept function for ``rule`` on one chain."""
+    if rule in CHAIN_WALKS:
+        return CHAIN_WALKS[rule](tokens, probs, draft_probs, generator)
+    n = len(tokens) - 1
+    next_token = [i + 1 for i in range(n)] + [-1]  # a chain: node i's only child is i + 1
+    return sampling_walk(tokens, next_token, next_sibling=[-1] * (n + 1), probs=probs, generator=generator)
 
 
 def two_token_chain():

@@ -86,7 +86,7 @@ def test_the_model_round_trips_through_json():
     before = {k: v for k, v in priced.as_dict().items() if k not in ("prefill", "catch_up")}  # a cache entry of old
     assert StepCost.from_dict(before) == COST and StepCost.from_dict(before).prefill_ms(100) == 0.0
     rows = StepCost.from_rows([{"tokens": 1, "ms": 10.0, "lo": 9, "hi": 11}], [{"rows": 1, "ms": 1.0}])
-    assert rows.verify_range == ((9.0, 11.0),) and rows.draft_range == () and rows.draft_curve.points == ((1, 1.0),)
+    assert rows.verify_range == ((9.0, 11.0),) and rows.draft_range == () and rows.draft == ((1, 1.0),)
 
 
 # ---- a closed loop: the decode steps' shares, and each request's prefill and catch-up whole --------------------

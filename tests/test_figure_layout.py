@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from workbench.lessons.cost_curve import MeasuredCurve, curve_figure
+from workbench.cost_model import Curve
+from workbench.lessons.cost_curve import curve_figure
 from workbench.lessons.figures import LEGEND_GAP, legend_below
 from workbench.lessons.hindsight import grid_figure
 from workbench.lessons.latency import latency_figure
@@ -124,9 +125,9 @@ def check(fig) -> None:
 
 
 def test_the_cost_curve_figure_covers_its_points_and_ranges():
-    curve = MeasuredCurve.from_values({1: [50, 54, 61], 2: [52, 67, 55], 4: [60, 77, 58], 8: [61, 59, 70],
-                                       16: [90, 95, 88]})
-    fig = curve_figure(curve, 'A forward over N tokens ("fp32", 1 thread & more)')
+    curve = Curve(((1, 54.0), (2, 55.0), (4, 60.0), (8, 61.0), (16, 90.0)), low=(50, 52, 58, 59, 88),
+                  high=(61, 67, 77, 70, 95))  # median and range of three rounds per size
+    fig = curve_figure(curve, 'A forward over N tokens ("fp32", 1 thread & more)', rounds=3)
     check(fig)
     assert '"fp32", 1 thread & more' in plain(fig)["layout"]["title"]["text"]
     roof = {1: 20.0, 2: 20.0, 4: 20.0, 8: 24.0, 16: 48.0}  # below every point: the axis must reach it

@@ -32,6 +32,10 @@ from workbench.models.loading import load_target
 from workbench.testing.tiny import make_tiny_checkpoint
 
 
+def curve(sizes, ms) -> Curve:
+    return Curve(tuple(zip(sizes, ms)))
+
+
 @pytest.fixture(scope="module")
 def tiny():
     target = load_target(make_tiny_checkpoint(tempfile.mkdtemp(), vocab_size=8, seed=0))
@@ -229,19 +233,19 @@ def test_exit_sweep_figure_gives_each_measure_its_own_axis_from_zero():
 
 def test_regime_and_bend_come_from_the_cost_curve():
     sizes = (1, 2, 4, 8, 16, 32)
-    flat = Curve.of(sizes, (10.0, 10.1, 10.2, 10.3, 10.5, 11.0))
-    proportional = Curve.of(sizes, tuple(10.0 * n for n in sizes))
-    knee = Curve.of(sizes, (10.0, 10.2, 10.5, 11.0, 20.0, 40.0))  # flat up to 8, then doubles per doubling
+    flat = curve(sizes, (10.0, 10.1, 10.2, 10.3, 10.5, 11.0))
+    proportional = curve(sizes, tuple(10.0 * n for n in sizes))
+    knee = curve(sizes, (10.0, 10.2, 10.5, 11.0, 20.0, 40.0))  # flat up to 8, then doubles per doubling
     assert takeaways.elasticity(proportional, 2, 8) == pytest.approx(1.0)
     assert takeaways.regime(flat, 32).name == "memory-bound" and "nearly free" in takeaways.regime(flat, 32).sentence()
     assert takeaways.regime(proportional, 8).name == "compute-bound"
     assert "every verify node costs" in takeaways.regime(proportional, 8).sentence()
     assert takeaways.regime(knee, 8).name == "memory-bound" and takeaways.regime(knee, 32).name == "between the two regimes"
-    steep = Curve.of(sizes + (64, 128, 256), (10.0, 10.2, 10.5, 11.0, 12.0, 14.0, 28.0, 56.0, 112.0))
+    steep = curve(sizes + (64, 128, 256), (10.0, 10.2, 10.5, 11.0, 12.0, 14.0, 28.0, 56.0, 112.0))
     assert takeaways.regime(steep, 8).name == "memory-bound" and takeaways.regime(steep, 256).name == "compute-bound"
     assert takeaways.regime(knee, 8).ratio == pytest.approx(1.1)
     assert takeaways.bend(knee) == 8 and takeaways.bend(flat) is None and takeaways.bend(proportional) == 1
-    noisy = Curve.of(sizes, (10.0, 10.2, 20.0, 10.5, 20.0, 40.0))  # one steep segment at 2→4 is noise
+    noisy = curve(sizes, (10.0, 10.2, 20.0, 10.5, 20.0, 40.0))  # one steep segment at 2→4 is noise
     assert takeaways.bend(noisy) == 8
     with pytest.raises(ValueError, match="outside the measured range"):
         takeaways.regime(flat, 64)
@@ -501,10 +505,10 @@ def test_predictions_come_from_the_one_cost_model():
 
 
 def test_a_curve_without_a_bend_says_so_with_its_last_size():
-    flat = Curve.of((1, 2, 4, 8), (10.0, 10.1, 10.2, 10.3))
+    flat = curve((1, 2, 4, 8), (10.0, 10.1, 10.2, 10.3))
     assert takeaways.bend_sentence(flat, []).startswith("The cost never starts to follow N within 8 tokens")
     assert "none of the 1 rounds" in takeaways.bend_sentence(flat, [flat])
-    knee = Curve.of((1, 2, 4, 8, 16), (10.0, 10.1, 10.2, 20.0, 40.0))
+    knee = curve((1, 2, 4, 8, 16), (10.0, 10.1, 10.2, 20.0, 40.0))
     assert takeaways.bend_sentence(knee, []).startswith("From N = 4 on")
 
 

@@ -4,11 +4,11 @@ them."""
 
 import pytest
 
-from workbench.lessons.cost_curve import MeasuredCurve, ticks_125
+from workbench.lessons.cost_curve import ticks_125
 from workbench.lessons.intervals import bootstrap, paired
 from workbench.lessons.latency import e2e_speedup, length_for, tpot_speedup
 from workbench.lessons.position import by_bin, steps_by_position, trend
-from workbench.lessons.takeaways import best_sentence, regime
+from workbench.lessons.takeaways import best_sentence
 from workbench.metrics import Latency, tpot_ms
 from workbench.timing import spread, verdict
 
@@ -60,24 +60,6 @@ def test_steps_are_placed_where_they_start_and_empty_bins_are_skipped():
 def test_a_decaying_walk_gives_a_negative_slope_with_an_interval_below_zero():
     per_prompt = {p: [(x, 4 if x < 50 else 2) for x in range(1, 100, 5)] for p in "abcd"}
     assert trend(per_prompt).slope.side() == "below"
-
-
-def test_a_measured_curve_keeps_its_rounds_and_fits_them_non_decreasing():
-    curve = MeasuredCurve.from_values({1: [50, 60, 55], 2: [70, 52, 58], 4: [57, 59, 61], 8: [100, 110, 105]})
-    assert curve.spreads[1] == spread([50, 60, 55])
-    fit = curve.fit.ms
-    assert all(b >= a for a, b in zip(fit, fit[1:]))
-    assert len(curve.round_fits) == 3
-    assert curve.ms(2, 1) == 52
-
-
-def test_a_regime_the_rounds_disagree_on_is_said_level_within_noise():
-    flat = MeasuredCurve.from_values({1: [50, 50, 50], 8: [52, 51, 53]})
-    assert regime(flat.fit, 8, flat.round_fits).settled
-    assert "every one of the 3 rounds" in regime(flat.fit, 8, flat.round_fits).sentence()
-    split = MeasuredCurve.from_values({1: [50, 50, 50], 8: [52, 300, 120]})
-    r = regime(split.fit, 8, split.round_fits)
-    assert not r.settled and "level within noise" in r.sentence()
 
 
 def test_a_best_is_named_only_when_its_range_is_clear():

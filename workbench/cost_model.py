@@ -23,22 +23,17 @@ speculative steps (``Overhead``; zero when not measured, which prices the forwar
 ``predict(spec, tau, batch)`` turns a step's cost and τ (tokens a request emits per step) into
 tokens/s, TPOT and the speedup over plain decoding at the same batch.
 
-A request also costs what no decode step holds: its **prefill** (the engine's prefill step, a
-target forward over its whole prompt, during which the running batch waits) and, under a
-speculative setting whose draft runs a forward, the draft's **catch-up** (its first speculative
-step extends the draft over every prompt row, not τ of them). Both are measured against the
-prompt's length (``prefill``, ``catch_up``: empty when not measured, which prices them 0).
-``closed_loop(spec, tau, batch, prompt_lens, output_lens)`` adds them up for a closed loop of
-requests: each request's share of the decode steps (its ``n - 1`` tokens after the prefill's
-first, ``(n - 1) / τ`` steps, each ``step(B) / B`` of a batch of B) plus its prefill and
-catch-up whole, and gives the loop's tokens/s.
+A request also costs its **prefill** (a target forward over its prompt, the running batch
+waiting) and, where the draft runs a forward, the draft's **catch-up** (its first speculative step
+extends the draft over every prompt row): ``prefill`` and ``catch_up``, measured against the
+prompt's length (empty: priced 0). ``closed_loop(spec, tau, batch, prompt_lens, output_lens)``
+gives a closed loop's tokens/s: each request's share of the decode steps (``(n - 1) / τ`` steps,
+each ``step(B) / B``) plus its prefill and catch-up whole.
 
-The curves are read as measured: linear between measured sizes, the first value below the first
-size, the last slope past the last size; not through a monotone fit. On a CPU the products of one
-row and of a few take different library paths, and a verify of a few tokens can cost less than a
-decode step of one in every round; that dip is what plain decoding pays and what a prediction
-must weigh it by. ``Curve.fit`` (the non-decreasing fit) is there for sentences that name a
-regime, not for predictions.
+The curves are read as measured (linear between sizes, the first value below the first, the last
+slope past the last), not through a monotone fit: on a CPU a verify of a few tokens can cost less
+than a decode step of one (another library path), and that dip is what plain decoding pays.
+``Curve.fit`` (non-decreasing) is for sentences that name a regime, not for predictions.
 """
 
 from __future__ import annotations
@@ -93,14 +88,6 @@ class Curve:
             object.__setattr__(self, name, values)
 
     @classmethod
-    def of(cls, sizes, ms, what: str = "cost curve") -> Curve:
-        """From parallel sequences of sizes and ms."""
-        sizes, ms = tuple(sizes), tuple(ms)
-        if len(sizes) != len(ms):
-            raise ValueError(f"{what}: one ms per size, got {len(ms)} for {len(sizes)} sizes")
-        return cls(tuple(zip(sizes, ms)), what=what)
-
-    @classmethod
     def from_rows(cls, rows: list[dict], size: str = "tokens", what: str = "cost curve") -> Curve:
         """From measurement rows ``{size: N, "ms": t[, "lo": a, "hi": b]}`` (``measure/cost.py``)."""
         rows = sorted(rows, key=lambda r: r[size])
@@ -137,9 +124,6 @@ class Curve:
         """The non-decreasing fit of the medians (``workbench.timing.monotone``): a larger forward
         never costs less; for naming a regime, not for predicting (module docstring)."""
         return Curve(tuple(zip(self.sizes, monotone(self.sizes, self.ms))), what=f"{self.what}, fit")
-
-    def as_pairs(self) -> list[list[float]]:
-        return [[n, ms] for n, ms in self.points]
 
 
 @dataclass(frozen=True)
@@ -273,13 +257,6 @@ class StepCost:
     def verify_curve(self) -> Curve:
         lo, hi = zip(*self.verify_range) if self.verify_range else ((), ())
         return Curve(self.verify, lo, hi, "verify cost")
-
-    @property
-    def draft_curve(self) -> Curve | None:
-        if not self.draft:
-            return None
-        lo, hi = zip(*self.draft_range) if self.draft_range else ((), ())
-        return Curve(self.draft, lo, hi, "draft cost")
 
     def verify_ms(self, tokens: float) -> float:
         return _interpolate(self.verify, tokens)

@@ -1,28 +1,22 @@
 """Choices that depend on the CPU, measured on the machine instead of assumed.
 
-Today one: which implementation each few-row fp32 or bf16 linear product runs
-(``workbench.models.linear``: ``F.linear``, ``(W @ x^T)^T``, MKL's or oneDNN's packed-weight GEMM
-in fp32; ``F.linear`` or oneDNN's packed-weight GEMM in bf16; per row count 1, 2, 4, 8, 16, 32).
-``auto`` first checks each implementation against ``F.linear`` on the loaded model's own weights
-(an implementation whose outputs are not within fp32 rounding is never timed nor chosen), then
-times the eligible ones on those weights, in ``ROUNDS`` whole rounds one after another (ten
-seconds or so), once per CPU (model name, family and vector extensions), torch version, thread
-count, implementations available, weight shapes and dtype. The verdict is decided on each
-implementation's median over the rounds, and kept only when the rounds agree with it: at each
-row count, every round chose the same implementation, or the ones they chose are level (within
-``LEVEL`` of each other in every round, so that which one a round picks is noise, and either
-runs as fast). A busy machine (another process on the cores for part of the run) makes one
-round see an implementation lose by far more than that; then this process runs ``F.linear``
-(the safe default) and nothing is cached, so the next load measures again. An agreed verdict is
-cached in ``<cache>/cpu-choices.json``
-(``<cache>`` as for the model store) with how it was measured: rounds, repeats, which
-implementations passed the check, each round's verdict, the median ms of each implementation per
-row count and its spread over the rounds, and the memory its packed weights add. ``weight-left``,
-``mkl-packed``, ``onednn-packed`` and ``plain`` force one implementation for 2-16 rows without
-measuring (a packed one runs ``F.linear`` where this torch lacks its library's ops, or the dtype
-cannot run it: MKL's packed GEMM and ``(W @ x^T)^T`` in bf16). Runs that are neither fp32 nor bf16
-on a CPU need no choice: they run ``F.linear``. To measure again (after a change of machine load, say),
-delete the file or its entry; ``python -m experiments.linear_order`` prints the timings themselves.
+Today one: which implementation each few-row fp32 or bf16 linear product runs, per row count
+(``workbench.models.linear``). ``auto`` first checks each implementation against ``F.linear`` on
+the loaded model's own weights (one not within fp32 rounding is never timed nor chosen), then
+times the eligible ones on those weights in ``ROUNDS`` whole rounds (ten seconds or so), once per
+CPU (model name, family, vector extensions), torch version, thread count, implementations
+available, weight shapes and dtype. The verdict is decided on each implementation's median over
+the rounds, and kept only when the rounds agree: at each row count every round chose the same
+implementation, or the ones chosen are within ``LEVEL`` of each other in every round (noise,
+either runs as fast). On a busy machine a round sees an implementation lose by far more; then
+this process runs ``F.linear`` and nothing is cached, so the next load measures again. An agreed
+verdict is cached in ``<cache>/cpu-choices.json`` (``<cache>`` as for the model store) with how it
+was measured (rounds, repeats, the implementations that passed, each round's verdict, median ms
+and spread per row count, the packed weights' memory); delete it or its entry to measure again.
+``weight-left``, ``mkl-packed``, ``onednn-packed`` and ``plain`` force one implementation for
+2-16 rows without measuring (``F.linear`` where this torch lacks the library's ops or the dtype
+cannot run it). Other dtypes, and GPUs, run ``F.linear``. ``python -m experiments.linear_order``
+prints the timings themselves.
 """
 
 from __future__ import annotations
@@ -135,9 +129,8 @@ def measure_rounds(weights: list[torch.Tensor], paths: tuple[str, ...], rounds: 
     Returns what the cache records: ``rounds``, ``repeats``, ``verdicts`` (each round's paths
     per row count, [] = F.linear everywhere), ``timings`` (per row count and path the median ms
     over the rounds and its spread, (max - min) / median), ``verdict`` (decided on those
-    medians) and ``agreed`` (``rounds_agree``). Rounds run one after another, so a load that
-    comes and goes lands in some rounds and not others, and their verdicts differ by far.
-    """
+    medians) and ``agreed`` (``rounds_agree``: a load that comes and goes lands in some rounds
+    only, and their verdicts differ)."""
     per_round = [time_paths(weights, paths, repeats=repeats) for _ in range(rounds)]
     timings = []
     for i, first in enumerate(per_round[0]):

@@ -4,17 +4,14 @@ shipped head.
 
 EAGLE-2's own tree (60 verify tokens, 6 levels, top 10: the paper's) and SGLang's usual one
 (8/5/4: ``--speculative-num-draft-tokens 8 --speculative-num-steps 5 --speculative-eagle-topk 4``)
-are made for GPUs, where a verify of 60 tokens costs about one of a token. On these CPUs a verify
-of 8 costs 1.2-1.6 decode steps and the small trees win (docs/benchmarks.md). Both stay one flag
+are made for GPUs, where a verify of 60 tokens costs about one of a token; on a CPU a verify of 8
+costs more than a decode step and the small trees win (docs/benchmarks.md). Both stay one flag
 away: ``--tree-preset sglang`` and ``--tree-preset eagle2-paper``.
 
 The measured picks are ``workbench/assets/default-trees.json``, written by
 ``python -m tools.default_trees`` from the current head records under docs/bench/ (a test checks
-the file is what the records say)::
-
-    [{"record": "docs/bench/head-cpu-fp32-avx2.md", "date": "2026-12-06", "kind": "AVX2 only",
-      "cpu": "2-core AMD EPYC with AVX2 only", "dtype": "fp32",
-      "speedups": {"eagle2:4/3/2": 1.208, "eagle2:8/5/4": 1.142, ...}, "pick": "eagle2:4/3/2"}, ...]
+the file is what the records say): per record its ``record``, ``date``, ``kind``, ``cpu``,
+``dtype``, ``speedups`` by tree and ``pick``.
 
 A CPU kind is its widest vector extension (``cpu_choices.cpu_kind``). On a kind no record holds,
 the pick of the records' best is used and the line printed says so.

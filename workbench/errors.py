@@ -6,10 +6,9 @@ names the input and what to do; the command line prints it as one ``error:`` lin
 the app shows it in the page. It is a ``ValueError``, so library callers that already catch
 ``ValueError`` for bad arguments catch it too.
 
-Every entry point builds its parser from ``ArgumentParser`` below, so that a mistyped flag gets
-the same one line as a bad value (argparse's own prints the whole usage block first), and every
-``--help`` shows each flag's default from the ``default=`` that sets it. This module imports
-nothing heavy: ``--help`` and argument errors come back without loading torch.
+Every entry point builds its parser from ``ArgumentParser`` below: a mistyped flag gets the same
+one line as a bad value (argparse's own prints the whole usage block first), and ``--help`` shows
+each flag's default from its ``default=``. Nothing heavy is imported: no torch for ``--help``.
 """
 
 from __future__ import annotations

@@ -54,17 +54,6 @@ def positive(name: str, cast=int, allow_zero: bool = False):
     return parse
 
 
-def positive_list(text: str) -> list[int]:
-    """An argparse ``type`` for a comma list of integers > 0 (``--rows 1,2,4``)."""
-    try:
-        values = [int(x) for x in text.split(",")]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
-    return values
-
-
 def fraction(text: str) -> float:
     """An argparse ``type`` for a share in (0, 1] (``--top-p``)."""
     value = _number(text, float)

@@ -12,19 +12,16 @@ import these rather than writing the formulas again (docs/design.md §6).
 - **predicted speedup**: what τ buys at the measured costs: a step emits τ tokens in
   ``t_draft + t_verify(D)`` ms where plain decoding emits 1 token in ``t(1)`` ms, so
   ``τ · t(1) / (t_draft + t_verify(D))``.
-- **the serving engines' metrics** (``ServingMetrics``), as vLLM defines them (vllm-project/vllm,
-  ``vllm/v1/spec_decode/metrics.py``: ``SpecDecodingStats.observe_draft``,
-  ``SpecDecodingLogging.log``; the scheduler's ``make_spec_decoding_stats`` observes a step only
-  when it drafted something): over the verify steps that drafted, **num_drafts** (those steps),
-  **num_draft_tokens** (the drafts they verified), **num_accepted_tokens**;
-  **mean_acceptance_length** = 1 + accepted / drafts (the bonus counted, as τ; τ counts what was
-  emitted, so it is lower where the output's end cut a step, and it counts the steps that drafted
-  nothing); **draft_acceptance_rate** = accepted / drafted tokens; **per-position acceptance**:
-  position k's count of steps that accepted at least k drafts, over num_drafts (a tree's
-  position is its depth). **acceptance_histogram** (steps per number of accepted drafts) is what
-  vLLM's per-position counts give by difference. A tree makes the rate mislead: every verified
-  node counts as drafted, siblings too, though a walk accepts at most one node per depth, so a
-  wide tree's rate is low while its τ is high; the per-position rates and τ do not have that bias.
+- **the serving engines' metrics** (``ServingMetrics``), as vLLM defines them
+  (``vllm/v1/spec_decode/metrics.py``; a step is observed only when it drafted something): over
+  the verify steps that drafted, **num_drafts** (those steps), **num_draft_tokens** (the drafts
+  they verified), **num_accepted_tokens**; **mean_acceptance_length** = 1 + accepted / drafts
+  (the bonus counted, as τ, which also counts the steps that drafted nothing and only what was
+  emitted); **draft_acceptance_rate** = accepted / drafted tokens; **per-position acceptance**:
+  the share of steps that accepted at least k drafts (a tree's position is its depth);
+  **acceptance_histogram**: steps per number of accepted drafts. On a tree the rate misleads:
+  every verified sibling counts as drafted though a walk accepts one node per depth, so a wide
+  tree's rate is low while its τ is high.
 - **latency** of one answer of n tokens: **TTFT**, from the request's arrival to its first
   token (the prefill's), **TPOT**, the mean gap between the n - 1 tokens after it, and the
   **end-to-end** time, arrival to the last token: e2e = TTFT + (n - 1) TPOT, so a measured

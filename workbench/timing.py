@@ -56,8 +56,8 @@ def spread(values) -> Spread:
     return Spread(statistics.median(values), min(values), max(values), len(values))
 
 
-def interleaved(settings: Mapping[str, Callable[[], float | None]], rounds: int, warmup: int = 0,
-                on_round: Callable[[int, dict[str, list[float]]], None] | None = None) -> dict[str, list[float]]:
+def interleaved(settings: Mapping[str, Callable[[], float | None]], rounds: int,
+                warmup: int = 0) -> dict[str, list[float]]:
     """Run every setting once per round, ``rounds`` rounds, the starting setting rotating by
     one each round; ``warmup`` untimed rounds first. A setting's callable returns its own
     measurement (a throughput, say) or None, in which case its wall time in seconds is kept.
@@ -76,8 +76,6 @@ def interleaved(settings: Mapping[str, Callable[[], float | None]], rounds: int,
             t0 = time.perf_counter()
             got = settings[name]()
             values[name].append(time.perf_counter() - t0 if got is None else float(got))
-        if on_round is not None:
-            on_round(r, values)
     return values
 
 

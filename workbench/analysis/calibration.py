@@ -1,19 +1,16 @@
 """Calibration: does the draft's confidence predict what the target accepts?
 
 EAGLE-2 builds its tree from the draft's path scores because, it observes, a node's draft
-confidence tracks how often the target accepts it. This file measures that on step traces
-(``trace.py``): pure functions from traces to a JSON-ready table; ``viz/calibration.py``
-draws it.
-
-Every **verified** node counts (the tree's nodes other than the root; candidates dropped at the
-rerank were never verified and are not counted). Per node:
+confidence tracks how often the target accepts it. This file measures that on step traces:
+pure functions from traces to a JSON-ready table (``viz/calibration.py`` draws it). Every
+**verified** node counts (the tree's nodes but the root; dropped candidates were never
+verified). Per node:
 
 ==============  ==============================================================================
 ``prob``        draft probability given its parent (the head's softmax at the parent)
 ``score``       path score: the product of ``prob`` from the root down
-``tried``       its parent was accepted (the root always is): the target's verdict on it is
-                known, because the walk reached its parent and compares the target's choice there
-                with the parent's children
+``tried``       its parent was accepted (the root always is): the walk reached its parent, so
+                the target's verdict on it is known
 ``accepted``    on the accepted path (so its parent was accepted too: accepted implies tried)
 ==============  ==============================================================================
 

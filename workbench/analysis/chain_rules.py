@@ -1,4 +1,4 @@
-"""The chain rules side by side: what one step is worth under each, exactly and by Monte Carlo.
+"""The chain rules side by side: what one step is worth under each, exactly.
 
 Three ways to verify a chain at temperature > 0 (``engine/accept.py``):
 
@@ -14,7 +14,6 @@ coins *given one drawn chain* block can be below leviathan; the paper's optimali
 is over the drafts too. That needs q after every prefix, which a real step does not have, so
 ``ToyPair`` holds a target and a draft on a small vocabulary as tables, and
 ``exact_expected_accepted`` enumerates every chain: the figure the optimality is about.
-``monte_carlo_accepted`` estimates the same by running the engine's own accept functions, and
 ``output_law`` / ``target_law`` give the exact law of the first tokens of the output under a
 rule and under the target, which are equal when the rule is lossless (tests/test_block_verify.py).
 """
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from workbench.engine.accept import CHAIN_WALKS, block_residual, block_weights, sampling_walk
+from workbench.engine.accept import block_residual, block_weights
 
 RULES = ("target-only", "leviathan", "block")
 
@@ -144,18 +143,6 @@ class ToyPair:
     draft: dict[tuple[int, ...], torch.Tensor]
 
 
-def random_pair(vocab: int, depth: int, generator: torch.Generator, sharpness: float = 2.0) -> ToyPair:
-    """Random laws after every prefix up to ``depth`` (float64; ``sharpness`` > 1 peaks them, as
-    real next-token laws are peaked)."""
-    prefixes = [p for d in range(depth + 1) for p in itertools.product(range(vocab), repeat=d)]
-
-    def law() -> torch.Tensor:
-        x = torch.rand(vocab, generator=generator, dtype=torch.float64) ** sharpness
-        return x / x.sum()
-
-    return ToyPair(vocab=vocab, depth=depth, target={p: law() for p in prefixes}, draft={p: law() for p in prefixes})
-
-
 def draft_chains(pair: ToyPair, prefix: tuple[int, ...], num_steps: int, rule: str):
     """(drafts, probability of drafting them) for every chain the rule's drafter can propose after
     ``prefix``: all V^n draws from q (leviathan, block), or q's top-1 path (target-only)."""
@@ -228,29 +215,3 @@ def exact_expected_accepted(pair: ToyPair, num_steps: int, rule: str, prefix: tu
     for drafts, p_draft in draft_chains(pair, prefix, num_steps, rule):
         total += p_draft * expected_accepted(*chain_tensors(pair, prefix, drafts), rule)
     return total
-
-
-def monte_carlo_accepted(pair: ToyPair, num_steps: int, rule: str, trials: int,
-                         generator: torch.Generator) -> tuple[float, float]:
-    """(mean, standard error) of the accepted drafts of ``trials`` steps after the empty prefix,
-    each drafted from the pair and verified by the engine's own accept function."""
-    counts = []
-    for _ in range(trials):
-        drafts: tuple[int, ...] = ()
-        for _ in range(num_steps):
-            q = pair.draft[drafts]
-            x = int(q.argmax()) if rule == "target-only" else int(torch.multinomial(q, 1, generator=generator))
-            drafts += (x,)
-        tokens, probs, q = chain_tensors(pair, (), drafts)
-        counts.append(_walk(tokens, probs, q, rule=rule, generator=generator).num_accepted)
-    x = torch.tensor(counts, dtype=torch.float64)
-    return float(x.mean()), float(x.std() / len(counts) ** 0.5)
-
-
-def _walk(tokens, probs, draft_probs, rule, generator):
-    """The engine's accept function for ``rule`` on one chain."""
-    if rule in CHAIN_WALKS:
-        return CHAIN_WALKS[rule](tokens, probs, draft_probs, generator)
-    n = len(tokens) - 1
-    next_token = [i + 1 for i in range(n)] + [-1]  # a chain: node i's only child is i + 1
-    return sampling_walk(tokens, next_token, next_sibling=[-1] * (n + 1), probs=probs, generator=generator)

@@ -9,12 +9,9 @@ the coins::
 
     E[accept length] = 1 + sum over the non-root nodes of P(path),  P(path) = product of p along it
 
-(the 1 is the bonus token). It reads only the tree and the verify distribution a step already
-has, so it has none of the coins' noise; greedy (``p`` one-hot) gives the walk's own length,
-``len(accept.path)``. It is the walk's worth: a step that the end of the output cuts emits fewer
-(its recorded accept length, what τ counts), which no tree can change.
-The same sum restricted to depth ``d`` is ``P(accept length > d)``, the chance the walk gets past
-depth d.
+(the 1 is the bonus token). It reads only the tree and the verify distribution, so it has none of
+the coins' noise; greedy (``p`` one-hot) gives ``len(accept.path)``, the walk's worth (a step the
+output's end cuts emits fewer). The sum restricted to depth ``d`` is ``P(accept length > d)``.
 
 Three ways in, one sum: ``expectation`` (a tree and its verify probabilities ``[N, V]``),
 ``step_expectation`` (a ``StepRecord``) and ``trace_expectation`` (a step trace, whose nodes

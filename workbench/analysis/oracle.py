@@ -6,24 +6,20 @@ holds. A head that proposed from the target's own distribution would put the mos
 in it: ``perfect_head_trees`` grows that tree with the engine's own procedure (``draft.grow_tree``:
 top-k frontier by path score, level by level; ``tree.rerank`` to ``num_draft_tokens - 1``), only
 the scores are the target's probabilities, computed by target forwards over the frontier under
-the tree mask. Its expected accept length is a greedy reference for the budget at this
-temperature, not an upper bound: the frontier keeps only the top-k of the newest level, so a
-0.3 node whose children score 0.03 is expanded while a 0.2 node whose child would score 0.198 is
-not, and a head that ranked differently could hold a better tree (notebook 04 computes such a
-case). The gap between a head's figure and the reference is what a better head can win within
-this procedure; the gap between the reference and ``num_steps + 1`` is mostly the target's own
-uncertainty.
+the tree mask. Its expected accept length is a greedy reference for the budget, not an upper
+bound: the frontier keeps only the newest level's top-k, so a head that ranked differently could
+hold a better tree (notebook 04 computes such a case). A head's gap to the reference is what a
+better head can win within this procedure; the reference's gap to ``num_steps + 1`` is mostly
+the target's own uncertainty.
 
 **Drafts of known quality.** Between our head and a perfect one, ``early_exit_trees`` drafts with
 the target cut short: its first ``n`` layers, then its final norm and lm_head (an early exit, as
 self-speculative decoding drafts), through the same procedure and budget. Fewer layers make a
-worse draft; with all of them it drafts from the target itself at temperature 1 (sampled at
-temperature 1, the perfect head; greedy, a head with perfect top-1 that still ranks its tree by
-its own confidence). Each tree is then verified by the whole target
-at the same context, so its expectation is what that draft's tree is worth; beside it, how often
-the exit's most likely token is the whole target's over the answers (the measure a head's
-``--agreement`` top-1 gives). Together they trace what accept length a draft of a given
-agreement buys at a tree, measured rather than extrapolated.
+worse draft; all of them is the perfect head (greedy: a head with perfect top-1 that still ranks
+its tree by its own confidence). Each tree is verified by the whole target at the same context,
+so its expectation is what that draft's tree is worth; beside it, how often the exit's top token
+is the whole target's (a head's ``--agreement`` top-1). Together they trace what accept length a
+draft of a given agreement buys, measured rather than extrapolated.
 """
 
 from __future__ import annotations

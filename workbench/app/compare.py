@@ -4,7 +4,7 @@ or, in its second mode, by vanilla and eagle2 at the page's tree with each draft
 registered one, ``drafts.registry.SOURCES``; the head or a draft model when it is the one loaded).
 
 Each run is a fresh Engine with tracing on; everything shown comes from those traces (and from
-``workbench.measure.cost.measure_verify_cost`` for the cost curve, when that module is present).
+``workbench.measure.cost.measure_verify_cost`` for the cost curve).
 """
 
 from __future__ import annotations
@@ -126,27 +126,21 @@ def drawn_runs(configs: dict[str, SpecConfig], by_source: bool) -> tuple[tuple, 
 
 def decode(wb, spec: SpecConfig, *, sampling, ids: list[int], max_new: int) -> list[dict]:
     """Every step trace of one run."""
-    engine = wb.engine(spec, sampling, trace=True)
-    engine.add_requests([ids], max_new)
     traces = []
-    while not engine.done:
-        traces.extend(engine.step())
+    wb.generate([ids], spec, sampling, max_new, trace_sink=traces.append)
     return traces
 
 
-def measure_cost(wb, prefix_len: int) -> list[dict] | None:
+def measure_cost(wb, prefix_len: int) -> list[dict]:
     """Verify cost per block size on this machine, each point with the roofline at its size
     (``roofline_ms``: the larger of the memory and compute floors measured here,
     ``workbench.measure.floor``) and, where the target's few-row products run another
     implementation than ``F.linear`` (``workbench.cpu_choices``), the same forward with every
-    product by ``F.linear`` (``plain_ms``, the two timed in turns); None when the benchmark
-    module is absent."""
-    try:
-        from workbench.measure.cost import measure_verify_cost, measure_verify_cost_beside
-        from workbench.measure.floor import compute_floor, memory_floor, roofline_ms
-        from workbench.models.linear import plain_products
-    except ImportError:
-        return None
+    product by ``F.linear`` (``plain_ms``, the two timed in turns)."""
+    from workbench.measure.cost import measure_verify_cost, measure_verify_cost_beside
+    from workbench.measure.floor import compute_floor, memory_floor, roofline_ms
+    from workbench.models.linear import plain_products
+
     timing = dict(sizes=COST_SIZES, prefix_len=prefix_len, repeats=3, warmup=1)
     if not wb.linear_order.plain_everywhere and wb.target.lm_head.weight.device.type == "cpu":
         points, plain = measure_verify_cost_beside(wb.target, lambda: plain_products(wb.target), **timing)

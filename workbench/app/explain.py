@@ -143,17 +143,3 @@ GLOSSARY = """\
 
 `topk` = 1 gives a chain: the `linear` special case, with `num_draft_tokens` = `num_steps` + 1.
 Most tokens per step = `num_steps` + 1."""
-
-
-def glossary_terms() -> set[str]:
-    """The words the glossary defines, as the page writes them: each first cell without its
-    backticks, split at " / " and without a trailing "(symbol)" (``num_draft_tokens (D)`` gives
-    ``num_draft_tokens``; ``tried / accepted`` gives both)."""
-    terms = set()
-    for line in GLOSSARY.splitlines()[2:]:
-        if not line.startswith("| "):
-            continue
-        cell = line.split(" | ")[0].removeprefix("| ").replace("`", "")
-        for word in cell.split(" / "):
-            terms.add(word.split(" (")[0].strip())
-    return terms

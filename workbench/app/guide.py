@@ -120,12 +120,10 @@ def _guesses(trace: dict) -> str:
 def measured_line(tree: tuple[int, int, int], pick) -> str:
     """One line for the page's first load: what the eagle2 ``tree`` (num_draft_tokens, num_steps,
     topk) on screen measured in the head record of this kind of CPU (``pick``, a
-    ``default_tree.Pick``), and the default tree there (its pick: within ``default_tree.TIE``
-    of the fastest, the smaller tree), naming the record and its date: "8/5/4 measured 1.09x plain
-    decoding on a 2-core AMD EPYC with AVX2 only (docs/bench/head-cpu-fp32-avx2.md, 2026-12-06);
-    the default without tree flags there: 4/3/2, 1.21x" (and, where a larger tree measured faster
-    within one pass's noise, that it is level with it). "" without a pick, or with one of another
-    kind of CPU (``Pick.here`` false)."""
+    ``default_tree.Pick``), and the default tree there, naming the record and its date ("8/5/4
+    measured 1.09x plain decoding on a ... (RECORD, DATE); the default without tree flags there:
+    4/3/2, 1.21x", and whether a larger tree is level with it). "" without a pick, or with one of
+    another kind of CPU (``Pick.here`` false)."""
     if pick is None or not pick.here:  # another kind of CPU's record does not apply here
         return ""
     shown, best = "/".join(map(str, tree)), pick.setting.split(":", 1)[1]
@@ -169,12 +167,7 @@ class Suggestion:
     reason: str  # the sentence for the status line
 
     def button(self) -> str:
-        """The button's text."""
         return f"Try: {self.label}"
-
-    def sentence(self) -> str:
-        """Why this change, for the status line."""
-        return self.reason
 
     def settings(self, current: dict) -> dict:
         """The page's values after taking the suggestion: ``current`` (field -> value) with the
@@ -238,11 +231,8 @@ def _faster_draft(cause: str, spec, bench, runnable) -> Suggestion | None:
     if draft.model_free and spec.method == "static":
         changes["method"] = "eagle2"  # the n-gram lookup has no distribution to rank a fixed shape by
     was = f"the {spec.draft.label()}'s {own:.2f}x" if spec.draft.name in speed else "plain decoding (1x)"
+    record = bench.source[:1].upper() + bench.source[1:]
     return Suggestion(changes=changes, label=f"draft {name}",
-                      reason=f"Here the draft could not give the target's token ({cause}). {_capital(bench.source)} measured "
+                      reason=f"Here the draft could not give the target's token ({cause}). {record} measured "
                              f"the {draft.label()} at {'/'.join(map(str, tree))} at {x:.2f}x plain decoding (mean "
                              f"over its tasks), faster than {was}.")
-
-
-def _capital(text: str) -> str:
-    return text[:1].upper() + text[1:]

@@ -9,12 +9,10 @@ outlines, opening the settings when the field is there).
 
 Autoplay is a ``gr.Timer`` whose ticks step while the page's ``Autoplay`` flag is on. The flag
 is one object per page, changed in place, never replaced: Gradio writes an event's outputs one by
-one, so a flag returned as an output could be read half-written by a tick (the run already
-dropped, autoplay still on: a fresh run would start after Reset). Only the checkbox (``play``)
-turns it on; unticking it, Reset, a run's end and bad input turn it off. A tick never turns it
-back on, a tick that arrives after it went off does nothing, and a tick whose step was under way
-when Reset came shows nothing, so no step appears once autoplay is off (at most the one already
-under way finishes) and none after Reset.
+one, so a flag returned as an output could be read half-written by a tick (a fresh run would
+start after Reset). Only the checkbox (``play``) turns it on; unticking it, Reset, a run's end
+and bad input turn it off. A tick after it went off does nothing, and one whose step was under
+way when Reset came shows nothing: no step appears after Reset.
 """
 
 from __future__ import annotations
@@ -193,7 +191,7 @@ class StepEvents:
         if session is not None and session.current is not None:
             parts.append(stop_line(session.current) or step_line(session))
             if offer is not None:
-                parts.append(offer.sentence())
+                parts.append(offer.reason)
         return " ".join(parts)
 
     def suggestion(self, session: Session | None):
@@ -233,7 +231,6 @@ class StepEvents:
         return self.show(*self._advance(session, values))
 
     def back(self, session):
-        """Show the previous step."""
         if session is None or not session.back():
             return self.show(session, "Nothing to go back to.")
         return self.show(session)

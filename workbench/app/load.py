@@ -9,10 +9,8 @@ import time
 
 def default_draft() -> str | None:
     """None (load the shipped head) when the checkout has one, else ``"random"``."""
-    try:
-        from workbench.models.heads import default_draft_dir
-    except ImportError:
-        return "random"
+    from workbench.models.heads import default_draft_dir
+
     return None if (default_draft_dir() / "config.json").exists() else "random"
 
 

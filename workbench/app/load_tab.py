@@ -1,20 +1,17 @@
 """The Load tab: a bounded load (a minute at most) on the loaded model, watched as it runs.
 
-Pick a closed loop (a concurrency: requests in flight) or an open loop (a rate: Poisson arrivals
-per second), the policies (in the grammar ``generate --policy`` and ``bench load --policies`` read),
-how many requests and how long, and press *Run load*. The policies run one after another, each
-on a fresh engine, after a short untimed warm-up of each, for at most its share of what is left
-of ``MAX_SECONDS`` (the time cuts a run's last requests
-short, and the table says how many), on the Spec-Bench quick questions, the tasks in turn. The
-chart shows every decode step as it ends: the running batch, speculation on or off, τ; then the
-bars put each policy's tokens/s and TPOT p50 beside ``off``'s. The runs go through the
-benchmark's own driver (``workbench/measure/load.py``); the figures come from ``viz/load.py``.
-One pass, not the benchmark's interleaved rounds: a first look, not a measurement to quote.
+Pick a closed loop (a concurrency) or an open loop (a rate: Poisson arrivals per second), the
+policies (in the grammar of ``generate --policy``), how many requests and how long, and press
+*Run load*. The policies run one after another, each on a fresh engine after a short untimed
+warm-up, for at most its share of what is left of ``MAX_SECONDS`` (the table says how many
+requests the time cut), on the Spec-Bench quick questions. The chart shows every decode step as
+it ends (running batch, speculation on or off, τ); then bars put each policy's tokens/s and TPOT
+p50 beside ``off``'s. The runs go through the benchmark's own driver (``workbench/measure/load.py``),
+in one pass, not interleaved rounds: a first look, not a measurement to quote.
 
-One load at a time per server: a load takes the CPU, so a session that asks while another's
-runs is told so in its status line (Step and every other event still run). The lock belongs to
-the page ``build_load_tab`` builds, one per server, and is released when the run ends, fails
-or is cancelled.
+One load at a time per server (a load takes the CPU): a session that asks while another's runs is
+told so in its status line; every other event still runs. The lock belongs to the page
+``build_load_tab`` builds and is released when the run ends, fails or is cancelled.
 """
 
 from __future__ import annotations

@@ -278,7 +278,6 @@ class Session:
 
     @property
     def at_end(self) -> bool:
-        """Is the last recorded step on screen?"""
         return self.cursor == len(self.traces) - 1
 
     def step(self) -> bool:

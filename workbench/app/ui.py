@@ -16,10 +16,9 @@ Layout, top to bottom, so that at 1366×768 a Step's result is in view without s
   run's draft; under it every other view.
 
 The model is loaded once per process and shared read-only; each browser session keeps its own
-``Session`` (its Engine and KV cache) in a ``gr.State``. Events run on the queue with room for
-several at once, so one session's *Run to end* (a generator that yields after every step) never
-holds up another session's Step. Bad input never raises: the status line says what is wrong.
-The inputs go by name: a dict of components keyed by ``Settings``' fields.
+``Session`` (its Engine and KV cache) in a ``gr.State``. Events run on the queue several at once,
+so one session's *Run to end* never holds up another's Step. Bad input never raises: the status
+line says what is wrong. The inputs go by name, keyed by ``Settings``' fields.
 """
 
 from __future__ import annotations

@@ -9,15 +9,14 @@ which never materialise the ``[Hq, N, K]`` score tensor on the CPU's flash path:
 * anything else (a tree mask, or new tokens after a prefix): the ``[N, P + E]`` visibility
   block the reference builds, memoised per forward in ``meta.cache`` and shared by all layers.
 
-``attention_padded`` (the ``padded`` backend) serves a batch of lone causal queries, the step of
-plain batched decoding, with one SDPA call for the whole batch: each request's keys gathered
-into a ``[B, Kmax]`` block, the padding masked out. The per-request loop above costs a few
-operator calls per request and layer, which at a decoding batch of hundreds dominates a step
-(on a GPU, thousands of kernel launches); any other forward goes through that loop unchanged.
+``attention_padded`` (the ``padded`` backend) runs a batch of lone causal queries (plain batched
+decoding) as one SDPA call, each request's keys gathered into a ``[B, Kmax]`` block, the padding
+masked out: the per-request loop's few operator calls per request and layer dominate a step at a
+batch of hundreds. Any other forward goes through the loop.
 
 The reference's scores and mask cost most of a long prefill's attention; here it is one fused
-call per layer (the measurement: docs/benchmarks.md, "Measurements behind code choices"). Scores are fp32 as in the reference (inputs are upcast); a query
-with no visible key gets zeros, as in the reference.
+call per layer (docs/benchmarks.md, "Measurements behind code choices"). Scores are fp32 (inputs
+upcast) and a query with no visible key gets zeros, as in the reference.
 """
 
 from __future__ import annotations

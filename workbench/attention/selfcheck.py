@@ -8,11 +8,9 @@ exception or a difference past the dtype's tolerance means: use the ``torch`` ba
 why in one line. It costs a few compiles (cached by Triton across runs) and a few launches.
 
 On CUDA the check also runs ``ENGINE_CASES``, shaped like the engine's large launches: a verify
-of 64 nodes (16-bit inputs: ``BLOCK_M = 64``, the Hopper warp-group path, with ``G`` query
-blocks per request at ``G`` query heads per KV head) after a prefix long enough that the
-default split cuts it, and graph buckets of 2 to 32 tokens whose launch is planned for the
-bucket's worst case while the device tensors hold the real layout, as a replayed CUDA graph
-does. The CPU interpreter runs them only when asked (slow: the tests use head dim 16).
+of 64 nodes (16-bit inputs: ``BLOCK_M = 64``, the Hopper warp-group path) after a prefix the
+default split cuts, and graph buckets of 2 to 32 tokens launched for the bucket's worst case over
+the real layout, as a replayed CUDA graph is. The CPU interpreter runs them only when asked.
 
 A GPU fault such as an illegal address is sticky: every later CUDA call in the process fails,
 so no fallback can take over. ``raise_if_device_lost`` turns such a failure into

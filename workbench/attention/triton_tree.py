@@ -13,20 +13,17 @@ pack the request's queries *and* the ``G`` query heads sharing that KV head (row
 ``r -> (query r // G, head r % G)``), so every K/V tile is gathered from the pool once and
 used by all tree nodes and all heads of the group:
 
-* the committed prefix is read ONCE per KV head per block of queries, however many tree nodes
-  the request verifies; no mask exists over the prefix (it is not materialised, not loaded:
-  phase 1 checks bounds only);
+* phase 1 reads the committed prefix ONCE per KV head per block of queries, however many tree
+  nodes the request verifies, with no mask (bounds checks only);
 * phase 2 walks the ``E_b`` extra keys and loads the small ``[N_b, E_b]`` tree mask (or
   computes the causal predicate);
 * bytes read ~= (P + E) * Hkv * Dh * 2 (K and V) * element size per block of queries, plus
-  the queries and the output. With ``N * G <= BLOCK_M`` (decode, draft levels, a 16-node
-  tree at G = 4, a 64-node tree at G = 1) there is one query block: the KV cache is read
-  once. Larger groups take ``ceil(N * G / BLOCK_M)`` blocks; those of one (request, KV head)
-  are adjacent in launch order, so the repeated prefix tiles mostly come from L2.
+  the queries and the output. With ``N * G <= BLOCK_M`` (decode, draft levels, a 16-node tree
+  at G = 4) the KV cache is read once; larger groups take ``ceil(N * G / BLOCK_M)`` blocks,
+  adjacent in launch order, so the repeated prefix tiles mostly come from L2.
 
-A dense masked SDPA instead gathers the prefix into a contiguous tensor (a read and a write of
-the whole prefix), repeats it over the G heads of each group and reads it again with a
-``[N, P + E]`` mask.
+A dense masked SDPA instead copies the prefix into a contiguous tensor (a read and a write),
+repeats it over the G heads of each group and reads it again with a ``[N, P + E]`` mask.
 
 Split-KV
 --------

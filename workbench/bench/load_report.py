@@ -71,10 +71,6 @@ def _verdict_lines(result: dict, mode: str) -> list[str]:
             for v in result["verdicts"] if v["mode"] == mode]
 
 
-def _inside(x: float, low: float, high: float) -> str:
-    return " (inside the range)" if low <= x <= high else ""
-
-
 def predicted_md(predicted: dict) -> list[str]:
     """The one cost model's tokens/s beside the measured, per closed-loop row of a one-setting
     policy (``load_prediction.py``), each priced by its own draft source's step cost (a column
@@ -89,9 +85,10 @@ def predicted_md(predicted: dict) -> list[str]:
            "|---|---|---|---|---|---|---|---|---|" + ("---|" if mixed else "")]
     for r in predicted["rows"]:
         (lo, hi), loop = r["measured_range"], r["closed_loop_tok_s"]
+        inside = " (inside the range)" if lo <= loop <= hi else ""
         out.append(f"| {r['load']:g} | `{r['policy']}` | {r['batch']:.2f} | {or_dash(r['tau'], '.2f')} | "
                    f"{r['step_ms']:.1f} | {r['predicted_tok_s']:.1f} | {loop:.1f} | {r['measured_tok_s']:.1f} ({lo:.1f}–{hi:.1f}) | "
-                   f"{loop / r['measured_tok_s']:.2f}{_inside(loop, lo, hi)} |" + (f" `{r['draft']}` |" if mixed else ""))
+                   f"{loop / r['measured_tok_s']:.2f}{inside} |" + (f" `{r['draft']}` |" if mixed else ""))
     priced = all(r["prefill_priced"] for r in predicted["rows"])
     said = "; ".join(f"`{d}`: {m}" for d, m in predicted["priced_by"].items() if d != "no draft")
     out += ["", "Predicted: the one cost model (`workbench/cost_model.py`), each setting priced by the step cost of its "

@@ -4,11 +4,8 @@ For every ``static:D`` method of a run, the ``eagle2`` method with the same ``nu
 (the first one listed) is its partner: both draft from the same head and verify D tokens per
 step; only where the budget goes differs (a shape fixed in advance against the best path scores
 of this step). Per budget and per Spec-Bench task: τ and tokens/s of each, and the ratios
-dynamic / static. Plain Python over the suite's records (``metrics.py``).
-
-The command of docs/benchmarks.md (static against dynamic trees) runs EAGLE-2's ablation at the
-budgets 8, 16, 32 and 60, with the dynamic trees 8/5/4 (what SGLang picks for a Llama target), 16/6/4, 32/6/8 and
-60/6/10 (the EAGLE-2 paper's).
+dynamic / static. Plain Python over the suite's records (``metrics.py``); the command that runs
+the ablation: docs/benchmarks.md, "Static against dynamic trees".
 """
 
 from __future__ import annotations

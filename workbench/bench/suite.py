@@ -19,11 +19,10 @@ per source in the run, the tuner's trees included; the report's predictions read
 warm-up run per method, then for each question every method in turn (interleaved, so a change in
 machine load hits all methods alike), temperature 0; then temperature 1 on a few questions for tau.
 After the timed runs, one traced pass of ``--calibration`` (greedy, first turns, shorter) gives
-the draft's calibration: traces cost time, so no timing is read from it.
-Outputs in ``--out``: ``results.json``, ``report.md``, ``figures.html`` (``report.py``), and
-``records.jsonl``, where each result is kept as soon as it is finished (``journal.py``): a run
-stopped midway and started again with the same settings reuses those results, timings included,
-runs only the missing ones, and its report says that it was resumed.
+the draft's calibration (no timing is read from it). Outputs in ``--out``: ``results.json``,
+``report.md``, ``figures.html`` (``report.py``), and ``records.jsonl``, each result kept as it
+finishes (``journal.py``), so a stopped run started again with the same settings runs only the
+missing ones, and its report says that it was resumed.
 """
 
 from __future__ import annotations
@@ -55,6 +54,7 @@ DEFAULT_METHODS = ("vanilla,linear:3,linear:5,linear:6,eagle2:60/6/10,eagle2:8/5
                    "hf-greedy,hf-pld")
 BASELINES = {"vanilla": "vanilla", "hf-greedy": "hf_greedy"}  # method -> key suffix; speedups over each present
 WARMUP_TOKENS = 16
+STEP_COUNTS = ("accept_lengths", "drafts_accepted", "drafts_verified", "stop_causes")  # per verify step, per turn
 
 
 @dataclass
@@ -65,9 +65,8 @@ class Runner:
     max_new_tokens: int
 
     def decode(self, method: Method, ids: list[int], sampling, max_new_tokens: int, profile=None):
-        """One turn -> (output ids, seconds, per verify step {"accept_lengths", "drafts_accepted",
-        "drafts_verified", "stop_causes"} or None); an engine method's phase times are added to
-        ``profile`` (a ``timings.StepProfile``) when given."""
+        """One turn -> (output ids, seconds, ``STEP_COUNTS`` per verify step or None); an engine
+        method's phase times are added to ``profile`` (a ``timings.StepProfile``) when given."""
         if method.hf:
             from workbench.measure.hf_baselines import hf_generate
 
@@ -77,8 +76,7 @@ class Runner:
         # stops: each step's stop cause is kept (a top-k per draft forward and a few list scans per step)
         (req,), seconds = self.wb.generate([ids], method.spec, sampling, max_new_tokens, stops=method.speculative,
                                            profile=profile)
-        steps = {"accept_lengths": list(req.accept_lengths), "drafts_accepted": list(req.drafts_accepted),
-                 "drafts_verified": list(req.drafts_verified), "stop_causes": list(req.stop_causes)}
+        steps = {k: list(getattr(req, k)) for k in STEP_COUNTS}
         return req.output_ids, seconds, (steps if method.speculative else None)
 
     def question(self, method: Method, q: specbench.Question, sampling, max_new_tokens: int | None = None) -> dict:
@@ -101,10 +99,7 @@ class Runner:
         if not method.hf:
             rec["profile"] = profile.to_json()  # the engine's phase times, summed over the turns
         if method.speculative:
-            rec["accept_lengths"] = [turn["accept_lengths"] for turn in steps]
-            rec["drafts_accepted"] = [turn["drafts_accepted"] for turn in steps]
-            rec["drafts_verified"] = [turn["drafts_verified"] for turn in steps]
-            rec["stop_causes"] = [turn["stop_causes"] for turn in steps]
+            rec.update({k: [turn[k] for turn in steps] for k in STEP_COUNTS})
             rec["tau"] = round(metrics.tau(metrics.accept_lengths([rec])) or 0.0, 3)
         return rec
 
@@ -223,22 +218,12 @@ def _round(x, nd: int = 3):
 def machine_info(threads: int) -> dict:
     import torch
 
-    from workbench.cpu_choices import cpu_model
+    from workbench.cpu_choices import cpu_flags, cpu_model
 
-    cpu = cpu_model()
-    flags = next((ln.split(":", 1)[1].split() for ln in _read("/proc/cpuinfo").splitlines()
-                  if ln.startswith("flags")), [])
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": threads, "torch": torch.__version__,
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "torch_threads": threads, "torch": torch.__version__,
             "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-            "simd": sorted(f for f in flags if f.startswith(("avx", "amx"))), "platform": platform.platform(),
+            "simd": sorted(f for f in cpu_flags() if f.startswith(("avx", "amx"))), "platform": platform.platform(),
             "load_average_start": [round(x, 2) for x in os.getloadavg()]}
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError:
-        return ""
 
 
 def add_bench_parser(sub) -> None:

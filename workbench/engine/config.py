@@ -22,11 +22,9 @@ rule; below 1 the walk accepts more drafts and the output is **no longer distrib
 target's**: a lossy trade, said wherever it is set (``describe``, the command line, the app).
 
 ``draft`` says where the drafts come from (a source of ``drafts/``): the EAGLE head (default), an
-n-gram lookup in the request's own tokens, the target's early exit, or a separate draft model.
-The tree knobs mean the same for each: ``num_steps`` caps the depth, ``topk`` the children per
-node, and the rerank keeps ``num_draft_tokens - 1`` nodes. The n-gram draft has no distribution
-to sample from, so it takes neither a sampled-chain rule nor a static shape (which ranks a
-draft's top-k).
+n-gram lookup in the request's own tokens, the target's early exit, or a separate draft model;
+the tree knobs mean the same for each. The n-gram draft has no distribution, so it takes neither
+a sampled-chain rule nor a static shape (which ranks a draft's top-k).
 
 ``chain_rule`` picks the sampling acceptance of a chain: ``target-only`` (top-1 drafts, the
 EAGLE-2 rule), or a chain drawn from the draft's distribution q verified token by token
@@ -39,13 +37,12 @@ evaluation and the app: ``vanilla``, ``linear:S``, ``eagle2:D/S/K`` (num_draft_t
 topk), ``static:D``, each speculative one optionally ``@SOURCE`` (``eagle2:8/5/4@ngram:1-12``);
 a chain drawn from q writes its rule after ``+`` (``linear:3+block``, ``linear:3+leviathan@exit:24``).
 
-``SpecConfig.from_knobs`` is the one way from what a user typed (command line, app, benchmark,
-tuner) to a ``SpecConfig``: it owns the defaults (``DEFAULT_*``) and fills in what the method
-implies. ``__post_init__`` is the one place the fields are checked: it raises a ``ConfigError``
-(a ``ValueError``) whose ``field`` names the knob, worded with the field names, or with the
-command line's flags through ``worded`` and its table. ``check_context`` is the one
-context-length check (the engine calls it; the command line and the app call it early to word
-the error for their user).
+``SpecConfig.from_knobs`` is the one way from what a user typed to a ``SpecConfig``: it owns the
+defaults (``DEFAULT_*``) and fills in what the method implies. ``__post_init__`` is the one place
+the fields are checked: a ``ConfigError`` (a ``ValueError``) whose ``field`` names the knob,
+worded with the field names or, through ``worded``, the command line's flags. ``check_context``
+is the one context-length check (the engine calls it; the command line and the app call it
+early, to word the error for their user).
 """
 
 from __future__ import annotations
@@ -243,9 +240,8 @@ class SpecConfig:
         topk and num_draft_tokens from the shape, ``tree`` (rank paths, or their JSON text) or
         EAGLE-1's tree cut to num_draft_tokens; ``vanilla`` ignores the tree knobs and the draft.
         A knob given beside what the method implies must agree with it. ``draft``: a
-        ``DraftSource`` or its text (``ngram:1-12``, ``exit:28``, ``model:DIR``; anything else, or
-        None, is the head). Only text is read here (ConfigError where it cannot be); the rules
-        are ``__post_init__``'s."""
+        ``DraftSource`` or its text (None, or text naming none: the head). Only text is read here
+        (ConfigError where it cannot be); the rules are ``__post_init__``'s."""
         tree = _read_tree(tree)
         given = {k: v for k, v in dict(num_steps=num_steps, topk=topk, num_draft_tokens=num_draft_tokens).items()
                  if v is not None}

@@ -216,10 +216,7 @@ def grow_tree(head, forward: DraftForward, *, allocator: SlotAllocator, prefixes
     ``h_last`` [B, H]: the draft's output that proposes level 1. ``sampled_chain``: leviathan
     (topk 1): children are drawn from q under these params instead of taken top-1. ``keep_top``
     > 0 (tracing): each node run keeps the draft's ``keep_top`` most likely tokens (``Candidates.top``).
-
-    Each request's frontier holds ``topk`` nodes (level 1: the root's ``topk`` children, already
-    in ``score_order``), so a forward's rows form a [B, topk] grid and the choice of the next
-    frontier is one sort of a [B, topk * topk] score tensor."""
+    The next frontier is one sort of a [B, topk * topk] score tensor (module docstring)."""
     fronts = [Frontier(list(p)) for p in prefixes]
     bsz = len(fronts)
     chain_q: list[list[torch.Tensor]] | None = None if sampled_chain is None else [[] for _ in fronts]

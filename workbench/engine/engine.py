@@ -9,23 +9,21 @@ Rollback is a slot-table edit (page size 1, as SGLang): the kept nodes' slots ar
 the request's table in path order (their positions are L, L+1, ... already), the others are
 freed. No KV row is copied.
 
-Requests come and go (docs/design.md §3, "The request lifecycle"). ``submit`` queues one; at
-the start of each step the scheduler (``scheduler.py``) admits waiting requests first come first
-served while the fixed KV capacity (``kv_slots``) holds their worst case. A step with newcomers
-is a **prefill step** for them alone; the batch's next decode step includes them. A step without
-newcomers is one **decode step** of the whole batch, in the setting the policy (``policy/``)
-picks for it from the running batch: plain decoding, or one of its speculative settings, all
-drafted by one draft built once, with pools sized for the largest. A request that finishes
-leaves at once, its slots back on the free list. ``add_requests`` is the one-batch case: an
-engine without ``kv_slots`` is sized for exactly that batch, and all of it is admitted at once.
+Requests come and go (docs/design.md §3, "The request lifecycle"): ``submit`` queues one, the
+scheduler (``scheduler.py``) admits waiting requests first come first served while the fixed KV
+capacity (``kv_slots``) holds their worst case. A step with newcomers is a **prefill step** for
+them alone (the next decode step includes them); else it is one **decode step** of the whole
+batch in the setting the policy (``policy/``) picks: plain decoding, or one of its speculative
+settings, all drafted by one draft built once, with pools sized for the largest. A finished
+request leaves at once, its slots freed. ``add_requests`` is the one-batch case (without
+``kv_slots``, sized for that batch).
 
 With ``trace=True`` every step also fills one ``StepRecord`` per request (``record.py``):
-``step_records()`` returns them, ``step()`` returns them as JSON-ready traces (``trace.py``).
-With tracing off no record is built. Each phase is timed as a context
-(``with timings.phase("verify"):``, ``timings.py``), the clock read after a
-``torch.cuda.synchronize()`` when tracing on CUDA, so each phase's kernels are counted in that
-phase. ``debug=True`` (or ``WORKBENCH_DEBUG=1``; the tests set it) adds the
-invariant checks that cost more than a comparison (docs/design.md §4).
+``step_records()`` returns them, ``step()`` as JSON-ready traces (``trace.py``). Each phase is
+timed as a context (``with timings.phase("verify"):``, ``timings.py``), after a
+``torch.cuda.synchronize()`` when tracing on CUDA (each phase's kernels counted in it).
+``debug=True`` (or ``WORKBENCH_DEBUG=1``; the tests set it) adds the invariant checks that cost
+more than a comparison (docs/design.md §4).
 """
 
 from __future__ import annotations

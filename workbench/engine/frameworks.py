@@ -12,14 +12,12 @@ here                   SGLang                       EAGLE repository      vLLM (
 =====================  ===========================  ====================  ==============================
 
 EAGLE's ``depth`` counts the draft levels after the first, one less than ``num_steps``. Its
-defaults, as read in SafeAILab/EAGLE: the evaluation scripts ``eagle/evaluation/gen_ea_answer_*.py``
-take ``--total-token 60 --depth 5 --top-k 10`` (60/6/10 here) at the EAGLE-2 release, commit
-bfeb532, and still at cb7e084; ``EaModel.from_pretrained`` (``eagle/model/ea_model.py``) takes
-``total_token=59, depth=5, top_k=10`` at bfeb532 and ``total_token=60, depth=7, top_k=10`` from
-f2f2366 (EAGLE-3) on. SGLang, given none of the three flags, picks 5/4/8 (``num_steps``, ``topk``,
-``num_draft_tokens``) for a ``LlamaForCausalLM`` target (``auto_choose_speculative_params`` in
-``python/sglang/srt/server_args.py``; ``docs/advanced_features/speculative_decoding.md`` at
-067ad4d): 8/5/4 here, the default of ``SpecConfig`` too. SGLang's rule: with
+evaluation scripts (SafeAILab/EAGLE ``eagle/evaluation/gen_ea_answer_*.py``, EAGLE-2 release
+bfeb532) take ``--total-token 60 --depth 5 --top-k 10``, 60/6/10 here; ``EaModel.from_pretrained``
+defaults to ``total_token=59, depth=5`` there and ``total_token=60, depth=7`` from EAGLE-3 (f2f2366).
+SGLang, given none of the three flags, picks 8/5/4 here for a ``LlamaForCausalLM`` target
+(``auto_choose_speculative_params`` in ``python/sglang/srt/server_args.py`` at 067ad4d), the
+default of ``SpecConfig`` too. SGLang's rule: with
 ``--speculative-eagle-topk 1`` it runs ``num_draft_tokens = num_steps + 1`` whatever was given,
 and a tree keeps at most ``topk + (num_steps - 1) x topk^2`` drafts (this engine's bound too,
 ``tree.max_candidates``); the flags written here obey it, so SGLang runs what this engine runs (a
@@ -28,9 +26,7 @@ static tree excepted: SGLang grows dynamic ones).
 vLLM verifies chains only: it removed its tree-attention backend in May 2026
 (vllm-project/vllm#42121), and with it ``speculative_token_tree``. A tree here becomes a chain as
 deep as the tree (``chain_tokens``: ``num_steps``, at most ``num_draft_tokens - 1``), and the export
-says so. (The trees it once took were grown with the same number of children under every node of a
-level, the next level's count divided by this one's: 0 for 8/5/4's and 60/6/10's static shapes, so
-those were never grown as written.)
+says so.
 
 The draft source (``SpecConfig.draft``) names its own draft to each engine (``drafts/``): the
 n-gram draft is SGLang's ``NGRAM`` algorithm (match windows
@@ -43,14 +39,12 @@ is here and SGLang's ``STANDALONE`` algorithm and vLLM's ``draft_model`` method 
 A setting per running batch size (a ``policy.Schedule``, such as the one the load benchmark
 reads off what ``auto`` chose) is ``schedule_flags``: vLLM takes one in its speculative config,
 ``num_speculative_tokens_per_batch_size``, entries ``[lo, hi, k]`` (batch sizes lo..hi verify k
-speculative tokens, 0 = none; the first entry starts at 1, sizes past the last take its k, and
-k is capped at ``num_speculative_tokens``; ``vllm/v1/spec_decode/dynamic/utils.py`` at
-14b450c): k here is ``chain_tokens`` of each setting. SGLang has no batch-size schedule; its
-adaptive mode (``--speculative-adaptive`` with a JSON file of ``candidate_steps`` given by
-``--speculative-adaptive-config``; ``python/sglang/srt/speculative/adaptive_spec_params.py`` at
-13d3f64) moves ``num_steps`` among the candidates by an average of the accepted drafts, not by
-batch size, for EAGLE chains only (``--speculative-eagle-topk 1``), and needs two candidates or
-more.
+speculative tokens, 0 = none; the first entry starts at 1, sizes past the last take its k, k at
+most ``num_speculative_tokens``; ``vllm/v1/spec_decode/dynamic/utils.py`` at 14b450c): k here
+is each setting's ``chain_tokens``. SGLang has no batch-size schedule; its adaptive mode
+(``--speculative-adaptive``, ``--speculative-adaptive-config`` naming ``candidate_steps``; at
+13d3f64) moves ``num_steps`` by an average of the accepted drafts, for EAGLE chains only, and
+needs two candidates or more.
 """
 
 from __future__ import annotations

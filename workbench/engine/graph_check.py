@@ -19,12 +19,6 @@ the engines' default is eager for that model, and stderr gets one line, ``warnin
 off on <GPU>: ...``; after a graph failed in an engine on that device (``graphs.FAILED``, said
 there), the check answers off without another line. A fault that leaves the GPU unusable ends
 the process (``DeviceFault``).
-
-How long the check stays the gate: until ``make gpu-check`` has passed on real hardware. That
-means its GPU-marked tests (``tests/test_graphs.py`` included) and its ``equality`` section
-(greedy outputs equal eager vs graphs, with replays counted, and this check passing) on that
-GPU, in a report committed under ``docs/bench/``. Until such a report exists the default
-follows the check; afterwards the check still guards GPUs the report did not cover.
 """
 
 from __future__ import annotations

@@ -23,28 +23,24 @@ every shape and every pointer, so:
   shared RoPE table once, to the model's context length, and each graph keeps a reference to
   the tables it read (a later rebuild, by an eager forward past the context, cannot free them
   under it); a request with more keys than the context (positions past the table) runs eagerly;
-* a shape outside every bucket (or a prefill) runs eagerly; so does everything after a capture
-  or a replay that failed, on that device, in this process: one warning line on stderr, then
-  every runner there (the draft's, later engines') runs eagerly without another try, and the
-  start-up check (``graph_check.py``) says graphs are off. Until ``make gpu-check`` has passed on
-  a GPU, a graph that fails is a graph no test has met. The exception: a failure that left the
-  device unusable (an illegal address is sticky) ends the process with one line (``DeviceFault``);
+* a shape outside every bucket (or a prefill) runs eagerly; so does everything on that device in
+  this process after a failed capture or replay: one warning line on stderr, every runner there
+  runs eagerly without another try, and the start-up check (``graph_check.py``) says graphs are
+  off. A failure that left the device unusable (an illegal address is sticky) ends the process
+  with one line (``DeviceFault``);
 * one memory pool per runner (``torch.cuda.graph_pool_handle``) is shared by its buckets'
   graphs: they replay one at a time, on one stream, so one's intermediates may reuse another's;
 * an engine step (and any capture inside it) holds ``step_lock``, one process-wide lock on
   CUDA: the app steps sessions in parallel threads, and a capture must not see another thread's
-  allocations (captures also use ``capture_error_mode="thread_local"``, so that CUDA work of
-  other threads outside a step, such as a new engine's KV pools, cannot invalidate them).
+  allocations (``capture_error_mode="thread_local"`` keeps other threads' CUDA work outside a
+  step, such as a new engine's KV pools, from invalidating one).
 
 ``GraphedForward`` holds that machinery for any module with a KV pool; ``GraphedTarget`` runs
 the target forward + logits (decode, verify), ``GraphedDraft`` the draft head's forward (each
-tree level of ``draft.grow_tree`` and ``static_tree.grow_static_tree``, and ``draft_extend``
-when its shape fits a bucket). The engine makes both when ``cuda_graphs`` is on; its default
-follows the start-up check (``graph_check.py``: replay equals eager on the actual device).
-Nothing here has run on a GPU yet: the graph-vs-eager tests are GPU-marked.
-
-Only the ``triton`` attention backend is captured: the ``torch`` backend loops over requests on
-the host with their current lengths, which a graph cannot replay.
+tree level, and ``draft_extend`` when its shape fits a bucket). The engine makes both when
+``cuda_graphs`` is on, by default when the start-up check passes (replay equals eager on the
+actual device; the graph-vs-eager tests are GPU-marked). Only the ``triton`` attention backend is
+captured: the ``torch`` backend loops over requests on the host, which a graph cannot replay.
 """
 
 from __future__ import annotations
@@ -327,8 +323,7 @@ def _grown(rope, rotary, *, positions: int, device: torch.device, dtype: torch.d
 
 class GraphedTarget(GraphedForward):
     """``hidden, logits = runner(batch)``: the target forward + logits, replayed from a CUDA graph
-    when the batch fits a bucket, else run eagerly. ``max_keys``: the most keys a batch may hold
-    (the pool size is always enough); ``scratch_slot``: a pool slot no request owns. Replayed
+    when the batch fits a bucket, else run eagerly (arguments as ``GraphedForward``). Replayed
     outputs are views of the graph's buffers: valid until this runner's next replay, of any
     bucket (its graphs share one memory pool)."""
 

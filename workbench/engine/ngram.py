@@ -15,10 +15,8 @@ last token is the root):
    first), at most ``topk`` of them: parents precede children and siblings come in descending
    probability, as ``tree.rerank`` expects. The rerank keeps the best ``num_draft_tokens - 1``.
 
-Where SGLang's NGRAM algorithm differs (docs/design.md §3): it keeps one corpus (a suffix
-automaton) fed by every request's tokens, so a request drafts from what others wrote too, and
-it merges the trees of every matching window length; here a request looks only at its own
-tokens and uses its longest matching suffix.
+SGLang's NGRAM algorithm instead keeps one corpus fed by every request's tokens and merges the
+trees of every matching window length (docs/design.md §3).
 """
 
 from __future__ import annotations

@@ -35,11 +35,9 @@ class KVChange:
 class DraftLevel:
     """One draft forward after the first: the frontier at depth ``level`` runs through the draft
     and proposes the candidates at depth ``level + 1``. Its position is ``len(prefix) + level - 1``
-    (``draft.Frontier.run_level``), which depends on the draft (docs/design.md §4): the head's
-    prefix is the L committed tokens, so it runs one behind the target's nodes, at
-    ``L + level - 1`` (its input at p is paired with the token at p + 1); an early exit's and a
-    draft model's prefix also holds the root, so they run at the node's own position,
-    ``L + level`` (``level_offset`` -1 and 0 on the drafter)."""
+    (``draft.Frontier.run_level``): ``L + level - 1`` for the head, one behind the target's nodes;
+    ``L + level`` for an early exit or a draft model, whose prefix also holds the root
+    (``level_offset`` -1 and 0 on the drafter; docs/design.md §4)."""
 
     level: int  # depth of the frontier nodes run by this forward
     frontier: list[int]  # their flat candidate indices, best path score first

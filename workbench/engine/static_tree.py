@@ -12,12 +12,10 @@ The default shape is EAGLE-1's: the 25 rank paths of ``mc_sim_7b_63`` (SafeAILab
 under ancestors). Beyond 26 nodes EAGLE-1 has no list, so the shape goes on breadth first over
 ranks 0..3, the width EAGLE-1's tree uses: the missing depth-2 paths, then depth 3, ...
 
-Growth runs one draft forward per depth (the nodes of that depth that have children in the
-shape), exactly as the dynamic growth does, reading the shape's nodes out of each forward's
-top-k through a (parent row, rank) table per depth (``shape_levels``, computed once per shape).
-It returns the same ``DraftPhase``: its candidates
-are exactly the shape's nodes, so the rerank keeps them all and the verify, the accept walk,
-commit and sampling are the ones ``eagle2`` uses.
+Growth runs one draft forward per depth, as the dynamic growth does, reading the shape's nodes
+out of each forward's top-k through a (parent row, rank) table per depth (``shape_levels``). Its
+``DraftPhase`` candidates are exactly the shape's nodes, so the rerank keeps them all, and the
+rest of the step is ``eagle2``'s.
 """
 
 from __future__ import annotations

@@ -22,10 +22,10 @@ order, so exactly one applies to every step (docs/design.md §3, "Why a step sto
    text went on differently). The draft source decides 5 and 6 (``DraftSource.unexpanded_cause``,
    ``DraftSource.miss_cause``).
 
-With each cause, the token's rank and probability in the draft's distribution at the stop node
-(where the draft ran there and, when tracing, kept its ``REACH`` most likely tokens:
-``Candidates.top``) and the smallest change of one knob that would have caught the token where
-the step alone tells (``StopCause.catch``).
+With each cause: the token's rank and probability in the draft's distribution at the stop node
+(where the draft ran there and kept its ``REACH`` most likely tokens, ``Candidates.top``), and
+the smallest one-knob change that would have caught it, where the step alone tells
+(``StopCause.catch``).
 """
 
 from __future__ import annotations

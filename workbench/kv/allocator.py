@@ -54,9 +54,6 @@ class SlotAllocator:
     def used(self) -> set[int]:
         return set(self._used)
 
-    def free_slots(self) -> list[int]:
-        return list(self._free)
-
 
 class SlotTable:
     """Request id -> slots of its committed tokens, over one allocator."""
@@ -107,7 +104,7 @@ class SlotTable:
                 raise AssertionError(f"slot {slot} out of range in {where}")
             seen[slot] = where
 
-        for s in self.allocator.free_slots():
+        for s in self.allocator._free:
             claim(s, "the free list")
         for rid, table in self.tables.items():
             for s in table:

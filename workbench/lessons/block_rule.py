@@ -12,11 +12,10 @@ run per seed:
 * τ, measured: tokens emitted per verify step, pooled over the questions, one value per seed.
   The two rules draw different chains, so their runs are not paired: a gain is named only where
   the ranges over the seeds do not overlap (``gain_sentence``).
-* E[accepted drafts] per step, computed: for every recorded step, each rule's expectation over
-  the coins on that step's own drafts, p and q (``analysis/chain_rules.py``), averaged over the
-  steps. Both rules are scored on the same chains, so this comparison is paired and has none of
-  the coins' noise; the chains were drawn from q, so the mean estimates each rule's worth over
-  the drafts too (where the paper's Theorem 2 puts block ahead).
+* E[accepted drafts] per step, computed: each rule's expectation over the coins on every recorded
+  step's own drafts, p and q (``analysis/chain_rules.py``), averaged. Paired (the same chains) and
+  free of the coins' noise; the chains were drawn from q, so the mean also estimates each rule's
+  worth over the drafts (where the paper's Theorem 2 puts block ahead).
 """
 
 from __future__ import annotations

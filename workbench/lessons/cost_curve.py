@@ -1,24 +1,19 @@
 """What a forward costs at N tokens, measured in interleaved rounds, and read at any N in between.
 
-``time_forwards`` times forwards of several sizes (and, when asked, at other
-prefixes) the way every timed comparison here is taken (``workbench.timing.interleaved``): one
-round times every size once, the first size rotating from round to round, and each round's
-value is the median of ``repeats`` calls; a slow spell of a shared machine then hits every size
-of a round alike instead of making one size look dear.
+``time_forwards`` times forwards of several sizes (and, when asked, at other prefixes) in
+interleaved rounds (``workbench.timing.interleaved``): each round times every size once, the
+first size rotating, each value the median of ``repeats`` calls, so a slow spell of a shared
+machine hits every size alike.
 
-``MeasuredCurve`` keeps every round. Its ``fit`` is the non-decreasing fit of the medians
-(``workbench.timing.monotone``): a verify of more tokens never costs less, so a dip between two
-sizes is noise, pooled. ``round_fits`` fits each round alone: where a sentence names a regime or
-a bend, it reads it off the fit and says whether every round's fit agrees (``takeaways``).
-
-Each of these is a ``workbench.cost_model.Curve``, the cost model's own curve: the lessons read
-forwards at any N through the same interpolation as every prediction in the project.
+``curve_figure`` draws a ``workbench.cost_model.Curve``, the cost model's own curve, with its
+non-decreasing fit (``workbench.timing.monotone``: a verify of more tokens never costs less, so a
+dip between two sizes is noise, pooled): the lessons read forwards at any N through the same
+interpolation as every prediction in the project.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -26,49 +21,7 @@ import torch
 from workbench.cost_model import Curve
 from workbench.measure.cost import chain_batch, prefilled, time_ms
 from workbench.lessons import smoke
-from workbench.timing import Spread, interleaved, spread
-
-
-@dataclass(frozen=True)
-class MeasuredCurve:
-    tokens: tuple[int, ...]  # sizes N (or draft rows), increasing
-    rounds: tuple[tuple[float, ...], ...]  # [round][size]: ms, each the median of the round's repeats
-
-    def __post_init__(self):
-        if not self.rounds or any(len(r) != len(self.tokens) for r in self.rounds):
-            raise ValueError("one value per size in every round, at least one round")
-        Curve.of(self.tokens, self.rounds[0])  # the same checks on the sizes
-
-    @classmethod
-    def from_values(cls, values: dict[int, list[float]]) -> "MeasuredCurve":
-        """From ``{size: [ms of round 1, round 2, ...]}``."""
-        sizes = tuple(sorted(values))
-        return cls(sizes, tuple(zip(*(values[n] for n in sizes))))
-
-    @property
-    def spreads(self) -> dict[int, Spread]:
-        """Per size: median and range over the rounds."""
-        return {n: spread(r[i] for r in self.rounds) for i, n in enumerate(self.tokens)}
-
-    @property
-    def medians(self) -> Curve:
-        """The medians over the rounds, with each size's lowest and highest round."""
-        s = self.spreads.values()
-        return Curve(tuple(zip(self.tokens, (x.median for x in s))), tuple(x.low for x in s), tuple(x.high for x in s))
-
-    @property
-    def fit(self) -> Curve:
-        """The non-decreasing fit of the medians: what a sentence naming a regime reads."""
-        return self.medians.fit
-
-    @property
-    def round_fits(self) -> list[Curve]:
-        """Each round's own non-decreasing fit: how far a reading off the fit moves with the noise."""
-        return [Curve.of(self.tokens, r).fit for r in self.rounds]
-
-    def ms(self, size: int, round_: int) -> float:
-        """One round's measured value at ``size``."""
-        return self.rounds[round_][self.tokens.index(size)]
+from workbench.timing import Spread, interleaved
 
 
 def verify_forwards(target, sizes, prefix_len: int) -> dict[int, Callable[[], object]]:
@@ -92,24 +45,22 @@ def time_forwards(forwards: dict[Hashable, Callable[[], object]], rounds: int, r
     return interleaved({k: (lambda f=f: time_ms(f, device, repeats, warmup)) for k, f in forwards.items()}, rounds)
 
 
-def curve_figure(curve: MeasuredCurve | Curve, title: str, height: int = 400, roofline: dict[int, float] | None = None,
+def curve_figure(curve: Curve, title: str, height: int = 400, roofline: dict[int, float] | None = None,
                  rounds: int | None = None):
     """The medians with their range over the rounds (error bars), the non-decreasing fit, and the
     two references: flat at the decode step (memory-bound) and N decode steps (compute-bound);
     with ``roofline`` ({tokens: ms}, ``workbench.measure.floor.roofline_ms``), the machine's own
-    floor at each size beside them. ``curve``: a ``MeasuredCurve``, or a cost model's ``Curve``
-    (its low and high per size, ``rounds`` the measurement's rounds). Both axes are logarithmic;
-    the legend sits under the plot, clear of the title."""
+    floor at each size beside them. ``curve``: a cost model's ``Curve`` (its low and high per
+    size, ``rounds`` the measurement's rounds). Both axes are logarithmic; the legend sits under
+    the plot, clear of the title."""
     import plotly.graph_objects as go
 
     from workbench.lessons.figures import legend_below
     from workbench.viz.style import OKABE_ITO, base_layout, title_height
 
-    medians = curve.medians if isinstance(curve, MeasuredCurve) else curve
-    rounds = len(curve.rounds) if isinstance(curve, MeasuredCurve) else rounds
-    n = list(medians.sizes)
-    s = {k: Spread(m, lo, hi, rounds or 1) for k, m, (lo, hi) in zip(n, medians.ms, map(medians.range_at, n))}
-    fit = medians.fit.ms
+    n = list(curve.sizes)
+    s = {k: Spread(m, lo, hi, rounds or 1) for k, m, (lo, hi) in zip(n, curve.ms, map(curve.range_at, n))}
+    fit = curve.fit.ms
     fig = go.Figure([
         go.Scatter(x=n, y=[s[k].median for k in n], mode="markers",
                    name=f"measured: median, range of {rounds} rounds" if rounds else "measured", marker=dict(color=OKABE_ITO["blue"], size=8), meta="measured",

@@ -1,10 +1,9 @@
 """Plotly figures a reader can see without running the notebook.
 
 JupyterLab draws a figure from its plotly JSON; a plain file viewer (a code host's notebook
-preview, an editor) cannot. With ``WORKBENCH_NOTEBOOK_IMAGES=1`` (``make notebooks`` sets it)
-every ``fig.show()`` also stores a PNG rendered by kaleido, which the viewer shows instead.
-Kaleido drives a headless Chromium; ``/usr/bin/chromium`` is used when present. Without the
-variable (tests, a reader rerunning a cell) no image is made: it costs about a second each.
+preview) cannot. With ``WORKBENCH_NOTEBOOK_IMAGES=1`` (``make notebooks`` sets it) every
+``fig.show()`` also stores a PNG rendered by kaleido (headless Chromium; ``/usr/bin/chromium``
+when present). Without it no image is made: each costs about a second.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """How sure a difference is: a bootstrap confidence interval over prompts.
 
-Steps of one answer are not independent draws (a prompt that the head predicts well gives long
-accepts all through its answer), so an interval that treats every step as its own sample is too
-narrow. Here the unit is the prompt: ``bootstrap`` resamples whole prompts with replacement,
-recomputes the statistic on each resample, and reads the interval off the percentiles; a paired
-comparison (``paired``) gives each prompt one difference, so a prompt that is easy for both
-sides does not count as evidence for either. The resampling is seeded: a stored notebook prints
-the same interval when it is run again on the same data.
+Steps of one answer are not independent draws (a prompt the head predicts well gives long
+accepts all through), so an interval over steps is too narrow. Here the unit is the prompt:
+``bootstrap`` resamples whole prompts with replacement and reads the interval off the
+percentiles; ``paired`` gives each prompt one difference, so a prompt easy for both sides is no
+evidence for either. The resampling is seeded: the same data print the same interval.
 """
 
 from __future__ import annotations

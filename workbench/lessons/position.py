@@ -5,10 +5,9 @@ keeps n + 1 tokens, n the drafts its walk accepted. The walk's count is used, no
 emitted: the last step of a request cut at ``max_new_tokens`` emits fewer than it accepted,
 which would show as a decay at the very end that the head never had.
 
-Steps of one answer are not independent (an easy answer is easy all through), so the slope of
-walk length over position is bootstrapped over prompts (``intervals.bootstrap``): a resample
-draws whole answers, and the interval says whether the trend is larger than the differences
-between answers.
+Steps of one answer are not independent, so the slope of walk length over position is
+bootstrapped over prompts (``intervals.bootstrap``): the interval says whether the trend is
+larger than the differences between answers.
 """
 
 from __future__ import annotations

@@ -5,14 +5,11 @@ print two answers for one configuration. Both call ``measure_settings`` on ``les
 ``MAX_NEW_TOKENS``: greedy decoding is deterministic in one dtype, so a setting's τ is the same
 number in both, and only its timings move, by the noise each prints as a range.
 
-The prompts are Spec-Bench's (the packaged copy), the shortest first turn of each of
-``CATEGORIES`` (a cheap prefill). Timings are taken as every timed comparison here is
-(``workbench.timing.interleaved``): batch 1, one round runs every setting on every prompt, the
-first setting rotating from round to round, so that a slow spell of the machine hits all of
-them; a setting's value of a round is the mean over the prompts, and its speedup of a round is
-over plain decoding (at the same temperature) in the same round. Per request the clock gives
-the time to the first token (TTFT: the prefill) and the end-to-end time, and from them the time
-per output token after the first (TPOT), as ``workbench/metrics.py`` defines them.
+The prompts are Spec-Bench's shortest first turn of each of ``CATEGORIES`` (a cheap prefill).
+Timings are interleaved (``workbench.timing.interleaved``): batch 1, each round runs every setting
+on every prompt, the first setting rotating, so a slow spell hits all of them; a round's value is
+the mean over the prompts, its speedup over plain decoding (same temperature) in the same round.
+Per request: TTFT, end-to-end time and TPOT, as ``workbench/metrics.py`` defines them.
 
 Sampled settings (temperature > 0) draw with seed ``sampling.seed + round``: every round is
 another sample, and τ has a range over the rounds as the timings do.

@@ -2,15 +2,13 @@
 that a notebook still runs from a clean kernel.
 
 The test suite sets ``WORKBENCH_NOTEBOOK_SMOKE=1`` in the kernel's environment
-(``tests/test_notebooks.py``); the lessons' shared measuring helpers then shrink what they are
-asked for: at most ``PROMPTS`` prompts (``settings.lesson_prompts``), one repeat per timed round
-(``cost_curve.time_forwards``), ``NEW_TOKENS`` new tokens per timed or traced run
-(``settings.measure_settings``, ``draft_routes.run_route``), ``SAMPLES`` sampled sequences where a
-lesson draws a law (``exact_law.sample_sequences``) and ``CONTEXT`` committed tokens before a
-timed forward (``cost_curve.verify_forwards``). The number of rounds stays: the
-notebooks index their rounds. Every code path of a notebook still runs; only its numbers become
-meaningless. The stored notebooks, which readers see, are always full-size runs (``make
-notebooks``, which never sets it).
+(``tests/test_notebooks.py``); the lessons' measuring helpers then take at most ``PROMPTS``
+prompts (``settings.lesson_prompts``), one repeat per timed round (``cost_curve.time_forwards``),
+``NEW_TOKENS`` new tokens per timed or traced run (``settings.measure_settings``,
+``draft_routes.run_route``), ``SAMPLES`` sequences of a sampled law (``exact_law.sample_sequences``)
+and ``CONTEXT`` committed tokens before a timed forward (``cost_curve.verify_forwards``). The
+number of rounds stays (the notebooks index them). The stored notebooks are always full-size runs
+(``make notebooks`` never sets it).
 """
 
 from __future__ import annotations

@@ -62,50 +62,27 @@ class Regime:
     ratio: float  # the forward over ``tokens`` tokens, in decode steps (N = 1)
     elasticity: float  # over the last factor of 8 up to ``tokens``
     name: str  # "memory-bound", "compute-bound" or "between the two regimes"
-    round_elasticities: tuple[float, ...] = ()  # the same elasticity on each round's own fit
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """Every regime the fit and the rounds' fits name, in order of elasticity."""
-        seen = {self.name} | {_regime_name(e) for e in self.round_elasticities}
-        return tuple(n for n in REGIMES if n in seen)
-
-    @property
-    def settled(self) -> bool:
-        """True when every round's fit names the regime the fit of the medians names."""
-        return len(self.names) == 1
 
     def sentence(self) -> str:
-        """'memory-bound up to 8 tokens: a forward over 8 tokens costs 1.1 decode steps, ...'; when
-        the rounds' fits name different regimes, both are named and the call is left to noise."""
+        """'memory-bound up to 8 tokens: a forward over 8 tokens costs 1.1 decode steps, ...'."""
         cost = f"a forward over {self.tokens} tokens costs {self.ratio:.2f} decode steps"
-        if not self.settled:
-            lo, hi = min(self.round_elasticities), max(self.round_elasticities)
-            return (f"{' or '.join(self.names)} at {self.tokens} tokens, level within noise: {cost} on the fit "
-                    f"(elasticity {self.elasticity:.2f}), and the {len(self.round_elasticities)} rounds' own fits "
-                    f"give elasticities of {lo:.2f} to {hi:.2f}, on both sides of a threshold (below {MEMORY_BOUND}: "
-                    f"memory-bound; above {COMPUTE_BOUND}: compute-bound)")
-        agree = (f" (every one of the {len(self.round_elasticities)} rounds' fits agrees)"
-                 if self.round_elasticities else "")
         if self.name == "memory-bound":
-            return f"memory-bound up to {self.tokens} tokens{agree}: {cost}, so extra verify nodes are nearly free"
+            return f"memory-bound up to {self.tokens} tokens: {cost}, so extra verify nodes are nearly free"
         if self.name == "compute-bound":
-            return f"compute-bound by {self.tokens} tokens{agree}: {cost}, so every verify node costs"
-        return (f"between the two regimes at {self.tokens} tokens{agree}: {cost}, so every extra verify node "
+            return f"compute-bound by {self.tokens} tokens: {cost}, so every verify node costs"
+        return (f"between the two regimes at {self.tokens} tokens: {cost}, so every extra verify node "
                 "costs a noticeable share of a decode step")
 
 
-def regime(curve: Curve, tokens: int, rounds: list[Curve] = ()) -> Regime:
+def regime(curve: Curve, tokens: int) -> Regime:
     """The regime of a verify block of ``tokens`` tokens (> 1): how the cost follows N over the
     last factor of 8 up to it (from N = 1 for blocks of 8 or fewer), local enough to see a bend and
-    wide enough that one noisy point does not decide it. The ratio is against a decode step (N = 1).
-    ``rounds``: each round's own fit, read the same way, to say whether the noise could move the call."""
+    wide enough that one noisy point does not decide it. The ratio is against a decode step (N = 1)."""
     if tokens <= curve.sizes[0]:
         raise ValueError(f"a verify block of {tokens} tokens is not bigger than a decode step")
     lo = max(curve.sizes[0], tokens / 8)
     e = elasticity(curve, lo, tokens)
-    return Regime(tokens, curve.at(tokens) / curve.at(1), elasticity=e, name=_regime_name(e),
-                  round_elasticities=tuple(elasticity(r, lo, tokens) for r in rounds))
+    return Regime(tokens, curve.at(tokens) / curve.at(1), elasticity=e, name=_regime_name(e))
 
 
 def bend(curve: Curve) -> int | None:

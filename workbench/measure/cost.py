@@ -7,7 +7,7 @@ eagerly or, ``cuda_graphs=True``, replayed from the engine's CUDA graphs. On a G
 1 and of 64 tokens cost about the same (memory-bound); on a small CPU they do not, which is why
 the best tree here is smaller.
 
-Both go through one procedure, ``measure_forward``: a pool holding a committed random prefix
+Both go through one procedure, ``forward_samples``: a pool holding a committed random prefix
 (``prefilled``), then for each size a chain of new tokens after it, timed by ``time_ms``, whose
 clock (``synced_clock``) is read after a sync on CUDA, as every timer of the benchmarks is.
 """
@@ -84,19 +84,12 @@ def chain_batch(n: int, pool: Prefilled, slots: list[int]) -> ForwardBatch:
                       device=pool.device)
 
 
-def measure_forward(pool: Prefilled, sizes, *, forward, repeats: int = 5, warmup: int = 2) -> list[float]:
-    """Median ms of ``forward(batch)`` on a chain of n new tokens after the pool's prefix, for
-    each n in ``sizes`` (the chain's slots are freed after each size)."""
-    return [round(statistics.median(t), 3) for t in forward_samples(pool, sizes, forward=forward, repeats=repeats,
-                                                                    warmup=warmup)]
-
-
 def forward_samples(pool: Prefilled, sizes, *, forward, repeats: int = 5, warmup: int = 2) -> list[list[float]]:
-    """``measure_forward``'s timings before the median: ``repeats`` ms per size. The sizes take
+    """``repeats`` ms of ``forward(batch)`` on a chain of n new tokens after the pool's prefix, for
+    each n in ``sizes`` (the chain's slots freed after each). The sizes take
     turns (``workbench.timing.interleaved``: one forward of each a round, the first rotating, after
-    ``warmup`` untimed rounds), so a disturbance that lasts a moment lands on every size alike,
-    not on all the repeats of one: when that one is the decode step, every ratio of the curve
-    (verify / decode) is off by it."""
+    ``warmup`` untimed rounds), so a brief disturbance lands on every size alike, not on all the
+    repeats of one (the decode step's would skew every verify / decode ratio)."""
     return case_samples(pool, [(n, forward, None) for n in sizes], repeats, warmup)
 
 
@@ -178,6 +171,7 @@ def measure_draft_cost(target, head, *, rows=(1, 4, 10), prefix_len: int = 256, 
         runner = GraphedDraft(head, pool.kv, pool.alloc.alloc(1)[0], max_keys=pool.kv.num_slots,
                               buckets=make_buckets((1, 2), rows))
     draft = runner if runner is not None else (lambda features, batch: head(features, batch, pool.kv))
-    ms = measure_forward(pool, rows, forward=lambda batch: head.log_probs(draft(feats[: batch.num_tokens], batch)),
-                         repeats=repeats, warmup=warmup)
-    return None if runner is not None and not runner.replays else [{"rows": n, "ms": t} for n, t in zip(rows, ms)]
+    samples = forward_samples(pool, rows, forward=lambda batch: head.log_probs(draft(feats[: batch.num_tokens], batch)),
+                              repeats=repeats, warmup=warmup)
+    return None if runner is not None and not runner.replays else \
+        [{"rows": n, "ms": round(statistics.median(t), 3)} for n, t in zip(rows, samples)]

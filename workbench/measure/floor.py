@@ -6,20 +6,16 @@ bandwidth. ``memory_floor`` measures that bandwidth here (the sum of a large fp3
 ``torch`` runs it on this machine's threads: a read with almost no arithmetic) and divides.
 
 A decode step near its floor is memory-bound, and a forward over a few more tokens should cost
-about the same (the weights are read once for all of them); a verify that costs much more than
-one decode step is paying for something else (the few-row matrix products' path through the
-BLAS, the work outside the products), which the bench report shows beside the floor.
+about the same; a verify that costs much more is paying for something else (the few-row products'
+path through the BLAS, the work outside the products), which the bench report shows beside it.
 
-**The compute floor and the roofline.** A forward over N tokens also does arithmetic: two
-floating-point operations per weight of every product and token (``product_params``; attention
-over the prefix adds its own, ``compute_ms``), and it cannot finish sooner than that over the
-machine's peak rate.
-``compute_peak`` measures the peak here (a large square matrix product in the model's dtype on
-this machine's threads, the best case of the BLAS). The **roofline** of a forward over N tokens is
-the larger of the two floors. At one token the memory floor is far above the compute one; each
-token adds the same arithmetic and no bytes, so past the **ridge** (``ridge_tokens``: where the
-two floors meet) a verify cannot cost as little as a decode step's floor, however good the code. On a
-2-core CPU the ridge sits at a few tokens; on a GPU at hundreds (notebook 06).
+**The compute floor and the roofline.** A forward over N tokens also does two floating-point
+operations per weight of every product and token (``product_params``; attention over the prefix
+adds its own, ``compute_ms``), no sooner than the peak rate ``compute_peak`` measures here (a
+large square matrix product in the model's dtype). The **roofline** of a forward is the larger
+of the two floors. Each token adds arithmetic and no bytes, so past the **ridge**
+(``ridge_tokens``: where the floors meet) a verify cannot cost as little as a decode step's
+floor, however good the code: a few tokens on a 2-core CPU, hundreds on a GPU (notebook 06).
 """
 
 from __future__ import annotations

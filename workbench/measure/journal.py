@@ -16,10 +16,9 @@
 leaves at most a torn last line, which reading drops (that one result runs again).
 
 A start in an ``--out`` whose journal is unfinished and holds results resumes it when its settings
-equal this run's: those results are reused as measured, timings included, and only the missing
-ones run. With other settings the start is refused, unless ``fresh`` discards the journal. A
-finished journal, or one without a result, is replaced: the same command run again measures again.
-Nothing is written before the model has loaded (``Journal.start``).
+equal this run's (those results reused as measured, only the missing ones run); with other
+settings it is refused, unless ``fresh`` discards the journal. A finished journal, or one without
+a result, is replaced. Nothing is written before the model has loaded (``Journal.start``).
 """
 
 from __future__ import annotations

@@ -12,25 +12,22 @@ open        requests arrive at seeded Poisson times, ``rate`` per second on aver
             nothing running, the clock waits for the next arrival
 ==========  ===========================================================================
 
-Request k of a load (k = 0, 1, ...) asks prompt ``k mod len(prompts)``, the same under every
-policy, so that outputs compare request by request. The engine's KV capacity is room for every
-request that can be in flight at once (closed: the ``concurrency`` largest worst cases; open:
-all of them; ``Engine.slots_needed``), unless ``kv_slots`` is given: requests then wait in the
-engine's queue for room, and one that could never fit is refused at submit (its reason kept)
-while the others run on.
+Request k of a load asks prompt ``k mod len(prompts)`` under every policy, so outputs compare
+request by request. The engine's KV capacity holds every request that can be in flight at once
+(closed: the ``concurrency`` largest worst cases; open: all; ``Engine.slots_needed``), unless
+``kv_slots`` is given: requests then wait for room, and one that could never fit is refused at
+submit (its reason kept) while the others run on.
 
 Times are seconds from the run's start (``time.perf_counter``, after a synchronise on CUDA):
-**TTFT** = arrival -> the end of the step that emitted the request's first token (closed loop:
-its arrival is its submission), **e2e** = arrival -> the end of the step that finished it,
-**TPOT** = (e2e - TTFT) / (tokens - 1), the mean gap between its later tokens (none for a
-one-token answer; ``workbench/metrics.py`` defines the three). Throughput = every token emitted / the run's wall time (its start to the
-end of its last step), tokens of requests a time limit left unfinished included.
+**TTFT** = arrival -> the end of the step that emitted the first token (closed loop: arrival is
+submission), **e2e** = arrival -> the end of the step that finished it, **TPOT** = (e2e - TTFT) /
+(tokens - 1) (``workbench/metrics.py``). Throughput = every token emitted (unfinished requests'
+included) / the run's wall time.
 
-The driver does not trace (tracing builds a record per request per step): it learns what each
-decode step ran through the policy interface itself, ``Watched`` passing every call on to the
-real policy and noting the choice and the batch, so the timed loop is the one a server runs.
-Decoding is greedy, so every policy's output must equal plain decoding's. What a load is and
-how its policies are named: ``load_spec.py`` and the policy grammar (``engine/policy/grammar.py``).
+The driver does not trace (a record per request per step costs time): ``Watched`` passes every
+call on to the real policy and notes the choice and the batch, so the timed loop is the one a
+server runs. Decoding is greedy, so every policy's output must equal plain decoding's. What a
+load is: ``load_spec.py``; how its policies are named: ``engine/policy/grammar.py``.
 """
 
 from __future__ import annotations

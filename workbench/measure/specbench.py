@@ -15,9 +15,6 @@ Subsets:
             method's own first answer, as Spec-Bench runs it
 ==========  ===========================================================================
 
-The quick subset is small because on a 2-core CPU one question costs every method a full
-decode (about two minutes for all methods at 128 new tokens in bf16).
-
 The data is for evaluation only (``workbench/data/README.md``).
 """
 

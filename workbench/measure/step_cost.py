@@ -1,41 +1,33 @@
 """This machine's cost model (``workbench/cost_model.py``), measured once per machine and cached.
 
-``step_cost_for(wb, source)`` returns the ``StepCost`` every prediction reads (``auto``, ``bench
-tune``, the bench report, the app's Compare, the notebooks): the loaded target's verify cost at
+``step_cost_for(wb, source)`` returns the ``StepCost`` every prediction reads: the loaded target's verify cost at
 ``VERIFY_SIZES`` total tokens and the draft's forward cost at ``DRAFT_ROWS`` rows (``cost.py``'s
 ``measure_verify_cost`` and ``measure_draft_cost``, after a committed prefix of ``PREFIX``
 tokens), and the step's **overhead** outside the forwards: real engine steps, plain and
 speculative (``OVERHEAD_SETTING``), of ``OVERHEAD_BATCHES`` requests, timed whole, less what the
 curves say their forwards cost; the least-squares line through the batches gives ms per step and
-ms per request. The batches reach 8 requests, so a step of as many as a load keeps in flight is
-priced from a measurement, not from a line drawn through 1 and 4 and extended. What a draft
+ms per request (batches up to 8, as many as a load keeps in flight). What a draft
 forward costs each draft source says (``DraftSource.draft_cost``, given the ``Timers`` here): the
 EAGLE head is timed; a draft model is timed as a target of its own; the early exit ``exit:N`` is
 taken as N / L of a verify of as many tokens; the n-gram lookup runs no forward.
 
-What a request costs outside its decode steps is measured on the same engine, one request of
-each of ``PREFILL_LENGTHS`` random prompt tokens (``measure_prefill``): the engine's **prefill**
-step (the target's forward over the prompt and the engine's work to admit it, its profile's
-``prefill`` setting), and, for a draft that runs a forward over the prompt (the head, a draft
-model), the first speculative step's draft extend, the draft's **catch-up** over the prompt rows.
+A request's **prefill** step and the draft's **catch-up** over the prompt (a draft that runs a
+forward) are measured on the same engine, one request of each of ``PREFILL_LENGTHS`` random
+prompt tokens (``measure_prefill``).
 
 The measurement runs ``ROUNDS`` whole rounds one after another (seconds on a small model)
 and is cached in ``<cache>/step-costs.json`` (``<cache>`` as for the model store) under the CPU
 (``cpu_choices.cpu_signature``), torch version, threads, device, dtype, the target's and the
 draft's shapes, only when the curves' rounds agree: every size's round medians within ``AGREE`` of
 their median (the overhead, a difference of two times, and the prefill and catch-up, one step
-each, are the medians of their rounds and not held to that). A busy machine makes them disagree;
-the medians are used for this run, nothing is cached, and the next run measures again (as the
-linear-order choice does, ``cpu_choices.py``). An entry measured before the prefill was, or at
-other overhead batches, is measured again too (``_current``); a reader that never measures (the
-lessons, at other threads) still takes one whose curves are at today's sizes (``_readable``).
-Every figure that quotes the model names the measurement (``StepCost.measured``: date, CPU,
-threads, dtype).
+each, are the medians of their rounds and not held to that). On a busy machine they disagree: the
+medians serve this run, nothing is cached, the next run measures again. An entry without the
+prefill or at other overhead batches is measured again (``_current``); a reader that never
+measures (the lessons) takes one whose curves are at today's sizes (``_readable``). Every figure
+that quotes the model names the measurement (``StepCost.measured``: date, CPU, threads, dtype).
 
 A run of several methods prices each by its own draft source (``step_costs``: one measurement per
-distinct source, shared by the methods drafting from it): a head method with the head's forwards,
-an n-gram method with none, ``exit:N`` with the exit's. The bench report, ``bench tune``, ``bench
-load``, ``auto`` and the app's Compare all go through it.
+distinct source, shared by the methods drafting from it).
 """
 
 from __future__ import annotations
@@ -67,8 +59,7 @@ ROUNDS = 3  # the median of three: one round a busy moment slowed does not move 
 TIMING = {"prefix_len": PREFIX, "repeats": REPEATS, "warmup": 1}
 AGREE = 0.25  # (max - min) / median of a size's round medians, at most, for a cacheable verdict
 # Requests in the engine steps timed for the overhead, up to the 8 a load keeps in flight: a step
-# of 8 is priced from a measurement, not from the line through 1 and 4 extended (at 8 requests
-# docs/bench/load-cpu-avx2.md measured speculative steps far dearer than that line said).
+# of 8 is priced from a measurement, not from the line through 1 and 4 extended.
 OVERHEAD_BATCHES = (1, 4, 8)
 OVERHEAD_STEPS = 6  # timed steps per batch and kind, after untimed ones (the prefill, the draft's catch-up)
 OVERHEAD_SETTING = dict(num_steps=3, topk=2, num_draft_tokens=4)  # a small tree: what a CPU runs
@@ -80,12 +71,10 @@ PREFILL_LENGTHS = (32, 128, 512)
 def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None, log=None,
                   target: StepCost | None = None) -> StepCost:
     """The step cost of ``wb``'s target with the draft ``source`` (None: a policy that never
-    drafts), from the cache or measured now (see the module docstring). ``log``: one line per
-    event (default: stderr). ``target``: a step cost of the same target measured in this run (with
-    another source): measured now, this one takes its verify curve, plain decoding's overhead and
-    the prefill from it and times only what the source adds (its draft forwards, its speculative
-    steps' overhead, its catch-up), so that one run's plain decoding has one price whichever
-    source's step cost prices it."""
+    drafts), from the cache or measured now (module docstring). ``log``: one line per event
+    (default: stderr). ``target``: a step cost of the same target measured in this run with another
+    source: this one then takes its verify curve, plain decoding's overhead and the prefill, and
+    times only what the source adds (draft forwards, speculative overhead, catch-up)."""
     say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     key = _cache_key(wb, source)
     path = Path(cache_dir) / CACHE_FILE if cache_dir is not None else _default_path()
@@ -169,8 +158,7 @@ def measure_overhead(wb, source: DraftSource | None, forwards: StepCost, prefix_
 
 def _line(xs: tuple[int, ...], ys: list[float]) -> tuple[float, float]:
     """(intercept, slope) of the least-squares line through the points, rounded to µs (one
-    point: flat). Three batches or more: one step that a busy moment slowed moves the line less
-    than it moves a line through two."""
+    point: flat)."""
     if len(xs) < 2:
         return round(ys[0], 3), 0.0
     slope, intercept = linear_regression(xs, ys)
@@ -199,7 +187,7 @@ def _step_overhead(wb, spec, *, batch: int, forwards: StepCost, prefix_len: int)
         engine.step()
         took = (_synced(engine.device) - t0) * 1e3
         if k >= untimed and len(engine.running) == batch:
-            out.append(took - _forwards_ms(forwards, spec, batch, tau))
+            out.append(took - forwards.parts(spec, batch, tau).total_ms)  # ``forwards`` holds no overhead
         emitted = [r.accept_lengths[-1] if r.accept_lengths else 1 for r in engine.requests]
     if not out:
         raise RuntimeError(f"no engine step of {spec.name} at {batch} requests could be timed")
@@ -211,9 +199,8 @@ def measure_prefill(wb, source: DraftSource | None) -> tuple[list[tuple[int, flo
     of ``PREFILL_LENGTHS`` random tokens (the lengths that fit the model's context), and, where
     ``source`` drafts with a forward over the prompt (``Needs.loaded``: a head or a draft model),
     the draft extend of the first speculative step after it, which runs every prompt row (else
-    no catch-up points). The engine is the one a load runs: with such a draft, under
-    ``OVERHEAD_SETTING`` (the prefill is the same whichever setting follows). No points where no
-    length fits the context: the prefill is then priced 0, and the report says so."""
+    no catch-up points), under ``OVERHEAD_SETTING``. No points where no length fits the context:
+    the prefill is then priced 0, and the report says so."""
     from workbench.engine.config import SpecConfig
 
     catches_up = source is not None and source.needs.loaded
@@ -236,10 +223,6 @@ def measure_prefill(wb, source: DraftSource | None) -> tuple[list[tuple[int, flo
     return prefill, catch_up
 
 
-def _forwards_ms(forwards: StepCost, spec, batch: int, tau: float) -> float:
-    return forwards.parts(spec, batch, tau).total_ms  # no overhead in ``forwards``: the forwards alone
-
-
 def _synced(device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -256,15 +239,12 @@ def step_costs(wb, drafts: dict[str, DraftSource | None], *, known: dict | None 
                unpriced: dict[str, str] | None = None, cache_dir: Path | None = None, log=None) -> dict[str, StepCost]:
     """A run's methods, each priced by its own draft source: ``drafts`` maps a method's name to the
     source it drafts from (``draft_of``; None: it never drafts); the answer maps the name to
-    ``step_cost_for`` that source, read or measured once per distinct source. A method drafting by
-    n-gram lookup is then priced with no draft forward and the overhead of steps that look up
-    n-grams, ``exit:N`` with the exit's share of a verify, the head with the head timed; methods of
-    one source share one measurement, and every source after the first is timed against the
-    first's verify curve, plain decoding's overhead and prefill (``step_cost_for``'s ``target``),
-    so plain decoding has one price in the run. A method that never drafts is priced by any step
-    cost of the run, measured on its own only when the run has none. ``known``: the step costs the run already has, by source, read and filled in,
-    so that a later call measures no source twice. ``unpriced``: where given, a source that cannot
-    be measured leaves its methods out, each name kept here with the reason; else the error is raised."""
+    ``step_cost_for`` that source, read or measured once per distinct source. Every source after
+    the first is timed against the first's verify curve, plain decoding's overhead and prefill
+    (``step_cost_for``'s ``target``), so plain decoding has one price in the run; a method that
+    never drafts takes any step cost of the run. ``known``: the run's step costs by source, read
+    and filled in (no source measured twice). ``unpriced``: where given, a source that cannot be
+    measured leaves its methods out, each name kept here with the reason; else the error is raised."""
     known = {} if known is None else known
     failed: dict = {}
     sources = list(dict.fromkeys(drafts.values()))  # distinct, in the methods' order; plain decoding last

@@ -6,10 +6,8 @@
 
 EAGLE's heads have one decoder layer. A head may have more (``num_hidden_layers`` > 1, our own
 extension): layers 1.. are ordinary pre-norm Llama layers (``layers.i.input_layernorm.weight``)
-stacked on layer 0, each with its own draft KV cache layer; everything else is unchanged. Two
-layers can compose a lookup (layer 0 moves the previous token to each position, layer 1 finds
-the current token earlier in the context); docs/bench/head-training.md §9 measures whether a
-trained one does.
+stacked on layer 0, each with its own draft KV cache layer (whether two layers learn a lookup:
+docs/bench/head-training.md §9).
 
 A *fused* head (``fuse_layers`` in its config, our own extension after EAGLE-3's idea) reads more
 of the target than ``f_t``: the residual stream after some of the target's layers (the low and
@@ -20,9 +18,9 @@ middle ones) beside ``f_t``. The engine asks the target for them (``TargetModel.
     x_t = fc(concat(embed(x_{t+1}), g_t))                  as above
 
 ``rms`` scales each tapped state to unit root mean square (no weight: ``fuse`` learns the
-scales; raw residual streams run to large values). Inside the tree a node's feature is still
-its parent's draft output, which skips ``fuse``. ``fuse.weight`` = [0 | ... | 0 | I] computes
-exactly the head without it, which is how a fused head grows from a plain one.
+scales). Inside the tree a node's feature is its parent's draft output, which skips ``fuse``.
+``fuse.weight`` = [0 | ... | 0 | I] is exactly the head without it: a fused head grows from a
+plain one.
 
 ``embed_tokens`` and ``lm_head`` are the target's (frozen, borrowed, never copied). Checkpoint
 keys: ``fc.weight``, ``fc.bias`` (optional), ``layers.0.self_attn.{q,k,v,o}_proj.weight``,
@@ -145,8 +143,7 @@ class DraftHead(nn.Module):
     def _hot_head(self) -> Linear:
         """The hot tokens' rows of the target's lm_head, a ``Linear`` of their own that follows the
         lm_head's few-row product order with packed copies of its own weight (the lm_head's packs
-        hold all V rows: without its own, a 1-2 row product of the hot rows ran ``F.linear``,
-        several times slower on a CPU whose order packs those rows)."""
+        hold all V rows, which a product of the hot rows cannot use)."""
         hot, order = self._hot, self.target.lm_head.order
         if hot.order is not order:
             hot.order = order

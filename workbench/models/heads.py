@@ -17,13 +17,9 @@ DEFAULT_HEAD = "eagle-smollm2-135m"
 HOT_TOKENS_FILE = "hot_tokens.json"
 
 
-def assets_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "assets"
-
-
 def default_draft_dir() -> Path:
     """Directory of the shipped head (it may be missing in a checkout that never trained one)."""
-    return assets_dir() / DEFAULT_HEAD
+    return Path(__file__).resolve().parent.parent / "assets" / DEFAULT_HEAD
 
 
 def load_hot_tokens(path: Path | None = None, n: int | None = None) -> torch.Tensor | None:

@@ -1,54 +1,41 @@
 """``y = x W^T + b`` for the few-row products of decoding and verification, by the implementation
 this CPU runs fastest at each row count.
 
-Decode, verify and draft run a linear layer on a handful of rows (1 to a few dozen tokens)
-against a large weight: the product is bound by reading ``W`` from memory, once. How close a
-CPU BLAS gets to that bound at a given row count depends on the CPU and the BLAS build, so four
-exact implementations are kept and the fastest is chosen per row count by measurement
-(``workbench.cpu_choices``; ``python -m experiments.linear_order`` prints the timings):
+Decode, verify and draft multiply a handful of rows (1 to a few dozen tokens) by a large weight:
+the product is bound by reading ``W`` once. How close a CPU BLAS gets to that bound depends on the
+CPU and the BLAS build, so four exact implementations are kept and the fastest is chosen per row
+count by measurement (``workbench.cpu_choices``; ``python -m experiments.linear_order`` prints the
+timings):
 
 - ``plain``: ``F.linear(x, W, b)``, the default wherever nothing was measured;
-- ``weight-left``: the same product the other way round, ``(W @ x^T)^T``: the large matrix on
-  the left, which some BLAS builds stream at the memory bound where ``F.linear`` does not (one
-  row is padded to two, so that it stays a matrix product and not a matrix-vector one);
-- ``mkl-packed``: MKL's packed-weight GEMM (``cblas_sgemm_pack`` / ``cblas_sgemm_compute``,
-  reached through ``torch.ops.mkl._mkl_reorder_linear_weight`` / ``_mkl_linear``). These are
-  **private** torch ops, used only when ``torch.backends.mkl.is_available()`` and both ops exist
-  (``mkl_packed_available``); anything else runs ``F.linear``. The weight is repacked once per
-  row count into a buffer MKL lays out for that row count, which costs memory, several times each
-  weight's own bytes per packed row count (docs/benchmarks.md, "Measurements behind code
-  choices"), so a verdict packs at most ``MAX_PACKED_SIZES`` row counts and says the
-  bytes it added (``LinearOrder.describe``). Inputs with fewer rows than the packed count are
-  padded with zero rows (each output row depends only on its own input row).
-- ``onednn-packed``: oneDNN's matrix product on a copy of the weight that oneDNN has laid out
-  in its own blocked format (``torch.ops.mkldnn._reorder_linear_weight`` /
-  ``_linear_pointwise``, the ops torch's compiler uses for a frozen CPU linear layer; also
-  **private**, used only when ``onednn_packed_available``). One copy serves every row count
-  (it is laid out once, for ``ONEDNN_PACK_ROWS`` rows, and runs any number), and it holds as
-  many bytes as the weight itself. Where it wins, and by how much, is measured per CPU like the
-  others (docs/benchmarks.md, "The few-row linear order, measured per CPU").
+- ``weight-left``: ``(W @ x^T)^T``, the large matrix on the left, which some BLAS builds stream at
+  the memory bound where ``F.linear`` does not;
+- ``mkl-packed``: MKL's packed-weight GEMM through the **private** ops
+  ``torch.ops.mkl._mkl_reorder_linear_weight`` / ``_mkl_linear`` (``mkl_packed_available``). The
+  weight is repacked per row count, several times its own bytes each (docs/benchmarks.md,
+  "Measurements behind code choices"), so a verdict packs at most ``MAX_PACKED_SIZES`` row counts
+  and says the bytes it added (``LinearOrder.describe``);
+- ``onednn-packed``: oneDNN's product on a blocked copy of the weight (the **private** ops
+  ``torch.ops.mkldnn._reorder_linear_weight`` / ``_linear_pointwise`` that torch's compiler uses
+  for a frozen CPU linear; ``onednn_packed_available``): one copy, as many bytes as the weight,
+  serves every row count (docs/benchmarks.md, "The few-row linear order, measured per CPU").
 
-Projections that read the same input (a layer's q, k and v; its gate and up) run as **one**
-oneDNN product where oneDNN is the chosen implementation: ``apply_linear_order`` lays out one
-blocked copy of their weights stacked (``FusedPack``, held by the layer, in place of the members'
-own copies) and ``project`` splits the result. Each output is the same dot product, in the same
-order, as the member's own oneDNN product (a test checks the bits); it saves the calls and reads
-the weights in one stream (docs/benchmarks.md, "Fused projections").
+Projections that read the same input (q, k, v; gate, up) run as **one** oneDNN product where
+oneDNN is chosen: ``apply_linear_order`` lays out one blocked copy of their stacked weights
+(``FusedPack``) and ``project`` splits the result, bit for bit each member's own product (a test
+checks), in fewer calls and one stream of weights (docs/benchmarks.md, "Fused projections").
 
-Row counts and the rule between them: the choice is made for ``ROW_BUCKETS`` = 1, 2, 4, 8, 16, 32
-rows; a count between two of them follows the next larger one (3 rows as 4, 9-16 as 16), whose
-packed weight it can use by padding; more than 32 rows (a prefill) always run ``F.linear``. Only
-2-D CPU inputs of the dtype the order was decided for take a choice; a GPU, another dtype, or a
-product that autograd must differentiate through a packed weight runs ``F.linear``.
+The choice is made for ``ROW_BUCKETS`` = 1, 2, 4, 8, 16, 32 rows; a count in between follows the
+next larger (3 rows as 4), whose packed weight it uses by padding with zero rows; more than 32
+rows (a prefill), a GPU, another dtype, or a product autograd must differentiate through a packed
+weight run ``F.linear``.
 
-The dtypes (``DTYPE_PATHS``): **fp32**, all four. All four sum the same terms in different
-orders, so results differ by fp32 rounding only (~1e-6 relative). **bf16**, ``F.linear`` and
-``onednn-packed`` only: the CPU's bf16 ``F.linear`` is itself a oneDNN product, and through the
-blocked copy it gives the same bits (fp32 accumulation, one rounding to bf16 at the end), with
-the weight read in half the bytes; ``weight-left`` rounds the product to bf16 before the bias is
-added (two roundings), and MKL's packed GEMM is fp32 only. ``within_rounding`` is the check an
-implementation must pass on the model's own weights before the measurement may pick it: within
-a reordered fp32 sum, plus, in bf16, one rounding of the result to bf16.
+The dtypes (``DTYPE_PATHS``): **fp32** runs all four, which differ by the order of the sum only
+(~1e-6 relative). **bf16** runs ``F.linear`` and ``onednn-packed`` only: the CPU's bf16
+``F.linear`` is itself a oneDNN product and the blocked copy gives the same bits with the weight
+read in half the bytes; ``weight-left`` would round twice (before the bias), and MKL's packed GEMM
+is fp32 only. ``within_rounding`` is the check an implementation must pass on the model's own
+weights before the measurement may pick it.
 """
 
 from __future__ import annotations
@@ -398,10 +385,6 @@ def _pack_for(path: str, weight: torch.Tensor, rows: int) -> torch.Tensor | None
     return pack_weight(weight, rows) if path == PACKED else onednn_pack(weight) if path == ONEDNN else None
 
 
-def _packs(weights: list[torch.Tensor], path: str, rows: int) -> list:
-    return [_pack_for(path, w, rows) for w in weights]
-
-
 def check_paths(weights: list[torch.Tensor], paths: tuple[str, ...], rows: tuple[int, ...] = ROW_BUCKETS,
                 seed: int = 0) -> dict[str, bool]:
     """Per path, whether it matches ``F.linear`` within rounding (``within_rounding``) on every weight and row
@@ -422,17 +405,15 @@ def time_paths(weights: list[torch.Tensor], paths: tuple[str, ...], rows: tuple[
                repeats: int = 5) -> list[dict]:
     """Best-of-``repeats`` ms to apply every weight in ``weights`` (as one forward does, each read
     from memory in turn) to ``m`` rows by each path, for each m: [{"rows": m, "ms": {path: ms}}].
-    The paths take turns within each repeat, so that a disturbance lasting a moment costs each
-    of them alike rather than one path all its repeats. Packed weights exist for one row count
-    at a time (packing is not timed). The fastest repeat, not the median: another process on the
-    cores only ever adds time, so the minimum is the least disturbed estimate of what each
-    implementation can do."""
+    The paths take turns within each repeat, so a brief disturbance costs each alike. Packed
+    weights exist for one row count at a time (packing is not timed). The fastest repeat, not the
+    median: another process on the cores only ever adds time."""
     gen = torch.Generator().manual_seed(0)
     out = []
     for m in rows:
         xs = {w.shape[1]: torch.randn(m, w.shape[1], generator=gen, dtype=w.dtype) for w in weights}
         with torch.inference_mode():
-            packs = {path: _packs(weights, path, m) for path in paths}
+            packs = {path: [_pack_for(path, w, m) for w in weights] for path in paths}
             runs = {path: (lambda path=path: [run_path(path, xs[w.shape[1]], weight=w, packed=p, rows=m)
                                               for w, p in zip(weights, packs[path])]) for path in paths}
             ms = _best_ms_interleaved(runs, repeats)

@@ -133,12 +133,10 @@ class TargetModel(nn.Module):
                 num_layers: int | None = None) -> torch.Tensor:
         """Returns post-norm hidden states [T, H]; writes K/V of every layer at ``out_slots``.
 
-        ``taps`` (layer indices): also the residual stream after each of those layers, in
-        front: [T, (len(taps) + 1) * H] = [r_a | r_b | ... | post-norm]. Used for a fused draft
-        head: by the engine (its forwards feed the head) and by training's feature extraction.
-        ``num_layers``: run only the first n layers, then the final norm (an early exit: the
-        target cut short); K/V of those only. Used by the early-exit draft source ``exit:N``
-        (``engine/drafts/exit.py``), which ``analysis/oracle.py``'s early-exit trees use too."""
+        ``taps`` (layer indices, for a fused draft head): also the residual stream after each of
+        those layers, in front: [T, (len(taps) + 1) * H] = [r_a | r_b | ... | post-norm].
+        ``num_layers``: run only the first n layers, then the final norm (an early exit, as the
+        draft source ``exit:N`` runs it); K/V of those only."""
         layers = self.model.layers
         if num_layers is not None:
             if not 1 <= num_layers <= len(layers):

@@ -34,10 +34,8 @@ def inv_frequencies(head_dim: int, theta: float, scaling: dict | None) -> torch.
 class Rotary:
     """cos/sin tables for positions [0, max_pos), grown on demand.
 
-    Growing builds new tables: a CUDA graph captured earlier still reads the old ones by
-    address, so the graph runner grows the table once, to the model's context length, before
-    its first capture, and each captured graph keeps a reference to the tables it read
-    (``engine/graphs.py``)."""
+    Growing builds new tables, while a captured CUDA graph still reads the old ones by address
+    (``engine/graphs.py`` grows them before its first capture and keeps what it read)."""
 
     def __init__(self, head_dim: int, theta: float, scaling: dict | None, device, max_pos: int = 4096):
         self.inv_freq = inv_frequencies(head_dim, theta, scaling).to(device)

@@ -6,10 +6,8 @@ reads the residual stream after some target layers: those are always computed he
 prefill per sequence) and cached beside as ``aux{layers}_NNNNN.safetensors`` (``len(layers) * H
 * 2`` bytes a token).
 
-Cost of recomputing: one target prefill over every token, once (as many target FLOPs as the
-generation's, though batched better); the cache takes ``hidden_size * 2`` bytes per token
-(1,152 B for SmolLM2, about 1.15 GB per million tokens, prompts included), against 4 B per token
-for the ids alone. With ``cache=False`` nothing is written (recomputed on every load).
+Recomputing costs one target prefill over every token, once; the cache takes ``hidden_size * 2``
+bytes per token, against 4 for the ids.
 
 Held-out split by prompt: a prompt's greedy answer, sampled answers and follow-up all fall on
 the same side, so "held-out" means conversations on prompts never trained on. Validation keeps
@@ -60,7 +58,7 @@ def aux_path(shard: Path, taps: tuple[int, ...]) -> Path:
 FP16_MAX = 65504.0
 
 
-def load_shard(path: Path, target, cache: bool = True,
+def load_shard(path: Path, target,
                taps: tuple[int, ...] = ()) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor | None]:
     """A shard's tensors, its fp16 features [N, H] and, for ``taps``, the residual streams
     after those target layers [N, len(taps) * H] fp16 (else None); each from the cache in
@@ -84,12 +82,10 @@ def load_shard(path: Path, target, cache: bool = True,
             raise ValueError(f"{path.name}: the residual stream after target layers {list(taps)} reaches "
                              f"{peak:.0f}, beyond fp16; fuse other layers")
         aux = wide[:, :-h].half()
-        if cache:
-            save_atomic(aux_file, {"features": aux})
+        save_atomic(aux_file, {"features": aux})
     if feats is None:  # recorded features, when the generator kept them, stay as they were
         feats = wide[:, -h:].half()
-        if cache:
-            save_atomic(feat_path, {"features": feats})
+        save_atomic(feat_path, {"features": feats})
     return shard, feats, aux
 
 
@@ -98,7 +94,7 @@ def is_held_out(prompt_index: int, val_every: int) -> bool:
 
 
 def load_sequences(data: Path | list[Path], target, max_response_tokens: int | None = None, val_every: int = 50,
-                   cache: bool = True, log=None, taps: tuple[int, ...] = ()) -> tuple[list[Sequence], list[Sequence]]:
+                   log=None, taps: tuple[int, ...] = ()) -> tuple[list[Sequence], list[Sequence]]:
     """(train, held-out) sequences from the shards in order (of each directory of ``data`` in
     turn), until the training side holds ``max_response_tokens`` response tokens (None = all
     shards). Every ``val_every``-th prompt of each directory is held out (its greedy first answer
@@ -108,7 +104,7 @@ def load_sequences(data: Path | list[Path], target, max_response_tokens: int | N
     for path in [f for d in ([data] if isinstance(data, Path) else data) for f in shard_files(d)]:
         if max_response_tokens is not None and seen >= max_response_tokens:
             break
-        shard, feats, aux = load_shard(path, target, cache, taps)
+        shard, feats, aux = load_shard(path, target, taps)
         starts = shard["starts"].tolist()
         for i, p in enumerate(shard["prompt_lens"].tolist()):
             s, e = starts[i], starts[i + 1]

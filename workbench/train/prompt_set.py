@@ -87,10 +87,6 @@ def _paragraph(rng: random.Random) -> str:
             f"and hoped to expand the work to {rng.choice([c for c in T.CITIES if c != city])} next year.")
 
 
-def _paragraph_tasks(rng: random.Random, n: int) -> list[str]:
-    return [rng.choice(T.PARAGRAPH_T).format(p=_paragraph(rng)) for _ in range(n)]
-
-
 def _fixed() -> list[Prompt]:
     p = [Prompt("writing", f"Write {f.format(t=t)}.") for f, t in itertools.product(T.FORMS, T.TOPICS)]
     p += [Prompt("writing", w.format(x=x)) for w, x in itertools.product(T.WRITING_TASKS, T.WRITING_FILL)]
@@ -127,7 +123,7 @@ def build_prompt_set(seed: int = 0, n: int | None = None) -> list[Prompt]:
             kept.append(p)
     kept += [Prompt("math", t) for t in _math(rng, 1100) + _arithmetic(rng, 300)]
     kept += [Prompt("reasoning", t) for t in _logic(rng, 300) + _reasoning(rng, 900)]
-    kept += [Prompt("extraction", t) for t in _paragraph_tasks(rng, 1200)]
+    kept += [Prompt("extraction", rng.choice(T.PARAGRAPH_T).format(p=_paragraph(rng))) for _ in range(1200)]
     seen, out = set(), []
     for p in kept:
         if p.text not in seen:
@@ -154,7 +150,6 @@ def read_prompts(path: Path) -> list[Prompt]:
 
 
 def _words(value) -> bool:
-    """A string with something in it."""
     return isinstance(value, str) and bool(value.strip())
 
 

@@ -12,12 +12,10 @@ A shard (``shard_NNNNN.safetensors``) stores what training needs, compactly::
 
 about 4 bytes per token. Beside it, ``features/feat_NNNNN.safetensors`` holds the target's
 post-norm features ``f_t`` [N, H] fp16, recorded from the target's own forwards while it decodes
-(free in compute; hidden size x 2 = 1,152 bytes per token for SmolLM2, ~1.15 GB per million
-tokens, prompts included). With ``generate --no-features`` only the ids are kept and ``features.py``
-recomputes the features, one target prefill per sequence. Each file is written to
-``.tmp`` and renamed into place, so a run killed at any moment (even ``kill -9``) leaves only
-finished shards, and the next run skips them. ``config.json`` holds the settings that made the
-directory, so that a resume with others is refused.
+(free in compute; H x 2 bytes per token). With ``generate --no-features`` only the ids are kept
+and ``features.py`` recomputes the features. Each file is written to ``.tmp`` and renamed into
+place, so a killed run leaves only finished shards, which the next run skips. ``config.json``
+holds the settings that made the directory: a resume with others is refused.
 """
 
 from __future__ import annotations

@@ -62,6 +62,12 @@ def kv_rows(trace: dict) -> dict[str, list[dict]]:
             "draft KV": _group(d.get("extend_written", []), "extend") + _group(d.get("scratch", []), "scratch")}
 
 
+def _title(trace: dict) -> str:
+    s = kv_summary(trace)
+    return (f"KV slots, step {trace['step']}: target wrote {s['written']}, kept {s['kept']}, rolled back "
+            f"{s['rolled_back']}; draft wrote {s['draft_extend']} + {s['draft_scratch']} scratch")
+
+
 def kv_figure(trace: dict, height: int = 210) -> go.Figure:
     """Two strips of slots (target above, draft below): a marker per slot, a band for long runs.
     One marker trace per status (``meta`` = the status); the legend under the strips names every
@@ -94,9 +100,7 @@ def kv_figure(trace: dict, height: int = 210) -> go.Figure:
                 textposition="top center", name=f"{look.glyph} {look.label}", meta=status,
                 marker=dict(symbol=look.symbol, size=18, color=look.colour, line=dict(width=2, color=look.colour)),
                 hovertext=p["hover"], hoverinfo="text"))
-    s = kv_summary(trace)
-    title = (f"KV slots, step {trace['step']}: target wrote {s['written']}, kept {s['kept']}, rolled back "
-             f"{s['rolled_back']}; draft wrote {s['draft_extend']} + {s['draft_scratch']} scratch")
+    title = _title(trace)
     legend = [t.name for t in fig.data]
     fig.update_layout(**base_layout(title, height + LEGEND_ROW * legend_rows(legend, 880), axes=False))
     fig.update_layout(margin=dict(b=10 + LEGEND_ROW * legend_rows(legend, 880)), legend=dict(y=-0.02))
@@ -109,9 +113,7 @@ def kv_slots_html(trace: dict) -> str:
     """``kv_rows`` as two HTML strips (what the app shows: cheaper to redraw on every Step than
     ``kv_figure``): one cell per slot (``data-status``, ``data-slot``), a band for long runs;
     hover a cell for the slot and its node."""
-    s = kv_summary(trace)
-    title = (f"KV slots, step {trace['step']}: target wrote {s['written']}, kept {s['kept']}, rolled back "
-             f"{s['rolled_back']}; draft wrote {s['draft_extend']} + {s['draft_scratch']} scratch")
+    title = _title(trace)
     cell = "display:inline-block;min-width:22px;height:22px;line-height:22px;margin:1px;text-align:center;" \
            "font-size:13px;border-radius:3px"
     lines = []

@@ -68,12 +68,6 @@ class Box:
         return Box(self.x0 + dx, self.y0 + dy, self.x1 + dx, self.y1 + dy)
 
 
-def overlapping_pairs(boxes: dict) -> list[tuple]:
-    """Every pair of keys whose boxes overlap (empty when the labels are all readable)."""
-    keys = list(boxes)
-    return [(a, b) for i, a in enumerate(keys) for b in keys[i + 1:] if boxes[a].overlaps(boxes[b])]
-
-
 def water_fill(natural: list[float], total: float) -> list[float]:
     """Column widths: each column's ``natural`` width when they all fit in ``total``, else one
     cap c for the wide columns (narrow ones keep theirs) with sum(min(natural, c)) = total."""

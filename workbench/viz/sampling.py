@@ -1,13 +1,10 @@
 """Sampling verification of one step: per tried child the target probability, the coin, the
 verdict, and the distribution the bonus was drawn from (docs/design.md §7).
 
-Target-only rule (trees): accept child c with probability p(c) / (mass left); on a miss p(c) is
-set to 0 and the rest renormalised; if every child misses, the bonus is drawn from that residual.
-Leviathan rule (a sampled chain): accept x with min(1, p(x)/q(x)); on the first miss the bonus is
-drawn from norm(max(0, p - q)). Block rule (the same chain): the longest prefix whose coin fell
-under its h_i is kept, the bonus drawn from norm(max(0, w p - q)) after it. For a chain drawn from
-q, a table gives each rule's expected accepted drafts on this step's p and q
-(``analysis/chain_rules.py``). Greedy (temperature 0) needs none of this: match = argmax.
+The rules (target-only for trees; Leviathan and block for a chain drawn from q) are
+``engine/accept.py``'s. For a chain drawn from q, a table gives each rule's expected accepted
+drafts on this step's p and q (``analysis/chain_rules.py``). Greedy needs none of this: match =
+argmax.
 """
 
 from __future__ import annotations

@@ -9,13 +9,11 @@ verified). The **bonus** hangs under the last accepted node: the target's own to
 ring marks the **stop** node, where the walk ended, named in the legend by why it stopped (the
 trace's ``stop``, ``engine/stops.py``).
 
-Layout (``layout.tree_layout``): one column per depth (root on the left, text reads left to
-right), leaves in depth-first order top to bottom, siblings in descending draft probability, a
-parent at the mean height of its children. Every kept node and the bonus carry their token in
-the picture; the candidates dropped at rerank under one parent are folded into one "+n dropped"
-mark (listed on hover). Columns share the figure's width, so a long token is cut with "…" (whole
-on hover) rather than printed over its neighbour, but never below about four characters
-(``layout.MIN_LABEL``): a tree too deep for the width is drawn wider instead.
+Layout (``layout.tree_layout``): one column per depth, root on the left, siblings in descending
+draft probability. Every kept node and the bonus carry their token in the picture; the candidates
+dropped at rerank under one parent fold into one "+n dropped" mark (listed on hover). A long
+token is cut with "…" (whole on hover), never below ``layout.MIN_LABEL``: a tree too deep for the
+width is drawn wider instead.
 """
 
 from __future__ import annotations
@@ -42,7 +40,7 @@ def node_status(trace: dict) -> list[str]:
             for i in range(len(trace["tree"]["nodes"]))]
 
 
-def tree_graph(trace: dict, show_dropped: bool = True) -> nx.DiGraph:
+def tree_graph(trace: dict) -> nx.DiGraph:
     """Directed graph root -> children. Keys: node index (int) for verified nodes, ``"c<flat>"``
     for candidates dropped at rerank, ``"bonus"`` for the bonus. Attributes: status, text, prob,
     score, depth, node, candidate, position."""
@@ -55,8 +53,6 @@ def tree_graph(trace: dict, show_dropped: bool = True) -> nx.DiGraph:
                position=root["position"], note="")
     for c in trace["draft"]["candidates"]:  # flat order: a parent always precedes its children
         key = node_of.get(c["index"], f"c{c['index']}")
-        if isinstance(key, str) and not show_dropped:
-            continue
         verified = isinstance(key, int)
         note = "among the best scores, but its parent was not (a tie): dropped" if c["index"] in tie_dropped else ""
         g.add_node(key, status=status[key] if verified else "dropped", text=c["text"], prob=c["prob"],
@@ -199,7 +195,7 @@ def frame(fig: go.Figure, title: str, *, width: int, plot_height: float, legend:
     fig.update_yaxes(visible=False, range=[plot_height, 0], fixedrange=True)
 
 
-def tree_figure(trace: dict, show_dropped: bool = True, compact: bool = False, width: int | None = None,
+def tree_figure(trace: dict, compact: bool = False, width: int | None = None,
                 height: int | None = None, label: str = "") -> go.Figure:
     """The draft tree of a spec step (an explanatory empty figure for prefill / vanilla steps).
     Every verified node and the bonus carry their token in the picture, the candidates dropped
@@ -210,7 +206,7 @@ def tree_figure(trace: dict, show_dropped: bool = True, compact: bool = False, w
     if trace["kind"] != "spec":
         return empty_figure(_no_tree(trace), height=220)
     width = width or (COMPACT_WIDTH if compact else WIDTH)
-    g = collapse_dropped(tree_graph(trace, show_dropped))
+    g = collapse_dropped(tree_graph(trace))
     lay = layout_tree(g, compact, width)
     fig = draw_tree(g, lay, trace["accept"]["path"])
     width = max(width, round(lay.width) + 2 * MARGIN)  # a very deep tree: wider, never squeezed

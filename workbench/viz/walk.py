@@ -2,12 +2,9 @@
 
 ``retrieve_index[i]`` is node i's row in its verify block: i itself, since a tree's nodes are
 verified in node order (so traces do not carry it); ``retrieve_next_token[i]`` is its first
-child and ``retrieve_next_sibling[i]`` its next sibling (-1: none). From the root, the walk tries
-the first child, then follows sibling pointers; a match is accepted and the walk descends to it; a
-leaf, or a node none of whose children match, ends the walk, and the target's token there is the
-bonus (docs/design.md §3). ``walk_moves`` lists the engine's moves plus a final "stop" move
-with the reason the engine recorded, so a viewer can step through them or animate them; nothing
-here decides anything the walk did.
+child and ``retrieve_next_sibling[i]`` its next sibling (-1: none); how the walk follows them:
+``engine/accept.py``. ``walk_moves`` lists the engine's moves plus a final "stop" move with the
+reason the engine recorded, for a viewer to step through or animate; nothing here decides anything.
 """
 
 from __future__ import annotations

@@ -5,24 +5,12 @@ afterwards what the step accepted; it never reads a fixed ``SpecConfig`` of its 
 is anything with the four members of ``SpecPolicy`` (``base.py``: ``name``, ``settings()``,
 ``choose(batch)`` -> a ``Choice``, ``observe(choice, batch)``).
 
-One module per policy:
-
-================  ==============================================================================
-``fixed.py``      ``Off`` (plain decoding) and ``Fixed`` (one setting: the engine's behaviour with
-                  a bare ``SpecConfig``)
-``schedule.py``   ``Schedule``: ranges of running batch size -> a setting or off, as vLLM's
-                  speculative tokens per batch size
-``adaptive.py``   ``Adaptive``: a moving average of the accepted drafts walks a ladder of
-                  settings, as SGLang's adaptive speculation
-``auto.py``       ``Auto``: off or a configured tree, whichever promises the most tokens per
-                  second from this machine's measured step cost (``StepCost``) and each request's
-                  running acceptance
-================  ==============================================================================
-
-and one grammar that names them all (``grammar.py``: ``KINDS``, ``read_policy``,
-``parse_policy``, ``parse_policies``, ``POLICY_GRAMMAR``), read alike by ``generate --policy``,
-``bench load --policies``, the app's Load tab and ``Workbench.engine``. Everything is importable
-from ``workbench.engine.policy``.
+One module per policy (``fixed.py``: ``Off`` and ``Fixed``; ``schedule.py``: ``Schedule``, as
+vLLM's speculative tokens per batch size; ``adaptive.py``: ``Adaptive``, as SGLang's adaptive
+speculation; ``auto.py``: ``Auto``, by expected tokens/s from the measured step cost), and one
+grammar that names them all (``grammar.py``), read alike by ``generate --policy``, ``bench load
+--policies``, the app's Load tab and ``Workbench.engine``. Everything is importable from
+``workbench.engine.policy``.
 """
 
 from workbench.engine.policy.adaptive import DEFAULT_LADDER, Adaptive

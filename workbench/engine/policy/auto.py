@@ -2,78 +2,59 @@
 
 Candidates are plain decoding (``off``, always one) and a few speculative settings sharing one
 draft source (``AUTO_CANDIDATES`` by default). For a running batch of B requests, a candidate's
-score is
+score is ``expected tokens per step / step cost (ms)``.
 
-    expected tokens per step / step cost (ms)
+**Expected tokens per step**, summed over the running requests: one per request for plain
+decoding; under a speculative setting, the request's running mean of accepted lengths
+(``Request.accept_lengths``), shrunk towards the pooled mean of every request under that setting
+(a new request has no history), itself shrunk towards the prior ``prior_tokens``: each tree level
+accepted with chance ``PRIOR_ACCEPT``, ``1 + a + a^2 + ...``. The prior is a little above what the
+shipped head reaches, so an untried setting is tried, but not so far above that it is retried
+where it cannot win (docs/benchmarks.md, "Speculation under load"). Each prior weighs
+``prior_steps`` steps: one unlucky step (a whole number from 1 to depth + 1) does not bury a
+setting. No request is expected to emit more than it has left (``max_new_tokens``).
 
-**Expected tokens per step** is a sum over the running requests. Plain decoding emits exactly one
-token per request. Under a speculative setting, each request is expected to emit its running mean
-of accepted lengths (``Request.accept_lengths``) under that setting, shrunk towards the pooled mean
-of every request under it (a new request has no history of its own), which is in turn shrunk
-towards a prior, ``prior_tokens``: each level of the tree accepted with chance ``PRIOR_ACCEPT``,
-``1 + a + a^2 + ...`` over the levels a walk can reach. The prior is a little above what the
-shipped head reaches, so a setting with no evidence is tried, and not so far above that it is
-tried, again and again, where it could not win (the figures behind ``PRIOR_ACCEPT``:
-docs/benchmarks.md, "Speculation under load"). Each estimate is shrunk by ``prior_steps`` steps of weight: a few steps under a setting
-move it, one unlucky step does not bury it (a step's accepted length is a whole number from 1 to
-the depth + 1, so one step says little). No request is expected to emit more than it has left to
-write (``max_new_tokens``).
-
-**Exploration.** A setting that is not chosen gathers no evidence, so an early unlucky estimate
-could keep it out for good. Here evidence fades: each decode step a setting does not run, its
-counts (pooled and per request) shrink by ``1 / horizon``, so after about ``horizon`` steps
-without it its estimate has drifted back most of the way to the prior, and it runs again if the
-prior could win. A setting that loses on cost even at its prior (a verify too dear for the
-batch) is never tried, which is the point: exploring costs steps.
+**Exploration.** A setting not chosen gathers no evidence, so its counts (pooled and per request)
+shrink by ``1 / horizon`` each step it does not run: after about ``horizon`` steps its estimate is
+back near the prior, and it runs again if the prior could win. A setting that loses on cost even
+at its prior is never tried: exploring costs steps.
 
 **Step cost** is the project's one cost model (``workbench/cost_model.py``, ``StepCost``): a
 target verify of B x N tokens (N = ``num_draft_tokens``; 1 for plain decoding), the draft's
 extend over the tokens each request is expected to emit and its later levels of B x ``topk``
-rows, and the step's measured overhead outside the forwards. The model is given to the policy
-(it has no clock): ``workbench/measure/step_cost.py`` measures it once per machine and caches it;
-tests pass made-up curves, so nothing is timed there.
+rows, and the step's measured overhead outside the forwards. The policy has no clock of its own
+for the curves: ``workbench/measure/step_cost.py`` measures them once per machine and caches them;
+tests pass made-up curves.
 
 **The steps' own clock** (``correct``, on by default). The curves time the forwards alone; a
-whole step also samples, walks the tree, commits KV, extends the draft over the accepted tokens
-and runs Python per request, and a speculative step does more of that than a plain one. So
-``auto`` times each step it chose (from ``choose`` to ``observe``) and splits what it took over
-what the curves predicted into two factors:
+whole step also samples, walks the tree, commits KV and runs Python per request, a speculative
+step more than a plain one. So ``auto`` times each step it chose (``choose`` to ``observe``) and
+splits its time over the curves' prediction into two factors:
 
-- the **machine's pace** ``pace``, shared by every setting: a moving average over the last few
-  steps (``PACE_WEIGHT`` for the newest), whichever setting ran them. A shared machine that slows
-  down for a while (the 2-core machines do, by 10-20 %) slows every setting alike, so it must not
-  count against the one that happened to run meanwhile;
-- each setting's **overhead** ``overhead(spec)``: its steps' time over the curves' prediction at
-  the pace of the moment, a slower moving average (``OVERHEAD_WEIGHT``). A setting not yet timed
-  is taken at the curves' word (overhead 1): the whole step costs at least its forwards, so that
-  is the cheapest it can be, and it is tried if that could win, which is how plain decoding gets
-  timed while a tree looks better on paper. The first step of a setting sets its overhead and
-  leaves the pace as it was.
+- the **machine's pace** ``pace``, shared by every setting: a fast moving average
+  (``PACE_WEIGHT`` for the newest step). A shared machine slowing down (by 10-20 % on the 2-core
+  machines) slows every setting alike and must not count against the one that ran meanwhile;
+- each setting's **overhead** ``overhead(spec)``: its time over the prediction at the pace of the
+  moment, a slow moving average (``OVERHEAD_WEIGHT``). An untimed setting is taken at the curves'
+  word (1, the cheapest a step can be), so it is tried if that could win: that is how plain
+  decoding gets timed while a tree looks better on paper. A setting's first step sets its
+  overhead and leaves the pace alone.
 
-Only the ratio of two overheads matters, and it can be known only from steps close in time: a
-switch from one setting to another is a comparison at one pace. Between switches the pace moves
-fast and the overheads slowly, so a slowdown goes almost all into the pace (a machine turning
-twice as slow moves the running setting's overhead by under 5 %, ``tests/test_policy_auto.py``).
+Only the ratio of two overheads matters, and only steps close in time compare them at one pace;
+a slowdown goes almost all into the pace (a machine turning twice as slow moves the running
+setting's overhead by under 5 %, ``tests/test_policy_auto.py``). A setting's predicted cost is
+the curves' times its overhead times the pace. ``correct=False`` takes the curves as they are.
 
-One step is not timed: a request's first speculative step also runs its whole prompt through the
-draft (the pairs pending since its prefill, hundreds for a long prompt: more than ``CATCH_UP``),
-a cost every speculative setting pays once per request, whichever was chosen. Timed, it would
-charge the setting that happened to come first with a draft forward over hundreds of rows on top
-of its step, and a setting that looks dear is not run again, so its overhead would not come back
-down (what that cost on a CPU: docs/benchmarks.md, "Speculation under load"). (A catch-up over the few pairs that plain steps left behind is
-timed: it is what switching back from plain decoding costs.)
+A request's first speculative step, which also runs its whole prompt through the draft (more than
+``CATCH_UP`` pending pairs), is not timed: every speculative setting pays it once per request,
+and charged to the one that came first it would keep that one looking dear and unrun (what it
+costs on a CPU: docs/benchmarks.md, "Speculation under load"). A catch-up over the few pairs plain
+steps left behind is timed: it is what switching back from plain decoding costs.
 
-A setting's predicted cost is the curves' times its overhead times the pace; the pace scales every
-candidate alike, so only the overheads move a choice. With one ratio per setting and no shared
-pace, a slow minute made the setting that ran through it look dearer than the idle ones, measured
-in a quicker minute, and ``auto`` left it for them. ``correct=False`` takes the curves as they are
-(the tests' made-up curves, a what-if).
-
-**Staying.** The setting of the step before stays unless another promises more than ``stay``
-(10 %) more tokens per second, once it was timed: on a 2-core CPU the chain of one, the small
-tree and plain decoding are within 20 % of each other at one request (docs/bench/load-cpu.md), and
-a request's estimates move by about that much from step to step, so a flip on noise costs a step
-under a worse setting and wins nothing.
+**Staying.** The last step's setting stays unless another, once that one was timed, promises more
+than ``stay`` (10 %) more tokens per second: on a 2-core CPU the chain of one, the small tree and
+plain decoding are within 20 % of each other at one request (docs/bench/load-cpu.md), and
+estimates move about that much per step, so a flip on noise costs a step and wins nothing.
 
 Every ``Choice`` says why, with numbers: ``eagle2:4/3/2: 2.1 tok/step / 61 ms = 34 tok/s > off
 1.0 tok/step / 40 ms = 25 tok/s``.
