@@ -420,7 +420,7 @@ def test_load_tab_draws_each_step_then_the_bars_and_runs_one_load_at_a_time(app)
         page.wait_for_function("document.querySelector('#load-status').innerText.startsWith('⚠️')")
         assert "a rate must be > 0 requests per second, got 0" in page.inner_text("#load-status")
 
-        page.fill("#load-value input", "0.5")  # arrivals about 2 s apart: the load holds the server a while
+        page.fill("#load-value input", "0.25")  # arrivals about 4 s apart: the load outlasts a second page's step
         page.fill("#load-policies textarea", "off")
         page.click("#load-btn")
         page.wait_for_function("document.querySelector('#load-status').innerText.startsWith('Running')")

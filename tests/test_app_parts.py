@@ -150,7 +150,7 @@ def test_every_stored_figure_the_app_shows_names_its_record_and_date():
     assert f"Quoted from the bench run of {date} ({record}), not measured on this page" in line
     exit_page = SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=4, draft=parse_draft("exit:28"))
     best = suggest({"kind": "spec", "stop": {"cause": "draft", "catch": {}}}, exit_page, bench, lambda source: True)
-    assert f"The bench run of {date} ({record}) measured" in best.sentence()
+    assert f"The bench run of {date} ({record}) measured" in best.reason
     calibration = shipped_calibration()
     assert (ROOT / ASSET).exists() and json.loads((ROOT / ASSET).read_text()) == calibration
     assert shipped_source(calibration["meta"]) == f"The calibration run of {calibration['meta']['date']} ({ASSET})"

@@ -13,7 +13,7 @@ import torch
 from helpers import computed_once, real_model_threads
 
 ROOT = Path(__file__).resolve().parents[1]
-N_PROMPTS, NEW_TOKENS = 6, 64  # one question of each of Spec-Bench's six categories (they come in blocks)
+N_PROMPTS, NEW_TOKENS = 6, 48  # one question of each of Spec-Bench's six categories (they come in blocks)
 
 
 def spec_bench_file() -> Path:
