@@ -41,10 +41,11 @@ def measure(wb, settings: list[tuple[int, int, int]], *, prefix: int, rounds: in
         engine = wb.engine(spec, trace=True)  # each step's record carries its phase times
         engine.stop_ids = set()  # a random prompt may sample a stop token: keep decoding
         engine.add_requests([prompt], 2 + (rounds + 4) * (steps + 1))
-        engine.step(), engine.step()  # the prefill, and the draft's catch-up over the prompt
+        engine.step()  # the prefill
+        engine.step()  # the draft's catch-up over the prompt
         cases[f"eagle2:{tokens}/{steps}/{topk} in a step"] = lambda e=engine: _verify_ms(e)
         cases[f"eagle2:{tokens}/{steps}/{topk} alone"] = lambda n=tokens: _alone_ms(target, pool, n, chain_batch)
-    return {name: values for name, values in interleaved(cases, rounds, warmup=1).items()}
+    return interleaved(cases, rounds, warmup=1)
 
 
 def _verify_ms(engine) -> float:
@@ -98,10 +99,14 @@ def _settings(text: str) -> list[tuple[int, int, int]]:
 @reports_user_errors
 def main(argv: list[str] | None = None) -> int:
     from workbench.cpu_choices import cpu_signature
+    from workbench.errors import UserError
     from workbench.pipeline import Workbench
 
     args = build_parser().parse_args(argv)
     settings = _settings(args.settings)
+    for flag, value in (("--prefix", args.prefix), ("--rounds", args.rounds), ("--threads", args.threads)):
+        if value < 1:
+            raise UserError(f"{flag} must be >= 1, got {value}")
     torch.set_num_threads(args.threads)
     wb = Workbench.load(dtype=args.dtype)
     results = measure(wb, settings, prefix=args.prefix, rounds=args.rounds)

@@ -145,3 +145,12 @@ def test_verify_in_a_step_and_alone_are_timed_side_by_side(tmp_path):
     for bad in ("3/2", "x", "3/0/4", ""):
         with pytest.raises(UserError, match="num_steps/topk/num_draft_tokens"):
             _settings(bad)
+
+
+def test_verify_in_step_refuses_bad_sizes_in_one_line(capsys):
+    from experiments.verify_in_step import main as verify_in_step_main
+
+    for argv in (["--rounds", "0"], ["--prefix", "0"], ["--settings", "3/2"]):  # refused before the model loads
+        assert verify_in_step_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--rounds must be >= 1, got 0" in err and "--prefix must be >= 1" in err and "Traceback" not in err

@@ -123,7 +123,8 @@ def verify_bracket(result: dict, rows: list[dict]) -> str | None:
     held = [r for r in rows if within(r["target"], r["nodes"])]
     over = [r for r in rows if r["target"] > curve.range_at(r["nodes"])[1]]
     model_in = [r for r in rows if within(r["model_verify"], r["nodes"])]
-    plain = next(iter(rows))["plain"] - _plain_rest(result)
+    vanilla = decode_parts(result["summary"]["vanilla"]["step_profile"])  # gap_rows' rows exist only with it
+    plain = vanilla["forward"] + vanilla["logits"]
     lo1, hi1 = curve.range_at(1)
     said = (f"This run's own verify curve (the table \"Verify cost\" above: timed at the run's start, after a "
             f"{result['costs']['prefix_len']}-token prefix; its range is the fastest and slowest repeat) holds the "
@@ -144,11 +145,6 @@ def verify_bracket(result: dict, rows: list[dict]) -> str | None:
                  "the model leaves out.")
     return said
 
-
-def _plain_rest(result: dict) -> float:
-    """Plain decoding's step less its target part (forward and logits), mean ms."""
-    p = decode_parts(result["summary"].get("vanilla", {}).get("step_profile") or {})
-    return 0.0 if p is None else p["step"] - p["forward"] - p["logits"]
 
 
 def _span(xs: list[float]) -> str:
