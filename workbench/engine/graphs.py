@@ -39,7 +39,8 @@ every shape and every pointer, so:
 the target forward + logits (decode, verify), ``GraphedDraft`` the draft head's forward (each
 tree level, and ``draft_extend`` when its shape fits a bucket). The engine makes both when
 ``cuda_graphs`` is on, by default when the start-up check passes (replay equals eager on the
-actual device; the graph-vs-eager tests are GPU-marked). Only the ``triton`` attention backend is
+actual device; the graph-vs-eager tests are GPU-marked, and ``make gpu-check`` has not yet run
+on a GPU, so a failing graph falls back to eager as above). Only the ``triton`` attention backend is
 captured: the ``torch`` backend loops over requests on the host, which a graph cannot replay.
 """
 
