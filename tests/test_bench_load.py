@@ -121,6 +121,12 @@ def test_a_closed_loop_keeps_its_concurrency_and_every_output_equals_plain_decod
     spec = [s for s in decode if s.speculative]
     assert res.spec_step_share == len(spec) / len(decode)
     assert (res.tau is None) == (not spec) and (policy != "off" or not spec)
+    # the tokens each step's verify held, roots included, are the drafts its requests put to the target
+    drafts = [d for t in res.timed for d in t.request.drafts_verified]
+    assert sum(s.verified for s in decode) == len(drafts) + sum(drafts)
+    assert all(s.verified == s.batch for s in decode if not s.speculative)
+    assert res.nodes == (None if not spec else sum(s.verified for s in spec) / sum(s.batch for s in spec))
+    assert res.record()["nodes"] == (None if res.nodes is None else round(res.nodes, 3))
     # the engine's own profile of the run, kept in its record: its prefill steps are the run's
     profile = res.record()["profile"]
     prefills = [s for s in res.steps if s.kind == "prefill"]
@@ -509,7 +515,7 @@ def test_the_prediction_beside_a_run_adds_each_prefill_and_splits_the_gap_into_m
     assert got["with_measured_prefill_tok_s"] == round(swapped, 2)
     md = "\n".join(load_report.predicted_md({"priced_by": {"no draft": "given"}, "rows": [got]}))
     columns = f"{cost.plain_ms(2):.1f} | {got['predicted_tok_s']:.1f} | {got['closed_loop_tok_s']:.1f}"
-    assert f"| 2 | `off` | 2.00 | – | {columns} |" in md
+    assert f"| 2 | `off` | 2.00 | – | – | {columns} |" in md
     assert (f"- `off` at 2 in flight: prefill 0.35 s by the model, 0.32 s measured; decode {decode / 1e3:.2f} s by the "
             f"model, 0.78 s measured ({decode / 780:.2f}x). With the measured prefill in its place the model gives "
             f"{swapped:.1f} tok/s, {swapped / (32 / 1.1):.2f}x the measured 29.1 (outside the range 26.7–32.0)") in md

@@ -120,6 +120,9 @@ def test_a_closed_loop_adds_each_requests_share_of_the_steps_to_its_prefill_and_
     assert not bare.prefill_priced and bare.total_ms == pytest.approx(got.decode_ms)
     with pytest.raises(ValueError, match="one output length per prompt"):
         PRICED.closed_loop(tree, 2.0, 2, prompt_lens=[32], output_lens=[5, 9])
+    # a run that verified fewer tokens than num_draft_tokens (an n-gram tree filled in part) is priced at them
+    small = PRICED.closed_loop(tree, 2.0, 2, prompt_lens=[32, 80], output_lens=[5, 9], nodes=2.0)
+    assert small.step == PRICED.predict(tree, 2.0, 2, nodes=2.0) and small.decode_ms < got.decode_ms
 
 
 # ---- one model: nothing else interpolates a cost curve or writes a step's formula ----------------------------

@@ -309,17 +309,19 @@ class StepCost:
             raise ValueError(f"a speculative setting's prediction needs τ >= 1 (tokens per step), got {tau}")
         return Prediction(float(tau), batch, self.parts(spec, batch, tau, nodes), self.plain_ms(batch))
 
-    def closed_loop(self, spec, tau: float | None, batch: float, *, prompt_lens, output_lens) -> LoopPrediction:
+    def closed_loop(self, spec, tau: float | None, batch: float, *, prompt_lens, output_lens,
+                    nodes: float | None = None) -> LoopPrediction:
         """A closed loop's tokens/s under ``spec`` at a mean running ``batch`` when each speculative
         step emits ``tau`` tokens a request: request i, of ``prompt_lens[i]`` prompt tokens and
         ``output_lens[i]`` output tokens, takes its prefill step (which emits its first token and
         holds the whole batch up), under a speculative setting the draft's catch-up over its
         prompt, and ``(n - 1) / τ`` decode steps, each ``step(B) / B`` its share (module
-        docstring). A request with no output was never prefilled (refused) and costs nothing."""
+        docstring). A request with no output was never prefilled (refused) and costs nothing.
+        ``nodes`` as for ``parts``: the tokens a request's verify held, where a run counted them."""
         prompt_lens, output_lens = list(prompt_lens), list(output_lens)
         if len(prompt_lens) != len(output_lens):
             raise ValueError(f"one output length per prompt, got {len(output_lens)} for {len(prompt_lens)} prompts")
-        step = self.predict(spec, tau, batch)
+        step = self.predict(spec, tau, batch, nodes)
         ran = [(p, n) for p, n in zip(prompt_lens, output_lens) if n > 0]
         catch_up = sum(self.catch_up_ms(p, step.tau) for p, _ in ran) if spec.speculative else 0.0
         return LoopPrediction(tokens=sum(n for _, n in ran), step=step,

@@ -1,7 +1,9 @@
 """The load report's predictions: what the one cost model (``workbench/cost_model.py``) says each
 closed-loop run is worth, beside what the run measured, and the gap split into measured parts.
 
-For each closed-loop row of a policy with one setting, at the row's τ and mean running batch B:
+For each closed-loop row of a policy with one setting, at the row's τ and mean running batch B,
+its verify priced at the tokens the run's speculative steps verified (``LoadResult.nodes``: a
+tree the n-gram lookup filled in part is a smaller verify than ``num_draft_tokens``):
 
 - **decode steps alone**: ``StepCost.predict``, B·τ tokens per step(B), as if the batch did
   nothing but decode;
@@ -52,7 +54,7 @@ def row_prediction(row: dict, spec, model: StepCost, *, recs: list[dict], prompt
     requests = recs[0]["requests"]  # greedy: every round's requests emit the same tokens
     loop = model.closed_loop(spec, row["tau"], row["mean_batch"],
                              prompt_lens=[len(prompts[q["prompt_index"]]) for q in requests],
-                             output_lens=[len(q["output_ids"]) for q in requests])
+                             output_lens=[len(q["output_ids"]) for q in requests], nodes=row.get("nodes"))
     prefills = [prefill_ms(rec) for rec in recs]
     known = None not in prefills
     measured_prefill = median(prefills) if known else None
@@ -62,6 +64,7 @@ def row_prediction(row: dict, spec, model: StepCost, *, recs: list[dict], prompt
     r2 = lambda x: None if x is None else round(x, 2)  # noqa: E731
     return {"policy": row["policy"], "draft": spec.draft.name if spec.speculative else "no draft",
             "load": row["load"], "batch": row["mean_batch"], "tau": row["tau"],
+            "nodes": row.get("nodes") if spec.speculative else None,
             "step_ms": r2(loop.step.parts.total_ms), "predicted_tok_s": r2(loop.step.tokens_per_s),
             "closed_loop_tok_s": r2(loop.tokens_per_s), "prefill_priced": loop.prefill_priced,
             "measured_tok_s": row["throughput_tok_s"], "measured_range": [spread["low"], spread["high"]],

@@ -80,20 +80,22 @@ def predicted_md(predicted: dict) -> list[str]:
         return ["(no closed-loop row of a one-setting policy)"]
     drafts = dict.fromkeys(r["draft"] for r in predicted["rows"] if r["draft"] != "no draft")
     mixed = len(drafts) > 1
-    out = ["| concurrency | policy | mean batch | τ | model step ms | decode steps alone tok/s | with prefill tok/s | "
-           "measured tokens/s | with prefill / measured |" + (" priced by |" if mixed else ""),
-           "|---|---|---|---|---|---|---|---|---|" + ("---|" if mixed else "")]
+    out = ["| concurrency | policy | mean batch | τ | verified | model step ms | decode steps alone tok/s | "
+           "with prefill tok/s | measured tokens/s | with prefill / measured |" + (" priced by |" if mixed else ""),
+           "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if mixed else "")]
     for r in predicted["rows"]:
         (lo, hi), loop = r["measured_range"], r["closed_loop_tok_s"]
         inside = " (inside the range)" if lo <= loop <= hi else ""
         out.append(f"| {r['load']:g} | `{r['policy']}` | {r['batch']:.2f} | {or_dash(r['tau'], '.2f')} | "
-                   f"{r['step_ms']:.1f} | {r['predicted_tok_s']:.1f} | {loop:.1f} | {r['measured_tok_s']:.1f} ({lo:.1f}–{hi:.1f}) | "
+                   f"{or_dash(r.get('nodes'), '.2f')} | {r['step_ms']:.1f} | {r['predicted_tok_s']:.1f} | {loop:.1f} | {r['measured_tok_s']:.1f} ({lo:.1f}–{hi:.1f}) | "
                    f"{loop / r['measured_tok_s']:.2f}{inside} |" + (f" `{r['draft']}` |" if mixed else ""))
     priced = all(r["prefill_priced"] for r in predicted["rows"])
     said = "; ".join(f"`{d}`: {m}" for d, m in predicted["priced_by"].items() if d != "no draft")
     out += ["", "Predicted: the one cost model (`workbench/cost_model.py`), each setting priced by the step cost of its "
             f"own draft source (plain decoding by one of them: each holds its verify and overhead): {said}; at the "
-            "row's τ and mean running batch B. Decode steps alone: `StepCost.predict`, B·τ tokens per step. With prefill: "
+            "row's τ and mean running batch B, each request's verify priced at the tokens it held (verified: per "
+            "speculative step, root included, as the run counted them; `num_draft_tokens` where a record has no "
+            "count). Decode steps alone: `StepCost.predict`, B·τ tokens per step. With prefill: "
             "`StepCost.closed_loop` over the run's requests: each one's share of the decode steps ((n − 1) / τ "
             "steps of step(B) / B each, n its output tokens: the prefill emits the first) plus its prefill step "
             "and, under a speculative setting whose draft runs a forward, the draft's catch-up over its prompt, "

@@ -52,7 +52,7 @@ DEFAULTS = {"concurrency": "1,4,8", "rate": "1", "policies": DEFAULT_POLICIES, "
 OPEN_REQUESTS = 8  # requests per open-loop load, by default
 # Per (policy, load): each figure a row reports (median over rounds, range beside it).
 FIGURES = ("throughput_tok_s", "tpot_ms_p50", "tpot_ms_p90", "ttft_ms_p50", "ttft_ms_p90", "e2e_ms_p50", "e2e_ms_p90",
-           "mean_batch", "spec_step_share", "tau")
+           "mean_batch", "spec_step_share", "tau", "nodes")
 
 
 # ---- the command line ------------------------------------------------------------------------------

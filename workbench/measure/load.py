@@ -152,6 +152,7 @@ class StepLog:
     setting: str  # what it ran: "off", "eagle2:4/3/2", ...; "prefill"
     speculative: bool
     tokens: int  # tokens it emitted, all requests together
+    verified: int = 0  # tokens its target forward checked, each request's root included (plain: batch)
 
     @property
     def tau(self) -> float | None:
@@ -202,6 +203,14 @@ class LoadResult:
         spec = [s for s in self.decode_steps if s.speculative]
         return sum(s.tokens for s in spec) / sum(s.batch for s in spec) if spec else None
 
+    @property
+    def nodes(self) -> float | None:
+        """Tokens a request's verify held per speculative step, root included, pooled (None: no
+        such step): ``num_draft_tokens`` for the head's trees, fewer where a draft filled its
+        tree in part (the n-gram lookup proposes only what matches)."""
+        spec = [s for s in self.decode_steps if s.speculative]
+        return sum(s.verified for s in spec) / sum(s.batch for s in spec) if spec else None
+
     def choices(self) -> Counter:
         """(batch size, setting) -> decode steps that ran it."""
         return Counter((s.batch, s.setting) for s in self.decode_steps)
@@ -211,7 +220,7 @@ class LoadResult:
         r = lambda x, nd=2: None if x is None else round(x, nd)  # noqa: E731
         return {"seconds": r(self.seconds, 4), "tokens": self.tokens, "throughput_tok_s": r(self.throughput_tok_s),
                 "mean_batch": r(self.mean_batch, 3), "spec_step_share": r(self.spec_step_share, 3),
-                "tau": r(self.tau, 3), "decode_steps": len(self.decode_steps), "capacity": self.capacity,
+                "tau": r(self.tau, 3), "nodes": r(self.nodes, 3), "decode_steps": len(self.decode_steps), "capacity": self.capacity,
                 "stopped": self.stopped, "choices": [[b, s, n] for (b, s), n in sorted(self.choices().items())],
                 "profile": self.profile,
                 "requests": [{"index": t.index, "prompt_index": t.prompt_index, "output_ids": t.output_ids,
@@ -289,7 +298,7 @@ class LoadRun:
                 time.sleep(max(0.0, min(wait, seconds - now) if seconds is not None else wait))
                 now = self._now()
                 continue
-            before = {t.index: len(t.request.output_ids) for t in self._in_flight()}
+            before = {t.index: (len(t.request.output_ids), len(t.request.drafts_verified)) for t in self._in_flight()}
             self.watched.last = None
             self.engine.step()
             now = self.seconds = self._now()
@@ -297,12 +306,14 @@ class LoadRun:
             yield self.log[-1]
         self.seconds = max(self.seconds, now) if self.stopped else self.seconds
 
-    def _stamp(self, now: float, before: dict[int, int]) -> StepLog:
-        """Stamp first tokens and finishes of the step that just ended; its log."""
-        tokens = firsts = 0
-        for k, n in before.items():
+    def _stamp(self, now: float, before: dict[int, tuple[int, int]]) -> StepLog:
+        """Stamp first tokens and finishes of the step that just ended; its log. ``before``: each
+        request in flight before the step, its output tokens and verify steps then."""
+        tokens = firsts = verified = 0
+        for k, (n, steps) in before.items():
             t = self.timed[k]
             tokens += len(t.request.output_ids) - n
+            verified += sum(d + 1 for d in t.request.drafts_verified[steps:])
             if t.first_token is None and t.request.output_ids:
                 t.first_token, firsts = now, firsts + 1
             if t.request.finished:
@@ -312,7 +323,7 @@ class LoadRun:
                            tokens=tokens)
         choice, batch = self.watched.last
         return StepLog(len(self.log) + 1, now, kind="decode", batch=batch, setting=choice.label,
-                       speculative=choice.spec.speculative, tokens=tokens)
+                       speculative=choice.spec.speculative, tokens=tokens, verified=verified)
 
     def run(self, seconds: float | None = None) -> LoadResult:
         for _ in self.steps(seconds):
@@ -349,4 +360,5 @@ def round_figures(rec: dict) -> dict:
     for key in ("tpot_ms", "ttft_ms", "e2e_ms"):
         values = [q[key] for q in rec["requests"] if q[key] is not None]
         out[f"{key}_p50"], out[f"{key}_p90"] = percentile(values, 50), percentile(values, 90)
-    return {**out, "mean_batch": rec["mean_batch"], "spec_step_share": rec["spec_step_share"], "tau": rec["tau"]}
+    return {**out, "mean_batch": rec["mean_batch"], "spec_step_share": rec["spec_step_share"], "tau": rec["tau"],
+            "nodes": rec.get("nodes")}  # a record kept before runs counted their verified tokens has none
