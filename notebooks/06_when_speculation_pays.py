@@ -103,7 +103,7 @@ for n in (1, 8, 64):
 # the figure says which, with a decode step's cost at both where this machine has measured it.
 
 # %%
-from workbench.lessons.predictions import README_RECORD, cached_at_threads, record_threads, step_cost
+from workbench.lessons.predictions import cached_at_threads, readme_record, record_threads, step_cost
 from workbench.lessons.cost_curve import curve_figure
 from workbench.lessons.takeaways import bend, bend_sentence, elasticity, regime, threads_sentence
 from workbench.measure.floor import compute_floor, memory_floor, ridge_tokens, roofline_ms
@@ -131,11 +131,11 @@ decode = cost.verify_curve.range_at(1)
 display(Markdown(
     f"**Takeaway.** Here a decode step (N = 1, prefix {PREFIX}) takes {cost.verify_ms(1):.1f} ms "
     f"({decode[0]:.1f}–{decode[1]:.1f} over the measurement's rounds; {THREADS}). This machine is "
-    f"{regime(verify, 8).sentence()}; and {regime(verify, SIZES[-1]).sentence()}. " + bend_sentence(verify, [])
+    f"{regime(verify, 8).sentence()}; and {regime(verify, SIZES[-1]).sentence()}. " + bend_sentence(verify)
     + " On a memory-bound GPU the curve would stay flat far longer (the expectation above). "
     + threads_sentence(here_threads, readme, {here_threads: cost.verify_ms(1),
                                               readme: other.verify_ms(1) if other else None})
-    + f" (The README's threads: its record, `{README_RECORD}`.)"))
+    + f" (The README's threads: its record, `{readme_record()}`.)"))
 bw, peak = mem_floor["read_gbs"], comp_floor["peak"]
 over = {n: verify.at(n) / roof[n] for n in SIZES}
 widest, closest = max(over, key=over.get), min(over, key=over.get)

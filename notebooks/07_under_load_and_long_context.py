@@ -36,7 +36,7 @@ from IPython.display import Markdown, display
 
 from workbench.lessons import smoke
 from workbench.lessons.machine import cpu_model
-from workbench.lessons.predictions import cached_at_threads, memory_bound, step_cost
+from workbench.lessons.predictions import memory_bound, step_cost
 from workbench.lessons.settings import MAX_NEW_TOKENS, lesson_prompts
 from workbench.lessons.takeaways import bend
 from workbench.metrics import tau as pooled_tau
@@ -48,7 +48,6 @@ chain = SpecConfig.linear(GAMMA)
 prompts = lesson_prompts(wb)
 runs = [wb.generate([ids], chain, SamplingParams(), smoke.new_tokens(MAX_NEW_TOKENS))[0][0] for ids in prompts.values()]
 tau = pooled_tau([a for r in runs for a in r.accept_lengths])  # greedy: notebook 6's τ for the same chain and prompts
-here_threads = torch.get_num_threads()  # notebook 6 says how they compare with the README's
 print(f"step cost: {cost.source}; measured {cost.measured}")
 print(f"chain of {GAMMA}: τ = {tau:.2f} on {len(prompts)} Spec-Bench prompts ({', '.join(prompts)})")
 
@@ -123,24 +122,28 @@ display(Markdown(
 # the acceptance it sees; `auto`, which picks per running batch the setting whose predicted
 # tokens per second (this machine's measured step costs, a prior acceptance, corrected by the
 # steps' own clock) is highest (`docs/benchmarks.md`, "Speculation under load"). This section
-# reads the stored run, `docs/bench/load-cpu.json`, and re-measures nothing: its machine and
-# threads are printed first, and they may differ from this notebook's. Beside each fixed
-# setting's measured tokens/s against `off`, `StepCost.predict` gives its prediction at the τ and
-# the mean running batch the run recorded, on the step cost cached at the run's threads where this
-# machine has one (else at this notebook's, and the sentence says so).
+# reads the stored run on the AVX2 EPYC, `docs/bench/load-cpu-avx2.json`, and re-measures nothing:
+# its machine and threads are printed first, and they may differ from this notebook's. Beside each
+# fixed setting's measured tokens/s against `off` stands the run's own prediction, as its report
+# prints it: the one cost model at the τ and mean running batch the run recorded, with each
+# request's prefill (`StepCost.closed_loop`), priced by the step cost of the run's own machine.
+# (The same question on the AVX-512 EPYC, with 4 in flight, `adaptive` and an open loop:
+# `docs/bench/load-cpu.md`.)
 
 # %%
 import json
 from pathlib import Path
 
 import workbench
-from workbench.engine.policy.base import parse_setting
+from workbench.cpu_choices import cpu_kind
 from workbench.timing import Spread
 from workbench.viz.load import curves_figure
 
-LOAD = json.loads((Path(workbench.__file__).resolve().parents[1] / "docs/bench/load-cpu.json").read_text())
+LOAD_RECORD = "docs/bench/load-cpu-avx2.json"
+LOAD = json.loads((Path(workbench.__file__).resolve().parents[1] / LOAD_RECORD).read_text())
 m = LOAD["machine"]
-print(f"stored run: {m['cpu']}, {m['cores']} cores, {LOAD['dtype']}, {LOAD['threads']} torch threads, "
+run_cpu = f"{m['cpu']} with {cpu_kind(set(m['simd']))}"
+print(f"stored run: {run_cpu}, {m['cores']} cores, {LOAD['dtype']}, {LOAD['threads']} torch threads, "
       f"torch {m['torch']}, {LOAD['date'][:10]}; `{LOAD['command']}`")
 print(f"{LOAD['settings']['prompt_count']} {LOAD['settings']['prompts']} prompts, "
       f"{LOAD['settings']['max_new_tokens']} new tokens each, {LOAD['settings']['rounds']} rounds")
@@ -170,15 +173,10 @@ def placed(s: Spread) -> str:
     return "clearly above off" if s.low > 1 else "clearly below off" if s.high < 1 else "level with off within noise"
 
 
-run_cost = cached_at_threads(wb, wb.loaded_draft, LOAD["threads"])
-priced = run_cost or cost
-priced_at = (f"the step cost cached at the run's {LOAD['threads']} threads" if run_cost else
-             f"this notebook's step cost ({here_threads} threads: none is cached here at the run's {LOAD['threads']})")
-fixed_rows = [r for r in LOAD["rows"] if r["mode"] == "closed" and r["tau"] and r["policy"] not in ("off",)
-              and not r["policy"].startswith(("adaptive", "auto"))]
-pairs = {f"{r['policy']} at c={r['load']:g}": (
-    priced.predict(parse_setting(r["policy"]), r["tau"], max(1, round(r["mean_batch"]))).speedup,
-    closed[r["policy"]][r["load"]]) for r in fixed_rows}
+predicted = {(r["policy"], r["load"]): r["closed_loop_tok_s"] for r in LOAD["predicted"]["rows"]}
+priced_at = f"the run's own step cost ({LOAD['predicted']['priced_by']['head']}), each request's prefill included,"
+pairs = {f"{p} at c={load:g}": (tok_s / predicted[("off", load)], closed[p][load])
+         for (p, load), tok_s in predicted.items() if p != "off" and ("off", load) in predicted}
 for name, (p, s) in pairs.items():
     print(f"{name}: {gap(p, s)}")
 loads = sorted(next(iter(closed.values())))
@@ -189,13 +187,14 @@ plain = [b for b, c in chosen.items() if c == "off"]
 auto_said = (f"it decoded plainly at running batch {', '.join(plain)} and speculated at the others"
              if plain else "it speculated at every running batch size")
 display(Markdown(
-    f"**Takeaway (stored run, {m['cpu']}, {LOAD['threads']} threads).** Under load, {'; '.join(said)}. "
+    f"**Takeaway (stored run, {run_cpu}, {LOAD['threads']} threads).** Under load, {'; '.join(said)}. "
     f"Predicted from {priced_at} at each row's recorded τ and mean running batch: "
     + (gaps_sentence(pairs) + "." if pairs else "the run stored no fixed setting to predict.")
     + f" Auto's choice per running batch (the setting it ran most there) was "
     f"{', '.join(f'{b}: {c}' for b, c in chosen.items())}: {auto_said}, each step by the measured "
     "cost of the verify over the batch's tokens against the drafts it expected to keep. A range that "
-    "crosses 1× is not a finding; the full table, TTFT and the open loop are in `docs/bench/load-cpu.md`."))
+    "crosses 1× is not a finding; the full table, TTFT and the gap part by part are in "
+    f"`{LOAD_RECORD.replace('.json', '.md')}`."))
 
 # %% [markdown]
 # ## A long context

@@ -54,8 +54,8 @@ print(f"{len(SOURCES)} draft sources registered: "
 # Two prompts written for this notebook (the Spec-Bench questions are kept for evaluation): one
 # that asks to rework a passage, so the answer repeats the prompt's words, and a short word problem.
 # Each is decoded greedily with each source through the tree 8/5/4 (`num_draft_tokens`/`num_steps`/
-# `topk`): what SGLang picks for a Llama target when no tree is given, and this engine's default
-# (notebook 7 says where each framework's defaults come from).
+# `topk`): what SGLang picks for a Llama target when no tree is given (notebook 8 sets each
+# framework's defaults side by side).
 
 # %%
 import pandas as pd
@@ -255,6 +255,7 @@ cfg = wb.target.config
 lm_share = wb.target.lm_head.weight.numel() / sum(p.numel() for p in wb.target.parameters())
 print(f"c ≈ {intercept:.3f} + {slope:.4f} × layers (largest gap to the line: "
       f"{(sweep.c - (intercept + slope * sweep.index)).abs().max():.3f})")
+full = round(float(intercept + slope * cfg.num_layers), 2)  # all layers, in decode steps, as the sentence prints it
 display(Markdown(
     f"**Takeaway.** Each layer adds {slope:.3f} of a decode step to a draft forward ({cfg.num_layers} layers: "
     f"{slope * cfg.num_layers:.2f}), and {intercept:.2f} is paid at every forward whatever N: the LM head "
@@ -264,6 +265,6 @@ display(Markdown(
     f"{LAYERS[-1]}-layer draft forward at {intercept + slope * LAYERS[-1]:.2f} decode steps "
     f"({sweep.c[LAYERS[-1]]:.2f} measured) and one through all {cfg.num_layers} layers at "
     f"{intercept + slope * cfg.num_layers:.2f}, "
-    + ("more" if intercept + slope * cfg.num_layers > 1 else "less") + " than the decode step a draft "
+    + {1: "more than", 0: "as much as", -1: "less than"}[(full > 1) - (full < 1)] + " the decode step a draft "
     f"is meant to save, and the chain pays it {GAMMA} times per step. Measured, "
     + c_passes_one(list(sweep.index), list(sweep.c)) + "."))

@@ -45,6 +45,8 @@ def tiny():
 def test_machine_label_names_cpu_cores_torch_date_dtype_and_threads():
     line = machine_label(datetime.datetime(2026, 1, 2, 3, 4, tzinfo=datetime.timezone.utc), dtype="bf16", threads=1)
     assert line.startswith("Ran on ") and "cores" in line and torch.__version__ in line
+    from workbench.cpu_choices import cpu_flags, cpu_kind
+    assert f" with {cpu_kind(cpu_flags())} (" in line  # the CPU's kind, as the benchmark records name it
     assert "2026-01-02 03:04 UTC" in line and line.endswith("; bf16, 1 torch thread")
     assert machine_label(dtype="fp32", threads=2).endswith("; fp32, 2 torch threads")
     assert machine_label().endswith(f"no model loaded, {torch.get_num_threads()} torch thread"
@@ -506,10 +508,9 @@ def test_predictions_come_from_the_one_cost_model():
 
 def test_a_curve_without_a_bend_says_so_with_its_last_size():
     flat = curve((1, 2, 4, 8), (10.0, 10.1, 10.2, 10.3))
-    assert takeaways.bend_sentence(flat, []).startswith("The cost never starts to follow N within 8 tokens")
-    assert "none of the 1 rounds" in takeaways.bend_sentence(flat, [flat])
+    assert takeaways.bend_sentence(flat).startswith("The cost never starts to follow N within 8 tokens")
     knee = curve((1, 2, 4, 8, 16), (10.0, 10.1, 10.2, 20.0, 40.0))
-    assert takeaways.bend_sentence(knee, []).startswith("From N = 4 on")
+    assert takeaways.bend_sentence(knee).startswith("From N = 4 on")
 
 
 def test_the_step_cost_at_other_threads_is_read_from_the_cache_never_measured(tmp_path, monkeypatch):
@@ -550,3 +551,16 @@ def test_the_causes_point_to_widening_or_deepening():
     assert said.endswith("point to widening.")
     assert takeaways.widen_or_deepen_sentence("x", {"depth": 5, "budget": 1}).endswith("point to deepening.")
     assert takeaways.widen_or_deepen_sentence("x", {}) == "x: no speculative step."
+
+
+def test_the_readme_record_is_the_one_its_table_block_names(tmp_path, monkeypatch):
+    import json
+    import re
+    from pathlib import Path
+
+    from workbench.lessons import predictions
+
+    root = Path(__file__).resolve().parents[1]
+    named = re.search(r"<!-- bench-table (\S+) -->", (root / "README.md").read_text()).group(1)
+    assert predictions.readme_record() == named and (root / named).exists()
+    assert predictions.record_threads() == json.loads((root / named).read_text())["meta"]["machine"]["torch_threads"]

@@ -9,12 +9,13 @@ import os
 import platform
 from pathlib import Path
 
-from workbench.cpu_choices import cpu_model  # noqa: F401 - the notebooks import it from here
+from workbench.cpu_choices import cpu_flags, cpu_kind, cpu_model
 
 
 def machine_label(now: datetime.datetime | None = None, dtype: str | None = None,
                   threads: int | None = None) -> str:
-    """One line: CPU model, cores, GPU (if any), torch version, the date (UTC), then the dtype the
+    """One line: CPU model and kind (its widest vector extension, as the benchmark records name
+    it: ``cpu_choices.cpu_kind``), cores, GPU (if any), torch version, the date (UTC), then the dtype the
     notebook computes in and torch's thread count (``threads``: default ``torch.get_num_threads()``)."""
     import torch
 
@@ -22,7 +23,7 @@ def machine_label(now: datetime.datetime | None = None, dtype: str | None = None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     gpu = f", GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ", no GPU"
     threads = torch.get_num_threads() if threads is None else threads
-    return (f"Ran on {cpu_model()} ({cores} cores{gpu}), torch {torch.__version__}, "
+    return (f"Ran on {cpu_model()} with {cpu_kind(cpu_flags())} ({cores} cores{gpu}), torch {torch.__version__}, "
             f"Python {platform.python_version()}, {now:%Y-%m-%d %H:%M} UTC; "
             f"{dtype or 'no model loaded'}, {threads} torch thread{'' if threads == 1 else 's'}")
 

@@ -83,15 +83,29 @@ def with_draft(cost: StepCost, wb, source) -> StepCost:
     return replace(cost, draft=tuple(draft), draft_range=(), source=f"{cost.source}, draft {source.name}")
 
 
-README_RECORD = "docs/bench/head-cpu-fp32.json"  # the run the README's table quotes (its .md beside it)
+def readme_record() -> str:
+    """The record the README's table quotes (a path from the checkout's root): the one its
+    ``<!-- bench-table RECORD -->`` block names, which ``tools/readme_table.py`` writes from."""
+    import re
+    from pathlib import Path
+
+    import workbench
+
+    readme = (Path(workbench.__file__).resolve().parents[1] / "README.md").read_text()
+    found = re.search(r"<!-- bench-table (\S+) -->", readme)
+    if found is None:
+        raise ValueError("README.md has no <!-- bench-table RECORD --> block naming its record")
+    return found.group(1)
 
 
-def record_threads(record: str = README_RECORD) -> int:
-    """The torch threads a stored bench record (a path from the checkout's root) ran with."""
+def record_threads(record: str | None = None) -> int:
+    """The torch threads a stored bench record (a path from the checkout's root; None: the
+    README's, ``readme_record``) ran with."""
     import json
     from pathlib import Path
 
     import workbench
 
+    record = record or readme_record()
     meta = json.loads((Path(workbench.__file__).resolve().parents[1] / record).read_text())["meta"]
     return int(meta["machine"]["torch_threads"])

@@ -97,25 +97,14 @@ def bend(curve: Curve) -> int | None:
     return sizes[start] if start < len(steep) else None
 
 
-def bend_sentence(fit: Curve, rounds: list[Curve]) -> str:
-    """Where the fit bends, and whether the rounds' own fits put the bend at the same size."""
-    knee, knees = bend(fit), [bend(r) for r in rounds]
-    said = lambda k: "none (still flat)" if k is None else f"N = {k}"  # noqa: E731
-    if knee is None and all(k is None for k in knees):
-        return (f"The cost never starts to follow N within {fit.sizes[-1]} tokens: no bend in the measured range"
-                + (f" (in none of the {len(rounds)} rounds' fits either)." if rounds else "."))
-    where = (f"From {said(knee)} on, every segment of the fit has an elasticity of at least {BEND}, so each "
-             f"doubling of the block costs at least {2 ** BEND:.2f}× more (the cost follows N); before it, the cost "
-             "grows more slowly." if knee is not None else
-             f"The fit of the medians is still flat at its last segment: no bend within {fit.sizes[-1]} tokens.")
-    if not rounds:
-        return where
-    if all(k == knee for k in knees):
-        return f"{where} Every one of the {len(rounds)} rounds' own fits bends at the same size."
-    places = sorted({k for k in knees if k is not None})
-    none = " and none (still flat)" if any(k is None for k in knees) else ""
-    return (f"{where} The {len(rounds)} rounds' own fits bend at {', '.join(f'N = {k}' for k in places)}{none}: "
-            "the bend's place is known only to within that range.")
+def bend_sentence(fit: Curve) -> str:
+    """Where the fit bends: from which size on the cost follows N, or that it never does."""
+    knee = bend(fit)
+    if knee is None:
+        return f"The cost never starts to follow N within {fit.sizes[-1]} tokens: no bend in the measured range."
+    return (f"From N = {knee} on, every segment of the fit has an elasticity of at least {BEND}, so each "
+            f"doubling of the block costs at least {2 ** BEND:.2f}× more (the cost follows N); before it, the cost "
+            "grows more slowly.")
 
 
 def versus(value: float, measured: Spread) -> str:
