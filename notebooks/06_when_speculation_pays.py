@@ -268,7 +268,7 @@ display(Markdown(
 import pandas as pd
 
 from workbench.lessons.latency import latency_figure, length_for
-from workbench.lessons.takeaways import compare, versus
+from workbench.lessons.takeaways import compare, same_work_sentence, versus
 from workbench.metrics import Latency
 
 latency = pd.DataFrame([{
@@ -294,8 +294,8 @@ display(Markdown(
     f"**Takeaway.** Per output token the chain of {GAMMA} is {tpot_gain.with_unit('×')} as fast as plain decoding; "
     f"end to end, over answers of {MAX_NEW_TOKENS} tokens, {e2e_gain.with_unit('×')}: {agree}. The first token "
     f"takes {vanilla.spread('ttft_ms').with_unit('ms')} in plain decoding and "
-    f"{chain.spread('ttft_ms').with_unit('ms')} with the chain ({ttft_gain.median:.2f}× as fast, range "
-    f"{ttft_gain.low:.2f}–{ttft_gain.high:.2f}: the same prefill). "
+    f"{chain.spread('ttft_ms').with_unit('ms')} with the chain (plain over chain "
+    f"{same_work_sentence(ttft_gain, 'prefill')}). "
     + (f"From the medians, the end-to-end speedup reaches 90 % of the TPOT speedup from answers of {n90} tokens "
        "on; for shorter answers (or longer prompts, whose prefill costs more) it stays further below. "
        if n90 > 1 else

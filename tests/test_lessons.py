@@ -564,3 +564,14 @@ def test_the_readme_record_is_the_one_its_table_block_names(tmp_path, monkeypatc
     named = re.search(r"<!-- bench-table (\S+) -->", (root / "README.md").read_text()).group(1)
     assert predictions.readme_record() == named and (root / named).exists()
     assert predictions.record_threads() == json.loads((root / named).read_text())["meta"]["machine"]["torch_threads"]
+
+
+def test_the_same_work_timed_twice_is_level_or_said_as_a_difference_not_a_gain():
+    from workbench.timing import Spread
+
+    level = takeaways.same_work_sentence(Spread(1.06, 0.97, 1.18, 3), "prefill")
+    assert level == "1.06× per round, paired, range 0.97–1.18: level within noise, as the same prefill should be"
+    apart = takeaways.same_work_sentence(Spread(1.06, 1.02, 1.18, 3), "prefill")
+    assert apart.startswith("1.06× per round, paired, range 1.02–1.18: faster in every round, though the prefill")
+    assert "not as a gain" in apart
+    assert "slower in every round" in takeaways.same_work_sentence(Spread(0.9, 0.85, 0.95, 3), "prefill")

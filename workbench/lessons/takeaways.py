@@ -135,6 +135,19 @@ def compare(a: Spread, b: Spread) -> str:
     return "level within noise"
 
 
+def same_work_sentence(ratio: Spread, what: str) -> str:
+    """Two settings that do the same work at ``what`` (the prefill: speculation does not touch it),
+    timed round by round: ``ratio`` is the first's ms over the second's, one value per round. Level
+    within noise where its range holds 1; else how far apart, said as what the rounds show and
+    not as a gain, since the work is the same."""
+    said = f"{ratio.median:.2f}× per round, paired, range {ratio.low:.2f}–{ratio.high:.2f}"
+    if ratio.low <= 1 <= ratio.high:
+        return f"{said}: level within noise, as the same {what} should be"
+    side = "faster" if ratio.low > 1 else "slower"
+    return (f"{said}: {side} in every round, though the {what} is the same work in both: read it as how far "
+            f"two timings of one {what} can differ here, not as a gain")
+
+
 def best_sentence(v: Verdict, what: str) -> str:
     """A verdict (``workbench.timing.verdict``) in words: the best ``what`` named only when its
     range is clear of every other's; else the settings level with it, and no best named."""
