@@ -263,3 +263,24 @@ def test_at_eight_requests_auto_weighs_the_step_cost_alone_and_picks_off_where_o
     # a plain one's, the chain of one would win at 8
     cheap = StepCost(RECORD_VERIFY, RECORD_DRAFT, overhead=Overhead(plain_per_request=plain, spec_per_request=plain))
     assert parse_policy("auto", cost=cheap).choose(batch).spec == chain
+
+
+def test_a_tree_filled_in_part_is_priced_at_the_verify_its_steps_ran():
+    """The n-gram lookup proposes only what matches: a 4/3/2 step that verified two tokens a request
+    is priced at verify(2), not verify(4), once seen; idle, the estimate goes back to the full tree."""
+    tree = parse_setting("eagle2:4/3/2@ngram")
+    auto = Auto((tree,), cost=KNEE)
+    r = _request(0, [])
+    assert auto.expected_nodes(tree) == 4.0 and auto.expected_nodes(OFF) is None  # nothing seen: the full tree
+    assert auto.step_ms(tree, 1) == pytest.approx(KNEE.step_ms(tree, 1))
+    for _ in range(12):  # each step put one draft to the target: root + 1
+        r.accept_lengths.append(1)
+        r.drafts_verified.append(1)
+        auto.observe(Choice("auto", tree, ""), [r])
+    seen = auto.expected_nodes(tree)
+    assert seen == pytest.approx((4 * 4.0 + 12 * 2.0) / (4 + 12))  # 12 steps of 2 against the prior's 4 steps of 4
+    assert auto.step_ms(tree, 1) == pytest.approx(KNEE.step_ms(tree, 1, nodes=seen))
+    assert KNEE.step_ms(tree, 1, nodes=seen) < KNEE.step_ms(tree, 1)
+    for _ in range(3 * auto.horizon):  # off runs meanwhile: back towards the full tree
+        auto.observe(Choice("auto", OFF, ""), [r])
+    assert auto.expected_nodes(tree) > 3.0

@@ -290,8 +290,8 @@ class StepCost:
                          draft_levels_ms=(spec.num_steps - 1) * self.draft_ms(batch * spec.topk),
                          overhead_ms=self.overhead.ms(True, batch))
 
-    def step_ms(self, spec, batch: float = 1, tau: float | None = None) -> float:
-        return self.parts(spec, batch, tau).total_ms
+    def step_ms(self, spec, batch: float = 1, tau: float | None = None, nodes: float | None = None) -> float:
+        return self.parts(spec, batch, tau, nodes).total_ms
 
     def plain_ms(self, batch: float = 1) -> float:
         """One plain decode step of ``batch`` requests, overhead included."""

@@ -20,7 +20,10 @@ back near the prior, and it runs again if the prior could win. A setting that lo
 at its prior is never tried: exploring costs steps.
 
 **Step cost** is the project's one cost model (``workbench/cost_model.py``, ``StepCost``): a
-target verify of B x N tokens (N = ``num_draft_tokens``; 1 for plain decoding), the draft's
+target verify of B x N tokens (1 for plain decoding; under a speculative setting the tokens a
+request's verify held on average in the steps it ran, root included, ``num_draft_tokens`` before
+any was seen and pulled back to it as the setting idles, like the accepted lengths: a draft that
+fills its tree in part, as the n-gram lookup does where few continuations match, verifies less), the draft's
 extend over the tokens each request is expected to emit and its later levels of B x ``topk``
 rows, and the step's measured overhead outside the forwards. The policy has no clock of its own
 for the curves: ``workbench/measure/step_cost.py`` measures them once per machine and caches them;
@@ -140,6 +143,7 @@ class Auto:
         if self.prior_steps <= 0 or self.horizon < 1:
             raise ValueError(f"prior_steps must be > 0 and horizon >= 1, got {self.prior_steps}, {self.horizon}")
         self.pooled: dict[SpecConfig, Evidence] = {s: Evidence() for s in self.candidates}
+        self.verified: dict[SpecConfig, Evidence] = {s: Evidence() for s in self.candidates}  # tokens per verify
         self.mine: dict[int, dict[SpecConfig, Evidence]] = {}  # request id -> its own evidence
         self.overheads: dict[SpecConfig, float] = {}  # setting -> ms its steps take at pace 1 / ms predicted
         self.pace = 1.0  # the machine's pace: ms a step takes / ms its setting's overhead and the curves say
@@ -159,6 +163,14 @@ class Auto:
             own = self.mine.get(r.rid, {}).get(spec, Evidence()).mean(pooled, self.prior_steps)
             total += min(own, max(1, r.max_new_tokens - len(r.output_ids)))
         return total
+
+    def expected_nodes(self, spec: SpecConfig) -> float | None:
+        """Tokens a request's verify is expected to hold under ``spec``, root included (None: plain
+        decoding, one): the pooled mean of what its steps verified, shrunk towards
+        ``num_draft_tokens`` (module docstring)."""
+        if not spec.speculative:
+            return None
+        return self.verified[spec].mean(float(spec.num_draft_tokens), self.prior_steps)
 
     def rates(self, batch: list[Request]) -> list[tuple[SpecConfig, float, float]]:
         """(setting, expected tokens per step, step ms) for every candidate, off first."""
@@ -184,7 +196,7 @@ class Auto:
     def step_ms(self, spec: SpecConfig, batch: int, tau: float | None = None) -> float:
         """What a step of ``batch`` requests under ``spec`` is expected to take when each emits
         ``tau`` tokens: the cost model's prediction, scaled by the steps' own clock (module docstring)."""
-        return self.cost.step_ms(spec, batch, tau) * self.ratio(spec)
+        return self.cost.step_ms(spec, batch, tau, self.expected_nodes(spec)) * self.ratio(spec)
 
     def choose(self, batch: list[Request]) -> Choice:
         scored = self.rates(batch)
@@ -200,7 +212,8 @@ class Auto:
         self.last = best[0]
         if self.correct:  # a step that runs the draft over a newcomer's prompt is not timed (docstring)
             prompt = best[0].speculative and any(len(r.pending_tokens) > CATCH_UP for r in batch)
-            predicted = self.cost.step_ms(best[0], len(batch), best[1] / len(batch))  # before the clock's scaling
+            predicted = self.cost.step_ms(best[0], len(batch), best[1] / len(batch),
+                                          self.expected_nodes(best[0]))  # before the clock's scaling
             self._started = None if prompt else (best[0], len(batch), predicted, self.clock())
         return Choice(self.name, best[0], f"{said(*best)}{' <' if why else ' >'} {said(*runner)}{why}")
 
@@ -217,11 +230,16 @@ class Auto:
             if spec == choice.spec:
                 continue
             self.pooled[spec].fade(keep)
+            self.verified[spec].fade(keep)
             for ev in self.mine.values():
                 if spec in ev:
                     ev[spec].fade(keep)
         if not choice.spec.speculative:
             return
+        verified = self.verified[choice.spec]
+        for r in (r for r in batch if r.drafts_verified):  # every verify counts, a request's last one too
+            verified.tokens += r.drafts_verified[-1] + 1
+            verified.steps += 1
         for r in batch:
             if r.finished:  # its last step was cut by its end, not by a rejected draft
                 continue
