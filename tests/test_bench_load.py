@@ -10,13 +10,14 @@ is measured and cached, and the prediction beside a run adds each prefill and sp
 from __future__ import annotations
 
 import json
+import statistics
 
 from types import SimpleNamespace
 
 import pytest
 
 from workbench.measure import load as ld
-from workbench.bench import load_report, load_run
+from workbench.bench import load_prediction, load_report, load_run
 from workbench.measure.load import LoadRun, check_load, run_load
 from workbench.measure.load_spec import Load
 from workbench.engine.policy import DEFAULT_LADDER, StepCost, parse_policies, read_policy
@@ -290,6 +291,20 @@ def test_quick_writes_load_json_and_load_md_in_their_layout(quick_run, capsys):
         assert r["measured_ms"]["decode"] > 0
         assert wall_ms[0] <= r["measured_ms"]["prefill"] + r["measured_ms"]["decode"] <= wall_ms[1] * 1.001
     assert "## Predicted beside measured" in md and "| 1 | `eagle2:4/3/2` |" in md
+    # the machine's pace: the step cost's own forwards timed at the run's start and end, and the model at it
+    pace = got["pace"]
+    paces = [pace["start"]["pace"], pace["end"]["pace"]]
+    assert [n for n, _ in pace["start"]["ms"]] == list(load_prediction.PACE_SIZES) and min(paces) > 0
+    ratios = [ms / FLAT_COST.verify_ms(n) for n, ms in pace["start"]["ms"]]
+    assert pace["start"]["pace"] == round(statistics.median(ratios), 3)
+    assert [(r["policy"], r["load"]) for r in got["at_pace"]] == [(r["policy"], r["load"]) for r in got["rows"]]
+    for r, a in zip(got["rows"], got["at_pace"]):
+        at = sorted(r["with_measured_prefill_tok_s"] / p for p in paces)
+        assert (a["low"], a["high"]) == (round(at[0], 2), round(at[1], 2))
+        lo, hi = r["measured_range"]
+        assert a["inside"] == (at[0] <= hi and at[1] >= lo)
+    inside = sum(a["inside"] for a in got["at_pace"])
+    assert f"{inside} of {len(got['at_pace'])} rows lie inside their measured range" in md
     assert "holds no prefill measurement" in md and "- `off` at 2 in flight: prefill 0.00 s by the model" in md
     assert "| concurrency | policy |" in capsys.readouterr().out
 

@@ -11,12 +11,19 @@ tree the n-gram lookup filled in part is a smaller verify than ``num_draft_token
   lengths: each one's share of the decode steps plus its prefill step and, under a speculative
   setting, the draft's catch-up over its prompt, which hold the whole batch up.
 
-The gap is then split in two measured parts. The engine's own profile of the run
+The gap is then split in measured parts. The engine's own profile of the run
 (``engine/timings.py``'s ``StepProfile``, setting ``prefill``) holds the time its prefill steps
 took; the rest of the run's wall time is its decode steps (a closed loop never waits for an
 arrival). With the measured prefill in the model's place, what remains is the decode steps'
 error: the steps where the batch was smaller or larger than its mean, and what a step under load
 costs beyond the model. A figure over several rounds is the median of the rounds.
+
+**The machine's pace** is the last measured part: the step cost was measured once and cached, and
+these two cores run the same forward up to twice as slow from one hour to the next. So the run
+times the step cost's own forwards (``PACE_SIZES`` tokens after its prefix) at its start and at
+its end (``machine_pace``); their time over the step cost's is the pace (> 1: slower now), and
+the model's tokens/s with the measured prefill, divided by the pace at the start and at the end,
+is what the model gives at the run's speed, a range where the two differ.
 """
 
 from __future__ import annotations
@@ -81,3 +88,34 @@ def prefill_ms(record: dict) -> float | None:
     if profile is None:
         return None
     return profile["prefill"]["wall_ms"] if "prefill" in profile else 0.0
+
+
+PACE_SIZES = (1, 4)  # tokens of the forwards a run times at its start and end against its step cost's
+
+
+def machine_pace(target, cost: StepCost) -> dict:
+    """How fast this machine runs the step cost's forwards now (module docstring): each of
+    ``PACE_SIZES`` tokens after the step cost's prefix, median of five, and its ratio to the step
+    cost's figure; ``pace``, the median ratio (> 1: slower than when the step cost was measured)."""
+    from workbench.measure.cost import measure_verify_cost
+    from workbench.measure.step_cost import PREFIX
+
+    rows = measure_verify_cost(target, sizes=PACE_SIZES, prefix_len=PREFIX, repeats=5, warmup=2)
+    ratios = [r["ms"] / cost.verify_ms(r["tokens"]) for r in rows]
+    return {"ms": [[r["tokens"], r["ms"]] for r in rows], "pace": round(median(ratios), 3)}
+
+
+def at_pace(predicted_rows: list[dict], paces: list[float]) -> list[dict]:
+    """Each row's tokens/s with the measured prefill at the run's pace (module docstring): the
+    lowest and highest over ``paces`` (the start's and the end's), and whether the measured range
+    holds any of it. Rows without a measured prefill are left out."""
+    out = []
+    for r in predicted_rows:
+        if r["with_measured_prefill_tok_s"] is None or not paces:
+            continue
+        values = sorted(r["with_measured_prefill_tok_s"] / p for p in paces)
+        lo, hi = r["measured_range"]
+        out.append({"policy": r["policy"], "load": r["load"], "low": round(values[0], 2), "high": round(values[-1], 2),
+                    "inside": values[0] <= hi and values[-1] >= lo})
+    return out
+

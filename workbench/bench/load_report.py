@@ -104,7 +104,27 @@ def predicted_md(predicted: dict) -> list[str]:
                "was measured), so its prefill and catch-up are priced 0 here."), "",
             "The gap, part by part (s over a run, medians of the rounds; measured prefill: the engine's own profile "
             "of its prefill steps, `StepProfile` setting `prefill`; measured decode: the rest of the run):", ""]
-    return out + [_gap_line(r) for r in predicted["rows"]]
+    return out + [_gap_line(r) for r in predicted["rows"]] + _pace_lines(predicted)
+
+
+def _pace_lines(predicted: dict) -> list[str]:
+    """The last measured part of the gap: the machine's pace at the run's start and end against
+    the step cost's, and each row's model at that pace (``load_prediction.at_pace``); nothing for
+    a record kept before runs timed their pace."""
+    pace, rows = predicted.get("pace"), predicted.get("at_pace") or []
+    if not pace or not rows:
+        return []
+    when = " and ".join(f"{pace[k]['pace']:.2f}x at its {k}" for k in ("start", "end") if k in pace)
+    sizes = " and ".join(str(n) for n, _ in pace["start"]["ms"])
+    said = "; ".join(f"`{r['policy']}` at {r['load']:g} in flight "
+                     + (f"{r['low']:.1f}" if r["low"] == r["high"] else f"{r['low']:.1f}–{r['high']:.1f}")
+                     + (" (inside)" if r["inside"] else " (outside)") for r in rows)
+    inside = sum(r["inside"] for r in rows)
+    return ["", f"The machine's pace (`load_prediction.machine_pace`): the step cost's own forwards over {sizes} "
+            f"tokens took {when} of the run what the step cost says (> 1: slower than when it was measured). "
+            f"At that pace the model with the measured prefill gives, in tok/s: {said}. With the prefill and the "
+            f"pace measured, {inside} of {len(rows)} rows lie inside their measured range; what remains in the others "
+            "is the decode steps' error at the run's speed."]
 
 
 def _gap_line(r: dict) -> str:

@@ -33,7 +33,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from workbench.bench.load_prediction import predicted
+from workbench.bench.load_prediction import at_pace, machine_pace, predicted
 from workbench.measure import provenance, specbench
 from workbench.measure.journal import Journal, open_journal
 from workbench.measure.load import WARMUP, WARMUP_TOKENS, check_load, equal_outputs, round_figures, run_load
@@ -325,6 +325,11 @@ def build_result(wb, args, *, info: dict, policies: list[NamedPolicy], loads: li
     policy name, the step costs whose predictions stand beside the measured rows, and
     ``priced_by`` which measurement each draft source's is (``report_costs``)."""
     rows = make_rows(policies, loads, records, args.rounds)
+    paces = [info["pace"][k]["pace"] for k in ("start", "end") if k in info.get("pace", {})]
+    prediction = None if not models else predicted(
+        rows, policies, models, prompts=prompts,
+        runs={(ld.mode, load_value(ld), p.name): [records[(phase(ld), p.name, k)] for k in range(args.rounds)]
+              for ld in loads for p in policies})
     return {
         "machine": info, "command": command_line(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "commit": provenance.commit(), "dtype": wb.dtype_name, "threads": args.threads,
@@ -336,11 +341,8 @@ def build_result(wb, args, *, info: dict, policies: list[NamedPolicy], loads: li
         "resumed": journal.summary() if journal.resumed else None,
         "rows": rows, "verdicts": verdicts(rows),
         "predicted": None if not models else {
-            "priced_by": priced_by,
-            "rows": predicted(rows, policies, models, prompts=prompts,
-                              runs={(ld.mode, load_value(ld), p.name): [records[(phase(ld), p.name, k)]
-                                                                        for k in range(args.rounds)]
-                                    for ld in loads for p in policies})},
+            "priced_by": priced_by, "rows": prediction,
+            "pace": info.get("pace"), "at_pace": at_pace(prediction, paces)},
         "settled": {p.name: settled(p.name, records) for p in policies if p.needs_cost},
         "requests": [{"policy": p.name, "mode": ld.mode, "load": load_value(ld), "prompt_index": q["prompt_index"],
                       "output_ids": q["output_ids"]}
@@ -384,6 +386,10 @@ def cmd_load(args) -> int:
     log(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}; {len(prompts)} prompts, "
         f"{len(loads)} loads x {len(policies)} policies x {args.rounds} rounds; load average {info['load_average_start']}")
     journal.start(info["load_average_start"])
+    paced = next(iter(models.values()), None)  # every source's shares the first's verify curve (report_costs)
+    if paced is not None:
+        info["pace"] = {"start": machine_pace(wb.target, paced)}
+        log(f"the machine's pace at the start: its forwards take {info['pace']['start']['pace']:.2f}x the step cost's")
     try:
         with stop_on_sigterm():
             records = measure_all(wb, policies, prompts=prompts, loads=loads, args=args, journal=journal, log=log,
@@ -393,6 +399,9 @@ def cmd_load(args) -> int:
               "the run", file=sys.stderr)
         return 130
     info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    if paced is not None:
+        info["pace"]["end"] = machine_pace(wb.target, paced)
+        log(f"the machine's pace at the end: {info['pace']['end']['pace']:.2f}x the step cost's")
     result = build_result(wb, args, info=info, policies=policies, loads=loads, prompts=prompts, records=records,
                           journal=journal, wall_s=time.perf_counter() - t_start, models=models, priced_by=priced)
     paths, table = write_all(Path(args.out), result)
