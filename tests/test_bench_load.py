@@ -299,7 +299,10 @@ def test_quick_writes_load_json_and_load_md_in_their_layout(quick_run, capsys):
     assert pace["start"]["pace"] == round(statistics.median(ratios), 3)
     assert [(r["policy"], r["load"]) for r in got["at_pace"]] == [(r["policy"], r["load"]) for r in got["rows"]]
     for r, a in zip(got["rows"], got["at_pace"]):
-        at = sorted(r["with_measured_prefill_tok_s"] / p for p in paces)
+        model = r["model_ms"]["decode"] + r["model_ms"]["catch_up"]
+        at = sorted(r["tokens"] / (r["measured_ms"]["prefill"] + p * model) * 1e3 for p in paces)
+        assert r["tokens"] == sum(len(q["output_ids"]) for q in result["requests"]
+                                  if (q["mode"], q["load"], q["policy"]) == ("closed", r["load"], r["policy"]))
         assert (a["low"], a["high"]) == (round(at[0], 2), round(at[1], 2))
         lo, hi = r["measured_range"]
         assert a["inside"] == (at[0] <= hi and at[1] >= lo)

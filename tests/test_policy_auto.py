@@ -228,7 +228,7 @@ def test_auto_without_a_cost_says_how_to_get_one():
         auto.choose([_request(0, [])])
 
 
-# ---- at 8 requests, with the step cost of docs/bench/load-cpu-avx2.md --------------------------------------
+# ---- at 8 requests, with the step cost of docs/bench/archive/load-cpu-avx2-2026-12-06-1800.md -------------------
 # The curves that record's ``auto`` weighed by, (tokens or rows, ms): given, nothing is timed here.
 RECORD_VERIFY = ((1, 49.9), (2, 53.2), (4, 56.3), (8, 71.8), (16, 83.9), (32, 117.0), (64, 235.4))
 RECORD_DRAFT = ((1, 3.0), (2, 3.8), (4, 2.8), (8, 4.4), (16, 5.4), (64, 11.7))

@@ -21,9 +21,10 @@ costs beyond the model. A figure over several rounds is the median of the rounds
 **The machine's pace** is the last measured part: the step cost was measured once and cached, and
 these two cores run the same forward up to twice as slow from one hour to the next. So the run
 times the step cost's own forwards (``PACE_SIZES`` tokens after its prefix) at its start and at
-its end (``machine_pace``); their time over the step cost's is the pace (> 1: slower now), and
-the model's tokens/s with the measured prefill, divided by the pace at the start and at the end,
-is what the model gives at the run's speed, a range where the two differ.
+its end (``machine_pace``); their time over the step cost's is the pace (> 1: slower now). The
+model's decode steps (and the draft's catch-up) times the pace at the start and at the end, with
+the measured prefill beside them, is what the model gives at the run's speed, a range where the
+two differ.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def row_prediction(row: dict, spec, model: StepCost, *, recs: list[dict], prompt
     swapped = None if not known else loop.tokens / (measured_prefill + loop.decode_ms + loop.catch_up_ms) * 1e3
     spread = row["spreads"]["throughput_tok_s"]
     r2 = lambda x: None if x is None else round(x, 2)  # noqa: E731
-    return {"policy": row["policy"], "draft": spec.draft.name if spec.speculative else "no draft",
+    return {"policy": row["policy"], "draft": spec.draft.name if spec.speculative else "no draft", "tokens": loop.tokens,
             "load": row["load"], "batch": row["mean_batch"], "tau": row["tau"],
             "nodes": row.get("nodes") if spec.speculative else None,
             "step_ms": r2(loop.step.parts.total_ms), "predicted_tok_s": r2(loop.step.tokens_per_s),
@@ -106,14 +107,16 @@ def machine_pace(target, cost: StepCost) -> dict:
 
 
 def at_pace(predicted_rows: list[dict], paces: list[float]) -> list[dict]:
-    """Each row's tokens/s with the measured prefill at the run's pace (module docstring): the
-    lowest and highest over ``paces`` (the start's and the end's), and whether the measured range
-    holds any of it. Rows without a measured prefill are left out."""
+    """Each row's tokens/s at the run's pace (module docstring): its tokens over the measured
+    prefill plus the model's decode steps and catch-up times the pace, the lowest and highest over
+    ``paces`` (the start's and the end's), and whether the measured range holds any of it. Rows
+    without a measured prefill are left out."""
     out = []
     for r in predicted_rows:
-        if r["with_measured_prefill_tok_s"] is None or not paces:
+        if r["measured_ms"]["prefill"] is None or not paces:
             continue
-        values = sorted(r["with_measured_prefill_tok_s"] / p for p in paces)
+        model = r["model_ms"]["decode"] + r["model_ms"]["catch_up"]
+        values = sorted(r["tokens"] / (r["measured_ms"]["prefill"] + p * model) * 1e3 for p in paces)
         lo, hi = r["measured_range"]
         out.append({"policy": r["policy"], "load": r["load"], "low": round(values[0], 2), "high": round(values[-1], 2),
                     "inside": values[0] <= hi and values[-1] >= lo})

@@ -114,17 +114,18 @@ def _pace_lines(predicted: dict) -> list[str]:
     pace, rows = predicted.get("pace"), predicted.get("at_pace") or []
     if not pace or not rows:
         return []
-    when = " and ".join(f"{pace[k]['pace']:.2f}x at its {k}" for k in ("start", "end") if k in pace)
+    start, end = pace["start"]["pace"], pace.get("end", {}).get("pace")
+    when = f"{start:.2f}x what the step cost says at the run's start" + (f" and {end:.2f}x at its end" if end else "")
     sizes = " and ".join(str(n) for n, _ in pace["start"]["ms"])
     said = "; ".join(f"`{r['policy']}` at {r['load']:g} in flight "
                      + (f"{r['low']:.1f}" if r["low"] == r["high"] else f"{r['low']:.1f}–{r['high']:.1f}")
                      + (" (inside)" if r["inside"] else " (outside)") for r in rows)
     inside = sum(r["inside"] for r in rows)
     return ["", f"The machine's pace (`load_prediction.machine_pace`): the step cost's own forwards over {sizes} "
-            f"tokens took {when} of the run what the step cost says (> 1: slower than when it was measured). "
-            f"At that pace the model with the measured prefill gives, in tok/s: {said}. With the prefill and the "
-            f"pace measured, {inside} of {len(rows)} rows lie inside their measured range; what remains in the others "
-            "is the decode steps' error at the run's speed."]
+            f"tokens took {when} (> 1: slower than when it was measured). "
+            f"At that pace (its decode steps and catch-up scaled by it, beside the measured prefill) the model gives, "
+            f"in tok/s: {said}. With the prefill and the pace measured, {inside} of {len(rows)} rows lie inside their "
+            "measured range; what remains in the others is the decode steps' error at the run's speed."]
 
 
 def _gap_line(r: dict) -> str:
