@@ -320,12 +320,14 @@ def command_line() -> str:
 
 def build_result(wb, args, *, info: dict, policies: list[NamedPolicy], loads: list[Load], prompts: list[list[int]],
                  records: dict, journal: Journal, wall_s: float, models: dict[str, StepCost] | None = None,
-                 priced_by: dict[str, str] | None = None) -> dict:
+                 priced_by: dict[str, str] | None = None, pace: dict | None = None) -> dict:
     """What load.json holds (see docs/benchmarks.md, "Speculation under load"); ``models``: by
     policy name, the step costs whose predictions stand beside the measured rows, and
-    ``priced_by`` which measurement each draft source's is (``report_costs``)."""
+    ``priced_by`` which measurement each draft source's is (``report_costs``); ``pace``: the
+    machine's pace at the run's start and end against those step costs (``machine_pace``)."""
     rows = make_rows(policies, loads, records, args.rounds)
-    paces = [info["pace"][k]["pace"] for k in ("start", "end") if k in info.get("pace", {})]
+    pace = pace or {}
+    paces = [pace[k]["pace"] for k in ("start", "end") if k in pace]
     prediction = None if not models else predicted(
         rows, policies, models, prompts=prompts,
         runs={(ld.mode, load_value(ld), p.name): [records[(phase(ld), p.name, k)] for k in range(args.rounds)]
@@ -342,7 +344,7 @@ def build_result(wb, args, *, info: dict, policies: list[NamedPolicy], loads: li
         "rows": rows, "verdicts": verdicts(rows),
         "predicted": None if not models else {
             "priced_by": priced_by, "rows": prediction,
-            "pace": info.get("pace"), "at_pace": at_pace(prediction, paces)},
+            "pace": pace or None, "at_pace": at_pace(prediction, paces)},
         "settled": {p.name: settled(p.name, records) for p in policies if p.needs_cost},
         "requests": [{"policy": p.name, "mode": ld.mode, "load": load_value(ld), "prompt_index": q["prompt_index"],
                       "output_ids": q["output_ids"]}
@@ -386,10 +388,10 @@ def cmd_load(args) -> int:
     log(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}; {len(prompts)} prompts, "
         f"{len(loads)} loads x {len(policies)} policies x {args.rounds} rounds; load average {info['load_average_start']}")
     journal.start(info["load_average_start"])
-    paced = next(iter(models.values()), None)  # every source's shares the first's verify curve (report_costs)
+    paced, pace = next(iter(models.values()), None), {}  # every source's shares the first's verify curve
     if paced is not None:
-        info["pace"] = {"start": machine_pace(wb.target, paced)}
-        log(f"the machine's pace at the start: its forwards take {info['pace']['start']['pace']:.2f}x the step cost's")
+        pace["start"] = machine_pace(wb.target, paced)
+        log(f"the machine's pace at the start: its forwards take {pace['start']['pace']:.2f}x the step cost's")
     try:
         with stop_on_sigterm():
             records = measure_all(wb, policies, prompts=prompts, loads=loads, args=args, journal=journal, log=log,
@@ -400,10 +402,11 @@ def cmd_load(args) -> int:
         return 130
     info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     if paced is not None:
-        info["pace"]["end"] = machine_pace(wb.target, paced)
-        log(f"the machine's pace at the end: {info['pace']['end']['pace']:.2f}x the step cost's")
+        pace["end"] = machine_pace(wb.target, paced)
+        log(f"the machine's pace at the end: {pace['end']['pace']:.2f}x the step cost's")
     result = build_result(wb, args, info=info, policies=policies, loads=loads, prompts=prompts, records=records,
-                          journal=journal, wall_s=time.perf_counter() - t_start, models=models, priced_by=priced)
+                          journal=journal, wall_s=time.perf_counter() - t_start, models=models, priced_by=priced,
+                          pace=pace)
     paths, table = write_all(Path(args.out), result)
     journal.finish()
     log("wrote " + ", ".join(str(p) for p in paths))
