@@ -70,8 +70,8 @@ def row_prediction(row: dict, spec, model: StepCost, *, recs: list[dict], prompt
     swapped = None if not known else loop.tokens / (measured_prefill + loop.decode_ms + loop.catch_up_ms) * 1e3
     spread = row["spreads"]["throughput_tok_s"]
     r2 = lambda x: None if x is None else round(x, 2)  # noqa: E731
-    return {"policy": row["policy"], "draft": spec.draft.name if spec.speculative else "no draft", "tokens": loop.tokens,
-            "load": row["load"], "batch": row["mean_batch"], "tau": row["tau"],
+    return {"policy": row["policy"], "draft": spec.draft.name if spec.speculative else "no draft",
+            "tokens": loop.tokens, "load": row["load"], "batch": row["mean_batch"], "tau": row["tau"],
             "nodes": row.get("nodes") if spec.speculative else None,
             "step_ms": r2(loop.step.parts.total_ms), "predicted_tok_s": r2(loop.step.tokens_per_s),
             "closed_loop_tok_s": r2(loop.tokens_per_s), "prefill_priced": loop.prefill_priced,

@@ -87,7 +87,8 @@ def predicted_md(predicted: dict) -> list[str]:
         (lo, hi), loop = r["measured_range"], r["closed_loop_tok_s"]
         inside = " (inside the range)" if lo <= loop <= hi else ""
         out.append(f"| {r['load']:g} | `{r['policy']}` | {r['batch']:.2f} | {or_dash(r['tau'], '.2f')} | "
-                   f"{or_dash(r.get('nodes'), '.2f')} | {r['step_ms']:.1f} | {r['predicted_tok_s']:.1f} | {loop:.1f} | {r['measured_tok_s']:.1f} ({lo:.1f}–{hi:.1f}) | "
+                   f"{or_dash(r.get('nodes'), '.2f')} | {r['step_ms']:.1f} | {r['predicted_tok_s']:.1f} | {loop:.1f} | "
+                   f"{r['measured_tok_s']:.1f} ({lo:.1f}–{hi:.1f}) | "
                    f"{loop / r['measured_tok_s']:.2f}{inside} |" + (f" `{r['draft']}` |" if mixed else ""))
     priced = all(r["prefill_priced"] for r in predicted["rows"])
     said = "; ".join(f"`{d}`: {m}" for d, m in predicted["priced_by"].items() if d != "no draft")
