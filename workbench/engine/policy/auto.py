@@ -48,6 +48,15 @@ a slowdown goes almost all into the pace (a machine turning twice as slow moves 
 setting's overhead by under 5 %, ``tests/test_policy_auto.py``). A setting's predicted cost is
 the curves' times its overhead times the pace. ``correct=False`` takes the curves as they are.
 
+An idle setting's overhead is stale evidence, like its accepted lengths: while another timed
+setting runs, it is pulled by ``1 / horizon`` a step towards the running one's, that is towards
+the curves' word on how the two compare (their measured overhead outside the forwards is in the
+curves). Without that, one step timed in a slow instant (a setting's first: its time is one
+sample) kept a setting unrun for good: in a run of 8 requests, plain decoding's first step took
+2.1x the curves, a chain's 1.9x, and the chain ran all but a few steps after it, though the
+curves put plain decoding 10 % ahead there and the load record above measured it 12 % ahead
+(docs/benchmarks.md, "Speculation under load").
+
 A request's first speculative step, which also runs its whole prompt through the draft (more than
 ``CATCH_UP`` pending pairs), is not timed: every speculative setting pays it once per request,
 and charged to the one that came first it would keep that one looking dear and unrun (what it
@@ -55,9 +64,15 @@ costs on a CPU: docs/benchmarks.md, "Speculation under load"). A catch-up over t
 steps left behind is timed: it is what switching back from plain decoding costs.
 
 **Staying.** The last step's setting stays unless another, once that one was timed, promises more
-than ``stay`` (10 %) more tokens per second: on a 2-core CPU the chain of one, the small tree and
-plain decoding are within 20 % of each other at one request (docs/bench/load-cpu.md), and
-estimates move about that much per step, so a flip on noise costs a step and wins nothing.
+than ``stay / sqrt(B)`` more tokens per second (10 % at one request, 3.5 % at 8): on a 2-core CPU
+the chain of one, the small tree and plain decoding are within 20 % of each other at one request
+(docs/bench/load-cpu.md), and a request's expected accepted length moves about that much per
+step, so a flip on noise costs a step and wins nothing. What moves is the tokens a step is
+expected to emit (the pace scales every setting alike, the overheads move by 1/16 a step), a sum
+over B requests whose own estimates move independently: it moves by about ``1 / sqrt(B)`` as
+much. A margin held at 10 % for a batch of 8 kept ``auto`` on a chain that the cost model put
+7-10 % behind plain decoding, and measured 12 % behind
+(docs/bench/archive/load-cpu-avx2-2026-12-07-0102.md).
 
 Every ``Choice`` says why, with numbers: ``eagle2:4/3/2: 2.1 tok/step / 61 ms = 34 tok/s > off
 1.0 tok/step / 40 ms = 25 tok/s``.
@@ -65,6 +80,7 @@ Every ``Choice`` says why, with numbers: ``eagle2:4/3/2: 2.1 tok/step / 61 ms = 
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -111,7 +127,8 @@ class Auto:
     it, ``measure/step_cost.py``; tests give one). ``prior_steps``: the weight, in steps, of each
     estimate's prior; ``horizon``: steps over which a setting's evidence fades while it is idle;
     ``correct``: scale the curves by the steps' own clock; ``stay``: how much more another
-    setting must promise than the last step's (once that one was timed) to replace it;
+    setting must promise than the last step's (once that one was timed) to replace it, at one
+    request (``stay / sqrt(B)`` for B);
     ``clock``: seconds, monotonic."""
 
     candidates: tuple[SpecConfig, ...]
@@ -198,6 +215,11 @@ class Auto:
         ``tau`` tokens: the cost model's prediction, scaled by the steps' own clock (module docstring)."""
         return self.cost.step_ms(spec, batch, tau, self.expected_nodes(spec)) * self.ratio(spec)
 
+    def stay_margin(self, batch: int) -> float:
+        """How much more than the last step's setting another must promise for ``batch`` running
+        requests to replace it: ``stay / sqrt(batch)`` (module docstring, "Staying")."""
+        return self.stay / math.sqrt(max(1, batch))
+
     def choose(self, batch: list[Request]) -> Choice:
         scored = self.rates(batch)
         rate = lambda x: x[1] / x[2]  # noqa: E731
@@ -205,8 +227,9 @@ class Auto:
         said = lambda s, tok, ms: f"{setting_label(s)} {tok:.1f} tok/step / {ms:.0f} ms = {tok / ms * 1e3:.0f} tok/s"  # noqa: E731
         runner = max((x for x in scored if x is not best), key=rate)
         last = next((x for x in scored if x[0] == self.last and x is not best), None)
-        if last is not None and self.last in self.overheads and rate(best) < (1 + self.stay) * rate(last):
-            best, runner, why = last, best, f" (stays: within {self.stay:.0%})"  # a flip on noise costs more than it wins
+        margin = self.stay_margin(len(batch))
+        if last is not None and self.last in self.overheads and rate(best) < (1 + margin) * rate(last):
+            best, runner, why = last, best, f" (stays: within {margin:.1%})"  # a flip on noise costs more than it wins
         else:
             why = ""
         self.last = best[0]
@@ -226,6 +249,11 @@ class Auto:
                 self._time(spec, (self.clock() - started) * 1e3, predicted)
         running = {r.rid for r in batch}
         self.mine = {rid: ev for rid, ev in self.mine.items() if rid in running}  # the finished leave
+        if choice.spec in self.overheads:  # the idle settings' overheads drift to the curves' word (docstring)
+            now = self.overheads[choice.spec]
+            for spec in self.overheads:
+                if spec != choice.spec:
+                    self.overheads[spec] += (now - self.overheads[spec]) / self.horizon
         for spec in self.candidates:
             if spec == choice.spec:
                 continue
