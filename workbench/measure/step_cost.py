@@ -126,7 +126,8 @@ def measurement_label(wb) -> str:
     import datetime
 
     day = datetime.date.today().isoformat()
-    return f"{day}, {cpu_model()}, {torch.get_num_threads()} threads, {wb.dtype_name}"
+    threads = torch.get_num_threads()
+    return f"{day}, {cpu_model()}, {threads} thread{'s' if threads > 1 else ''}, {wb.dtype_name}"
 
 
 def _ranges(rounds: list[list[tuple[int, float]]]) -> list[tuple[float, float]]:
