@@ -369,13 +369,15 @@ from statistics import mean
 
 from workbench.analysis.expectation import step_expectation
 from workbench.analysis.oracle import early_exit_trees
+from workbench.lessons import smoke
 from workbench.models.heads import default_draft_dir
 from workbench.train.evaluate import answer_sequences, measure_head
 
 TREE = SpecConfig("eagle2", num_steps=5, topk=4, num_draft_tokens=8)
 EXITS = (24, 26, 27, 28, 29, wb.target.config.num_layers)
+ANSWER_TOKENS = smoke.new_tokens(48)  # 48 (fewer when the test suite runs the notebook at its smoke size)
 eng = wb.engine(TREE, SamplingParams(), trace=True)
-eng.add_requests(list(prompts.values()), 48)
+eng.add_requests(list(prompts.values()), ANSWER_TOKENS)
 head_worth, points = [], []
 while not eng.done:
     for rec in eng.step_records():

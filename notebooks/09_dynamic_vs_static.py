@@ -43,6 +43,7 @@ from IPython.display import HTML, Markdown, display
 from workbench.analysis.calibration import calibration_table
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
+from workbench.lessons import smoke
 from workbench.lessons.intervals import paired
 from workbench.lessons.settings import all_categories, lesson_prompts
 from workbench.metrics import traces_tau
@@ -73,7 +74,7 @@ def say(text: str) -> None:
 # %%
 prompts = lesson_prompts(wb, all_categories())
 CATEGORIES = tuple(prompts)
-MAX_NEW = 40
+MAX_NEW = smoke.new_tokens(40)  # 40 (fewer when the test suite runs the notebook at its smoke size)
 BUDGETS = {8: SpecConfig.from_knobs("eagle2", num_steps=5, topk=4, num_draft_tokens=8),
            32: SpecConfig.from_knobs("eagle2", num_steps=6, topk=8, num_draft_tokens=32)}
 

@@ -67,3 +67,23 @@ def test_smollm2_forward_matches_transformers(smollm2_dir):
     got = ours.logits(hidden)
     ref = hf_logits(smollm2_dir, ids)
     assert (got - ref).abs().max() <= TOL * ref.abs().max().clamp_min(1)
+
+
+def test_no_init_skips_the_draws_and_puts_them_back():
+    """``load_target`` builds its modules under ``no_init``: no random draw touches a parameter
+    (every one is read from the checkpoint next), and the draws work again afterwards, after an
+    error too."""
+    from torch import nn
+
+    from workbench.models.loading import no_init
+
+    w = torch.zeros(64)
+    with no_init():
+        nn.init.normal_(w)
+        layer = nn.Linear(4, 3)
+    assert torch.count_nonzero(w) == 0 and layer.weight.shape == (3, 4)
+    with pytest.raises(RuntimeError, match="inside"):
+        with no_init():
+            raise RuntimeError("inside")
+    nn.init.normal_(w)
+    assert torch.count_nonzero(w) > 0
