@@ -472,6 +472,7 @@ def parse_args(argv=None) -> argparse.Namespace:
             ap.error("--gen-minutes, --train-minutes and --epochs must be > 0, --eval-minutes >= 0")
         if args.dry_run:
             args.shard_size, args.first_shard, args.max_new, args.eval_questions = 4, 1, 8, 2
+            args.samples = 1  # one sampled answer beside the greedy one: the sampling path, one pass fewer
     return args
 
 
