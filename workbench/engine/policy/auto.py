@@ -54,8 +54,8 @@ the curves' word on how the two compare (their measured overhead outside the for
 curves). Without that, one step timed in a slow instant (a setting's first: its time is one
 sample) kept a setting unrun for good: in a run of 8 requests, plain decoding's first step took
 2.1x the curves, a chain's 1.9x, and the chain ran all but a few steps after it, though the
-curves put plain decoding 10 % ahead there and the load record above measured it 12 % ahead
-(docs/benchmarks.md, "Speculation under load").
+curves put plain decoding 10 % ahead there and a load record measured it 12 % ahead
+(docs/benchmarks.md, "Speculation under load", and the record named under "Staying").
 
 A request's first speculative step, which also runs its whole prompt through the draft (more than
 ``CATCH_UP`` pending pairs), is not timed: every speculative setting pays it once per request,
@@ -66,11 +66,13 @@ steps left behind is timed: it is what switching back from plain decoding costs.
 **Staying.** The last step's setting stays unless another, once that one was timed, promises more
 than ``stay / sqrt(B)`` more tokens per second (10 % at one request, 3.5 % at 8): on a 2-core CPU
 the chain of one, the small tree and plain decoding are within 20 % of each other at one request
-(docs/bench/load-cpu.md), and a request's expected accepted length moves about that much per
-step, so a flip on noise costs a step and wins nothing. What moves is the tokens a step is
+(docs/bench/load-cpu.md), and one request's estimate moves by up to 10 % from one step to the
+next, so a flip on noise costs a step and wins nothing. What moves is the tokens a step is
 expected to emit (the pace scales every setting alike, the overheads move by 1/16 a step), a sum
 over B requests whose own estimates move independently: it moves by about ``1 / sqrt(B)`` as
-much. A margin held at 10 % for a batch of 8 kept ``auto`` on a chain that the cost model put
+much. In a diagnostic run on the AVX2-only EPYC (docs/benchmarks.md, "Speculation under load")
+the running setting's expected tokens moved by a median 3-3.5 % a step at one request (90th
+percentile 9-10 %) and 1.0 % at 8, a third as much. A margin held at 10 % for a batch of 8 kept ``auto`` on a chain that the cost model put
 7-10 % behind plain decoding, and measured 12 % behind
 (docs/bench/archive/load-cpu-avx2-2026-12-07-0102.md).
 
