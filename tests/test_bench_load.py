@@ -435,12 +435,13 @@ def test_a_step_cost_cached_before_the_prefill_or_at_other_overhead_batches_is_m
 
     head = read_policy("auto").draft
     good = ([(n, 10.0 + n) for n in sc.VERIFY_SIZES], [(r, 1.0) for r in sc.DRAFT_ROWS])
-    today = {"verify": good[0], "draft": good[1], "overhead": {}, "overhead_batches": list(sc.OVERHEAD_BATCHES),
-             "prefill": [[32, 5.0], [128, 9.0]], "catch_up": []}
+    today = {"verify": good[0], "draft": good[1], "overhead": {"spec_levels": 3},
+             "overhead_batches": list(sc.OVERHEAD_BATCHES), "prefill": [[32, 5.0], [128, 9.0]], "catch_up": []}
     before = {k: v for k, v in today.items() if k not in ("prefill", "catch_up")}
     assert sc._current(today) and not sc._current(before)
     assert not sc._current({**today, "overhead_batches": [1, 4]})
     assert not sc._current({k: v for k, v in today.items() if k != "overhead_batches"})
+    assert not sc._current({**today, "overhead": {}}) and sc._readable({**today, "overhead": {}})  # no per-level overhead
     add_entry(tmp_path / sc.CACHE_FILE, sc._cache_key(wb, head), value=before, tag="[cost]", what="the step cost")
     monkeypatch.setattr(sc, "_measure", lambda wb, source: good)
     got = sc.step_cost_for(wb, head, cache_dir=tmp_path, log=lambda m: None)

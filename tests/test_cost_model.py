@@ -30,6 +30,37 @@ def test_a_step_is_its_verify_its_draft_phases_and_its_overhead():
     assert COST.step_ms(tree, 2, 1.0) == pytest.approx(16.0 + 1.2 + 2 * 1.6 + 4.0)  # two requests
 
 
+def test_the_speculative_overhead_moves_with_the_draft_levels_where_both_were_timed():
+    """The speculative overhead was timed at a tree of 3 levels and at a chain of one: each level
+    more or fewer adds or takes the per-level difference (``Overhead``), per step and per request.
+    Timed at one setting only (``spec_levels`` 0), every speculative setting pays the same."""
+    timed = replace(COST, overhead=replace(COST.overhead, spec_levels=3, level_per_step=0.5, level_per_request=0.25))
+    chain, tree, deep = parse_spec("linear:1"), parse_spec("eagle2:4/3/2"), parse_spec("eagle2:8/5/4")
+    assert timed.parts(tree, batch=2).overhead_ms == COST.parts(tree, batch=2).overhead_ms == 4.0  # 2 + 1 x 2
+    assert timed.parts(chain, batch=2).overhead_ms == pytest.approx(4.0 - 2 * (0.5 + 0.25 * 2))
+    assert timed.parts(deep, batch=2).overhead_ms == pytest.approx(4.0 + 2 * (0.5 + 0.25 * 2))
+    assert COST.parts(chain, batch=2).overhead_ms == COST.parts(deep, batch=2).overhead_ms == 4.0
+    assert timed.parts(SpecConfig("vanilla"), batch=2).overhead_ms == 1.5  # plain decoding has no levels
+    assert StepCost.from_dict(json.loads(json.dumps(timed.as_dict()))) == timed
+
+
+def test_the_overhead_measurement_times_the_tree_and_the_chain_and_splits_the_difference_per_level(monkeypatch):
+    """``measure_overhead`` on made-up step times: a tree's step 6 ms + 2 ms a request over its
+    forwards, a chain's 2 + 1 ms a request: 2 ms + 0.5 ms a request per level of the two between them."""
+    import workbench.measure.step_cost as sc
+
+    def took(wb, spec, *, batch, forwards, prefix_len):
+        if not spec.speculative:
+            return 1.0 + 0.5 * batch
+        return {3: 6.0 + 2.0 * batch, 1: 2.0 + 1.0 * batch}[spec.num_steps]
+
+    monkeypatch.setattr(sc, "_step_overhead", took)
+    got = sc.measure_overhead(None, parse_spec("linear:1").draft, COST)
+    assert got == {"plain_per_step": 1.0, "plain_per_request": 0.5, "spec_per_step": 6.0, "spec_per_request": 2.0,
+                   "spec_levels": 3, "level_per_step": 2.0, "level_per_request": 0.5}
+    assert Overhead(**got).ms(True, 4, levels=1) == pytest.approx(2.0 + 1.0 * 4)  # the chain's own line back
+
+
 def test_a_prediction_is_tokens_per_second_tpot_and_the_speedup_at_the_same_batch():
     tree = parse_spec("eagle2:4/3/2")
     p = COST.predict(tree, tau=2.0)

@@ -129,17 +129,29 @@ class Curve:
 @dataclass(frozen=True)
 class Overhead:
     """ms a step spends outside the forwards, as ``per_step + per_request * B``, measured apart for
-    plain and speculative steps (``measure/step_cost.py``). All zero: not measured (forwards only)."""
+    plain and speculative steps (``measure/step_cost.py``). All zero: not measured (forwards only).
+
+    The speculative terms were measured at a tree of ``spec_levels`` draft levels (``num_steps``);
+    each level more or fewer adds or takes ``level_per_step + level_per_request * B`` (the
+    difference between that tree and a chain of one, per level: the draft's top-k, scores and
+    bookkeeping of a level, and the walk and commit of a deeper tree, run in Python per level).
+    ``spec_levels`` 0: measured at one setting only, the same for every speculative setting."""
 
     plain_per_step: float = 0.0
     plain_per_request: float = 0.0
     spec_per_step: float = 0.0
     spec_per_request: float = 0.0
+    spec_levels: float = 0
+    level_per_step: float = 0.0
+    level_per_request: float = 0.0
 
-    def ms(self, speculative: bool, batch: int) -> float:
-        if speculative:
-            return max(0.0, self.spec_per_step + self.spec_per_request * batch)
-        return max(0.0, self.plain_per_step + self.plain_per_request * batch)
+    def ms(self, speculative: bool, batch: int, levels: int | None = None) -> float:
+        """A step of ``batch`` requests; ``levels``: the speculative setting's ``num_steps``."""
+        if not speculative:
+            return max(0.0, self.plain_per_step + self.plain_per_request * batch)
+        more = (levels - self.spec_levels) if levels is not None and self.spec_levels else 0
+        return max(0.0, self.spec_per_step + self.spec_per_request * batch
+                   + more * (self.level_per_step + self.level_per_request * batch))
 
     @property
     def measured(self) -> bool:
@@ -288,7 +300,7 @@ class StepCost:
         return StepParts(self.verify_ms(batch * (spec.num_draft_tokens if nodes is None else nodes)),
                          draft_extend_ms=self.draft_ms(extend_rows),
                          draft_levels_ms=(spec.num_steps - 1) * self.draft_ms(batch * spec.topk),
-                         overhead_ms=self.overhead.ms(True, batch))
+                         overhead_ms=self.overhead.ms(True, batch, spec.num_steps))
 
     def step_ms(self, spec, batch: float = 1, tau: float | None = None, nodes: float | None = None) -> float:
         return self.parts(spec, batch, tau, nodes).total_ms
@@ -334,7 +346,9 @@ class StepCost:
         o = self.overhead
         return {"verify": [list(p) for p in self.verify], "draft": [list(p) for p in self.draft],
                 "overhead": {"plain_per_step": o.plain_per_step, "plain_per_request": o.plain_per_request,
-                             "spec_per_step": o.spec_per_step, "spec_per_request": o.spec_per_request},
+                             "spec_per_step": o.spec_per_step, "spec_per_request": o.spec_per_request,
+                             "spec_levels": o.spec_levels, "level_per_step": o.level_per_step,
+                             "level_per_request": o.level_per_request},
                 "source": self.source, "measured": self.measured,
                 "verify_range": [list(r) for r in self.verify_range], "draft_range": [list(r) for r in self.draft_range],
                 "prefill": [list(p) for p in self.prefill], "catch_up": [list(p) for p in self.catch_up]}

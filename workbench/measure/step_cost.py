@@ -6,7 +6,9 @@
 tokens), and the step's **overhead** outside the forwards: real engine steps, plain and
 speculative (``OVERHEAD_SETTING``), of ``OVERHEAD_BATCHES`` requests, timed whole, less what the
 curves say their forwards cost; the least-squares line through the batches gives ms per step and
-ms per request (batches up to 8, as many as a load keeps in flight). What a draft
+ms per request (batches up to 8, as many as a load keeps in flight). Speculative steps are timed
+at a chain of one too (``LEVEL_SETTING``): the difference, per draft level, prices a setting of
+more or fewer levels than the tree (``Overhead``). What a draft
 forward costs each draft source says (``DraftSource.draft_cost``, given the ``Timers`` here): the
 EAGLE head is timed; a draft model is timed as a target of its own; the early exit ``exit:N`` is
 taken as N / L of a verify of as many tokens; the n-gram lookup runs no forward.
@@ -63,6 +65,7 @@ AGREE = 0.25  # (max - min) / median of a size's round medians, at most, for a c
 OVERHEAD_BATCHES = (1, 4, 8)
 OVERHEAD_STEPS = 6  # timed steps per batch and kind, after untimed ones (the prefill, the draft's catch-up)
 OVERHEAD_SETTING = dict(num_steps=3, topk=2, num_draft_tokens=4)  # a small tree: what a CPU runs
+LEVEL_SETTING = dict(num_steps=1, topk=1, num_draft_tokens=2)  # a chain of one: the per-level overhead against the tree
 # Prompt tokens of the prefills timed (each prefill once a round): Spec-Bench's prompts run from
 # about 40 to 770 tokens through the chat template; past 512 the last slope is read on.
 PREFILL_LENGTHS = (32, 128, 512)
@@ -138,7 +141,8 @@ def _ranges(rounds: list[list[tuple[int, float]]]) -> list[tuple[float, float]]:
 def measure_overhead(wb, source: DraftSource | None, forwards: StepCost, prefix_len: int = PREFIX,
                      plain: Overhead | None = None) -> dict[str, float]:
     """What engine steps take beyond their forwards (module docstring), as ``Overhead``'s fields:
-    plain steps, and with a draft ``source`` speculative steps of ``OVERHEAD_SETTING``, each at
+    plain steps, and with a draft ``source`` speculative steps of ``OVERHEAD_SETTING`` and of
+    ``LEVEL_SETTING`` (their difference per draft level), each at
     ``OVERHEAD_BATCHES`` requests of ``prefix_len``-token prompts; ``forwards`` prices the forwards
     (curves measured after the same prefix, without overhead). ``plain``: plain decoding's, already
     measured in this run (not timed again)."""
@@ -151,10 +155,17 @@ def measure_overhead(wb, source: DraftSource | None, forwards: StepCost, prefix_
                                 prefix_len=prefix_len) for b in OVERHEAD_BATCHES]
         out = dict(zip(("plain_per_step", "plain_per_request"), _line(OVERHEAD_BATCHES, steps)))
     if source is None:
-        return {**out, "spec_per_step": 0.0, "spec_per_request": 0.0}
-    spec = SpecConfig.from_knobs("eagle2", **OVERHEAD_SETTING, draft=source)
-    spec_ms = [_step_overhead(wb, spec, batch=b, forwards=forwards, prefix_len=prefix_len) for b in OVERHEAD_BATCHES]
-    return {**out, **dict(zip(("spec_per_step", "spec_per_request"), _line(OVERHEAD_BATCHES, spec_ms)))}
+        return {**out, "spec_per_step": 0.0, "spec_per_request": 0.0, "spec_levels": 0, "level_per_step": 0.0,
+                "level_per_request": 0.0}
+    lines = {}
+    for name, knobs in (("tree", OVERHEAD_SETTING), ("chain", LEVEL_SETTING)):
+        spec = SpecConfig.from_knobs("eagle2", **knobs, draft=source)
+        lines[name] = _line(OVERHEAD_BATCHES, [_step_overhead(wb, spec, batch=b, forwards=forwards,
+                                                              prefix_len=prefix_len) for b in OVERHEAD_BATCHES])
+    levels = OVERHEAD_SETTING["num_steps"] - LEVEL_SETTING["num_steps"]
+    per_level = [round((t - c) / levels, 3) for t, c in zip(lines["tree"], lines["chain"])]
+    return {**out, **dict(zip(("spec_per_step", "spec_per_request"), lines["tree"])),
+            "spec_levels": OVERHEAD_SETTING["num_steps"], **dict(zip(("level_per_step", "level_per_request"), per_level))}
 
 
 def _line(xs: tuple[int, ...], ys: list[float]) -> tuple[float, float]:
@@ -332,7 +343,8 @@ def _current(cached) -> bool:
         prefill = [int(n) for n, _ in cached["prefill"]]
     except (KeyError, TypeError, ValueError):
         return False
-    return cached.get("overhead_batches") == list(OVERHEAD_BATCHES) and set(prefill) <= set(PREFILL_LENGTHS)
+    return (cached.get("overhead_batches") == list(OVERHEAD_BATCHES) and set(prefill) <= set(PREFILL_LENGTHS)
+            and "spec_levels" in cached["overhead"])  # the per-level overhead timed too
 
 
 def _agreed(rounds: list[list[tuple[int, float]]]) -> tuple[list[tuple[int, float]], bool]:
