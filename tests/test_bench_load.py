@@ -564,6 +564,30 @@ def test_the_curves_figure_draws_each_policy_median_with_its_range():
     assert "tokens/s" in fig.layout.yaxis.title.text and "TPOT" in fig.layout.yaxis2.title.text
 
 
+def test_a_notebook_reads_a_cached_step_cost_of_an_older_format_as_it_is(wb, tmp_path, monkeypatch):
+    """The lessons' ``step_cost`` reads a cached entry whose curves are at today's sizes even where
+    the measuring code would time it again (no per-level overhead): the notebooks of one refresh
+    read one measurement. With no readable entry it measures, as ``step_cost_for`` does."""
+    import workbench.measure.step_cost as sc
+    import workbench.store as store
+    from workbench.cache_file import add_entry
+    from workbench.lessons.predictions import step_cost
+
+    head = read_policy("auto").draft
+    good = ([(n, 10.0 + n) for n in sc.VERIFY_SIZES], [(r, 1.0) for r in sc.DRAFT_ROWS])
+    older = {"verify": good[0], "draft": good[1], "overhead": {"spec_per_step": 2.0}, "measured": "an older day",
+             "overhead_batches": list(sc.OVERHEAD_BATCHES), "prefill": [[32, 5.0]], "catch_up": []}
+    assert sc._readable(older) and not sc._current(older)
+    monkeypatch.setattr(store, "default_cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(sc, "step_cost_for", lambda *a, **k: pytest.fail("measured again"))
+    add_entry(tmp_path / sc.CACHE_FILE, sc._cache_key(wb, head), value=older, tag="[cost]", what="the step cost")
+    got = step_cost(wb, head)
+    assert got.measured == "an older day" and got.overhead.spec_per_step == 2.0 and got.overhead.spec_levels == 0
+    (tmp_path / sc.CACHE_FILE).unlink()
+    monkeypatch.setattr(sc, "step_cost_for", lambda wb, source, **k: "measured now")
+    assert step_cost(wb, head) == "measured now"
+
+
 def test_an_early_exits_step_cost_is_read_from_the_cache(wb, tmp_path, monkeypatch):
     """exit:N's draft curve is read off the verify curve (its points at the verify sizes): it is
     cached like a timed one, not measured again at every run."""

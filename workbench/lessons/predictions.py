@@ -19,10 +19,19 @@ from workbench.cost_model import StepCost
 def step_cost(wb, source=None) -> StepCost:
     """This machine's step cost for ``wb``'s target with the draft ``source`` (default: the
     draft loaded, the shipped head), at the notebook's torch threads: cached, or measured now
-    (seconds) without printing the measurement's log lines."""
-    from workbench.measure.step_cost import step_cost_for
+    (seconds) without printing the measurement's log lines. A cached entry the measuring code
+    would time again for a part it adds (``step_cost._current``; here the per-level overhead)
+    is read as it is, its curves at today's sizes (``_readable``): the notebooks of one refresh
+    then read one measurement, and a part the entry lacks prices as it did when it was made."""
+    from workbench.cache_file import read_entries
+    from workbench.measure.step_cost import CACHE_FILE, _cache_key, _model, _readable, step_cost_for
+    from workbench.store import default_cache_dir
 
-    return step_cost_for(wb, source if source is not None else wb.loaded_draft, log=lambda msg: None)
+    source = source if source is not None else wb.loaded_draft
+    entry = read_entries(default_cache_dir() / CACHE_FILE).get(_cache_key(wb, source))
+    if _readable(entry):
+        return _model(entry, source=f"cached in {CACHE_FILE}")
+    return step_cost_for(wb, source, log=lambda msg: None)
 
 
 def cached_at_threads(wb, source, threads: int) -> StepCost | None:
