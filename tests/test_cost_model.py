@@ -42,6 +42,9 @@ def test_the_speculative_overhead_moves_with_the_draft_levels_where_both_were_ti
     assert COST.parts(chain, batch=2).overhead_ms == COST.parts(deep, batch=2).overhead_ms == 4.0
     assert timed.parts(SpecConfig("vanilla"), batch=2).overhead_ms == 1.5  # plain decoding has no levels
     assert StepCost.from_dict(json.loads(json.dumps(timed.as_dict()))) == timed
+    noisy = replace(COST, overhead=replace(COST.overhead, spec_levels=3, level_per_step=2.0, level_per_request=-1.0))
+    assert noisy.parts(chain, batch=1).overhead_ms == pytest.approx(3.0 - 2 * 1.0)  # 2 - 1 a level at one request
+    assert noisy.parts(chain, batch=4).overhead_ms == noisy.parts(tree, batch=4).overhead_ms == 6.0  # never below 0
 
 
 def test_the_overhead_measurement_times_the_tree_and_the_chain_and_splits_the_difference_per_level(monkeypatch):
