@@ -72,9 +72,9 @@ expected to emit (the pace scales every setting alike, the overheads move by 1/1
 over B requests whose own estimates move independently: it moves by about ``1 / sqrt(B)`` as
 much. In a diagnostic run on the AVX2-only EPYC (docs/benchmarks.md, "Speculation under load")
 the running setting's expected tokens moved by a median 3-3.5 % a step at one request (90th
-percentile 9-10 %) and 1.0 % at 8, a third as much. A margin held at 10 % for a batch of 8 kept ``auto`` on a chain that the cost model put
-7-10 % behind plain decoding, and measured 12 % behind
-(docs/bench/archive/load-cpu-avx2-2026-12-07-0102.md).
+percentile 9-10 %) and 1.0 % at 8, a third as much. A margin held at 10 % for a batch of 8
+kept ``auto`` on a chain that the cost model put 7-10 % behind plain decoding, and measured 12 %
+behind (docs/bench/archive/load-cpu-avx2-2026-12-07-0102.md).
 
 Every ``Choice`` says why, with numbers: ``eagle2:4/3/2: 2.1 tok/step / 61 ms = 34 tok/s > off
 1.0 tok/step / 40 ms = 25 tok/s``.
