@@ -291,6 +291,11 @@ def test_quick_writes_load_json_and_load_md_in_their_layout(quick_run, capsys):
         assert r["measured_ms"]["decode"] > 0
         assert wall_ms[0] <= r["measured_ms"]["prefill"] + r["measured_ms"]["decode"] <= wall_ms[1] * 1.001
     assert "## Predicted beside measured" in md and "| 1 | `eagle2:4/3/2` |" in md
+    # the step costs' figures kept beside the rows they priced, and said once per measurement
+    assert got["step_costs"] == {"off": FLAT_COST.as_dict(), "eagle2:4/3/2": FLAT_COST.as_dict()}
+    figures = md.split("(`predicted.step_costs`):")[1].split("\n#")[0]
+    assert figures.count("\n- ") == 1 and "- `off`, `eagle2:4/3/2`: undated" in figures
+    assert "Verify of N tokens, ms: 1: 10.0, 256: 11.0." in figures and "Draft forward of R rows, ms: 1: 0.1, 64: 0.2." in figures
     # the machine's pace: the step cost's own forwards timed at the run's start and end, and the model at it
     pace = got["pace"]
     paces = [pace["start"]["pace"], pace["end"]["pace"]]

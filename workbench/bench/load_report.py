@@ -105,7 +105,35 @@ def predicted_md(predicted: dict) -> list[str]:
                "was measured), so its prefill and catch-up are priced 0 here."), "",
             "The gap, part by part (s over a run, medians of the rounds; measured prefill: the engine's own profile "
             "of its prefill steps, `StepProfile` setting `prefill`; measured decode: the rest of the run):", ""]
-    return out + [_gap_line(r) for r in predicted["rows"]] + _pace_lines(predicted)
+    return (out + [_gap_line(r) for r in predicted["rows"]] + _pace_lines(predicted)
+            + step_cost_md(predicted.get("step_costs") or {}))
+
+
+def step_cost_md(costs: dict) -> list[str]:
+    """The figures of the step costs that priced the rows (``StepCost.as_dict`` by policy, as
+    the record keeps them), one line per distinct measurement: a verify of N tokens, a draft
+    forward of R rows, and the overhead lines outside the forwards (ms per step + ms per request,
+    the per-level term with it); nothing for a record kept before they were stored."""
+    seen, out = {}, []
+    for name, c in costs.items():
+        key = (c.get("measured"), tuple(map(tuple, c["draft"])), tuple(sorted(c["overhead"].items())))
+        seen.setdefault(key, []).append(name)
+    for names in seen.values():
+        c, o = costs[names[0]], costs[names[0]]["overhead"]
+        verify = ", ".join(f"{n}: {ms:.1f}" for n, ms in c["verify"])
+        draft = ", ".join(f"{n}: {ms:.1f}" for n, ms in c["draft"]) or "no draft forward"
+        line = (f"- {', '.join(f'`{n}`' for n in names)}: {c.get('measured') or 'undated'} ({c['source']}). "
+                f"Verify of N tokens, ms: {verify}. Draft forward of R rows, ms: {draft}. Overhead, ms: plain "
+                f"{o['plain_per_step']:.1f} + {o['plain_per_request']:.1f}·B")
+        if o.get("spec_per_step") or o.get("spec_per_request"):
+            line += f", speculative ({o.get('spec_levels', 0)} levels) {o['spec_per_step']:.1f} + {o['spec_per_request']:.1f}·B"
+            if o.get("spec_levels"):
+                line += (f", each level more or fewer {o['level_per_step']:.1f} + {o['level_per_request']:.1f}·B "
+                         "(never below 0)")
+        out.append(line + ".")
+    if not out:
+        return []
+    return ["", "The step costs behind these predictions, as the record keeps them (`predicted.step_costs`):", "", *out]
 
 
 def _pace_lines(predicted: dict) -> list[str]:

@@ -344,6 +344,7 @@ def build_result(wb, args, *, info: dict, policies: list[NamedPolicy], loads: li
         "rows": rows, "verdicts": verdicts(rows),
         "predicted": None if not models else {
             "priced_by": priced_by, "rows": prediction,
+            "step_costs": {name: model.as_dict() for name, model in models.items()},
             "pace": pace or None, "at_pace": at_pace(prediction, paces)},
         "settled": {p.name: settled(p.name, records) for p in policies if p.needs_cost},
         "requests": [{"policy": p.name, "mode": ld.mode, "load": load_value(ld), "prompt_index": q["prompt_index"],
