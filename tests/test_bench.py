@@ -299,6 +299,73 @@ def test_suite_end_to_end_on_a_tiny_model(tiny_dir, tmp_path, made_up_step_costs
     assert page.count("plotly-graph-div") >= 5 and "Verify cost" in page
 
 
+def test_rounds_interleave_the_methods_and_every_figure_is_the_rounds_median(tiny_dir, tmp_path, made_up_step_costs):
+    """``--rounds 3``: every method runs every question in each round, the turn of the methods
+    started one place later each round; a figure is the median of the rounds' (each speedup paired
+    within its round), every round's kept, and the report shows the range and what it settles."""
+    from statistics import median
+
+    from workbench.cli import main
+
+    out = tmp_path / "out"
+    methods = ["vanilla", "linear:2", "eagle2:4/2/2"]
+    rc = main(["bench", "--target", str(tiny_dir), "--draft", "random", "--dtype", "fp32", "--limit", "2",
+               "--max-new-tokens", "5", "--methods", ",".join(methods), "--no-temperature-tau", "--rounds", "3",
+               "--calibration", "none", "--threads", "1", "--out", str(out)])
+    assert rc == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["meta"]["rounds"] == 3
+    lines = [json.loads(x)["result"] for x in (out / "records.jsonl").read_text().splitlines() if '"result"' in x]
+    order = [(r["phase"], r["method"]) for r in lines if r["question_id"] == lines[0]["question_id"]]
+    assert order == [("t0", m) for m in methods] + [("t0#2", m) for m in methods[1:] + methods[:1]] + \
+        [("t0#3", m) for m in methods[2:] + methods[:2]]
+    rounds = [res["records"]] + [  # each later round: the first round's tokens at that round's seconds
+        {name: [{**rec, "seconds": t["seconds"]} for rec, t in zip(res["records"][name], res["rounds_seconds"][name][r])]
+         for name in methods} for r in range(2)]
+    for name in methods:
+        s = res["summary"][name]
+        speeds = [metrics.speed(rnd[name]) for rnd in rounds]
+        ups = [metrics.speedup(rnd[name], rnd["vanilla"]) for rnd in rounds]
+        assert s["rounds"]["runs"] == 3 and s["rounds"]["tokens_per_s"] == pytest.approx(speeds, abs=1e-3)
+        assert s["tokens_per_s"] == pytest.approx(median(speeds), abs=0.01)
+        assert s["rounds"]["speedup_vs_vanilla"] == pytest.approx(ups, abs=1e-3)
+        assert s["speedup_vs_vanilla"] == pytest.approx(median(ups), abs=1e-3)
+    md = (out / "report.md").read_text()
+    s = res["summary"]["linear:2"]
+    lo, hi = min(s["rounds"]["speedup_vs_vanilla"]), max(s["rounds"]["speedup_vs_vanilla"])
+    assert f"| {s['speedup_vs_vanilla']:.2f}x ({lo:.2f}–{hi:.2f}x) |" in md and "Over 3 rounds" in md
+    assert "inside the rounds' range of the measured one for" in md
+    row = next(r for r in report.predicted_rows(res) if r["method"] == "linear:2")
+    assert row["measured_range"] == pytest.approx([lo, hi]) and row["inside"] == (lo <= row["predicted"] <= hi)
+
+
+def _summary(**speedups) -> dict:
+    """A made-up summary of three rounds: plain decoding at 10 tokens/s every round, each method
+    at the given per-round speedups."""
+    out = {"vanilla": {"tokens_per_s": 10.0, "speedup_vs_vanilla": 1.0,
+                       "rounds": {"runs": 3, "tokens_per_s": [10.0, 10.0, 10.0], "speedup_vs_vanilla": [1.0] * 3}}}
+    for name, ups in speedups.items():
+        out[name.replace("_", ":")] = {"tau": 1.5, "tokens_per_s": 10 * sorted(ups)[1], "speedup_vs_vanilla": sorted(ups)[1],
+                                       "rounds": {"runs": 3, "tokens_per_s": [10 * u for u in ups],
+                                                  "speedup_vs_vanilla": list(ups)}}
+    return out
+
+
+def test_the_rounds_verdict_names_a_side_only_where_every_round_is_on_it():
+    said = report.rounds_verdict(_summary(linear_1=(1.1, 1.3, 1.2), linear_3=(0.9, 1.1, 1.0), static_8=(0.7, 0.8, 0.9)))
+    assert "clear above it in every round: `linear:1` (1.10–1.30x)" in said
+    assert "level with it (its rounds on both sides of 1): `linear:3` (0.90–1.10x)" in said
+    assert "clear below it in every round: `static:8` (0.70–0.90x)" in said
+    assert "fastest by median `linear:1`, level within noise with `linear:3`" in said  # 11-13 against 9-11
+    alone = report.rounds_verdict(_summary(linear_1=(1.5, 1.6, 1.7), linear_3=(0.9, 1.1, 1.0)))
+    assert "fastest by median `linear:1`, clear of every other range" in alone
+    assert report.with_range(_summary(linear_1=(1.5, 1.6, 1.7))["linear:1"], "speedup_vs_vanilla", ".2f", "x") == \
+        "1.60x (1.50–1.70x)"
+    one = {"vanilla": {"tokens_per_s": 10.0, "speedup_vs_vanilla": 1.0}, "linear:1": {"tau": 1.5, "tokens_per_s": 12.0,
+                                                                                     "speedup_vs_vanilla": 1.2}}
+    assert report.rounds_verdict(one) == "" and report.with_range(one["linear:1"], "tokens_per_s", ".1f") == "12.0"
+
+
 def test_static_vs_dynamic_table_and_calibration_on_a_tiny_model(tiny_dir, tmp_path, made_up_step_costs):
     from workbench.cli import main
 

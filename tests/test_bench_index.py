@@ -107,6 +107,25 @@ def test_the_table_is_what_the_record_says():
     assert body.rstrip().endswith("The command: `python -m workbench bench`.")
 
 
+def test_a_table_of_several_rounds_shows_each_range_and_what_they_settle():
+    rounds = {"runs": 3}
+    result = {"meta": {"questions": 2, "subset": "quick", "max_new_tokens": 8, "dtype": "fp32",
+                       "date": "2026-01-02T03:04:05", "commit": "abc123", "command": "python -m workbench bench",
+                       "machine": {"cpu": "Some CPU", "cores": 4, "torch_threads": 3, "simd": ["avx2"], "cuda": None}},
+              "summary": {"vanilla": {"tau": None, "tokens_per_s": 10.0, "speedup_vs_vanilla": 1.0, "equal_to_vanilla": 1.0,
+                                      "rounds": {**rounds, "tokens_per_s": [9.0, 10.0, 11.0],
+                                                 "speedup_vs_vanilla": [1.0, 1.0, 1.0]}},
+                          "linear:1": {"tau": 1.456, "tokens_per_s": 13.04, "speedup_vs_vanilla": 1.304,
+                                       "equal_to_vanilla": 0.5,
+                                       "rounds": {**rounds, "tokens_per_s": [12.0, 13.04, 14.0],
+                                                  "speedup_vs_vanilla": [1.25, 1.304, 1.35]}}}}
+    body = readme_table.render(result, "docs/bench/x.json")
+    assert "| `linear:1` | 1.46 | 13.0 (12.0–14.0) | 1.30x (1.25–1.35x) | 1/2 |" in body
+    assert "Over 3 rounds" in body and "clear above it in every round: `linear:1` (1.25–1.35x)" in body
+    assert "fastest by median `linear:1`, clear of every other range" in body and "One run" not in body
+    assert body.rstrip().endswith("The command: `python -m workbench bench`.")
+
+
 def test_a_record_names_its_commit_and_no_machine_path(monkeypatch, tmp_path):
     commit = provenance.commit()
     assert commit is None or re.fullmatch(r"[0-9a-f]{7,40}(-dirty)?", commit)

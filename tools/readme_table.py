@@ -12,8 +12,10 @@ The block sits between two markers; the first names the record, a bench run's JS
 
 To show a newer run, copy its report into ``docs/bench/`` (docs/bench/README.md says how, and
 where the old one goes), change the name in the first marker and run this. The block holds τ,
-tokens/s, the speedup over plain decoding and output equality per setting, the CPU, threads,
-dtype, date and commit, and the command, all read from the record: nothing in it is typed.
+tokens/s, the speedup over plain decoding and output equality per setting (with a run of several
+rounds, each timed figure's range and what the rounds settle, ``report.rounds_verdict``), the
+CPU, threads, dtype, date and commit, and the command, all read from the record: nothing in it
+is typed.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import re
 import sys
 from pathlib import Path
 
+from workbench.bench.report import rounds_verdict, with_range
 from workbench.cpu_choices import cpu_kind
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,12 +62,17 @@ def render(result: dict, record: str, page: str = "README.md") -> str:
         label = "plain decoding (`vanilla`)" if name == "vanilla" else \
             "transformers `generate`" if name == "hf-greedy" else f"`{name}`"
         tau = "–" if s.get("tau") is None else f"{s['tau']:.2f}"
-        lines.append(f"| {label} | {tau} | {s['tokens_per_s']:.1f} | {s['speedup_vs_vanilla']:.2f}x | "
+        lines.append(f"| {label} | {tau} | {with_range(s, 'tokens_per_s', '.1f')} | "
+                     f"{with_range(s, 'speedup_vs_vanilla', '.2f', 'x')} | "
                      f"{_equal(s.get('equal_to_vanilla'), m['questions'])} |")
-    others = f"[{bench}]({bench}) has the others and the spread" if page == "README.md" else \
-        "the index of docs/bench/ has the runs before it"
-    lines += ["", f"One run, one pass per setting (runs on this CPU move by ±10-20 %: {others}). The command: "
-                  f"`{m['command']}`.", ""]
+    settled = rounds_verdict(summary)
+    others = f"[{bench}]({bench}) has the others" + ("" if settled else " and the spread") if page == "README.md" \
+        else "the index of docs/bench/ has the runs before it"
+    if settled:
+        lines += ["", f"{settled} ({others}.) The command: `{m['command']}`.", ""]
+    else:
+        lines += ["", f"One run, one pass per setting (runs on this CPU move by ±10-20 %: {others}). "
+                      f"The command: `{m['command']}`.", ""]
     return "\n".join(lines)
 
 

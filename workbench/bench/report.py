@@ -17,6 +17,7 @@ from pathlib import Path
 
 from workbench.bench import static_vs_dynamic, step_report
 from workbench.measure.floor import compute_ms, ridge_tokens, roofline_ms
+from workbench.timing import Spread, spread, verdict
 from workbench.viz.tokens import or_dash
 
 
@@ -30,15 +31,61 @@ def write_all(out_dir: Path, result: dict) -> list[Path]:
 
 
 def headline_table(result: dict) -> str:
-    """One row per method: tau (T=0, T=1), tokens/s, speedups, equality with vanilla."""
+    """One row per method: tau (T=0, T=1), tokens/s, speedups, equality with vanilla; with
+    several rounds, each timed figure's range beside its median, and the verdict under the table."""
     rows = ["| method | config | τ (T=0) | τ (T=1) | tokens/s | × vanilla | × HF greedy | = vanilla |",
             "|---|---|---|---|---|---|---|---|"]
     for name, s in result["summary"].items():
         rows.append(f"| `{name}` | {s['label']} | {or_dash(s.get('tau'))} | {or_dash(s.get('tau_t1'))} | "
-                    f"{or_dash(s['tokens_per_s'], '.1f')} | {or_dash(s.get('speedup_vs_vanilla'), '.2f', 'x')} | "
-                    f"{or_dash(s.get('speedup_vs_hf_greedy'), '.2f', 'x')} | "
+                    f"{with_range(s, 'tokens_per_s', '.1f')} | {with_range(s, 'speedup_vs_vanilla', '.2f', 'x')} | "
+                    f"{with_range(s, 'speedup_vs_hf_greedy', '.2f', 'x')} | "
                     f"{or_dash(s.get('equal_to_vanilla'), '.0%')} |")
-    return "\n".join(rows)
+    verdict = rounds_verdict(result["summary"])
+    return "\n".join(rows + (["", verdict] if verdict else []))
+
+
+def round_spread(summary: dict, key: str) -> Spread | None:
+    """A method's figure over the rounds (``suite.summarize``'s ``rounds``), or None for a run of
+    one round or a figure it lacks."""
+    values = (summary.get("rounds") or {}).get(key)
+    return spread(values) if values else None
+
+
+def with_range(summary: dict, key: str, fmt: str, unit: str = "") -> str:
+    """``1.18x (1.10–1.25x)``: the figure, and its range over the rounds where there are several."""
+    shown = or_dash(summary.get(key), fmt, unit)
+    s = round_spread(summary, key)
+    return shown if s is None else f"{shown} ({s.low:{fmt}}–{s.high:{fmt}}{unit})"
+
+
+def rounds_verdict(summary: dict) -> str:
+    """What the rounds settle, in words, or "" for one round: each speculative method against
+    plain decoding by its speedups paired within each round (clear above where every round's
+    is above 1, clear below where every round's is below), then the fastest by median and which
+    methods of our engine are level with it within noise (``timing.verdict`` on the rounds'
+    tokens/s)."""
+    runs = next((s["rounds"]["runs"] for s in summary.values() if s.get("rounds")), 0)
+    if runs < 2 or "vanilla" not in summary:
+        return ""
+    sides = {"above": [], "level": [], "below": []}
+    for name, s in summary.items():
+        r = round_spread(s, "speedup_vs_vanilla")
+        if name == "vanilla" or s.get("tau") is None or r is None:
+            continue
+        side = "above" if r.low > 1 else "below" if r.high < 1 else "level"
+        sides[side].append(f"`{name}` ({r.low:.2f}–{r.high:.2f}x)")
+    words = {"above": "clear above it in every round", "level": "level with it (its rounds on both sides of 1)",
+             "below": "clear below it in every round"}
+    said = "; ".join(f"{words[k]}: {', '.join(v)}" for k, v in sides.items() if v)
+    engine = {name: round_spread(s, "tokens_per_s") for name, s in summary.items() if not name.startswith("hf-")}
+    engine = {k: x for k, x in engine.items() if x is not None}
+    v, fastest = verdict(engine), max(engine, key=lambda n: engine[n].median)
+    level = f"fastest by median `{fastest}`" + (
+        ", clear of every other range" if v.winner else
+        ", level within noise with " + ", ".join(f"`{n}`" for n in v.level if n != fastest))
+    return (f"Over {runs} rounds (the methods interleaved within each; figures are the rounds' medians, the range "
+            f"the lowest and highest round). Against plain decoding, each round's speedup paired within its round: "
+            f"{said}. In tokens/s, {level}.")
 
 
 def task_table(result: dict) -> str:
@@ -174,9 +221,12 @@ def predicted_rows(result: dict) -> list[dict]:
         spec, model = parsed[0].spec, StepCost.from_dict(priced[name])
         nodes = verified_nodes(s)
         p = model.predict(spec, s["tau"], nodes=nodes)
+        measured = round_spread(s, "speedup_vs_vanilla")
         rows.append({"method": name, "tau": s["tau"], "predicted": round(p.speedup, 3),
                      "nodes": spec.num_draft_tokens if nodes is None else nodes,
                      "measured": s["speedup_vs_vanilla"], "gap": round(s["speedup_vs_vanilla"] - p.speedup, 3),
+                     **({} if measured is None else {"measured_range": [measured.low, measured.high],
+                                                     "inside": measured.low <= p.speedup <= measured.high}),
                      **p.parts.as_dict(), "draft": spec.draft.name,
                      "measurement": result["step_costs"]["priced_by"][spec.draft.name]})
     return rows
@@ -202,8 +252,12 @@ def _predicted_table(result: dict) -> str:
     for r in rows:
         draft = r["draft_extend_ms"] + r["draft_levels_ms"]
         out.append(f"| `{r['method']}` | {r['tau']:.2f} | {r['verify_ms']:.1f} | {draft:.1f} | {r['overhead_ms']:.1f} | "
-                   f"{r['step_ms']:.1f} | {r['predicted']:.2f}x | {r['measured']:.2f}x | {r['gap']:+.2f} |"
+                   f"{r['step_ms']:.1f} | {r['predicted']:.2f}x | {_measured(r)} | {r['gap']:+.2f} |"
                    + (f" `{r['draft']}` |" if mixed else ""))
+    ranged = [r for r in rows if "inside" in r]
+    if ranged:
+        out += ["", f"The predicted speedup lies inside the rounds' range of the measured one for "
+                    f"{sum(r['inside'] for r in ranged)} of {len(ranged)} methods."]
     measurements = {d: next(r["measurement"] for r in rows if r["draft"] == d) for d in drafts}
     said = "; ".join(f"`{d}`: {m}" for d, m in measurements.items())
     out += ["", "Predicted: the cost model (`workbench/cost_model.py`) at each method's τ, per decode step of one "
@@ -217,6 +271,15 @@ def _predicted_table(result: dict) -> str:
             "first speculative step. The next section splits the gap: the model's step against the step the "
             "engine measured in these turns, and that step against whole turns."]
     return "\n".join(out)
+
+
+def _measured(row: dict) -> str:
+    """The measured speedup of a predicted row, with the rounds' range and whether the
+    prediction lies inside it where the run had several rounds."""
+    if "measured_range" not in row:
+        return f"{row['measured']:.2f}x"
+    lo, hi = row["measured_range"]
+    return f"{row['measured']:.2f}x ({lo:.2f}–{hi:.2f}x{', inside' if row['inside'] else ''})"
 
 
 def _tune_table(tuned: dict | None) -> str:

@@ -10,6 +10,8 @@ the ablation: docs/benchmarks.md, "Static against dynamic trees".
 
 from __future__ import annotations
 
+from statistics import median
+
 from workbench.measure import metrics
 from workbench.metrics import speedup
 from workbench.viz.tokens import or_dash
@@ -27,26 +29,32 @@ def pairs(methods) -> list[tuple]:
     return out
 
 
-def _cell(static: list[dict], dynamic: list[dict]) -> dict:
-    ts, td = metrics.tau(metrics.accept_lengths(static)), metrics.tau(metrics.accept_lengths(dynamic))
-    ss, sd = metrics.speed(static), metrics.speed(dynamic)
-    return {"questions": len(static), "tau_static": ts, "tau_dynamic": td,
+def _cell(static: list[list[dict]], dynamic: list[list[dict]]) -> dict:
+    """τ from the first round's records (greedy: the same every round); tokens/s the median of
+    the rounds', the ratio paired within each round."""
+    ts, td = metrics.tau(metrics.accept_lengths(static[0])), metrics.tau(metrics.accept_lengths(dynamic[0]))
+    ss, sd = median(metrics.speed(r) for r in static), median(metrics.speed(r) for r in dynamic)
+    ratios = [speedup(metrics.speed(b), metrics.speed(a)) for a, b in zip(static, dynamic) if metrics.speed(a)]
+    return {"questions": len(static[0]), "tau_static": ts, "tau_dynamic": td,
             "tau_ratio": td / ts if ts and td else None,
             "tokens_per_s_static": ss, "tokens_per_s_dynamic": sd,
-            "speed_ratio": speedup(sd, ss) if ss else None}
+            "speed_ratio": median(ratios) if ratios else None}
 
 
-def compare(methods, records: dict) -> list[dict]:
-    """One row per budget and task ("all" first): τ and tokens/s of static and dynamic, ratios."""
+def compare(methods, records: dict, by_round: dict | None = None) -> list[dict]:
+    """One row per budget and task ("all" first): τ and tokens/s of static and dynamic, ratios.
+    ``by_round``: every round's records by method (``suite.run_all``), else ``records`` is the
+    one round."""
+    by_round = by_round or {name: [recs] for name, recs in records.items()}
     rows = []
     for d, s, e in pairs(methods):
-        srecs, drecs = records[s.name], records[e.name]
-        rows.append({"D": d, "task": "all", "static": s.name, "dynamic": e.name, **_cell(srecs, drecs)})
-        dyn_by_task = metrics.by_task(drecs)
-        for task, trecs in sorted(metrics.by_task(srecs).items()):
-            if task in dyn_by_task:
+        srounds, drounds = by_round[s.name], by_round[e.name]
+        rows.append({"D": d, "task": "all", "static": s.name, "dynamic": e.name, **_cell(srounds, drounds)})
+        for task in sorted(metrics.by_task(srounds[0])):
+            if task in metrics.by_task(drounds[0]):
                 rows.append({"D": d, "task": task, "static": s.name, "dynamic": e.name,
-                             **_cell(trecs, dyn_by_task[task])})
+                             **_cell([metrics.by_task(r)[task] for r in srounds],
+                                     [metrics.by_task(r)[task] for r in drounds])})
     return rows
 
 

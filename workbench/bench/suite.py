@@ -17,7 +17,9 @@ Order of work: load, verify/draft cost curves, tune (if ``eagle2:best``), the st
 speculative method's draft source (``step_cost.step_costs``: read from the cache or measured once
 per source in the run, the tuner's trees included; the report's predictions read them), one short
 warm-up run per method, then for each question every method in turn (interleaved, so a change in
-machine load hits all methods alike), temperature 0; then temperature 1 on a few questions for tau.
+machine load hits all methods alike), temperature 0, ``--rounds`` times (each round starts the
+methods' turn one place later; the figures are the median of the rounds' and their range, a
+speedup paired within its round); then temperature 1 on a few questions for tau.
 After the timed runs, one traced pass of ``--calibration`` (greedy, first turns, shorter) gives
 the draft's calibration (no timing is read from it). Outputs in ``--out``: ``results.json``,
 ``report.md``, ``figures.html`` (``report.py``), and ``records.jsonl``, each result kept as it
@@ -38,6 +40,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 
 from workbench.measure import metrics, provenance, specbench
 from workbench.bench import static_vs_dynamic
@@ -104,17 +107,26 @@ class Runner:
         return rec
 
 
+def greedy_phase(round_index: int) -> str:
+    """The journal's phase of a timed greedy round: ``t0`` for the first (as runs before rounds
+    kept it), ``t0#2``, ``t0#3``, ... after it."""
+    return "t0" if round_index == 0 else f"t0#{round_index + 1}"
+
+
 def run_all(runner: Runner, methods: list[Method], *, questions: list[specbench.Question],
             tau_questions: list[specbench.Question], tau_max_new_tokens: int, log,
-            journal: Journal) -> tuple[dict, dict]:
-    """Warm-up, then temperature 0 on ``questions`` (interleaved), then temperature 1 on
-    ``tau_questions`` for the speculative methods (only tau is read from these, so they may be
-    shorter). A result ``journal`` already holds is reused as measured; every new one is added to
-    it as soon as it is finished. Returns (records, records at T=1)."""
+            journal: Journal, rounds: int = 1) -> tuple[dict, dict, dict]:
+    """Warm-up, then temperature 0 on ``questions`` (interleaved), ``rounds`` times, each round's
+    turn of the methods started one place later; then temperature 1 on ``tau_questions`` for
+    the speculative methods (only tau is read from these, so they may be shorter). A result
+    ``journal`` already holds is reused as measured; every new one is added to it as soon as it
+    is finished. Returns (the first round's records, records at T=1, every round's records by
+    method: a list of rounds)."""
     from workbench.engine.sampling import SamplingParams
 
     greedy, hot = SamplingParams(), SamplingParams(temperature=1.0, seed=0)
-    jobs = [("t0", m, q) for q in questions for m in methods]
+    jobs = [(greedy_phase(r), m, q) for r in range(rounds) for q in questions
+            for m in methods[r % len(methods):] + methods[:r % len(methods)]]
     jobs += [("t1", m, q) for m in methods if m.speculative for q in tau_questions]
     todo = [(phase, m, q) for phase, m, q in jobs if journal.get(phase, m.name, q.question_id) is None]
     if len(todo) < len(jobs):
@@ -128,44 +140,71 @@ def run_all(runner: Runner, methods: list[Method], *, questions: list[specbench.
     for k, (phase, m, q) in enumerate(jobs, 1):
         if journal.get(phase, m.name, q.question_id) is not None:
             continue
-        if phase == "t0":
-            rec = runner.question(m, q, greedy)
-        else:
+        if phase == "t1":
             rec = runner.question(m, q, hot, tau_max_new_tokens)
+        else:
+            rec = runner.question(m, q, greedy)
         journal.add_result(phase, m.name, rec)
         measured += 1
         left = (time.perf_counter() - t_jobs) / measured * (len(todo) - measured)
-        log(f"[{k:>3}/{len(jobs)}] {'T=1 ' if phase == 't1' else ''}q{q.question_id:<4} {q.category:<14} "
+        turn = "T=1 " if phase == "t1" else f"r{phase.partition('#')[2] or 1} " if rounds > 1 else ""
+        log(f"[{k:>3}/{len(jobs)}] {turn}q{q.question_id:<4} {q.category:<14} "
             f"{m.name:<16} {rec['new_tokens']:>4} tok {rec['tokens_per_s']:>7.2f} tok/s" +
             (f"  tau {rec['tau']:.2f}" if "tau" in rec else "") + f"  (~{left:.0f}s left)")
-    records = {m.name: [journal.get("t0", m.name, q.question_id) for q in questions] for m in methods}
+    by_round = {m.name: [[journal.get(greedy_phase(r), m.name, q.question_id) for q in questions]
+                         for r in range(rounds)] for m in methods}
+    records = {name: runs[0] for name, runs in by_round.items()}
     hot_records = {m.name: [journal.get("t1", m.name, q.question_id) for q in tau_questions]
                    for m in methods if m.speculative and tau_questions}
     for name, recs in hot_records.items():
         log(f"T=1 {name:<16} tau {metrics.tau(metrics.accept_lengths(recs)):.2f} on {len(tau_questions)} questions")
-    return records, hot_records
+    return records, hot_records, by_round
 
 
-def summarize(methods: list[Method], records: dict, hot_records: dict) -> dict:
+def _timed(recs: list[dict], records: dict) -> dict:
+    """One round's timing figures of a method: its speed and its speedup over each baseline of
+    ``records`` (that round's records by method)."""
+    out = {"tokens_per_s": metrics.speed(recs)}
+    for base, key in BASELINES.items():
+        if base in records:
+            out[f"speedup_vs_{key}"] = metrics.speedup(recs, records[base])
+            out[f"speedup_vs_{key}_mean_of_ratios"] = metrics.speedup_mean_of_ratios(recs, records[base])
+    return out
+
+
+def _over_rounds(figures: list[dict]) -> dict:
+    """Each figure's median over the rounds (one round: its own), rounded as the report shows it."""
+    return {k: round(median(f[k] for f in figures), 2 if k == "tokens_per_s" else 3) for k in figures[0]}
+
+
+def summarize(methods: list[Method], records: dict, hot_records: dict, by_round: dict | None = None) -> dict:
     """Per method: speed, speedups over each baseline (overall and per task), tau at T=0 (all,
     MT-bench first turns) and T=1, per-depth acceptance, vLLM's metrics and the steps per stop
-    cause (T=0), equality with vanilla."""
+    cause (T=0), equality with vanilla. ``by_round`` (``run_all``'s third answer), where it holds
+    several rounds: speed and speedups are the rounds' medians, each speedup paired within its
+    round, and ``rounds`` keeps every round's (the counts, τ and equality are the first round's:
+    greedy decoding emits the same tokens every round)."""
+    by_round = by_round or {name: [recs] for name, recs in records.items()}
+    runs = len(next(iter(by_round.values())))
+    rounds = [{name: by_round[name][r] for name in by_round} for r in range(runs)]
     out = {}
     for m in methods:
         recs = records[m.name]
-        s = {"label": m.describe(), "tokens_per_s": round(metrics.speed(recs), 2),
+        timed = [_timed(rnd[m.name], rnd) for rnd in rounds]
+        s = {"label": m.describe(), **_over_rounds(timed),
              "new_tokens": sum(r["new_tokens"] for r in recs), "questions": len(recs)}
-        for base, key in BASELINES.items():
-            if base in records:
-                s[f"speedup_vs_{key}"] = round(metrics.speedup(recs, records[base]), 3)
-                s[f"speedup_vs_{key}_mean_of_ratios"] = round(metrics.speedup_mean_of_ratios(recs, records[base]), 3)
+        if runs > 1:
+            s["rounds"] = {"runs": runs, **{k: [round(f[k], 3) for f in timed] for k in timed[0]
+                                            if not k.endswith("_mean_of_ratios")}}
         if "vanilla" in records:
             s["equal_to_vanilla"] = round(metrics.equal_fraction(recs, records["vanilla"]), 3)
         s["per_task"] = {}
         for task, trecs in metrics.by_task(recs).items():
-            t = {"questions": len(trecs), "tokens_per_s": round(metrics.speed(trecs), 2)}
+            per = [metrics.by_task(rnd[m.name])[task] for rnd in rounds]
+            t = {"questions": len(trecs), "tokens_per_s": round(median(metrics.speed(x) for x in per), 2)}
             if "vanilla" in records:
-                t["speedup_vs_vanilla"] = round(metrics.speedup(trecs, records["vanilla"]), 3)
+                t["speedup_vs_vanilla"] = round(median(metrics.speedup(x, rnd["vanilla"])
+                                                       for x, rnd in zip(per, rounds)), 3)
             if m.speculative:
                 t["tau"] = _round(metrics.tau(metrics.accept_lengths(trecs)))
             s["per_task"][task] = t
@@ -243,6 +282,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--best", help="use this D/S/K tree as eagle2:best instead of tuning (default: tune)")
     p.add_argument("--max-new-tokens", type=positive("--max-new-tokens"), default=128,
                    help="new tokens per turn in the timed runs")
+    p.add_argument("--rounds", type=positive("--rounds"), default=1,
+                   help="timed greedy passes over the questions; with more than one, every figure is the median "
+                        "of the rounds', reported with its range")
     p.add_argument("--temperature-tau", action=argparse.BooleanOptionalAction, default=True,
                    help="also run the speculative methods at temperature 1 for tau")
     p.add_argument("--tau-questions", type=positive("--tau-questions"), default=2,
@@ -364,10 +406,10 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
     methods = parse_methods(args.methods, best)
     mt = [q for q in questions if q.task == "mt_bench"] + [q for q in questions if q.task != "mt_bench"]
     tau_questions = mt[: args.tau_questions] if args.temperature_tau else []
-    records, hot = run_all(Runner(wb, hf_model, args.max_new_tokens), methods, questions=questions,
-                           tau_questions=tau_questions,
-                           tau_max_new_tokens=args.tau_max_new_tokens, log=log, journal=journal)
-    summary = summarize(methods, records, hot)
+    records, hot, by_round = run_all(Runner(wb, hf_model, args.max_new_tokens), methods, questions=questions,
+                                     tau_questions=tau_questions, tau_max_new_tokens=args.tau_max_new_tokens,
+                                     log=log, journal=journal, rounds=args.rounds)
+    summary = summarize(methods, records, hot, by_round)
     calibration = run_calibration(wb, methods, questions=questions, choice=args.calibration,
                                   max_new_tokens=args.calibration_max_new_tokens, log=log)
     info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -377,14 +419,17 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
                  "machine": info, "threads": args.threads, "dtype": wb.dtype_name, "subset": args.subset,
                  "questions": len(questions),
                  "tau_questions": len(tau_questions), "tau_max_new_tokens": args.tau_max_new_tokens,
-                 "max_new_tokens": args.max_new_tokens,
+                 "max_new_tokens": args.max_new_tokens, "rounds": args.rounds,
                  "target": provenance.shown(str(wb.target_dir)), "draft": provenance.shown(wb.draft_source),
                  "wall_s": round(time.perf_counter() - t_start, 1),
                  "resumed": journal.summary() if journal.resumed else None},
         "costs": costs, "step_costs": priced, "tune": tuned, "best_tree": tune.tree_name(best) if best else None,
         "methods": {m.name: m.describe() for m in methods}, "summary": summary,
-        "static_vs_dynamic": static_vs_dynamic.compare(methods, records), "calibration": calibration,
+        "static_vs_dynamic": static_vs_dynamic.compare(methods, records, by_round), "calibration": calibration,
         "records": records, "records_t1": hot,
+        # the later rounds' timings, per method and question (their tokens are the first round's)
+        "rounds_seconds": {name: [[{"question_id": r["question_id"], "seconds": r["seconds"]} for r in recs]
+                                  for recs in runs[1:]] for name, runs in by_round.items()} if args.rounds > 1 else None,
     }
     paths = report.write_all(Path(args.out), result)
     journal.finish()
