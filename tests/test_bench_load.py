@@ -440,13 +440,15 @@ def test_a_step_cost_cached_before_the_prefill_or_at_other_overhead_batches_is_m
 
     head = read_policy("auto").draft
     good = ([(n, 10.0 + n) for n in sc.VERIFY_SIZES], [(r, 1.0) for r in sc.DRAFT_ROWS])
-    today = {"verify": good[0], "draft": good[1], "overhead": {"spec_levels": 3},
+    today = {"verify": good[0], "draft": good[1], "overhead": {"spec_levels": 3}, "overhead_timing": sc.OVERHEAD_TIMING,
              "overhead_batches": list(sc.OVERHEAD_BATCHES), "prefill": [[32, 5.0], [128, 9.0]], "catch_up": []}
     before = {k: v for k, v in today.items() if k not in ("prefill", "catch_up")}
     assert sc._current(today) and not sc._current(before)
     assert not sc._current({**today, "overhead_batches": [1, 4]})
     assert not sc._current({k: v for k, v in today.items() if k != "overhead_batches"})
     assert not sc._current({**today, "overhead": {}}) and sc._readable({**today, "overhead": {}})  # no per-level overhead
+    unpaced = {k: v for k, v in today.items() if k != "overhead_timing"}  # its overhead against the curves' pace
+    assert not sc._current(unpaced) and sc._readable(unpaced)
     add_entry(tmp_path / sc.CACHE_FILE, sc._cache_key(wb, head), value=before, tag="[cost]", what="the step cost")
     monkeypatch.setattr(sc, "_measure", lambda wb, source: good)
     got = sc.step_cost_for(wb, head, cache_dir=tmp_path, log=lambda m: None)
@@ -462,7 +464,7 @@ def test_the_overhead_is_the_least_squares_line_through_every_batch_timed(wb, mo
     assert max(sc.OVERHEAD_BATCHES) >= 8  # a load of 8 in flight is priced from a measured step of 8
     timed = {False: {1: 3.0, 4: 5.0, 8: 12.0}, True: {1: 6.0, 4: 9.0, 8: 30.0}}  # made up: nothing is timed
     monkeypatch.setattr(sc, "OVERHEAD_BATCHES", (1, 4, 8))
-    monkeypatch.setattr(sc, "_step_overhead", lambda wb, spec, *, batch, forwards, prefix_len:
+    monkeypatch.setattr(sc, "_step_overhead", lambda wb, spec, *, batch, forwards, prefix_len, probe:
                         timed[spec.speculative][batch])
     got = sc.measure_overhead(wb, read_policy("auto").draft, FLAT_COST)
     for kind, speculative in (("plain", False), ("spec", True)):
@@ -470,6 +472,83 @@ def test_the_overhead_is_the_least_squares_line_through_every_batch_timed(wb, mo
         assert (got[f"{kind}_per_step"], got[f"{kind}_per_request"]) == (pytest.approx(intercept, abs=1e-3),
                                                                          pytest.approx(slope, abs=1e-3))
     assert got["spec_per_request"] > (9.0 - 6.0) / 3  # the step of 8 lifts the line the first two drew
+
+
+def test_a_steps_overhead_is_its_time_less_its_forwards_at_the_pace_a_bare_forward_shows_beside_it(wb, monkeypatch):
+    """Every engine step made to take 10 ms (the clock faked), its forwards priced by the curves at
+    the pace the probe reports right after it: the overhead moves by the forwards' cost times the
+    change of pace, and the probe is asked for a forward over the tokens the step verified."""
+    import itertools
+
+    import workbench.measure.step_cost as sc
+    from workbench.engine.config import SpecConfig
+
+    class Probe:
+        def __init__(self, pace):
+            self.value, self.asked = pace, []
+
+        def pace(self, tokens):
+            self.asked.append(tokens)
+            return self.value
+
+    tree = SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=4, draft=read_policy("auto").draft)
+    got = {}
+    for kind, spec in (("plain", SpecConfig("vanilla")), ("tree", tree)):
+        for pace in (0.5, 1.5):
+            ticks = itertools.count()
+            monkeypatch.setattr(sc, "_synced", lambda device: next(ticks) * 0.010)
+            probe = Probe(pace)
+            got[kind, pace] = sc._step_overhead(wb, spec, batch=2, forwards=FLAT_COST, prefix_len=16, probe=probe)
+            assert probe.asked == [2 * (4 if spec.speculative else 1)] * sc.OVERHEAD_STEPS
+    parts = [FLAT_COST.parts(tree, 2, tau).total_ms for tau in (1.0, 4.0)]  # the extend at 1 to 4 tokens a request
+    assert min(parts) - 1e-6 <= got["tree", 0.5] - got["tree", 1.5] <= max(parts) + 1e-6
+    assert got["plain", 0.5] == pytest.approx(10.0 - 0.5 * FLAT_COST.plain_ms(2))
+    assert got["plain", 0.5] - got["plain", 1.5] == pytest.approx(FLAT_COST.plain_ms(2))
+
+
+def test_the_pace_probe_times_a_bare_forward_after_one_prefix_filled_once(wb):
+    import workbench.measure.step_cost as sc
+
+    probe = sc.PaceProbe(wb, FLAT_COST, prefix_len=16, tokens=8)
+    first = probe.pace(8)
+    pool = probe.pool
+    assert first > 0 and probe.pace(1) > 0 and probe.pool is pool  # the prefix is not filled again
+    assert pool.alloc.num_used == 16  # each forward's slots freed after it: only the prefix is held
+
+
+def test_rounds_agree_within_a_share_of_their_median_or_a_draft_forward_within_a_share_of_a_decode_step():
+    import workbench.measure.step_cost as sc
+
+    rounds = [[(1, 4.0), (64, 16.0)], [(1, 5.0), (64, 17.0)], [(1, 3.9), (64, 18.0)]]  # 1.1 ms apart: 27 % of 4 ms
+    assert sc._agreed(rounds) == ([(1, 4.0), (64, 17.0)], False)
+    assert sc._agreed(rounds, slack_ms=sc.DRAFT_SLACK * 70.0)[1]  # 3.5 ms of a 70 ms decode step
+    assert not sc._agreed(rounds, slack_ms=sc.DRAFT_SLACK * 20.0)[1]  # 1 ms of a 20 ms one
+    assert not sc._agreed([[(1, 60.0)], [(1, 80.0)], [(1, 70.0)]], slack_ms=3.5)[1]  # a verify's 29 %: a busy machine
+
+
+def test_a_sources_cached_step_cost_takes_the_runs_target_part(wb, tmp_path, monkeypatch):
+    """A second source's step cost read from the cache, in a run whose first source was measured
+    now, carries the run's verify curve, plain decoding's overhead and the prefill: plain decoding
+    has one price in the run; the source's own draft and speculative overhead stay its own."""
+    import workbench.measure.step_cost as sc
+    from workbench.cache_file import add_entry
+    from workbench.engine.drafts.registry import parse_draft
+
+    ngram = parse_draft("ngram")
+    cached = {"verify": [(n, 50.0 + n) for n in sc.VERIFY_SIZES], "draft": [], "overhead_timing": sc.OVERHEAD_TIMING,
+              "overhead": {"plain_per_step": 9.0, "plain_per_request": 9.0, "spec_per_step": 3.0,
+                           "spec_per_request": 1.0, "spec_levels": 3, "level_per_step": 0.5, "level_per_request": 0.0},
+              "overhead_batches": list(sc.OVERHEAD_BATCHES), "prefill": [[32, 99.0]], "catch_up": [],
+              "measured": "an earlier day"}
+    add_entry(tmp_path / sc.CACHE_FILE, sc._cache_key(wb, ngram), value=cached, tag="[cost]", what="the step cost")
+    target = StepCost(verify=((1, 10.0), (64, 20.0)), prefill=((32, 5.0),), measured="today",
+                      overhead=sc.Overhead(plain_per_step=1.0, plain_per_request=0.5))
+    got = sc.step_cost_for(wb, ngram, cache_dir=tmp_path, log=lambda m: None, target=target)
+    assert got.verify == target.verify and got.prefill == target.prefill and got.plain_ms(1) == target.plain_ms(1)
+    assert (got.overhead.spec_per_step, got.overhead.level_per_step) == (3.0, 0.5) and got.draft == ()
+    assert got.measured == "an earlier day; its target part today"
+    alone = sc.step_cost_for(wb, ngram, cache_dir=tmp_path, log=lambda m: None)  # no run's target: as cached
+    assert alone.verify_ms(1) == 51.0 and alone.measured == "an earlier day"
 
 
 def test_the_prefill_is_timed_at_each_length_the_context_holds_and_the_catch_up_only_for_a_drafts_forward(

@@ -52,7 +52,7 @@ def test_the_overhead_measurement_times_the_tree_and_the_chain_and_splits_the_di
     forwards, a chain's 2 + 1 ms a request: 2 ms + 0.5 ms a request per level of the two between them."""
     import workbench.measure.step_cost as sc
 
-    def took(wb, spec, *, batch, forwards, prefix_len):
+    def took(wb, spec, *, batch, forwards, prefix_len, probe):
         if not spec.speculative:
             return 1.0 + 0.5 * batch
         return {3: 6.0 + 2.0 * batch, 1: 2.0 + 1.0 * batch}[spec.num_steps]

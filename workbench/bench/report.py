@@ -52,10 +52,11 @@ def round_spread(summary: dict, key: str) -> Spread | None:
 
 
 def with_range(summary: dict, key: str, fmt: str, unit: str = "") -> str:
-    """``1.18x (1.10–1.25x)``: the figure, and its range over the rounds where there are several."""
+    """``1.18x (1.10–1.25x)``: the figure, and its range over the rounds where there are several
+    and they differ (a baseline over itself is 1.00x every round)."""
     shown = or_dash(summary.get(key), fmt, unit)
     s = round_spread(summary, key)
-    return shown if s is None else f"{shown} ({s.low:{fmt}}–{s.high:{fmt}}{unit})"
+    return shown if s is None or s.low == s.high else f"{shown} ({s.low:{fmt}}–{s.high:{fmt}}{unit})"
 
 
 def rounds_verdict(summary: dict) -> str:

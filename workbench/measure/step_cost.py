@@ -4,9 +4,15 @@
 ``VERIFY_SIZES`` total tokens and the draft's forward cost at ``DRAFT_ROWS`` rows (``cost.py``'s
 ``measure_verify_cost`` and ``measure_draft_cost``, after a committed prefix of ``PREFIX``
 tokens), and the step's **overhead** outside the forwards: real engine steps, plain and
-speculative (``OVERHEAD_SETTING``), of ``OVERHEAD_BATCHES`` requests, timed whole, less what the
-curves say their forwards cost; the least-squares line through the batches gives ms per step and
-ms per request (batches up to 8, as many as a load keeps in flight). Speculative steps are timed
+speculative (``OVERHEAD_SETTING``), of ``OVERHEAD_BATCHES`` requests, timed whole, less their
+forwards; the least-squares line through the batches gives ms per step and ms per request
+(batches up to 8, as many as a load keeps in flight). The forwards are priced at the moment of
+the step (``PaceProbe``): right after each timed step a bare target forward over as many tokens
+as the step verified is timed, and stands for its verify; the draft's forwards are its curve at
+the pace that bare forward shows. A 2-core machine's pace drifts by a fifth or more between the
+curves and the steps (a one-token forward took 54, 73 and 85 ms in three rounds a minute apart):
+taken against the curves alone, that drift counted as overhead, tens of ms either way, more than
+the few ms a step spends outside its forwards. Speculative steps are timed
 at a chain of one too (``LEVEL_SETTING``): the difference, per draft level, prices a setting of
 more or fewer levels than the tree (``Overhead``). What a draft
 forward costs each draft source says (``DraftSource.draft_cost``, given the ``Timers`` here): the
@@ -21,8 +27,9 @@ The measurement runs ``ROUNDS`` whole rounds one after another (seconds on a sma
 and is cached in ``<cache>/step-costs.json`` (``<cache>`` as for the model store) under the CPU
 (``cpu_choices.cpu_signature``), torch version, threads, device, dtype, the target's and the
 draft's shapes, only when the curves' rounds agree: every size's round medians within ``AGREE`` of
-their median (the overhead, a difference of two times, and the prefill and catch-up, one step
-each, are the medians of their rounds and not held to that). On a busy machine they disagree: the
+their median, a draft forward's within that or ``DRAFT_SLACK`` of a decode step (the overhead, a
+difference of two times, and the prefill and catch-up, one step each, are the medians of their
+rounds and not held to that). On a busy machine they disagree: the
 medians serve this run, nothing is cached, the next run measures again. An entry without the
 prefill or at other overhead batches is measured again (``_current``); a reader that never
 measures (the lessons) takes one whose curves are at today's sizes (``_readable``). Every figure
@@ -36,6 +43,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from statistics import linear_regression, median
 
@@ -60,12 +68,18 @@ REPEATS = 3  # timed calls per size in a round (their median), after one untimed
 ROUNDS = 3  # the median of three: one round a busy moment slowed does not move it
 TIMING = {"prefix_len": PREFIX, "repeats": REPEATS, "warmup": 1}
 AGREE = 0.25  # (max - min) / median of a size's round medians, at most, for a cacheable verdict
+# A draft forward of a few rows takes 3-5 ms on a 2-core CPU, and a millisecond of timer jitter is
+# a quarter of it: its rounds also agree within this share of a one-token verify, what a decode
+# step costs (a level priced a millisecond off moves a prediction by a few percent; the verify
+# curve's own agreement is what tells a busy machine).
+DRAFT_SLACK = 0.05
 # Requests in the engine steps timed for the overhead, up to the 8 a load keeps in flight: a step
 # of 8 is priced from a measurement, not from the line through 1 and 4 extended.
 OVERHEAD_BATCHES = (1, 4, 8)
 OVERHEAD_STEPS = 6  # timed steps per batch and kind, after untimed ones (the prefill, the draft's catch-up)
 OVERHEAD_SETTING = dict(num_steps=3, topk=2, num_draft_tokens=4)  # a small tree: what a CPU runs
 LEVEL_SETTING = dict(num_steps=1, topk=1, num_draft_tokens=2)  # a chain of one: the per-level overhead against the tree
+OVERHEAD_TIMING = "paced"  # the overhead's forwards priced at the step's moment (``PaceProbe``); older entries: at the curves'
 # Prompt tokens of the prefills timed (each prefill once a round): Spec-Bench's prompts run from
 # about 40 to 770 tokens through the chat template; past 512 the last slope is read on.
 PREFILL_LENGTHS = (32, 128, 512)
@@ -83,7 +97,7 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
     path = Path(cache_dir) / CACHE_FILE if cache_dir is not None else _default_path()
     cached = read_entries(path).get(key)
     if _current(cached):
-        return _model(cached, source=f"cached in {CACHE_FILE}")
+        return _with_target(_model(cached, source=f"cached in {CACHE_FILE}"), target)
     say(f"[cost] timing verify and draft forwards and engine steps on this machine ({ROUNDS} rounds, once, "
         "seconds)")
     t0 = time.perf_counter()
@@ -102,7 +116,7 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
         rounds.append({"verify": verify, "draft": draft, "overhead": overhead, "prefill": prefill, "catch_up": catch_up})
     say(f"[cost] measured in {time.perf_counter() - t0:.0f} s")
     verify, v_agree = _agreed([r["verify"] for r in rounds])
-    draft, d_agree = _agreed([r["draft"] for r in rounds])
+    draft, d_agree = _agreed([r["draft"] for r in rounds], slack_ms=DRAFT_SLACK * verify[0][1])
     verify_range = _ranges([r["verify"] for r in rounds]) if target is None else [list(r) for r in target.verify_range]
     entry = {"verify": verify, "draft": draft, "verify_range": verify_range,
              "draft_range": _ranges([r["draft"] for r in rounds]),
@@ -110,6 +124,7 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
              "overhead_batches": list(OVERHEAD_BATCHES),
              "prefill": _agreed([r["prefill"] for r in rounds])[0],
              "catch_up": _agreed([r["catch_up"] for r in rounds])[0],
+             "overhead_timing": OVERHEAD_TIMING,
              "measured": measurement_label(wb), "cpu": cpu_signature(), "rounds": ROUNDS, "per_round": rounds,
              **({} if target is None else {"target_from": target.measured})}
     if not (v_agree and d_agree):
@@ -122,6 +137,18 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
 
 def _model(entry: dict, source: str) -> StepCost:
     return StepCost.from_dict({**entry, "source": source})
+
+
+def _with_target(cost: StepCost, target: StepCost | None) -> StepCost:
+    """``cost`` (a source's cached step cost) with ``target``'s part in place of its own where a
+    run measured one: the verify curve, plain decoding's overhead and the prefill, so that plain
+    decoding has one price in the run however each source's part was found."""
+    if target is None:
+        return cost
+    overhead = replace(cost.overhead, plain_per_step=target.overhead.plain_per_step,
+                       plain_per_request=target.overhead.plain_per_request)
+    return replace(cost, verify=target.verify, verify_range=target.verify_range, prefill=target.prefill,
+                   overhead=overhead, measured=f"{cost.measured}; its target part {target.measured}")
 
 
 def measurement_label(wb) -> str:
@@ -148,10 +175,11 @@ def measure_overhead(wb, source: DraftSource | None, forwards: StepCost, prefix_
     measured in this run (not timed again)."""
     from workbench.engine.config import SpecConfig
 
+    probe = PaceProbe(wb, forwards, prefix_len, tokens=max(OVERHEAD_BATCHES) * OVERHEAD_SETTING["num_draft_tokens"])
     if plain is not None:
         out = {"plain_per_step": plain.plain_per_step, "plain_per_request": plain.plain_per_request}
     else:
-        steps = [_step_overhead(wb, SpecConfig("vanilla"), batch=b, forwards=forwards,
+        steps = [_step_overhead(wb, SpecConfig("vanilla"), batch=b, forwards=forwards, probe=probe,
                                 prefix_len=prefix_len) for b in OVERHEAD_BATCHES]
         out = dict(zip(("plain_per_step", "plain_per_request"), _line(OVERHEAD_BATCHES, steps)))
     if source is None:
@@ -160,7 +188,7 @@ def measure_overhead(wb, source: DraftSource | None, forwards: StepCost, prefix_
     lines = {}
     for name, knobs in (("tree", OVERHEAD_SETTING), ("chain", LEVEL_SETTING)):
         spec = SpecConfig.from_knobs("eagle2", **knobs, draft=source)
-        lines[name] = _line(OVERHEAD_BATCHES, [_step_overhead(wb, spec, batch=b, forwards=forwards,
+        lines[name] = _line(OVERHEAD_BATCHES, [_step_overhead(wb, spec, batch=b, forwards=forwards, probe=probe,
                                                               prefix_len=prefix_len) for b in OVERHEAD_BATCHES])
     levels = OVERHEAD_SETTING["num_steps"] - LEVEL_SETTING["num_steps"]
     per_level = [round((t - c) / levels, 3) for t, c in zip(lines["tree"], lines["chain"])]
@@ -177,12 +205,35 @@ def _line(xs: tuple[int, ...], ys: list[float]) -> tuple[float, float]:
     return round(intercept, 3), round(slope, 3)
 
 
-def _step_overhead(wb, spec, *, batch: int, forwards: StepCost, prefix_len: int) -> float:
+class PaceProbe:
+    """A bare target forward timed beside an engine step (module docstring): a pool holding a
+    ``prefix_len``-token prefix (filled at the first call), then one forward over n tokens after
+    it a call, up to ``tokens``."""
+
+    def __init__(self, wb, forwards: StepCost, prefix_len: int, tokens: int):
+        self.wb, self.forwards, self.prefix_len, self.tokens = wb, forwards, prefix_len, tokens
+        self.pool = None
+
+    def pace(self, tokens: int) -> float:
+        """A forward over ``tokens`` now, over what the curve says it costs (> 1: slower now)."""
+        from workbench.measure.cost import case_samples, prefilled
+
+        target = self.wb.target
+        if self.pool is None:
+            self.pool = prefilled(target, target.new_kv_pool, vocab=target.config.vocab_size,
+                                  prefix_len=self.prefix_len, spare=self.tokens + 1, device=target.lm_head.weight.device)
+        forward = lambda batch: target.logits(target(batch, self.pool.kv))  # noqa: E731
+        ms = case_samples(self.pool, [(tokens, forward, None)], repeats=1, warmup=0)[0][0]
+        return ms / self.forwards.verify_ms(tokens)
+
+
+def _step_overhead(wb, spec, *, batch: int, forwards: StepCost, prefix_len: int, probe: PaceProbe | None = None) -> float:
     """The median, over ``OVERHEAD_STEPS`` engine steps of ``batch`` requests under ``spec``, of a
     step's wall time less its forwards' cost on the curves (the draft extend at the tokens each
-    request emitted in the step before). Requests of ``prefix_len`` random tokens, so the forwards see
-    the curves' prefix; the prefill and the first speculative step (the draft's catch-up over the
-    prompt) are not timed."""
+    request emitted in the step before), at the pace ``probe`` finds right after the step (None:
+    the curves' pace). Requests of ``prefix_len`` random tokens, so the forwards see the curves'
+    prefix; the prefill and the first speculative step (the draft's catch-up over the prompt) are
+    not timed."""
     gen = torch.Generator().manual_seed(batch)
     vocab = wb.target.config.vocab_size
     prompts = [torch.randint(0, vocab, (prefix_len,), generator=gen).tolist() for _ in range(batch)]
@@ -199,7 +250,9 @@ def _step_overhead(wb, spec, *, batch: int, forwards: StepCost, prefix_len: int)
         engine.step()
         took = (_synced(engine.device) - t0) * 1e3
         if k >= untimed and len(engine.running) == batch:
-            out.append(took - forwards.parts(spec, batch, tau).total_ms)  # ``forwards`` holds no overhead
+            tokens = batch * (spec.num_draft_tokens if spec.speculative else 1)
+            pace = probe.pace(tokens) if probe is not None else 1.0
+            out.append(took - forwards.parts(spec, batch, tau).total_ms * pace)  # ``forwards`` holds no overhead
         emitted = [r.accept_lengths[-1] if r.accept_lengths else 1 for r in engine.requests]
     if not out:
         raise RuntimeError(f"no engine step of {spec.name} at {batch} requests could be timed")
@@ -335,8 +388,8 @@ def _readable(cached) -> bool:
 
 def _current(cached) -> bool:
     """Whether a cache entry was measured as today's code measures: ``_readable``, with the
-    overhead through today's batches and the prefill timed at today's lengths (else it is
-    measured again)."""
+    overhead through today's batches, timed against a bare forward beside each step
+    (``OVERHEAD_TIMING``), and the prefill timed at today's lengths (else it is measured again)."""
     if not _readable(cached):
         return False
     try:
@@ -344,16 +397,18 @@ def _current(cached) -> bool:
     except (KeyError, TypeError, ValueError):
         return False
     return (cached.get("overhead_batches") == list(OVERHEAD_BATCHES) and set(prefill) <= set(PREFILL_LENGTHS)
-            and "spec_levels" in cached["overhead"])  # the per-level overhead timed too
+            and "spec_levels" in cached["overhead"]  # the per-level overhead timed too
+            and cached.get("overhead_timing") == OVERHEAD_TIMING)
 
 
-def _agreed(rounds: list[list[tuple[int, float]]]) -> tuple[list[tuple[int, float]], bool]:
-    """Each size's median over the rounds, and whether every size's rounds lie within AGREE."""
+def _agreed(rounds: list[list[tuple[int, float]]], slack_ms: float = 0.0) -> tuple[list[tuple[int, float]], bool]:
+    """Each size's median over the rounds, and whether every size's rounds lie within AGREE of
+    it, or within ``slack_ms`` of each other (``DRAFT_SLACK``)."""
     out, agree = [], True
     for i, (n, _) in enumerate(rounds[0]):
         ms = [r[i][1] for r in rounds]
         mid = median(ms)
-        agree &= mid > 0 and (max(ms) - min(ms)) / mid <= AGREE
+        agree &= mid > 0 and max(ms) - min(ms) <= max(AGREE * mid, slack_ms)
         out.append((n, round(mid, 3)))
     return out, agree
 
