@@ -124,16 +124,22 @@ def step_cost_md(costs: dict) -> list[str]:
         draft = ", ".join(f"{n}: {ms:.1f}" for n, ms in c["draft"]) or "no draft forward"
         line = (f"- {', '.join(f'`{n}`' for n in names)}: {c.get('measured') or 'undated'} ({c['source']}). "
                 f"Verify of N tokens, ms: {verify}. Draft forward of R rows, ms: {draft}. Overhead, ms: plain "
-                f"{o['plain_per_step']:.1f} + {o['plain_per_request']:.1f}·B")
+                + _per_batch(o["plain_per_step"], o["plain_per_request"]))
         if o.get("spec_per_step") or o.get("spec_per_request"):
-            line += f", speculative ({o.get('spec_levels', 0)} levels) {o['spec_per_step']:.1f} + {o['spec_per_request']:.1f}·B"
+            line += f", speculative ({o.get('spec_levels', 0)} levels) " + _per_batch(o["spec_per_step"],
+                                                                                    o["spec_per_request"])
             if o.get("spec_levels"):
-                line += (f", each level more or fewer {o['level_per_step']:.1f} + {o['level_per_request']:.1f}·B "
-                         "(never below 0)")
+                line += (", each level more or fewer " + _per_batch(o["level_per_step"], o["level_per_request"])
+                         + " (never below 0)")
         out.append(line + ".")
     if not out:
         return []
     return ["", "The step costs behind these predictions, as the record keeps them (`predicted.step_costs`):", "", *out]
+
+
+def _per_batch(per_step: float, per_request: float) -> str:
+    """``3.6 + 8.6·B`` / ``7.9 − 1.2·B``: an overhead line of a batch of B requests."""
+    return f"{per_step:.1f} {'−' if per_request < 0 else '+'} {abs(per_request):.1f}·B"
 
 
 def _pace_lines(predicted: dict) -> list[str]:
