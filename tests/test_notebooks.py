@@ -64,6 +64,27 @@ def test_stored_copy_shows_its_results(script):
     assert all("image/png" in o["data"] for o in figures), f"a figure of {paired(script).name} has no PNG: {REFRESH}"
 
 
+# How a notebook names the step cost it priced by (``StepCost.measured``: date, CPU, threads,
+# dtype); a load record read from docs/bench/ names its own, at that record's threads.
+MEASUREMENT = re.compile(r"(\d{4}-\d\d-\d\d), ([A-Za-z][^,\n]*), (\d+) threads?, (bf16|fp32|fp16)")
+
+
+def test_the_stored_notebooks_name_one_step_cost_measurement_at_their_threads():
+    """Every stored notebook's step cost at its own torch threads is one measurement: a quantity
+    priced in two notebooks has one value (docs/notebooks.md)."""
+    seen = {}
+    for script in SCRIPTS:
+        nb = nbformat.read(paired(script), as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        first = "".join(o.get("text", "") for o in code[0].outputs if o.output_type == "stream")
+        threads = re.search(r"(\d+) torch threads?\n", first.splitlines(True)[0])
+        for o in (o for c in code for o in c.outputs):
+            for m in MEASUREMENT.finditer(_text(o)):
+                if threads and m.group(3) == threads.group(1):
+                    seen.setdefault((m.group(1), m.group(2), m.group(4)), set()).add(paired(script).name)
+    assert len(seen) <= 1, f"the stored notebooks name {len(seen)} step-cost measurements: {seen}: {REFRESH}"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_notebook_runs_from_a_clean_kernel(script, smollm2_dir, tmp_path, monkeypatch):
