@@ -174,12 +174,16 @@ display(Markdown(
 # %%
 from workbench.lessons.chain_model import chain_alpha, held_out_check
 from workbench.lessons.settings import MAX_NEW_TOKENS, lesson_prompts, measure_settings
+from workbench.measure.probe import probed
 
 ROUNDS = 3
 GAMMA = 3  # drafts per chain step
 prompts = lesson_prompts(wb)
-measured = measure_settings(wb, [SpecConfig("vanilla"), SpecConfig.linear(GAMMA)], prompts, ROUNDS)
+probes = []  # the target's part timed again in each round: the step cost read at these runs' pace
+measured = measure_settings(wb, [SpecConfig("vanilla"), SpecConfig.linear(GAMMA)], prompts, ROUNDS, probes=probes,
+                            probe_sizes=range(2, 10))  # every chain of the figure below: up to 9 verify tokens
 vanilla, chain = measured.values()
+run_cost = probed(cost, probes, head=True)  # its verify, prefill and head forwards the probes' medians
 speedup = chain.speedup
 steps = [w for lengths in chain.walk_lengths.values() for w in lengths]  # n + 1 per step, the walk's
 alpha = chain_alpha(steps, GAMMA)
@@ -195,10 +199,14 @@ print(f"vanilla {vanilla.tok_s.with_unit('tok/s')}; chain {chain.tok_s.with_unit
 # %% [markdown]
 # The formula's $S$ assumes the verify forward costs one decode step whatever its size (the GPU
 # expectation) and nothing outside the forwards. Both predictions below are `StepCost.predict`
-# for a chain of γ at τ = E[N](α): one on `memory_bound(cost)`, the step cost with its verify flat
-# at a decode step and no overhead (Leviathan's assumption, through the same model), and one on the
-# step cost as measured, which charges the chain what the engine runs: a verify over γ + 1 tokens,
-# the draft extend over the tokens kept and γ − 1 more draft levels, and the step's overhead.
+# for a chain of γ at τ = E[N](α): one on `memory_bound(run_cost)`, the step cost with its verify
+# flat at a decode step and no overhead (Leviathan's assumption, through the same model), and one on
+# the step cost as measured, which charges the chain what the engine runs: a verify over γ + 1
+# tokens, the draft extend over the tokens kept and γ − 1 more draft levels, and the step's overhead.
+# Both read the step cost at the pace of the runs above (`run_cost`): a probe in each of their rounds
+# timed the target's verifies and the head's forwards again (`workbench/measure/probe.py`), and
+# those medians stand in the cached curves' place, the overhead kept. The cached curves were timed
+# at another moment, and these two cores drift by a fifth from one minute to the next.
 
 # %%
 from plotly.subplots import make_subplots
@@ -211,9 +219,9 @@ check = held_out_check(steps, GAMMA)  # α from the even-numbered steps, the mea
 gammas = list(range(1, 9))
 expected = {g: expected_tokens(alpha, g) for g in gammas}
 held_curve = [expected_tokens(check.alpha, g) for g in gammas]
-flat_cost = memory_bound(cost)
+flat_cost = memory_bound(run_cost)
 s_formula = {g: flat_cost.predict(SpecConfig.linear(g), expected[g]).speedup for g in gammas}
-s_measured = {g: cost.predict(SpecConfig.linear(g), expected[g]).speedup for g in gammas}
+s_measured = {g: run_cost.predict(SpecConfig.linear(g), expected[g]).speedup for g in gammas}
 
 fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens per step E[N]", "speedup S"))
 fig.add_scatter(x=gammas, y=held_curve, name="E[N], α fitted on half the steps", row=1, col=1)
@@ -239,7 +247,7 @@ from workbench.lessons.takeaways import gap
 best_flat, best_here = max(s_formula, key=s_formula.get), max(s_measured, key=s_measured.get)
 outcome = ("c < α, so the formula promises a speedup for some γ (Leviathan et al.'s Corollary 3.9)"
            if some_gamma_helps(alpha, c) else "c ≥ α, so no γ can give a speedup, whatever the verify costs")
-at_tau = cost.predict(chain.spec, tau)  # the measured τ, not E[N](α): the cost model alone against the clock
+at_tau = run_cost.predict(chain.spec, tau)  # the measured τ, not E[N](α): the cost model alone against the clock
 display(Markdown(
     f"**Takeaway.** Measured α = {alpha:.2f} and c = {c:.2f}: {outcome}. With the verify flat at a decode step the "
     f"model's best chain is γ = {best_flat} ({s_formula[best_flat]:.2f}×); with this machine's step cost, γ = "
@@ -249,7 +257,8 @@ display(Markdown(
     f"{check.verdict()}. The chain of {GAMMA} (τ = {tau:.2f} over all {len(steps)} steps, output equal to plain "
     f"decoding on {chain.equal_to_plain} of {len(prompts)} prompts), from the step cost at its measured τ: "
     f"{gap(at_tau.speedup, speedup)}; with the verify flat at a decode step: "
-    f"{gap(flat_cost.predict(chain.spec, tau).speedup, speedup)} ({THREADS})."))
+    f"{gap(flat_cost.predict(chain.spec, tau).speedup, speedup)} ({THREADS}; the step cost read at these runs' "
+    f"pace: {run_cost.measured})."))
 
 # %% [markdown]
 # ## Per output token, or end to end?
@@ -273,7 +282,7 @@ from workbench.metrics import Latency
 
 latency = pd.DataFrame([{
     "setting": st.label, "TTFT (ms)": st.spread("ttft_ms").with_unit("ms"), "TPOT (ms)": st.spread("tpot_ms").with_unit("ms"),
-    "TPOT predicted (ms)": round(cost.predict(st.spec, st.tau).tpot_ms, 1),
+    "TPOT predicted (ms)": round(run_cost.predict(st.spec, st.tau).tpot_ms, 1),
     "end to end (ms)": st.spread("e2e_ms").with_unit("ms"), "tokens/s": st.tok_s.with_unit("tok/s"),
 } for st in measured.values()]).set_index("setting")
 display(latency)
@@ -301,8 +310,9 @@ display(Markdown(
        if n90 > 1 else
        "From the medians, the end-to-end speedup is within 90 % of the TPOT speedup already at one token. ")
     + f"The step cost's TPOT, a step over the tokens it emits: plain decoding "
-      f"{gap(cost.predict(vanilla.spec).tpot_ms, vanilla.spread('tpot_ms'), 'ms', 1)}; the chain "
-      f"{gap(cost.predict(chain.spec, tau).tpot_ms, chain.spread('tpot_ms'), 'ms', 1)}. "
+      f"{gap(run_cost.predict(vanilla.spec).tpot_ms, vanilla.spread('tpot_ms'), 'ms', 1)}; the chain "
+      f"{gap(run_cost.predict(chain.spec, tau).tpot_ms, chain.spread('tpot_ms'), 'ms', 1)} (read at the runs' "
+      "pace, as above). "
     + f"The speedup in tokens per second quoted above, {speedup.with_unit('×')}, is a third measure: the mean over "
       "the prompts of each answer's tokens per second (Spec-Bench's), where these two are ratios of the mean "
       "milliseconds, so a prompt whose answer stops early weighs differently in each; against the TPOT "

@@ -174,7 +174,11 @@ def placed(s: Spread) -> str:
 
 
 predicted = {(r["policy"], r["load"]): r["closed_loop_tok_s"] for r in LOAD["predicted"]["rows"]}
-priced_at = f"the run's own step cost ({LOAD['predicted']['priced_by']['head']}), each request's prefill included,"
+probes = LOAD["predicted"].get("probes") or {}
+priced_at = (f"the run's own step cost ({LOAD['predicted']['priced_by']['head']})"
+             + (", its prefill, verify and head forwards read from the probes timed between the run's rounds ("
+                + ", ".join(f"{found['count']} at c={load.split()[-1]}" for load, found in probes.items()) + ")"
+                if probes else "") + ", each request's prefill included,")
 pairs = {f"{p} at c={load:g}": (tok_s / predicted[("off", load)], closed[p][load])
          for (p, load), tok_s in predicted.items() if p != "off" and ("off", load) in predicted}
 for name, (p, s) in pairs.items():

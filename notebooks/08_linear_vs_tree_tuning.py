@@ -18,7 +18,8 @@
 # emitted, so a last step cut at `max_new_tokens` counts what it appended) and the speedup in tokens
 # per second over plain decoding on this machine, as Spec-Bench measures it. Beside each measured
 # speedup stands the one the project's cost model predicts for that setting at its measured τ
-# (`StepCost.predict` on this machine's step cost, notebook 6), with the gap in words.
+# (`StepCost.predict` on this machine's step cost, notebook 6, its verifies and head forwards read
+# at these runs' pace from a probe in each round), with the gap in words.
 #
 # **How the timings are taken.** Every run is in fp32, where every speculative output is checked
 # equal to plain greedy decoding, token for token, with the torch threads the first line names.
@@ -59,15 +60,18 @@ CONFIGS = [
     SpecConfig("eagle2", num_steps=5, topk=4, num_draft_tokens=8),  # num_steps, topk, num_draft_tokens: what SGLang picks for a Llama target
 ]
 TEMPERATURE = [(SpecConfig("vanilla"), SAMPLED), (SpecConfig.linear(3), SAMPLED)]  # the chain of 3 sampling at T = 1
-measured = measure_settings(wb, CONFIGS + TEMPERATURE, prompts, ROUNDS)  # the helper notebook 6 measures its chain of 3 with
+probes = []  # the target's part timed again in each round (notebook 6): the step cost read at these runs' pace
+measured = measure_settings(wb, CONFIGS + TEMPERATURE, prompts, ROUNDS, probes=probes)  # notebook 6's helper
 settings = {name: st for name, st in measured.items() if st.sampling.greedy}
 from workbench.lessons.predictions import step_cost
+from workbench.measure.probe import probed
 
 cost = step_cost(wb)  # this machine's step cost (notebook 6): cached, or measured now
+run_cost = probed(cost, probes, head=True)  # its verifies and head forwards at these runs' pace
 per_config = pd.DataFrame([{
     "config": name, "method": st.spec.method, "tau": st.tau, "tok/s": st.tok_s.median,
     "speedup": st.speedup.median, "speedup range": f"{st.speedup.low:.2f}–{st.speedup.high:.2f}",
-    "predicted": cost.predict(st.spec, st.tau).speedup, "equal to plain": f"{st.equal_to_plain} of {len(prompts)}",
+    "predicted": run_cost.predict(st.spec, st.tau).speedup, "equal to plain": f"{st.equal_to_plain} of {len(prompts)}",
 } for name, st in settings.items()]).set_index("config")
 per_config.round(2)
 
@@ -104,7 +108,7 @@ display(Markdown(
     f"τ = {spec_only.tau[best]:.2f}); {best_sentence(fastest, 'setting')}. Highest median among the chains: "
     f"{best_linear} ({spec_only.speedup[best_linear]:.2f}×); among the trees: {best_tree} "
     f"({spec_only.speedup[best_tree]:.2f}×). " + why
-    + f"Predicted by the step cost at each setting's measured τ ({cost.measured}): "
+    + f"Predicted by the step cost at each setting's measured τ ({run_cost.measured}): "
     + gaps_sentence({n: (per_config.predicted[n], settings[n].speedup) for n in spec_only.index}) + ". "
     + f"The chain linear:3 is notebook 6's chain of 3, on the same prompts and {MAX_NEW_TOKENS} new tokens "
       "(both measured by `measure_settings`): its τ is the same number there, and its speedup is the same "

@@ -293,7 +293,13 @@ def test_suite_end_to_end_on_a_tiny_model(tiny_dir, tmp_path, made_up_step_costs
     assert predicted["linear:3"]["draft_extend_ms"] > 0 and predicted["linear:3"]["draft_levels_ms"] > 0
     assert res["step_costs"]["priced_by"] == {"head": "made up for head (made up)",
                                               "ngram:1-12": "made up for ngram:1-12 (made up)"}
-    assert "| gap | priced by |" in md and "`ngram:1-12`: made up for ngram:1-12 (made up)" in md
+    # each priced at the run's own forwards: a probe after each question's turn of the methods
+    assert len(res["probes"]) == 2 and {p["question_id"] for p in res["probes"]} == {r["question_id"] for r in
+                                                                                   res["records"]["vanilla"]}
+    probed = "the run's own forwards (2 probes between its timed runs), the overhead of made up for"
+    assert predicted["linear:3@ngram"]["measurement"] == f"{probed} ngram:1-12 (made up)"
+    assert "| gap | priced by |" in md and f"`ngram:1-12`: {probed} ngram:1-12 (made up)" in md
+    assert "| `vanilla` | 1 |" in md and "predicted tok/s | measured tok/s |" in md
     assert f"{meta['date']}, commit {meta['commit'] or 'not recorded'}, " in md and "1 torch threads" in md
     page = (out / "figures.html").read_text()
     assert page.count("plotly-graph-div") >= 5 and "Verify cost" in page
@@ -319,6 +325,14 @@ def test_rounds_interleave_the_methods_and_every_figure_is_the_rounds_median(tin
     order = [(r["phase"], r["method"]) for r in lines if r["question_id"] == lines[0]["question_id"]]
     assert order == [("t0", m) for m in methods] + [("t0#2", m) for m in methods[1:] + methods[:1]] + \
         [("t0#3", m) for m in methods[2:] + methods[:2]]
+    # a probe of the target's part after each question's turn of the methods, each round
+    lines = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    kinds = [("probe", ln["probe"]["phase"]) if "probe" in ln else ("result", ln["result"]["phase"])
+             for ln in lines if {"probe", "result"} & set(ln)]
+    for phase in ("t0", "t0#2", "t0#3"):
+        at = [k for k in kinds if k[1] == phase]
+        assert at == ([("result", phase)] * 3 + [("probe", phase)]) * 2
+    assert len(res["probes"]) == 6  # 2 questions x 3 rounds
     rounds = [res["records"]] + [  # each later round: the first round's tokens at that round's seconds
         {name: [{**rec, "seconds": t["seconds"]} for rec, t in zip(res["records"][name], res["rounds_seconds"][name][r])]
          for name in methods} for r in range(2)]
@@ -337,6 +351,25 @@ def test_rounds_interleave_the_methods_and_every_figure_is_the_rounds_median(tin
     assert "inside the rounds' range of the measured one for" in md
     row = next(r for r in report.predicted_rows(res) if r["method"] == "linear:2")
     assert row["measured_range"] == pytest.approx([lo, hi]) and row["inside"] == (lo <= row["predicted"] <= hi)
+    # whole turns predicted in tokens/s too, beside the rounds' range, plain decoding's included
+    speeds = s["rounds"]["tokens_per_s"]
+    assert row["measured_range_tok_s"] == pytest.approx([min(speeds), max(speeds)])
+    assert row["inside_tok_s"] == (min(speeds) <= row["predicted_tok_s"] <= max(speeds))
+    assert "The predicted tokens/s lies inside the rounds' range of the measured for" in md
+    assert "of 3 settings (plain decoding included)" in md
+    # the step profile sums every round's steps (the speedups beside it are the rounds' medians)
+    steps = res["summary"]["linear:2"]["step_profile"]
+    first = metrics.step_profile(res["records"]["linear:2"])
+    assert sum(v["steps"] for v in steps.values()) > sum(v["steps"] for v in first.values())
+
+    # --report-only writes the report again from the run's own records, timing nothing
+    before = json.loads((out / "results.json").read_text())
+    assert main(["bench", "--report-only", "--out", str(out)]) == 0
+    again = json.loads((out / "results.json").read_text())
+    assert again["summary"] == before["summary"] and again["probes"] == before["probes"]
+    assert again["meta"]["wall_s"] == before["meta"]["wall_s"] and again["meta"]["rendered"]["date"]
+    assert "**Report written again**" in (out / "report.md").read_text()
+    assert main(["bench", "--report-only", "--out", str(tmp_path / "nothing")]) == 2  # no run there: one line
 
 
 def _summary(**speedups) -> dict:

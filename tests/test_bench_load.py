@@ -20,6 +20,7 @@ from workbench.measure import load as ld
 from workbench.bench import load_prediction, load_report, load_run
 from workbench.measure.load import LoadRun, check_load, run_load
 from workbench.measure.load_spec import Load
+from workbench.measure.probe import probed, verify_sizes
 from workbench.engine.policy import DEFAULT_LADDER, StepCost, parse_policies, read_policy
 from workbench.errors import UserError
 
@@ -280,40 +281,38 @@ def test_quick_writes_load_json_and_load_md_in_their_layout(quick_run, capsys):
     assert got["priced_by"] == {"head": f"undated ({FLAT_COST.source})", "no draft": f"undated ({FLAT_COST.source})"}
     assert [(r["policy"], r["load"]) for r in got["rows"]] == [("off", 1), ("eagle2:4/3/2", 1), ("off", 2),
                                                                ("eagle2:4/3/2", 2)]
+    # each closed load's rounds gave a turn to a probe of the target's part, and its rows are priced by them
+    assert set(result["probes"]) == {"closed 1", "closed 2"} and set(got["probes"]) == set(result["probes"])
+    for load, found in result["probes"].items():
+        c = int(load.split()[1])
+        assert [p["question_id"] for p in found] == [0, 1] and got["probes"][load]["count"] == 2
+        assert [n for n, _ in found[0]["verify"]] == list(verify_sizes([c, 4 * c]))  # plain and 4/3/2's tree
+        assert found[0]["draft"] and found[0]["prompt_tokens"] > 0  # the head's forwards too
     for r in got["rows"]:
         spec = load_run.parse_policies(r["policy"])[0].settings()[0]
-        assert r["predicted_tok_s"] == round(FLAT_COST.predict(spec, r["tau"], batch=r["batch"]).tokens_per_s, 2)
-        # the run's own prefill, from its engine's profile, beside the model's (none measured: priced 0)
-        assert r["measured_ms"]["prefill"] > 0 and r["model_ms"]["prefill"] == 0.0 and not r["prefill_priced"]
+        model = probed(FLAT_COST, result["probes"][f"closed {r['load']}"], head=spec.speculative)
+        assert r["probes"] == 2
+        assert r["predicted_tok_s"] == round(model.predict(spec, r["tau"], batch=r["batch"]).tokens_per_s, 2)
+        # the run's own prefill, from its engine's profile, beside the model's (the probes' prefill)
+        assert r["measured_ms"]["prefill"] > 0 and r["model_ms"]["prefill"] > 0 and r["prefill_priced"]
         tokens = sum(len(q["output_ids"]) for q in result["requests"]
                      if (q["mode"], q["load"], q["policy"]) == ("closed", r["load"], r["policy"]))
+        assert r["tokens"] == tokens
         wall_ms = sorted(tokens / x * 1e3 for x in r["measured_range"])  # the rounds' fastest and slowest wall
         assert r["measured_ms"]["decode"] > 0
         assert wall_ms[0] <= r["measured_ms"]["prefill"] + r["measured_ms"]["decode"] <= wall_ms[1] * 1.001
     assert "## Predicted beside measured" in md and "| 1 | `eagle2:4/3/2` |" in md
     # the step costs' figures kept beside the rows they priced, and said once per measurement
     assert got["step_costs"] == {"off": FLAT_COST.as_dict(), "eagle2:4/3/2": FLAT_COST.as_dict()}
-    figures = md.split("(`predicted.step_costs`):")[1].split("\n#")[0]
+    figures = md.split("(`predicted.step_costs`):")[1].split("\n\nThe probes'")[0]
     assert figures.count("\n- ") == 1 and "- `off`, `eagle2:4/3/2`: undated" in figures
     assert "Verify of N tokens, ms: 1: 10.0, 256: 11.0." in figures and "Draft forward of R rows, ms: 1: 0.1, 64: 0.2." in figures
-    # the machine's pace: the step cost's own forwards timed at the run's start and end, and the model at it
-    pace = got["pace"]
-    paces = [pace["start"]["pace"], pace["end"]["pace"]]
-    assert [n for n, _ in pace["start"]["ms"]] == list(load_prediction.PACE_SIZES) and min(paces) > 0
-    ratios = [ms / FLAT_COST.verify_ms(n) for n, ms in pace["start"]["ms"]]
-    assert pace["start"]["pace"] == round(statistics.median(ratios), 3)
-    assert [(r["policy"], r["load"]) for r in got["at_pace"]] == [(r["policy"], r["load"]) for r in got["rows"]]
-    for r, a in zip(got["rows"], got["at_pace"]):
-        model = r["model_ms"]["decode"] + r["model_ms"]["catch_up"]
-        at = sorted(r["tokens"] / (r["measured_ms"]["prefill"] + p * model) * 1e3 for p in paces)
-        assert r["tokens"] == sum(len(q["output_ids"]) for q in result["requests"]
-                                  if (q["mode"], q["load"], q["policy"]) == ("closed", r["load"], r["policy"]))
-        assert (a["low"], a["high"]) == (round(at[0], 2), round(at[1], 2))
-        lo, hi = r["measured_range"]
-        assert a["inside"] == (at[0] <= hi and at[1] >= lo)
-    inside = sum(a["inside"] for a in got["at_pace"])
-    assert f"{inside} of {len(got['at_pace'])} rows lie inside their measured range" in md
-    assert "holds no prefill measurement" in md and "- `off` at 2 in flight: prefill 0.00 s by the model" in md
+    probes_said = md.split("(`predicted.probes`):")[1].split("\n#")[0]
+    assert probes_said.count("\n- ") == 2 and "- 1 in flight: 2 probes; verify of N tokens, ms: 1: " in probes_said
+    inside = sum(r["measured_range"][0] <= r["closed_loop_tok_s"] <= r["measured_range"][1] for r in got["rows"])
+    assert f"the model lies inside the rounds' range of the measured tokens/s in {inside} of 4 rows" in md
+    assert "took a turn in each round of a closed load (2 at 1 in flight, 2 at 2 in flight)" in md
+    assert "- `off` at 2 in flight: prefill " in md
     assert "| concurrency | policy |" in capsys.readouterr().out
 
 

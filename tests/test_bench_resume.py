@@ -91,9 +91,14 @@ def test_each_result_is_kept_as_it_finishes_and_a_resume_runs_only_the_rest(tiny
     assert resumed["reused"] == 2 and resumed["results"] == JOBS
     assert [s["measured"] for s in resumed["sessions"]] == [2, JOBS - 2]
     assert "**Resumed run**: 2 of 5 results" in (out / "report.md").read_text()
-    assert list(res["step_costs"]["methods"]) == ["linear:3"] and "`head`: made up for head" in \
+    assert list(res["step_costs"]["methods"]) == ["linear:3"] and \
+        "`head`: the run's own forwards (2 probes between its timed runs), the overhead of made up for head" in \
         (out / "report.md").read_text()
     lines = journal_lines(out)
+    probes = [ln["probe"] for ln in lines if "probe" in ln]  # the first question's kept from the first start
+    assert [(p["session"], p["question_id"]) for p in probes] == [(0, before[0]["question_id"]),
+                                                                  (1, res["records"]["vanilla"][1]["question_id"])]
+    assert [p["record"] for p in probes] == res["probes"]
     assert "complete" in lines[-1] and len(results_of(lines)) == JOBS
 
     questions_run["n"] = 0  # a finished run started again measures again

@@ -66,7 +66,7 @@ def test_stored_copy_shows_its_results(script):
 
 # How a notebook names the step cost it priced by (``StepCost.measured``: date, CPU, threads,
 # dtype); a load record read from docs/bench/ names its own, at that record's threads.
-MEASUREMENT = re.compile(r"(\d{4}-\d\d-\d\d), ([A-Za-z][^,\n]*), (\d+) threads?, (bf16|fp32|fp16)")
+MEASUREMENT = re.compile(r"(\d{4}-\d\d-\d\d(?: \d\d:\d\d)?), ([A-Za-z][^,\n]*), (\d+) threads?, (bf16|fp32|fp16)")
 
 
 def test_the_stored_notebooks_name_one_step_cost_measurement_at_their_threads():

@@ -76,12 +76,14 @@ def test_the_gap_splits_into_the_models_step_and_the_turns():
         "vanilla": {"step_profile": {"off": {"steps": 50, "requests": 50, "decode_ms": 9.0, "logits_ms": 1.0,
                                              "other_ms": 0.0, "step_ms": 10.0}}},
         "eagle2:4/3/2": {"step_profile": _profile(step_ms=16.0, forward=11.0, steps=30, setting="eagle2:4/3/2")}}}
-    predicted = [{"method": "eagle2:4/3/2", "tau": 2.0, "predicted": 1.0, "measured": 1.1, "verify_ms": 12.0,
-                  "draft_extend_ms": 3.0, "draft_levels_ms": 2.0, "overhead_ms": 3.0, "step_ms": 20.0}]
+    predicted = [{"method": "eagle2:4/3/2", "tau": 2.0, "predicted": 1.05, "step_predicted": 1.0, "measured": 1.1,
+                  "verify_ms": 12.0, "draft_extend_ms": 3.0, "draft_levels_ms": 2.0, "overhead_ms": 3.0,
+                  "step_ms": 20.0, "plain_step_ms": 10.0}]
     (row,) = step_report.gap_rows(result, predicted)
     assert row["from_steps"] == pytest.approx(2.0 * 10.0 / 16.0)  # τ × plain step / speculative step
     assert (row["target"], row["draft"], row["rest"]) == (12.0, 3.0, 1.0)
-    assert row["model_plain"] == pytest.approx(10.0)  # predicted = τ × plain / step at the model's own costs
+    # the model's own step speedup, not the whole turns' prediction of the row
+    assert row["model_plain"] == pytest.approx(10.0) and row["predicted"] == 1.0
     table = step_report.gap_table(result, predicted)
     assert "+0.25" in table and "-0.15" in table  # model -> steps, then steps -> turns
     parts = step_report.decode_parts(result["summary"]["eagle2:4/3/2"]["step_profile"])
@@ -100,6 +102,7 @@ def test_the_runs_own_curve_says_which_verifies_it_holds():
                                                  {"tokens": 4, "ms": 12.0, "lo": 11.0, "hi": 13.0},
                                                  {"tokens": 8, "ms": 14.0, "lo": 13.0, "hi": 15.0}]}}
     parts = dict(verify_ms=12.0, draft_extend_ms=3.0, draft_levels_ms=2.0, overhead_ms=3.0, step_ms=20.0)
+    parts.update(step_predicted=1.0, plain_step_ms=10.0)
     predicted = [{"method": "eagle2:4/3/2", "tau": 2.0, "predicted": 1.0, "measured": 1.1, "nodes": 4, **parts},
                  {"method": "eagle2:8/5/4", "tau": 2.5, "predicted": 1.0, "measured": 1.1, "nodes": 8, **parts}]
     said = step_report.verify_bracket(result, step_report.gap_rows(result, predicted))
@@ -107,5 +110,12 @@ def test_the_runs_own_curve_says_which_verifies_it_holds():
     assert "in 1 of 2 speculative rows" in said and "plain decoding's (10.0 ms against 9.5–10.5 at one token) too" in said
     assert "`eagle2:8/5/4` 18.0 ms at 8 tokens (range 13.0–15.0)" in said
     assert "lies inside that range in 1 of 2" in said  # the model's 12 ms: inside at 4 tokens, below at 8
-    del result["costs"]
+    # probes between the turns, where the run has them, stand for the curve: their median and extremes
+    result["probes"] = [{"prompt_tokens": 20, "prefill_ms": 50.0, "verify": [[1, ms1], [4, ms4], [8, ms8]]}
+                        for ms1, ms4, ms8 in ((9.0, 11.5, 17.0), (10.0, 12.5, 18.5), (11.0, 13.0, 19.0))]
+    said = step_report.verify_bracket(result, step_report.gap_rows(result, predicted))
+    assert said.startswith("The verify of the run's 3 probes") and "in 2 of 2 speculative rows" in said
+    assert "(10.0 ms against 9.0–11.0 at one token) too" in said and "Above the range" not in said
+    assert "the model's verify is the probes' median." in said and "lies inside that range" not in said
+    del result["costs"], result["probes"]
     assert step_report.verify_bracket(result, step_report.gap_rows(result, predicted)) is None

@@ -121,8 +121,8 @@ def measured_line(tree: tuple[int, int, int], pick) -> str:
     """One line for the page's first load: what the eagle2 ``tree`` (num_draft_tokens, num_steps,
     topk) on screen measured in the head record of this kind of CPU (``pick``, a
     ``default_tree.Pick``), and the default tree there, naming the record and its date ("8/5/4
-    measured 1.16x plain decoding on a ... (RECORD, DATE); the default without tree flags there:
-    4/3/2, 1.21x", and whether a larger tree is level with it). "" without a pick, or with one of
+    measured 1.10x plain decoding on a ... (RECORD, DATE); the default without tree flags there:
+    4/3/2, 1.19x", and whether a larger tree is level with it). "" without a pick, or with one of
     another kind of CPU (``Pick.here`` false)."""
     if pick is None or not pick.here:  # another kind of CPU's record does not apply here
         return ""

@@ -18,13 +18,11 @@ arrival). With the measured prefill in the model's place, what remains is the de
 error: the steps where the batch was smaller or larger than its mean, and what a step under load
 costs beyond the model. A figure over several rounds is the median of the rounds.
 
-**The machine's pace** is the last measured part: the step cost was measured once and cached, and
-these two cores run the same forward up to twice as slow from one hour to the next. So the run
-times the step cost's own forwards (``PACE_SIZES`` tokens after its prefix) at its start and at
-its end (``machine_pace``); their time over the step cost's is the pace (> 1: slower now). The
-model's decode steps (and the draft's catch-up) times the pace at the start and at the end, with
-the measured prefill beside them, is what the model gives at the run's speed, a range where the
-two differ.
+**The machine's pace** is taken out: the step cost was measured once and cached, and these two
+cores run the same forward a fifth slower or faster from one minute to the next. So each round of
+a closed load gives one turn to a probe of the target's part (``measure/probe.py``: the prefill,
+the verifies at the load's batches and the head's forwards), and each row of that load is priced
+by its step cost with those parts the probes' medians (``probe.probed``), its overhead its own.
 """
 
 from __future__ import annotations
@@ -35,13 +33,18 @@ from workbench.cost_model import StepCost
 
 
 def predicted(rows: list[dict], policies, models: dict[str, StepCost], *, runs: dict,
-              prompts: list[list[int]]) -> list[dict]:
+              prompts: list[list[int]], probes: dict | None = None) -> list[dict]:
     """One prediction per closed-loop row of a policy with one setting (``policies``:
     ``NamedPolicy``s), each priced by ``models[policy]``, its own draft source's step cost
-    (``load_run.report_costs``; a policy without one is left out). ``runs``: (mode, load, policy)
-    -> that row's records, one per round (``LoadResult.record``); ``prompts``: the load's prompts
-    as token ids (a record's requests name theirs by ``prompt_index``)."""
+    (``load_run.report_costs``; a policy without one is left out), with the parts the probes of
+    its load timed in place (``probes``: (mode, load) -> that load's probes; none: as cached).
+    ``runs``: (mode, load, policy) -> that row's records, one per round (``LoadResult.record``);
+    ``prompts``: the load's prompts as token ids (a record's requests name theirs by
+    ``prompt_index``)."""
+    from workbench.measure.probe import probed
+
     one = {p.name: p.settings()[0] for p in policies if len(p.settings()) == 1}
+    probes = probes or {}
     out = []
     for r in rows:
         spec, model = one.get(r["policy"]), models.get(r["policy"])
@@ -50,7 +53,11 @@ def predicted(rows: list[dict], policies, models: dict[str, StepCost], *, runs: 
             continue
         if spec.speculative and r["tau"] is None:
             continue
-        out.append(row_prediction(r, spec, model, recs=runs[(r["mode"], r["load"], r["policy"])], prompts=prompts))
+        found = probes.get((r["mode"], r["load"]))
+        if found:
+            model = probed(model, found, head=spec.speculative and spec.draft.needs.head)
+        row = row_prediction(r, spec, model, recs=runs[(r["mode"], r["load"], r["policy"])], prompts=prompts)
+        out.append({**row, "probes": len(found or ())})
     return out
 
 
@@ -89,36 +96,3 @@ def prefill_ms(record: dict) -> float | None:
     if profile is None:
         return None
     return profile["prefill"]["wall_ms"] if "prefill" in profile else 0.0
-
-
-PACE_SIZES = (1, 4)  # tokens of the forwards a run times at its start and end against its step cost's
-
-
-def machine_pace(target, cost: StepCost) -> dict:
-    """How fast this machine runs the step cost's forwards now (module docstring): each of
-    ``PACE_SIZES`` tokens after the step cost's prefix, median of five, and its ratio to the step
-    cost's figure; ``pace``, the median ratio (> 1: slower than when the step cost was measured)."""
-    from workbench.measure.cost import measure_verify_cost
-    from workbench.measure.step_cost import PREFIX
-
-    rows = measure_verify_cost(target, sizes=PACE_SIZES, prefix_len=PREFIX, repeats=5, warmup=2)
-    ratios = [r["ms"] / cost.verify_ms(r["tokens"]) for r in rows]
-    return {"ms": [[r["tokens"], r["ms"]] for r in rows], "pace": round(median(ratios), 3)}
-
-
-def at_pace(predicted_rows: list[dict], paces: list[float]) -> list[dict]:
-    """Each row's tokens/s at the run's pace (module docstring): its tokens over the measured
-    prefill plus the model's decode steps and catch-up times the pace, the lowest and highest over
-    ``paces`` (the start's and the end's), and whether the measured range holds any of it. Rows
-    without a measured prefill are left out."""
-    out = []
-    for r in predicted_rows:
-        if r["measured_ms"]["prefill"] is None or not paces:
-            continue
-        model = r["model_ms"]["decode"] + r["model_ms"]["catch_up"]
-        values = sorted(r["tokens"] / (r["measured_ms"]["prefill"] + p * model) * 1e3 for p in paces)
-        lo, hi = r["measured_range"]
-        out.append({"policy": r["policy"], "load": r["load"], "low": round(values[0], 2), "high": round(values[-1], 2),
-                    "inside": values[0] <= hi and values[-1] >= lo})
-    return out
-

@@ -92,7 +92,16 @@ def predicted_md(predicted: dict) -> list[str]:
                    f"{loop / r['measured_tok_s']:.2f}{inside} |" + (f" `{r['draft']}` |" if mixed else ""))
     priced = all(r["prefill_priced"] for r in predicted["rows"])
     said = "; ".join(f"`{d}`: {m}" for d, m in predicted["priced_by"].items() if d != "no draft")
-    out += ["", "Predicted: the one cost model (`workbench/cost_model.py`), each setting priced by the step cost of its "
+    probes = predicted.get("probes") or {}
+    if probes:
+        said += (f"; its target part (prefill and verify) and the head's forwards read at the run's own pace instead: "
+                 "probes of them (`workbench/measure/probe.py`) took a turn in each round of a closed load ("
+                 + ", ".join(f"{found['count']} at {load.split()[-1]} in flight" for load, found in probes.items())
+                 + "), and each row is priced by their medians, its step cost's overhead kept")
+    ranged = [r for r in predicted["rows"] if r["measured_range"][0] <= r["closed_loop_tok_s"] <= r["measured_range"][1]]
+    out += ["", f"With prefill, the model lies inside the rounds' range of the measured tokens/s in {len(ranged)} of "
+            f"{len(predicted['rows'])} rows.",
+            "", "Predicted: the one cost model (`workbench/cost_model.py`), each setting priced by the step cost of its "
             f"own draft source (plain decoding by one of them: each holds its verify and overhead): {said}; at the "
             "row's τ and mean running batch B, each request's verify priced at the tokens it held (verified: per "
             "speculative step, root included, as the run counted them; `num_draft_tokens` where a record has no "
@@ -105,8 +114,19 @@ def predicted_md(predicted: dict) -> list[str]:
                "was measured), so its prefill and catch-up are priced 0 here."), "",
             "The gap, part by part (s over a run, medians of the rounds; measured prefill: the engine's own profile "
             "of its prefill steps, `StepProfile` setting `prefill`; measured decode: the rest of the run):", ""]
-    return (out + [_gap_line(r) for r in predicted["rows"]] + _pace_lines(predicted)
-            + step_cost_md(predicted.get("step_costs") or {}))
+    return (out + [_gap_line(r) for r in predicted["rows"]] + step_cost_md(predicted.get("step_costs") or {})
+            + probes_md(probes))
+
+
+def probes_md(probes: dict) -> list[str]:
+    """The probes' medians by load, which priced the rows in place of the step costs' own (nothing
+    for a record without probes)."""
+    from workbench.measure.probe import summary_md
+
+    if not probes:
+        return []
+    return ["", "The probes' medians, which priced each load's rows (`predicted.probes`):", "",
+            *(f"- {load.split()[-1]} in flight: {summary_md(found)}" for load, found in probes.items())]
 
 
 def step_cost_md(costs: dict) -> list[str]:
@@ -140,27 +160,6 @@ def step_cost_md(costs: dict) -> list[str]:
 def _per_batch(per_step: float, per_request: float) -> str:
     """``3.6 + 8.6·B`` / ``7.9 − 1.2·B``: an overhead line of a batch of B requests."""
     return f"{per_step:.1f} {'−' if per_request < 0 else '+'} {abs(per_request):.1f}·B"
-
-
-def _pace_lines(predicted: dict) -> list[str]:
-    """The last measured part of the gap: the machine's pace at the run's start and end against
-    the step cost's, and each row's model at that pace (``load_prediction.at_pace``); nothing for
-    a record kept before runs timed their pace."""
-    pace, rows = predicted.get("pace"), predicted.get("at_pace") or []
-    if not pace or not rows:
-        return []
-    start, end = pace["start"]["pace"], pace.get("end", {}).get("pace")
-    when = f"{start:.2f}x what the step cost says at the run's start" + (f" and {end:.2f}x at its end" if end else "")
-    sizes = " and ".join(str(n) for n, _ in pace["start"]["ms"])
-    said = "; ".join(f"`{r['policy']}` at {r['load']:g} in flight "
-                     + (f"{r['low']:.1f}" if r["low"] == r["high"] else f"{r['low']:.1f}–{r['high']:.1f}")
-                     + (" (inside)" if r["inside"] else " (outside)") for r in rows)
-    inside = sum(r["inside"] for r in rows)
-    return ["", f"The machine's pace (`load_prediction.machine_pace`): the step cost's own forwards over {sizes} "
-            f"tokens took {when} (> 1: slower than when it was measured). "
-            f"At that pace (its decode steps and catch-up scaled by it, beside the measured prefill) the model gives, "
-            f"in tok/s: {said}. With the prefill and the pace measured, {inside} of {len(rows)} rows lie inside their "
-            "measured range; what remains in the others is the decode steps' error at the run's speed."]
 
 
 def _gap_line(r: dict) -> str:

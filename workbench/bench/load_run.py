@@ -11,7 +11,9 @@ Order of work: read the prompts and check the policies and loads (before the mod
 check that every request fits the model's context and the KV pool, one short untimed run per
 policy (the warm-up), then for each load ``--rounds`` timed rounds, each running every policy
 once, the first policy rotating (``workbench.timing.interleaved``): a change in machine load
-hits every policy alike. A row's figures are the medians over the rounds, with the range
+hits every policy alike; at a closed load each round also gives one turn to a probe of the
+target's part (``measure/probe.py``), which the predictions read. A row's figures are the medians
+over the rounds, with the range
 beside them; the report names a winner at a load only where its range is clear of every other
 (``timing.verdict``), "level within noise" otherwise.
 
@@ -33,7 +35,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from workbench.bench.load_prediction import at_pace, machine_pace, predicted
+from workbench.bench.load_prediction import predicted
+from workbench.measure.probe import summary as probe_summary
 from workbench.measure import provenance, specbench
 from workbench.measure.journal import Journal, open_journal
 from workbench.measure.load import WARMUP, WARMUP_TOKENS, check_load, equal_outputs, round_figures, run_load
@@ -152,10 +155,16 @@ def phase(load: Load) -> str:
 
 
 def measure_all(wb, policies: list[NamedPolicy], *, prompts: list[list[int]], loads: list[Load], args,
-                journal: Journal, log, costs: dict[str, StepCost] | None = None) -> dict[tuple[str, str, int], dict]:
+                journal: Journal, log, costs: dict[str, StepCost] | None = None,
+                probes: bool = False) -> dict[tuple[str, str, int], dict]:
     """Warm-up, then every load's timed rounds; each run kept in ``journal`` as it ends, a run it
     already holds reused as measured (``costs``: by policy name, the step cost a policy such as
-    ``auto`` weighs by, ``auto_costs``). Returns (phase, policy, round) -> the run's record."""
+    ``auto`` weighs by, ``auto_costs``). With ``probes``, each round of a closed load also takes
+    its turn with one probe of the target's part (``probe.ProbePlan`` of the one-setting
+    policies at the load's concurrency; the round's prompt, kept in the journal's probe lines:
+    the predictions read them). Returns (phase, policy, round) -> the run's record."""
+    from workbench.measure.probe import ProbePlan
+
     costs = costs or {}
     total = len(loads) * len(policies) * args.rounds
     todo = sum(journal.get(phase(ld), p.name, k) is None for ld in loads for p in policies for k in range(args.rounds))
@@ -190,11 +199,37 @@ def measure_all(wb, policies: list[NamedPolicy], *, prompts: list[list[int]], lo
 
         return measure
 
+    def probed(load: Load, plan, calls: Counter):
+        def measure() -> float:
+            k = calls[PROBE_TURN]
+            calls[PROBE_TURN] += 1
+            if journal.get_probe(phase(load), k) is None:
+                journal.add_probe(phase(load), {"question_id": k, **plan.take(wb, prompts[k % len(prompts)])})
+            return 0.0
+
+        return measure
+
     for load in loads:
         calls: Counter = Counter()
-        interleaved({p.name: one(load, p, calls) for p in policies}, args.rounds)
+        fixed = [p.settings()[0] for p in policies if len(p.settings()) == 1]
+        plan = ProbePlan.of(fixed, wb, batch=int(load.value)) if probes and load.mode == "closed" else None
+        turns = {p.name: one(load, p, calls) for p in policies}
+        interleaved({**turns, **({PROBE_TURN: probed(load, plan, calls)} if plan else {})}, args.rounds)
     return {(phase(ld), p.name, k): journal.get(phase(ld), p.name, k)
             for ld in loads for p in policies for k in range(args.rounds)}
+
+
+PROBE_TURN = "(probe)"  # the probe's place in a round's turn (no policy is named so: a name has no parentheses)
+
+
+def probes_by_phase(journal: Journal, loads: list[Load], rounds: int) -> dict[str, list[dict]]:
+    """The probes a run kept, by the phase of their load (``closed 4``), in round order."""
+    out = {}
+    for ld in loads:
+        found = [journal.get_probe(phase(ld), k) for k in range(rounds)]
+        if any(p is not None for p in found):
+            out[phase(ld)] = [p for p in found if p is not None]
+    return out
 
 
 # ---- rows, verdicts, what auto settled on --------------------------------------------------------------
@@ -320,18 +355,18 @@ def command_line() -> str:
 
 def build_result(wb, args, *, info: dict, policies: list[NamedPolicy], loads: list[Load], prompts: list[list[int]],
                  records: dict, journal: Journal, wall_s: float, models: dict[str, StepCost] | None = None,
-                 priced_by: dict[str, str] | None = None, pace: dict | None = None) -> dict:
+                 priced_by: dict[str, str] | None = None) -> dict:
     """What load.json holds (see docs/benchmarks.md, "Speculation under load"); ``models``: by
     policy name, the step costs whose predictions stand beside the measured rows, and
-    ``priced_by`` which measurement each draft source's is (``report_costs``); ``pace``: the
-    machine's pace at the run's start and end against those step costs (``machine_pace``)."""
+    ``priced_by`` which measurement each draft source's is (``report_costs``); each closed load's
+    probes (``probes_by_phase``) price the target's part of its rows."""
     rows = make_rows(policies, loads, records, args.rounds)
-    pace = pace or {}
-    paces = [pace[k]["pace"] for k in ("start", "end") if k in pace]
+    probes = probes_by_phase(journal, loads, args.rounds)
     prediction = None if not models else predicted(
         rows, policies, models, prompts=prompts,
         runs={(ld.mode, load_value(ld), p.name): [records[(phase(ld), p.name, k)] for k in range(args.rounds)]
-              for ld in loads for p in policies})
+              for ld in loads for p in policies},
+        probes={(ld.mode, load_value(ld)): probes[phase(ld)] for ld in loads if phase(ld) in probes})
     return {
         "machine": info, "command": command_line(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "commit": provenance.commit(), "dtype": wb.dtype_name, "threads": args.threads,
@@ -345,7 +380,8 @@ def build_result(wb, args, *, info: dict, policies: list[NamedPolicy], loads: li
         "predicted": None if not models else {
             "priced_by": priced_by, "rows": prediction,
             "step_costs": {name: model.as_dict() for name, model in models.items()},
-            "pace": pace or None, "at_pace": at_pace(prediction, paces)},
+            "probes": {phase: probe_summary(found) for phase, found in probes.items()}},
+        "probes": probes,
         "settled": {p.name: settled(p.name, records) for p in policies if p.needs_cost},
         "requests": [{"policy": p.name, "mode": ld.mode, "load": load_value(ld), "prompt_index": q["prompt_index"],
                       "output_ids": q["output_ids"]}
@@ -389,25 +425,17 @@ def cmd_load(args) -> int:
     log(f"target {wb.target_dir} ({wb.dtype_name}), draft {wb.draft_source}; {len(prompts)} prompts, "
         f"{len(loads)} loads x {len(policies)} policies x {args.rounds} rounds; load average {info['load_average_start']}")
     journal.start(info["load_average_start"])
-    paced, pace = next(iter(models.values()), None), {}  # every source's shares the first's verify curve
-    if paced is not None:
-        pace["start"] = machine_pace(wb.target, paced)
-        log(f"the machine's pace at the start: its forwards take {pace['start']['pace']:.2f}x the step cost's")
     try:
         with stop_on_sigterm():
             records = measure_all(wb, policies, prompts=prompts, loads=loads, args=args, journal=journal, log=log,
-                                  costs=costs)
+                                  costs=costs, probes=bool(models))
     except KeyboardInterrupt:
         print(f"interrupted: {len(journal.results)} runs are kept in {journal.path}; the same command resumes "
               "the run", file=sys.stderr)
         return 130
     info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
-    if paced is not None:
-        pace["end"] = machine_pace(wb.target, paced)
-        log(f"the machine's pace at the end: {pace['end']['pace']:.2f}x the step cost's")
     result = build_result(wb, args, info=info, policies=policies, loads=loads, prompts=prompts, records=records,
-                          journal=journal, wall_s=time.perf_counter() - t_start, models=models, priced_by=priced,
-                          pace=pace)
+                          journal=journal, wall_s=time.perf_counter() - t_start, models=models, priced_by=priced)
     paths, table = write_all(Path(args.out), result)
     journal.finish()
     log("wrote " + ", ".join(str(p) for p in paths))

@@ -197,18 +197,27 @@ def _cost_table(costs: dict) -> str:
 
 
 def predicted_rows(result: dict) -> list[dict]:
-    """Per speculative method with a τ: the speedup the cost model (``workbench/cost_model.py``)
-    predicts at its measured τ, beside the measured one, and the model's step part by part. Each
-    method is priced by the step cost of its own draft source (``result["step_costs"]``, from
-    ``step_cost.step_costs``): ``draft`` names the source, ``measurement`` which measurement."""
+    """Per speculative method with a τ: what the cost model (``workbench/cost_model.py``) predicts
+    at its measured τ, beside what was measured, and the model's step part by part. Each method is
+    priced by the step cost of its own draft source (``result["step_costs"]``, from
+    ``step_cost.step_costs``): ``draft`` names the source, ``measurement`` which measurement.
+
+    Where the run probed its target part (``result["probes"]``, ``measure/probe.py``), the step
+    cost's verify, prefill and head forwards are the probes', its overhead its own; and where its
+    records keep each turn's prompt length, the prediction is of whole turns as the measurement
+    times them (``StepCost.closed_loop`` at one request: each turn's prefill, the draft's catch-up
+    over its prompt, then its decode steps), in tokens/s (``predicted_tok_s``, beside the
+    measured with its rounds' range) and over plain decoding's whole turns (``predicted``).
+    Otherwise ``predicted`` is the decode step's speedup alone (``step_predicted`` either way)."""
     priced = (result.get("step_costs") or {}).get("methods") or {}
     if not priced:
         return []
     from workbench.bench.tune import tree_from_name
-    from workbench.cost_model import StepCost
+    from workbench.engine.config import SpecConfig
     from workbench.measure.methods import parse_methods
 
     best = tree_from_name(result["best_tree"]) if result.get("best_tree") else None
+    plain_turns = _turns(result, "vanilla")
     rows = []
     for name, s in result["summary"].items():
         if s.get("tau") is None or s.get("speedup_vs_vanilla") is None or name not in priced:
@@ -219,18 +228,100 @@ def predicted_rows(result: dict) -> list[dict]:
             continue
         if not parsed:
             continue
-        spec, model = parsed[0].spec, StepCost.from_dict(priced[name])
+        spec = parsed[0].spec
+        model = pricing_model(result, name, spec)
         nodes = verified_nodes(s)
         p = model.predict(spec, s["tau"], nodes=nodes)
-        measured = round_spread(s, "speedup_vs_vanilla")
-        rows.append({"method": name, "tau": s["tau"], "predicted": round(p.speedup, 3),
-                     "nodes": spec.num_draft_tokens if nodes is None else nodes,
-                     "measured": s["speedup_vs_vanilla"], "gap": round(s["speedup_vs_vanilla"] - p.speedup, 3),
-                     **({} if measured is None else {"measured_range": [measured.low, measured.high],
-                                                     "inside": measured.low <= p.speedup <= measured.high}),
-                     **p.parts.as_dict(), "draft": spec.draft.name,
-                     "measurement": result["step_costs"]["priced_by"][spec.draft.name]})
+        row = {"method": name, "tau": s["tau"], "nodes": spec.num_draft_tokens if nodes is None else nodes,
+               "step_predicted": round(p.speedup, 3), "plain_step_ms": round(p.plain_ms, 2),
+               **p.parts.as_dict(), "draft": spec.draft.name,
+               "measurement": measurement(result, result["step_costs"]["priced_by"][spec.draft.name])}
+        turns = _turns(result, name)
+        predicted = p.speedup
+        if turns is not None and plain_turns is not None:
+            speed, extra = whole_turns(model, spec, turns)
+            plain_speed, _ = whole_turns(model, SpecConfig("vanilla"), plain_turns)
+            predicted = speed / plain_speed
+            row.update(_against(s, "tokens_per_s", speed, "tok_s"), turn_extra_ms=round(extra, 1),
+                       plain_tok_s=round(plain_speed, 2))
+        row.update(predicted=round(predicted, 3), measured=s["speedup_vs_vanilla"],
+                   gap=round(s["speedup_vs_vanilla"] - predicted, 3),
+                   **_against(s, "speedup_vs_vanilla", predicted, None))
+        rows.append(row)
     return rows
+
+
+def pricing_model(result: dict, name: str, spec):
+    """The step cost that prices method ``name`` (``predicted_rows``): its draft source's, with
+    the parts the run's probes timed in place where it has probes."""
+    from workbench.cost_model import StepCost
+    from workbench.measure.probe import probed
+
+    model = StepCost.from_dict(result["step_costs"]["methods"][name])
+    probes = result.get("probes") or []
+    return probed(model, probes, head=spec.draft.needs.head) if probes else model
+
+
+def measurement(result: dict, priced_by: str) -> str:
+    """Which measurement priced a row: the step cost's (``priced_by``), and the probes where the run
+    has them (``probe.label``)."""
+    from workbench.measure.probe import label
+
+    probes = result.get("probes") or []
+    return label(priced_by, len(probes)) if probes else priced_by
+
+
+def _turns(result: dict, name: str) -> list[dict] | None:
+    """Method ``name``'s first-round records (greedy: every round's tokens are the first's), or None
+    where they kept no prompt lengths (records from before they did)."""
+    recs = (result.get("records") or {}).get(name)
+    if not recs or any("prompt_tokens" not in r for r in recs):
+        return None
+    return recs
+
+
+def whole_turns(model, spec, recs: list[dict]) -> tuple[float, float]:
+    """What ``model`` predicts of a method's questions as the benchmark measures them
+    (``metrics.speed``: the mean over questions of each one's tokens/s): each question's turns
+    priced by ``StepCost.closed_loop`` at one request, at that question's own τ and verified
+    tokens (its records' per-step counts); returns (that mean, the mean ms a turn spends on its
+    prefill and the draft's catch-up)."""
+    from workbench.measure import metrics
+
+    speeds, extra, turns = [], 0.0, 0
+    for r in recs:
+        tau = nodes = None
+        if spec.speculative:
+            tau = metrics.tau(metrics.accept_lengths([r])) or 1.0
+            nodes = verified_nodes(metrics.serving_summary([r], spec.num_steps))
+        loop = model.closed_loop(spec, tau, 1, prompt_lens=r["prompt_tokens"],
+                                 output_lens=[len(o) for o in r["output_ids"]], nodes=nodes)
+        speeds.append(loop.tokens_per_s)
+        extra += loop.prefill_ms + loop.catch_up_ms
+        turns += len(r["prompt_tokens"])
+    return sum(speeds) / len(speeds), extra / max(turns, 1)
+
+
+def _against(summary: dict, key: str, predicted: float, suffix: str | None) -> dict:
+    """The measured figure ``key`` beside a prediction: its rounds' range and whether the
+    prediction lies inside it (nothing for a run of one round). ``suffix``: the keys' ending
+    (``predicted_tok_s``, ``measured_tok_s``, ...); None: ``measured_range`` / ``inside``."""
+    end = f"_{suffix}" if suffix else ""
+    out = {f"predicted{end}": round(predicted, 2), f"measured{end}": summary[key]} if suffix else {}
+    r = round_spread(summary, key)
+    if r is not None:
+        out.update({f"measured_range{end}": [r.low, r.high], f"inside{end}": r.low <= round(predicted, 3) <= r.high})
+    return out
+
+
+def plain_row(result: dict, rows: list[dict]) -> dict | None:
+    """Plain decoding's own prediction beside its measurement (whole turns, the probed model of
+    the first row), or None where the rows predict no whole turns."""
+    if not rows or "plain_tok_s" not in rows[0] or "vanilla" not in result["summary"]:
+        return None
+    s = result["summary"]["vanilla"]
+    return {"method": "vanilla", "step_ms": rows[0]["plain_step_ms"],
+            **_against(s, "tokens_per_s", rows[0]["plain_tok_s"], "tok_s")}
 
 
 def verified_nodes(summary: dict) -> float | None:
@@ -242,45 +333,77 @@ def verified_nodes(summary: dict) -> float | None:
     return 1 + v["num_draft_tokens"] / v["num_drafts"] if v.get("num_drafts") else None
 
 
+def _inside(row: dict, suffix: str | None) -> str:
+    end = f"_{suffix}" if suffix else ""
+    if f"measured_range{end}" not in row:
+        return ""
+    lo, hi = row[f"measured_range{end}"]
+    fmt, unit = (".1f", "") if suffix else (".2f", "x")
+    return f" ({lo:{fmt}}–{hi:{fmt}}{unit}{', inside' if row[f'inside{end}'] else ''})"
+
+
 def _predicted_table(result: dict) -> str:
     rows = predicted_rows(result)
     if not rows:
         return "(no speculative method beside vanilla, or no step costs in this run)"
     drafts = dict.fromkeys(r["draft"] for r in rows)  # the sources that priced a row, in the rows' order
     mixed = len(drafts) > 1  # a column says which priced each row only where they differ
-    out = ["| method | τ | verify ms | draft ms | overhead ms | step ms | predicted × | measured × | gap |"
-           + (" priced by |" if mixed else ""), "|---|---|---|---|---|---|---|---|---|" + ("---|" if mixed else "")]
+    turns = "predicted_tok_s" in rows[0]
+    head = ("| method | τ | verify ms | draft ms | overhead ms | step ms | "
+            + ("prefill + catch-up ms a turn | predicted tok/s | measured tok/s | " if turns else "")
+            + "predicted × | measured × | gap |" + (" priced by |" if mixed else ""))
+    out = [head, "|" + "---|" * (head.count("|") - 1)]
+    plain = plain_row(result, rows)
+    if plain is not None:
+        out.append(f"| `vanilla` | 1 | {plain['step_ms']:.1f} | – | – | {plain['step_ms']:.1f} | – | "
+                   f"{plain['predicted_tok_s']:.1f} | {plain['measured_tok_s']:.1f}{_inside(plain, 'tok_s')} | 1.00x | "
+                   "1.00x | – |" + (" – |" if mixed else ""))
     for r in rows:
         draft = r["draft_extend_ms"] + r["draft_levels_ms"]
+        whole = (f"{r['turn_extra_ms']:.0f} | {r['predicted_tok_s']:.1f} | {r['measured_tok_s']:.1f}"
+                 f"{_inside(r, 'tok_s')} | ") if turns else ""
         out.append(f"| `{r['method']}` | {r['tau']:.2f} | {r['verify_ms']:.1f} | {draft:.1f} | {r['overhead_ms']:.1f} | "
-                   f"{r['step_ms']:.1f} | {r['predicted']:.2f}x | {_measured(r)} | {r['gap']:+.2f} |"
-                   + (f" `{r['draft']}` |" if mixed else ""))
-    ranged = [r for r in rows if "inside" in r]
-    if ranged:
-        out += ["", f"The predicted speedup lies inside the rounds' range of the measured one for "
-                    f"{sum(r['inside'] for r in ranged)} of {len(ranged)} methods."]
+                   f"{r['step_ms']:.1f} | {whole}{r['predicted']:.2f}x | {r['measured']:.2f}x{_inside(r, None)} | "
+                   f"{r['gap']:+.2f} |" + (f" `{r['draft']}` |" if mixed else ""))
+    sentences = inside_sentences(rows, plain)
+    out += ["", *sentences] if sentences else []
     measurements = {d: next(r["measurement"] for r in rows if r["draft"] == d) for d in drafts}
     said = "; ".join(f"`{d}`: {m}" for d, m in measurements.items())
-    out += ["", "Predicted: the cost model (`workbench/cost_model.py`) at each method's τ, per decode step of one "
-            "request, each method priced by the step cost of its own draft source (`workbench/measure/step_cost.py`: "
-            "its forwards and the overhead of steps that draft from it; a source that runs no forward, the n-gram "
-            f"lookup, has no draft ms): {said}. The verify is priced at the tokens the method's steps verified "
-            "(`verified_nodes`: a tree the n-gram lookup filled only in part is a smaller verify than its "
-            "num_draft_tokens). Measured: tokens/s over vanilla's, whole turns. What the model does "
-            "not price is in the measured figure only: each turn's prefill (the same forward for every method, so "
-            "it pulls the measured speedup towards 1) and the catch-up of the draft over the prompt at a turn's "
-            "first speculative step. The next section splits the gap: the model's step against the step the "
-            "engine measured in these turns, and that step against whole turns."]
-    return "\n".join(out)
+    priced = ("Predicted: the cost model (`workbench/cost_model.py`) at each method's τ, each method priced by the "
+              "step cost of its own draft source (`workbench/measure/step_cost.py`: its forwards and the overhead of "
+              "steps that draft from it; a source that runs no forward, the n-gram lookup, has no draft ms)")
+    if result.get("probes"):
+        priced += (", its prefill, verify and head forwards timed again between the timed turns "
+                   f"(`workbench/measure/probe.py`: {len(result['probes'])} probes, one after each question's turn "
+                   "of the methods), so that the model is read at the run's own pace")
+    priced += (f": {said}. The verify is priced at the tokens the method's steps verified (`verified_nodes`: a tree "
+               "the n-gram lookup filled only in part is a smaller verify than its num_draft_tokens).")
+    if turns:
+        priced += (" The prediction is of whole turns, as the measurement times them: each turn's prefill and the "
+                   "draft's catch-up over its prompt, then (tokens − 1) / τ decode steps, each question at its own τ "
+                   "and verified tokens, and tokens/s the mean over questions of each one's, as Spec-Bench's speed "
+                   "is (the step columns show the step at the method's τ over all questions); × is over plain "
+                   "decoding's, predicted the same way (the first row).")
+    else:
+        priced += (" Measured: tokens/s over vanilla's, whole turns; predicted: a decode step's speedup, so each "
+                   "turn's prefill and the draft's catch-up over the prompt are in the measured figure only.")
+    return "\n".join(out + ["", priced + " The next section splits the gap: the model's step against the step the "
+                                        "engine measured in these turns, and that step against whole turns."])
 
 
-def _measured(row: dict) -> str:
-    """The measured speedup of a predicted row, with the rounds' range and whether the
-    prediction lies inside it where the run had several rounds."""
-    if "measured_range" not in row:
-        return f"{row['measured']:.2f}x"
-    lo, hi = row["measured_range"]
-    return f"{row['measured']:.2f}x ({lo:.2f}–{hi:.2f}x{', inside' if row['inside'] else ''})"
+def inside_sentences(rows: list[dict], plain: dict | None) -> list[str]:
+    """How many predictions lie inside the rounds' range of the measured figure, computed (nothing
+    for a run of one round)."""
+    said = []
+    ranged = [r for r in rows + ([plain] if plain else []) if "inside_tok_s" in r]
+    if ranged:
+        said.append(f"The predicted tokens/s lies inside the rounds' range of the measured for "
+                    f"{sum(r['inside_tok_s'] for r in ranged)} of {len(ranged)} settings (plain decoding included).")
+    ranged = [r for r in rows if "inside" in r]
+    if ranged:
+        said.append(f"The predicted speedup lies inside the rounds' range of the measured one for "
+                    f"{sum(r['inside'] for r in ranged)} of {len(ranged)} methods.")
+    return [" ".join(said)] if said else []
 
 
 def _tune_table(tuned: dict | None) -> str:
@@ -315,7 +438,7 @@ def markdown(result: dict) -> str:
         f"threads, {mach['cuda'] or 'no GPU'}), {m['dtype']}, {m['questions']} questions ({m['subset']}), "
         f"{m['max_new_tokens']} new tokens, draft {m['draft']}, {mach.get('linear_order', 'few-row linear: not recorded')}. Wall time {m['wall_s']:.0f} s. Load average "
         f"{mach['load_average_start']} at start, {mach.get('load_average_end')} at the end.", "",
-        *_resumed_md(m.get("resumed")),
+        *_resumed_md(m.get("resumed")), *_rendered_md(m.get("rendered")),
         "Speedup = mean over questions of tokens/s, over the baseline's (Spec-Bench). Temperature 0 "
         f"everywhere except τ (T=1), on {m['tau_questions']} questions × {m.get('tau_max_new_tokens')} new tokens. "
         "`= vanilla`: share of questions whose "
@@ -348,6 +471,14 @@ def markdown(result: dict) -> str:
         static_vs_dynamic.markdown(result.get("static_vs_dynamic") or []), "",
         "## Calibration: draft confidence against acceptance", "", _calibration_md(result.get("calibration")), "",
     ])
+
+
+def _rendered_md(rendered: dict | None) -> list[str]:
+    """The line that says a report was written again from its run's records (``--report-only``)."""
+    if not rendered:
+        return []
+    return [f"**Report written again** {rendered['date']}, commit {rendered.get('commit') or 'not recorded'}, from "
+            "this run's own records (`--report-only`: nothing timed again; every figure is the run's).", ""]
 
 
 def _resumed_md(resumed: dict | None) -> list[str]:

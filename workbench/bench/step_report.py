@@ -50,8 +50,9 @@ def profile_table(result: dict) -> str:
         prefill = "–" if p["prefill"] is None else f"{p['prefill']:.0f}"
         out.append(f"| `{name}` | {p['steps']} | " + " | ".join(f"{p[k]:.1f}" for k, _ in PHASES) +
                    f" | {p['step']:.1f} | {p['outside_target']:.0%} | {prefill} |")
-    out += ["", "Mean ms per decode step, from the engine's own phase clocks during the timed turns "
-            "(`engine/timings.py`; prefill steps apart, in the last column: mean ms per prefill). forward: the "
+    out += ["", "Mean ms per decode step, from the engine's own phase clocks during the timed turns of every round "
+            "(`engine/timings.py`; steps: over all of them; prefill steps apart, in the last column: mean ms per "
+            "prefill). forward: the "
             "target's forward over the step's tokens (1, or the verify tree); logits: its LM head; draft: the "
             "draft's extend and tree levels; accept: the accept walk (a plain step: sampling); other: the step less "
             "its phases, and the attribution of each step's stop cause. Outside the target: the step's share that "
@@ -77,8 +78,8 @@ def gap_rows(result: dict, predicted: list[dict]) -> list[dict]:
                     "model_overhead": row["overhead_ms"], "step": spec["step"], "nodes": row.get("nodes"),
                     "target": spec["forward"] + spec["logits"], "draft": spec["draft"],
                     "rest": spec["step"] - spec["forward"] - spec["logits"] - spec["draft"],
-                    "model_plain": row["step_ms"] * row["predicted"] / row["tau"], "plain": plain["step"],
-                    "predicted": row["predicted"], "from_steps": round(step_speedup, 3), "measured": row["measured"]})
+                    "model_plain": row["plain_step_ms"], "plain": plain["step"],
+                    "predicted": row["step_predicted"], "from_steps": round(step_speedup, 3), "measured": row["measured"]})
     return out
 
 
@@ -87,7 +88,7 @@ def gap_table(result: dict, predicted: list[dict]) -> str:
     if not rows:
         return "(no phase times for vanilla and a speculative method in this run)"
     out = ["| method | τ | model step: verify + draft + overhead | measured step: target + draft + rest | "
-           "plain step, model / measured | predicted × | × from measured steps | measured × (turns) |",
+           "plain step, model / measured | model step × | × from measured steps | measured × (turns) |",
            "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         out.append(f"| `{r['method']}` | {r['tau']:.2f} | {r['model_verify']:.1f} + {r['model_draft']:.1f} + "
@@ -97,11 +98,14 @@ def gap_table(result: dict, predicted: list[dict]) -> str:
     model_gap = [r["from_steps"] - r["predicted"] for r in rows]
     turn_gap = [r["measured"] - r["from_steps"] for r in rows]
     out += ["", "ms per decode step; the model's steps, plain and speculative, are each row's own step cost (its "
-            "draft source's, named under the table above). × from measured steps = τ × measured plain step / "
+            "draft source's, named under the table above). Model step × = τ × the model's plain step / its "
+            "speculative step. × from measured steps = τ × measured plain step / "
             "measured speculative step: what the engine's own step times give at the run's τ. "
             f"Between the model and the measured steps: {_span(model_gap)} (the model's error, part by part in "
             f"the step columns); between the measured steps and whole turns: {_span(turn_gap)} (each turn's "
-            "prefill and first token, and the draft's catch-up over the prompt, which a decode step does not hold)."]
+            "prefill and first token, and the draft's catch-up over the prompt, which a decode step does not hold, "
+            "and the benchmark's speed, the mean over questions of each one's tokens/s: a question a method "
+            "drafts well, at a high τ, counts as much as a slow one, while the steps pool every question's)."]
     bracket = verify_bracket(result, rows)
     return "\n".join(out + (["", bracket] if bracket else []))
 
@@ -114,11 +118,13 @@ def verify_bracket(result: dict, rows: list[dict]) -> str | None:
     model's error is the machine's speed between two measurements and which the curve does not
     hold at all. None where the run has no such curve or no rows."""
     from workbench.cost_model import Curve
+    from workbench.measure.probe import probed_curve
 
+    probes = result.get("probes") or []
     verify = (result.get("costs") or {}).get("verify") or []
-    if not rows or not verify or not all("lo" in r for r in verify):
+    if not rows or not (probes or verify and all("lo" in r for r in verify)):
         return None
-    curve = Curve.from_rows(verify)
+    curve = probed_curve(probes) if probes else Curve.from_rows(verify)
     within = lambda ms, n: curve.range_at(n)[0] <= ms <= curve.range_at(n)[1]  # noqa: E731
     held = [r for r in rows if within(r["target"], r["nodes"])]
     over = [r for r in rows if r["target"] > curve.range_at(r["nodes"])[1]]
@@ -126,12 +132,16 @@ def verify_bracket(result: dict, rows: list[dict]) -> str | None:
     vanilla = decode_parts(result["summary"]["vanilla"]["step_profile"])  # gap_rows' rows exist only with it
     plain = vanilla["forward"] + vanilla["logits"]
     lo1, hi1 = curve.range_at(1)
-    said = (f"This run's own verify curve (the table \"Verify cost\" above: timed at the run's start, after a "
-            f"{result['costs']['prefix_len']}-token prefix; its range is the fastest and slowest repeat) holds the "
-            f"engine's target part (forward and logits, at the tokens each method verified) in {len(held)} of "
-            f"{len(rows)} speculative rows, and plain decoding's ({plain:.1f} ms against {lo1:.1f}–{hi1:.1f} at "
-            f"one token) {'too' if lo1 <= plain <= hi1 else 'not'}; the model's verify, from its step cost's own "
-            f"measurement, lies inside that range in {len(model_in)} of {len(rows)}.")
+    which = (f"The verify of the run's {len(probes)} probes (one after each question's turn of the methods, after "
+             "its prompt; the range is the fastest and slowest probe)" if probes else
+             f"This run's own verify curve (the table \"Verify cost\" above: timed at the run's start, after a "
+             f"{result['costs']['prefix_len']}-token prefix; its range is the fastest and slowest repeat)")
+    said = (f"{which} holds the engine's target part (forward and logits, at the tokens each method verified) in "
+            f"{len(held)} of {len(rows)} speculative rows, and plain decoding's ({plain:.1f} ms against "
+            f"{lo1:.1f}–{hi1:.1f} at one token) {'too' if lo1 <= plain <= hi1 else 'not'}; "
+            + ("the model's verify is the probes' median." if probes else
+               f"the model's verify, from its step cost's own measurement, lies inside that range in "
+               f"{len(model_in)} of {len(rows)}."))
     if over:
         said += (" Above the range: " + ", ".join(
             f"`{r['method']}` {r['target']:.1f} ms at {r['nodes']:.0f} tokens (range "

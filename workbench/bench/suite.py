@@ -17,9 +17,11 @@ Order of work: load, verify/draft cost curves, tune (if ``eagle2:best``), the st
 speculative method's draft source (``step_cost.step_costs``: read from the cache or measured once
 per source in the run, the tuner's trees included; the report's predictions read them), one short
 warm-up run per method, then for each question every method in turn (interleaved, so a change in
-machine load hits all methods alike), temperature 0, ``--rounds`` times (each round starts the
-methods' turn one place later; the figures are the median of the rounds' and their range, a
-speedup paired within its round); then temperature 1 on a few questions for tau.
+machine load hits all methods alike) and a probe of the target's part (``measure/probe.py``: the
+prefill, verify and draft forwards timed again, which the report's predictions read), temperature
+0, ``--rounds`` times (each round starts the methods' turn one place later; the figures are the
+median of the rounds' and their range, a speedup paired within its round); then temperature 1 on
+a few questions for tau.
 After the timed runs, one traced pass of ``--calibration`` (greedy, first turns, shorter) gives
 the draft's calibration (no timing is read from it). Outputs in ``--out``: ``results.json``,
 ``report.md``, ``figures.html`` (``report.py``), and ``records.jsonl``, each result kept as it
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import json
 import os
 import platform
 import signal
@@ -87,17 +90,18 @@ class Runner:
         from workbench.engine.timings import StepProfile
 
         tok, profile = self.wb.tokenizer, StepProfile()
-        messages, outputs, steps, seconds = [], [], [], 0.0
+        messages, outputs, steps, seconds, prompts = [], [], [], 0.0, []
         for turn in q.turns:
             messages.append({"role": "user", "content": turn})
-            out, s, acc = self.decode(method, chat_ids(tok, messages), sampling,
-                                      max_new_tokens or self.max_new_tokens, profile=profile)
+            ids = chat_ids(tok, messages)
+            out, s, acc = self.decode(method, ids, sampling, max_new_tokens or self.max_new_tokens, profile=profile)
+            prompts.append(len(ids))
             outputs.append(out)
             steps.append(acc)
             seconds += s
             messages.append({"role": "assistant", "content": tok.decode(out, skip_special_tokens=True)})
         rec = {"question_id": q.question_id, "category": q.category, "task": q.task, "output_ids": outputs,
-               "new_tokens": sum(len(o) for o in outputs), "seconds": round(seconds, 4)}
+               "prompt_tokens": prompts, "new_tokens": sum(len(o) for o in outputs), "seconds": round(seconds, 4)}
         rec["tokens_per_s"] = round(metrics.tokens_per_s(rec), 2)
         if not method.hf:
             rec["profile"] = profile.to_json()  # the engine's phase times, summed over the turns
@@ -113,20 +117,31 @@ def greedy_phase(round_index: int) -> str:
     return "t0" if round_index == 0 else f"t0#{round_index + 1}"
 
 
+def probes_of(journal: Journal, questions: list[specbench.Question], rounds: int) -> list[dict]:
+    """The probes a run kept, in the order they ran (rounds, then questions)."""
+    found = [journal.get_probe(greedy_phase(r), q.question_id) for r in range(rounds) for q in questions]
+    return [p for p in found if p is not None]
+
+
 def run_all(runner: Runner, methods: list[Method], *, questions: list[specbench.Question],
             tau_questions: list[specbench.Question], tau_max_new_tokens: int, log,
-            journal: Journal, rounds: int = 1) -> tuple[dict, dict, dict]:
+            journal: Journal, rounds: int = 1, probes=None) -> tuple[dict, dict, dict]:
     """Warm-up, then temperature 0 on ``questions`` (interleaved), ``rounds`` times, each round's
-    turn of the methods started one place later; then temperature 1 on ``tau_questions`` for
-    the speculative methods (only tau is read from these, so they may be shorter). A result
-    ``journal`` already holds is reused as measured; every new one is added to it as soon as it
-    is finished. Returns (the first round's records, records at T=1, every round's records by
-    method: a list of rounds)."""
+    turn of the methods started one place later, and after each question's turn of the methods
+    a probe of ``probes`` (a ``probe.ProbePlan``; None: none) on its first prompt
+    (``measure/probe.py``: the target's part timed again, kept in the journal's probe lines);
+    then temperature 1 on
+    ``tau_questions`` for the speculative methods (only tau is read from these, so they may be
+    shorter). A result ``journal`` already holds is reused as measured; every new one is added to
+    it as soon as it is finished. Returns (the first round's records, records at T=1, every
+    round's records by method: a list of rounds)."""
     from workbench.engine.sampling import SamplingParams
 
     greedy, hot = SamplingParams(), SamplingParams(temperature=1.0, seed=0)
     jobs = [(greedy_phase(r), m, q) for r in range(rounds) for q in questions
             for m in methods[r % len(methods):] + methods[:r % len(methods)]]
+    block_ends = {k for k, (job, after) in enumerate(zip(jobs, jobs[1:] + [None]))
+                  if after is None or (after[0], after[2]) != (job[0], job[2])}  # the last job of each question
     jobs += [("t1", m, q) for m in methods if m.speculative for q in tau_questions]
     todo = [(phase, m, q) for phase, m, q in jobs if journal.get(phase, m.name, q.question_id) is None]
     if len(todo) < len(jobs):
@@ -138,19 +153,21 @@ def run_all(runner: Runner, methods: list[Method], *, questions: list[specbench.
     log(f"warm-up done ({len(to_warm)} methods)")
     t_jobs, measured = time.perf_counter(), 0
     for k, (phase, m, q) in enumerate(jobs, 1):
-        if journal.get(phase, m.name, q.question_id) is not None:
-            continue
-        if phase == "t1":
-            rec = runner.question(m, q, hot, tau_max_new_tokens)
-        else:
-            rec = runner.question(m, q, greedy)
-        journal.add_result(phase, m.name, rec)
-        measured += 1
-        left = (time.perf_counter() - t_jobs) / measured * (len(todo) - measured)
-        turn = "T=1 " if phase == "t1" else f"r{phase.partition('#')[2] or 1} " if rounds > 1 else ""
-        log(f"[{k:>3}/{len(jobs)}] {turn}q{q.question_id:<4} {q.category:<14} "
-            f"{m.name:<16} {rec['new_tokens']:>4} tok {rec['tokens_per_s']:>7.2f} tok/s" +
-            (f"  tau {rec['tau']:.2f}" if "tau" in rec else "") + f"  (~{left:.0f}s left)")
+        if journal.get(phase, m.name, q.question_id) is None:
+            if phase == "t1":
+                rec = runner.question(m, q, hot, tau_max_new_tokens)
+            else:
+                rec = runner.question(m, q, greedy)
+            journal.add_result(phase, m.name, rec)
+            measured += 1
+            left = (time.perf_counter() - t_jobs) / measured * (len(todo) - measured)
+            turn = "T=1 " if phase == "t1" else f"r{phase.partition('#')[2] or 1} " if rounds > 1 else ""
+            log(f"[{k:>3}/{len(jobs)}] {turn}q{q.question_id:<4} {q.category:<14} "
+                f"{m.name:<16} {rec['new_tokens']:>4} tok {rec['tokens_per_s']:>7.2f} tok/s" +
+                (f"  tau {rec['tau']:.2f}" if "tau" in rec else "") + f"  (~{left:.0f}s left)")
+        if probes and k - 1 in block_ends and journal.get_probe(phase, q.question_id) is None:
+            ids = chat_ids(runner.wb.tokenizer, [{"role": "user", "content": q.turns[0]}])
+            journal.add_probe(phase, {"question_id": q.question_id, **probes.take(runner.wb, ids)})
     by_round = {m.name: [[journal.get(greedy_phase(r), m.name, q.question_id) for q in questions]
                          for r in range(rounds)] for m in methods}
     records = {name: runs[0] for name, runs in by_round.items()}
@@ -183,7 +200,8 @@ def summarize(methods: list[Method], records: dict, hot_records: dict, by_round:
     cause (T=0), equality with vanilla. ``by_round`` (``run_all``'s third answer), where it holds
     several rounds: speed and speedups are the rounds' medians, each speedup paired within its
     round, and ``rounds`` keeps every round's (the counts, τ and equality are the first round's:
-    greedy decoding emits the same tokens every round)."""
+    greedy decoding emits the same tokens every round; the step profile sums every round's
+    steps)."""
     by_round = by_round or {name: [recs] for name, recs in records.items()}
     runs = len(next(iter(by_round.values())))
     rounds = [{name: by_round[name][r] for name in by_round} for r in range(runs)]
@@ -208,8 +226,8 @@ def summarize(methods: list[Method], records: dict, hot_records: dict, by_round:
             if m.speculative:
                 t["tau"] = _round(metrics.tau(metrics.accept_lengths(trecs)))
             s["per_task"][task] = t
-        if not m.hf:
-            s["step_profile"] = metrics.step_profile(recs)
+        if not m.hf:  # every round's steps: the speedups beside it are the rounds' medians
+            s["step_profile"] = metrics.step_profile([r for rnd in by_round[m.name] for r in rnd])
         if m.speculative:
             lengths, accepted = metrics.accept_lengths(recs), metrics.drafts_accepted(recs)
             mt = metrics.accept_lengths([r for r in recs if r["task"] == "mt_bench"], first_turn_only=True)
@@ -303,6 +321,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "run started again with the same settings reuses them")
     p.add_argument("--fresh", action="store_true",
                    help="discard an unfinished run's results in --out and measure everything again")
+    p.add_argument("--report-only", action="store_true",
+                   help="time nothing: write --out's report again from its finished run (results.json and "
+                        "records.jsonl) with this version's report code, the run's own figures unchanged")
     add_model_args(p)
     p.set_defaults(dtype="auto")
 
@@ -317,6 +338,8 @@ def cmd_bench(args) -> int:
     def log(msg: str) -> None:
         print(f"[bench {time.perf_counter() - t_start:6.0f}s] {msg}", file=sys.stderr, flush=True)
 
+    if args.report_only:
+        return report_again(Path(args.out), log)
     torch.set_num_threads(args.threads)
     with as_user_error("--methods: "):
         parse_methods(args.methods)  # names checked before anything loads
@@ -357,7 +380,46 @@ def stop_on_sigterm():
 
 # Options that name where the output goes or shape the untimed calibration pass: a run resumes
 # across a change of these. Every other option is a setting the results depend on.
-NOT_SETTINGS = ("command", "func", "out", "fresh", "calibration", "calibration_max_new_tokens")
+NOT_SETTINGS = ("command", "func", "out", "fresh", "calibration", "calibration_max_new_tokens", "report_only")
+
+
+def report_again(out: Path, log) -> int:
+    """``--report-only``: a finished run's report written again from what it kept, with this
+    version's summary and report code; nothing is timed, and every record, timing and setting
+    stays the run's (``meta.rendered`` says when and by which commit it was written again)."""
+    from workbench.bench import report
+    from workbench.measure.journal import FILE, read_journal
+
+    path = out / "results.json"
+    if not path.exists() or not (out / FILE).exists():
+        raise UserError(f"--report-only: {out} holds no finished run (results.json and {FILE}): run the benchmark "
+                        "there first")
+    result = json.loads(path.read_text(encoding="utf-8"))
+    journal = read_journal(out / FILE)
+    names, rounds = list(result["summary"]), result["meta"].get("rounds") or 1
+    best = None
+    if result.get("best_tree"):
+        from workbench.bench.tune import tree_from_name
+
+        best = tree_from_name(result["best_tree"])
+    methods = parse_methods(",".join(names), best)
+    qids = [r["question_id"] for r in result["records"][names[0]]]
+    by_round = {m.name: [[journal.get(greedy_phase(r), m.name, q) for q in qids] for r in range(rounds)]
+                for m in methods}
+    if any(rec is None for runs in by_round.values() for rnd in runs for rec in rnd):
+        raise UserError(f"--report-only: {out / FILE} lacks some of the run's results (a run stopped before its "
+                        "end): run its command again to finish it")
+    records = {name: runs[0] for name, runs in by_round.items()}
+    result.update(summary=summarize(methods, records, result.get("records_t1") or {}, by_round),
+                  static_vs_dynamic=static_vs_dynamic.compare(methods, records, by_round),
+                  probes=[p for p in (journal.get_probe(greedy_phase(r), q) for r in range(rounds) for q in qids)
+                          if p is not None])
+    result["meta"]["rendered"] = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+                                  "commit": provenance.commit()}
+    paths = report.write_all(out, result)
+    log("wrote " + ", ".join(str(p) for p in paths) + " again from the run's records (nothing timed)")
+    print(report.headline_table(result))
+    return 0
 
 
 def run_settings(args, questions: list[specbench.Question]) -> dict:
@@ -372,6 +434,7 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
     tuned tree and its predictions' measurements), the timed runs, calibration; then the report."""
     from workbench.bench import report, tune
     from workbench.flags import load_from_args
+    from workbench.measure.probe import ProbePlan
 
     names = [n.strip() for n in args.methods.split(",")]
     wb = load_from_args(args, any(n.startswith(("linear", "eagle2", "static")) for n in names))
@@ -408,7 +471,9 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
     tau_questions = mt[: args.tau_questions] if args.temperature_tau else []
     records, hot, by_round = run_all(Runner(wb, hf_model, args.max_new_tokens), methods, questions=questions,
                                      tau_questions=tau_questions, tau_max_new_tokens=args.tau_max_new_tokens,
-                                     log=log, journal=journal, rounds=args.rounds)
+                                     log=log, journal=journal, rounds=args.rounds,
+                                     probes=ProbePlan.of([m.spec for m in methods if not m.hf], wb)
+                                     if priced["methods"] else None)
     summary = summarize(methods, records, hot, by_round)
     calibration = run_calibration(wb, methods, questions=questions, choice=args.calibration,
                                   max_new_tokens=args.calibration_max_new_tokens, log=log)
@@ -423,7 +488,8 @@ def measure(args, questions: list[specbench.Question], *, best, info: dict, jour
                  "target": provenance.shown(str(wb.target_dir)), "draft": provenance.shown(wb.draft_source),
                  "wall_s": round(time.perf_counter() - t_start, 1),
                  "resumed": journal.summary() if journal.resumed else None},
-        "costs": costs, "step_costs": priced, "tune": tuned, "best_tree": tune.tree_name(best) if best else None,
+        "costs": costs, "step_costs": priced, "probes": probes_of(journal, questions, args.rounds),
+        "tune": tuned, "best_tree": tune.tree_name(best) if best else None,
         "methods": {m.name: m.describe() for m in methods}, "summary": summary,
         "static_vs_dynamic": static_vs_dynamic.compare(methods, records, by_round), "calibration": calibration,
         "records": records, "records_t1": hot,

@@ -13,6 +13,11 @@ Per request: TTFT, end-to-end time and TPOT, as ``workbench/metrics.py`` defines
 
 Sampled settings (temperature > 0) draw with seed ``sampling.seed + round``: every round is
 another sample, and τ has a range over the rounds as the timings do.
+
+Given a list ``probes``, each round also gives one turn to a probe of the target's part
+(``workbench/measure/probe.py``: the first prompt's prefill, a verify of each setting's size and
+of ``probe_sizes``, the head's forwards), appended to it: ``probe.probed(cost, probes)`` is the
+step cost read at the runs' own pace, for a prediction set beside them.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from workbench.measure.specbench import load_questions
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
 from workbench.lessons import smoke
+from workbench.measure.probe import ProbePlan
 from workbench.metrics import tau as pooled_tau
 from workbench.timing import Spread, interleaved, spread
 
@@ -139,12 +145,17 @@ class Setting:
         return pooled_tau(self.accept_lengths[category]) if self.spec.speculative else 1.0
 
 
+PROBE_TURN = "(probe)"  # a probe's place in a round's turn (no setting's label has parentheses first)
+
+
 def measure_settings(wb, specs: list, prompts: dict[str, list[int]], rounds: int,
-                     max_new_tokens: int = MAX_NEW_TOKENS) -> dict[str, Setting]:
+                     max_new_tokens: int = MAX_NEW_TOKENS, probes: list | None = None,
+                     probe_sizes=()) -> dict[str, Setting]:
     """Each setting, by label. A setting is a ``SpecConfig`` (greedy) or a pair ``(SpecConfig,
     SamplingParams)``; the first greedy one must be vanilla, and so must one of every other
     sampling: every speedup is over plain decoding at the same temperature. At smoke size
-    (``workbench.lessons.smoke``), fewer new tokens."""
+    (``workbench.lessons.smoke``), fewer new tokens. ``probes``: a list that gets one probe a
+    round (module docstring), at the settings' verify sizes and ``probe_sizes``."""
     max_new_tokens = smoke.new_tokens(max_new_tokens)
     pairs = [s if isinstance(s, tuple) else (s, GREEDY) for s in specs]
     if not pairs or pairs[0][0].speculative:
@@ -169,7 +180,11 @@ def measure_settings(wb, specs: list, prompts: dict[str, list[int]], rounds: int
         done[name].append(runs)
         return _metrics(list(runs.values()))["tok_s"]
 
-    interleaved({n: (lambda n=n: one_round(n)) for n in names}, rounds)
+    turns = {n: (lambda n=n: one_round(n)) for n in names}
+    plan = ProbePlan.of([sp for sp, _ in pairs], wb, extra_sizes=probe_sizes) if probes is not None else None
+    if plan is not None:
+        turns[PROBE_TURN] = lambda: probes.append(plan.take(wb, first)) or 0.0
+    interleaved(turns, rounds)
     plain = {label(SpecConfig("vanilla"), sa): done[label(SpecConfig("vanilla"), sa)] for _, sa in pairs}
     out = {}
     for name, (spec, sampling) in names.items():

@@ -9,6 +9,8 @@
     {"session": {"started": DATE, "load_average_start": [...]}}   every start, the first included
     {"result": {"phase": "t0", "method": NAME, "question_id": Q, "session": K, "elapsed_s": S,
                 "record": {...}}}                                   one per (phase, method, question)
+    {"probe": {"phase": "t0", "question_id": Q, "session": K,      the target's part timed after a
+               "elapsed_s": S, "record": {...}}}                   question's turn (measure/probe.py)
     {"complete": DATE}                                              the report was written
 
 ``phase`` is ``t0`` for the timed greedy runs and ``t1`` for the temperature-1 runs read for τ;
@@ -63,6 +65,7 @@ class Journal:
     settings: dict
     setup: dict | None = None  # costs, tune, best tree, step costs: from the session that measured them
     results: dict[tuple[str, str, int], dict] = field(default_factory=dict)  # (phase, method, question) -> line
+    probes: dict[tuple[str, int], dict] = field(default_factory=dict)  # (phase, question) -> line
     sessions: list[dict] = field(default_factory=list)
     dropped: int = 0  # torn lines left out when it was read
     whole_bytes: int | None = None  # resuming: the file's length up to its last newline, when read
@@ -81,6 +84,17 @@ class Journal:
         """The record kept for (phase, method, question), or None if it is still to run."""
         line = self.results.get((phase, method, question_id))
         return None if line is None else line["record"]
+
+    def get_probe(self, phase: str, question_id: int) -> dict | None:
+        """The probe kept after (phase, question)'s turn of the methods, or None."""
+        line = self.probes.get((phase, question_id))
+        return None if line is None else line["record"]
+
+    def add_probe(self, phase: str, record: dict) -> None:
+        line = {"phase": phase, "question_id": record["question_id"], "session": self.session,
+                "elapsed_s": round(time.perf_counter() - self.t0, 1), "record": record}
+        self.probes[(phase, record["question_id"])] = line
+        self._append({"probe": line})
 
     def add_setup(self, setup: dict) -> None:
         self.setup = setup
@@ -158,6 +172,15 @@ def open_journal(out_dir: Path, settings: dict, *, fresh: bool, log) -> Journal:
     return Journal(path, settings)
 
 
+def read_journal(path: Path) -> Journal:
+    """Everything a journal holds, finished or not, to read (``bench --report-only``)."""
+    lines, torn, _ = _read(Path(path))
+    run = next((ln["run"] for ln in lines if "run" in ln), None)
+    if run is None:
+        raise UserError(f"{path} is not a benchmark journal (no run line)")
+    return _resume(Path(path), run.get("settings", {}), lines, torn)
+
+
 def _read(path: Path) -> tuple[list[dict], int, int]:
     """The journal's whole lines, how many torn ones were left out, and the bytes up to its last
     newline (what is kept when a torn tail is cut off)."""
@@ -198,4 +221,7 @@ def _resume(path: Path, settings: dict, lines: list[dict], torn: int) -> Journal
         elif "result" in ln:
             r = ln["result"]
             journal.results[(r["phase"], r["method"], r["question_id"])] = r
+        elif "probe" in ln:
+            r = ln["probe"]
+            journal.probes[(r["phase"], r["question_id"])] = r
     return journal

@@ -152,10 +152,11 @@ def _with_target(cost: StepCost, target: StepCost | None) -> StepCost:
 
 
 def measurement_label(wb) -> str:
-    """Which measurement: the date, the machine, threads and dtype (every figure that quotes it says so)."""
+    """Which measurement: the date and minute, the machine, threads and dtype (every figure that
+    quotes it says so; two measurements of one day have two names)."""
     import datetime
 
-    day = datetime.date.today().isoformat()
+    day = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     threads = torch.get_num_threads()
     return f"{day}, {cpu_model()}, {threads} thread{'s' if threads > 1 else ''}, {wb.dtype_name}"
 

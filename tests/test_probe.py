@@ -1,0 +1,119 @@
+"""The run's own forwards (``measure/probe.py``): what one probe times on a tiny model, the step
+cost they price (medians in place of the cached curves, the overhead kept), and the bench report's
+whole-turn prediction read from them, checked by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.bench import report
+from workbench.cost_model import Overhead, StepCost
+from workbench.measure.probe import label, probe, probed, probed_curve, verify_sizes
+
+
+def test_a_probe_times_the_sizes_a_run_verifies():
+    assert verify_sizes([2, 4, 4, 6, 8]) == (1, 2, 4, 6, 8)
+    assert verify_sizes([1.39, 3]) == (1, 2, 3)  # a fractional verify (the n-gram's) rounded up
+    assert verify_sizes([]) == (1,)
+
+
+@pytest.fixture(scope="module")
+def tiny_wb(tmp_path_factory):
+    from helpers import tiny_app_workbench
+
+    return tiny_app_workbench(tmp_path_factory.mktemp("probe"))
+
+
+def test_one_probe_on_a_tiny_model(tiny_wb):
+    prompt = [5, 6, 7, 8, 9, 10, 11]
+    got = probe(tiny_wb, prompt, (1, 2, 4), rows=(1, 2), head=True)
+    assert got["prompt_tokens"] == 7 and got["prefill_ms"] > 0 and got["catch_up_ms"] > 0
+    assert [n for n, _ in got["verify"]] == [1, 2, 4] and all(ms > 0 for _, ms in got["verify"])
+    assert [n for n, _ in got["draft"]] == [1, 2] and all(ms > 0 for _, ms in got["draft"])
+    plain = probe(tiny_wb, prompt, (1,))
+    assert set(plain) == {"prompt_tokens", "prefill_ms", "verify"}  # no head: no draft timed
+    with pytest.raises(ValueError, match="needs a prompt"):
+        probe(tiny_wb, [], (1,))
+    with pytest.raises(ValueError, match="sizes >= 1"):
+        probe(tiny_wb, prompt, (0, 2))
+
+
+PROBES = [{"prompt_tokens": 10, "prefill_ms": 30.0, "verify": [[1, 9.0], [4, 11.0]], "catch_up_ms": 2.0,
+           "draft": [[1, 1.0], [2, 1.5]]},
+          {"prompt_tokens": 10, "prefill_ms": 34.0, "verify": [[1, 10.0], [4, 12.0]], "catch_up_ms": 3.0,
+           "draft": [[1, 1.2], [2, 1.7]]},
+          {"prompt_tokens": 20, "prefill_ms": 50.0, "verify": [[1, 12.0], [4, 16.0]], "catch_up_ms": 4.0,
+           "draft": [[1, 1.4], [2, 1.9]]}]
+COST = StepCost(((1, 20.0), (4, 30.0)), ((1, 5.0), (2, 6.0)), overhead=Overhead(plain_per_step=1.0, spec_per_step=2.0),
+                measured="the cached one", prefill=((10, 99.0),), catch_up=((10, 9.0),))
+
+
+def test_the_probed_step_cost_takes_the_probes_medians_and_keeps_the_overhead():
+    got = probed(COST, PROBES, head=True)
+    assert got.verify == ((1, 10.0), (4, 12.0)) and got.verify_range == ((9.0, 12.0), (11.0, 16.0))
+    assert got.draft == ((1, 1.2), (2, 1.7)) and got.draft_range == ((1.0, 1.4), (1.5, 1.9))
+    assert got.prefill == ((10, 32.0), (20, 50.0)) and got.catch_up == ((10, 2.5), (20, 4.0))  # per prompt length
+    assert got.overhead == COST.overhead
+    assert got.measured == label("the cached one", 3) == \
+        "the run's own forwards (3 probes between its timed runs), the overhead of the cached one"
+    other = probed(COST, PROBES, head=False)  # another source's draft: its own curve and catch-up kept
+    assert other.draft == COST.draft and other.catch_up == COST.catch_up and other.verify == got.verify
+    curve = probed_curve(PROBES)
+    assert curve.points == ((1, 10.0), (4, 12.0)) and curve.range_at(4) == (11.0, 16.0)
+    with pytest.raises(ValueError, match="no probe"):
+        probed(COST, [], head=True)
+
+
+def test_the_report_predicts_whole_turns_from_the_probes():
+    """linear:1 over two one-turn questions, each at its own τ (2 and 1.5): each turn's prefill and
+    catch-up from the probes, then (n - 1) / τ steps; tokens/s the mean over questions, as the
+    benchmark's speed is; plain decoding the same way; computed here by hand."""
+    rounds = lambda *v: {"runs": 3, "tokens_per_s": list(v)}  # noqa: E731
+    plain_recs = [{"question_id": 1, "prompt_tokens": [10], "output_ids": [list(range(9))]},
+                  {"question_id": 2, "prompt_tokens": [20], "output_ids": [list(range(4))]}]
+    spec_recs = [{**plain_recs[0], "accept_lengths": [[2, 2, 2, 2]]}, {**plain_recs[1], "accept_lengths": [[2, 1]]}]
+    result = {"summary": {"vanilla": {"tokens_per_s": 80.0, "speedup_vs_vanilla": 1.0, "rounds": rounds(70.0, 80.0, 90.0)},
+                          "linear:1": {"tau": 1.83, "tokens_per_s": 100.0, "speedup_vs_vanilla": 1.2,
+                                       "rounds": {**rounds(95.0, 100.0, 105.0), "speedup_vs_vanilla": [1.1, 1.2, 1.3]}}},
+              "records": {"vanilla": plain_recs, "linear:1": spec_recs}, "probes": PROBES,
+              "step_costs": {"methods": {"linear:1": COST.as_dict()}, "priced_by": {"head": "the cached one"}}}
+    (row,) = report.predicted_rows(result)
+    # probed: verify(1) 10, verify(2) 10 + (12 - 10) / 3, the extend at τ rows (draft 1.2 + 0.5 a row), no levels
+    verify2, overhead = 10.0 + 2.0 / 3, 2.0
+    step = lambda tau: verify2 + 1.2 + 0.5 * (tau - 1) + overhead  # noqa: E731
+    assert row["step_ms"] == pytest.approx(step(1.83), abs=0.01)  # the step columns: at the method's τ
+    catch_up = lambda n, tau: max(0.0, (2.5 if n == 10 else 4.0) - (1.2 + 0.5 * (tau - 1)))  # noqa: E731
+    q1 = 9 / (32.0 + catch_up(10, 2.0) + 8 / 2.0 * step(2.0)) * 1e3
+    q2 = 4 / (50.0 + catch_up(20, 1.5) + 3 / 1.5 * step(1.5)) * 1e3
+    p1, p2 = 9 / (32.0 + 8 * 11.0) * 1e3, 4 / (50.0 + 3 * 11.0) * 1e3
+    assert row["predicted_tok_s"] == pytest.approx((q1 + q2) / 2, abs=0.01)
+    assert row["predicted"] == pytest.approx((q1 + q2) / (p1 + p2), abs=1e-3)
+    assert row["measured_range_tok_s"] == [95.0, 105.0] and row["inside_tok_s"] == (95.0 <= row["predicted_tok_s"] <= 105.0)
+    assert row["measured_range"] == [1.1, 1.3] and row["inside"] == (1.1 <= row["predicted"] <= 1.3)
+    assert row["step_predicted"] == pytest.approx(1.83 * 11.0 / step(1.83), abs=1e-3)  # the decode step's alone
+    plain = report.plain_row(result, [row])
+    assert plain["predicted_tok_s"] == pytest.approx((p1 + p2) / 2, abs=0.01)
+    assert plain["inside_tok_s"] == (70.0 <= plain["predicted_tok_s"] <= 90.0)
+    table = report._predicted_table(result)
+    assert table.splitlines()[2].startswith("| `vanilla` | 1 | 11.0 |") and "3 probes, one after each" in table
+    inside = sum((row["inside_tok_s"], plain["inside_tok_s"]))
+    assert f"for {inside} of 2 settings (plain decoding included)" in table
+    for rec in plain_recs + spec_recs:  # records kept before prompt lengths were: the decode step's speedup alone
+        del rec["prompt_tokens"]
+    (row,) = report.predicted_rows(result)
+    assert row["predicted"] == row["step_predicted"] and "predicted_tok_s" not in row
+
+
+def test_the_lessons_settings_take_a_probe_each_round(tiny_wb):
+    """``measure_settings(..., probes=[])``: one probe a round, at the settings' verify sizes and the
+    sizes asked for, the head's forwards too; the settings' figures as without it."""
+    from workbench.engine.config import SpecConfig
+    from workbench.lessons.settings import measure_settings
+
+    probes = []
+    got = measure_settings(tiny_wb, [SpecConfig("vanilla"), SpecConfig.linear(3)], {"a": [5, 6, 7], "b": [8, 9]},
+                           rounds=2, max_new_tokens=6, probes=probes, probe_sizes=(6,))
+    assert list(got) == ["vanilla", "linear:3"] and got["linear:3"].speedup.runs == 2
+    assert len(probes) == 2 and all(p["prompt_tokens"] == 3 for p in probes)  # the first prompt's prefill
+    assert [n for n, _ in probes[0]["verify"]] == [1, 2, 4, 6] and [n for n, _ in probes[0]["draft"]] == [1, 2, 4]
+    assert probed(COST, probes, head=True).verify[-1][0] == 6

@@ -1,0 +1,211 @@
+"""The target's part of a step, timed again beside a benchmark's timed runs: the cost model read at
+the run's own pace.
+
+A step cost (``step_cost.py``) is measured once and cached. On a small shared machine the same
+forward runs a fifth slower or faster from one minute to the next, and not by the same factor at
+every size: within one hour a 4-token verify cost 1.23 decode steps in the step cost's measurement
+and 1.11 in the engine's steps of the benchmark that followed (docs/bench/archive). A prediction
+from the cached curves then carries the machine's drift beside the model's own error, and nothing
+tells the two apart.
+
+So a benchmark that sets the model's predictions beside its measurements times the target's part
+again through the run: after each of its timed blocks (a question's turn of every method; one
+closed loop of the load) one **probe** (``probe``), a second or two:
+
+- the prefill: one target forward over a prompt of the run (its real tokens) and the logits of
+  its last row, as the engine's prefill step runs them;
+- the verify: after that prompt, one forward and its logits over n new tokens for each n of
+  ``sizes`` (the run's verify sizes, a request's or a batch's), the sizes in turn;
+- where the run drafts with the EAGLE head: the head's extend over the prompt's rows (the
+  catch-up) and one head forward with its log-probs over each of ``rows`` rows.
+
+``probed(cost, probes)`` is the step cost with those parts replaced by the probes' medians (the
+range: their lowest and highest); what a step spends outside its forwards (``Overhead``) stays the
+step cost's, as do the forwards no probe timed. A prediction priced by it sets the model's
+structure against the run with the machine's pace over the run taken out; ``label`` says so
+wherever such a figure is quoted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from statistics import median
+
+import torch
+
+from workbench.cost_model import StepCost
+from workbench.kv import SlotAllocator
+from workbench.measure.cost import Prefilled, chain_batch, synced_clock
+
+DRAFT_ROWS = (1, 2, 4)  # a head forward's rows in a probe, at least: the extend (τ rows) and a level (topk)
+
+
+def verify_sizes(tokens) -> tuple[int, ...]:
+    """The sizes a probe times for verifies of ``tokens`` tokens each (a whole step's; fractional
+    ones rounded up): one token (plain decoding), every power of two up to the largest, and each."""
+    tokens = [max(1, math.ceil(float(t))) for t in tokens] or [1]
+    top = max(tokens)
+    return tuple(sorted({1, *(1 << i for i in range(top.bit_length())), *tokens}))
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    """What each probe of a run times: verify ``sizes``, and head forwards of ``rows`` rows where
+    ``head`` (the run drafts with the EAGLE head)."""
+
+    sizes: tuple[int, ...]
+    rows: tuple[int, ...] = ()
+    head: bool = False
+
+    @classmethod
+    def of(cls, specs, wb, *, batch: int = 1, extra_sizes=()) -> ProbePlan | None:
+        """The verifies of ``specs`` (``SpecConfig``s) at ``batch`` requests (``batch`` tokens a
+        plain step, ``batch`` · D a speculative one) and ``extra_sizes``; where one drafts with
+        the loaded EAGLE head, its forwards up to ``batch`` · topk rows and an extend of 2 ·
+        ``batch``. None without a speculative setting (nothing is predicted)."""
+        spec = [s for s in specs if s.speculative]
+        if not spec:
+            return None
+        head = [s for s in spec if s.draft.needs.head] if getattr(wb, "draft", None) is not None else []
+        rows = verify_sizes([batch * s.topk for s in head] + [2 * batch]) if head else ()
+        return cls(verify_sizes([batch] + [batch * s.num_draft_tokens for s in spec] + list(extra_sizes)),
+                   tuple(sorted({*DRAFT_ROWS, *rows})) if head else (), bool(head))
+
+    def take(self, wb, prompt: list[int]) -> dict:
+        """One probe of this plan after ``prompt`` (``probe``)."""
+        return probe(wb, prompt, self.sizes, rows=self.rows, head=self.head)
+
+
+def probe(wb, prompt: list[int], sizes, *, rows=(), head: bool = False) -> dict:
+    """One probe (module docstring): ms of the prefill of ``prompt``, of a verify of each of
+    ``sizes`` tokens after it and, with ``head``, of the head's catch-up over the prompt and of one
+    head forward over each of ``rows`` rows. Returns ``{"prompt_tokens", "prefill_ms",
+    "verify": [[n, ms], ...]}``, with ``head`` also ``"catch_up_ms"`` and ``"draft": [[rows, ms], ...]``."""
+    target = wb.target
+    device = target.lm_head.weight.device
+    sizes, rows = sorted({int(n) for n in sizes}), sorted({int(n) for n in rows})
+    if not prompt or not sizes or min(sizes) < 1:
+        raise ValueError(f"a probe needs a prompt and verify sizes >= 1, got {len(prompt)} tokens and {sizes}")
+    vocab, spare = target.config.vocab_size, max(sizes + rows) + 1
+    body = lambda batch, kv: target(batch, kv)  # noqa: E731
+    pool, prefill = _prefilled(body, lambda h: target.logits(h[-1:]), new_pool=target.new_kv_pool, prompt=prompt,
+                               spare=spare, vocab=vocab, device=device)
+    verify = lambda batch: target.logits(target(batch, pool.kv))  # noqa: E731
+    out = {"prompt_tokens": len(prompt), "prefill_ms": round(prefill, 3),
+           "verify": [[n, round(_chain_ms(pool, n, verify), 3)] for n in sizes]}
+    if head:
+        draft = wb.draft
+        feats = torch.zeros(max(len(prompt), spare), draft.feature_width, dtype=target.lm_head.weight.dtype,
+                            device=device)
+        extend = lambda batch, kv: draft(feats[: batch.num_tokens], batch, kv)  # noqa: E731
+        dpool, catch_up = _prefilled(extend, lambda h: draft.log_probs(h[-1:]), new_pool=draft.new_kv_pool,
+                                     prompt=prompt, spare=spare, vocab=vocab, device=device)
+        level = lambda batch: draft.log_probs(draft(feats[: batch.num_tokens], batch, dpool.kv))  # noqa: E731
+        out.update(catch_up_ms=round(catch_up, 3), draft=[[r, round(_chain_ms(dpool, r, level), 3)] for r in rows])
+    return out
+
+
+def _prefilled(body, last, *, new_pool, prompt: list[int], spare: int, vocab: int, device) -> tuple[Prefilled, float]:
+    """A pool holding ``prompt`` (run through ``body(batch, kv)``, then ``last(hidden)``: the
+    last row's distribution) with ``spare`` slots more, and the ms the two took."""
+    from workbench.attention.batch import extend_batch
+
+    alloc = SlotAllocator(len(prompt) + spare)
+    kv = new_pool(len(prompt) + spare)
+    slots = alloc.alloc(len(prompt))
+    batch = extend_batch(tokens=[list(prompt)], prefix_slots=[[]], new_slots=[slots], device=device)
+    t0 = synced_clock(device)
+    last(body(batch, kv))
+    ms = (synced_clock(device) - t0) * 1e3
+    return Prefilled(kv, alloc, prefix=slots, vocab=vocab, device=torch.device(device)), ms
+
+
+def _chain_ms(pool: Prefilled, n: int, forward) -> float:
+    """ms of ``forward(batch)`` over a chain of n new tokens after the pool's prefix (slots freed after)."""
+    slots = pool.alloc.alloc(n)
+    try:
+        batch = chain_batch(n, pool, slots)
+        t0 = synced_clock(pool.device)
+        forward(batch)
+        return (synced_clock(pool.device) - t0) * 1e3
+    finally:
+        pool.alloc.free(slots)
+
+
+def _curve(probes: list[dict], key: str) -> tuple[list[tuple[int, float]], list[tuple[float, float]]]:
+    """Per size of ``key`` ("verify", "draft"): the probes' median ms and (lowest, highest)."""
+    by_size: dict[int, list[float]] = {}
+    for p in probes:
+        for n, ms in p.get(key) or ():
+            by_size.setdefault(int(n), []).append(float(ms))
+    sizes = sorted(by_size)
+    return [(n, round(median(by_size[n]), 3)) for n in sizes], [(min(by_size[n]), max(by_size[n])) for n in sizes]
+
+
+def _by_length(probes: list[dict], key: str) -> list[tuple[int, float]]:
+    """(prompt tokens, median ms of ``key``) over the probes, one point per prompt length."""
+    by_len: dict[int, list[float]] = {}
+    for p in probes:
+        if p.get(key) is not None:
+            by_len.setdefault(int(p["prompt_tokens"]), []).append(float(p[key]))
+    return [(n, round(median(v), 3)) for n, v in sorted(by_len.items())]
+
+
+def probed_curve(probes: list[dict]):
+    """The probes' verify as a ``cost_model.Curve``: the median per size, the range their lowest and
+    highest."""
+    from workbench.cost_model import Curve
+
+    points, ranges = _curve(probes, "verify")
+    return Curve(tuple(points), tuple(lo for lo, _ in ranges), tuple(hi for _, hi in ranges), "the probes' verify")
+
+
+def probed(cost: StepCost, probes: list[dict], *, head: bool) -> StepCost:
+    """``cost`` with the parts the probes timed in its place (module docstring): the verify curve
+    (medians, ranges), the prefill against the prompt's length, and with ``head`` (the cost's
+    draft source is the head the probes timed) the draft forwards and the catch-up. ValueError
+    without a probe."""
+    if not probes:
+        raise ValueError("no probe to price the run's target part with")
+    verify, verify_range = _curve(probes, "verify")
+    changes = {"verify": tuple(verify), "verify_range": tuple(verify_range), "prefill": tuple(_by_length(probes, "prefill_ms")),
+               "measured": label(cost.measured or "an undated step cost", len(probes))}
+    drafted = [p for p in probes if p.get("draft")]
+    if head and drafted:
+        draft, draft_range = _curve(drafted, "draft")
+        changes.update(draft=tuple(draft), draft_range=tuple(draft_range),
+                       catch_up=tuple(_by_length(drafted, "catch_up_ms")))
+    return replace(cost, **changes)
+
+
+def label(measured: str, probes: int) -> str:
+    """Which measurement a probed step cost is: ``probes`` probes, and the step cost (``measured``)
+    its overhead is from."""
+    return f"the run's own forwards ({probes} probes between its timed runs), the overhead of {measured}"
+
+
+def summary(probes: list[dict]) -> dict:
+    """The probes' figures as a record quotes them: how many, and the medians a probed step cost
+    reads (verify and head forwards with their ranges, prefill and catch-up by prompt length)."""
+    verify, verify_range = _curve(probes, "verify")
+    draft, draft_range = _curve(probes, "draft")
+    return {"count": len(probes), "verify": [list(p) for p in verify], "verify_range": [list(r) for r in verify_range],
+            "draft": [list(p) for p in draft], "draft_range": [list(r) for r in draft_range],
+            "prefill": [list(p) for p in _by_length(probes, "prefill_ms")],
+            "catch_up": [list(p) for p in _by_length(probes, "catch_up_ms")]}
+
+
+def summary_md(found: dict) -> str:
+    """``summary`` in words: the probes' median ms per verify size, head rows and prompt length."""
+    line = ", ".join(f"{n}: {ms:.1f}" for n, ms in found["verify"])
+    said = f"{found['count']} probes; verify of N tokens, ms: {line}"
+    if found["draft"]:
+        said += ". Head forward of R rows, ms: " + ", ".join(f"{n}: {ms:.1f}" for n, ms in found["draft"])
+    lengths = sorted(n for n, _ in found["prefill"])
+    if lengths:
+        ms = [m for _, m in sorted(found["prefill"])]
+        said += (f". Prefill over the prompts of {lengths[0]}–{lengths[-1]} tokens: {min(ms):.0f}–{max(ms):.0f} ms"
+                 if len(lengths) > 1 else f". Prefill of a {lengths[0]}-token prompt: {ms[0]:.0f} ms")
+    return said + "."
+
