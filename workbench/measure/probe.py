@@ -4,13 +4,15 @@ the run's own pace.
 A step cost (``step_cost.py``) is measured once and cached. On a small shared machine the same
 forward runs a fifth slower or faster from one minute to the next, and not by the same factor at
 every size: within one hour a 4-token verify cost 1.23 decode steps in the step cost's measurement
-and 1.11 in the engine's steps of the benchmark that followed (docs/bench/archive). A prediction
+and 1.11 in the engine's steps of the benchmark that followed
+(docs/bench/archive/head-cpu-fp32-avx2-2026-12-07-0611.md). A prediction
 from the cached curves then carries the machine's drift beside the model's own error, and nothing
 tells the two apart.
 
 So a benchmark that sets the model's predictions beside its measurements times the target's part
-again through the run: after each of its timed blocks (a question's turn of every method; one
-closed loop of the load) one **probe** (``probe``), a second or two:
+again through the run: after each of its timed blocks (a question's turn of every method; a
+round of a closed load) one **probe** (``probe``): 0.4-2.4 s of forwards on the 2-core AMD
+EPYC, most of it the prefill of a long prompt (docs/bench/head-cpu-fp32-avx2.json's ``probes``):
 
 - the prefill: one target forward over a prompt of the run (its real tokens) and the logits of
   its last row, as the engine's prefill step runs them;
