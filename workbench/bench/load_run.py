@@ -163,7 +163,7 @@ def measure_all(wb, policies: list[NamedPolicy], *, prompts: list[list[int]], lo
     its turn with one probe of the target's part (``probe.ProbePlan`` of the one-setting
     policies at the load's concurrency; the round's prompt, kept in the journal's probe lines:
     the predictions read them). Returns (phase, policy, round) -> the run's record."""
-    from workbench.measure.probe import ProbePlan
+    from workbench.measure.probe import TURN, ProbePlan
 
     costs = costs or {}
     total = len(loads) * len(policies) * args.rounds
@@ -201,8 +201,8 @@ def measure_all(wb, policies: list[NamedPolicy], *, prompts: list[list[int]], lo
 
     def probed(load: Load, plan, calls: Counter):
         def measure() -> float:
-            k = calls[PROBE_TURN]
-            calls[PROBE_TURN] += 1
+            k = calls[TURN]
+            calls[TURN] += 1
             if journal.get_probe(phase(load), k) is None:
                 journal.add_probe(phase(load), {"question_id": k, **plan.take(wb, prompts[k % len(prompts)])})
             return 0.0
@@ -214,12 +214,9 @@ def measure_all(wb, policies: list[NamedPolicy], *, prompts: list[list[int]], lo
         fixed = [p.settings()[0] for p in policies if len(p.settings()) == 1]
         plan = ProbePlan.of(fixed, wb, batch=int(load.value)) if probes and load.mode == "closed" else None
         turns = {p.name: one(load, p, calls) for p in policies}
-        interleaved({**turns, **({PROBE_TURN: probed(load, plan, calls)} if plan else {})}, args.rounds)
+        interleaved({**turns, **({TURN: probed(load, plan, calls)} if plan else {})}, args.rounds)
     return {(phase(ld), p.name, k): journal.get(phase(ld), p.name, k)
             for ld in loads for p in policies for k in range(args.rounds)}
-
-
-PROBE_TURN = "(probe)"  # the probe's place in a round's turn (no policy is named so: a name has no parentheses)
 
 
 def probes_by_phase(journal: Journal, loads: list[Load], rounds: int) -> dict[str, list[dict]]:

@@ -29,7 +29,7 @@ from workbench.measure.specbench import load_questions
 from workbench.engine.config import SpecConfig
 from workbench.engine.sampling import SamplingParams
 from workbench.lessons import smoke
-from workbench.measure.probe import ProbePlan
+from workbench.measure.probe import TURN, ProbePlan
 from workbench.metrics import tau as pooled_tau
 from workbench.timing import Spread, interleaved, spread
 
@@ -145,9 +145,6 @@ class Setting:
         return pooled_tau(self.accept_lengths[category]) if self.spec.speculative else 1.0
 
 
-PROBE_TURN = "(probe)"  # a probe's place in a round's turn (no setting's label has parentheses first)
-
-
 def measure_settings(wb, specs: list, prompts: dict[str, list[int]], rounds: int,
                      max_new_tokens: int = MAX_NEW_TOKENS, probes: list | None = None,
                      probe_sizes=()) -> dict[str, Setting]:
@@ -183,7 +180,7 @@ def measure_settings(wb, specs: list, prompts: dict[str, list[int]], rounds: int
     turns = {n: (lambda n=n: one_round(n)) for n in names}
     plan = ProbePlan.of([sp for sp, _ in pairs], wb, extra_sizes=probe_sizes) if probes is not None else None
     if plan is not None:
-        turns[PROBE_TURN] = lambda: probes.append(plan.take(wb, first)) or 0.0
+        turns[TURN] = lambda: probes.append(plan.take(wb, first)) or 0.0
     interleaved(turns, rounds)
     plain = {label(SpecConfig("vanilla"), sa): done[label(SpecConfig("vanilla"), sa)] for _, sa in pairs}
     out = {}

@@ -40,6 +40,7 @@ from workbench.cost_model import StepCost
 from workbench.kv import SlotAllocator
 from workbench.measure.cost import Prefilled, chain_batch, synced_clock
 
+TURN = "(probe)"  # a probe's key in a round of interleaved turns: no policy or setting is named with parentheses
 DRAFT_ROWS = (1, 2, 4)  # a head forward's rows in a probe, at least: the extend (τ rows) and a level (topk)
 
 
