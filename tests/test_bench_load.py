@@ -463,9 +463,9 @@ def test_the_overhead_is_the_least_squares_line_through_every_batch_timed(wb, mo
     assert max(sc.OVERHEAD_BATCHES) >= 8  # a load of 8 in flight is priced from a measured step of 8
     timed = {False: {1: 3.0, 4: 5.0, 8: 12.0}, True: {1: 6.0, 4: 9.0, 8: 30.0}}  # made up: nothing is timed
     monkeypatch.setattr(sc, "OVERHEAD_BATCHES", (1, 4, 8))
-    monkeypatch.setattr(sc, "_step_overhead", lambda wb, spec, *, batch, forwards, prefix_len, probe:
-                        timed[spec.speculative][batch])
-    got = sc.measure_overhead(wb, read_policy("auto").draft, FLAT_COST)
+    monkeypatch.setattr(sc, "_step_overheads", lambda wb, spec, *, batch, forwards, prefix_len, probe:
+                        [timed[spec.speculative][batch]] * 2)
+    got = sc.overhead_fields([sc.time_overhead_steps(wb, read_policy("auto").draft, FLAT_COST)])
     for kind, speculative in (("plain", False), ("spec", True)):
         slope, intercept = np.polyfit((1, 4, 8), [timed[speculative][b] for b in (1, 4, 8)], 1)
         assert (got[f"{kind}_per_step"], got[f"{kind}_per_request"]) == (pytest.approx(intercept, abs=1e-3),
@@ -497,12 +497,15 @@ def test_a_steps_overhead_is_its_time_less_its_forwards_at_the_pace_a_bare_forwa
             ticks = itertools.count()
             monkeypatch.setattr(sc, "_synced", lambda device: next(ticks) * 0.010)
             probe = Probe(pace)
-            got[kind, pace] = sc._step_overhead(wb, spec, batch=2, forwards=FLAT_COST, prefix_len=16, probe=probe)
+            got[kind, pace] = sc._step_overheads(wb, spec, batch=2, forwards=FLAT_COST, prefix_len=16, probe=probe)
             assert probe.asked == [2 * (4 if spec.speculative else 1)] * sc.OVERHEAD_STEPS
+            assert len(got[kind, pace]) == sc.OVERHEAD_STEPS  # every timed step kept, pooled later over rounds
     parts = [FLAT_COST.parts(tree, 2, tau).total_ms for tau in (1.0, 4.0)]  # the extend at 1 to 4 tokens a request
-    assert min(parts) - 1e-6 <= got["tree", 0.5] - got["tree", 1.5] <= max(parts) + 1e-6
-    assert got["plain", 0.5] == pytest.approx(10.0 - 0.5 * FLAT_COST.plain_ms(2))
-    assert got["plain", 0.5] - got["plain", 1.5] == pytest.approx(FLAT_COST.plain_ms(2))
+    for slow, fast in zip(got["tree", 0.5], got["tree", 1.5]):
+        assert min(parts) - 1e-6 <= slow - fast <= max(parts) + 1e-6
+    assert got["plain", 0.5] == pytest.approx([10.0 - 0.5 * FLAT_COST.plain_ms(2)] * sc.OVERHEAD_STEPS)
+    for slow, fast in zip(got["plain", 0.5], got["plain", 1.5]):
+        assert slow - fast == pytest.approx(FLAT_COST.plain_ms(2))
 
 
 def test_the_pace_probe_times_a_bare_forward_after_one_prefix_filled_once(wb):
@@ -759,22 +762,22 @@ def test_a_step_cost_measures_its_own_sources_overhead_and_draft(wb, tmp_path, m
     monkeypatch.setattr(sc, "measure_verify_cost", lambda *a, **k: timed_verify.append(1) or verify)
     plain_given = []
 
-    def overhead(wb, source, forwards, prefix_len=sc.PREFIX, plain=None):
+    def overhead(wb, source, forwards, prefix_len=sc.PREFIX, plain=False):
         seen.append(source)
         plain_given.append(plain)
-        spec = 0.0 if source is None else {"head": 2.0, "ngram": 0.5, "exit": 1.0}[source.kind]
+        spec = {"head": 2.0, "ngram": 0.5, "exit": 1.0}[source.kind]
         first = {"head": 0.3, "ngram": 0.9, "exit": 0.9}[source.kind]  # what each would time on its own
-        return {"plain_per_step": first if plain is None else plain.plain_per_step, "plain_per_request": 0.0,
-                "spec_per_step": spec, "spec_per_request": 0.0}
+        flat = lambda ms: {b: [ms] for b in sc.OVERHEAD_BATCHES}  # noqa: E731
+        return {**({} if plain else {"plain": flat(first)}), "tree": flat(spec), "chain": flat(spec)}
 
-    monkeypatch.setattr(sc, "measure_overhead", overhead)
+    monkeypatch.setattr(sc, "time_overhead_steps", overhead)
     drafts = {"eagle2:4/3/2": parse_draft("head"), "eagle2:4/3/2@ngram": parse_draft("ngram"),
               "linear:3@exit:1": parse_draft("exit:1")}
     got = sc.step_costs(wb, drafts, cache_dir=tmp_path, log=lambda m: None)
     assert seen == [s for s in drafts.values() for _ in range(sc.ROUNDS)]  # each source's own engine steps
     # the verify curve and plain decoding timed once, with the first source; the others reuse them
-    assert len(timed_verify) == sc.ROUNDS and plain_given[: sc.ROUNDS] == [None] * sc.ROUNDS
-    assert all(p is not None for p in plain_given[sc.ROUNDS:])
+    assert len(timed_verify) == sc.ROUNDS and plain_given[: sc.ROUNDS] == [False] * sc.ROUNDS
+    assert all(plain_given[sc.ROUNDS:])
     assert {got[name].overhead.plain_per_step for name in drafts} == {0.3}
     assert {got[name].verify for name in drafts} == {got["eagle2:4/3/2"].verify}
     assert got["eagle2:4/3/2"].draft == tuple((r, 1.0 + r) for r in sc.DRAFT_ROWS)

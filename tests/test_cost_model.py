@@ -48,20 +48,41 @@ def test_the_speculative_overhead_moves_with_the_draft_levels_where_both_were_ti
 
 
 def test_the_overhead_measurement_times_the_tree_and_the_chain_and_splits_the_difference_per_level(monkeypatch):
-    """``measure_overhead`` on made-up step times: a tree's step 6 ms + 2 ms a request over its
+    """The overhead's lines on made-up step times: a tree's step 6 ms + 2 ms a request over its
     forwards, a chain's 2 + 1 ms a request: 2 ms + 0.5 ms a request per level of the two between them."""
     import workbench.measure.step_cost as sc
 
     def took(wb, spec, *, batch, forwards, prefix_len, probe):
         if not spec.speculative:
-            return 1.0 + 0.5 * batch
-        return {3: 6.0 + 2.0 * batch, 1: 2.0 + 1.0 * batch}[spec.num_steps]
+            return [1.0 + 0.5 * batch] * 3
+        return [{3: 6.0 + 2.0 * batch, 1: 2.0 + 1.0 * batch}[spec.num_steps]] * 3
 
-    monkeypatch.setattr(sc, "_step_overhead", took)
-    got = sc.measure_overhead(None, parse_spec("linear:1").draft, COST)
+    monkeypatch.setattr(sc, "_step_overheads", took)
+    got = sc.overhead_fields([sc.time_overhead_steps(None, parse_spec("linear:1").draft, COST)])
+    points = got.pop("points")
     assert got == {"plain_per_step": 1.0, "plain_per_request": 0.5, "spec_per_step": 6.0, "spec_per_request": 2.0,
                    "spec_levels": 3, "level_per_step": 2.0, "level_per_request": 0.5}
+    assert points["chain"] == [[b, 2.0 + 1.0 * b] for b in sc.OVERHEAD_BATCHES]  # what the chain's line went through
     assert Overhead(**got).ms(True, 4, levels=1) == pytest.approx(2.0 + 1.0 * 4)  # the chain's own line back
+
+
+def test_the_overhead_line_goes_through_each_batchs_median_over_every_rounds_steps():
+    """Three rounds of a batch of 8 that disagree (one slow round): its point is the median of all
+    nine steps, not the median of the rounds' medians, and the line is fitted once through the
+    pooled points; the rounds as JSON keeps them (lists) pool the same."""
+    import workbench.measure.step_cost as sc
+
+    rounds = [{"plain": {1: [2.0, 2.0, 2.0], 8: [17.7, 17.0, 16.0]}},
+              {"plain": {1: [2.0, 3.0, 2.5], 8: [-1.7, 0.0, 1.0]}},
+              {"plain": {1: [1.5, 2.0, 2.0], 8: [0.4, 0.5, 0.2]}}]
+    assert sc.overhead_points(rounds) == {"plain": [[1, 2.0], [8, 0.5]]}  # the rounds' medians: 0.4 at 8
+    as_json = [{k: [[b, ms] for b, ms in v.items()] for k, v in r.items()} for r in rounds]
+    assert sc.overhead_points(as_json) == sc.overhead_points(rounds)
+    got = sc.overhead_fields(rounds)
+    assert (got["plain_per_step"], got["plain_per_request"]) == (pytest.approx(2.0 + 1.5 / 7, abs=1e-3),
+                                                              pytest.approx(-1.5 / 7, abs=1e-3))
+    assert got["spec_per_step"] == 0.0 and got["points"] == {"plain": [[1, 2.0], [8, 0.5]]}
+    assert Overhead(**got).points_of("plain") == ((1, 2.0), (8, 0.5)) and Overhead().points_of("tree") == ()
 
 
 def test_a_prediction_is_tokens_per_second_tpot_and_the_speedup_at_the_same_batch():

@@ -138,7 +138,11 @@ class Overhead:
     never below 0: a level costs no less than nothing, whatever the noise of the two lines' fit
     says at a batch far from where they cross (a fit on a busy 2-core machine gave 8.6 ms a step
     less 2.1 ms a request, below 0 from 5 requests on). ``spec_levels`` 0: measured at one setting
-    only, the same for every speculative setting."""
+    only, the same for every speculative setting.
+
+    ``points``: what each line was fitted through, by kind (``"plain"``, ``"tree"``, ``"chain"``):
+    (batch, ms) at each batch timed, the median of every timed step of that batch (empty: an
+    entry measured before they were kept, or a made-up overhead)."""
 
     plain_per_step: float = 0.0
     plain_per_request: float = 0.0
@@ -147,6 +151,16 @@ class Overhead:
     spec_levels: float = 0
     level_per_step: float = 0.0
     level_per_request: float = 0.0
+    points: tuple[tuple[str, tuple[tuple[int, float], ...]], ...] = ()
+
+    def __post_init__(self) -> None:  # a dict of lists (from JSON) becomes tuples: an Overhead compares and hashes
+        points = self.points.items() if isinstance(self.points, dict) else self.points
+        object.__setattr__(self, "points", tuple((str(kind), tuple((int(b), float(ms)) for b, ms in pts))
+                                                 for kind, pts in points))
+
+    def points_of(self, kind: str) -> tuple[tuple[int, float], ...]:
+        """The (batch, ms) points of one kind's line (empty where none were kept)."""
+        return dict(self.points).get(kind, ())
 
     def ms(self, speculative: bool, batch: int, levels: int | None = None) -> float:
         """A step of ``batch`` requests; ``levels``: the speculative setting's ``num_steps``."""
@@ -351,7 +365,8 @@ class StepCost:
                 "overhead": {"plain_per_step": o.plain_per_step, "plain_per_request": o.plain_per_request,
                              "spec_per_step": o.spec_per_step, "spec_per_request": o.spec_per_request,
                              "spec_levels": o.spec_levels, "level_per_step": o.level_per_step,
-                             "level_per_request": o.level_per_request},
+                             "level_per_request": o.level_per_request,
+                             "points": {kind: [list(p) for p in pts] for kind, pts in o.points}},
                 "source": self.source, "measured": self.measured,
                 "verify_range": [list(r) for r in self.verify_range], "draft_range": [list(r) for r in self.draft_range],
                 "prefill": [list(p) for p in self.prefill], "catch_up": [list(p) for p in self.catch_up]}

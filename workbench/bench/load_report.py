@@ -136,7 +136,7 @@ def step_cost_md(costs: dict) -> list[str]:
     the per-level term with it); nothing for a record kept before they were stored."""
     seen, out = {}, []
     for name, c in costs.items():
-        key = (c.get("measured"), tuple(map(tuple, c["draft"])), tuple(sorted(c["overhead"].items())))
+        key = (c.get("measured"), tuple(map(tuple, c["draft"])), json.dumps(c["overhead"], sort_keys=True))
         seen.setdefault(key, []).append(name)
     for names in seen.values():
         c, o = costs[names[0]], costs[names[0]]["overhead"]
@@ -144,10 +144,10 @@ def step_cost_md(costs: dict) -> list[str]:
         draft = ", ".join(f"{n}: {ms:.1f}" for n, ms in c["draft"]) or "no draft forward"
         line = (f"- {', '.join(f'`{n}`' for n in names)}: {c.get('measured') or 'undated'} ({c['source']}). "
                 f"Verify of N tokens, ms: {verify}. Draft forward of R rows, ms: {draft}. Overhead, ms: plain "
-                + _per_batch(o["plain_per_step"], o["plain_per_request"]))
+                + _per_batch(o["plain_per_step"], o["plain_per_request"]) + _points(o, "plain"))
         if o.get("spec_per_step") or o.get("spec_per_request"):
-            line += f", speculative ({o.get('spec_levels', 0)} levels) " + _per_batch(o["spec_per_step"],
-                                                                                    o["spec_per_request"])
+            line += (f", speculative ({o.get('spec_levels', 0)} levels) "
+                     + _per_batch(o["spec_per_step"], o["spec_per_request"]) + _points(o, "tree"))
             if o.get("spec_levels"):
                 line += (", each level more or fewer " + _per_batch(o["level_per_step"], o["level_per_request"])
                          + " (never below 0)")
@@ -155,6 +155,16 @@ def step_cost_md(costs: dict) -> list[str]:
     if not out:
         return []
     return ["", "The step costs behind these predictions, as the record keeps them (`predicted.step_costs`):", "", *out]
+
+
+def _points(overhead: dict, kind: str) -> str:
+    """`` (through 3.1, 5.4, 7.0 at B = 1, 4, 8)``: the batches' medians a line was fitted through,
+    where the record keeps them (else "")."""
+    pts = (overhead.get("points") or {}).get(kind)
+    if not pts:
+        return ""
+    return (f" (through {', '.join(f'{ms:.1f}' for _, ms in pts)} at B = {', '.join(str(b) for b, _ in pts)},"
+            " each the median of every round's timed steps)")
 
 
 def _per_batch(per_step: float, per_request: float) -> str:

@@ -6,7 +6,11 @@
 tokens), and the step's **overhead** outside the forwards: real engine steps, plain and
 speculative (``OVERHEAD_SETTING``), of ``OVERHEAD_BATCHES`` requests, timed whole, less their
 forwards; the least-squares line through the batches gives ms per step and ms per request
-(batches up to 8, as many as a load keeps in flight). The forwards are priced at the moment of
+(batches up to 8, as many as a load keeps in flight). The line is fitted once, through each
+batch's median over every timed step of every round (``overhead_fields``): a step's overhead is a
+difference of two times, tens of ms either way on a busy 2-core machine (one batch of 8 gave
+17.7, -1.7 and 0.4 ms in three rounds of six steps), and the medians of rounds' separate lines
+(their intercepts and slopes taken apart) made a line that no round had drawn. The forwards are priced at the moment of
 the step (``PaceProbe``): right after each timed step a bare target forward over as many tokens
 as the step verified is timed, and stands for its verify; the draft's forwards are its curve at
 the pace that bare forward shows. A 2-core machine's pace drifts by a fifth or more between the
@@ -76,10 +80,12 @@ DRAFT_SLACK = 0.05
 # Requests in the engine steps timed for the overhead, up to the 8 a load keeps in flight: a step
 # of 8 is priced from a measurement, not from the line through 1 and 4 extended.
 OVERHEAD_BATCHES = (1, 4, 8)
-OVERHEAD_STEPS = 6  # timed steps per batch and kind, after untimed ones (the prefill, the draft's catch-up)
+OVERHEAD_STEPS = 10  # timed steps per batch, kind and round, after untimed ones (the prefill, the draft's catch-up)
 OVERHEAD_SETTING = dict(num_steps=3, topk=2, num_draft_tokens=4)  # a small tree: what a CPU runs
 LEVEL_SETTING = dict(num_steps=1, topk=1, num_draft_tokens=2)  # a chain of one: the per-level overhead against the tree
-OVERHEAD_TIMING = "paced"  # the overhead's forwards priced at the step's moment (``PaceProbe``); older entries: at the curves'
+# The overhead's forwards priced at the step's moment (``PaceProbe``), the line through every round's
+# steps pooled per batch; older entries: "paced" (rounds' lines, their terms' medians), at the curves' pace.
+OVERHEAD_TIMING = "paced, pooled"
 # Prompt tokens of the prefills timed (each prefill once a round): Spec-Bench's prompts run from
 # about 40 to 770 tokens through the chat template; past 512 the last slope is read on.
 PREFILL_LENGTHS = (32, 128, 512)
@@ -112,15 +118,21 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
             catches_up = source is not None and source.needs.loaded  # else measure_prefill times no catch-up
             prefill = [tuple(p) for p in target.prefill]
             catch_up = measure_prefill(wb, source)[1] if catches_up else []
-        overhead = measure_overhead(wb, source, StepCost(verify, draft), plain=None if target is None else target.overhead)
-        rounds.append({"verify": verify, "draft": draft, "overhead": overhead, "prefill": prefill, "catch_up": catch_up})
+        steps = time_overhead_steps(wb, source, StepCost(verify, draft), plain=target is not None)
+        rounds.append({"verify": verify, "draft": draft, "overhead_steps": steps, "prefill": prefill,
+                       "catch_up": catch_up})
     say(f"[cost] measured in {time.perf_counter() - t0:.0f} s")
+    plain = None if target is None else target.overhead
+    for r in rounds:  # each round's own lines, kept to show how far the rounds lie apart
+        r["overhead"] = overhead_fields([r["overhead_steps"]], plain=plain)
+        r["overhead_steps"] = {kind: [[b, [round(ms, 3) for ms in got]] for b, got in by_batch.items()]
+                               for kind, by_batch in r["overhead_steps"].items()}
     verify, v_agree = _agreed([r["verify"] for r in rounds])
     draft, d_agree = _agreed([r["draft"] for r in rounds], slack_ms=DRAFT_SLACK * verify[0][1])
     verify_range = _ranges([r["verify"] for r in rounds]) if target is None else [list(r) for r in target.verify_range]
     entry = {"verify": verify, "draft": draft, "verify_range": verify_range,
              "draft_range": _ranges([r["draft"] for r in rounds]),
-             "overhead": {k: round(median(r["overhead"][k] for r in rounds), 3) for k in rounds[0]["overhead"]},
+             "overhead": overhead_fields([r["overhead_steps"] for r in rounds], plain=plain),
              "overhead_batches": list(OVERHEAD_BATCHES),
              "prefill": _agreed([r["prefill"] for r in rounds])[0],
              "catch_up": _agreed([r["catch_up"] for r in rounds])[0],
@@ -145,8 +157,12 @@ def _with_target(cost: StepCost, target: StepCost | None) -> StepCost:
     decoding has one price in the run however each source's part was found."""
     if target is None:
         return cost
+    points = dict(cost.overhead.points)
+    points.pop("plain", None)
+    if target.overhead.points_of("plain"):
+        points["plain"] = target.overhead.points_of("plain")
     overhead = replace(cost.overhead, plain_per_step=target.overhead.plain_per_step,
-                       plain_per_request=target.overhead.plain_per_request)
+                       plain_per_request=target.overhead.plain_per_request, points=tuple(points.items()))
     return replace(cost, verify=target.verify, verify_range=target.verify_range, prefill=target.prefill,
                    overhead=overhead, measured=f"{cost.measured}; its target part {target.measured}")
 
@@ -166,31 +182,52 @@ def _ranges(rounds: list[list[tuple[int, float]]]) -> list[tuple[float, float]]:
     return [(min(r[i][1] for r in rounds), max(r[i][1] for r in rounds)) for i in range(len(rounds[0]))]
 
 
-def measure_overhead(wb, source: DraftSource | None, forwards: StepCost, prefix_len: int = PREFIX,
-                     plain: Overhead | None = None) -> dict[str, float]:
-    """What engine steps take beyond their forwards (module docstring), as ``Overhead``'s fields:
-    plain steps, and with a draft ``source`` speculative steps of ``OVERHEAD_SETTING`` and of
-    ``LEVEL_SETTING`` (their difference per draft level), each at
-    ``OVERHEAD_BATCHES`` requests of ``prefix_len``-token prompts; ``forwards`` prices the forwards
-    (curves measured after the same prefix, without overhead). ``plain``: plain decoding's, already
-    measured in this run (not timed again)."""
+def time_overhead_steps(wb, source: DraftSource | None, forwards: StepCost, prefix_len: int = PREFIX,
+                        plain: bool = False) -> dict[str, dict[int, list[float]]]:
+    """One round of what engine steps take beyond their forwards (module docstring), by kind and
+    batch: ``"plain"`` steps (not when ``plain``: plain decoding's overhead is already measured in
+    this run), and with a draft ``source`` speculative steps of ``OVERHEAD_SETTING`` (``"tree"``)
+    and of ``LEVEL_SETTING`` (``"chain"``), each at ``OVERHEAD_BATCHES`` requests of
+    ``prefix_len``-token prompts, ``OVERHEAD_STEPS`` ms each; ``forwards`` prices the forwards
+    (curves measured after the same prefix, without overhead)."""
     from workbench.engine.config import SpecConfig
 
     probe = PaceProbe(wb, forwards, prefix_len, tokens=max(OVERHEAD_BATCHES) * OVERHEAD_SETTING["num_draft_tokens"])
+    specs = {} if plain else {"plain": SpecConfig("vanilla")}
+    if source is not None:
+        specs["tree"] = SpecConfig.from_knobs("eagle2", **OVERHEAD_SETTING, draft=source)
+        specs["chain"] = SpecConfig.from_knobs("eagle2", **LEVEL_SETTING, draft=source)
+    return {kind: {b: _step_overheads(wb, spec, batch=b, forwards=forwards, probe=probe, prefix_len=prefix_len)
+                   for b in OVERHEAD_BATCHES} for kind, spec in specs.items()}
+
+
+def overhead_points(rounds: list[dict]) -> dict[str, list[list[float]]]:
+    """Each kind's ``[batch, ms]`` points: the median over every round's timed steps of that batch
+    (``time_overhead_steps``' answers, or the same as JSON keeps them)."""
+    pooled: dict[str, dict[int, list[float]]] = {}
+    for steps in rounds:
+        for kind, by_batch in steps.items():
+            for b, got in (by_batch.items() if isinstance(by_batch, dict) else by_batch):
+                pooled.setdefault(kind, {}).setdefault(int(b), []).extend(got)
+    return {kind: [[b, round(median(got), 3)] for b, got in sorted(by_batch.items())] for kind, by_batch in pooled.items()}
+
+
+def overhead_fields(rounds: list[dict], plain: Overhead | None = None) -> dict[str, float]:
+    """``Overhead``'s fields from the timed steps of one or more rounds: per kind, the
+    least-squares line through ``overhead_points`` (ms per step, ms per request), the speculative
+    one at the tree, and the difference between the tree's and the chain's lines per draft level.
+    ``plain``: plain decoding's overhead, measured earlier in the run (its steps not timed here)."""
+    points = overhead_points(rounds)
     if plain is not None:
-        out = {"plain_per_step": plain.plain_per_step, "plain_per_request": plain.plain_per_request}
-    else:
-        steps = [_step_overhead(wb, SpecConfig("vanilla"), batch=b, forwards=forwards, probe=probe,
-                                prefix_len=prefix_len) for b in OVERHEAD_BATCHES]
-        out = dict(zip(("plain_per_step", "plain_per_request"), _line(OVERHEAD_BATCHES, steps)))
-    if source is None:
+        points["plain"] = [list(p) for p in plain.points_of("plain")]
+    lines = {kind: _line(tuple(b for b, _ in pts), [ms for _, ms in pts]) for kind, pts in points.items() if pts}
+    if plain is not None:
+        lines["plain"] = (plain.plain_per_step, plain.plain_per_request)
+    out = {**dict(zip(("plain_per_step", "plain_per_request"), lines["plain"])),
+           "points": {kind: pts for kind, pts in points.items() if pts}}
+    if "tree" not in lines:
         return {**out, "spec_per_step": 0.0, "spec_per_request": 0.0, "spec_levels": 0, "level_per_step": 0.0,
                 "level_per_request": 0.0}
-    lines = {}
-    for name, knobs in (("tree", OVERHEAD_SETTING), ("chain", LEVEL_SETTING)):
-        spec = SpecConfig.from_knobs("eagle2", **knobs, draft=source)
-        lines[name] = _line(OVERHEAD_BATCHES, [_step_overhead(wb, spec, batch=b, forwards=forwards, probe=probe,
-                                                              prefix_len=prefix_len) for b in OVERHEAD_BATCHES])
     levels = OVERHEAD_SETTING["num_steps"] - LEVEL_SETTING["num_steps"]
     per_level = [round((t - c) / levels, 3) for t, c in zip(lines["tree"], lines["chain"])]
     return {**out, **dict(zip(("spec_per_step", "spec_per_request"), lines["tree"])),
@@ -228,8 +265,9 @@ class PaceProbe:
         return ms / self.forwards.verify_ms(tokens)
 
 
-def _step_overhead(wb, spec, *, batch: int, forwards: StepCost, prefix_len: int, probe: PaceProbe | None = None) -> float:
-    """The median, over ``OVERHEAD_STEPS`` engine steps of ``batch`` requests under ``spec``, of a
+def _step_overheads(wb, spec, *, batch: int, forwards: StepCost, prefix_len: int,
+                    probe: PaceProbe | None = None) -> list[float]:
+    """For each of ``OVERHEAD_STEPS`` engine steps of ``batch`` requests under ``spec``, the
     step's wall time less its forwards' cost on the curves (the draft extend at the tokens each
     request emitted in the step before), at the pace ``probe`` finds right after the step (None:
     the curves' pace). Requests of ``prefix_len`` random tokens, so the forwards see the curves'
@@ -257,7 +295,7 @@ def _step_overhead(wb, spec, *, batch: int, forwards: StepCost, prefix_len: int,
         emitted = [r.accept_lengths[-1] if r.accept_lengths else 1 for r in engine.requests]
     if not out:
         raise RuntimeError(f"no engine step of {spec.name} at {batch} requests could be timed")
-    return median(out)
+    return out
 
 
 def measure_prefill(wb, source: DraftSource | None) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
