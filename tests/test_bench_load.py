@@ -508,6 +508,49 @@ def test_a_steps_overhead_is_its_time_less_its_forwards_at_the_pace_a_bare_forwa
         assert slow - fast == pytest.approx(FLAT_COST.plain_ms(2))
 
 
+def test_the_overhead_prices_each_steps_verify_at_the_tokens_its_trees_held(wb, monkeypatch):
+    """An n-gram tree the lookup filled in part verifies fewer than ``num_draft_tokens``: the bare
+    forward beside each step is asked for the tokens the step's trees held, and its forwards are
+    priced at the same count a request (before, at B x num_draft_tokens, what the step never ran:
+    the overhead came out low by the difference)."""
+    import workbench.measure.step_cost as sc
+    from workbench.engine.config import SpecConfig
+    from workbench.engine.drafts.registry import parse_draft
+
+    class Probe:
+        def __init__(self):
+            self.asked = []
+
+        def pace(self, tokens):
+            self.asked.append(tokens)
+            return 1.0
+
+    priced = []
+
+    class Recording(StepCost):
+        def parts(self, spec, batch=1, tau=None, nodes=None):
+            priced.append(nodes)
+            return super().parts(spec, batch, tau, nodes)
+
+    cost = Recording(**{f: getattr(FLAT_COST, f) for f in ("verify", "draft")})
+    tree = SpecConfig.from_knobs("eagle2", **sc.OVERHEAD_SETTING, draft=parse_draft("ngram"))
+    probe = Probe()
+    got = sc._step_overheads(wb, tree, batch=2, forwards=cost, prefix_len=32, probe=probe)
+    assert len(got) == len(probe.asked) == len(priced) == sc.OVERHEAD_STEPS
+    assert [2 * n for n in priced] == pytest.approx(probe.asked)  # the pace and the price at one count
+    assert all(2 <= t <= 2 * sc.OVERHEAD_SETTING["num_draft_tokens"] for t in probe.asked)
+
+
+def test_the_overheads_prompts_repeat_a_block_a_lookup_can_continue():
+    import workbench.measure.step_cost as sc
+
+    prompts = sc.overhead_prompts(vocab=1000, batch=3, prefix_len=40)
+    assert [len(p) for p in prompts] == [40] * 3 and len({tuple(p) for p in prompts}) == 3
+    for p in prompts:
+        assert p[sc.PATTERN : 2 * sc.PATTERN] == p[: sc.PATTERN] and p[2 * sc.PATTERN :] == p[: 40 - 2 * sc.PATTERN]
+    assert sc.overhead_prompts(1000, 3, 40) == prompts  # seeded: every round times the same requests
+
+
 def test_the_pace_probe_times_a_bare_forward_after_one_prefix_filled_once(wb):
     import workbench.measure.step_cost as sc
 

@@ -81,11 +81,13 @@ DRAFT_SLACK = 0.05
 # of 8 is priced from a measurement, not from the line through 1 and 4 extended.
 OVERHEAD_BATCHES = (1, 4, 8)
 OVERHEAD_STEPS = 10  # timed steps per batch, kind and round, after untimed ones (the prefill, the draft's catch-up)
+PATTERN = 16  # tokens of the block the overhead's prompts repeat (``overhead_prompts``)
 OVERHEAD_SETTING = dict(num_steps=3, topk=2, num_draft_tokens=4)  # a small tree: what a CPU runs
 LEVEL_SETTING = dict(num_steps=1, topk=1, num_draft_tokens=2)  # a chain of one: the per-level overhead against the tree
-# The overhead's forwards priced at the step's moment (``PaceProbe``), the line through every round's
-# steps pooled per batch; older entries: "paced" (rounds' lines, their terms' medians), at the curves' pace.
-OVERHEAD_TIMING = "paced, pooled"
+# The overhead's forwards priced at the step's moment (``PaceProbe``) and at the tokens each step verified,
+# the prompts a repeated block, the line through every round's steps pooled per batch; older entries:
+# "paced" (random prompts, the verify at num_draft_tokens, rounds' lines), or none (at the curves' pace).
+OVERHEAD_TIMING = "paced, verified tokens, pooled"
 # Prompt tokens of the prefills timed (each prefill once a round): Spec-Bench's prompts run from
 # about 40 to 770 tokens through the chat template; past 512 the last slope is read on.
 PREFILL_LENGTHS = (32, 128, 512)
@@ -268,14 +270,12 @@ class PaceProbe:
 def _step_overheads(wb, spec, *, batch: int, forwards: StepCost, prefix_len: int,
                     probe: PaceProbe | None = None) -> list[float]:
     """For each of ``OVERHEAD_STEPS`` engine steps of ``batch`` requests under ``spec``, the
-    step's wall time less its forwards' cost on the curves (the draft extend at the tokens each
-    request emitted in the step before), at the pace ``probe`` finds right after the step (None:
-    the curves' pace). Requests of ``prefix_len`` random tokens, so the forwards see the curves'
-    prefix; the prefill and the first speculative step (the draft's catch-up over the prompt) are
-    not timed."""
-    gen = torch.Generator().manual_seed(batch)
-    vocab = wb.target.config.vocab_size
-    prompts = [torch.randint(0, vocab, (prefix_len,), generator=gen).tolist() for _ in range(batch)]
+    step's wall time less its forwards' cost on the curves (the verify at the tokens the step's
+    trees held, the draft extend at the tokens each request emitted in the step before), at the
+    pace ``probe`` finds right after the step (None: the curves' pace). Requests of ``prefix_len``
+    tokens (``overhead_prompts``), so the forwards see the curves' prefix; the prefill and the
+    first speculative step (the draft's catch-up over the prompt) are not timed."""
+    prompts = overhead_prompts(wb.target.config.vocab_size, batch, prefix_len)
     engine = wb.engine(spec)
     engine.stop_ids = set()  # a random prompt may sample a stop token early: keep the batch whole
     engine.add_requests(prompts, 2 + (OVERHEAD_STEPS + 2) * spec.num_draft_tokens)
@@ -289,12 +289,28 @@ def _step_overheads(wb, spec, *, batch: int, forwards: StepCost, prefix_len: int
         engine.step()
         took = (_synced(engine.device) - t0) * 1e3
         if k >= untimed and len(engine.running) == batch:
-            tokens = batch * (spec.num_draft_tokens if spec.speculative else 1)
-            pace = probe.pace(tokens) if probe is not None else 1.0
-            out.append(took - forwards.parts(spec, batch, tau).total_ms * pace)  # ``forwards`` holds no overhead
+            # the tokens each tree put to the target, root included: an n-gram tree the lookup filled
+            # in part verifies fewer than num_draft_tokens, and is priced so
+            nodes = [r.drafts_verified[-1] + 1 for r in engine.requests]
+            pace = probe.pace(sum(nodes)) if probe is not None else 1.0
+            priced = forwards.parts(spec, batch, tau, nodes=sum(nodes) / batch if spec.speculative else None)
+            out.append(took - priced.total_ms * pace)  # ``forwards`` holds no overhead
         emitted = [r.accept_lengths[-1] if r.accept_lengths else 1 for r in engine.requests]
     if not out:
         raise RuntimeError(f"no engine step of {spec.name} at {batch} requests could be timed")
+    return out
+
+
+def overhead_prompts(vocab: int, batch: int, prefix_len: int) -> list[list[int]]:
+    """``batch`` prompts of ``prefix_len`` tokens for the overhead's steps: each a random block of
+    ``PATTERN`` tokens repeated, so that a lookup draft (the n-gram source) finds continuations and
+    fills its trees as on real text (on random tokens it matched nothing and verified the root
+    alone), and a model continues the pattern; a different block for each request."""
+    gen = torch.Generator().manual_seed(batch)
+    out = []
+    for _ in range(batch):
+        block = torch.randint(0, vocab, (PATTERN,), generator=gen).tolist()
+        out.append((block * (prefix_len // PATTERN + 1))[:prefix_len])
     return out
 
 
