@@ -122,13 +122,13 @@ display(Markdown(
 # the acceptance it sees; `auto`, which picks per running batch the setting whose predicted
 # tokens per second (this machine's measured step costs, a prior acceptance, corrected by the
 # steps' own clock) is highest (`docs/benchmarks.md`, "Speculation under load"). This section
-# reads the stored run on the AVX2 EPYC, `docs/bench/load-cpu-avx2.json`, and re-measures nothing:
+# reads the latest stored run, on the AVX-512 EPYC, `docs/bench/load-cpu-avx512.json`, and re-measures nothing:
 # its machine and threads are printed first, and they may differ from this notebook's. Beside each
 # fixed setting's measured tokens/s against `off` stands the run's own prediction, as its report
 # prints it: the one cost model at the τ and mean running batch the run recorded, with each
 # request's prefill (`StepCost.closed_loop`), priced by the step cost of the run's own machine.
-# (The same question on the AVX-512 EPYC, with 4 in flight, `adaptive` and an open loop:
-# `docs/bench/load-cpu.md`.)
+# (The same command on the AVX2 EPYC: `docs/bench/load-cpu-avx2.md`; on the AVX-512 EPYC with 4 in
+# flight, `adaptive` and an open loop, an earlier run: `docs/bench/load-cpu.md`.)
 
 # %%
 import json
@@ -139,7 +139,7 @@ from workbench.cpu_choices import cpu_kind
 from workbench.timing import Spread
 from workbench.viz.load import curves_figure
 
-LOAD_RECORD = "docs/bench/load-cpu-avx2.json"
+LOAD_RECORD = "docs/bench/load-cpu-avx512.json"
 LOAD = json.loads((Path(workbench.__file__).resolve().parents[1] / LOAD_RECORD).read_text())
 m = LOAD["machine"]
 run_cpu = f"{m['cpu']} with {cpu_kind(set(m['simd']))}"
@@ -179,6 +179,8 @@ priced_at = (f"the run's own step cost ({LOAD['predicted']['priced_by']['head']}
              + (", its prefill, verify and head forwards read from the probes timed between the run's rounds ("
                 + ", ".join(f"{found['count']} at c={load.split()[-1]}" for load, found in probes.items()) + ")"
                 if probes else "") + ", each request's prefill included,")
+rows = [r for r in LOAD["predicted"]["rows"] if r.get("measured_range")]
+in_tok_s = sum(r["measured_range"][0] <= r["closed_loop_tok_s"] <= r["measured_range"][1] for r in rows)
 pairs = {f"{p} at c={load:g}": (tok_s / predicted[("off", load)], closed[p][load])
          for (p, load), tok_s in predicted.items() if p != "off" and ("off", load) in predicted}
 for name, (p, s) in pairs.items():
@@ -192,8 +194,11 @@ auto_said = (f"it decoded plainly at running batch {', '.join(plain)} and specul
              if plain else "it speculated at every running batch size")
 display(Markdown(
     f"**Takeaway (stored run, {run_cpu}, {LOAD['threads']} threads).** Under load, {'; '.join(said)}. "
-    f"Predicted from {priced_at} at each row's recorded τ and mean running batch: "
-    + (gaps_sentence(pairs) + "." if pairs else "the run stored no fixed setting to predict.")
+    f"Predicted from {priced_at} at each row's recorded τ and mean running batch, as a speedup over "
+    "the model's own `off` at the same load: "
+    + (gaps_sentence(pairs) + f" (in tokens/s, as the run's report counts, {in_tok_s} of {len(rows)} rows, "
+       "`off` included: a speedup cancels what the model gets wrong for every policy alike)." if pairs
+       else "the run stored no fixed setting to predict.")
     + f" Auto's choice per running batch (the setting it ran most there) was "
     f"{', '.join(f'{b}: {c}' for b, c in chosen.items())}: {auto_said}, each step by the measured "
     "cost of the verify over the batch's tokens against the drafts it expected to keep. A range that "
