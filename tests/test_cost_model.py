@@ -209,3 +209,28 @@ def test_every_predictor_reads_the_one_model_and_none_interpolates_on_its_own():
         assert not {d for d in defs if d.lstrip("_") in ("interp", "interpolate")}, f"{rel} defines its own interpolation"
         assert "interp" not in calls, f"{rel} interpolates with numpy's interp: read a cost_model.Curve instead"
         assert not {"CostCurve"} & defs, f"{rel} defines a second cost curve"
+
+
+def test_a_steps_context_is_priced_in_its_verify_beyond_the_context_the_curves_held():
+    """``kv_ms`` a committed token a request reads: B requests of mean context L cost
+    ``kv_ms * (B*L - (B-1)*prefix - verify_prefix)`` over the curves (the curves hold one
+    sequence's context, the overhead's batches the others' at ``prefix``), in the verify; plain
+    decoding pays the same at the same batch; a closed loop reads its requests' mean context."""
+    from dataclasses import replace
+
+    cost = replace(COST, kv_ms=0.01, prefix=128.0)
+    tree = parse_spec("eagle2:4/3/2")
+    assert cost.context_ms(8, 400) == pytest.approx(0.01 * (8 * 400 - 7 * 128 - 128))
+    assert cost.context_ms(1, 128) == 0.0 and cost.context_ms(8, None) == 0.0 and COST.context_ms(8, 400) == 0.0
+    assert cost.context_ms(1, 64) == pytest.approx(-0.64)  # shorter than the curves': cheaper
+    more = cost.parts(tree, 8, 2.0, context=400).verify_ms - cost.parts(tree, 8, 2.0).verify_ms
+    assert more == pytest.approx(cost.context_ms(8, 400))
+    assert cost.plain_ms(8, 400) - cost.plain_ms(8) == pytest.approx(more)
+    p = cost.predict(tree, 2.0, batch=8, context=400)
+    assert p.plain_ms == pytest.approx(cost.plain_ms(8, 400)) and p.parts.total_ms == pytest.approx(
+        cost.step_ms(tree, 8, 2.0, context=400))
+    assert replace(cost, verify_prefix=300.0).context_ms(1, 428) == pytest.approx(0.01 * 128)  # a probe's verify
+    loop = cost.closed_loop(tree, 2.0, 1, prompt_lens=[100, 300], output_lens=[11, 31])
+    context = ((100 + 5.5) * 10 + (300 + 15.5) * 30) / 40  # each request's steps at p + n/2, by its n - 1 steps
+    assert loop.step.parts.total_ms == pytest.approx(cost.step_ms(tree, 1, 2.0, context=context))
+    assert StepCost.from_dict(cost.as_dict()).context_ms(8, 400) == pytest.approx(cost.context_ms(8, 400))

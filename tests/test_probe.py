@@ -54,6 +54,7 @@ def test_the_probed_step_cost_takes_the_probes_medians_and_keeps_the_overhead():
     assert got.draft == ((1, 1.2), (2, 1.7)) and got.draft_range == ((1.0, 1.4), (1.5, 1.9))
     assert got.prefill == ((10, 32.0), (20, 50.0)) and got.catch_up == ((10, 2.5), (20, 4.0))  # per prompt length
     assert got.overhead == COST.overhead
+    assert got.verify_prefix == 10  # the probes' median prompt: the context their verify read
     assert got.measured == label("the cached one", 3) == \
         "the run's own forwards (3 probes between its timed runs), the overhead of the cached one"
     other = probed(COST, PROBES, head=False)  # another source's draft: its own curve and catch-up kept

@@ -9,6 +9,8 @@ A step of B requests under a setting (``num_steps`` S, ``topk`` K, ``num_draft_t
 charged, in ms:
 
     verify(B·D)                    one target forward + logits over every request's tree
+    + kv · (B·L - ...)             the keys and values of each request's L committed tokens,
+                                   read every layer, beyond the context the curves were timed at
     + draft(B·τ)                   the draft extend: each request's accepted tokens and bonus
                                    (τ rows a request on average; one when τ is not known yet)
     + (S - 1) · draft(B·K)         the tree levels after the first, K frontier rows a request
@@ -18,7 +20,12 @@ charged, in ms:
 and plain decoding ``verify(B) + overhead(B)``, where ``verify`` and ``draft`` are the measured
 curves (``Curve``: median ms per size with the range over the measurement's rounds) and the
 overhead is measured too, as ms per step plus ms per request, separately for plain and
-speculative steps (``Overhead``; zero when not measured, which prices the forwards alone).
+speculative steps (``Overhead``; zero when not measured, which prices the forwards alone). The
+context term (``StepCost.kv_ms``, ``context_ms``) is measured as well: a decode forward of four
+requests after 512 committed tokens each against after 128 (``measure/step_cost.py``): a few µs a
+committed token on a 2-core CPU, which the curves, timed after one 128-token prefix, cannot see,
+and which a batch of long prompts pays in every step (the load records list it with their step
+costs).
 
 ``predict(spec, tau, batch)`` turns a step's cost and τ (tokens a request emits per step) into
 tokens/s, TPOT and the speedup over plain decoding at the same batch.
@@ -257,7 +264,16 @@ class StepCost:
     ``draft_range``: (low, high) per size over the measurement's rounds, where it kept them;
     ``prefill``: (prompt tokens, ms) points of the engine's prefill step of one request;
     ``catch_up``: (prompt tokens, ms) points of the draft's extend over one request's prompt rows
-    (empty: not measured, or a draft that runs no forward over the prompt)."""
+    (empty: not measured, or a draft that runs no forward over the prompt).
+
+    ``kv_ms``: ms a step spends for each committed token a running request's attention reads (its
+    keys and values, every layer; 0: not measured, no context priced); ``prefix``: the committed
+    tokens each request held where the curves and the overhead were measured; ``verify_prefix``:
+    the context of the one sequence the verify curve was timed after, where it differs (a probe
+    after a run's prompt; None: ``prefix``). A step of B requests of mean context L is priced
+    ``kv_ms * (B*L - (B-1)*prefix - verify_prefix)`` over its curves, in its verify (``parts``'s
+    ``context``): the curves hold one sequence's context, the overhead's batches the others' at
+    ``prefix``."""
 
     verify: tuple[tuple[int, float], ...]
     draft: tuple[tuple[int, float], ...] = ()
@@ -268,6 +284,9 @@ class StepCost:
     draft_range: tuple[tuple[float, float], ...] = ()
     prefill: tuple[tuple[int, float], ...] = ()
     catch_up: tuple[tuple[int, float], ...] = ()
+    kv_ms: float = 0.0
+    prefix: float = 128.0
+    verify_prefix: float | None = None
 
     def __post_init__(self) -> None:
         if not self.verify:
@@ -305,38 +324,54 @@ class StepCost:
             return 0.0
         return max(0.0, _interpolate(self.catch_up, prompt_len) - self.draft_ms(max(1.0, tau)))
 
-    def parts(self, spec, batch: float = 1, tau: float | None = None, nodes: float | None = None) -> StepParts:
+    def context_ms(self, batch: float, context: float | None) -> float:
+        """What ``batch`` requests of ``context`` committed tokens each (a mean) read beyond what the
+        curves and the overhead priced (``kv_ms``; 0 when either is unknown). Negative where the
+        context is shorter than theirs."""
+        if context is None or not self.kv_ms:
+            return 0.0
+        verify_at = self.prefix if self.verify_prefix is None else self.verify_prefix
+        return self.kv_ms * (batch * context - (batch - 1) * self.prefix - verify_at)
+
+    def parts(self, spec, batch: float = 1, tau: float | None = None, nodes: float | None = None, *,
+              context: float | None = None) -> StepParts:
         """One step of ``batch`` requests under ``spec`` (a ``SpecConfig``), part by part. ``tau``:
         the tokens each request emits a step, the rows of its draft extend (one when None).
         ``nodes``: the tokens each request's verify holds, root included, where its trees are
         smaller than ``num_draft_tokens`` (a draft that proposes fewer, as the n-gram lookup does
-        when few continuations match: a run measures it); None: ``num_draft_tokens``."""
+        when few continuations match: a run measures it); None: ``num_draft_tokens``.
+        ``context``: the committed tokens each request holds (a mean), priced in the verify
+        (``context_ms``); None: the curves' own."""
+        kv = self.context_ms(batch, context)
         if not spec.speculative:
-            return StepParts(self.verify_ms(batch), overhead_ms=self.overhead.ms(False, batch))
+            return StepParts(self.verify_ms(batch) + kv, overhead_ms=self.overhead.ms(False, batch))
         extend_rows = batch * max(1.0, tau if tau is not None else 1.0)
-        return StepParts(self.verify_ms(batch * (spec.num_draft_tokens if nodes is None else nodes)),
+        return StepParts(self.verify_ms(batch * (spec.num_draft_tokens if nodes is None else nodes)) + kv,
                          draft_extend_ms=self.draft_ms(extend_rows),
                          draft_levels_ms=(spec.num_steps - 1) * self.draft_ms(batch * spec.topk),
                          overhead_ms=self.overhead.ms(True, batch, spec.num_steps))
 
-    def step_ms(self, spec, batch: float = 1, tau: float | None = None, nodes: float | None = None) -> float:
-        return self.parts(spec, batch, tau, nodes).total_ms
+    def step_ms(self, spec, batch: float = 1, tau: float | None = None, nodes: float | None = None, *,
+                context: float | None = None) -> float:
+        return self.parts(spec, batch, tau, nodes, context=context).total_ms
 
-    def plain_ms(self, batch: float = 1) -> float:
-        """One plain decode step of ``batch`` requests, overhead included."""
-        return self.verify_ms(batch) + self.overhead.ms(False, batch)
+    def plain_ms(self, batch: float = 1, context: float | None = None) -> float:
+        """One plain decode step of ``batch`` requests, overhead included (``context`` as for ``parts``)."""
+        return self.verify_ms(batch) + self.context_ms(batch, context) + self.overhead.ms(False, batch)
 
-    def predict(self, spec, tau: float | None = None, batch: float = 1, nodes: float | None = None) -> Prediction:
+    def predict(self, spec, tau: float | None = None, batch: float = 1, nodes: float | None = None, *,
+                context: float | None = None) -> Prediction:
         """What ``spec`` is worth at ``batch`` requests when each emits ``tau`` tokens a step
         (plain decoding: 1, whatever ``tau`` says); ``batch`` may be a mean (fractional);
-        ``nodes`` as for ``parts``."""
+        ``nodes`` and ``context`` as for ``parts``."""
         if batch < 1:
             raise ValueError(f"batch must be >= 1, got {batch}")
         if not spec.speculative:
             tau = 1.0
         elif tau is None or tau < 1:
             raise ValueError(f"a speculative setting's prediction needs τ >= 1 (tokens per step), got {tau}")
-        return Prediction(float(tau), batch, self.parts(spec, batch, tau, nodes), self.plain_ms(batch))
+        return Prediction(float(tau), batch, self.parts(spec, batch, tau, nodes, context=context),
+                          self.plain_ms(batch, context))
 
     def closed_loop(self, spec, tau: float | None, batch: float, *, prompt_lens, output_lens,
                     nodes: float | None = None) -> LoopPrediction:
@@ -346,12 +381,17 @@ class StepCost:
         holds the whole batch up), under a speculative setting the draft's catch-up over its
         prompt, and ``(n - 1) / τ`` decode steps, each ``step(B) / B`` its share (module
         docstring). A request with no output was never prefilled (refused) and costs nothing.
-        ``nodes`` as for ``parts``: the tokens a request's verify held, where a run counted them."""
+        ``nodes`` as for ``parts``: the tokens a request's verify held, where a run counted them.
+        The decode steps are priced at the mean context they read (``parts``'s ``context``): a
+        request's steps run from its prompt to its prompt and every token it wrote, p + n/2 on
+        average, weighted by its n - 1 decode steps."""
         prompt_lens, output_lens = list(prompt_lens), list(output_lens)
         if len(prompt_lens) != len(output_lens):
             raise ValueError(f"one output length per prompt, got {len(output_lens)} for {len(prompt_lens)} prompts")
-        step = self.predict(spec, tau, batch, nodes)
         ran = [(p, n) for p, n in zip(prompt_lens, output_lens) if n > 0]
+        steps = sum(n - 1 for _, n in ran)
+        context = sum((p + n / 2) * (n - 1) for p, n in ran) / steps if steps else None
+        step = self.predict(spec, tau, batch, nodes, context=context)
         catch_up = sum(self.catch_up_ms(p, step.tau) for p, _ in ran) if spec.speculative else 0.0
         return LoopPrediction(tokens=sum(n for _, n in ran), step=step,
                               decode_ms=sum(n - 1 for _, n in ran) / step.tau * step.parts.total_ms / batch,
@@ -369,7 +409,8 @@ class StepCost:
                              "points": {kind: [list(p) for p in pts] for kind, pts in o.points}},
                 "source": self.source, "measured": self.measured,
                 "verify_range": [list(r) for r in self.verify_range], "draft_range": [list(r) for r in self.draft_range],
-                "prefill": [list(p) for p in self.prefill], "catch_up": [list(p) for p in self.catch_up]}
+                "prefill": [list(p) for p in self.prefill], "catch_up": [list(p) for p in self.catch_up],
+                "kv_ms": self.kv_ms, "prefix": self.prefix, "verify_prefix": self.verify_prefix}
 
     @classmethod
     def from_dict(cls, d: dict) -> StepCost:
@@ -378,7 +419,8 @@ class StepCost:
         return cls(d["verify"], d.get("draft", ()), source=d.get("source", "given"),
                    overhead=Overhead(**d.get("overhead", {})), measured=d.get("measured", ""),
                    verify_range=d.get("verify_range", ()), draft_range=d.get("draft_range", ()),
-                   prefill=d.get("prefill", ()), catch_up=d.get("catch_up", ()))
+                   prefill=d.get("prefill", ()), catch_up=d.get("catch_up", ()), kv_ms=d.get("kv_ms", 0.0),
+                   prefix=d.get("prefix", 128.0), verify_prefix=d.get("verify_prefix"))
 
     @classmethod
     def from_rows(cls, verify: list[dict], draft: list[dict] = (), **kw) -> StepCost:

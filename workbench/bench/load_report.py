@@ -109,7 +109,9 @@ def predicted_md(predicted: dict) -> list[str]:
             "`StepCost.closed_loop` over the run's requests: each one's share of the decode steps ((n − 1) / τ "
             "steps of step(B) / B each, n its output tokens: the prefill emits the first) plus its prefill step "
             "and, under a speculative setting whose draft runs a forward, the draft's catch-up over its prompt, "
-            "which hold the whole batch up. Measured: the run's tokens/s, median and range over the rounds."
+            "which hold the whole batch up; its decode steps at the mean context they read (each request's "
+            "prompt and half its output, where the step cost timed the context term: `StepCost.context_ms`). "
+            "Measured: the run's tokens/s, median and range over the rounds."
             + ("" if priced else " The step cost holds no prefill measurement (given, or cached before the prefill "
                "was measured), so its prefill and catch-up are priced 0 here."), "",
             "The gap, part by part (s over a run, medians of the rounds; measured prefill: the engine's own profile "
@@ -151,6 +153,9 @@ def step_cost_md(costs: dict) -> list[str]:
             if o.get("spec_levels"):
                 line += (", each level more or fewer " + _per_batch(o["level_per_step"], o["level_per_request"])
                          + " (never below 0)")
+        if c.get("kv_ms"):
+            line += (f". Each committed token a running request reads: {c['kv_ms'] * 1e3:.1f} µs a step, priced "
+                     f"beyond the {c.get('prefix', 128):g}-token prefix the curves and the overhead were timed at")
         out.append(line + ".")
     if not out:
         return []

@@ -22,7 +22,8 @@ EPYC, most of it the prefill of a long prompt (docs/bench/head-cpu-fp32-avx2.jso
   catch-up) and one head forward with its log-probs over each of ``rows`` rows.
 
 ``probed(cost, probes)`` is the step cost with those parts replaced by the probes' medians (the
-range: their lowest and highest); what a step spends outside its forwards (``Overhead``) stays the
+range: their lowest and highest; the verify taken to have read the probes' median prompt, its
+``verify_prefix``, so that a request's own context is priced against it: ``StepCost.context_ms``); what a step spends outside its forwards (``Overhead``) stays the
 step cost's, as do the forwards no probe timed. A prediction priced by it sets the model's
 structure against the run with the machine's pace over the run taken out; ``label`` says so
 wherever such a figure is quoted.
@@ -173,7 +174,8 @@ def probed(cost: StepCost, probes: list[dict], *, head: bool) -> StepCost:
         raise ValueError("no probe to price the run's target part with")
     verify, verify_range = _curve(probes, "verify")
     changes = {"verify": tuple(verify), "verify_range": tuple(verify_range), "prefill": tuple(_by_length(probes, "prefill_ms")),
-               "measured": label(cost.measured or "an undated step cost", len(probes))}
+               "measured": label(cost.measured or "an undated step cost", len(probes)),
+               "verify_prefix": median(p["prompt_tokens"] for p in probes)}  # the probes' verify read its prompt
     drafted = [p for p in probes if p.get("draft")]
     if head and drafted:
         draft, draft_range = _curve(drafted, "draft")

@@ -91,6 +91,12 @@ OVERHEAD_TIMING = "paced, verified tokens, pooled"
 # Prompt tokens of the prefills timed (each prefill once a round): Spec-Bench's prompts run from
 # about 40 to 770 tokens through the chat template; past 512 the last slope is read on.
 PREFILL_LENGTHS = (32, 128, 512)
+# The context term (``StepCost.kv_ms``): one decode forward of KV_REQUESTS requests after KV_LONG
+# committed tokens each against after PREFIX, KV_REPEATS of each in turn (their medians): four
+# requests make the difference (4 x 384 tokens) several ms, above a forward's jitter.
+KV_REQUESTS = 4
+KV_LONG = 512
+KV_REPEATS = 8
 
 
 def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None, log=None,
@@ -123,6 +129,7 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
         steps = time_overhead_steps(wb, source, StepCost(verify, draft), plain=target is not None)
         rounds.append({"verify": verify, "draft": draft, "overhead_steps": steps, "prefill": prefill,
                        "catch_up": catch_up})
+    kv_ms = measure_kv(wb) if target is None else target.kv_ms
     say(f"[cost] measured in {time.perf_counter() - t0:.0f} s")
     plain = None if target is None else target.overhead
     for r in rounds:  # each round's own lines, kept to show how far the rounds lie apart
@@ -138,7 +145,7 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
              "overhead_batches": list(OVERHEAD_BATCHES),
              "prefill": _agreed([r["prefill"] for r in rounds])[0],
              "catch_up": _agreed([r["catch_up"] for r in rounds])[0],
-             "overhead_timing": OVERHEAD_TIMING,
+             "overhead_timing": OVERHEAD_TIMING, "kv_ms": kv_ms, "prefix": PREFIX,
              "measured": measurement_label(wb), "cpu": cpu_signature(), "rounds": ROUNDS, "per_round": rounds,
              **({} if target is None else {"target_from": target.measured})}
     if not (v_agree and d_agree):
@@ -166,7 +173,7 @@ def _with_target(cost: StepCost, target: StepCost | None) -> StepCost:
     overhead = replace(cost.overhead, plain_per_step=target.overhead.plain_per_step,
                        plain_per_request=target.overhead.plain_per_request, points=tuple(points.items()))
     return replace(cost, verify=target.verify, verify_range=target.verify_range, prefill=target.prefill,
-                   overhead=overhead, measured=f"{cost.measured}; its target part {target.measured}")
+                   overhead=overhead, kv_ms=target.kv_ms, measured=f"{cost.measured}; its target part {target.measured}")
 
 
 def measurement_label(wb) -> str:
@@ -314,6 +321,50 @@ def overhead_prompts(vocab: int, batch: int, prefix_len: int) -> list[list[int]]
     return out
 
 
+def measure_kv(wb) -> float:
+    """ms a step spends for each committed token a request's attention reads (``StepCost.kv_ms``):
+    one decode forward (and its logits) of ``KV_REQUESTS`` requests after ``KV_LONG`` committed
+    random tokens each, against the same after their first ``PREFIX`` (the same keys and values,
+    fewer of them), ``KV_REPEATS`` of each in turn after one untimed; the medians' difference over
+    the tokens between. Never below 0 (two noisy times can say so)."""
+    from workbench.attention.batch import extend_batch
+    from workbench.kv import SlotAllocator
+
+    target = wb.target
+    device = target.lm_head.weight.device
+    vocab = target.config.vocab_size
+    longest = min(KV_LONG, target.config.max_position_embeddings - 1)  # a small model's context may be shorter
+    if longest <= PREFIX:
+        return 0.0
+    alloc = SlotAllocator(KV_REQUESTS * (longest + 1))
+    kv = target.new_kv_pool(KV_REQUESTS * (longest + 1))
+    gen = torch.Generator().manual_seed(longest)
+    committed = []
+    for _ in range(KV_REQUESTS):
+        slots = alloc.alloc(longest)
+        tokens = torch.randint(0, vocab, (longest,), generator=gen).tolist()
+        target(extend_batch(tokens=[tokens], prefix_slots=[[]], new_slots=[slots], device=device), kv)
+        committed.append(slots)
+
+    def decode(n: int) -> float:
+        new = [alloc.alloc(1) for _ in committed]
+        batch = extend_batch(tokens=[[1]] * KV_REQUESTS, prefix_slots=[c[:n] for c in committed], new_slots=new,
+                             device=device)
+        t0 = _synced(device)
+        target.logits(target(batch, kv))
+        ms = (_synced(device) - t0) * 1e3
+        for slots in new:
+            alloc.free(slots)
+        return ms
+
+    decode(PREFIX), decode(longest)
+    short, long = [], []
+    for _ in range(KV_REPEATS):
+        short.append(decode(PREFIX))
+        long.append(decode(longest))
+    return round(max(0.0, (median(long) - median(short)) / (KV_REQUESTS * (longest - PREFIX))), 6)
+
+
 def measure_prefill(wb, source: DraftSource | None) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
     """One round of (prompt tokens, ms) points: the engine's prefill step of one request of each
     of ``PREFILL_LENGTHS`` random tokens (the lengths that fit the model's context), and, where
@@ -453,7 +504,7 @@ def _current(cached) -> bool:
         return False
     return (cached.get("overhead_batches") == list(OVERHEAD_BATCHES) and set(prefill) <= set(PREFILL_LENGTHS)
             and "spec_levels" in cached["overhead"]  # the per-level overhead timed too
-            and cached.get("overhead_timing") == OVERHEAD_TIMING)
+            and cached.get("overhead_timing") == OVERHEAD_TIMING and "kv_ms" in cached)  # the context term timed too
 
 
 def _agreed(rounds: list[list[tuple[int, float]]], slack_ms: float = 0.0) -> tuple[list[tuple[int, float]], bool]:

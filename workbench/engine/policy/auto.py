@@ -25,7 +25,9 @@ request's verify held on average in the steps it ran, root included, ``num_draft
 any was seen and pulled back to it as the setting idles, like the accepted lengths: a draft that
 fills its tree in part, as the n-gram lookup does where few continuations match, verifies less), the draft's
 extend over the tokens each request is expected to emit and its later levels of B x ``topk``
-rows, and the step's measured overhead outside the forwards. The policy has no clock of its own
+rows, the keys and values of the running requests' committed tokens (the cost model's context
+term: the same for every setting at one batch, so a longer context favours the setting that emits
+more tokens a step), and the step's measured overhead outside the forwards. The policy has no clock of its own
 for the curves: ``workbench/measure/step_cost.py`` measures them once per machine and caches them;
 tests pass made-up curves.
 
@@ -96,6 +98,12 @@ PRIOR_ACCEPT = 0.5  # the prior's chance that the walk goes one level deeper
 PACE_WEIGHT = 0.5  # the newest step's weight in the machine's pace: the last two or three steps
 OVERHEAD_WEIGHT = 1 / 16  # the newest step's weight in its setting's overhead, after the first
 CATCH_UP = 16  # pending draft pairs past which a speculative step is taken to run a prompt through the draft
+
+
+def committed(batch: list[Request]) -> float:
+    """The committed tokens a running request holds, on average: what its attention reads each
+    step (the cost model's ``context``)."""
+    return sum(len(r.prompt_ids) + len(r.output_ids) for r in batch) / len(batch)
 
 
 def prior_tokens(spec: SpecConfig) -> float:
@@ -196,10 +204,10 @@ class Auto:
         if self.cost is None:
             raise ValueError("auto weighs each setting by its measured step cost, and none was given: measure one "
                              "(workbench.measure.step_cost.step_cost_for) or pass Auto(cost=StepCost(...))")
-        out = []
+        out, context = [], committed(batch)
         for s in self.settings():
             tokens = self.expected_tokens(s, batch)
-            out.append((s, tokens, self.step_ms(s, len(batch), tokens / len(batch))))
+            out.append((s, tokens, self.step_ms(s, len(batch), tokens / len(batch), context)))
         return out
 
     def overhead(self, spec: SpecConfig) -> float:
@@ -212,10 +220,11 @@ class Auto:
         times the machine's pace (module docstring)."""
         return self.overhead(spec) * self.pace
 
-    def step_ms(self, spec: SpecConfig, batch: int, tau: float | None = None) -> float:
+    def step_ms(self, spec: SpecConfig, batch: int, tau: float | None = None, context: float | None = None) -> float:
         """What a step of ``batch`` requests under ``spec`` is expected to take when each emits
-        ``tau`` tokens: the cost model's prediction, scaled by the steps' own clock (module docstring)."""
-        return self.cost.step_ms(spec, batch, tau, self.expected_nodes(spec)) * self.ratio(spec)
+        ``tau`` tokens, each request holding ``context`` committed tokens (a mean; None: the
+        curves'): the cost model's prediction, scaled by the steps' own clock (module docstring)."""
+        return self.cost.step_ms(spec, batch, tau, self.expected_nodes(spec), context=context) * self.ratio(spec)
 
     def stay_margin(self, batch: int) -> float:
         """How much more than the last step's setting another must promise for ``batch`` running
@@ -237,8 +246,8 @@ class Auto:
         self.last = best[0]
         if self.correct:  # a step that runs the draft over a newcomer's prompt is not timed (docstring)
             prompt = best[0].speculative and any(len(r.pending_tokens) > CATCH_UP for r in batch)
-            predicted = self.cost.step_ms(best[0], len(batch), best[1] / len(batch),
-                                          self.expected_nodes(best[0]))  # before the clock's scaling
+            predicted = self.cost.step_ms(best[0], len(batch), best[1] / len(batch), self.expected_nodes(best[0]),
+                                          context=committed(batch))  # before the clock's scaling
             self._started = None if prompt else (best[0], len(batch), predicted, self.clock())
         return Choice(self.name, best[0], f"{said(*best)}{' <' if why else ' >'} {said(*runner)}{why}")
 
