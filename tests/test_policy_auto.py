@@ -323,3 +323,21 @@ def test_a_tree_filled_in_part_is_priced_at_the_verify_its_steps_ran():
     for _ in range(3 * auto.horizon):  # off runs meanwhile: back towards the full tree
         auto.observe(Choice("auto", OFF, ""), [r])
     assert auto.expected_nodes(tree) > 3.0
+
+
+def test_auto_prices_the_context_its_running_requests_read():
+    """With a context term (``StepCost.kv_ms``), the same batch of 8 costs more a step when its
+    requests hold long prompts, by the cost model's own ``context_ms``, for plain decoding and the
+    tree alike; a longer context so favours the setting that emits more a step."""
+    from dataclasses import replace
+
+    tree = parse_setting("eagle2:4/3/2")
+    cost = replace(FLAT, kv_ms=0.01, prefix=128.0)
+    auto = Auto((tree,), cost=cost)
+    short = [Request(rid, [1] * 128, max_new_tokens=48) for rid in range(8)]
+    long = [Request(rid, [1] * 640, max_new_tokens=48) for rid in range(8)]
+    by_short = {s: ms for s, _, ms in auto.rates(short)}
+    by_long = {s: ms for s, _, ms in auto.rates(long)}
+    for s in (OFF, tree):
+        assert by_long[s] - by_short[s] == pytest.approx(cost.context_ms(8, 640) - cost.context_ms(8, 128))
+    assert cost.context_ms(8, 128) == 0.0  # the curves' own context: nothing added
