@@ -817,13 +817,13 @@ def test_a_step_cost_measures_its_own_sources_overhead_and_draft(wb, tmp_path, m
     monkeypatch.setattr(sc, "measure_verify_cost", lambda *a, **k: timed_verify.append(1) or verify)
     plain_given = []
 
-    def overhead(wb, source, forwards, prefix_len=sc.PREFIX, plain=False):
+    def overhead(wb, source, forwards, prefix_len=sc.PREFIX, plain_known=False):
         seen.append(source)
-        plain_given.append(plain)
+        plain_given.append(plain_known)
         spec = {"head": 2.0, "ngram": 0.5, "exit": 1.0}[source.kind]
         first = {"head": 0.3, "ngram": 0.9, "exit": 0.9}[source.kind]  # what each would time on its own
         flat = lambda ms: {b: [ms] for b in sc.OVERHEAD_BATCHES}  # noqa: E731
-        return {**({} if plain else {"plain": flat(first)}), "tree": flat(spec), "chain": flat(spec)}
+        return {**({} if plain_known else {"plain": flat(first)}), "tree": flat(spec), "chain": flat(spec)}
 
     monkeypatch.setattr(sc, "time_overhead_steps", overhead)
     drafts = {"eagle2:4/3/2": parse_draft("head"), "eagle2:4/3/2@ngram": parse_draft("ngram"),

@@ -126,7 +126,7 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
             catches_up = source is not None and source.needs.loaded  # else measure_prefill times no catch-up
             prefill = [tuple(p) for p in target.prefill]
             catch_up = measure_prefill(wb, source)[1] if catches_up else []
-        steps = time_overhead_steps(wb, source, StepCost(verify, draft), plain=target is not None)
+        steps = time_overhead_steps(wb, source, StepCost(verify, draft), plain_known=target is not None)
         rounds.append({"verify": verify, "draft": draft, "overhead_steps": steps, "prefill": prefill,
                        "catch_up": catch_up})
     kv_ms = measure_kv(wb) if target is None else target.kv_ms
@@ -192,9 +192,9 @@ def _ranges(rounds: list[list[tuple[int, float]]]) -> list[tuple[float, float]]:
 
 
 def time_overhead_steps(wb, source: DraftSource | None, forwards: StepCost, prefix_len: int = PREFIX,
-                        plain: bool = False) -> dict[str, dict[int, list[float]]]:
+                        plain_known: bool = False) -> dict[str, dict[int, list[float]]]:
     """One round of what engine steps take beyond their forwards (module docstring), by kind and
-    batch: ``"plain"`` steps (not when ``plain``: plain decoding's overhead is already measured in
+    batch: ``"plain"`` steps (not when ``plain_known``: plain decoding's overhead is already measured in
     this run), and with a draft ``source`` speculative steps of ``OVERHEAD_SETTING`` (``"tree"``)
     and of ``LEVEL_SETTING`` (``"chain"``), each at ``OVERHEAD_BATCHES`` requests of
     ``prefix_len``-token prompts, ``OVERHEAD_STEPS`` ms each; ``forwards`` prices the forwards
@@ -202,7 +202,7 @@ def time_overhead_steps(wb, source: DraftSource | None, forwards: StepCost, pref
     from workbench.engine.config import SpecConfig
 
     probe = PaceProbe(wb, forwards, prefix_len, tokens=max(OVERHEAD_BATCHES) * OVERHEAD_SETTING["num_draft_tokens"])
-    specs = {} if plain else {"plain": SpecConfig("vanilla")}
+    specs = {} if plain_known else {"plain": SpecConfig("vanilla")}
     if source is not None:
         specs["tree"] = SpecConfig.from_knobs("eagle2", **OVERHEAD_SETTING, draft=source)
         specs["chain"] = SpecConfig.from_knobs("eagle2", **LEVEL_SETTING, draft=source)
