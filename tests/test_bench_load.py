@@ -441,7 +441,7 @@ def test_a_step_cost_cached_before_the_prefill_or_at_other_overhead_batches_is_m
     good = ([(n, 10.0 + n) for n in sc.VERIFY_SIZES], [(r, 1.0) for r in sc.DRAFT_ROWS])
     today = {"verify": good[0], "draft": good[1], "overhead": {"spec_levels": 3}, "overhead_timing": sc.OVERHEAD_TIMING,
              "overhead_batches": list(sc.OVERHEAD_BATCHES), "prefill": [[32, 5.0], [128, 9.0]], "catch_up": [],
-             "kv_ms": 0.005}
+             "kv": [[1, 0.005], [8, 0.009]]}
     before = {k: v for k, v in today.items() if k not in ("prefill", "catch_up")}
     assert sc._current(today) and not sc._current(before)
     assert not sc._current({**today, "overhead_batches": [1, 4]})
@@ -449,8 +449,11 @@ def test_a_step_cost_cached_before_the_prefill_or_at_other_overhead_batches_is_m
     assert not sc._current({**today, "overhead": {}}) and sc._readable({**today, "overhead": {}})  # no per-level overhead
     unpaced = {k: v for k, v in today.items() if k != "overhead_timing"}  # its overhead against the curves' pace
     assert not sc._current(unpaced) and sc._readable(unpaced)
-    no_context = {k: v for k, v in today.items() if k != "kv_ms"}  # before the context term was timed
+    no_context = {k: v for k, v in today.items() if k != "kv"}  # before the context term was timed
     assert not sc._current(no_context) and sc._readable(no_context)
+    decode_only = {**no_context, "kv_ms": 0.005}  # timed at a decode step alone: read, but timed again
+    assert not sc._current(decode_only) and sc._readable(decode_only)
+    assert StepCost.from_dict(decode_only).kv_ms(8) == 0.005  # read as one point: every size alike
     add_entry(tmp_path / sc.CACHE_FILE, sc._cache_key(wb, head), value=before, tag="[cost]", what="the step cost")
     monkeypatch.setattr(sc, "_measure", lambda wb, source: good)
     got = sc.step_cost_for(wb, head, cache_dir=tmp_path, log=lambda m: None)
@@ -544,11 +547,16 @@ def test_the_overhead_prices_each_steps_verify_at_the_tokens_its_trees_held(wb, 
     assert all(2 <= t <= 2 * sc.OVERHEAD_SETTING["num_draft_tokens"] for t in probe.asked)
 
 
-def test_the_context_term_is_a_decode_forwards_cost_per_committed_token_read(wb):
+def test_the_context_term_is_timed_per_committed_token_at_each_count_of_new_tokens(wb, monkeypatch):
     import workbench.measure.step_cost as sc
 
     got = sc.measure_kv(wb)
-    assert isinstance(got, float) and 0.0 <= got < 1.0  # ms a token: well under a ms on any machine
+    assert [n for n, _ in got] == list(sc.KV_TOKENS)
+    ms = [v for _, v in got]
+    assert all(0.0 <= v < 1.0 for v in ms)  # ms a token: well under a ms on any machine
+    assert ms == sorted(ms)  # more new tokens read the same keys no fewer times
+    monkeypatch.setattr(sc, "KV_LONG", sc.PREFIX)  # no longer context to set against the curves': nothing to tell
+    assert sc.measure_kv(wb) == []
 
 
 def test_the_overheads_prompts_repeat_a_block_a_lookup_can_continue():
@@ -591,21 +599,21 @@ def test_a_sources_cached_step_cost_takes_the_runs_target_part(wb, tmp_path, mon
 
     ngram = parse_draft("ngram")
     cached = {"verify": [(n, 50.0 + n) for n in sc.VERIFY_SIZES], "draft": [], "overhead_timing": sc.OVERHEAD_TIMING,
-              "kv_ms": 0.009,
+              "kv": [[1, 0.009]],
               "overhead": {"plain_per_step": 9.0, "plain_per_request": 9.0, "spec_per_step": 3.0,
                            "spec_per_request": 1.0, "spec_levels": 3, "level_per_step": 0.5, "level_per_request": 0.0},
               "overhead_batches": list(sc.OVERHEAD_BATCHES), "prefill": [[32, 99.0]], "catch_up": [],
               "measured": "an earlier day"}
     add_entry(tmp_path / sc.CACHE_FILE, sc._cache_key(wb, ngram), value=cached, tag="[cost]", what="the step cost")
     target = StepCost(verify=((1, 10.0), (64, 20.0)), prefill=((32, 5.0),), measured="today",
-                      overhead=sc.Overhead(plain_per_step=1.0, plain_per_request=0.5), kv_ms=0.004)
+                      overhead=sc.Overhead(plain_per_step=1.0, plain_per_request=0.5), kv=((1, 0.004), (8, 0.006)))
     got = sc.step_cost_for(wb, ngram, cache_dir=tmp_path, log=lambda m: None, target=target)
     assert got.verify == target.verify and got.prefill == target.prefill and got.plain_ms(1) == target.plain_ms(1)
-    assert got.kv_ms == 0.004  # the context term is the target's too
+    assert got.kv == target.kv  # the context term is the target's too
     assert (got.overhead.spec_per_step, got.overhead.level_per_step) == (3.0, 0.5) and got.draft == ()
     assert got.measured == "an earlier day; its target part today"
     alone = sc.step_cost_for(wb, ngram, cache_dir=tmp_path, log=lambda m: None)  # no run's target: as cached
-    assert alone.verify_ms(1) == 51.0 and alone.measured == "an earlier day" and alone.kv_ms == 0.009
+    assert alone.verify_ms(1) == 51.0 and alone.measured == "an earlier day" and alone.kv_ms(1) == 0.009
 
 
 def test_the_prefill_is_timed_at_each_length_the_context_holds_and_the_catch_up_only_for_a_drafts_forward(

@@ -212,20 +212,27 @@ def test_every_predictor_reads_the_one_model_and_none_interpolates_on_its_own():
 
 
 def test_a_steps_context_is_priced_in_its_verify_beyond_the_context_the_curves_held():
-    """``kv_ms`` a committed token a request reads: B requests of mean context L cost
-    ``kv_ms * (B*L - (B-1)*prefix - verify_prefix)`` over the curves (the curves hold one
-    sequence's context, the overhead's batches the others' at ``prefix``), in the verify; plain
-    decoding pays the same at the same batch; a closed loop reads its requests' mean context."""
+    """``kv_ms(D)`` a committed token a request reads when each brings D new tokens: B requests of
+    mean context L cost ``kv_ms(D) * (B*L - (B-1)*prefix) - kv_ms(B*D) * verify_prefix`` over the
+    curves (the curve's one sequence of B*D tokens read its prefix, the overhead's batches held
+    the others at ``prefix``), in the verify; plain decoding (D = 1) pays less a token than a
+    tree's verify at the same batch; a closed loop reads its requests' mean context."""
     from dataclasses import replace
 
-    cost = replace(COST, kv_ms=0.01, prefix=128.0)
-    tree = parse_spec("eagle2:4/3/2")
-    assert cost.context_ms(8, 400) == pytest.approx(0.01 * (8 * 400 - 7 * 128 - 128))
-    assert cost.context_ms(1, 128) == 0.0 and cost.context_ms(8, None) == 0.0 and COST.context_ms(8, 400) == 0.0
+    cost = replace(COST, kv=((1, 0.01), (4, 0.02), (32, 0.04)), prefix=128.0)
+    tree = parse_spec("eagle2:4/3/2")  # 4 new tokens a request
+    assert cost.kv_ms(2) == pytest.approx(0.01 + 0.01 / 3) and cost.kv_ms(64) == 0.04  # flat past the last point
+    assert cost.context_ms(8, 400) == pytest.approx(0.01 * (8 * 400 - 7 * 128) - cost.kv_ms(8) * 128)
+    assert cost.context_ms(8, 400, 4) == pytest.approx(0.02 * (8 * 400 - 7 * 128) - 0.04 * 128)
+    assert cost.context_ms(1, 128) == 0.0 and cost.context_ms(1, 128, 4) == 0.0  # the curves' own context
+    assert cost.context_ms(8, None) == 0.0 and COST.context_ms(8, 400) == 0.0
     assert cost.context_ms(1, 64) == pytest.approx(-0.64)  # shorter than the curves': cheaper
     more = cost.parts(tree, 8, 2.0, context=400).verify_ms - cost.parts(tree, 8, 2.0).verify_ms
-    assert more == pytest.approx(cost.context_ms(8, 400))
-    assert cost.plain_ms(8, 400) - cost.plain_ms(8) == pytest.approx(more)
+    assert more == pytest.approx(cost.context_ms(8, 400, 4))
+    plain_more = cost.plain_ms(8, 400) - cost.plain_ms(8)
+    assert plain_more == pytest.approx(cost.context_ms(8, 400)) and plain_more < more
+    fewer = cost.parts(tree, 1, 2.0, nodes=2.5, context=400).verify_ms - cost.parts(tree, 1, 2.0, nodes=2.5).verify_ms
+    assert fewer == pytest.approx(cost.context_ms(1, 400, 2.5))  # a tree the draft filled in part: its own tokens
     p = cost.predict(tree, 2.0, batch=8, context=400)
     assert p.plain_ms == pytest.approx(cost.plain_ms(8, 400)) and p.parts.total_ms == pytest.approx(
         cost.step_ms(tree, 8, 2.0, context=400))
@@ -233,4 +240,5 @@ def test_a_steps_context_is_priced_in_its_verify_beyond_the_context_the_curves_h
     loop = cost.closed_loop(tree, 2.0, 1, prompt_lens=[100, 300], output_lens=[11, 31])
     context = ((100 + 5.5) * 10 + (300 + 15.5) * 30) / 40  # each request's steps at p + n/2, by its n - 1 steps
     assert loop.step.parts.total_ms == pytest.approx(cost.step_ms(tree, 1, 2.0, context=context))
-    assert StepCost.from_dict(cost.as_dict()).context_ms(8, 400) == pytest.approx(cost.context_ms(8, 400))
+    assert StepCost.from_dict(cost.as_dict()).context_ms(8, 400, 4) == pytest.approx(cost.context_ms(8, 400, 4))
+    assert StepCost.from_dict({**COST.as_dict(), "kv": [], "kv_ms": 0.01}).kv == ((1, 0.01),)  # an older record

@@ -326,13 +326,13 @@ def test_a_tree_filled_in_part_is_priced_at_the_verify_its_steps_ran():
 
 
 def test_auto_prices_the_context_its_running_requests_read():
-    """With a context term (``StepCost.kv_ms``), the same batch of 8 costs more a step when its
+    """With a context term (``StepCost.kv``), the same batch of 8 costs more a step when its
     requests hold long prompts, by the cost model's own ``context_ms``, for plain decoding and the
     tree alike; a longer context so favours the setting that emits more a step."""
     from dataclasses import replace
 
     tree = parse_setting("eagle2:4/3/2")
-    cost = replace(FLAT, kv_ms=0.01, prefix=128.0)
+    cost = replace(FLAT, kv=((1, 0.01),), prefix=128.0)  # one point: every count of new tokens alike
     auto = Auto((tree,), cost=cost)
     short = [Request(rid, [1] * 128, max_new_tokens=48) for rid in range(8)]
     long = [Request(rid, [1] * 640, max_new_tokens=48) for rid in range(8)]

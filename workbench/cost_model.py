@@ -9,8 +9,9 @@ A step of B requests under a setting (``num_steps`` S, ``topk`` K, ``num_draft_t
 charged, in ms:
 
     verify(B·D)                    one target forward + logits over every request's tree
-    + kv · (B·L - ...)             the keys and values of each request's L committed tokens,
-                                   read every layer, beyond the context the curves were timed at
+    + kv(D) · (B·L - ...)          the keys and values of each request's L committed tokens,
+                                   read every layer by each of its D new tokens, beyond the
+                                   context the curves were timed at
     + draft(B·τ)                   the draft extend: each request's accepted tokens and bonus
                                    (τ rows a request on average; one when τ is not known yet)
     + (S - 1) · draft(B·K)         the tree levels after the first, K frontier rows a request
@@ -21,11 +22,12 @@ and plain decoding ``verify(B) + overhead(B)``, where ``verify`` and ``draft`` a
 curves (``Curve``: median ms per size with the range over the measurement's rounds) and the
 overhead is measured too, as ms per step plus ms per request, separately for plain and
 speculative steps (``Overhead``; zero when not measured, which prices the forwards alone). The
-context term (``StepCost.kv_ms``, ``context_ms``) is measured as well: a decode forward of four
-requests after 512 committed tokens each against after 128 (``measure/step_cost.py``): a few µs a
-committed token on a 2-core CPU, which the curves, timed after one 128-token prefix, cannot see,
-and which a batch of long prompts pays in every step (the load records list it with their step
-costs).
+context term (``StepCost.kv``, ``context_ms``) is measured as well: forwards of one request
+after 1,024 committed tokens against after 128, at 1 to 32 new tokens
+(``measure/step_cost.py``): on a 2-core CPU a few µs a committed token for a decode step and
+about half as much again for a verify of 4 or 8 tokens (every new token's attention reads the
+context), which the curves, timed after one 128-token prefix, cannot see, and which a batch of
+long prompts pays in every step (the load records list it with their step costs).
 
 ``predict(spec, tau, batch)`` turns a step's cost and τ (tokens a request emits per step) into
 tokens/s, TPOT and the speedup over plain decoding at the same batch.
@@ -65,10 +67,19 @@ def _interpolate(points: tuple[tuple[int, float], ...], x: float) -> float:
     return yb + (yb - ya) * (x - xb) / (xb - xa)
 
 
-def _checked(points, what: str) -> tuple[tuple[int, float], ...]:
+def _kv_points(d: dict) -> tuple:
+    """The context term of a dict (``StepCost.as_dict``'s ``kv``); one written when it was timed
+    at a decode step alone holds ``kv_ms``, read as that one point (every size priced alike)."""
+    if d.get("kv"):
+        return tuple(d["kv"])
+    return ((1, d["kv_ms"]),) if d.get("kv_ms") else ()
+
+
+def _checked(points, what: str, zero: bool = False) -> tuple[tuple[int, float], ...]:
+    """``points`` as (int, float) tuples: sizes >= 1 and increasing, ms > 0 (``zero``: >= 0)."""
     points = tuple((int(n), float(ms)) for n, ms in points)
-    if any(n < 1 or ms <= 0 for n, ms in points):
-        raise ValueError(f"{what}: each point is (size >= 1, ms > 0), got {points}")
+    if any(n < 1 or ms < 0 or (ms == 0 and not zero) for n, ms in points):
+        raise ValueError(f"{what}: each point is (size >= 1, ms {'>=' if zero else '>'} 0), got {points}")
     sizes = [n for n, _ in points]
     if any(b <= a for a, b in zip(sizes, sizes[1:])):
         raise ValueError(f"{what}: sizes must increase, got {sizes}")
@@ -266,14 +277,16 @@ class StepCost:
     ``catch_up``: (prompt tokens, ms) points of the draft's extend over one request's prompt rows
     (empty: not measured, or a draft that runs no forward over the prompt).
 
-    ``kv_ms``: ms a step spends for each committed token a running request's attention reads (its
-    keys and values, every layer; 0: not measured, no context priced); ``prefix``: the committed
-    tokens each request held where the curves and the overhead were measured; ``verify_prefix``:
-    the context of the one sequence the verify curve was timed after, where it differs (a probe
-    after a run's prompt; None: ``prefix``). A step of B requests of mean context L is priced
-    ``kv_ms * (B*L - (B-1)*prefix - verify_prefix)`` over its curves, in its verify (``parts``'s
-    ``context``): the curves hold one sequence's context, the overhead's batches the others' at
-    ``prefix``."""
+    ``kv``: (new tokens a request, ms) points: what a step spends for each committed token a
+    running request's attention reads (its keys and values, every layer) when each request brings
+    that many new tokens (empty: not measured, no context priced; ``kv_ms``); ``prefix``: the
+    committed tokens each request held where the curves and the overhead were measured;
+    ``verify_prefix``: the context of the one sequence the verify curve was timed after, where it
+    differs (a probe after a run's prompt; None: ``prefix``). A step of B requests of D new tokens
+    each and mean context L is priced ``kv_ms(D) * (B*L - (B-1)*prefix) - kv_ms(B*D) *
+    verify_prefix`` over its curves, in its verify (``parts``'s ``context``): the curve's one
+    sequence of B*D tokens read ``verify_prefix`` tokens, the overhead's batches held the other
+    requests at ``prefix``."""
 
     verify: tuple[tuple[int, float], ...]
     draft: tuple[tuple[int, float], ...] = ()
@@ -284,7 +297,7 @@ class StepCost:
     draft_range: tuple[tuple[float, float], ...] = ()
     prefill: tuple[tuple[int, float], ...] = ()
     catch_up: tuple[tuple[int, float], ...] = ()
-    kv_ms: float = 0.0
+    kv: tuple[tuple[int, float], ...] = ()
     prefix: float = 128.0
     verify_prefix: float | None = None
 
@@ -296,6 +309,7 @@ class StepCost:
         object.__setattr__(self, "draft", _checked(self.draft, "draft cost"))
         object.__setattr__(self, "prefill", _checked(self.prefill, "prefill cost"))
         object.__setattr__(self, "catch_up", _checked(self.catch_up, "catch-up cost"))
+        object.__setattr__(self, "kv", _checked(self.kv, "context term", zero=True))
         for name in ("verify_range", "draft_range"):
             object.__setattr__(self, name, tuple((float(lo), float(hi)) for lo, hi in getattr(self, name)))
         if isinstance(self.overhead, dict):
@@ -324,14 +338,22 @@ class StepCost:
             return 0.0
         return max(0.0, _interpolate(self.catch_up, prompt_len) - self.draft_ms(max(1.0, tau)))
 
-    def context_ms(self, batch: float, context: float | None) -> float:
-        """What ``batch`` requests of ``context`` committed tokens each (a mean) read beyond what the
-        curves and the overhead priced (``kv_ms``; 0 when either is unknown). Negative where the
-        context is shorter than theirs."""
-        if context is None or not self.kv_ms:
+    def kv_ms(self, tokens: float = 1) -> float:
+        """ms a step spends for each committed token a request reads when each request brings
+        ``tokens`` new tokens (``kv``; read as measured, flat past its last point; 0: not measured)."""
+        if not self.kv:
+            return 0.0
+        return self.kv[-1][1] if tokens >= self.kv[-1][0] else _interpolate(self.kv, tokens)
+
+    def context_ms(self, batch: float, context: float | None, tokens: float = 1) -> float:
+        """What ``batch`` requests of ``context`` committed tokens each (a mean), each bringing
+        ``tokens`` new tokens (a plain step: 1), read beyond what the curves and the overhead
+        priced (``kv``; 0 when either is unknown). Negative where the context is shorter than theirs."""
+        if context is None or not self.kv:
             return 0.0
         verify_at = self.prefix if self.verify_prefix is None else self.verify_prefix
-        return self.kv_ms * (batch * context - (batch - 1) * self.prefix - verify_at)
+        return (self.kv_ms(tokens) * (batch * context - (batch - 1) * self.prefix)
+                - self.kv_ms(batch * tokens) * verify_at)
 
     def parts(self, spec, batch: float = 1, tau: float | None = None, nodes: float | None = None, *,
               context: float | None = None) -> StepParts:
@@ -342,11 +364,12 @@ class StepCost:
         when few continuations match: a run measures it); None: ``num_draft_tokens``.
         ``context``: the committed tokens each request holds (a mean), priced in the verify
         (``context_ms``); None: the curves' own."""
-        kv = self.context_ms(batch, context)
         if not spec.speculative:
-            return StepParts(self.verify_ms(batch) + kv, overhead_ms=self.overhead.ms(False, batch))
+            return StepParts(self.verify_ms(batch) + self.context_ms(batch, context),
+                             overhead_ms=self.overhead.ms(False, batch))
         extend_rows = batch * max(1.0, tau if tau is not None else 1.0)
-        return StepParts(self.verify_ms(batch * (spec.num_draft_tokens if nodes is None else nodes)) + kv,
+        tokens = spec.num_draft_tokens if nodes is None else nodes
+        return StepParts(self.verify_ms(batch * tokens) + self.context_ms(batch, context, tokens),
                          draft_extend_ms=self.draft_ms(extend_rows),
                          draft_levels_ms=(spec.num_steps - 1) * self.draft_ms(batch * spec.topk),
                          overhead_ms=self.overhead.ms(True, batch, spec.num_steps))
@@ -410,7 +433,7 @@ class StepCost:
                 "source": self.source, "measured": self.measured,
                 "verify_range": [list(r) for r in self.verify_range], "draft_range": [list(r) for r in self.draft_range],
                 "prefill": [list(p) for p in self.prefill], "catch_up": [list(p) for p in self.catch_up],
-                "kv_ms": self.kv_ms, "prefix": self.prefix, "verify_prefix": self.verify_prefix}
+                "kv": [list(p) for p in self.kv], "prefix": self.prefix, "verify_prefix": self.verify_prefix}
 
     @classmethod
     def from_dict(cls, d: dict) -> StepCost:
@@ -419,7 +442,7 @@ class StepCost:
         return cls(d["verify"], d.get("draft", ()), source=d.get("source", "given"),
                    overhead=Overhead(**d.get("overhead", {})), measured=d.get("measured", ""),
                    verify_range=d.get("verify_range", ()), draft_range=d.get("draft_range", ()),
-                   prefill=d.get("prefill", ()), catch_up=d.get("catch_up", ()), kv_ms=d.get("kv_ms", 0.0),
+                   prefill=d.get("prefill", ()), catch_up=d.get("catch_up", ()), kv=_kv_points(d),
                    prefix=d.get("prefix", 128.0), verify_prefix=d.get("verify_prefix"))
 
     @classmethod

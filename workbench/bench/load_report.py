@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from workbench.cost_model import StepCost
 from workbench.viz.tokens import or_dash
 
 LOOPS = {"closed": ("Closed loop: a fixed number of requests in flight", "concurrency"),
@@ -153,9 +154,11 @@ def step_cost_md(costs: dict) -> list[str]:
             if o.get("spec_levels"):
                 line += (", each level more or fewer " + _per_batch(o["level_per_step"], o["level_per_request"])
                          + " (never below 0)")
-        if c.get("kv_ms"):
-            line += (f". Each committed token a running request reads: {c['kv_ms'] * 1e3:.1f} µs a step, priced "
-                     f"beyond the {c.get('prefix', 128):g}-token prefix the curves and the overhead were timed at")
+        kv = StepCost.from_dict(c).kv
+        if kv:
+            each = ", ".join(f"{n}: {ms * 1e3:.1f}" for n, ms in kv)
+            line += (f". Each committed token a running request reads, µs a step by the new tokens it brings: {each}; "
+                     f"priced beyond the {c.get('prefix', 128):g}-token prefix the curves and the overhead were timed at")
         out.append(line + ".")
     if not out:
         return []

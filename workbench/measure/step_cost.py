@@ -91,12 +91,16 @@ OVERHEAD_TIMING = "paced, verified tokens, pooled"
 # Prompt tokens of the prefills timed (each prefill once a round): Spec-Bench's prompts run from
 # about 40 to 770 tokens through the chat template; past 512 the last slope is read on.
 PREFILL_LENGTHS = (32, 128, 512)
-# The context term (``StepCost.kv_ms``): one decode forward of KV_REQUESTS requests after KV_LONG
-# committed tokens each against after PREFIX, KV_REPEATS of each in turn (their medians): four
-# requests make the difference (4 x 384 tokens) several ms, above a forward's jitter.
-KV_REQUESTS = 4
-KV_LONG = 512
-KV_REPEATS = 8
+# The context term (``StepCost.kv``): forwards of KV_REQUESTS requests of n new tokens each after
+# KV_LONG committed tokens each against after PREFIX, for each n of KV_TOKENS (a decode step, a
+# chain's or a tree's verify, a batch's one sequence), KV_REPEATS of each in turn (their medians).
+# One request of 1,024 tokens: the difference (896 tokens) is 4-20 ms on a 2-core EPYC, and its
+# repeats agree better than four requests' of 512 (whose steps are priced per request alike: the
+# attention runs request by request).
+KV_REQUESTS = 1
+KV_LONG = 1024
+KV_TOKENS = (1, 2, 4, 8, 16, 32)
+KV_REPEATS = 12
 
 
 def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None, log=None,
@@ -129,7 +133,7 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
         steps = time_overhead_steps(wb, source, StepCost(verify, draft), plain_known=target is not None)
         rounds.append({"verify": verify, "draft": draft, "overhead_steps": steps, "prefill": prefill,
                        "catch_up": catch_up})
-    kv_ms = measure_kv(wb) if target is None else target.kv_ms
+    kv = measure_kv(wb) if target is None else [list(p) for p in target.kv]
     say(f"[cost] measured in {time.perf_counter() - t0:.0f} s")
     plain = None if target is None else target.overhead
     for r in rounds:  # each round's own lines, kept to show how far the rounds lie apart
@@ -145,7 +149,7 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
              "overhead_batches": list(OVERHEAD_BATCHES),
              "prefill": _agreed([r["prefill"] for r in rounds])[0],
              "catch_up": _agreed([r["catch_up"] for r in rounds])[0],
-             "overhead_timing": OVERHEAD_TIMING, "kv_ms": kv_ms, "prefix": PREFIX,
+             "overhead_timing": OVERHEAD_TIMING, "kv": kv, "prefix": PREFIX,
              "measured": measurement_label(wb), "cpu": cpu_signature(), "rounds": ROUNDS, "per_round": rounds,
              **({} if target is None else {"target_from": target.measured})}
     if not (v_agree and d_agree):
@@ -173,7 +177,7 @@ def _with_target(cost: StepCost, target: StepCost | None) -> StepCost:
     overhead = replace(cost.overhead, plain_per_step=target.overhead.plain_per_step,
                        plain_per_request=target.overhead.plain_per_request, points=tuple(points.items()))
     return replace(cost, verify=target.verify, verify_range=target.verify_range, prefill=target.prefill,
-                   overhead=overhead, kv_ms=target.kv_ms, measured=f"{cost.measured}; its target part {target.measured}")
+                   overhead=overhead, kv=target.kv, measured=f"{cost.measured}; its target part {target.measured}")
 
 
 def measurement_label(wb) -> str:
@@ -321,23 +325,28 @@ def overhead_prompts(vocab: int, batch: int, prefix_len: int) -> list[list[int]]
     return out
 
 
-def measure_kv(wb) -> float:
-    """ms a step spends for each committed token a request's attention reads (``StepCost.kv_ms``):
-    one decode forward (and its logits) of ``KV_REQUESTS`` requests after ``KV_LONG`` committed
-    random tokens each, against the same after their first ``PREFIX`` (the same keys and values,
-    fewer of them), ``KV_REPEATS`` of each in turn after one untimed; the medians' difference over
-    the tokens between. Never below 0 (two noisy times can say so)."""
-    from workbench.attention.batch import extend_batch
+def measure_kv(wb) -> list[list[float]]:
+    """(new tokens a request, ms) points of what a step spends for each committed token a request's
+    attention reads (``StepCost.kv``): for each n of ``KV_TOKENS``, one forward (and its logits) of
+    ``KV_REQUESTS`` requests of n new tokens each after ``KV_LONG`` committed random tokens each,
+    against the same after their first ``PREFIX`` (the same keys and values, fewer of them), every
+    (n, context) pair in turn ``KV_REPEATS`` times after one untimed round; each n's medians'
+    difference over the tokens between. Never below 0, nor below a smaller n's (two noisy times
+    can say so; more new tokens read the same keys no fewer times). Empty where the model's
+    context is too short to tell."""
+    from workbench.attention.batch import extend_batch, tree_batch
     from workbench.kv import SlotAllocator
+    from workbench.timing import interleaved
 
     target = wb.target
     device = target.lm_head.weight.device
     vocab = target.config.vocab_size
-    longest = min(KV_LONG, target.config.max_position_embeddings - 1)  # a small model's context may be shorter
+    top = max(KV_TOKENS)
+    longest = min(KV_LONG, target.config.max_position_embeddings - top)  # a small model's context may be shorter
     if longest <= PREFIX:
-        return 0.0
-    alloc = SlotAllocator(KV_REQUESTS * (longest + 1))
-    kv = target.new_kv_pool(KV_REQUESTS * (longest + 1))
+        return []
+    alloc = SlotAllocator(KV_REQUESTS * (longest + top))
+    kv = target.new_kv_pool(KV_REQUESTS * (longest + top))
     gen = torch.Generator().manual_seed(longest)
     committed = []
     for _ in range(KV_REQUESTS):
@@ -346,23 +355,31 @@ def measure_kv(wb) -> float:
         target(extend_batch(tokens=[tokens], prefix_slots=[[]], new_slots=[slots], device=device), kv)
         committed.append(slots)
 
-    def decode(n: int) -> float:
-        new = [alloc.alloc(1) for _ in committed]
-        batch = extend_batch(tokens=[[1]] * KV_REQUESTS, prefix_slots=[c[:n] for c in committed], new_slots=new,
-                             device=device)
-        t0 = _synced(device)
-        target.logits(target(batch, kv))
-        ms = (_synced(device) - t0) * 1e3
-        for slots in new:
-            alloc.free(slots)
-        return ms
+    def forward(n: int, context: int):
+        def run() -> float:
+            new = [alloc.alloc(n) for _ in committed]
+            try:
+                prefix = [c[:context] for c in committed]
+                batch = (extend_batch(tokens=[[1]] * KV_REQUESTS, prefix_slots=prefix, new_slots=new, device=device)
+                         if n == 1 else  # a plain decode step's path; more tokens, the verify's
+                         tree_batch(tokens=[[1] * n] * KV_REQUESTS, positions=[list(range(context, context + n))] * KV_REQUESTS,
+                                    prefix_slots=prefix, new_slots=new,
+                                    masks=[torch.ones(n, n, dtype=torch.bool).tril()] * KV_REQUESTS, device=device))
+                t0 = _synced(device)
+                target.logits(target(batch, kv))
+                return (_synced(device) - t0) * 1e3
+            finally:
+                for slots in new:
+                    alloc.free(slots)
+        return run
 
-    decode(PREFIX), decode(longest)
-    short, long = [], []
-    for _ in range(KV_REPEATS):
-        short.append(decode(PREFIX))
-        long.append(decode(longest))
-    return round(max(0.0, (median(long) - median(short)) / (KV_REQUESTS * (longest - PREFIX))), 6)
+    cases = {(n, c): forward(n, c) for n in KV_TOKENS for c in (PREFIX, longest)}
+    times = interleaved(cases, KV_REPEATS, 1)
+    points, floor = [], 0.0
+    for n in KV_TOKENS:
+        floor = max(floor, (median(times[(n, longest)]) - median(times[(n, PREFIX)])) / (KV_REQUESTS * (longest - PREFIX)))
+        points.append([n, round(floor, 6)])
+    return points
 
 
 def measure_prefill(wb, source: DraftSource | None) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
@@ -504,7 +521,7 @@ def _current(cached) -> bool:
         return False
     return (cached.get("overhead_batches") == list(OVERHEAD_BATCHES) and set(prefill) <= set(PREFILL_LENGTHS)
             and "spec_levels" in cached["overhead"]  # the per-level overhead timed too
-            and cached.get("overhead_timing") == OVERHEAD_TIMING and "kv_ms" in cached)  # the context term timed too
+            and cached.get("overhead_timing") == OVERHEAD_TIMING and "kv" in cached)  # the context term per new tokens
 
 
 def _agreed(rounds: list[list[tuple[int, float]]], slack_ms: float = 0.0) -> tuple[list[tuple[int, float]], bool]:
