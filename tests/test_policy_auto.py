@@ -109,7 +109,12 @@ def test_estimates_start_at_the_prior_learn_and_fade_back():
         auto.observe(Choice("auto", tree, ""), [r])
     learned = auto.expected_tokens(tree, [r])
     assert 1 < learned < 1.5
-    for _ in range(3 * auto.horizon):  # off runs meanwhile: the evidence fades towards the prior
+    for _ in range(3 * auto.horizon):  # off runs meanwhile: the request's own evidence fades to the pooled
+        auto.observe(Choice("auto", OFF, ""), [r])
+    recent = auto.expected_tokens(tree, [r])
+    assert learned < recent < 1 + 0.5 * (prior - 1)  # under halfway back: not retried after a few dozen steps
+    assert recent == pytest.approx(auto.pooled[tree].mean(prior, auto.prior_steps), abs=0.03)
+    for _ in range(3 * auto.memory):  # a few hundred steps more: the pooled evidence has faded towards the prior
         auto.observe(Choice("auto", OFF, ""), [r])
     assert auto.expected_tokens(tree, [r]) > 1 + 0.5 * (prior - 1)  # over halfway back: it would be tried again
     assert Evidence(4.0, 2.0).mean(prior=6.0, weight=1.0) == pytest.approx(10 / 3)
@@ -320,7 +325,10 @@ def test_a_tree_filled_in_part_is_priced_at_the_verify_its_steps_ran():
     assert seen == pytest.approx((4 * 4.0 + 12 * 2.0) / (4 + 12))  # 12 steps of 2 against the prior's 4 steps of 4
     assert auto.step_ms(tree, 1) == pytest.approx(KNEE.step_ms(tree, 1, nodes=seen))
     assert KNEE.step_ms(tree, 1, nodes=seen) < KNEE.step_ms(tree, 1)
-    for _ in range(3 * auto.horizon):  # off runs meanwhile: back towards the full tree
+    for _ in range(3 * auto.horizon):  # off runs meanwhile: still what the run saw of it
+        auto.observe(Choice("auto", OFF, ""), [r])
+    assert auto.expected_nodes(tree) < 3.0
+    for _ in range(3 * auto.memory):  # and, far slower, back towards the full tree
         auto.observe(Choice("auto", OFF, ""), [r])
     assert auto.expected_nodes(tree) > 3.0
 

@@ -14,10 +14,18 @@ where it cannot win (docs/benchmarks.md, "Speculation under load"). Each prior w
 ``prior_steps`` steps: one unlucky step (a whole number from 1 to depth + 1) does not bury a
 setting. No request is expected to emit more than it has left (``max_new_tokens``).
 
-**Exploration.** A setting not chosen gathers no evidence, so its counts (pooled and per request)
-shrink by ``1 / horizon`` each step it does not run: after about ``horizon`` steps its estimate is
-back near the prior, and it runs again if the prior could win. A setting that loses on cost even
-at its prior is never tried: exploring costs steps.
+**Exploration.** A setting not chosen gathers no evidence, so its counts shrink each step it does
+not run: a request's own by ``1 / horizon`` (after about ``horizon`` steps they are back near the
+pooled mean), the pooled counts, the run's record of the setting, by ``1 / memory`` (``memory`` =
+256 steps, 16 horizons), so the estimate goes back towards the prior and the setting runs again
+if the prior could win: a setting tried and found behind is tried again after a few hundred steps,
+not after a few dozen. The pooled counts used to fade by ``1 / horizon`` too, and the prior brought
+the small tree back every 20-30 steps at one request: in a load run on the AVX-512 EPYC
+(docs/bench/archive/load-cpu-avx512-2026-12-07-1217.md) ``auto`` ran ``eagle2:4/3/2`` or
+``eagle2:8/5/4`` on 32 to 61 of its 116-124 steps a turn at one request (the tree of 4, run
+alone, emitted 1.57 tokens a step against the chain of one's 1.36, at a step the model priced
+48.8 ms against 35.8), and measured 0.82-0.97x ``linear:1``'s tokens/s, paired within each round. A setting that loses on cost even at its prior is
+never tried: exploring costs steps.
 
 **Step cost** is the project's one cost model (``workbench/cost_model.py``, ``StepCost``): a
 target verify of B x N tokens (1 for plain decoding; under a speculative setting the tokens a
@@ -135,7 +143,8 @@ class Auto:
 
     ``cost`` must be set before the first ``choose`` (the load benchmark and the app measure
     it, ``measure/step_cost.py``; tests give one). ``prior_steps``: the weight, in steps, of each
-    estimate's prior; ``horizon``: steps over which a setting's evidence fades while it is idle;
+    estimate's prior; ``horizon``: steps over which a request's own evidence of a setting fades
+    while the setting is idle; ``memory``: the same for the evidence pooled over the requests;
     ``correct``: scale the curves by the steps' own clock; ``stay``: how much more another
     setting must promise than the last step's (once that one was timed) to replace it, at one
     request (``stay / sqrt(B)`` for B);
@@ -145,6 +154,7 @@ class Auto:
     cost: StepCost | None = None
     prior_steps: float = 4.0
     horizon: int = 16
+    memory: int = 256
     correct: bool = True
     stay: float = 0.1
     clock: object = field(default=time.perf_counter, repr=False)
@@ -167,8 +177,9 @@ class Auto:
             raise ValueError("auto needs one or more speculative settings to weigh against off "
                              "(off is always a candidate)")
         draft_source_of(self.candidates)
-        if self.prior_steps <= 0 or self.horizon < 1:
-            raise ValueError(f"prior_steps must be > 0 and horizon >= 1, got {self.prior_steps}, {self.horizon}")
+        if self.prior_steps <= 0 or self.horizon < 1 or self.memory < self.horizon:
+            raise ValueError(f"prior_steps must be > 0, horizon >= 1 and memory >= horizon, got {self.prior_steps}, "
+                             f"{self.horizon}, {self.memory}")
         self.pooled: dict[SpecConfig, Evidence] = {s: Evidence() for s in self.candidates}
         self.verified: dict[SpecConfig, Evidence] = {s: Evidence() for s in self.candidates}  # tokens per verify
         self.mine: dict[int, dict[SpecConfig, Evidence]] = {}  # request id -> its own evidence
@@ -252,7 +263,7 @@ class Auto:
         return Choice(self.name, best[0], f"{said(*best)}{' <' if why else ' >'} {said(*runner)}{why}")
 
     def observe(self, choice: Choice, batch: list[Request]) -> None:
-        keep = 1 - 1 / self.horizon
+        keep, keep_pooled = 1 - 1 / self.horizon, 1 - 1 / self.memory
         if self._started is not None:
             spec, size, predicted, started = self._started
             self._started = None
@@ -268,8 +279,8 @@ class Auto:
         for spec in self.candidates:
             if spec == choice.spec:
                 continue
-            self.pooled[spec].fade(keep)
-            self.verified[spec].fade(keep)
+            self.pooled[spec].fade(keep_pooled)
+            self.verified[spec].fade(keep_pooled)
             for ev in self.mine.values():
                 if spec in ev:
                     ev[spec].fade(keep)
