@@ -8,7 +8,7 @@ import pytest
 
 from workbench.bench import report
 from workbench.cost_model import Overhead, StepCost
-from workbench.measure.probe import label, probe, probed, probed_curve, verify_sizes
+from workbench.measure.probe import ProbePlan, batch_paces, label, probe, probed, probed_curve, summary, verify_sizes
 
 
 def test_a_probe_times_the_sizes_a_run_verifies():
@@ -36,6 +36,44 @@ def test_one_probe_on_a_tiny_model(tiny_wb):
         probe(tiny_wb, [], (1,))
     with pytest.raises(ValueError, match="sizes >= 1"):
         probe(tiny_wb, prompt, (0, 2))
+
+
+def test_a_probe_at_a_batch_times_the_batchs_own_forwards_after_the_runs_prompts(tiny_wb):
+    from workbench.measure.methods import parse_methods
+
+    specs = [m.spec for m in parse_methods("vanilla,linear:1,eagle2:4/3/2", None)]
+    plan = ProbePlan.of(specs, tiny_wb, batch=3)
+    assert plan.batch == 3 and plan.per_request == (1, 2, 4)  # a decode step and each setting's verify
+    assert ProbePlan.of(specs, tiny_wb).per_request == ()  # one request: its verify curve is the batch's
+    prompts = [[5, 6, 7], [8, 9, 10, 11, 12], [13, 14]]
+    got = plan.take(tiny_wb, prompts[0], prompts)
+    assert got["batch"]["requests"] == 3 and got["batch"]["context"] == pytest.approx(10 / 3)
+    assert [n for n, _ in got["batch"]["forward"]] == [1, 2, 4] and all(ms > 0 for _, ms in got["batch"]["forward"])
+    assert "batch" not in plan.take(tiny_wb, prompts[0])  # no prompts for it: none timed
+    found = summary([got, got])
+    assert found["batch"]["requests"] == 3 and [n for n, _ in found["batch"]["forward"]] == [1, 2, 4]
+
+
+def test_the_batched_forwards_pace_is_their_time_over_the_curves_word():
+    """A probe's batched forward against what the probed curve and the context term say of the
+    same forward (the other requests' share at ``prefix`` added back: the forward is bare); the
+    factor scales a step of more than one request, 1 at one."""
+    from dataclasses import replace
+
+    cost = replace(COST, kv=((1, 0.01),), prefix=4.0)
+    probes = [{**p, "batch": {"requests": 4, "context": 10.0, "forward": [[1, 60.0], [4, 80.0]]}} for p in PROBES]
+    got = probed(cost, probes, head=False)
+    alone = replace(got, batched=())
+    bare = [alone.verify_ms(4 * n) + 0.01 * 4 * 10.0 - 0.01 * got.verify_prefix for n in (1, 4)]
+    assert got.batched == ((4, pytest.approx((60.0 / bare[0] + 80.0 / bare[1]) / 2, rel=1e-3)),)  # the median of two
+    factor = got.batched[0][1]
+    assert got.batch_pace(1) == 1.0 and got.batch_pace(4) == factor and got.batch_pace(16) == factor
+    assert got.batch_pace(2.5) == pytest.approx(1 + (factor - 1) / 2)
+    assert got.forward_ms(4, 2, 30.0) == pytest.approx(alone.forward_ms(4, 2, 30.0) * factor)
+    assert got.plain_ms(4) == pytest.approx(alone.verify_ms(4) * factor + got.overhead.ms(False, 4))
+    assert got.plain_ms(1) == alone.plain_ms(1)  # one request: the curves' own
+    assert StepCost.from_dict(got.as_dict()).batched == got.batched
+    assert batch_paces(cost, PROBES) == () and probed(cost, PROBES, head=False).batch_pace(8) == 1.0  # none timed
 
 
 PROBES = [{"prompt_tokens": 10, "prefill_ms": 30.0, "verify": [[1, 9.0], [4, 11.0]], "catch_up_ms": 2.0,

@@ -12,6 +12,7 @@ charged, in ms:
     + kv(D) · (B·L - ...)          the keys and values of each request's L committed tokens,
                                    read every layer by each of its D new tokens, beyond the
                                    context the curves were timed at
+      (these two × pace(B): a batch's forward at a run's own pace, where its probes timed one)
     + draft(B·τ)                   the draft extend: each request's accepted tokens and bonus
                                    (τ rows a request on average; one when τ is not known yet)
     + (S - 1) · draft(B·K)         the tree levels after the first, K frontier rows a request
@@ -286,7 +287,13 @@ class StepCost:
     each and mean context L is priced ``kv_ms(D) * (B*L - (B-1)*prefix) - kv_ms(B*D) *
     verify_prefix`` over its curves, in its verify (``parts``'s ``context``): the curve's one
     sequence of B*D tokens read ``verify_prefix`` tokens, the overhead's batches held the other
-    requests at ``prefix``."""
+    requests at ``prefix``.
+
+    ``batched``: (requests, factor) points: what a forward of that many requests, each after its
+    own context, took over what the curves and the context term say of it, timed at a run's own
+    pace (a probe's batched forward, ``measure/probe.py``); a step of B > 1 requests has its verify
+    part scaled by the factor read at B (``batch_pace``: 1 at one request, linear between the
+    points, flat past the last). Empty: 1 at every batch (a step cost measured once and cached)."""
 
     verify: tuple[tuple[int, float], ...]
     draft: tuple[tuple[int, float], ...] = ()
@@ -300,6 +307,7 @@ class StepCost:
     kv: tuple[tuple[int, float], ...] = ()
     prefix: float = 128.0
     verify_prefix: float | None = None
+    batched: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.verify:
@@ -310,6 +318,7 @@ class StepCost:
         object.__setattr__(self, "prefill", _checked(self.prefill, "prefill cost"))
         object.__setattr__(self, "catch_up", _checked(self.catch_up, "catch-up cost"))
         object.__setattr__(self, "kv", _checked(self.kv, "context term", zero=True))
+        object.__setattr__(self, "batched", _checked(self.batched, "batched forwards' pace"))
         for name in ("verify_range", "draft_range"):
             object.__setattr__(self, name, tuple((float(lo), float(hi)) for lo, hi in getattr(self, name)))
         if isinstance(self.overhead, dict):
@@ -345,6 +354,18 @@ class StepCost:
             return 0.0
         return self.kv[-1][1] if tokens >= self.kv[-1][0] else _interpolate(self.kv, tokens)
 
+    def batch_pace(self, batch: float) -> float:
+        """The factor a forward of ``batch`` requests takes over the curves' word (``batched``)."""
+        if batch <= 1 or not self.batched:
+            return 1.0
+        points = ((1, 1.0), *((n, f) for n, f in self.batched if n > 1))
+        return points[-1][1] if batch >= points[-1][0] else _interpolate(points, batch)
+
+    def forward_ms(self, batch: float, tokens: float, context: float | None = None) -> float:
+        """One target forward (and its logits) of ``batch`` requests of ``tokens`` new tokens each:
+        the curve at their sum, the context term (``context_ms``), the batched forwards' pace."""
+        return (self.verify_ms(batch * tokens) + self.context_ms(batch, context, tokens)) * self.batch_pace(batch)
+
     def context_ms(self, batch: float, context: float | None, tokens: float = 1) -> float:
         """What ``batch`` requests of ``context`` committed tokens each (a mean), each bringing
         ``tokens`` new tokens (a plain step: 1), read beyond what the curves and the overhead
@@ -365,11 +386,10 @@ class StepCost:
         ``context``: the committed tokens each request holds (a mean), priced in the verify
         (``context_ms``); None: the curves' own."""
         if not spec.speculative:
-            return StepParts(self.verify_ms(batch) + self.context_ms(batch, context),
-                             overhead_ms=self.overhead.ms(False, batch))
+            return StepParts(self.forward_ms(batch, 1, context), overhead_ms=self.overhead.ms(False, batch))
         extend_rows = batch * max(1.0, tau if tau is not None else 1.0)
         tokens = spec.num_draft_tokens if nodes is None else nodes
-        return StepParts(self.verify_ms(batch * tokens) + self.context_ms(batch, context, tokens),
+        return StepParts(self.forward_ms(batch, tokens, context),
                          draft_extend_ms=self.draft_ms(extend_rows),
                          draft_levels_ms=(spec.num_steps - 1) * self.draft_ms(batch * spec.topk),
                          overhead_ms=self.overhead.ms(True, batch, spec.num_steps))
@@ -380,7 +400,7 @@ class StepCost:
 
     def plain_ms(self, batch: float = 1, context: float | None = None) -> float:
         """One plain decode step of ``batch`` requests, overhead included (``context`` as for ``parts``)."""
-        return self.verify_ms(batch) + self.context_ms(batch, context) + self.overhead.ms(False, batch)
+        return self.forward_ms(batch, 1, context) + self.overhead.ms(False, batch)
 
     def predict(self, spec, tau: float | None = None, batch: float = 1, nodes: float | None = None, *,
                 context: float | None = None) -> Prediction:
@@ -433,7 +453,8 @@ class StepCost:
                 "source": self.source, "measured": self.measured,
                 "verify_range": [list(r) for r in self.verify_range], "draft_range": [list(r) for r in self.draft_range],
                 "prefill": [list(p) for p in self.prefill], "catch_up": [list(p) for p in self.catch_up],
-                "kv": [list(p) for p in self.kv], "prefix": self.prefix, "verify_prefix": self.verify_prefix}
+                "kv": [list(p) for p in self.kv], "prefix": self.prefix, "verify_prefix": self.verify_prefix,
+                "batched": [list(p) for p in self.batched]}
 
     @classmethod
     def from_dict(cls, d: dict) -> StepCost:
@@ -442,7 +463,7 @@ class StepCost:
         return cls(d["verify"], d.get("draft", ()), source=d.get("source", "given"),
                    overhead=Overhead(**d.get("overhead", {})), measured=d.get("measured", ""),
                    verify_range=d.get("verify_range", ()), draft_range=d.get("draft_range", ()),
-                   prefill=d.get("prefill", ()), catch_up=d.get("catch_up", ()), kv=_kv_points(d),
+                   prefill=d.get("prefill", ()), catch_up=d.get("catch_up", ()), kv=_kv_points(d), batched=d.get("batched", ()),
                    prefix=d.get("prefix", 128.0), verify_prefix=d.get("verify_prefix"))
 
     @classmethod

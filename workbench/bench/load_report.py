@@ -99,6 +99,11 @@ def predicted_md(predicted: dict) -> list[str]:
                  "probes of them (`workbench/measure/probe.py`) took a turn in each round of a closed load ("
                  + ", ".join(f"{found['count']} at {load.split()[-1]} in flight" for load, found in probes.items())
                  + "), and each row is priced by their medians, its step cost's overhead kept")
+        if any(found.get("batch") for found in probes.values()):
+            said += ("; at a load of more than one request each probe also timed a forward of that many requests "
+                     "after the run's prompts, and the row's forwards are scaled by that forward's time over what the "
+                     "curves and the context term say of it (`StepCost.batched`; the factor at the row's mean batch "
+                     "in each line below)")
     ranged = [r for r in predicted["rows"] if r["measured_range"][0] <= r["closed_loop_tok_s"] <= r["measured_range"][1]]
     out += ["", f"With prefill, the model lies inside the rounds' range of the measured tokens/s in {len(ranged)} of "
             f"{len(predicted['rows'])} rows.",
@@ -195,6 +200,9 @@ def _gap_line(r: dict) -> str:
     lo, hi = r["measured_range"]
     swapped = r["with_measured_prefill_tok_s"]
     where = "inside the range" if lo <= swapped <= hi else f"outside the range {lo:.1f}–{hi:.1f}"
+    pace = r.get("batch_pace", 1.0)
+    if pace != 1.0:
+        catch_up += f" (its forwards at {pace:.2f}x the curves' word, the batched probes' pace)"
     return head + (f", {got['prefill'] / 1e3:.2f} s measured; decode {decode / 1e3:.2f} s by the model{catch_up}, "
                    f"{got['decode'] / 1e3:.2f} s measured ({decode / got['decode']:.2f}x). With the measured prefill "
                    f"in its place the model gives {swapped:.1f} tok/s, {swapped / r['measured_tok_s']:.2f}x the "

@@ -161,8 +161,9 @@ def measure_all(wb, policies: list[NamedPolicy], *, prompts: list[list[int]], lo
     already holds reused as measured (``costs``: by policy name, the step cost a policy such as
     ``auto`` weighs by, ``auto_costs``). With ``probes``, each round of a closed load also takes
     its turn with one probe of the target's part (``probe.ProbePlan`` of the one-setting
-    policies at the load's concurrency; the round's prompt, kept in the journal's probe lines:
-    the predictions read them). Returns (phase, policy, round) -> the run's record."""
+    policies at the load's concurrency; the round's prompt and, at a batch, that many prompts from
+    it on for the batch's own forwards, kept in the journal's probe lines: the predictions read
+    them). Returns (phase, policy, round) -> the run's record."""
     from workbench.measure.probe import TURN, ProbePlan
 
     costs = costs or {}
@@ -204,7 +205,8 @@ def measure_all(wb, policies: list[NamedPolicy], *, prompts: list[list[int]], lo
             k = calls[TURN]
             calls[TURN] += 1
             if journal.get_probe(phase(load), k) is None:
-                journal.add_probe(phase(load), {"question_id": k, **plan.take(wb, prompts[k % len(prompts)])})
+                batch = [prompts[(k + i) % len(prompts)] for i in range(plan.batch)] if plan.batch > 1 else ()
+                journal.add_probe(phase(load), {"question_id": k, **plan.take(wb, prompts[k % len(prompts)], batch)})
             return 0.0
 
         return measure

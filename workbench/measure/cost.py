@@ -84,6 +84,17 @@ def chain_batch(n: int, pool: Prefilled, slots: list[int]) -> ForwardBatch:
                       device=pool.device)
 
 
+def requests_batch(n: int, prefixes: list[list[int]], new_slots: list[list[int]], device) -> ForwardBatch:
+    """One forward's batch of as many requests as ``prefixes``, each of n new tokens after its own
+    committed slots (written to its ``new_slots``): a plain decode step's (n = 1) or a verify's
+    (a chain under the tree mask: the cost does not depend on the tree's shape)."""
+    if n == 1:
+        return extend_batch(tokens=[[1]] * len(prefixes), prefix_slots=prefixes, new_slots=new_slots, device=device)
+    return tree_batch(tokens=[[1] * n] * len(prefixes), positions=[list(range(len(p), len(p) + n)) for p in prefixes],
+                      prefix_slots=prefixes, new_slots=new_slots,
+                      masks=[torch.ones(n, n, dtype=torch.bool).tril()] * len(prefixes), device=device)
+
+
 def forward_samples(pool: Prefilled, sizes, *, forward, repeats: int = 5, warmup: int = 2) -> list[list[float]]:
     """``repeats`` ms of ``forward(batch)`` on a chain of n new tokens after the pool's prefix, for
     each n in ``sizes`` (the chain's slots freed after each). The sizes take

@@ -55,12 +55,16 @@ def verify_sizes(tokens) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class ProbePlan:
-    """What each probe of a run times: verify ``sizes``, and head forwards of ``rows`` rows where
-    ``head`` (the run drafts with the EAGLE head)."""
+    """What each probe of a run times: verify ``sizes``, head forwards of ``rows`` rows where
+    ``head`` (the run drafts with the EAGLE head) and, at a load of ``batch`` > 1 requests, one
+    forward of ``batch`` requests after the run's prompts for each count of ``per_request`` new
+    tokens a request."""
 
     sizes: tuple[int, ...]
     rows: tuple[int, ...] = ()
     head: bool = False
+    batch: int = 1
+    per_request: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, specs, wb, *, batch: int = 1, extra_sizes=()) -> ProbePlan | None:
@@ -73,19 +77,23 @@ class ProbePlan:
             return None
         head = [s for s in spec if s.draft.needs.head] if getattr(wb, "draft", None) is not None else []
         rows = verify_sizes([batch * s.topk for s in head] + [2 * batch]) if head else ()
+        per_request = tuple(sorted({1, *(s.num_draft_tokens for s in spec)})) if batch > 1 else ()
         return cls(verify_sizes([batch] + [batch * s.num_draft_tokens for s in spec] + list(extra_sizes)),
-                   tuple(sorted({*DRAFT_ROWS, *rows})) if head else (), bool(head))
+                   tuple(sorted({*DRAFT_ROWS, *rows})) if head else (), bool(head), batch, per_request)
 
-    def take(self, wb, prompt: list[int]) -> dict:
-        """One probe of this plan after ``prompt`` (``probe``)."""
-        return probe(wb, prompt, self.sizes, rows=self.rows, head=self.head)
+    def take(self, wb, prompt: list[int], batch_prompts=()) -> dict:
+        """One probe of this plan after ``prompt`` (``probe``); at a batch, its batched forward
+        after ``batch_prompts`` (``batch`` of the run's prompts; none: no batched forward)."""
+        return probe(wb, prompt, self.sizes, rows=self.rows, head=self.head, batch_prompts=batch_prompts,
+                     per_request=self.per_request)
 
 
-def probe(wb, prompt: list[int], sizes, *, rows=(), head: bool = False) -> dict:
+def probe(wb, prompt: list[int], sizes, *, rows=(), head: bool = False, batch_prompts=(), per_request=()) -> dict:
     """One probe (module docstring): ms of the prefill of ``prompt``, of a verify of each of
     ``sizes`` tokens after it and, with ``head``, of the head's catch-up over the prompt and of one
     head forward over each of ``rows`` rows. Returns ``{"prompt_tokens", "prefill_ms",
-    "verify": [[n, ms], ...]}``, with ``head`` also ``"catch_up_ms"`` and ``"draft": [[rows, ms], ...]``."""
+    "verify": [[n, ms], ...]}``, with ``head`` also ``"catch_up_ms"`` and ``"draft": [[rows, ms], ...]``;
+    with ``batch_prompts`` and ``per_request`` also ``"batch"`` (``batched_forwards``)."""
     target = wb.target
     device = target.lm_head.weight.device
     sizes, rows = sorted({int(n) for n in sizes}), sorted({int(n) for n in rows})
@@ -107,7 +115,38 @@ def probe(wb, prompt: list[int], sizes, *, rows=(), head: bool = False) -> dict:
                                      prompt=prompt, spare=spare, vocab=vocab, device=device)
         level = lambda batch: draft.log_probs(draft(feats[: batch.num_tokens], batch, dpool.kv))  # noqa: E731
         out.update(catch_up_ms=round(catch_up, 3), draft=[[r, round(_chain_ms(dpool, r, level), 3)] for r in rows])
+    if batch_prompts and per_request:
+        out["batch"] = batched_forwards(target, batch_prompts, per_request)
     return out
+
+
+def batched_forwards(target, prompts: list[list[int]], per_request) -> dict:
+    """A batch's own forwards: every prompt of ``prompts`` through the target into one pool, then
+    for each n of ``per_request`` one forward (and its logits) of all of them, n new tokens each
+    after its own prompt. Returns ``{"requests", "context" (their mean prompt tokens), "forward":
+    [[n, ms], ...]}``."""
+    from workbench.attention.batch import extend_batch
+    from workbench.measure.cost import requests_batch
+
+    device = target.lm_head.weight.device
+    per_request = sorted({int(n) for n in per_request})
+    room = sum(len(p) for p in prompts) + len(prompts) * (max(per_request) + 1)
+    alloc, kv = SlotAllocator(room), target.new_kv_pool(room)
+    committed = []
+    for p in prompts:
+        slots = alloc.alloc(len(p))
+        target(extend_batch(tokens=[list(p)], prefix_slots=[[]], new_slots=[slots], device=device), kv)
+        committed.append(slots)
+    timed = []
+    for n in per_request:
+        new = [alloc.alloc(n) for _ in committed]
+        batch = requests_batch(n, committed, new, device)
+        t0 = synced_clock(device)
+        target.logits(target(batch, kv))
+        timed.append([n, round((synced_clock(device) - t0) * 1e3, 3)])
+        for slots in new:
+            alloc.free(slots)
+    return {"requests": len(prompts), "context": sum(len(p) for p in prompts) / len(prompts), "forward": timed}
 
 
 def _prefilled(body, last, *, new_pool, prompt: list[int], spare: int, vocab: int, device) -> tuple[Prefilled, float]:
@@ -176,12 +215,34 @@ def probed(cost: StepCost, probes: list[dict], *, head: bool) -> StepCost:
     changes = {"verify": tuple(verify), "verify_range": tuple(verify_range), "prefill": tuple(_by_length(probes, "prefill_ms")),
                "measured": label(cost.measured or "an undated step cost", len(probes)),
                "verify_prefix": median(p["prompt_tokens"] for p in probes)}  # the probes' verify read its prompt
+    priced = replace(cost, **changes)
+    changes["batched"] = batch_paces(priced, probes)
     drafted = [p for p in probes if p.get("draft")]
     if head and drafted:
         draft, draft_range = _curve(drafted, "draft")
         changes.update(draft=tuple(draft), draft_range=tuple(draft_range),
                        catch_up=tuple(_by_length(drafted, "catch_up_ms")))
     return replace(cost, **changes)
+
+
+def batch_paces(cost: StepCost, probes: list[dict]) -> tuple[tuple[int, float], ...]:
+    """(requests, factor) per batch size the probes' batched forwards timed: the median over
+    probes and counts of new tokens of each forward's ms over what ``cost`` says of the same
+    forward at one request's pace (``StepCost.batched``): the curve at the batch's tokens and
+    every request's context by the context term (``forward_ms``, with the share a step's overhead
+    holds, the other requests at ``prefix``, added back: this forward is bare)."""
+    alone = replace(cost, batched=())
+    by_batch: dict[int, list[float]] = {}
+    for p in probes:
+        b = p.get("batch")
+        if not b:
+            continue
+        for n, ms in b["forward"]:
+            held = alone.kv_ms(n) * (b["requests"] - 1) * alone.prefix if alone.kv else 0.0
+            model = alone.forward_ms(b["requests"], n, b["context"]) + held
+            if model > 0:
+                by_batch.setdefault(int(b["requests"]), []).append(ms / model)
+    return tuple((n, round(median(f), 4)) for n, f in sorted(by_batch.items()) if n > 1)
 
 
 def label(measured: str, probes: int) -> str:
@@ -195,7 +256,11 @@ def summary(probes: list[dict]) -> dict:
     reads (verify and head forwards with their ranges, prefill and catch-up by prompt length)."""
     verify, verify_range = _curve(probes, "verify")
     draft, draft_range = _curve(probes, "draft")
+    batched = [p["batch"] for p in probes if p.get("batch")]
+    forward = _curve([{"f": b["forward"]} for b in batched], "f")[0] if batched else []
     return {"count": len(probes), "verify": [list(p) for p in verify], "verify_range": [list(r) for r in verify_range],
+            "batch": ({"requests": batched[0]["requests"], "context": round(median(b["context"] for b in batched), 1),
+                       "forward": [list(p) for p in forward]} if batched else None),
             "draft": [list(p) for p in draft], "draft_range": [list(r) for r in draft_range],
             "prefill": [list(p) for p in _by_length(probes, "prefill_ms")],
             "catch_up": [list(p) for p in _by_length(probes, "catch_up_ms")]}
@@ -207,6 +272,10 @@ def summary_md(found: dict) -> str:
     said = f"{found['count']} probes; verify of N tokens, ms: {line}"
     if found["draft"]:
         said += ". Head forward of R rows, ms: " + ", ".join(f"{n}: {ms:.1f}" for n, ms in found["draft"])
+    if found.get("batch"):
+        b = found["batch"]
+        said += (f". A forward of {b['requests']} requests after the run's prompts (mean {b['context']:.0f} tokens), "
+                 "ms by new tokens a request: " + ", ".join(f"{n}: {ms:.1f}" for n, ms in b["forward"]))
     lengths = sorted(n for n, _ in found["prefill"])
     if lengths:
         ms = [m for _, m in sorted(found["prefill"])]

@@ -334,8 +334,9 @@ def measure_kv(wb) -> list[list[float]]:
     difference over the tokens between. Never below 0, nor below a smaller n's (two noisy times
     can say so; more new tokens read the same keys no fewer times). Empty where the model's
     context is too short to tell."""
-    from workbench.attention.batch import extend_batch, tree_batch
+    from workbench.attention.batch import extend_batch
     from workbench.kv import SlotAllocator
+    from workbench.measure.cost import requests_batch
     from workbench.timing import interleaved
 
     target = wb.target
@@ -359,12 +360,7 @@ def measure_kv(wb) -> list[list[float]]:
         def run() -> float:
             new = [alloc.alloc(n) for _ in committed]
             try:
-                prefix = [c[:context] for c in committed]
-                batch = (extend_batch(tokens=[[1]] * KV_REQUESTS, prefix_slots=prefix, new_slots=new, device=device)
-                         if n == 1 else  # a plain decode step's path; more tokens, the verify's
-                         tree_batch(tokens=[[1] * n] * KV_REQUESTS, positions=[list(range(context, context + n))] * KV_REQUESTS,
-                                    prefix_slots=prefix, new_slots=new,
-                                    masks=[torch.ones(n, n, dtype=torch.bool).tril()] * KV_REQUESTS, device=device))
+                batch = requests_batch(n, [c[:context] for c in committed], new, device)
                 t0 = _synced(device)
                 target.logits(target(batch, kv))
                 return (_synced(device) - t0) * 1e3
