@@ -178,7 +178,10 @@ probes = LOAD["predicted"].get("probes") or {}
 priced_at = (f"the run's own step cost ({LOAD['predicted']['priced_by']['head']})"
              + (", its prefill, verify and head forwards read from the probes timed between the run's rounds ("
                 + ", ".join(f"{found['count']} at c={load.split()[-1]}" for load, found in probes.items()) + ")"
-                if probes else "") + ", each request's prefill included,")
+                if probes else "")
+             + (", at c > 1 the batch's forwards at the pace of its own forward timed in each probe there"
+                if any(found.get("batch") for found in probes.values()) else "")
+             + ", each request's prefill included,")
 rows = [r for r in LOAD["predicted"]["rows"] if r.get("measured_range")]
 in_tok_s = sum(r["measured_range"][0] <= r["closed_loop_tok_s"] <= r["measured_range"][1] for r in rows)
 pairs = {f"{p} at c={load:g}": (tok_s / predicted[("off", load)], closed[p][load])
