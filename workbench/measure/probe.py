@@ -19,7 +19,12 @@ EPYC, most of it the prefill of a long prompt (docs/bench/head-cpu-fp32-avx2.jso
 - the verify: after that prompt, one forward and its logits over n new tokens for each n of
   ``sizes`` (the run's verify sizes, a request's or a batch's), the sizes in turn;
 - where the run drafts with the EAGLE head: the head's extend over the prompt's rows (the
-  catch-up) and one head forward with its log-probs over each of ``rows`` rows.
+  catch-up) and one head forward with its log-probs over each of ``rows`` rows;
+- at a load of B > 1 requests: B of the run's prompts in one pool and one forward of all B, each
+  after its own prompt, for each count of new tokens a request brings (``batched_forwards``): a
+  batch's forwards slowed by up to a half in a spell where one sequence's did not
+  (docs/benchmarks.md, "Speculation under load"), and their pace prices the batch's
+  (``batch_paces``, ``StepCost.batched``).
 
 ``probed(cost, probes)`` is the step cost with those parts replaced by the probes' medians (the
 range: their lowest and highest; the verify taken to have read the probes' median prompt, its
@@ -79,7 +84,8 @@ class ProbePlan:
         rows = verify_sizes([batch * s.topk for s in head] + [2 * batch]) if head else ()
         per_request = tuple(sorted({1, *(s.num_draft_tokens for s in spec)})) if batch > 1 else ()
         return cls(verify_sizes([batch] + [batch * s.num_draft_tokens for s in spec] + list(extra_sizes)),
-                   tuple(sorted({*DRAFT_ROWS, *rows})) if head else (), bool(head), batch, per_request)
+                   tuple(sorted({*DRAFT_ROWS, *rows})) if head else (), bool(head), batch=batch,
+                   per_request=per_request)
 
     def take(self, wb, prompt: list[int], batch_prompts=()) -> dict:
         """One probe of this plan after ``prompt`` (``probe``); at a batch, its batched forward
