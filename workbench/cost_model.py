@@ -26,7 +26,7 @@ speculative steps (``Overhead``; zero when not measured, which prices the forwar
 context term (``StepCost.kv``, ``context_ms``) is measured as well: forwards of one request
 after 1,024 committed tokens against after 128, at 1 to 32 new tokens
 (``measure/step_cost.py``): on a 2-core CPU a few µs a committed token for a decode step and
-about half as much again for a verify of 4 or 8 tokens (every new token's attention reads the
+nearly twice as much for a verify of 2 to 8 tokens (every new token's attention reads the
 context), which the curves, timed after one 128-token prefix, cannot see, and which a batch of
 long prompts pays in every step (the load records list it with their step costs).
 
