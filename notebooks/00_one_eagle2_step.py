@@ -164,10 +164,11 @@ for m in moves:
 # %% [markdown]
 # ### Commit: the KV cache
 #
-# Verify wrote the K/V of every node into fresh slots. The slots of the root and the accepted nodes
-# are appended to the request's table (their positions are already $L, L+1, \dots$); the others are
-# freed. Nothing is copied: rollback is a table edit. The head's tree levels used scratch slots,
-# freed as soon as the tree was built.
+# Verify wrote the K/V of every node into fresh slots. Commit keeps the first $n + 1$ of them for
+# the root and the accepted nodes, appended to the request's table (their positions are
+# $L, L+1, \dots$): an accepted node verified further along (a second child, or a node under one)
+# has its rows copied there first (`moved` below). The others are freed: rollback is a table edit.
+# The head's tree levels used scratch slots, freed as soon as the tree was built.
 
 # %%
 from workbench.viz.kv import kv_figure, kv_summary

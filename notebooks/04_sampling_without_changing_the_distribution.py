@@ -238,8 +238,9 @@ display(Markdown(
 #   padded with −1 after the first rejection.
 # * **Rollback.** The rejected drafts' KV rows were written by the forward. The scheduler lowers
 #   the request's `num_computed_tokens` by the number rejected, so the next step writes over
-#   those positions: nothing is copied. Our engine does the same with a slot-table edit (page
-#   size 1): the kept slots are appended, the others freed (notebook 5).
+#   those positions: nothing is copied. Our engine rolls back with a slot-table edit (page
+#   size 1): the first slots the step wrote are kept, the others freed, and a tree's accepted node
+#   verified further along has its rows copied to its kept slot first (notebook 5 says why).
 #
 # vLLM logs two acceptance metrics that are easy to confuse:
 #

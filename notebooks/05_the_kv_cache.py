@@ -13,10 +13,15 @@
 #
 # The target and the draft head each keep K/V for every committed token, in two physical
 # buffers that share **one** slot allocator and one request → slots table (page size 1). A
-# step writes the verify block's K/V into fresh target slots; afterwards the slots of the root
-# and the accepted drafts are appended to the request's table (their positions $L + \mathrm{depth}$ are
-# already $L, L+1, \dots$ along the accepted path) and the others are freed: rollback is a table
-# edit, no K/V row is copied. The draft's tree levels use scratch slots, freed after the draft
+# step writes the verify block's K/V into fresh target slots; afterwards the first $n + 1$ of them
+# are appended to the request's table for the root and the $n$ accepted drafts (their positions
+# $L + \mathrm{depth}$ are $L, L+1, \dots$ along the accepted path) and the others are freed:
+# rollback is a table edit. An accepted node that was verified further along (a second child, or a
+# node under one) has its K/V rows **moved** to its kept slot first: at most `num_steps` rows a
+# layer. Without the copy a tree's kept slots would leave holes, later steps would fill them out of
+# order, and attention, which reads a request's cache as a view of the pool when its slots are one
+# ascending run, would gather the whole prefix at every layer instead (what that costs on a 2-core
+# CPU: docs/bench/commit-move.md). The draft's tree levels use scratch slots, freed after the draft
 # phase; the next step's **draft extend** writes the draft K/V of the newly committed tokens at
 # the same slot ids as the target's.
 
@@ -64,12 +69,12 @@ display(Markdown(
 
 # %%
 spec_steps = [t for t in traces if t["kind"] == "spec"]
-step = max(spec_steps, key=lambda t: t["accept_length"])
+step = max(spec_steps, key=lambda t: (len(t["kv"]["target"]["moved"]), t["accept_length"]))  # one that moved rows
 kv = step["kv"]
 L = step["L"]
 prefix = eng.table.slots(req.rid)[:L]
 roles = [("target", "committed prefix", prefix, "lightsteelblue"),
-         ("target", "verify: kept", kv["target"]["kept"], "seagreen"),
+         ("target", "verify: kept (first n + 1)", kv["target"]["kept"], "seagreen"),
          ("target", "verify: freed (rolled back)", kv["target"]["freed"], "indianred"),
          ("draft", "draft extend (kept)", kv["draft"]["extend_written"], "darkorange"),
          ("draft", "tree levels (scratch, freed)", kv["draft"]["scratch"], "khaki")]
@@ -83,17 +88,22 @@ fig.show()
 display(pd.DataFrame([{"what": label, "slots": slots} for _, label, slots, _ in roles[1:]]))
 
 # %%
-kept, freed = kv["target"]["kept"], kv["target"]["freed"]
+kept, freed, moved = kv["target"]["kept"], kv["target"]["freed"], kv["target"]["moved"]
+path, written = step["accept"]["path"], kv["target"]["written"]
 table_after = eng.table.slots(req.rid)[L: L + len(kept)]
-reused = sorted(set(kv["draft"]["scratch"]) & set(kv["target"]["written"]))
+reused = sorted(set(kv["draft"]["scratch"]) & set(written))
+table = eng.table.slots(req.rid)
+one_run = table == list(range(table[0], table[0] + len(table)))
+moves = ", ".join(f"node {written.index(a)}'s rows from slot {a} to {b}" for a, b in moved) or "none"
 display(Markdown(
-    f"**Takeaway.** Verify wrote {len(kv['target']['written'])} target slots; the walk accepted "
-    f"{len(step['accept']['path']) - 1} drafts, so the slots of root + accepted, {kept}, became positions "
+    f"**Takeaway.** Verify wrote {len(written)} target slots, one per node; the walk accepted "
+    f"{len(path) - 1} drafts along nodes {path}, so the first {len(kept)} slots, {kept}, became positions "
     f"{L}..{L + len(kept) - 1} of the request (the table now reads {table_after} there) and the other "
-    f"{len(freed)} went back to the free list. The kept slots need not be contiguous: the table maps "
-    f"positions to slots, so nothing was copied. {len(reused)} slot ids served first as draft scratch "
-    f"and then as verify slots: freed after the draft phase, reused in the other buffer. After the "
-    f"step: {kv['allocated']} slots allocated, {kv['free']} free; `check_integrity` finds no leak."))
+    f"{len(freed)} went back to the free list. Rows moved: {moves}. After the steps so far the "
+    f"request's {len(table)} slots {'are' if one_run else 'are not'} one ascending run. {len(reused)} slot "
+    f"ids served first as draft scratch and then as verify slots: freed after the draft phase, reused "
+    f"in the other buffer. After the step: {kv['allocated']} slots allocated, {kv['free']} free; "
+    f"`check_integrity` finds no leak."))
 
 # %% [markdown]
 # ## Extend after decode

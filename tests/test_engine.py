@@ -119,7 +119,8 @@ def test_kv_equals_fresh_prefill_after_50_steps(pair):
 
 
 def test_commit_of_the_score_driven_example(pair):
-    """docs/design.md §5 example: accept B, E, bonus X; keep r, B, E; free A, C, G; L 10 -> 13."""
+    """docs/design.md §5 example: accept B, E, bonus X; their rows move to the step's 2nd and 3rd
+    slots; keep the first three (r, B, E); free the rest; L 10 -> 13."""
     target, head = pair
     eng = Engine(target, head, SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6))
     eng.add_requests([list(range(3, 13))], 20)  # L = 10 once prefilled
@@ -129,8 +130,11 @@ def test_commit_of_the_score_driven_example(pair):
     slots = eng.table.allocator.alloc(6)
     res = AcceptResult(path=[0, 2, 4], bonus=5, stop="leaf")
     hidden = torch.arange(6.0)[:, None].expand(6, target.config.hidden_size)
-    kept, freed, emitted = eng._commit(r, tree, res=res, slots=slots, hidden=hidden)
-    assert kept == [slots[0], slots[2], slots[4]] and freed == [slots[1], slots[3], slots[5]]
+    c = eng._commit(r, tree, res=res, slots=slots, hidden=hidden)
+    assert c.kept == slots[:3] and c.freed == slots[3:]
+    assert c.moved == [(slots[2], slots[1]), (slots[4], slots[2])]  # B (node 2) and E (node 4)
+    assert eng.table.slots(r.rid)[10:] == slots[:3]
+    emitted = c.emitted
     assert eng.table.length(r.rid) == 13
     assert emitted == [21, 24, 5] and r.root == 5
     assert r.pending_tokens == [21, 24, 5]  # next extend: tokens B, E, X at positions 10, 11, 12
@@ -298,3 +302,28 @@ def test_configs_without_a_short_name_say_so():
     lossy = SpecConfig.from_knobs("eagle2", accept_threshold_acc=0.5)
     with pytest.raises(ValueError, match="no short name"):
         lossy.name
+
+
+def test_a_lone_request_keeps_one_run_of_slots_and_its_moved_rows(pair):
+    """A tree's accepted nodes verified off the front of the step's slots have their rows moved
+    there: a lone request's table stays one ascending run, which attention reads as a view, and
+    its cache still equals a fresh prefill."""
+    target, head = pair
+    eng = Engine(target, head, SpecConfig("eagle2", num_steps=4, topk=4, num_draft_tokens=16), trace=True)
+    (r,) = eng.add_requests(random_prompts(1, 16, seed=9), 400)
+    moved = 0
+    for _ in range(30):  # not to the end: a finished request's slots leave the table
+        for t in eng.step():
+            moved += len(t["kv"]["target"].get("moved", []))
+            kept, written = t["kv"]["target"]["kept"], t["kv"]["target"]["written"]
+            assert kept == written[: len(kept)]
+        slots = eng.table.slots(r.rid)
+        assert slots == list(range(slots[0], slots[0] + len(slots))), "the cache left one run of slots"
+        eng.check_integrity()
+    assert moved > 0, "no accepted node was off the front: the test shows nothing"
+    seq = r.prompt_ids + r.output_ids[:-1]
+    kv, fresh_slots, _ = fresh_prefill(target, seq)
+    slots = eng.table.slots(r.rid)
+    for layer in range(target.config.num_layers):
+        torch.testing.assert_close(eng.target_kv.k[layer][slots], kv.k[layer][fresh_slots], atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(eng.target_kv.v[layer][slots], kv.v[layer][fresh_slots], atol=1e-4, rtol=1e-4)

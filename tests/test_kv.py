@@ -3,8 +3,10 @@
 import random
 
 import pytest
+import torch
 
 from workbench.kv import OutOfSlots, SlotAllocator, SlotTable
+from workbench.kv.pool import KVPool
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -73,3 +75,17 @@ def test_integrity_check_catches_a_leak_and_a_shared_slot():
     table.commit(1, leaked[:1])
     with pytest.raises(AssertionError, match="is in request 0 and in request 1"):
         table.check_integrity()
+
+
+def test_move_reads_every_row_before_writing_any():
+    """Chained moves (4 -> 2 while 2 -> 1): each target gets its source's rows as they were."""
+    pool = KVPool(2, 6, num_kv_heads=1, head_dim=2, dtype=torch.float32, device="cpu")
+    for layer in range(2):
+        pool.k[layer][:] = torch.arange(6.0)[:, None, None] + 10 * layer
+        pool.v[layer][:] = -pool.k[layer]
+    pool.move([(2, 1), (4, 2)])
+    for layer in range(2):
+        assert pool.k[layer][:, 0, 0].tolist() == [10 * layer + s for s in (0, 2, 4, 3, 4, 5)]
+        assert torch.equal(pool.v[layer], -pool.k[layer])
+    pool.move([])  # nothing to move: nothing changes
+    assert pool.k[0][:, 0, 0].tolist() == [0, 2, 4, 3, 4, 5]

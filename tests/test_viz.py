@@ -21,7 +21,7 @@ from workbench.cost_model import Overhead, StepCost
 from workbench.viz.compare import (DODGE, cost_figure, dodge_x, gap_html, gap_rows, run_summary, speedup_scatter, speedups, summary_html,
                                    tau_figure, tokens_figure)
 from workbench.viz.layout import Box, Line, fit_lines, legend_rows, place_labels, spread, water_fill, wrap
-from workbench.viz.kv import kv_figure, kv_slots_html, kv_summary, kv_table_html
+from workbench.viz.kv import kv_figure, kv_slots_html, kv_summary, kv_table_html, slot_labels
 from workbench.viz.logits import children, logits_html, logits_rows
 from workbench.viz.mask import MASKED, PREFIX, TREE, mask_figure, mask_html, mask_matrix
 from workbench.viz.output import output_html, output_tokens, tau_per_step
@@ -100,7 +100,8 @@ def seed_tree_trace() -> dict:
                              {"node": 1, "child": 4, "via": "next_sibling", "read": 3, "match": True}],
                    "path": [0, 1, 4], "accepted": [101, 104], "stop": "leaf", "bonus": {"token": 100, "text": "the", "after_node": 4},
                    "bonus_from": "target", "residual_top": [], "rule": "greedy"},
-        "kv": {"target": {"written": [10, 11, 12, 13, 14, 15], "kept": [10, 11, 14], "freed": [12, 13, 15]},
+        "kv": {"target": {"written": [10, 11, 12, 13, 14, 15], "kept": [10, 11, 12], "freed": [13, 14, 15],
+                          "moved": [[14, 12]]},  # node 4 (D) verified in slot 14, kept in the third
                "draft": {"extend_written": [8, 9], "scratch": [16, 17, 18, 19]},
                "allocated": 13, "free": 7, "total": 20},
         "emitted": [101, 104, 100], "accept_length": 3, "finished": None,
@@ -454,7 +455,8 @@ def test_kv_counts(runs):
     for tr in spec_steps(runs, "eagle2") + [seed_tree_trace()]:
         s = kv_summary(tr)
         n, path = len(tr["tree"]["nodes"]), tr["accept"]["path"]
-        assert (s["written"], s["kept"], s["rolled_back"], s["moved"]) == (n, len(path), n - len(path), 0)
+        off_front = sum(p != i for i, p in enumerate(path))
+        assert (s["written"], s["kept"], s["rolled_back"], s["moved"]) == (n, len(path), n - len(path), off_front)
         assert s["committed_after"] == s["committed_before"] + len(path)
         by = markers(kv_figure(tr))
         assert len(by["kept"].x) == len(path) and len(by.get("freed", {"x": []})["x"]) == n - len(path)
@@ -462,6 +464,17 @@ def test_kv_counts(runs):
         assert "data-key='rolled_back'" in kv_table_html(tr)
         strips = kv_slots_html(tr)
         assert strips.count("data-status='kept'") == len(path) and strips.count("data-status='freed'") == n - len(path)
+
+
+def test_kv_labels_say_which_node_each_slot_holds():
+    """After the commit slot 12 holds node 4's rows (moved from 14); slot 14, freed, held them."""
+    tr = seed_tree_trace()
+    labels = dict(zip(tr["kv"]["target"]["written"], slot_labels(tr)))
+    assert labels[12].startswith("node 4 ") and "moved here from slot 14" in labels[12]
+    assert labels[14].startswith("node 4 ") and "moved to slot 12" in labels[14]
+    assert labels[11].startswith("node 1 ") and "moved" not in labels[11]
+    assert labels[13].startswith("node 3 ") and "moved" not in labels[13]
+    assert "kept 3 (1 moved)" in kv_slots_html(tr)
 
 
 def test_kv_of_the_seed_tree_draws_every_slot():

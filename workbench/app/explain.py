@@ -64,9 +64,11 @@ OUTPUT = """\
 τ** = tokens emitted per target forward = correct drafts + 1."""
 
 KV = """\
-**KV cache.** The target writes one slot per verified node; the root and the accepted drafts are
-kept, the rest rolled back (freed). Rollback edits the slot table: no row is moved. The draft
-head keeps its extend slots and throws away the scratch slots of the tree levels."""
+**KV cache.** The target writes one slot per verified node. Commit keeps the first n + 1 of
+them for the root and the accepted drafts, copying an accepted node's K/V rows there when it was
+verified further along (**moved**), and rolls the rest back (freed): the request's cache stays one
+run of slots, which attention reads without a gather. The draft head keeps its extend slots and
+throws away the scratch slots of the tree levels."""
 
 BEST = """\
 **What the best tree would have been.** The verify forward gave the target's next token after
@@ -125,7 +127,7 @@ GLOSSARY = """\
 | accept walk | from the root, follow `retrieve_next_token` / `retrieve_next_sibling` while a child is the target's token (greedy) or passes its coin (sampling); it keeps the accepted path |
 | bonus | the target's own token after the last accepted node: every verify step emits it, so a step emits at least one token |
 | residual | sampling: what is left of the target's distribution after the coins rejected the children tried (their probability set to 0, the rest renormalised); the bonus is drawn from it, so the output still follows the target's distribution |
-| rollback | after the walk, the target's KV slots of the nodes not on the accepted path are freed (commit keeps the root and the accepted ones): a slot-table edit, no row is moved |
+| rollback | after the walk, commit keeps the step's first n + 1 target KV slots for the root and the accepted nodes (an accepted node's rows copied there when it sat further along) and frees the rest |
 | `retrieve_index[i]` | row of node i in the flattened verify batch |
 | `retrieve_next_token[i]` | first child of node i, −1 if none |
 | `retrieve_next_sibling[i]` | next sibling of node i, −1 if none |

@@ -30,8 +30,9 @@ from workbench.attention.reference import head_counts, visibility
 
 def contiguous_run(meta: AttentionMeta, b: int, slots: torch.Tensor) -> slice | None:
     """``slice(first, first + K)`` when request b's slots are one ascending run (the allocator
-    hands out the lowest free ids, so a lone request's cache usually is): then every layer reads
-    a view of the pool instead of gathering the whole prefix. Decided once per forward, on the
+    hands out the lowest free ids and commit moves a step's accepted rows to the front of its
+    slots, so a lone request's cache is one; requests that share a pool interleave theirs): then
+    every layer reads a view of the pool instead of gathering the whole prefix. Decided once per forward, on the
     CPU only (reading the slot values on a GPU would be a device sync)."""
     key = ("run", b)
     if key not in meta.cache:

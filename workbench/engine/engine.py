@@ -5,9 +5,13 @@ One EAGLE-2 step, for every running request at once, is ``_spec_step``: its five
 build, verify, accept, commit) one call each, as docs/design.md §3 describes them. The drafts
 come from the draft source (``drafts/``), the tree from ``tree.py``, the walk from ``accept.py``.
 
-Rollback is a slot-table edit (page size 1, as SGLang): the kept nodes' slots are appended to
-the request's table in path order (their positions are L, L+1, ... already), the others are
-freed. No KV row is copied.
+Commit keeps the root and the accepted drafts, rolls the rest back: the accepted nodes' K/V rows
+move to the front of the step's slots (the node at depth d to the d-th slot written, as the EAGLE
+repository copies them; at most ``num_steps`` rows a layer), those slots are appended to the
+request's table (their positions are L, L+1, ... already) and the others are freed (page size 1,
+as SGLang). A lone request's cache so stays one run of slots, which attention reads as a view
+where any other order is gathered over the whole prefix at every layer (``attention/sdpa.py``;
+docs/design.md §2, "Commit and rollback").
 
 Requests come and go (docs/design.md §3, "The request lifecycle"): ``submit`` queues one, the
 scheduler (``scheduler.py``) admits waiting requests first come first served while the fixed KV
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -347,6 +352,7 @@ class Engine:
         with timings.phase("commit"):
             commits = [self._commit(r, tree, res=res, slots=slots, hidden=h)
                        for r, tree, res, slots, h in zip(reqs, trees, results, verify_slots, per_tree(trees, hidden))]
+            self.target_kv.move([m for c in commits for m in c.moved])
             self._release_finished()
         with timings.phase("stops"):  # why each walk stopped (its own phase: the benchmark keeps it on)
             causes = [self._stop(spec, c, tree, res) for c, tree, res in zip(phase.candidates, trees, results)] \
@@ -358,13 +364,13 @@ class Engine:
             return []
         rids = [r.rid for r in reqs]
         return [self._record(kind="spec", request=r, spec=spec, choice=choice, batch=rids, logits=rows,
-                             emitted=emitted, timing=timings.ms,
-                             kv=KVChange(lens[i], verify_slots[i], kept, freed, draft_extend=extended.slots[i],
-                                         draft_scratch=phase.scratch_slots[i]),
+                             emitted=c.emitted, timing=timings.ms,
+                             kv=KVChange(lens[i], verify_slots[i], c.kept, c.freed, moved=c.moved,
+                                         draft_extend=extended.slots[i], draft_scratch=phase.scratch_slots[i]),
                              candidates=phase.candidates[i], levels=phase.levels[i], tree=trees[i], result=results[i],
                              stop=causes[i],
                              draft_probs=None if phase.chain_q is None else phase.chain_q[i].cpu())
-                for i, (r, rows, (kept, freed, emitted)) in enumerate(zip(reqs, per_tree(trees, logits), commits))]
+                for i, (r, rows, c) in enumerate(zip(reqs, per_tree(trees, logits), commits))]
 
     def _stop(self, spec: SpecConfig, cands, tree: DraftTree, result: AcceptResult) -> StopCause:
         """Why one request's walk stopped (``stops.py``; kept when tracing or ``stops``)."""
@@ -442,12 +448,12 @@ class Engine:
                               threshold_acc=spec.accept_threshold_acc)
                 for tree, p in zip(trees, probs)]
 
-    def _commit(self, r: Request, tree: DraftTree, res: AcceptResult, slots: list[int], hidden: torch.Tensor):
-        """Keep root + accepted (path order = position order), free the rest, emit n + 1 tokens (fewer
-        when a stop token or max_new_tokens ends the output inside them)."""
-        on_path = set(res.path)
-        kept = [slots[i] for i in res.path]
-        freed = [s for i, s in enumerate(slots) if i not in on_path]
+    def _commit(self, r: Request, tree: DraftTree, res: AcceptResult, slots: list[int], hidden: torch.Tensor) -> Commit:
+        """Keep root + accepted, free the rest, emit n + 1 tokens (fewer when a stop token or
+        max_new_tokens ends the output inside them). The kept slots are the first ``len(path)``
+        of the step's: node path[i]'s row belongs in slots[i] (``Commit.moved``, copied by the
+        caller for the whole batch at once)."""
+        kept, freed, moved = self._kept_slots(slots, res.path)
         self.table.commit(r.rid, kept)
         self.table.allocator.free(freed)
         accepted = [tree.tokens[i] for i in res.path[1:]]
@@ -458,7 +464,15 @@ class Engine:
         r.drafts_verified.append(tree.num_nodes - 1)
         r.root = res.bonus
         r.set_pending(accepted + [res.bonus], hidden[res.path])  # pairs (f_root, a1), ..., (f_an, bonus)
-        return kept, freed, emitted
+        return Commit(kept, freed, moved, emitted)
+
+    @staticmethod
+    def _kept_slots(slots: list[int], path: list[int]) -> tuple[list[int], list[int], list[tuple[int, int]]]:
+        """(kept, freed, moved) of a step's ``slots`` (one per node) under the accepted ``path``:
+        the first len(path) kept, node path[i]'s rows moved to slots[i] where they are not there
+        already (``experiments/commit_move.py`` times the other choice, the path's own slots)."""
+        n = len(path)
+        return slots[:n], slots[n:], [(slots[p], slots[i]) for i, p in enumerate(path) if p != i]
 
     def _release_finished(self) -> None:
         """A finished request leaves the batch at once: its target and draft KV slots go back
@@ -474,6 +488,18 @@ class Engine:
         """Every slot free or owned by exactly one request; none holds more than it reserved."""
         self.table.check_integrity()
         self.scheduler.check({rid: len(slots) for rid, slots in self.table.tables.items()})
+
+
+@dataclass
+class Commit:
+    """What one request's commit did: the slots kept (root + accepted, in position order) and
+    freed, the rows to move there ((from slot, to slot): a node accepted off the front of the
+    step's slots), and the tokens emitted."""
+
+    kept: list[int]
+    freed: list[int]
+    moved: list[tuple[int, int]]
+    emitted: list[int]
 
 
 def per_tree(trees: list[DraftTree], rows: torch.Tensor) -> tuple[torch.Tensor, ...]:

@@ -22,8 +22,9 @@ class KVChange:
 
     committed_before: int  # L: committed tokens (target slots in the table) before the step
     written: list[int]  # target slots written this step, in node order (prefill / decode: the new tokens)
-    kept: list[int]  # the written slots committed (root + accepted drafts, path order)
-    freed: list[int]  # the written slots rolled back: back to the free list, nothing copied
+    kept: list[int]  # the written slots committed: the first len(path), root + accepted drafts in path order
+    freed: list[int]  # the rest, rolled back: back to the free list
+    moved: list[tuple[int, int]] = field(default_factory=list)  # (from, to): an accepted node's rows copied to its kept slot
     draft_extend: list[int] = field(default_factory=list)  # draft KV written at committed slots, kept
     draft_scratch: list[int] = field(default_factory=list)  # draft KV of the tree levels, freed after drafting
     allocated: int = 0  # allocator counts after the step

@@ -40,9 +40,10 @@ accept length over the coins) is derived from them on request (``analysis/expect
                     (``analysis/chain_rules.py``)
 ``spec_decode``     the step in vLLM's counts (``workbench/metrics.py``): num_draft_tokens (the tree's
                     nodes but the root: every verified draft, siblings too), num_accepted_tokens
-``kv``              target slots written, kept, freed (rollback is a slot-table edit: no row is
-                    copied); a spec step's draft slots (extend: kept; tree scratch: freed after
-                    drafting); allocator counts after the step
+``kv``              target slots written, kept (the first len(path) written), freed, and moved:
+                    [from, to] per accepted node whose K/V rows were copied to its kept slot; a
+                    spec step's draft slots (extend: kept; tree scratch: freed after drafting);
+                    allocator counts after the step
 ``emitted``         the tokens appended to the output (accepted drafts + bonus, cut after a stop
                     token or at max_new_tokens)
 ``accept_length``   ``len(emitted)``: what τ averages over the verify steps. The walk's own count is
@@ -188,7 +189,7 @@ def _chain(rec: StepRecord, probs: torch.Tensor) -> list[dict]:
 
 def _kv(rec: StepRecord) -> dict:
     kv = rec.kv
-    out = {"target": {"written": kv.written, "kept": kv.kept, "freed": kv.freed},
+    out = {"target": {"written": kv.written, "kept": kv.kept, "freed": kv.freed, "moved": [list(m) for m in kv.moved]},
            "allocated": kv.allocated, "free": kv.free, "total": kv.total}
     if rec.kind == "spec":
         out["draft"] = {"extend_written": kv.draft_extend, "scratch": kv.draft_scratch}

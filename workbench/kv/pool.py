@@ -25,3 +25,15 @@ class KVPool:
         """k, v: [T, Hkv, Dh] written at ``slots`` [T]."""
         self.k[layer][slots] = k.to(self.k[layer].dtype)
         self.v[layer][slots] = v.to(self.v[layer].dtype)
+
+    def move(self, moves: list[tuple[int, int]]) -> None:
+        """Copy each (from, to) slot's K/V rows to ``to``, in every layer: every row read before
+        any is written, so one move's target may be another's source."""
+        if not moves:
+            return
+        device = self.k[0].device
+        src = torch.tensor([a for a, _ in moves], device=device)
+        dst = torch.tensor([b for _, b in moves], device=device)
+        for k, v in zip(self.k, self.v):
+            k[dst] = k[src]
+            v[dst] = v[src]

@@ -1,11 +1,12 @@
 """KV cache slots touched by one step, for the target and the draft head.
 
 Both share one slot allocator (two physical buffers, same slot ids; docs/design.md §2). In a spec
-step the target writes one slot per verified node; the slots of the root and the accepted drafts
-are kept (committed), the others rolled back: freed. Rollback here is a slot-table remap (page
-size 1), so no row is moved (``moved`` is 0: an engine that copies accepted rows down would
-count them there). The draft writes its extend slots (kept: the next steps attend to them) and
-scratch slots for the tree levels (freed at once).
+step the target writes one slot per verified node; commit keeps the first n + 1 of them for the
+root and the accepted drafts, in position order, and rolls the rest back: freed. An accepted node
+verified further along has its K/V rows copied to its kept slot first (``moved``: a second child,
+or a node under one), so a lone request's cache stays one run of slots. The draft writes its
+extend slots (kept: the next steps attend to them) and scratch slots for the tree levels (freed
+at once).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from workbench.viz.style import FONT, LEGEND_ROW, SLOT, base_layout
 from workbench.viz.tokens import show
 
 # How this engine rolls back (engine.py): the same for every speculative step, so traces omit it.
-ROLLBACK = "slot-table remap (page size 1): kept slots appended in path order, no row copied"
+ROLLBACK = ("slot-table edit (page size 1): the first n + 1 written slots kept, in path order, an accepted "
+            "node's rows copied there when it sat further along; the rest freed")
 BAND_OVER = 16  # more cells than this in one group are drawn as one band
 BAND_WIDTH = 3.0
 
@@ -31,7 +33,7 @@ def kv_summary(trace: dict) -> dict:
     t = trace["kv"]["target"]
     d = trace["kv"].get("draft", {})
     return {"committed_before": trace["L"], "written": len(t["written"]), "kept": len(t["kept"]),
-            "rolled_back": len(t["freed"]), "moved": 0,
+            "rolled_back": len(t["freed"]), "moved": len(t.get("moved", [])),
             "draft_extend": len(d.get("extend_written", [])), "draft_scratch": len(d.get("scratch", [])),
             "allocated": trace["kv"]["allocated"], "free": trace["kv"]["free"], "total": trace["kv"]["total"],
             "committed_after": trace["L"] + len(t["kept"])}
@@ -54,17 +56,35 @@ def kv_rows(trace: dict) -> dict[str, list[dict]]:
     committed = [{"band": True, "status": "committed", "count": trace["L"], "slots": []}] if trace["L"] else []
     if trace["kind"] != "spec":
         return {"target KV": committed + _group(t["written"], "kept"), "draft KV": []}
-    kept, nodes = set(t["kept"]), trace["tree"]["nodes"]
-    labels = [f"node {i} {show(nodes[i]['text'])}" for i in range(len(t["written"]))]
-    written = [{"band": False, "status": "kept" if s in kept else "freed", "slot": s, "label": labels[i]}
-               for i, s in enumerate(t["written"])]
+    written = [{"band": False, "status": "kept" if i < len(t["kept"]) else "freed", "slot": s, "label": label}
+               for i, (s, label) in enumerate(zip(t["written"], slot_labels(trace)))]
     return {"target KV": committed + written,
             "draft KV": _group(d.get("extend_written", []), "extend") + _group(d.get("scratch", []), "scratch")}
 
 
+def slot_labels(trace: dict) -> list[str]:
+    """What each slot a spec step wrote holds after its commit: the node verified there, or, for a
+    kept slot an accepted node's rows were copied to, that node (and where it came from)."""
+    t, nodes = trace["kv"]["target"], trace["tree"]["nodes"]
+    node_at = {s: i for i, s in enumerate(t["written"])}
+    came_from = {b: a for a, b in t.get("moved", [])}
+    went_to = {a: b for a, b in t.get("moved", [])}
+    labels = []
+    for s in t["written"]:
+        i = node_at[came_from.get(s, s)]
+        text = f"node {i} {show(nodes[i]['text'])}"
+        if s in came_from:
+            text += f" (rows moved here from slot {came_from[s]})"
+        elif s in went_to:
+            text += f" (its rows moved to slot {went_to[s]})"
+        labels.append(text)
+    return labels
+
+
 def _title(trace: dict) -> str:
     s = kv_summary(trace)
-    return (f"KV slots, step {trace['step']}: target wrote {s['written']}, kept {s['kept']}, rolled back "
+    moved = f" ({s['moved']} moved)" if s["moved"] else ""
+    return (f"KV slots, step {trace['step']}: target wrote {s['written']}, kept {s['kept']}{moved}, rolled back "
             f"{s['rolled_back']}; draft wrote {s['draft_extend']} + {s['draft_scratch']} scratch")
 
 
@@ -145,7 +165,7 @@ def kv_table_html(trace: dict) -> str:
             ["target", f"{SLOT['kept'].glyph} written this step", str(s["written"])],
             ["target", f"{SLOT['kept'].glyph} kept (root + accepted drafts)", str(s["kept"])],
             ["target", f"{SLOT['freed'].glyph} rolled back (freed)", str(s["rolled_back"])],
-            ["target", "moved (rows copied)", str(s["moved"])],
+            ["target", "moved (an accepted node's rows copied to its kept slot)", str(s["moved"])],
             ["draft", f"{SLOT['extend'].glyph} draft extend: written, kept", str(s["draft_extend"])],
             ["draft", f"{SLOT['scratch'].glyph} tree scratch: written, freed", str(s["draft_scratch"])],
             ["allocator", "slots allocated / free / total after the step",
