@@ -114,6 +114,30 @@ def test_a_tree_the_draft_filled_in_part_is_priced_at_the_verify_it_ran():
     assert verified_nodes({"vllm": {"num_drafts": 0, "num_draft_tokens": 0}}) is None and verified_nodes({}) is None
 
 
+def test_a_mix_of_verify_sizes_is_priced_at_the_mean_forward_of_one_request():
+    """A draft that fills its tree on some steps and not on others (the n-gram lookup: the root
+    alone where nothing matches) verifies a mix of sizes; the curve is not a line, so one
+    request's verify is the mix's mean forward, not the forward at the mean size. At a batch the
+    requests' trees share each forward: the mean size. The bench report reads the mix from each
+    step's count of drafts verified, the steps that drafted nothing included."""
+    from workbench.bench.report import mean_nodes, verified_mix
+    from workbench.cost_model import verify_mix
+
+    wide = parse_spec("eagle2:8/5/4")
+    mix = {1: 1, 8: 1}  # half the steps the root alone, half a full tree of 8
+    assert COST.parts(wide, tau=1.5, nodes=mix).verify_ms == pytest.approx((10.0 + 16.0) / 2)
+    assert COST.parts(wide, tau=1.5, nodes=4.5).verify_ms == pytest.approx(11.0 + 0.5 * 5 / 4)  # the curve at 4.5
+    at_two = COST.parts(wide, batch=2, tau=1.5, nodes=mix).verify_ms
+    assert at_two == pytest.approx(COST.parts(wide, batch=2, tau=1.5, nodes=4.5).verify_ms)
+    assert verify_mix(4) == {4.0: 1.0} and verify_mix({1: 3, 4: 1}) == {1.0: 0.75, 4.0: 0.25}
+    for bad in ({}, {4: 0}, {0: 1}, 0.5):
+        with pytest.raises(ValueError):
+            verify_mix(bad)
+    recs = [{"drafts_verified": [[0, 3, 3, 1]]}, {"drafts_verified": [[3]]}]
+    assert verified_mix(recs) == {1: 1, 2: 1, 4: 3} and mean_nodes(verified_mix(recs)) == 3.0
+    assert verified_mix([{"output_ids": [[5]]}]) is None  # a record without per-step counts
+
+
 def test_without_a_measured_overhead_the_forwards_alone_are_priced():
     bare = StepCost(verify=COST.verify, draft=COST.draft)
     assert not bare.overhead.measured and COST.overhead.measured

@@ -194,6 +194,19 @@ class Overhead:
         return any((self.plain_per_step, self.plain_per_request, self.spec_per_step, self.spec_per_request))
 
 
+def verify_mix(nodes) -> dict[float, float]:
+    """{tokens: share of the steps} of a request's verify: ``nodes`` as a count (every step the
+    same) or as such a mapping (shares of any scale, normalised here). ValueError for a count
+    below 1 or no positive share."""
+    mix = dict(nodes) if hasattr(nodes, "items") else {float(nodes): 1.0}
+    total = sum(mix.values())
+    if not mix or total <= 0 or any(w < 0 for w in mix.values()):
+        raise ValueError(f"a verify mix needs positive shares of the steps, got {nodes!r}")
+    if any(float(n) < 1 for n in mix):
+        raise ValueError(f"a verify holds the root at least (1 token), got {nodes!r}")
+    return {float(n): w / total for n, w in mix.items() if w > 0}
+
+
 @dataclass(frozen=True)
 class StepParts:
     """One step's predicted ms, part by part (``StepCost.parts``)."""
@@ -376,25 +389,32 @@ class StepCost:
         return (self.kv_ms(tokens) * (batch * context - (batch - 1) * self.prefix)
                 - self.kv_ms(batch * tokens) * verify_at)
 
-    def parts(self, spec, batch: float = 1, tau: float | None = None, nodes: float | None = None, *,
+    def parts(self, spec, batch: float = 1, tau: float | None = None, nodes: float | dict | None = None, *,
               context: float | None = None) -> StepParts:
         """One step of ``batch`` requests under ``spec`` (a ``SpecConfig``), part by part. ``tau``:
         the tokens each request emits a step, the rows of its draft extend (one when None).
         ``nodes``: the tokens each request's verify holds, root included, where its trees are
         smaller than ``num_draft_tokens`` (a draft that proposes fewer, as the n-gram lookup does
-        when few continuations match: a run measures it); None: ``num_draft_tokens``.
+        when few continuations match: a run measures it); None: ``num_draft_tokens``. A mapping
+        {tokens: share of the steps} (``verify_mix``) prices the verify as the shares' mean of the
+        forward at each count: the curve is not a line (a 4-token verify cost 1.14 decode steps,
+        a 2-token one 0.98, in docs/bench/head-cpu-fp32.md), so the forward at the mean count is
+        not the mean forward of a draft that fills its tree on some steps and not on others. At a
+        batch over one the requests' trees share each forward, which is priced at the mix's mean.
         ``context``: the committed tokens each request holds (a mean), priced in the verify
         (``context_ms``); None: the curves' own."""
         if not spec.speculative:
             return StepParts(self.forward_ms(batch, 1, context), overhead_ms=self.overhead.ms(False, batch))
         extend_rows = batch * max(1.0, tau if tau is not None else 1.0)
-        tokens = spec.num_draft_tokens if nodes is None else nodes
-        return StepParts(self.forward_ms(batch, tokens, context),
+        mix = verify_mix(spec.num_draft_tokens if nodes is None else nodes)
+        if batch > 1:
+            mix = {sum(n * w for n, w in mix.items()): 1.0}
+        return StepParts(sum(share * self.forward_ms(batch, tokens, context) for tokens, share in mix.items()),
                          draft_extend_ms=self.draft_ms(extend_rows),
                          draft_levels_ms=(spec.num_steps - 1) * self.draft_ms(batch * spec.topk),
                          overhead_ms=self.overhead.ms(True, batch, spec.num_steps))
 
-    def step_ms(self, spec, batch: float = 1, tau: float | None = None, nodes: float | None = None, *,
+    def step_ms(self, spec, batch: float = 1, tau: float | None = None, nodes: float | dict | None = None, *,
                 context: float | None = None) -> float:
         return self.parts(spec, batch, tau, nodes, context=context).total_ms
 
@@ -402,7 +422,7 @@ class StepCost:
         """One plain decode step of ``batch`` requests, overhead included (``context`` as for ``parts``)."""
         return self.forward_ms(batch, 1, context) + self.overhead.ms(False, batch)
 
-    def predict(self, spec, tau: float | None = None, batch: float = 1, nodes: float | None = None, *,
+    def predict(self, spec, tau: float | None = None, batch: float = 1, nodes: float | dict | None = None, *,
                 context: float | None = None) -> Prediction:
         """What ``spec`` is worth at ``batch`` requests when each emits ``tau`` tokens a step
         (plain decoding: 1, whatever ``tau`` says); ``batch`` may be a mean (fractional);
@@ -417,7 +437,7 @@ class StepCost:
                           self.plain_ms(batch, context))
 
     def closed_loop(self, spec, tau: float | None, batch: float, *, prompt_lens, output_lens,
-                    nodes: float | None = None) -> LoopPrediction:
+                    nodes: float | dict | None = None) -> LoopPrediction:
         """A closed loop's tokens/s under ``spec`` at a mean running ``batch`` when each speculative
         step emits ``tau`` tokens a request: request i, of ``prompt_lens[i]`` prompt tokens and
         ``output_lens[i]`` output tokens, takes its prefill step (which emits its first token and

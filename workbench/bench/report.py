@@ -13,6 +13,7 @@ only lays the numbers out:
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 from workbench.bench import static_vs_dynamic, step_report
@@ -230,9 +231,9 @@ def predicted_rows(result: dict) -> list[dict]:
             continue
         spec = parsed[0].spec
         model = pricing_model(result, name, spec)
-        nodes = verified_nodes(s)
+        nodes = verified_mix((result.get("records") or {}).get(name) or ()) or verified_nodes(s)
         p = model.predict(spec, s["tau"], nodes=nodes)
-        row = {"method": name, "tau": s["tau"], "nodes": spec.num_draft_tokens if nodes is None else nodes,
+        row = {"method": name, "tau": s["tau"], "nodes": spec.num_draft_tokens if nodes is None else mean_nodes(nodes),
                "step_predicted": round(p.speedup, 3), "plain_step_ms": round(p.plain_ms, 2),
                **p.parts.as_dict(), "draft": spec.draft.name,
                "measurement": measurement(result, result["step_costs"]["priced_by"][spec.draft.name])}
@@ -293,7 +294,7 @@ def whole_turns(model, spec, recs: list[dict]) -> tuple[float, float]:
         tau = nodes = None
         if spec.speculative:
             tau = metrics.tau(metrics.accept_lengths([r])) or 1.0
-            nodes = verified_nodes(metrics.serving_summary([r], spec.num_steps))
+            nodes = verified_mix([r]) or verified_nodes(metrics.serving_summary([r], spec.num_steps))
         loop = model.closed_loop(spec, tau, 1, prompt_lens=r["prompt_tokens"],
                                  output_lens=[len(o) for o in r["output_ids"]], nodes=nodes)
         speeds.append(loop.tokens_per_s)
@@ -324,11 +325,29 @@ def plain_row(result: dict, rows: list[dict]) -> dict | None:
             **_against(s, "tokens_per_s", rows[0]["plain_tok_s"], "tok_s")}
 
 
+def verified_mix(recs) -> dict[int, int] | None:
+    """{tokens: steps} of a method's verify steps over its records ``recs``, root included, from
+    each step's count of drafts verified (a step that drafted nothing verified its root alone):
+    the verify priced as its steps ran it (``cost_model.verify_mix``). None where the records
+    kept no per-step counts."""
+    counts = Counter(1 + n for r in recs for turn in r.get("drafts_verified") or () for n in turn)
+    return dict(sorted(counts.items())) or None
+
+
+def mean_nodes(nodes) -> float:
+    """The tokens a verify held on average: ``nodes`` itself, or a mix's mean."""
+    from workbench.cost_model import verify_mix
+
+    return round(sum(n * w for n, w in verify_mix(nodes).items()), 3)
+
+
 def verified_nodes(summary: dict) -> float | None:
     """The tokens a method's steps verified on average, root included, from the run's own counts
-    (vLLM's metrics: drafts verified over steps): a tree the draft filled only in part (the n-gram
-    lookup proposes what matches) is priced at the verify it ran, not at ``num_draft_tokens``.
-    None where the run kept no counts."""
+    (vLLM's metrics: drafts verified over the steps that drafted): a tree the draft filled only in
+    part (the n-gram lookup proposes what matches) is priced at the verify it ran, not at
+    ``num_draft_tokens``. The steps that drafted nothing are not in it: ``verified_mix`` counts
+    them, from records that keep each step's count; this is for those that do not. None where the
+    run kept no counts."""
     v = summary.get("vllm") or {}
     return 1 + v["num_draft_tokens"] / v["num_drafts"] if v.get("num_drafts") else None
 
