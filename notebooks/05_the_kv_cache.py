@@ -99,8 +99,8 @@ display(Markdown(
     f"**Takeaway.** Verify wrote {len(written)} target slots, one per node; the walk accepted "
     f"{len(path) - 1} drafts along nodes {path}, so the first {len(kept)} slots, {kept}, became positions "
     f"{L}..{L + len(kept) - 1} of the request (the table now reads {table_after} there) and the other "
-    f"{len(freed)} went back to the free list. Rows moved: {moves}. After the steps so far the "
-    f"request's {len(table)} slots {'are' if one_run else 'are not'} one ascending run. {len(reused)} slot "
+    f"{len(freed)} went back to the free list. Rows moved: {moves}. After all {len(spec_steps)} speculative "
+    f"steps the request's {len(table)} committed slots {'are' if one_run else 'are not'} one ascending run. {len(reused)} slot "
     f"ids served first as draft scratch and then as verify slots: freed after the draft phase, reused "
     f"in the other buffer. After the step: {kv['allocated']} slots allocated, {kv['free']} free; "
     f"`check_integrity` finds no leak."))

@@ -129,6 +129,12 @@ def test_a_closed_loop_keeps_its_concurrency_and_every_output_equals_plain_decod
     assert all(s.verified == s.batch for s in decode if not s.speculative)
     assert res.nodes == (None if not spec else sum(s.verified for s in spec) / sum(s.batch for s in spec))
     assert res.record()["nodes"] == (None if res.nodes is None else round(res.nodes, 3))
+    # one request at a time: the mix of verify sizes, each step's own (at a batch: none, the mean prices it)
+    assert res.nodes_mix is None  # three in flight
+    alone = run_load(wb, read_policy(policy), prompts=prompts, load=Load("closed", 1, 2), max_new_tokens=MAX_NEW)
+    ran = [s.verified for s in alone.decode_steps if s.speculative]
+    assert alone.nodes_mix == ({n: ran.count(n) for n in sorted(set(ran))} if ran else None)
+    assert load_run.pooled_mix([alone.record(), alone.record()]) == (None if not ran else {n: 2 * ran.count(n) for n in set(ran)})
     # the engine's own profile of the run, kept in its record: its prefill steps are the run's
     profile = res.record()["profile"]
     prefills = [s for s in res.steps if s.kind == "prefill"]

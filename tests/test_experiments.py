@@ -154,3 +154,32 @@ def test_verify_in_step_refuses_bad_sizes_in_one_line(capsys):
         assert verify_in_step_main(argv) == 2
     err = capsys.readouterr().err
     assert "--rounds must be >= 1, got 0" in err and "--prefix must be >= 1" in err and "Traceback" not in err
+
+
+def test_commit_move_decodes_both_ways_to_the_same_output(tmp_path):
+    """The experiment's "in place" way keeps the path's own slots (nothing copied) and its "moved"
+    way is the engine's: one decode each, the same tokens, and the in-place cache left one run only
+    while every accepted path stayed at the front."""
+    from experiments.commit_move import in_place, measure, report
+    from helpers import random_prompts, tiny_app_workbench
+
+    assert in_place([7, 8, 9, 10], [0, 2]) == ([7, 9], [8, 10], [])
+    prompts = {1: random_prompts(1, 12, seed=9)[0]}
+    seen = measure(tiny_app_workbench(tmp_path), ["eagle2:8/5/4", "linear:3"], prompts, rounds=2, max_new_tokens=24)
+    assert set(seen) == {(1, m, w) for m in ("eagle2:8/5/4", "linear:3") for w in ("moved", "in place")}
+    runs = [r for v in seen.values() for r in v]
+    assert len(runs) == 8 and all(r["tok_s"] > 0 and r["verify_ms"] > 0 for r in runs)
+    assert len({tuple(r["output"]) for r in runs}) == 1  # the copy moves rows, not what they hold
+    assert all(r["off_front"] == 0 for r in seen[(1, "linear:3", "moved")])  # a chain never leaves the front
+    lines = report(seen, prompts, ["eagle2:8/5/4", "linear:3"])
+    assert len(lines) == 4 and all(line.endswith("| yes |") for line in lines[2:])
+
+
+def test_commit_move_refuses_bad_input_in_one_line(capsys):
+    from experiments.commit_move import main as commit_move_main
+
+    for argv in (["--rounds", "0"], ["--questions", "99999"], ["--methods", "vanilla"]):  # before the model loads
+        assert commit_move_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--rounds must be >= 1, got 0" in err and "unknown: 99999" in err and "one speculative method" in err
+    assert "Traceback" not in err

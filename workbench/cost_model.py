@@ -398,7 +398,7 @@ class StepCost:
         when few continuations match: a run measures it); None: ``num_draft_tokens``. A mapping
         {tokens: share of the steps} (``verify_mix``) prices the verify as the shares' mean of the
         forward at each count: the curve is not a line (a 4-token verify cost 1.14 decode steps,
-        a 2-token one 0.98, in docs/bench/head-cpu-fp32.md), so the forward at the mean count is
+        a 2-token one 0.98, in docs/bench/archive/head-cpu-fp32-2026-12-07-1207.md), so the forward at the mean count is
         not the mean forward of a draft that fills its tree on some steps and not on others. At a
         batch over one the requests' trees share each forward, which is priced at the mix's mean.
         ``context``: the committed tokens each request holds (a mean), priced in the verify

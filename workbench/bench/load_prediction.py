@@ -74,7 +74,8 @@ def row_prediction(row: dict, spec, model: StepCost, *, recs: list[dict], prompt
     requests = recs[0]["requests"]  # greedy: every round's requests emit the same tokens
     loop = model.closed_loop(spec, row["tau"], row["mean_batch"],
                              prompt_lens=[len(prompts[q["prompt_index"]]) for q in requests],
-                             output_lens=[len(q["output_ids"]) for q in requests], nodes=row.get("nodes"))
+                             output_lens=[len(q["output_ids"]) for q in requests],
+                             nodes=row.get("nodes_mix") or row.get("nodes"))
     prefills = [prefill_ms(rec) for rec in recs]
     known = None not in prefills
     measured_prefill = median(prefills) if known else None

@@ -249,6 +249,7 @@ def make_rows(policies: list[NamedPolicy], loads: list[Load], records: dict, rou
                 values = [f[key] for f in per_round if f[key] is not None]
                 spreads[key] = spread(values) if values else None
                 row[key] = round(spreads[key].median, 3) if values else None
+            row["nodes_mix"] = pooled_mix(recs)
             row["equal_to_off"] = None if off is None else all(equal_outputs(r, off) for r in recs)
             row["spreads"] = {k: s.as_dict(3) for k, s in spreads.items() if s is not None}
             row.update(rounds=rounds, requests=load.requests,
@@ -256,6 +257,18 @@ def make_rows(policies: list[NamedPolicy], loads: list[Load], records: dict, rou
                        refused=max(sum(q["refused"] is not None for q in r["requests"]) for r in recs))
             rows.append(row)
     return rows
+
+
+def pooled_mix(recs: list[dict]) -> dict[int, int] | None:
+    """The rounds' ``nodes_mix`` added up, or None where a round has none (a batch, or a record
+    kept before runs counted them)."""
+    mixes = [r.get("nodes_mix") for r in recs]
+    if not mixes or any(not m for m in mixes):
+        return None
+    total = Counter()
+    for m in mixes:
+        total.update({int(k): v for k, v in m.items()})
+    return dict(sorted(total.items()))
 
 
 def load_value(load: Load) -> int | float:

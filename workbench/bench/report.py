@@ -395,8 +395,10 @@ def _predicted_table(result: dict) -> str:
         priced += (", its prefill, verify and head forwards timed again between the timed turns "
                    f"(`workbench/measure/probe.py`: {len(result['probes'])} probes, one after each question's turn "
                    "of the methods), so that the model is read at the run's own pace")
-    priced += (f": {said}. The verify is priced at the tokens the method's steps verified (`verified_nodes`: a tree "
-               "the n-gram lookup filled only in part is a smaller verify than its num_draft_tokens).")
+    priced += (f": {said}. The verify is priced at the tokens the method's steps verified, step by step "
+               "(`verified_mix`: a tree the n-gram lookup filled only in part, or not at all where nothing matched, "
+               "is a smaller verify than its num_draft_tokens; at one request the mean of the forwards at each "
+               "step's count, the curve not being a line).")
     if turns:
         priced += (" The prediction is of whole turns, as the measurement times them: each turn's prefill and the "
                    "draft's catch-up over its prompt, then (tokens − 1) / τ decode steps, each question at its own τ "

@@ -11,7 +11,7 @@ repository copies them; at most ``num_steps`` rows a layer), those slots are app
 request's table (their positions are L, L+1, ... already) and the others are freed (page size 1,
 as SGLang). A lone request's cache so stays one run of slots, which attention reads as a view
 where any other order is gathered over the whole prefix at every layer (``attention/sdpa.py``;
-docs/design.md §2, "Commit and rollback").
+docs/design.md §2, after the table of data structures).
 
 Requests come and go (docs/design.md §3, "The request lifecycle"): ``submit`` queues one, the
 scheduler (``scheduler.py``) admits waiting requests first come first served while the fixed KV

@@ -211,6 +211,17 @@ class LoadResult:
         spec = [s for s in self.decode_steps if s.speculative]
         return sum(s.verified for s in spec) / sum(s.batch for s in spec) if spec else None
 
+    @property
+    def nodes_mix(self) -> dict[int, int] | None:
+        """{tokens: steps} of the speculative steps' verifies where every one ran one request (a
+        closed loop of one), the mix the cost model prices at one request
+        (``cost_model.verify_mix``); None at a batch, where the requests' trees share each forward
+        and ``nodes`` prices it, or without a speculative step."""
+        spec = [s for s in self.decode_steps if s.speculative]
+        if not spec or any(s.batch != 1 for s in spec):
+            return None
+        return dict(sorted(Counter(s.verified for s in spec).items()))
+
     def choices(self) -> Counter:
         """(batch size, setting) -> decode steps that ran it."""
         return Counter((s.batch, s.setting) for s in self.decode_steps)
@@ -220,7 +231,8 @@ class LoadResult:
         r = lambda x, nd=2: None if x is None else round(x, nd)  # noqa: E731
         return {"seconds": r(self.seconds, 4), "tokens": self.tokens, "throughput_tok_s": r(self.throughput_tok_s),
                 "mean_batch": r(self.mean_batch, 3), "spec_step_share": r(self.spec_step_share, 3),
-                "tau": r(self.tau, 3), "nodes": r(self.nodes, 3), "decode_steps": len(self.decode_steps), "capacity": self.capacity,
+                "tau": r(self.tau, 3), "nodes": r(self.nodes, 3), "nodes_mix": self.nodes_mix,
+                "decode_steps": len(self.decode_steps), "capacity": self.capacity,
                 "stopped": self.stopped, "choices": [[b, s, n] for (b, s), n in sorted(self.choices().items())],
                 "profile": self.profile,
                 "requests": [{"index": t.index, "prompt_index": t.prompt_index, "output_ids": t.output_ids,
