@@ -456,7 +456,9 @@ def test_a_step_cost_cached_before_the_prefill_or_at_other_overhead_batches_is_m
     assert not sc._current({k: v for k, v in today.items() if k != "overhead_batches"})
     assert not sc._current({**today, "overhead": {}}) and sc._readable({**today, "overhead": {}})  # no per-level overhead
     unpaced = {k: v for k, v in today.items() if k != "overhead_timing"}  # its overhead against the curves' pace
-    assert not sc._current(unpaced) and sc._readable(unpaced)
+    assert not sc._current(unpaced) and not sc._readable(unpaced)
+    batch_inside = {**today, "overhead_timing": "paced, verified tokens, pooled"}  # a batch's slower forward in its line
+    assert not sc._current(batch_inside) and not sc._readable(batch_inside)  # priced twice today: measured again
     no_context = {k: v for k, v in today.items() if k != "kv"}  # before the context term was timed
     assert not sc._current(no_context) and sc._readable(no_context)
     decode_only = {**no_context, "kv_ms": 0.005}  # timed at a decode step alone: read, but timed again
@@ -478,7 +480,7 @@ def test_the_overhead_is_the_least_squares_line_through_every_batch_timed(wb, mo
     timed = {False: {1: 3.0, 4: 5.0, 8: 12.0}, True: {1: 6.0, 4: 9.0, 8: 30.0}}  # made up: nothing is timed
     monkeypatch.setattr(sc, "OVERHEAD_BATCHES", (1, 4, 8))
     monkeypatch.setattr(sc, "_step_overheads", lambda wb, spec, *, batch, forwards, prefix_len, probe:
-                        [timed[spec.speculative][batch]] * 2)
+                        [(timed[spec.speculative][batch], None)] * 2)
     got = sc.overhead_fields([sc.time_overhead_steps(wb, read_policy("auto").draft, FLAT_COST)])
     for kind, speculative in (("plain", False), ("spec", True)):
         slope, intercept = np.polyfit((1, 4, 8), [timed[speculative][b] for b in (1, 4, 8)], 1)
@@ -487,12 +489,15 @@ def test_the_overhead_is_the_least_squares_line_through_every_batch_timed(wb, mo
     assert got["spec_per_request"] > (9.0 - 6.0) / 3  # the step of 8 lifts the line the first two drew
 
 
-def test_a_steps_overhead_is_its_time_less_its_forwards_at_the_pace_a_bare_forward_shows_beside_it(wb, monkeypatch):
-    """Every engine step made to take 10 ms (the clock faked), its forwards priced by the curves at
-    the pace the probe reports right after it: the overhead moves by the forwards' cost times the
-    change of pace, and the probe is asked for a forward over the tokens the step verified."""
+def test_a_steps_overhead_is_its_time_less_its_target_clock_and_its_draft_forwards_at_the_probes_pace(wb, monkeypatch):
+    """Every engine step made to take 10 ms and its target forward 4 ms by the engine's clock (both
+    faked): the overhead is the 6 ms left less the draft's forwards on the curves at the pace the
+    probe reports right after the step, whatever the target's own pace (it is the clock's); the
+    step's forward pace is the 4 ms over the bare forward's price at that pace; the probe is asked
+    for a forward over the tokens the step verified."""
     import itertools
 
+    import workbench.engine.timings as timings
     import workbench.measure.step_cost as sc
     from workbench.engine.config import SpecConfig
 
@@ -504,6 +509,7 @@ def test_a_steps_overhead_is_its_time_less_its_forwards_at_the_pace_a_bare_forwa
             self.asked.append(tokens)
             return self.value
 
+    monkeypatch.setattr(timings, "target_ms", lambda timing_ms: 4.0)
     tree = SpecConfig.from_knobs("eagle2", num_steps=3, topk=2, num_draft_tokens=4, draft=read_policy("auto").draft)
     got = {}
     for kind, spec in (("plain", SpecConfig("vanilla")), ("tree", tree)):
@@ -514,12 +520,28 @@ def test_a_steps_overhead_is_its_time_less_its_forwards_at_the_pace_a_bare_forwa
             got[kind, pace] = sc._step_overheads(wb, spec, batch=2, forwards=FLAT_COST, prefix_len=16, probe=probe)
             assert probe.asked == [2 * (4 if spec.speculative else 1)] * sc.OVERHEAD_STEPS
             assert len(got[kind, pace]) == sc.OVERHEAD_STEPS  # every timed step kept, pooled later over rounds
-    parts = [FLAT_COST.parts(tree, 2, tau).total_ms for tau in (1.0, 4.0)]  # the extend at 1 to 4 tokens a request
-    for slow, fast in zip(got["tree", 0.5], got["tree", 1.5]):
-        assert min(parts) - 1e-6 <= slow - fast <= max(parts) + 1e-6
-    assert got["plain", 0.5] == pytest.approx([10.0 - 0.5 * FLAT_COST.plain_ms(2)] * sc.OVERHEAD_STEPS)
-    for slow, fast in zip(got["plain", 0.5], got["plain", 1.5]):
-        assert slow - fast == pytest.approx(FLAT_COST.plain_ms(2))
+            tokens = 4 if spec.speculative else 1
+            assert [f for _, f in got[kind, pace]] == pytest.approx([4.0 / (FLAT_COST.forward_ms(2, tokens) * pace)]
+                                                                    * sc.OVERHEAD_STEPS)
+    drafts = [FLAT_COST.parts(tree, 2, tau).draft_ms for tau in (1.0, 4.0)]  # the extend at 1 to 4 tokens a request
+    for (slow, _), (fast, _) in zip(got["tree", 0.5], got["tree", 1.5]):
+        assert min(drafts) - 1e-6 <= slow - fast <= max(drafts) + 1e-6
+        assert 6.0 - 1.5 * max(drafts) - 1e-6 <= fast < 6.0
+    assert [o for o, _ in got["plain", 0.5]] == [o for o, _ in got["plain", 1.5]] == pytest.approx([6.0] * sc.OVERHEAD_STEPS)
+    one = sc._step_overheads(wb, SpecConfig("vanilla"), batch=1, forwards=FLAT_COST, prefix_len=16, probe=Probe(1.0))
+    assert {f for _, f in one} == {None}  # one request: no batch to set against one sequence
+
+
+def test_the_forward_pace_is_the_median_per_batch_over_every_kind_and_round_and_the_overhead_leaves_it_out():
+    """``forward_paces`` pools every timed step's pace per batch over the kinds and rounds (JSON's
+    lists as well as tuples), none at one request; ``overhead_points`` reads the overheads alone."""
+    import workbench.measure.step_cost as sc
+
+    rounds = [{"plain": {1: [(1.0, None)], 4: [(2.0, 1.1), (2.2, 1.3)]}, "tree": {4: [(5.0, 1.2)], 8: [(9.0, 1.4)]}},
+              {"plain": [[4, [[2.4, 1.5]]]], "tree": [[8, [[9.5, 1.6], [9.9, None]]]]}]
+    assert sc.forward_paces(rounds) == [[4, 1.25], [8, 1.5]]
+    assert sc.overhead_points(rounds) == {"plain": [[1, 1.0], [4, 2.2]], "tree": [[4, 5.0], [8, 9.5]]}
+    assert sc.overhead_points([{"plain": [[1, [3.0, 4.0]]]}]) == {"plain": [[1, 3.5]]}  # an older entry's bare numbers
 
 
 def test_the_overhead_prices_each_steps_verify_at_the_tokens_its_trees_held(wb, monkeypatch):
@@ -556,9 +578,21 @@ def test_the_overhead_prices_each_steps_verify_at_the_tokens_its_trees_held(wb, 
 
 
 def test_the_context_term_is_timed_per_committed_token_at_each_count_of_new_tokens(wb, monkeypatch):
+    """Both contexts are read as a lone request's cache is in the engine, one ascending run of slots
+    (a view of the pool), so the difference holds no gather that only one of them paid."""
+    import workbench.measure.cost as cost
     import workbench.measure.step_cost as sc
 
+    built, requests_batch = [], cost.requests_batch
+
+    def recording(n, prefixes, new_slots, device):
+        built.extend(list(p) + list(s) for p, s in zip(prefixes, new_slots))
+        return requests_batch(n, prefixes, new_slots, device)
+
+    monkeypatch.setattr(cost, "requests_batch", recording)
     got = sc.measure_kv(wb)
+    assert built and all(slots == list(range(slots[0], slots[0] + len(slots))) for slots in built)
+    assert {len(slots) for slots in built} > {sc.PREFIX + n for n in sc.KV_TOKENS}  # the long context too
     assert [n for n, _ in got] == list(sc.KV_TOKENS)
     ms = [v for _, v in got]
     assert all(0.0 <= v < 1.0 for v in ms)  # ms a token: well under a ms on any machine
@@ -733,7 +767,8 @@ def test_a_notebook_reads_a_cached_step_cost_of_an_older_format_as_it_is(wb, tmp
     head = read_policy("auto").draft
     good = ([(n, 10.0 + n) for n in sc.VERIFY_SIZES], [(r, 1.0) for r in sc.DRAFT_ROWS])
     older = {"verify": good[0], "draft": good[1], "overhead": {"spec_per_step": 2.0}, "measured": "an older day",
-             "overhead_batches": list(sc.OVERHEAD_BATCHES), "prefill": [[32, 5.0]], "catch_up": []}
+             "overhead_batches": list(sc.OVERHEAD_BATCHES), "prefill": [[32, 5.0]], "catch_up": [],
+             "overhead_timing": sc.OVERHEAD_TIMING}
     assert sc._readable(older) and not sc._current(older)
     monkeypatch.setattr(store, "default_cache_dir", lambda: tmp_path)
     monkeypatch.setattr(sc, "step_cost_for", lambda *a, **k: pytest.fail("measured again"))
@@ -838,7 +873,8 @@ def test_a_step_cost_measures_its_own_sources_overhead_and_draft(wb, tmp_path, m
         plain_given.append(plain_known)
         spec = {"head": 2.0, "ngram": 0.5, "exit": 1.0}[source.kind]
         first = {"head": 0.3, "ngram": 0.9, "exit": 0.9}[source.kind]  # what each would time on its own
-        flat = lambda ms: {b: [ms] for b in sc.OVERHEAD_BATCHES}  # noqa: E731
+        pace = {"head": 1.25, "ngram": 1.5, "exit": 1.5}[source.kind]  # a batch's forward over one sequence's
+        flat = lambda ms: {b: [(ms, pace if b > 1 else None)] for b in sc.OVERHEAD_BATCHES}  # noqa: E731
         return {**({} if plain_known else {"plain": flat(first)}), "tree": flat(spec), "chain": flat(spec)}
 
     monkeypatch.setattr(sc, "time_overhead_steps", overhead)
@@ -851,6 +887,8 @@ def test_a_step_cost_measures_its_own_sources_overhead_and_draft(wb, tmp_path, m
     assert all(plain_given[sc.ROUNDS:])
     assert {got[name].overhead.plain_per_step for name in drafts} == {0.3}
     assert {got[name].verify for name in drafts} == {got["eagle2:4/3/2"].verify}
+    # the batches' forward pace is the target's too, timed with the first source's steps
+    assert {got[name].batched for name in drafts} == {tuple((b, 1.25) for b in sc.OVERHEAD_BATCHES if b > 1)}
     assert got["eagle2:4/3/2"].draft == tuple((r, 1.0 + r) for r in sc.DRAFT_ROWS)
     assert got["eagle2:4/3/2"].overhead.spec_per_step == 2.0
     assert got["eagle2:4/3/2@ngram"].draft == () and got["eagle2:4/3/2@ngram"].overhead.spec_per_step == 0.5

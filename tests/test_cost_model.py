@@ -237,17 +237,18 @@ def test_every_predictor_reads_the_one_model_and_none_interpolates_on_its_own():
 
 def test_a_steps_context_is_priced_in_its_verify_beyond_the_context_the_curves_held():
     """``kv_ms(D)`` a committed token a request reads when each brings D new tokens: B requests of
-    mean context L cost ``kv_ms(D) * (B*L - (B-1)*prefix) - kv_ms(B*D) * verify_prefix`` over the
-    curves (the curve's one sequence of B*D tokens read its prefix, the overhead's batches held
-    the others at ``prefix``), in the verify; plain decoding (D = 1) pays less a token than a
-    tree's verify at the same batch; a closed loop reads its requests' mean context."""
+    mean context L cost ``kv_ms(D) * B*L - kv_ms(B*D) * verify_prefix`` over the curves (every
+    request reads its own context; the curve's one sequence of B*D tokens read its prefix), in the
+    verify; plain decoding (D = 1) pays less a token than a tree's verify at the same batch; a
+    closed loop reads its requests' mean context."""
     from dataclasses import replace
 
     cost = replace(COST, kv=((1, 0.01), (4, 0.02), (32, 0.04)), prefix=128.0)
     tree = parse_spec("eagle2:4/3/2")  # 4 new tokens a request
     assert cost.kv_ms(2) == pytest.approx(0.01 + 0.01 / 3) and cost.kv_ms(64) == 0.04  # flat past the last point
-    assert cost.context_ms(8, 400) == pytest.approx(0.01 * (8 * 400 - 7 * 128) - cost.kv_ms(8) * 128)
-    assert cost.context_ms(8, 400, 4) == pytest.approx(0.02 * (8 * 400 - 7 * 128) - 0.04 * 128)
+    assert cost.context_ms(8, 400) == pytest.approx(0.01 * 8 * 400 - cost.kv_ms(8) * 128)
+    assert cost.context_ms(8, 400, 4) == pytest.approx(0.02 * 8 * 400 - 0.04 * 128)
+    assert cost.context_ms(8, 128) > 0  # eight requests read eight prefixes, the curve's one sequence one
     assert cost.context_ms(1, 128) == 0.0 and cost.context_ms(1, 128, 4) == 0.0  # the curves' own context
     assert cost.context_ms(8, None) == 0.0 and COST.context_ms(8, 400) == 0.0
     assert cost.context_ms(1, 64) == pytest.approx(-0.64)  # shorter than the curves': cheaper

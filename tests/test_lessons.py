@@ -522,7 +522,8 @@ def test_the_step_cost_at_other_threads_is_read_from_the_cache_never_measured(tm
     monkeypatch.setattr(sc, "_cache_key", lambda wb, source: here)
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
     entry = lambda ms: {"verify": [[n, ms * (1 + n / 64)] for n in sc.VERIFY_SIZES],  # noqa: E731
-                        "draft": [[r, 1.0] for r in sc.DRAFT_ROWS], "overhead": {}, "measured": f"{ms}"}
+                        "draft": [[r, 1.0] for r in sc.DRAFT_ROWS], "overhead": {}, "measured": f"{ms}",
+                        "overhead_timing": sc.OVERHEAD_TIMING}
     path = tmp_path / sc.CACHE_FILE
     add_entry(path, here, value=entry(60.0), tag="[test]", what="a step cost")
     assert cached_at_threads(None, None, 2) is None  # only this process's threads are cached: nothing measured

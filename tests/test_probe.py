@@ -56,8 +56,8 @@ def test_a_probe_at_a_batch_times_the_batchs_own_forwards_after_the_runs_prompts
 
 def test_the_batched_forwards_pace_is_their_time_over_the_curves_word():
     """A probe's batched forward against what the probed curve and the context term say of the
-    same forward (the other requests' share at ``prefix`` added back: the forward is bare); the
-    factor scales a step of more than one request, 1 at one."""
+    same forward (every request's context priced by the context term); the factor scales a step
+    of more than one request, 1 at one; probes that timed no batch leave the step cost's own."""
     from dataclasses import replace
 
     cost = replace(COST, kv=((1, 0.01),), prefix=4.0)
@@ -74,6 +74,9 @@ def test_the_batched_forwards_pace_is_their_time_over_the_curves_word():
     assert got.plain_ms(1) == alone.plain_ms(1)  # one request: the curves' own
     assert StepCost.from_dict(got.as_dict()).batched == got.batched
     assert batch_paces(cost, PROBES) == () and probed(cost, PROBES, head=False).batch_pace(8) == 1.0  # none timed
+    measured = replace(cost, batched=((8, 1.3),))  # its own steps' pace, timed with the overhead
+    assert probed(measured, PROBES, head=False).batched == ((8, 1.3),)
+    assert probed(measured, probes, head=False).batched == got.batched  # the run's, where its probes timed one
 
 
 PROBES = [{"prompt_tokens": 10, "prefill_ms": 30.0, "verify": [[1, 9.0], [4, 11.0]], "catch_up_ms": 2.0,

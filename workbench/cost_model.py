@@ -9,10 +9,11 @@ A step of B requests under a setting (``num_steps`` S, ``topk`` K, ``num_draft_t
 charged, in ms:
 
     verify(B·D)                    one target forward + logits over every request's tree
-    + kv(D) · (B·L - ...)          the keys and values of each request's L committed tokens,
-                                   read every layer by each of its D new tokens, beyond the
-                                   context the curves were timed at
-      (these two × pace(B): a batch's forward at a run's own pace, where its probes timed one)
+    + kv(D) · B·L - kv(B·D) · P    the keys and values of each request's L committed tokens,
+                                   read every layer by each of its D new tokens, less the P
+                                   the curve's one sequence read where it was timed
+      (these two × pace(B): what a batch's forward takes over one sequence's of as many tokens,
+       measured with the overhead, or at a run's own pace where its probes timed one)
     + draft(B·τ)                   the draft extend: each request's accepted tokens and bonus
                                    (τ rows a request on average; one when τ is not known yet)
     + (S - 1) · draft(B·K)         the tree levels after the first, K frontier rows a request
@@ -148,7 +149,9 @@ class Curve:
 @dataclass(frozen=True)
 class Overhead:
     """ms a step spends outside the forwards, as ``per_step + per_request * B``, measured apart for
-    plain and speculative steps (``measure/step_cost.py``). All zero: not measured (forwards only).
+    plain and speculative steps (``measure/step_cost.py``: each step less its target forward by the
+    engine's clock and its draft forwards; what a batch's target forward takes over one sequence's
+    is ``StepCost.batched``, not this). All zero: not measured (forwards only).
 
     The speculative terms were measured at a tree of ``spec_levels`` draft levels (``num_steps``);
     each level more or fewer adds or takes ``level_per_step + level_per_request * B`` (the
@@ -297,16 +300,17 @@ class StepCost:
     committed tokens each request held where the curves and the overhead were measured;
     ``verify_prefix``: the context of the one sequence the verify curve was timed after, where it
     differs (a probe after a run's prompt; None: ``prefix``). A step of B requests of D new tokens
-    each and mean context L is priced ``kv_ms(D) * (B*L - (B-1)*prefix) - kv_ms(B*D) *
-    verify_prefix`` over its curves, in its verify (``parts``'s ``context``): the curve's one
-    sequence of B*D tokens read ``verify_prefix`` tokens, the overhead's batches held the other
-    requests at ``prefix``.
+    each and mean context L is priced ``kv_ms(D) * B*L - kv_ms(B*D) * verify_prefix`` over its
+    curves, in its verify (``parts``'s ``context``): every request reads its own context, and the
+    curve's one sequence of B*D tokens read ``verify_prefix`` tokens.
 
     ``batched``: (requests, factor) points: what a forward of that many requests, each after its
-    own context, took over what the curves and the context term say of it, timed at a run's own
-    pace (a probe's batched forward, ``measure/probe.py``); a step of B > 1 requests has its verify
-    part scaled by the factor read at B (``batch_pace``: 1 at one request, linear between the
-    points, flat past the last). Empty: 1 at every batch (a step cost measured once and cached)."""
+    own context, took over what the curves and the context term say of it: the engine's steps of
+    the overhead's measurement, each against a bare forward timed beside it
+    (``measure/step_cost.py``), or a run's own probes (``measure/probe.py``); a step of B > 1
+    requests has its verify part scaled by the factor read at B (``batch_pace``: 1 at one request,
+    linear between the points, flat past the last). Empty: 1 at every batch (a step cost measured
+    before the factor was kept, or made up)."""
 
     verify: tuple[tuple[int, float], ...]
     draft: tuple[tuple[int, float], ...] = ()
@@ -381,13 +385,12 @@ class StepCost:
 
     def context_ms(self, batch: float, context: float | None, tokens: float = 1) -> float:
         """What ``batch`` requests of ``context`` committed tokens each (a mean), each bringing
-        ``tokens`` new tokens (a plain step: 1), read beyond what the curves and the overhead
-        priced (``kv``; 0 when either is unknown). Negative where the context is shorter than theirs."""
+        ``tokens`` new tokens (a plain step: 1), read beyond what the curve's one sequence read
+        (``kv``; 0 when either is unknown). Negative where the context is shorter than its."""
         if context is None or not self.kv:
             return 0.0
         verify_at = self.prefix if self.verify_prefix is None else self.verify_prefix
-        return (self.kv_ms(tokens) * (batch * context - (batch - 1) * self.prefix)
-                - self.kv_ms(batch * tokens) * verify_at)
+        return self.kv_ms(tokens) * batch * context - self.kv_ms(batch * tokens) * verify_at
 
     def parts(self, spec, batch: float = 1, tau: float | None = None, nodes: float | dict | None = None, *,
               context: float | None = None) -> StepParts:

@@ -222,7 +222,7 @@ def probed(cost: StepCost, probes: list[dict], *, head: bool) -> StepCost:
                "measured": label(cost.measured or "an undated step cost", len(probes)),
                "verify_prefix": median(p["prompt_tokens"] for p in probes)}  # the probes' verify read its prompt
     priced = replace(cost, **changes)
-    changes["batched"] = batch_paces(priced, probes)
+    changes["batched"] = batch_paces(priced, probes) or cost.batched  # none timed at a batch: the step cost's
     drafted = [p for p in probes if p.get("draft")]
     if head and drafted:
         draft, draft_range = _curve(drafted, "draft")
@@ -235,8 +235,7 @@ def batch_paces(cost: StepCost, probes: list[dict]) -> tuple[tuple[int, float], 
     """(requests, factor) per batch size the probes' batched forwards timed: the median over
     probes and counts of new tokens of each forward's ms over what ``cost`` says of the same
     forward at one request's pace (``StepCost.batched``): the curve at the batch's tokens and
-    every request's context by the context term (``forward_ms``, with the share a step's overhead
-    holds, the other requests at ``prefix``, added back: this forward is bare)."""
+    every request's context by the context term (``forward_ms``)."""
     alone = replace(cost, batched=())
     by_batch: dict[int, list[float]] = {}
     for p in probes:
@@ -244,8 +243,7 @@ def batch_paces(cost: StepCost, probes: list[dict]) -> tuple[tuple[int, float], 
         if not b:
             continue
         for n, ms in b["forward"]:
-            held = alone.kv_ms(n) * (b["requests"] - 1) * alone.prefix if alone.kv else 0.0
-            model = alone.forward_ms(b["requests"], n, b["context"]) + held
+            model = alone.forward_ms(b["requests"], n, b["context"])
             if model > 0:
                 by_batch.setdefault(int(b["requests"]), []).append(ms / model)
     return tuple((n, round(median(f), 4)) for n, f in sorted(by_batch.items()) if n > 1)

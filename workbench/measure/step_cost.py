@@ -4,19 +4,26 @@
 ``VERIFY_SIZES`` total tokens and the draft's forward cost at ``DRAFT_ROWS`` rows (``cost.py``'s
 ``measure_verify_cost`` and ``measure_draft_cost``, after a committed prefix of ``PREFIX``
 tokens), and the step's **overhead** outside the forwards: real engine steps, plain and
-speculative (``OVERHEAD_SETTING``), of ``OVERHEAD_BATCHES`` requests, timed whole, less their
-forwards; the least-squares line through the batches gives ms per step and ms per request
-(batches up to 8, as many as a load keeps in flight). The line is fitted once, through each
-batch's median over every timed step of every round (``overhead_fields``): a step's overhead is a
-difference of two times, tens of ms either way on a busy 2-core machine (one batch of 8 gave
-17.7, -1.7 and 0.4 ms in three rounds of six steps), and the medians of rounds' separate lines
-(their intercepts and slopes taken apart) made a line that no round had drawn. The forwards are priced at the moment of
-the step (``PaceProbe``): right after each timed step a bare target forward over as many tokens
-as the step verified is timed, and stands for its verify; the draft's forwards are its curve at
-the pace that bare forward shows. A 2-core machine's pace drifts by a fifth or more between the
-curves and the steps (a one-token forward took 54, 73 and 85 ms in three rounds a minute apart):
-taken against the curves alone, that drift counted as overhead, tens of ms either way, more than
-the few ms a step spends outside its forwards. Speculative steps are timed
+speculative (``OVERHEAD_SETTING``), of ``OVERHEAD_BATCHES`` requests, each timed whole, less its
+target forward and logits by the engine's own phase clock (``timings.target_ms``) and less its
+draft forwards on the curves at the pace of the moment (``PaceProbe``: right after each timed
+step a bare target forward over as many tokens as the step verified is timed, and its ratio to
+the curve scales the draft's curve; a 2-core machine's pace drifts by a fifth or more between the
+curves and the steps: a one-token forward took 54, 73 and 85 ms in three rounds a minute apart).
+The least-squares line through the batches gives ms per step and ms per request (batches up to
+8, as many as a load keeps in flight), fitted once through each batch's median over every timed
+step of every round (``overhead_fields``): one batch of 8 gave 17.7, -1.7 and 0.4 ms in three
+rounds of six steps, and the medians of rounds' separate lines made a line that no round had drawn.
+
+A batch's target forward is slower than one sequence of as many tokens (each request's attention
+reads its own keys, gathered from slots that interleave with the others'), and by how much moves
+with the minute. That share is kept apart from the overhead: at a batch over one each step's
+target clock over the bare forward's pace and the context term (``StepCost.forward_ms``) is a
+**forward pace**, their median per batch ``StepCost.batched``, which a benchmark's own probes
+replace with the run's (``probe.py``). Priced inside the overhead line, the pace of the minute the
+line was timed stayed in every later prediction (a cached n-gram line put 44.6 ms outside the
+forwards of a step of 8 whose engine clocks showed 2 ms: docs/benchmarks.md, "Speculation under
+load"), and a run's probes priced it a second time. Speculative steps are timed
 at a chain of one too (``LEVEL_SETTING``): the difference, per draft level, prices a setting of
 more or fewer levels than the tree (``Overhead``). What a draft
 forward costs each draft source says (``DraftSource.draft_cost``, given the ``Timers`` here): the
@@ -84,10 +91,12 @@ OVERHEAD_STEPS = 10  # timed steps per batch, kind and round, after untimed ones
 PATTERN = 16  # tokens of the block the overhead's prompts repeat (``overhead_prompts``)
 OVERHEAD_SETTING = dict(num_steps=3, topk=2, num_draft_tokens=4)  # a small tree: what a CPU runs
 LEVEL_SETTING = dict(num_steps=1, topk=1, num_draft_tokens=2)  # a chain of one: the per-level overhead against the tree
-# The overhead's forwards priced at the step's moment (``PaceProbe``) and at the tokens each step verified,
-# the prompts a repeated block, the line through every round's steps pooled per batch; older entries:
-# "paced" (random prompts, the verify at num_draft_tokens, rounds' lines), or none (at the curves' pace).
-OVERHEAD_TIMING = "paced, verified tokens, pooled"
+# The overhead: each step less its target forward by the engine's own clock and its draft forwards at
+# the step's moment (``PaceProbe``); a batch's target forward over one sequence's pace kept apart
+# (``StepCost.batched``); the prompts a repeated block, the line through every round's steps pooled
+# per batch. Older entries: "paced, verified tokens, pooled" (the step less all its forwards at the
+# probe's pace: a batch's own slowness in its overhead line), "paced", or none.
+OVERHEAD_TIMING = "target by the engine's clock, batches' pace apart"
 # Prompt tokens of the prefills timed (each prefill once a round): Spec-Bench's prompts run from
 # about 40 to 770 tokens through the chat template; past 512 the last slope is read on.
 PREFILL_LENGTHS = (32, 128, 512)
@@ -136,9 +145,13 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
     kv = measure_kv(wb) if target is None else [list(p) for p in target.kv]
     say(f"[cost] measured in {time.perf_counter() - t0:.0f} s")
     plain = None if target is None else target.overhead
+    # a batch's target forward is the target's: with a run's target part, its pace too
+    batched = ([list(p) for p in target.batched] if target is not None and target.batched
+               else forward_paces([r["overhead_steps"] for r in rounds]))
     for r in rounds:  # each round's own lines, kept to show how far the rounds lie apart
         r["overhead"] = overhead_fields([r["overhead_steps"]], plain=plain)
-        r["overhead_steps"] = {kind: [[b, [round(ms, 3) for ms in got]] for b, got in by_batch.items()]
+        r["overhead_steps"] = {kind: [[b, [[round(ms, 3), None if f is None else round(f, 4)] for ms, f in got]]
+                                      for b, got in by_batch.items()]
                                for kind, by_batch in r["overhead_steps"].items()}
     verify, v_agree = _agreed([r["verify"] for r in rounds])
     draft, d_agree = _agreed([r["draft"] for r in rounds], slack_ms=DRAFT_SLACK * verify[0][1])
@@ -149,7 +162,7 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
              "overhead_batches": list(OVERHEAD_BATCHES),
              "prefill": _agreed([r["prefill"] for r in rounds])[0],
              "catch_up": _agreed([r["catch_up"] for r in rounds])[0],
-             "overhead_timing": OVERHEAD_TIMING, "kv": kv, "prefix": PREFIX,
+             "overhead_timing": OVERHEAD_TIMING, "kv": kv, "prefix": PREFIX, "batched": batched,
              "measured": measurement_label(wb), "cpu": cpu_signature(), "rounds": ROUNDS, "per_round": rounds,
              **({} if target is None else {"target_from": target.measured})}
     if not (v_agree and d_agree):
@@ -177,7 +190,7 @@ def _with_target(cost: StepCost, target: StepCost | None) -> StepCost:
     overhead = replace(cost.overhead, plain_per_step=target.overhead.plain_per_step,
                        plain_per_request=target.overhead.plain_per_request, points=tuple(points.items()))
     return replace(cost, verify=target.verify, verify_range=target.verify_range, prefill=target.prefill,
-                   overhead=overhead, kv=target.kv, measured=f"{cost.measured}; its target part {target.measured}")
+                   overhead=overhead, kv=target.kv, batched=target.batched or cost.batched, measured=f"{cost.measured}; its target part {target.measured}")
 
 
 def measurement_label(wb) -> str:
@@ -196,13 +209,13 @@ def _ranges(rounds: list[list[tuple[int, float]]]) -> list[tuple[float, float]]:
 
 
 def time_overhead_steps(wb, source: DraftSource | None, forwards: StepCost, prefix_len: int = PREFIX,
-                        plain_known: bool = False) -> dict[str, dict[int, list[float]]]:
-    """One round of what engine steps take beyond their forwards (module docstring), by kind and
-    batch: ``"plain"`` steps (not when ``plain_known``: plain decoding's overhead is already measured in
-    this run), and with a draft ``source`` speculative steps of ``OVERHEAD_SETTING`` (``"tree"``)
-    and of ``LEVEL_SETTING`` (``"chain"``), each at ``OVERHEAD_BATCHES`` requests of
-    ``prefix_len``-token prompts, ``OVERHEAD_STEPS`` ms each; ``forwards`` prices the forwards
-    (curves measured after the same prefix, without overhead)."""
+                        plain_known: bool = False) -> dict[str, dict[int, list[tuple[float, float | None]]]]:
+    """One round of engine steps timed (module docstring), by kind and batch: ``"plain"`` steps
+    (not when ``plain_known``: plain decoding's overhead is already measured in this run), and with
+    a draft ``source`` speculative steps of ``OVERHEAD_SETTING`` (``"tree"``) and of
+    ``LEVEL_SETTING`` (``"chain"``), each at ``OVERHEAD_BATCHES`` requests of ``prefix_len``-token
+    prompts, ``OVERHEAD_STEPS`` (overhead ms, forward pace) each (``_step_overheads``);
+    ``forwards`` prices the forwards (curves measured after the same prefix, without overhead)."""
     from workbench.engine.config import SpecConfig
 
     probe = PaceProbe(wb, forwards, prefix_len, tokens=max(OVERHEAD_BATCHES) * OVERHEAD_SETTING["num_draft_tokens"])
@@ -214,15 +227,38 @@ def time_overhead_steps(wb, source: DraftSource | None, forwards: StepCost, pref
                    for b in OVERHEAD_BATCHES} for kind, spec in specs.items()}
 
 
+def _steps(by_batch) -> list[tuple[int, list]]:
+    """(batch, timed steps) pairs of one kind, from ``time_overhead_steps``' dict or from JSON."""
+    return [(int(b), got) for b, got in (by_batch.items() if isinstance(by_batch, dict) else by_batch)]
+
+
+def _overhead_ms(step) -> float:
+    """A timed step's overhead: the first of ``_step_overheads``' pair (a bare number as JSON keeps it)."""
+    return float(step[0]) if isinstance(step, (list, tuple)) else float(step)
+
+
 def overhead_points(rounds: list[dict]) -> dict[str, list[list[float]]]:
     """Each kind's ``[batch, ms]`` points: the median over every round's timed steps of that batch
     (``time_overhead_steps``' answers, or the same as JSON keeps them)."""
     pooled: dict[str, dict[int, list[float]]] = {}
     for steps in rounds:
         for kind, by_batch in steps.items():
-            for b, got in (by_batch.items() if isinstance(by_batch, dict) else by_batch):
-                pooled.setdefault(kind, {}).setdefault(int(b), []).extend(got)
+            for b, got in _steps(by_batch):
+                pooled.setdefault(kind, {}).setdefault(b, []).extend(_overhead_ms(x) for x in got)
     return {kind: [[b, round(median(got), 3)] for b, got in sorted(by_batch.items())] for kind, by_batch in pooled.items()}
+
+
+def forward_paces(rounds: list[dict]) -> list[list[float]]:
+    """``StepCost.batched``'s (requests, factor) points: per batch over one, the median over every
+    round's timed steps of every kind of the step's target forward over one request's pace
+    (``_step_overheads``' second figure)."""
+    pooled: dict[int, list[float]] = {}
+    for steps in rounds:
+        for by_batch in steps.values():
+            for b, got in _steps(by_batch):
+                pooled.setdefault(b, []).extend(float(x[1]) for x in got
+                                                if isinstance(x, (list, tuple)) and x[1] is not None)
+    return [[b, round(median(f), 4)] for b, f in sorted(pooled.items()) if b > 1 and f]
 
 
 def overhead_fields(rounds: list[dict], plain: Overhead | None = None) -> dict[str, float]:
@@ -279,13 +315,19 @@ class PaceProbe:
 
 
 def _step_overheads(wb, spec, *, batch: int, forwards: StepCost, prefix_len: int,
-                    probe: PaceProbe | None = None) -> list[float]:
-    """For each of ``OVERHEAD_STEPS`` engine steps of ``batch`` requests under ``spec``, the
-    step's wall time less its forwards' cost on the curves (the verify at the tokens the step's
-    trees held, the draft extend at the tokens each request emitted in the step before), at the
-    pace ``probe`` finds right after the step (None: the curves' pace). Requests of ``prefix_len``
-    tokens (``overhead_prompts``), so the forwards see the curves' prefix; the prefill and the
-    first speculative step (the draft's catch-up over the prompt) are not timed."""
+                    probe: PaceProbe | None = None) -> list[tuple[float, float | None]]:
+    """For each of ``OVERHEAD_STEPS`` engine steps of ``batch`` requests under ``spec``, two
+    figures (module docstring): the step's **overhead**, its wall time less its target forward and
+    logits by the engine's own phase clock (``timings.target_ms``) less its draft forwards on the
+    curves (the extend at the tokens each request emitted in the step before, the levels) at the
+    pace ``probe`` finds right after the step (None: the curves' pace); and, at a batch over one,
+    its target forward's **pace**: that clock over what the curves and the context term say of the
+    same forward (``StepCost.forward_ms`` at one request's pace: the curve at the tokens the step's
+    trees held, every request's context) at the probe's pace (None at one request). Requests of
+    ``prefix_len`` tokens (``overhead_prompts``), so the forwards see the curves' prefix; the
+    prefill and the first speculative step (the draft's catch-up over the prompt) are not timed."""
+    from workbench.engine.timings import target_ms
+
     prompts = overhead_prompts(wb.target.config.vocab_size, batch, prefix_len)
     engine = wb.engine(spec)
     engine.stop_ids = set()  # a random prompt may sample a stop token early: keep the batch whole
@@ -296,16 +338,19 @@ def _step_overheads(wb, spec, *, batch: int, forwards: StepCost, prefix_len: int
         if engine.done:
             break
         tau = sum(emitted) / batch
+        context = sum(len(r.prompt_ids) + len(r.output_ids) - 1 for r in engine.requests) / batch  # committed
         t0 = _synced(engine.device)
         engine.step()
         took = (_synced(engine.device) - t0) * 1e3
         if k >= untimed and len(engine.running) == batch:
             # the tokens each tree put to the target, root included: an n-gram tree the lookup filled
             # in part verifies fewer than num_draft_tokens, and is priced so
-            nodes = [r.drafts_verified[-1] + 1 for r in engine.requests]
+            nodes = [r.drafts_verified[-1] + 1 for r in engine.requests] if spec.speculative else [1] * batch
             pace = probe.pace(sum(nodes)) if probe is not None else 1.0
+            target = target_ms(engine._timed.ms)
             priced = forwards.parts(spec, batch, tau, nodes=sum(nodes) / batch if spec.speculative else None)
-            out.append(took - priced.total_ms * pace)  # ``forwards`` holds no overhead
+            bare = replace(forwards, batched=()).forward_ms(batch, sum(nodes) / batch, context) * pace
+            out.append((took - target - priced.draft_ms * pace, target / bare if batch > 1 and bare > 0 else None))
         emitted = [r.accept_lengths[-1] if r.accept_lengths else 1 for r in engine.requests]
     if not out:
         raise RuntimeError(f"no engine step of {spec.name} at {batch} requests could be timed")
@@ -329,7 +374,12 @@ def measure_kv(wb) -> list[list[float]]:
     """(new tokens a request, ms) points of what a step spends for each committed token a request's
     attention reads (``StepCost.kv``): for each n of ``KV_TOKENS``, one forward (and its logits) of
     ``KV_REQUESTS`` requests of n new tokens each after ``KV_LONG`` committed random tokens each,
-    against the same after their first ``PREFIX`` (the same keys and values, fewer of them), every
+    against the same after their last ``PREFIX`` (the same keys and values, fewer of them; the
+    new tokens' slots follow the committed ones, so both read their context as one ascending run
+    of slots, as a lone request's attention does in the engine: ``attention/sdpa.py``,
+    ``contiguous_run``; against the first ``PREFIX``, the short forward gathered its keys where
+    the long one read a view, and the difference, a gather's cost taken off, priced the context
+    too cheap), every
     (n, context) pair in turn ``KV_REPEATS`` times after one untimed round; each n's medians'
     difference over the tokens between. Never below 0, nor below a smaller n's (two noisy times
     can say so; more new tokens read the same keys no fewer times). Empty where the model's
@@ -360,7 +410,7 @@ def measure_kv(wb) -> list[list[float]]:
         def run() -> float:
             new = [alloc.alloc(n) for _ in committed]
             try:
-                batch = requests_batch(n, [c[:context] for c in committed], new, device)
+                batch = requests_batch(n, [c[len(c) - context:] for c in committed], new, device)
                 t0 = _synced(device)
                 target.logits(target(batch, kv))
                 return (_synced(device) - t0) * 1e3
@@ -492,8 +542,10 @@ class Timers:
 
 
 def _readable(cached) -> bool:
-    """Whether a cache entry's curves were measured at today's sizes, with an overhead (one from a
-    sparser grid, or unreadable, is not)."""
+    """Whether a cache entry's curves were measured at today's sizes, with an overhead of today's
+    meaning (``OVERHEAD_TIMING``: before, it held a batch's slower forward, which the model now
+    prices apart, ``StepCost.batched``, and would price twice); one from a sparser grid, or
+    unreadable, is not."""
     if not isinstance(cached, dict):
         return False
     try:
@@ -502,7 +554,8 @@ def _readable(cached) -> bool:
     except (KeyError, TypeError, ValueError):
         return False
     # the draft at DRAFT_ROWS when timed, at the verify sizes when read off them (exit:N), none without a forward
-    return verify == list(VERIFY_SIZES) and draft in ([], list(DRAFT_ROWS), list(VERIFY_SIZES)) and "overhead" in cached
+    return (verify == list(VERIFY_SIZES) and draft in ([], list(DRAFT_ROWS), list(VERIFY_SIZES)) and "overhead" in cached
+            and cached.get("overhead_timing") == OVERHEAD_TIMING)
 
 
 def _current(cached) -> bool:
@@ -517,7 +570,7 @@ def _current(cached) -> bool:
         return False
     return (cached.get("overhead_batches") == list(OVERHEAD_BATCHES) and set(prefill) <= set(PREFILL_LENGTHS)
             and "spec_levels" in cached["overhead"]  # the per-level overhead timed too
-            and cached.get("overhead_timing") == OVERHEAD_TIMING and "kv" in cached)  # the context term per new tokens
+            and "kv" in cached)  # the context term per new tokens
 
 
 def _agreed(rounds: list[list[tuple[int, float]]], slack_ms: float = 0.0) -> tuple[list[tuple[int, float]], bool]:
