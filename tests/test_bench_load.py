@@ -929,3 +929,23 @@ def test_the_load_report_prices_each_policy_by_its_own_draft_source(monkeypatch)
     assert "`head`: made up for head (made up); `ngram:1-12`: made up for ngram:1-12 (made up)" in md
     alone = predicted(rows[:2], policies, models, runs=runs, prompts=[[1] * 10])  # one source: no column
     assert "priced by |" not in "\n".join(load_report.predicted_md({"priced_by": priced, "rows": alone}))
+
+
+def test_the_load_report_lists_each_step_costs_overhead_context_term_and_batch_pace():
+    """One line per distinct measurement behind the predictions: its overhead lines, its context
+    term and what a batch's forward took over one sequence's; a record kept before the batch
+    pace was measured says nothing of it."""
+    from dataclasses import replace
+
+    from workbench.bench.load_report import step_cost_md
+    from workbench.cost_model import Overhead
+
+    cost = replace(FLAT_COST, measured="today", overhead=Overhead(plain_per_step=0.2, plain_per_request=0.03),
+                   kv=((1, 0.0075),), batched=((4, 1.19), (8, 1.32)))
+    lines = step_cost_md({"off": cost.as_dict(), "eagle2:4/3/2": cost.as_dict()})
+    (line,) = [x for x in lines if x.startswith("- ")]
+    assert line.startswith("- `off`, `eagle2:4/3/2`: today") and "plain 0.2 + 0.0·B" in line
+    assert "µs a step by the new tokens it brings: 1: 7.5" in line
+    assert "1.19x at B = 4, 1.32x at B = 8" in line
+    older = {k: v for k, v in cost.as_dict().items() if k != "batched"}
+    assert "at B = 8" not in "".join(step_cost_md({"off": older}))

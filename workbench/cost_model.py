@@ -26,10 +26,10 @@ overhead is measured too, as ms per step plus ms per request, separately for pla
 speculative steps (``Overhead``; zero when not measured, which prices the forwards alone). The
 context term (``StepCost.kv``, ``context_ms``) is measured as well: forwards of one request
 after 1,024 committed tokens against after 128, at 1 to 32 new tokens
-(``measure/step_cost.py``): on a 2-core CPU a few µs a committed token for a decode step and
-nearly twice as much for a verify of 2 to 8 tokens (every new token's attention reads the
-context), which the curves, timed after one 128-token prefix, cannot see, and which a batch of
-long prompts pays in every step (the load records list it with their step costs).
+(``measure/step_cost.py``): on a 2-core CPU several µs a committed token for a decode step and
+more for a verify of more tokens (every new token's attention reads the context), which the
+curves, timed after one 128-token prefix, cannot see, and which a batch of long prompts pays in
+every step (the load records list it with their step costs).
 
 ``predict(spec, tau, batch)`` turns a step's cost and τ (tokens a request emits per step) into
 tokens/s, TPOT and the speedup over plain decoding at the same batch.

@@ -163,7 +163,10 @@ def step_cost_md(costs: dict) -> list[str]:
         if kv:
             each = ", ".join(f"{n}: {ms * 1e3:.1f}" for n, ms in kv)
             line += (f". Each committed token a running request reads, µs a step by the new tokens it brings: {each}; "
-                     f"priced beyond the {c.get('prefix', 128):g}-token prefix the curves and the overhead were timed at")
+                     f"priced beyond the {c.get('prefix', 128):g}-token prefix the curves were timed at")
+        if c.get("batched"):
+            line += (". A forward of B requests over one sequence of as many tokens (each request's attention apart), "
+                     "measured with the overhead: " + ", ".join(f"{f:.2f}x at B = {n}" for n, f in c["batched"]))
         out.append(line + ".")
     if not out:
         return []
