@@ -21,9 +21,9 @@ with the minute. That share is kept apart from the overhead: at a batch over one
 target clock over the bare forward's pace and the context term (``StepCost.forward_ms``) is a
 **forward pace**, their median per batch ``StepCost.batched``, which a benchmark's own probes
 replace with the run's (``probe.py``). Priced inside the overhead line, the pace of the minute the
-line was timed stayed in every later prediction (a cached n-gram line put 44.6 ms outside the
-forwards of a step of 8 whose engine clocks showed 2 ms: docs/benchmarks.md, "Speculation under
-load"), and a run's probes priced it a second time. Speculative steps are timed
+line was timed stayed in every later prediction (a cached n-gram line priced 36.6 ms outside the
+forwards of steps of 6.7 requests whose engine clocks showed under 2 ms: docs/benchmarks.md,
+"Speculation under load"), and a run's probes priced it a second time. Speculative steps are timed
 at a chain of one too (``LEVEL_SETTING``): the difference, per draft level, prices a setting of
 more or fewer levels than the tree (``Overhead``). What a draft
 forward costs each draft source says (``DraftSource.draft_cost``, given the ``Timers`` here): the
