@@ -351,6 +351,15 @@ def test_rounds_interleave_the_methods_and_every_figure_is_the_rounds_median(tin
     assert "inside the rounds' range of the measured one for" in md
     row = next(r for r in report.predicted_rows(res) if r["method"] == "linear:2")
     assert row["measured_range"] == pytest.approx([lo, hi]) and row["inside"] == (lo <= row["predicted"] <= hi)
+    # the step columns at the mean context the method's decode steps read, as the engine's steps ran
+    context = report.turns_context(res["records"]["linear:2"])
+    spec = parse_methods("linear:2", None)[0].spec
+    model = report.pricing_model(res, "linear:2", spec)
+    nodes = report.verified_mix(res["records"]["linear:2"])
+    assert row["context"] == pytest.approx(context, abs=0.05) and context > 0
+    assert row["verify_ms"] == pytest.approx(model.parts(spec, 1, s["tau"], nodes, context=context).verify_ms, abs=0.01)
+    plain_context = report.turns_context(res["records"]["vanilla"])
+    assert row["plain_step_ms"] == pytest.approx(model.plain_ms(1, plain_context), abs=0.01)
     # whole turns predicted in tokens/s too, beside the rounds' range, plain decoding's included
     speeds = s["rounds"]["tokens_per_s"]
     assert row["measured_range_tok_s"] == pytest.approx([min(speeds), max(speeds)])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.cost_model import Curve, Overhead, StepCost
+from workbench.cost_model import Curve, Overhead, StepCost, decode_context
 from workbench.engine.config import SpecConfig, parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -264,6 +264,8 @@ def test_a_steps_context_is_priced_in_its_verify_beyond_the_context_the_curves_h
     assert replace(cost, verify_prefix=300.0).context_ms(1, 428) == pytest.approx(0.01 * 128)  # a probe's verify
     loop = cost.closed_loop(tree, 2.0, 1, prompt_lens=[100, 300], output_lens=[11, 31])
     context = ((100 + 5.5) * 10 + (300 + 15.5) * 30) / 40  # each request's steps at p + n/2, by its n - 1 steps
+    assert decode_context([100, 300, 50], [11, 31, 0]) == pytest.approx(context)  # a refused request reads nothing
+    assert decode_context([100], [1]) is None  # the prefill's token alone: no decode step
     assert loop.step.parts.total_ms == pytest.approx(cost.step_ms(tree, 1, 2.0, context=context))
     assert StepCost.from_dict(cost.as_dict()).context_ms(8, 400, 4) == pytest.approx(cost.context_ms(8, 400, 4))
     assert StepCost.from_dict({**COST.as_dict(), "kv": [], "kv_ms": 0.01}).kv == ((1, 0.01),)  # an older record

@@ -197,6 +197,16 @@ class Overhead:
         return any((self.plain_per_step, self.plain_per_request, self.spec_per_step, self.spec_per_request))
 
 
+def decode_context(prompt_lens, output_lens) -> float | None:
+    """The mean context the decode steps of requests of ``prompt_lens`` prompt tokens and
+    ``output_lens`` output tokens read: a request's steps run from its prompt to its prompt and
+    every token it wrote, p + n/2 on average, weighted by its n - 1 decode steps (None: no decode
+    step). ``StepCost.closed_loop`` prices a loop's steps there, a benchmark report its step columns."""
+    ran = [(p, n) for p, n in zip(prompt_lens, output_lens) if n > 0]
+    steps = sum(n - 1 for _, n in ran)
+    return sum((p + n / 2) * (n - 1) for p, n in ran) / steps if steps else None
+
+
 def verify_mix(nodes) -> dict[float, float]:
     """{tokens: share of the steps} of a request's verify: ``nodes`` as a count (every step the
     same) or as such a mapping (shares of any scale, normalised here). ValueError for a count
@@ -455,9 +465,7 @@ class StepCost:
         if len(prompt_lens) != len(output_lens):
             raise ValueError(f"one output length per prompt, got {len(output_lens)} for {len(prompt_lens)} prompts")
         ran = [(p, n) for p, n in zip(prompt_lens, output_lens) if n > 0]
-        steps = sum(n - 1 for _, n in ran)
-        context = sum((p + n / 2) * (n - 1) for p, n in ran) / steps if steps else None
-        step = self.predict(spec, tau, batch, nodes, context=context)
+        step = self.predict(spec, tau, batch, nodes, context=decode_context(prompt_lens, output_lens))
         catch_up = sum(self.catch_up_ms(p, step.tau) for p, _ in ran) if spec.speculative else 0.0
         return LoopPrediction(tokens=sum(n for _, n in ran), step=step,
                               decode_ms=sum(n - 1 for _, n in ran) / step.tau * step.parts.total_ms / batch,

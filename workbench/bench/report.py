@@ -232,12 +232,17 @@ def predicted_rows(result: dict) -> list[dict]:
         spec = parsed[0].spec
         model = pricing_model(result, name, spec)
         nodes = verified_mix((result.get("records") or {}).get(name) or ()) or verified_nodes(s)
-        p = model.predict(spec, s["tau"], nodes=nodes)
+        turns = _turns(result, name)
+        context = turns_context(turns)
+        p = model.predict(spec, s["tau"], nodes=nodes, context=context)
+        plain_context = turns_context(plain_turns)
         row = {"method": name, "tau": s["tau"], "nodes": spec.num_draft_tokens if nodes is None else mean_nodes(nodes),
-               "step_predicted": round(p.speedup, 3), "plain_step_ms": round(p.plain_ms, 2),
+               "step_predicted": round(p.speedup, 3),
+               "plain_step_ms": round(model.plain_ms(1, plain_context) if plain_context else p.plain_ms, 2),
                **p.parts.as_dict(), "draft": spec.draft.name,
                "measurement": measurement(result, result["step_costs"]["priced_by"][spec.draft.name])}
-        turns = _turns(result, name)
+        if context is not None:
+            row["context"] = round(context, 1)
         predicted = p.speedup
         if turns is not None and plain_turns is not None:
             speed, extra = whole_turns(model, spec, turns)
@@ -279,6 +284,19 @@ def _turns(result: dict, name: str) -> list[dict] | None:
     if not recs or any("prompt_tokens" not in r for r in recs):
         return None
     return recs
+
+
+def turns_context(recs: list[dict] | None) -> float | None:
+    """The mean context a method's decode steps read over its turns ``recs`` (``_turns``; None
+    without them): ``cost_model.decode_context`` of every turn's prompt and output lengths. The
+    report's step columns are priced there, as the engine's steps they stand beside ran: at the
+    probes' own context alone, a run of long prompts reads its verify several ms under the steps."""
+    from workbench.cost_model import decode_context
+
+    if not recs:
+        return None
+    return decode_context([p for r in recs for p in r["prompt_tokens"]],
+                          [len(o) for r in recs for o in r["output_ids"]])
 
 
 def whole_turns(model, spec, recs: list[dict]) -> tuple[float, float]:
@@ -403,7 +421,8 @@ def _predicted_table(result: dict) -> str:
         priced += (" The prediction is of whole turns, as the measurement times them: each turn's prefill and the "
                    "draft's catch-up over its prompt, then (tokens − 1) / τ decode steps, each question at its own τ "
                    "and verified tokens, and tokens/s the mean over questions of each one's, as Spec-Bench's speed "
-                   "is (the step columns show the step at the method's τ over all questions); × is over plain "
+                   "is (the step columns show the step at the method's τ over all questions and at the mean context its "
+                   "decode steps read, each turn's prompt and half its output); × is over plain "
                    "decoding's, predicted the same way (the first row).")
     else:
         priced += (" Measured: tokens/s over vanilla's, whole turns; predicted: a decode step's speedup, so each "
