@@ -190,7 +190,8 @@ def _with_target(cost: StepCost, target: StepCost | None) -> StepCost:
     overhead = replace(cost.overhead, plain_per_step=target.overhead.plain_per_step,
                        plain_per_request=target.overhead.plain_per_request, points=tuple(points.items()))
     return replace(cost, verify=target.verify, verify_range=target.verify_range, prefill=target.prefill,
-                   overhead=overhead, kv=target.kv, batched=target.batched or cost.batched, measured=f"{cost.measured}; its target part {target.measured}")
+                   overhead=overhead, kv=target.kv, batched=target.batched or cost.batched,
+                   measured=f"{cost.measured}; its target part {target.measured}")
 
 
 def measurement_label(wb) -> str:
