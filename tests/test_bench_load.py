@@ -949,3 +949,22 @@ def test_the_load_report_lists_each_step_costs_overhead_context_term_and_batch_p
     assert "1.19x at B = 4, 1.32x at B = 8" in line
     older = {k: v for k, v in cost.as_dict().items() if k != "batched"}
     assert "at B = 8" not in "".join(step_cost_md({"off": older}))
+
+
+def test_an_engine_says_its_last_steps_phase_times(wb):
+    """``Engine.last_phases_ms``: empty before a step, the last step's phases after one (a plain
+    step: its forward and logits among them), a copy the caller may keep."""
+    from workbench.engine.config import SpecConfig
+    from workbench.engine.timings import target_ms
+
+    engine = wb.engine(SpecConfig("vanilla"))
+    assert engine.last_phases_ms == {}
+    engine.stop_ids = set()  # a random model may sample a stop token at once: keep the request running
+    engine.add_requests([[5, 6, 7]], 8)
+    engine.step()  # the prefill
+    assert set(engine.last_phases_ms) == {"prefill_ms"}
+    engine.step()
+    got = engine.last_phases_ms
+    assert {"decode_ms", "logits_ms"} <= set(got) and target_ms(got) > 0
+    got.clear()
+    assert engine.last_phases_ms  # the engine's own record is untouched

@@ -219,6 +219,7 @@ def predicted_rows(result: dict) -> list[dict]:
 
     best = tree_from_name(result["best_tree"]) if result.get("best_tree") else None
     plain_turns = _turns(result, "vanilla")
+    plain_context = turns_context(plain_turns)
     rows = []
     for name, s in result["summary"].items():
         if s.get("tau") is None or s.get("speedup_vs_vanilla") is None or name not in priced:
@@ -235,7 +236,6 @@ def predicted_rows(result: dict) -> list[dict]:
         turns = _turns(result, name)
         context = turns_context(turns)
         p = model.predict(spec, s["tau"], nodes=nodes, context=context)
-        plain_context = turns_context(plain_turns)
         row = {"method": name, "tau": s["tau"], "nodes": spec.num_draft_tokens if nodes is None else mean_nodes(nodes),
                "step_predicted": round(p.speedup, 3),
                "plain_step_ms": round(model.plain_ms(1, plain_context) if plain_context else p.plain_ms, 2),

@@ -258,6 +258,12 @@ class Engine:
                              wall_ms=(time.perf_counter() - start) * 1e3)
         return records
 
+    @property
+    def last_phases_ms(self) -> dict[str, float]:
+        """The last step's phase times, ``"<phase>_ms"`` -> ms (``timings.py``; empty before any)."""
+        timed = getattr(self, "_timed", None)
+        return dict(timed.ms) if timed is not None else {}
+
     def _timings(self) -> StepTimings:
         """A step's phase times; read after a sync when tracing on CUDA (``timings.py``)."""
         self._timed = StepTimings(self.device, sync=self.trace)

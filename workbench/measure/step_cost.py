@@ -348,7 +348,7 @@ def _step_overheads(wb, spec, *, batch: int, forwards: StepCost, prefix_len: int
             # in part verifies fewer than num_draft_tokens, and is priced so
             nodes = [r.drafts_verified[-1] + 1 for r in engine.requests] if spec.speculative else [1] * batch
             pace = probe.pace(sum(nodes)) if probe is not None else 1.0
-            target = target_ms(engine._timed.ms)
+            target = target_ms(engine.last_phases_ms)
             priced = forwards.parts(spec, batch, tau, nodes=sum(nodes) / batch if spec.speculative else None)
             bare = replace(forwards, batched=()).forward_ms(batch, sum(nodes) / batch, context) * pace
             out.append((took - target - priced.draft_ms * pace, target / bare if batch > 1 and bare > 0 else None))
