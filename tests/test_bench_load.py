@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from dataclasses import replace
 
 from types import SimpleNamespace
 
@@ -726,10 +727,18 @@ def test_the_prediction_beside_a_run_adds_each_prefill_and_splits_the_gap_into_m
     md = "\n".join(load_report.predicted_md({"priced_by": {"no draft": "given"}, "rows": [got]}))
     columns = f"{cost.plain_ms(2):.1f} | {got['predicted_tok_s']:.1f} | {got['closed_loop_tok_s']:.1f}"
     assert f"| 2 | `off` | 2.00 | – | – | {columns} |" in md
-    assert (f"- `off` at 2 in flight: prefill 0.35 s by the model, 0.32 s measured; decode {decode / 1e3:.2f} s by the "
+    assert (f"- `off` at 2 in flight: prefill 0.35 s by the model (2 requests in 2 prefill steps, as the run admitted "
+            f"them), 0.32 s measured; decode {decode / 1e3:.2f} s by the "
             f"model, 0.78 s measured ({decode / 780:.2f}x). With the measured prefill in its place the model gives "
             f"{swapped:.1f} tok/s, {swapped / (32 / 1.1):.2f}x the measured 29.1 (outside the range 26.7–32.0)") in md
     assert "holds no prefill measurement" not in md
+    # admitted together in one step: the second prompt saves what the probes measured of a shared step
+    together = [{**r, "profile": {"prefill": {**r["profile"]["prefill"], "steps": 1}}} for r in recs]
+    [one] = predicted([row], parse_policies("off"), {"off": replace(cost, prefill_joined=40.0)},
+                      runs={("closed", 2, "off"): together}, prompts=prompts)
+    assert one["model_ms"]["prefill"] == 310.0 and one["prefill_steps"] == 1 and one["prefill_saved_ms"] == 40.0
+    assert ("prefill 0.31 s by the model (2 requests in 1 prefill step, as the run admitted them, 0.04 s saved by "
+            "prompts sharing a step), 0.32 s measured") in load_report.predicted_md({"priced_by": {}, "rows": [one]})[-1]
     recs_before = [{k: v for k, v in r.items() if k != "profile"} for r in recs]  # records kept before the profile
     [old] = predicted([row], parse_policies("off"), {"off": cost}, runs={("closed", 2, "off"): recs_before},
                       prompts=prompts)

@@ -204,6 +204,28 @@ def test_a_closed_loop_adds_each_requests_share_of_the_steps_to_its_prefill_and_
     assert small.step == PRICED.predict(tree, 2.0, 2, nodes=2.0) and small.decode_ms < got.decode_ms
 
 
+def test_prompts_admitted_in_one_prefill_step_share_its_fixed_part():
+    """A run that admitted its requests in fewer prefill steps than requests (a closed loop's
+    first ones together) saves ``prefill_joined`` for each prompt beyond the first of a step;
+    without the count, or without the saving measured, a step each."""
+    joined = replace(PRICED, prefill_joined=6.0)
+    tree = parse_spec("eagle2:4/3/2")
+    kw = dict(prompt_lens=[32, 80, 128, 500], output_lens=[5, 9, 3, 0])  # the last refused: never prefilled
+    alone = joined.closed_loop(tree, 2.0, 2, **kw)
+    assert alone.prefill_ms == pytest.approx(20.0 + 35.0 + 50.0) and alone.prefill_saved_ms == 0.0
+    two = joined.closed_loop(tree, 2.0, 2, prefill_steps=2, **kw)  # three prompts in two steps
+    assert two.prefill_ms == pytest.approx(105.0 - 6.0) and two.prefill_saved_ms == pytest.approx(6.0)
+    assert joined.closed_loop(tree, 2.0, 2, prefill_steps=1, **kw).prefill_ms == pytest.approx(105.0 - 12.0)
+    assert joined.closed_loop(tree, 2.0, 2, prefill_steps=2.5, **kw).prefill_ms == pytest.approx(105.0 - 3.0)
+    assert PRICED.closed_loop(tree, 2.0, 2, prefill_steps=1, **kw).prefill_ms == alone.prefill_ms  # not measured
+    assert two.decode_ms == alone.decode_ms and two.catch_up_ms == alone.catch_up_ms
+    for steps in (0, 4):
+        with pytest.raises(ValueError, match="3 prefilled requests take 1 to 3 prefill steps"):
+            joined.closed_loop(tree, 2.0, 2, prefill_steps=steps, **kw)
+    assert StepCost.from_dict(joined.as_dict()).prefill_joined == 6.0
+    assert StepCost.from_dict({k: v for k, v in joined.as_dict().items() if k != "prefill_joined"}).prefill_joined == 0.0
+
+
 # ---- one model: nothing else interpolates a cost curve or writes a step's formula ----------------------------
 PREDICTORS = ("workbench/engine/policy/auto.py", "workbench/bench/tune.py", "workbench/viz/compare.py",
               "workbench/lessons/cost_curve.py", "workbench/lessons/takeaways.py", "workbench/measure/step_cost.py")

@@ -8,7 +8,8 @@ import pytest
 
 from workbench.bench import report
 from workbench.cost_model import Overhead, StepCost
-from workbench.measure.probe import ProbePlan, batch_paces, label, probe, probed, probed_curve, summary, verify_sizes
+from workbench.measure.probe import (ProbePlan, batch_paces, label, prefill_joined, probe, probed, probed_curve, summary,
+                                     verify_sizes)
 
 
 def test_a_probe_times_the_sizes_a_run_verifies():
@@ -50,8 +51,45 @@ def test_a_probe_at_a_batch_times_the_batchs_own_forwards_after_the_runs_prompts
     assert got["batch"]["requests"] == 3 and got["batch"]["context"] == pytest.approx(10 / 3)
     assert [n for n, _ in got["batch"]["forward"]] == [1, 2, 4] and all(ms > 0 for _, ms in got["batch"]["forward"])
     assert "batch" not in plan.take(tiny_wb, prompts[0])  # no prompts for it: none timed
+    prefill = got["batch"]["prefill"]  # each prompt in a step of its own, then all three in one
+    assert len(prefill["alone"]) == 3 and all(ms > 0 for ms in prefill["alone"]) and prefill["together"] > 0
     found = summary([got, got])
     assert found["batch"]["requests"] == 3 and [n for n, _ in found["batch"]["forward"]] == [1, 2, 4]
+    assert found["batch"]["prefill_joined"] == prefill_joined([got])
+
+
+def test_a_probes_sizes_take_turns_and_each_keeps_its_median(tiny_wb, monkeypatch):
+    """The verify sizes are timed in ``REPEATS`` rounds, the first size rotating, so that the
+    forward right after the prefill is not always the smallest verify's; each size keeps the
+    median of its rounds."""
+    from workbench.measure import probe as probe_module
+
+    order, times = [], iter([5.0, 9.0, 7.0, 1.0, 3.0, 2.0])  # in the order the forwards run
+
+    def timed(pool, n, forward):
+        order.append(n)
+        return next(times)
+
+    monkeypatch.setattr(probe_module, "_chain_ms", timed)
+    monkeypatch.setattr(probe_module, "REPEATS", 3)
+    got = probe(tiny_wb, [5, 6, 7], (1, 2))
+    assert order == [1, 2, 2, 1, 1, 2]  # rounds: 1 first, then 2 first, then 1 first
+    assert got["verify"] == [[1, 3.0], [2, 7.0]]  # 1: the median of 5, 1, 3; 2: of 9, 7, 2
+
+
+def test_prompts_sharing_a_prefill_step_save_its_fixed_part_once_each():
+    """``prefill_joined``: the prompts' prefills alone less theirs in one step, over the prompts
+    beyond the first, the median over probes; none where no probe timed a batch's prefill."""
+    from dataclasses import replace
+
+    batched = [{**p, "batch": {"requests": 3, "context": 10.0, "forward": [[1, 60.0]],
+                               "prefill": {"alone": [30.0, 40.0, 50.0], "together": together}}}
+               for p, together in zip(PROBES, (100.0, 90.0, 80.0))]
+    assert prefill_joined(batched) == pytest.approx(15.0)  # (120 - 90) / 2, the middle of 10, 15, 20
+    assert prefill_joined(PROBES) is None
+    assert probed(COST, batched, head=False).prefill_joined == pytest.approx(15.0)
+    assert probed(replace(COST, prefill_joined=4.0), PROBES, head=False).prefill_joined == 4.0  # none timed: kept
+    assert StepCost.from_dict(probed(COST, batched, head=False).as_dict()).prefill_joined == pytest.approx(15.0)
 
 
 def test_the_batched_forwards_pace_is_their_time_over_the_curves_word():

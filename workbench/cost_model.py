@@ -39,7 +39,9 @@ waiting) and, where the draft runs a forward, the draft's **catch-up** (its firs
 extends the draft over every prompt row): ``prefill`` and ``catch_up``, measured against the
 prompt's length (empty: priced 0). ``closed_loop(spec, tau, batch, prompt_lens, output_lens)``
 gives a closed loop's tokens/s: each request's share of the decode steps (``(n - 1) / τ`` steps,
-each ``step(B) / B``) plus its prefill and catch-up whole.
+each ``step(B) / B``) plus its prefill and catch-up whole; a prefill step that admits several
+requests runs their prompts in one forward, each prompt beyond the first saving
+``prefill_joined``, where a run counted its prefill steps.
 
 The curves are read as measured (linear between sizes, the first value below the first, the last
 slope past the last), not through a monotone fit: on a CPU a verify of a few tokens can cost less
@@ -279,6 +281,7 @@ class LoopPrediction:
     prefill_ms: float  # their prefill steps, each holding the batch up
     catch_up_ms: float = 0.0  # the draft's catch-up over their prompts, beyond the steps it rides in
     prefill_priced: bool = True  # False: the step cost has no prefill measured, so it is priced 0
+    prefill_saved_ms: float = 0.0  # what prompts sharing a prefill step saved (in ``prefill_ms`` already)
 
     @property
     def total_ms(self) -> float:
@@ -320,7 +323,12 @@ class StepCost:
     (``measure/step_cost.py``), or a run's own probes (``measure/probe.py``); a step of B > 1
     requests has its verify part scaled by the factor read at B (``batch_pace``: 1 at one request,
     linear between the points, flat past the last). Empty: 1 at every batch (a step cost measured
-    before the factor was kept, or made up)."""
+    before the factor was kept, or made up).
+
+    ``prefill_joined``: ms a prefill step saves for each prompt it holds beyond the first: the
+    engine prefills every request admitted since its last step in one forward, whose fixed part
+    (each layer's weights read once, the step's Python) several prompts then share; a run's
+    probes time it (``measure/probe.py``, ``batched_forwards``), 0 where none did."""
 
     verify: tuple[tuple[int, float], ...]
     draft: tuple[tuple[int, float], ...] = ()
@@ -335,6 +343,7 @@ class StepCost:
     prefix: float = 128.0
     verify_prefix: float | None = None
     batched: tuple[tuple[int, float], ...] = ()
+    prefill_joined: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.verify:
@@ -450,7 +459,7 @@ class StepCost:
                           self.plain_ms(batch, context))
 
     def closed_loop(self, spec, tau: float | None, batch: float, *, prompt_lens, output_lens,
-                    nodes: float | dict | None = None) -> LoopPrediction:
+                    nodes: float | dict | None = None, prefill_steps: float | None = None) -> LoopPrediction:
         """A closed loop's tokens/s under ``spec`` at a mean running ``batch`` when each speculative
         step emits ``tau`` tokens a request: request i, of ``prompt_lens[i]`` prompt tokens and
         ``output_lens[i]`` output tokens, takes its prefill step (which emits its first token and
@@ -460,17 +469,24 @@ class StepCost:
         ``nodes`` as for ``parts``: the tokens a request's verify held, where a run counted them.
         The decode steps are priced at the mean context they read (``parts``'s ``context``): a
         request's steps run from its prompt to its prompt and every token it wrote, p + n/2 on
-        average, weighted by its n - 1 decode steps."""
+        average, weighted by its n - 1 decode steps. ``prefill_steps``: the prefill steps the
+        requests were admitted in, where a run counted them (a step admits every request that
+        arrived since the last, in one forward): each prompt beyond the first of a step saves
+        ``prefill_joined``; None: a step each."""
         prompt_lens, output_lens = list(prompt_lens), list(output_lens)
         if len(prompt_lens) != len(output_lens):
             raise ValueError(f"one output length per prompt, got {len(output_lens)} for {len(prompt_lens)} prompts")
         ran = [(p, n) for p, n in zip(prompt_lens, output_lens) if n > 0]
+        if prefill_steps is not None and not (min(1, len(ran)) <= prefill_steps <= len(ran)):
+            raise ValueError(f"{len(ran)} prefilled requests take 1 to {len(ran)} prefill steps, got {prefill_steps}")
+        joined = len(ran) - prefill_steps if prefill_steps is not None else 0
         step = self.predict(spec, tau, batch, nodes, context=decode_context(prompt_lens, output_lens))
         catch_up = sum(self.catch_up_ms(p, step.tau) for p, _ in ran) if spec.speculative else 0.0
         return LoopPrediction(tokens=sum(n for _, n in ran), step=step,
                               decode_ms=sum(n - 1 for _, n in ran) / step.tau * step.parts.total_ms / batch,
-                              prefill_ms=sum(self.prefill_ms(p) for p, _ in ran), catch_up_ms=catch_up,
-                              prefill_priced=bool(self.prefill))
+                              prefill_ms=sum(self.prefill_ms(p) for p, _ in ran) - joined * self.prefill_joined,
+                              catch_up_ms=catch_up, prefill_priced=bool(self.prefill),
+                              prefill_saved_ms=joined * self.prefill_joined)
 
     def as_dict(self) -> dict:
         """JSON-ready, as the cache and the reports keep it."""
@@ -485,7 +501,7 @@ class StepCost:
                 "verify_range": [list(r) for r in self.verify_range], "draft_range": [list(r) for r in self.draft_range],
                 "prefill": [list(p) for p in self.prefill], "catch_up": [list(p) for p in self.catch_up],
                 "kv": [list(p) for p in self.kv], "prefix": self.prefix, "verify_prefix": self.verify_prefix,
-                "batched": [list(p) for p in self.batched]}
+                "batched": [list(p) for p in self.batched], "prefill_joined": self.prefill_joined}
 
     @classmethod
     def from_dict(cls, d: dict) -> StepCost:
@@ -495,6 +511,7 @@ class StepCost:
                    overhead=Overhead(**d.get("overhead", {})), measured=d.get("measured", ""),
                    verify_range=d.get("verify_range", ()), draft_range=d.get("draft_range", ()),
                    prefill=d.get("prefill", ()), catch_up=d.get("catch_up", ()), kv=_kv_points(d), batched=d.get("batched", ()),
+                   prefill_joined=d.get("prefill_joined", 0.0),
                    prefix=d.get("prefix", 128.0), verify_prefix=d.get("verify_prefix"))
 
     @classmethod

@@ -8,8 +8,11 @@ tree the n-gram lookup filled in part is a smaller verify than ``num_draft_token
 - **decode steps alone**: ``StepCost.predict``, B·τ tokens per step(B), as if the batch did
   nothing but decode;
 - **with prefill**: ``StepCost.closed_loop`` over the run's requests, their prompt and output
-  lengths: each one's share of the decode steps plus its prefill step and, under a speculative
-  setting, the draft's catch-up over its prompt, which hold the whole batch up.
+  lengths: each one's share of the decode steps plus its prefill and, under a speculative
+  setting, the draft's catch-up over its prompt, which hold the whole batch up. The requests'
+  prefills are priced in as many steps as the run admitted them in (the engine's profile counts
+  them; the median over the rounds): a closed loop admits its first requests in one step, and
+  each prompt beyond the first of a step saves what the probes measured (``prefill_joined``).
 
 The gap is then split in measured parts. The engine's own profile of the run
 (``engine/timings.py``'s ``StepProfile``, setting ``prefill``) holds the time its prefill steps
@@ -72,10 +75,12 @@ def row_prediction(row: dict, spec, model: StepCost, *, recs: list[dict], prompt
     model's and the measured (None where the records kept no engine profile); and tokens/s with
     the measured prefill in the model's place."""
     requests = recs[0]["requests"]  # greedy: every round's requests emit the same tokens
+    steps = [prefill_steps(rec) for rec in recs]
     loop = model.closed_loop(spec, row["tau"], row["mean_batch"],
                              prompt_lens=[len(prompts[q["prompt_index"]]) for q in requests],
                              output_lens=[len(q["output_ids"]) for q in requests],
-                             nodes=row.get("nodes_mix") or row.get("nodes"))
+                             nodes=row.get("nodes_mix") or row.get("nodes"),
+                             prefill_steps=None if None in steps else median(steps))
     prefills = [prefill_ms(rec) for rec in recs]
     known = None not in prefills
     measured_prefill = median(prefills) if known else None
@@ -89,10 +94,21 @@ def row_prediction(row: dict, spec, model: StepCost, *, recs: list[dict], prompt
             "step_ms": r2(loop.step.parts.total_ms), "predicted_tok_s": r2(loop.step.tokens_per_s),
             "closed_loop_tok_s": r2(loop.tokens_per_s), "prefill_priced": loop.prefill_priced,
             "measured_tok_s": row["throughput_tok_s"], "measured_range": [spread["low"], spread["high"]],
+            "prefill_steps": None if None in steps else median(steps),
+            "requests_prefilled": sum(1 for q in requests if q["output_ids"]), "prefill_saved_ms": r2(loop.prefill_saved_ms),
             "model_ms": {"prefill": r2(loop.prefill_ms), "catch_up": r2(loop.catch_up_ms),
                          "decode": r2(loop.decode_ms)},
             "measured_ms": {"prefill": r2(measured_prefill), "decode": r2(decode)},
             "with_measured_prefill_tok_s": r2(swapped), "batch_pace": round(model.batch_pace(row["mean_batch"]), 3)}
+
+
+def prefill_steps(record: dict) -> int | None:
+    """How many prefill steps a run's requests were admitted in, from the engine's profile in its
+    record (None: a record kept before runs kept their profile)."""
+    profile = record.get("profile")
+    if profile is None:
+        return None
+    return profile["prefill"]["steps"] if "prefill" in profile else None
 
 
 def prefill_ms(record: dict) -> float | None:

@@ -113,9 +113,12 @@ def predicted_md(predicted: dict) -> list[str]:
             "speculative step, root included, as the run counted them; `num_draft_tokens` where a record has no "
             "count). Decode steps alone: `StepCost.predict`, B·τ tokens per step. With prefill: "
             "`StepCost.closed_loop` over the run's requests: each one's share of the decode steps ((n − 1) / τ "
-            "steps of step(B) / B each, n its output tokens: the prefill emits the first) plus its prefill step "
+            "steps of step(B) / B each, n its output tokens: the prefill emits the first) plus its prefill "
             "and, under a speculative setting whose draft runs a forward, the draft's catch-up over its prompt, "
-            "which hold the whole batch up; its decode steps at the mean context they read (each request's "
+            "which hold the whole batch up; the prefills in as many steps as the run admitted the requests in "
+            "(the engine's profile counts them), each prompt beyond the first of a step saving what the probes "
+            "measured of one forward over several prompts (`StepCost.prefill_joined`; none where no probe timed "
+            "it); its decode steps at the mean context they read (each request's "
             "prompt and half its output, where the step cost timed the context term: `StepCost.context_ms`). "
             "Measured: the run's tokens/s, median and range over the rounds."
             + ("" if priced else " The step cost holds no prefill measurement (given, or cached before the prefill "
@@ -197,6 +200,11 @@ def _gap_line(r: dict) -> str:
     catch_up = (f" (the draft's catch-up over the prompts {model['catch_up'] / 1e3:.2f} s of it)"
                 if model["catch_up"] else "")
     head = f"- `{r['policy']}` at {r['load']:g} in flight: prefill {model['prefill'] / 1e3:.2f} s by the model"
+    if r.get("prefill_steps") is not None:
+        saved, steps = r.get("prefill_saved_ms") or 0.0, r["prefill_steps"]
+        shared = f", {saved / 1e3:.2f} s saved by prompts sharing a step" if saved else ""
+        head += (f" ({_count(r.get('requests_prefilled'))}in {steps:g} prefill step{'' if steps == 1 else 's'}, "
+                 f"as the run admitted them{shared})")
     if got["prefill"] is None:
         return head + (f", decode {decode / 1e3:.2f} s{catch_up}; the run's records kept no engine profile to set "
                        "them beside.")
@@ -210,6 +218,10 @@ def _gap_line(r: dict) -> str:
                    f"{got['decode'] / 1e3:.2f} s measured ({decode / got['decode']:.2f}x). With the measured prefill "
                    f"in its place the model gives {swapped:.1f} tok/s, {swapped / r['measured_tok_s']:.2f}x the "
                    f"measured {r['measured_tok_s']:.1f} ({where}): what remains is the decode steps' error.")
+
+
+def _count(requests: int | None) -> str:
+    return f"{requests} requests " if requests else ""
 
 
 def settled_md(name: str, found: dict | None) -> list[str]:

@@ -16,12 +16,15 @@ EPYC, most of it the prefill of a long prompt (docs/bench/head-cpu-fp32-avx2.jso
 
 - the prefill: one target forward over a prompt of the run (its real tokens) and the logits of
   its last row, as the engine's prefill step runs them;
-- the verify: after that prompt, one forward and its logits over n new tokens for each n of
-  ``sizes`` (the run's verify sizes, a request's or a batch's), the sizes in turn;
+- the verify: after that prompt, a forward and its logits over n new tokens for each n of
+  ``sizes`` (the run's verify sizes, a request's or a batch's), the median of ``REPEATS`` rounds
+  in which the sizes take turns;
 - where the run drafts with the EAGLE head: the head's extend over the prompt's rows (the
-  catch-up) and one head forward with its log-probs over each of ``rows`` rows;
-- at a load of B > 1 requests: B of the run's prompts in one pool and one forward of all B, each
-  after its own prompt, for each count of new tokens a request brings (``batched_forwards``): a
+  catch-up) and a head forward with its log-probs over each of ``rows`` rows, likewise;
+- at a load of B > 1 requests: the prefill of B of the run's prompts, each in a step of its own
+  and all in one step (``StepCost.prefill_joined``: what a prompt sharing a prefill step saves),
+  then one forward of all B, each after its own prompt, for each count of new tokens a request
+  brings (``batched_forwards``): a
   batch's forwards slowed by up to a half in a spell where one sequence's did not
   (docs/benchmarks.md, "Speculation under load"), and their pace prices the batch's
   (``batch_paces``, ``StepCost.batched``).
@@ -47,6 +50,7 @@ from workbench.kv import SlotAllocator
 from workbench.measure.cost import Prefilled, chain_batch, synced_clock
 
 TURN = "(probe)"  # a probe's key in a round of interleaved turns: no policy or setting is named with parentheses
+REPEATS = 3  # interleaved rounds of a probe's verifies and head forwards, each size's median kept
 DRAFT_ROWS = (1, 2, 4)  # a head forward's rows in a probe, at least: the extend (τ rows) and a level (topk)
 
 
@@ -110,8 +114,7 @@ def probe(wb, prompt: list[int], sizes, *, rows=(), head: bool = False, batch_pr
     pool, prefill = _prefilled(body, lambda h: target.logits(h[-1:]), new_pool=target.new_kv_pool, prompt=prompt,
                                spare=spare, vocab=vocab, device=device)
     verify = lambda batch: target.logits(target(batch, pool.kv))  # noqa: E731
-    out = {"prompt_tokens": len(prompt), "prefill_ms": round(prefill, 3),
-           "verify": [[n, round(_chain_ms(pool, n, verify), 3)] for n in sizes]}
+    out = {"prompt_tokens": len(prompt), "prefill_ms": round(prefill, 3), "verify": _sized_ms(pool, sizes, verify)}
     if head:
         draft = wb.draft
         feats = torch.zeros(max(len(prompt), spare), draft.feature_width, dtype=target.lm_head.weight.dtype,
@@ -120,29 +123,41 @@ def probe(wb, prompt: list[int], sizes, *, rows=(), head: bool = False, batch_pr
         dpool, catch_up = _prefilled(extend, lambda h: draft.log_probs(h[-1:]), new_pool=draft.new_kv_pool,
                                      prompt=prompt, spare=spare, vocab=vocab, device=device)
         level = lambda batch: draft.log_probs(draft(feats[: batch.num_tokens], batch, dpool.kv))  # noqa: E731
-        out.update(catch_up_ms=round(catch_up, 3), draft=[[r, round(_chain_ms(dpool, r, level), 3)] for r in rows])
+        out.update(catch_up_ms=round(catch_up, 3), draft=_sized_ms(dpool, rows, level))
     if batch_prompts and per_request:
         out["batch"] = batched_forwards(target, batch_prompts, per_request)
     return out
 
 
 def batched_forwards(target, prompts: list[list[int]], per_request) -> dict:
-    """A batch's own forwards: every prompt of ``prompts`` through the target into one pool, then
-    for each n of ``per_request`` one forward (and its logits) of all of them, n new tokens each
-    after its own prompt. Returns ``{"requests", "context" (their mean prompt tokens), "forward":
-    [[n, ms], ...]}``."""
+    """A batch's own forwards: the prefill of every prompt of ``prompts`` in a step of its own,
+    then of all of them in one step, as the engine admits a closed loop's first requests (one
+    forward over their prompts and the logits of each one's last row: what a prefill step holding
+    several prompts saves is ``prefill_joined``); then for each n of ``per_request`` one forward
+    (and its logits) of all of them, n new tokens each after its own prompt. Returns
+    ``{"requests", "context" (their mean prompt tokens), "forward": [[n, ms], ...], "prefill":
+    {"alone": [ms a prompt], "together": ms}}``."""
     from workbench.attention.batch import extend_batch
     from workbench.measure.cost import requests_batch
 
     device = target.lm_head.weight.device
     per_request = sorted({int(n) for n in per_request})
+    alone = []
+    for p in prompts:  # each prompt in a step of its own, into a pool of its own
+        pool, ms = _prefilled(lambda batch, kv: target(batch, kv), lambda h: target.logits(h[-1:]),
+                              new_pool=target.new_kv_pool, prompt=list(p), spare=0,
+                              vocab=target.config.vocab_size, device=device)
+        alone.append(round(ms, 3))
+        del pool
     room = sum(len(p) for p in prompts) + len(prompts) * (max(per_request) + 1)
     alloc, kv = SlotAllocator(room), target.new_kv_pool(room)
-    committed = []
-    for p in prompts:
-        slots = alloc.alloc(len(p))
-        target(extend_batch(tokens=[list(p)], prefix_slots=[[]], new_slots=[slots], device=device), kv)
-        committed.append(slots)
+    committed = [alloc.alloc(len(p)) for p in prompts]
+    batch = extend_batch(tokens=[list(p) for p in prompts], prefix_slots=[[] for _ in prompts], new_slots=committed,
+                         device=device)
+    ends = torch.tensor([len(p) for p in prompts]).cumsum(0) - 1  # each prompt's last row, as the engine's prefill
+    t0 = synced_clock(device)
+    target.logits(target(batch, kv)[ends.to(device)])
+    together = round((synced_clock(device) - t0) * 1e3, 3)
     timed = []
     for n in per_request:
         new = [alloc.alloc(n) for _ in committed]
@@ -152,7 +167,8 @@ def batched_forwards(target, prompts: list[list[int]], per_request) -> dict:
         timed.append([n, round((synced_clock(device) - t0) * 1e3, 3)])
         for slots in new:
             alloc.free(slots)
-    return {"requests": len(prompts), "context": sum(len(p) for p in prompts) / len(prompts), "forward": timed}
+    return {"requests": len(prompts), "context": sum(len(p) for p in prompts) / len(prompts), "forward": timed,
+            "prefill": {"alone": alone, "together": together}}
 
 
 def _prefilled(body, last, *, new_pool, prompt: list[int], spare: int, vocab: int, device) -> tuple[Prefilled, float]:
@@ -168,6 +184,17 @@ def _prefilled(body, last, *, new_pool, prompt: list[int], spare: int, vocab: in
     last(body(batch, kv))
     ms = (synced_clock(device) - t0) * 1e3
     return Prefilled(kv, alloc, prefix=slots, vocab=vocab, device=torch.device(device)), ms
+
+
+def _sized_ms(pool: Prefilled, sizes, forward) -> list[list]:
+    """[[n, ms], ...]: ``forward`` over a chain of n new tokens for each n of ``sizes``, the median
+    of ``REPEATS`` interleaved rounds (``workbench.timing.interleaved``: the sizes take turns, the
+    first rotating), so that no size is always the one timed first after the prefill, and one slow
+    forward does not stand for its size."""
+    from workbench.timing import interleaved
+
+    got = interleaved({n: (lambda n=n: _chain_ms(pool, n, forward)) for n in sizes}, REPEATS)
+    return [[n, round(median(got[n]), 3)] for n in sizes]
 
 
 def _chain_ms(pool: Prefilled, n: int, forward) -> float:
@@ -223,6 +250,9 @@ def probed(cost: StepCost, probes: list[dict], *, head: bool) -> StepCost:
                "verify_prefix": median(p["prompt_tokens"] for p in probes)}  # the probes' verify read its prompt
     priced = replace(cost, **changes)
     changes["batched"] = batch_paces(priced, probes) or cost.batched  # none timed at a batch: the step cost's
+    joined = prefill_joined(probes)
+    if joined is not None:
+        changes["prefill_joined"] = joined
     drafted = [p for p in probes if p.get("draft")]
     if head and drafted:
         draft, draft_range = _curve(drafted, "draft")
@@ -249,6 +279,15 @@ def batch_paces(cost: StepCost, probes: list[dict]) -> tuple[tuple[int, float], 
     return tuple((n, round(median(f), 4)) for n, f in sorted(by_batch.items()) if n > 1)
 
 
+def prefill_joined(probes: list[dict]) -> float | None:
+    """ms a prefill step saves for each prompt it holds beyond the first (``StepCost.prefill_joined``):
+    the median over the probes' batched prefills of the prompts' prefills alone less theirs in one
+    step, over the prompts beyond the first (None: no probe timed one)."""
+    saved = [(sum(b["prefill"]["alone"]) - b["prefill"]["together"]) / (len(b["prefill"]["alone"]) - 1)
+             for b in (p.get("batch") for p in probes) if b and b.get("prefill") and len(b["prefill"]["alone"]) > 1]
+    return round(median(saved), 3) if saved else None
+
+
 def label(measured: str, probes: int) -> str:
     """Which measurement a probed step cost is: ``probes`` probes, and the step cost (``measured``)
     its overhead is from."""
@@ -264,7 +303,8 @@ def summary(probes: list[dict]) -> dict:
     forward = _curve([{"f": b["forward"]} for b in batched], "f")[0] if batched else []
     return {"count": len(probes), "verify": [list(p) for p in verify], "verify_range": [list(r) for r in verify_range],
             "batch": ({"requests": batched[0]["requests"], "context": round(median(b["context"] for b in batched), 1),
-                       "forward": [list(p) for p in forward]} if batched else None),
+                       "forward": [list(p) for p in forward], "prefill_joined": prefill_joined(probes)}
+                      if batched else None),
             "draft": [list(p) for p in draft], "draft_range": [list(r) for r in draft_range],
             "prefill": [list(p) for p in _by_length(probes, "prefill_ms")],
             "catch_up": [list(p) for p in _by_length(probes, "catch_up_ms")]}
@@ -280,6 +320,9 @@ def summary_md(found: dict) -> str:
         b = found["batch"]
         said += (f". A forward of {b['requests']} requests after the run's prompts (mean {b['context']:.0f} tokens), "
                  "ms by new tokens a request: " + ", ".join(f"{n}: {ms:.1f}" for n, ms in b["forward"]))
+        if b.get("prefill_joined") is not None:
+            said += (f". Their prompts' prefill in one step against a step each: {b['prefill_joined']:.0f} ms saved for "
+                     "each prompt beyond the first")
     lengths = sorted(n for n, _ in found["prefill"])
     if lengths:
         ms = [m for _, m in sorted(found["prefill"])]
