@@ -349,6 +349,29 @@ def test_a_stopped_run_resumes_with_only_the_missing_runs(quick_run, capsys, mon
     assert run("--max-new-tokens", "5") == 0  # a finished run's journal is begun anew: other settings are fine
 
 
+def test_report_only_prices_a_finished_run_again_from_its_records(quick_run, prompts_file):
+    """``--report-only`` times nothing: the run's measured rows stay as they were, its predictions
+    come again from its journal, its step costs and its prompts, and the report says so; a folder
+    with no finished run, or prompts that changed since, is refused and nothing is written."""
+    run, out = quick_run
+    assert run() == 0
+    before = json.loads((out / "load.json").read_text())
+    assert bench("--report-only", "--out", str(out)) == 0
+    after = json.loads((out / "load.json").read_text())
+    assert after["rows"] == before["rows"] and after["date"] == before["date"] and after["probes"] == before["probes"]
+    assert after["predicted"] == before["predicted"]  # this code prices them as the run's did
+    assert set(after["rendered"]) == {"date", "commit"}
+    assert "**Report written again** " in (out / "load.md").read_text()
+    assert bench("--report-only", "--out", str(out / "nothing")) == 2
+    text, written = prompts_file.read_text(), (out / "load.json").read_text()
+    try:  # the module's prompts, changed for this check only
+        prompts_file.write_text(text + json.dumps({"prompt": "one more"}) + "\n")
+        assert bench("--report-only", "--out", str(out)) == 2
+    finally:
+        prompts_file.write_text(text)
+    assert (out / "load.json").read_text() == written  # refused: nothing rewritten
+
+
 # ---- what a policy settled on --------------------------------------------------------------------------------
 def test_what_a_policy_settled_on_becomes_a_schedule_and_the_engines_flags():
     records = {("closed 1", "auto", 0): {"choices": [[1, "eagle2:8/5/4", 30], [2, "eagle2:4/3/2", 5]]},

@@ -127,6 +127,18 @@ COST = StepCost(((1, 20.0), (4, 30.0)), ((1, 5.0), (2, 6.0)), overhead=Overhead(
                 measured="the cached one", prefill=((10, 99.0),), catch_up=((10, 9.0),))
 
 
+def test_a_probed_curves_shape_is_the_probes_own_differences():
+    """The smallest size at the probes' median; each other size that plus the median of each
+    probe's own difference from the smallest (a probe's sizes share its prompt and the machine's
+    pace), not the median of the size's own figures, which another probe may hold."""
+    probes = [{"verify": [[1, 30.0], [4, 33.0]]}, {"verify": [[1, 34.0], [4, 37.0]]},
+              {"verify": [[1, 40.0], [4, 44.0]]}, {"verify": [[1, 31.0], [4, 45.0]]}, {"verify": [[4, 50.0]]}]
+    curve = probed_curve(probes)
+    # 1: the median of 30, 34, 40, 31; 4: that + the median of 3, 3, 4, 14 (the sizes' own median: 44)
+    assert curve.points == ((1, 32.5), (4, 36.0)) and curve.range_at(4) == (33.0, 50.0)
+    assert probed_curve([{"verify": [[2, 5.0]]}, {"verify": [[4, 7.0]]}]).points == ((2, 5.0), (4, 7.0))  # unpaired
+
+
 def test_the_probed_step_cost_takes_the_probes_medians_and_keeps_the_overhead():
     got = probed(COST, PROBES, head=True)
     assert got.verify == ((1, 10.0), (4, 12.0)) and got.verify_range == ((9.0, 12.0), (11.0, 16.0))

@@ -354,6 +354,11 @@ def markdown(result: dict) -> str:
              f"{s['max_new_tokens']} new tokens at most per request, greedy; {s['rounds']} timed round{'s' * (s['rounds'] != 1)} per load; KV "
              f"slots {s['kv_slots'] or 'room for every request in flight'}. Wall time {result['wall_s']:.0f} s. Load "
              f"average {m['load_average_start']} at the start, {m.get('load_average_end')} at the end.", ""]
+    if result.get("rendered"):
+        r = result["rendered"]
+        lines += [f"**Report written again** {r['date']}, commit {r.get('commit') or 'not recorded'}, from this run's "
+                  "own records (`--report-only`: nothing timed again; every measured figure is the run's, its "
+                  "predictions priced again by this version's code).", ""]
     if result.get("resumed"):
         r = result["resumed"]
         lines += [f"**Resumed run**: {r['reused']} of {r['results']} runs were measured before the last start and "

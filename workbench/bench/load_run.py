@@ -112,6 +112,10 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--out", default="bench_out/load", help="output directory; its records.jsonl keeps each run "
                                                            "as it finishes, so a stopped run resumes")
     p.add_argument("--fresh", action="store_true", help="discard an unfinished run in --out and measure again")
+    p.add_argument("--report-only", action="store_true",
+                   help="time nothing: write --out's report again from its finished run (load.json and "
+                        "records.jsonl) with this version's prediction and report code, the run's own figures "
+                        "unchanged")
     add_model_args(p)
     return p
 
@@ -351,7 +355,7 @@ def auto_costs(wb, policies: list[NamedPolicy], known: dict, log) -> dict[str, S
 
 def run_settings(args, prompts: list[str]) -> dict:
     """What the results depend on, compared when a run resumes."""
-    skip = ("out", "fresh", "quick", "func")
+    skip = ("out", "fresh", "quick", "func", "report_only")
     settings = {k: v for k, v in sorted(vars(args).items()) if k not in skip}
     digest = hashlib.sha256(json.dumps(prompts).encode()).hexdigest()[:16]
     return {**settings, "prompts_sha256": digest}
@@ -401,6 +405,54 @@ def build_result(wb, args, *, info: dict, policies: list[NamedPolicy], loads: li
     }
 
 
+def report_again(out: Path, log) -> int:
+    """``--report-only``: a finished run's predictions and report written again from what it kept
+    (its rows, its settings, its runs' records and probes in the journal, the step costs it priced
+    by, its prompts tokenized again), with this version's prediction and report code; nothing is timed,
+    and every measured figure stays the run's (``rendered`` says when and by which commit)."""
+    from workbench.bench.load_report import write_all
+    from workbench.measure.journal import FILE, read_journal
+    from workbench.pipeline import Workbench
+
+    path = out / "load.json"
+    if not path.is_file() or not (out / FILE).is_file():
+        raise UserError(f"--report-only: {out} holds no finished load run (load.json and {FILE}): run the "
+                        "benchmark there first")
+    result = json.loads(path.read_text(encoding="utf-8"))
+    if not result.get("predicted"):
+        raise UserError(f"--report-only: {path} holds no predictions to write again (a run without step costs)")
+    journal = read_journal(out / FILE)
+    args = build_parser().parse_args([])
+    vars(args).update({k: v for k, v in journal.settings.items() if k != "prompts_sha256"})  # the run's, resolved
+    policies = parse_policies(args.policies)
+    loads = loads_of(args)
+    records = {(phase(ld), p.name, k): journal.get(phase(ld), p.name, k)
+               for ld in loads for p in policies for k in range(args.rounds)}
+    if None in records.values():
+        raise UserError(f"--report-only: {out / FILE} lacks some of the run's results (a run stopped before its end): "
+                        "run its command again to finish it")
+    log("tokenizing the run's prompts (nothing is timed)")
+    wb = Workbench.load(args.target, dtype=result["dtype"], need_draft=False)
+    texts = read_prompts(args.prompts, args)
+    if run_settings(args, texts)["prompts_sha256"] != journal.settings.get("prompts_sha256"):
+        raise UserError(f"--report-only: the run's prompts ({args.prompts or 'Spec-Bench ' + args.subset}) are not "
+                        "the ones it ran: their file changed since")
+    prompts = [wb.encode(t) for t in texts]
+    models = {name: StepCost.from_dict(d) for name, d in result["predicted"]["step_costs"].items()}
+    probes = probes_by_phase(journal, loads, args.rounds)
+    result["predicted"].update(
+        rows=predicted(result["rows"], policies, models, prompts=prompts,
+                       runs={(ld.mode, load_value(ld), p.name): [records[(phase(ld), p.name, k)]
+                                                                 for k in range(args.rounds)]
+                             for ld in loads for p in policies},
+                       probes={(ld.mode, load_value(ld)): probes[phase(ld)] for ld in loads if phase(ld) in probes}),
+        probes={ph: probe_summary(found) for ph, found in probes.items()})
+    result["rendered"] = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": provenance.commit()}
+    paths, _ = write_all(out, result)
+    log("wrote " + ", ".join(str(p) for p in paths) + " again from the run's records (nothing timed)")
+    return 0
+
+
 def cmd_load(args) -> int:
     import torch
 
@@ -413,6 +465,8 @@ def cmd_load(args) -> int:
     def log(msg: str) -> None:
         print(f"[load {time.perf_counter() - t_start:6.0f}s] {msg}", file=sys.stderr, flush=True)
 
+    if args.report_only:
+        return report_again(Path(args.out), log)
     args = resolve(args)
     try:
         policies = parse_policies(args.policies)

@@ -139,7 +139,8 @@ def verify_bracket(result: dict, rows: list[dict]) -> str | None:
     said = (f"{which} holds the engine's target part (forward and logits, at the tokens each method verified) in "
             f"{len(held)} of {len(rows)} speculative rows, and plain decoding's ({plain:.1f} ms against "
             f"{lo1:.1f}–{hi1:.1f} at one token) {'too' if lo1 <= plain <= hi1 else 'not'}; "
-            + ("the model's verify is the probes' median." if probes else
+            + ("the model's verify is the probes' median at one token and, at more, that plus the median of each "
+               "probe's own difference from its one-token forward (`probe._curve`)." if probes else
                f"the model's verify, from its step cost's own measurement, lies inside that range in "
                f"{len(model_in)} of {len(rows)}."))
     if over:

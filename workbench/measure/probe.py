@@ -29,7 +29,8 @@ EPYC, most of it the prefill of a long prompt (docs/bench/head-cpu-fp32-avx2.jso
   (docs/benchmarks.md, "Speculation under load"), and their pace prices the batch's
   (``batch_paces``, ``StepCost.batched``).
 
-``probed(cost, probes)`` is the step cost with those parts replaced by the probes' medians (the
+``probed(cost, probes)`` is the step cost with those parts replaced by the probes' medians (a
+curve's sizes past its smallest by each probe's own difference from it, ``_curve``; the
 range: their lowest and highest; the verify taken to have read the probes' median prompt, its
 ``verify_prefix``, so that a request's own context is priced against it: ``StepCost.context_ms``); what a step spends outside its forwards (``Overhead``) stays the
 step cost's, as do the forwards no probe timed. A prediction priced by it sets the model's
@@ -210,13 +211,28 @@ def _chain_ms(pool: Prefilled, n: int, forward) -> float:
 
 
 def _curve(probes: list[dict], key: str) -> tuple[list[tuple[int, float]], list[tuple[float, float]]]:
-    """Per size of ``key`` ("verify", "draft"): the probes' median ms and (lowest, highest)."""
-    by_size: dict[int, list[float]] = {}
-    for p in probes:
-        for n, ms in p.get(key) or ():
-            by_size.setdefault(int(n), []).append(float(ms))
-    sizes = sorted(by_size)
-    return [(n, round(median(by_size[n]), 3)) for n in sizes], [(min(by_size[n]), max(by_size[n])) for n in sizes]
+    """Per size of ``key`` ("verify", "draft"): the ms the probes say of it, and their (lowest,
+    highest). The smallest size's is their median; every other size's is that plus the median over
+    the probes of each one's own difference between the size and the smallest (a paired median):
+    a probe times its sizes within a second, at one prompt and one pace of the machine, so its
+    differences hold the curve's shape with both taken out, where each size's median over probes
+    at other prompts and paces need not come from the same probe (a 4-token verify 6.4 ms over a
+    decode step by the sizes' medians, 4.9 by the probes' own differences, in the 18 probes of
+    docs/bench/head-cpu-fp32.json, 2026-12-07 18:34)."""
+    sized = [{int(n): float(ms) for n, ms in p.get(key) or ()} for p in probes]
+    sized = [got for got in sized if got]
+    if not sized:
+        return [], []
+    sizes = sorted({n for got in sized for n in got})
+    first = sizes[0]
+    anchor = median(got[first] for got in sized if first in got)
+    points = []
+    for n in sizes:
+        paired = [got[n] - got[first] for got in sized if n in got and first in got]
+        ms = anchor + median(paired) if paired else median(got[n] for got in sized if n in got)
+        points.append((n, round(ms, 3)))
+    ranges = [(min(got[n] for got in sized if n in got), max(got[n] for got in sized if n in got)) for n in sizes]
+    return points, ranges
 
 
 def _by_length(probes: list[dict], key: str) -> list[tuple[int, float]]:
@@ -229,8 +245,8 @@ def _by_length(probes: list[dict], key: str) -> list[tuple[int, float]]:
 
 
 def probed_curve(probes: list[dict]):
-    """The probes' verify as a ``cost_model.Curve``: the median per size, the range their lowest and
-    highest."""
+    """The probes' verify as a ``cost_model.Curve``: the decode step's median and each size's paired
+    difference from it (``_curve``), the range their lowest and highest."""
     from workbench.cost_model import Curve
 
     points, ranges = _curve(probes, "verify")
