@@ -126,7 +126,9 @@ display(Markdown(
 # its machine and threads are printed first, and they may differ from this notebook's. Beside each
 # fixed setting's measured tokens/s against `off` stands the run's own prediction, as its report
 # prints it: the one cost model at the τ and mean running batch the run recorded, with each
-# request's prefill (`StepCost.closed_loop`), priced by the step cost of the run's own machine.
+# request's prefill (`StepCost.closed_loop`; the prefills in as many steps as the run admitted its
+# requests in, since the engine prefills every newcomer of a step in one forward), priced by the
+# step cost of the run's own machine.
 # (The same command on the AVX2 EPYC: `docs/bench/load-cpu-avx2.md`; on the AVX-512 EPYC with 4 in
 # flight, `adaptive` and an open loop, an earlier run: `docs/bench/load-cpu.md`.)
 
@@ -181,7 +183,9 @@ priced_at = (f"the run's own step cost ({LOAD['predicted']['priced_by']['head']}
                 if probes else "")
              + (", at c > 1 the batch's forwards at the pace of its own forward timed in each probe there"
                 if any(found.get("batch") for found in probes.values()) else "")
-             + ", each request's prefill included,")
+             + ", each request's prefill included (in as many steps as the run admitted them in"
+             + (", each prompt sharing a step saving what the probes timed)," if any(
+                 (found.get("batch") or {}).get("prefill_joined") for found in probes.values()) else "),"))
 rows = [r for r in LOAD["predicted"]["rows"] if r.get("measured_range")]
 in_tok_s = sum(r["measured_range"][0] <= r["closed_loop_tok_s"] <= r["measured_range"][1] for r in rows)
 pairs = {f"{p} at c={load:g}": (tok_s / predicted[("off", load)], closed[p][load])
