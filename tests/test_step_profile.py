@@ -116,6 +116,7 @@ def test_the_runs_own_curve_says_which_verifies_it_holds():
     said = step_report.verify_bracket(result, step_report.gap_rows(result, predicted))
     assert said.startswith("The verify of the run's 3 probes") and "in 2 of 2 speculative rows" in said
     assert "(10.0 ms against 9.0–11.0 at one token) too" in said and "Above the range" not in said
-    assert "the model's verify is the probes' median." in said and "lies inside that range" not in said
+    assert "the model's verify is the probes' median at one token and, at more, that plus the median of each " \
+           "probe's own difference from its one-token forward" in said and "lies inside that range" not in said
     del result["costs"], result["probes"]
     assert step_report.verify_bracket(result, step_report.gap_rows(result, predicted)) is None
