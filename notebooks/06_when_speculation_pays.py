@@ -179,7 +179,7 @@ from workbench.measure.probe import probed
 ROUNDS = 3
 GAMMA = 3  # drafts per chain step
 prompts = lesson_prompts(wb)
-probes = []  # the target's part timed again in each round: the step cost read at these runs' pace
+probes = []  # the target's part timed again after each prompt in each round: the step cost read at these runs' pace
 measured = measure_settings(wb, [SpecConfig("vanilla"), SpecConfig.linear(GAMMA)], prompts, ROUNDS, probes=probes,
                             probe_sizes=range(2, 10))  # every chain of the figure below: up to 9 verify tokens
 vanilla, chain = measured.values()
@@ -203,9 +203,9 @@ print(f"vanilla {vanilla.tok_s.with_unit('tok/s')}; chain {chain.tok_s.with_unit
 # flat at a decode step and no overhead (Leviathan's assumption, through the same model), and one on
 # the step cost as measured, which charges the chain what the engine runs: a verify over γ + 1
 # tokens, the draft extend over the tokens kept and γ − 1 more draft levels, and the step's overhead.
-# Both read the step cost at the pace of the runs above (`run_cost`): a probe in each of their rounds
-# timed the target's verifies and the head's forwards again (`workbench/measure/probe.py`), and
-# those medians stand in the cached curves' place, the overhead kept. The cached curves were timed
+# Both read the step cost at the pace of the runs above (`run_cost`): in each of their rounds a probe
+# after each prompt timed the target's verifies and the head's forwards again
+# (`workbench/measure/probe.py`), and those medians stand in the cached curves' place, the overhead kept. The cached curves were timed
 # at another moment, and these two cores drift by a fifth from one minute to the next.
 
 # %%

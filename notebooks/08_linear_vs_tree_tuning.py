@@ -19,7 +19,7 @@
 # per second over plain decoding on this machine, as Spec-Bench measures it. Beside each measured
 # speedup stands the one the project's cost model predicts for that setting at its measured τ
 # (`StepCost.predict` on this machine's step cost, notebook 6, its verifies and head forwards read
-# at these runs' pace from a probe in each round), with the gap in words.
+# at these runs' pace from a probe after each prompt in each round), with the gap in words.
 #
 # **How the timings are taken.** Every run is in fp32, where every speculative output is checked
 # equal to plain greedy decoding, token for token, with the torch threads the first line names.
@@ -60,7 +60,7 @@ CONFIGS = [
     SpecConfig("eagle2", num_steps=5, topk=4, num_draft_tokens=8),  # num_steps, topk, num_draft_tokens: what SGLang picks for a Llama target
 ]
 TEMPERATURE = [(SpecConfig("vanilla"), SAMPLED), (SpecConfig.linear(3), SAMPLED)]  # the chain of 3 sampling at T = 1
-probes = []  # the target's part timed again in each round (notebook 6): the step cost read at these runs' pace
+probes = []  # the target's part timed again after each prompt in each round (notebook 6): at these runs' pace
 measured = measure_settings(wb, CONFIGS + TEMPERATURE, prompts, ROUNDS, probes=probes)  # notebook 6's helper
 settings = {name: st for name, st in measured.items() if st.sampling.greedy}
 from workbench.lessons.predictions import step_cost

@@ -197,8 +197,8 @@ def test_the_report_predicts_whole_turns_from_the_probes():
 
 
 def test_the_lessons_settings_take_a_probe_each_round(tiny_wb):
-    """``measure_settings(..., probes=[])``: one probe a round, at the settings' verify sizes and the
-    sizes asked for, the head's forwards too; the settings' figures as without it."""
+    """``measure_settings(..., probes=[])``: a probe of each prompt a round, at the settings' verify
+    sizes and the sizes asked for, the head's forwards too; the settings' figures as without it."""
     from workbench.engine.config import SpecConfig
     from workbench.lessons.settings import measure_settings
 
@@ -206,6 +206,6 @@ def test_the_lessons_settings_take_a_probe_each_round(tiny_wb):
     got = measure_settings(tiny_wb, [SpecConfig("vanilla"), SpecConfig.linear(3)], {"a": [5, 6, 7], "b": [8, 9]},
                            rounds=2, max_new_tokens=6, probes=probes, probe_sizes=(6,))
     assert list(got) == ["vanilla", "linear:3"] and got["linear:3"].speedup.runs == 2
-    assert len(probes) == 2 and all(p["prompt_tokens"] == 3 for p in probes)  # the first prompt's prefill
+    assert [p["prompt_tokens"] for p in probes] == [3, 2, 3, 2]  # each prompt's prefill, in each round
     assert [n for n, _ in probes[0]["verify"]] == [1, 2, 4, 6] and [n for n, _ in probes[0]["draft"]] == [1, 2, 4]
     assert probed(COST, probes, head=True).verify[-1][0] == 6
