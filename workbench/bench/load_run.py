@@ -378,11 +378,6 @@ def build_result(wb, args, *, info: dict, policies: list[NamedPolicy], loads: li
     probes (``probes_by_phase``) price the target's part of its rows."""
     rows = make_rows(policies, loads, records, args.rounds)
     probes = probes_by_phase(journal, loads, args.rounds)
-    prediction = None if not models else predicted(
-        rows, policies, models, prompts=prompts,
-        runs={(ld.mode, load_value(ld), p.name): [records[(phase(ld), p.name, k)] for k in range(args.rounds)]
-              for ld in loads for p in policies},
-        probes={(ld.mode, load_value(ld)): probes[phase(ld)] for ld in loads if phase(ld) in probes})
     return {
         "machine": info, "command": command_line(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "commit": provenance.commit(), "dtype": wb.dtype_name, "threads": args.threads,
@@ -394,15 +389,29 @@ def build_result(wb, args, *, info: dict, policies: list[NamedPolicy], loads: li
         "resumed": journal.summary() if journal.resumed else None,
         "rows": rows, "verdicts": verdicts(rows),
         "predicted": None if not models else {
-            "priced_by": priced_by, "rows": prediction,
-            "step_costs": {name: model.as_dict() for name, model in models.items()},
-            "probes": {phase: probe_summary(found) for phase, found in probes.items()}},
+            "priced_by": priced_by, "step_costs": {name: model.as_dict() for name, model in models.items()},
+            **priced_rows(rows, policies, models, prompts=prompts, loads=loads, records=records, probes=probes,
+                          rounds=args.rounds)},
         "probes": probes,
         "settled": {p.name: settled(p.name, records) for p in policies if p.needs_cost},
         "requests": [{"policy": p.name, "mode": ld.mode, "load": load_value(ld), "prompt_index": q["prompt_index"],
                       "output_ids": q["output_ids"]}
                      for ld in loads for p in policies for q in records[(phase(ld), p.name, 0)]["requests"]],
     }
+
+
+def priced_rows(rows: list[dict], policies: list[NamedPolicy], models: dict[str, StepCost], *,
+                prompts: list[list[int]], loads: list[Load], records: dict, probes: dict[str, list[dict]],
+                rounds: int) -> dict:
+    """What ``predicted`` keeps beside the step costs: the closed-loop rows priced by ``models``
+    (``load_prediction.predicted``) with each load's probes, and the probes' medians by load."""
+    return {"rows": predicted(rows, policies, models, prompts=prompts,
+                              runs={(ld.mode, load_value(ld), p.name): [records[(phase(ld), p.name, k)]
+                                                                        for k in range(rounds)]
+                                    for ld in loads for p in policies},
+                              probes={(ld.mode, load_value(ld)): probes[phase(ld)] for ld in loads
+                                      if phase(ld) in probes}),
+            "probes": {ph: probe_summary(found) for ph, found in probes.items()}}
 
 
 def report_again(out: Path, log) -> int:
@@ -439,14 +448,9 @@ def report_again(out: Path, log) -> int:
                         "the ones it ran: their file changed since")
     prompts = [wb.encode(t) for t in texts]
     models = {name: StepCost.from_dict(d) for name, d in result["predicted"]["step_costs"].items()}
-    probes = probes_by_phase(journal, loads, args.rounds)
-    result["predicted"].update(
-        rows=predicted(result["rows"], policies, models, prompts=prompts,
-                       runs={(ld.mode, load_value(ld), p.name): [records[(phase(ld), p.name, k)]
-                                                                 for k in range(args.rounds)]
-                             for ld in loads for p in policies},
-                       probes={(ld.mode, load_value(ld)): probes[phase(ld)] for ld in loads if phase(ld) in probes}),
-        probes={ph: probe_summary(found) for ph, found in probes.items()})
+    result["predicted"].update(priced_rows(result["rows"], policies, models, prompts=prompts, loads=loads,
+                                           records=records, probes=probes_by_phase(journal, loads, args.rounds),
+                                           rounds=args.rounds))
     result["rendered"] = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": provenance.commit()}
     paths, _ = write_all(out, result)
     log("wrote " + ", ".join(str(p) for p in paths) + " again from the run's records (nothing timed)")
