@@ -75,12 +75,13 @@ def row_prediction(row: dict, spec, model: StepCost, *, recs: list[dict], prompt
     model's and the measured (None where the records kept no engine profile); and tokens/s with
     the measured prefill in the model's place."""
     requests = recs[0]["requests"]  # greedy: every round's requests emit the same tokens
-    steps = [prefill_steps(rec) for rec in recs]
+    counted = [prefill_steps(rec) for rec in recs]
+    steps = None if None in counted else median(counted)
     loop = model.closed_loop(spec, row["tau"], row["mean_batch"],
                              prompt_lens=[len(prompts[q["prompt_index"]]) for q in requests],
                              output_lens=[len(q["output_ids"]) for q in requests],
                              nodes=row.get("nodes_mix") or row.get("nodes"),
-                             prefill_steps=None if None in steps else median(steps))
+                             prefill_steps=steps)
     prefills = [prefill_ms(rec) for rec in recs]
     known = None not in prefills
     measured_prefill = median(prefills) if known else None
@@ -94,7 +95,7 @@ def row_prediction(row: dict, spec, model: StepCost, *, recs: list[dict], prompt
             "step_ms": r2(loop.step.parts.total_ms), "predicted_tok_s": r2(loop.step.tokens_per_s),
             "closed_loop_tok_s": r2(loop.tokens_per_s), "prefill_priced": loop.prefill_priced,
             "measured_tok_s": row["throughput_tok_s"], "measured_range": [spread["low"], spread["high"]],
-            "prefill_steps": None if None in steps else median(steps),
+            "prefill_steps": steps,
             "requests_prefilled": sum(1 for q in requests if q["output_ids"]), "prefill_saved_ms": r2(loop.prefill_saved_ms),
             "model_ms": {"prefill": r2(loop.prefill_ms), "catch_up": r2(loop.catch_up_ms),
                          "decode": r2(loop.decode_ms)},
