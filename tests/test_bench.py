@@ -366,6 +366,13 @@ def test_rounds_interleave_the_methods_and_every_figure_is_the_rounds_median(tin
     assert row["inside_tok_s"] == (min(speeds) <= row["predicted_tok_s"] <= max(speeds))
     assert "The predicted tokens/s lies inside the rounds' range of the measured for" in md
     assert "of 3 settings (plain decoding included)" in md
+    # the count inside weighed against chance: three rounds hold a spread's median 75 % of the time
+    ranged = [r for r in report.predicted_rows(res)] + [report.plain_row(res, report.predicted_rows(res))]
+    over = sum(r["predicted_tok_s"] > r["measured_tok_s"] for r in ranged)
+    under = sum(r["predicted_tok_s"] < r["measured_tok_s"] for r in ranged)
+    assert (f"(plain decoding included): {over} above the measured median and {under} below; the range of 3 rounds "
+            "holds the median of the spread they are drawn from with chance 1 − 2·0.5^3 = 75%, so predictions with "
+            f"no error would lie inside about 2.2 of 3 times (here: {sum(r['inside_tok_s'] for r in ranged)})") in md
     # the step profile sums every round's steps (the speedups beside it are the rounds' medians)
     steps = res["summary"]["linear:2"]["step_profile"]
     first = metrics.step_profile(res["records"]["linear:2"])

@@ -320,6 +320,10 @@ def test_quick_writes_load_json_and_load_md_in_their_layout(quick_run, capsys):
     assert probes_said.count("\n- ") == 2 and "- 1 in flight: 2 probes; verify of N tokens, ms: 1: " in probes_said
     inside = sum(r["measured_range"][0] <= r["closed_loop_tok_s"] <= r["measured_range"][1] for r in got["rows"])
     assert f"the model lies inside the rounds' range of the measured tokens/s in {inside} of 4 rows" in md
+    # weighed against what chance allows a range of the run's two rounds: 1 − 2·0.5² = 50 %
+    assert result["settings"]["rounds"] == 2
+    assert (f"of 4 rows: {sum(r['closed_loop_tok_s'] > r['measured_tok_s'] for r in got['rows'])} above the "
+            "measured median") in md and f"= 50%, so predictions with no error would lie inside about 2.0 of 4 times (here: {inside})" in md
     assert "took a turn in each round of a closed load (2 at 1 in flight, 2 at 2 in flight)" in md
     assert "- `off` at 2 in flight: prefill " in md
     assert "| concurrency | policy |" in capsys.readouterr().out

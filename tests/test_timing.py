@@ -1,8 +1,11 @@
 """The timing harness: interleaved rounds, spreads, verdicts that name a winner only when the
 ranges separate, and the monotone fit of a cost curve."""
 
+import random
+
 import pytest
 
+from workbench import timing
 from workbench.timing import NOISE, Spread, interleaved, monotone, spread, verdict
 
 
@@ -56,3 +59,22 @@ def test_monotone_pools_a_dip_and_keeps_a_rising_curve():
     assert all(b >= a for a, b in zip(fit, fit[1:]))
     with pytest.raises(ValueError, match="sizes must increase"):
         monotone([1, 1], [1, 2])
+
+
+def test_a_range_of_few_rounds_misses_a_perfect_prediction_at_the_rate_chance_gives():
+    # every repeat on one side of the median is 2 of the 2**n orderings of sides
+    assert timing.range_holds_median(3) == 0.75 and timing.range_holds_median(5) == pytest.approx(0.9375)
+    rng = random.Random(7)  # the closed form against a simulation of a symmetric spread
+    trials = 20000
+    held = sum(min(xs) <= 0 <= max(xs) for xs in ([rng.gauss(0, 1) for _ in range(3)] for _ in range(trials)))
+    assert abs(held / trials - 0.75) < 0.02
+    with pytest.raises(ValueError, match="at least two runs"):
+        timing.range_holds_median(1)
+
+
+def test_prediction_check_counts_the_sides_and_what_chance_expects():
+    said = timing.prediction_check([10.0, 12.0, 9.0, 11.0], [10.5, 11.0, 9.5, 11.0], [True, False, True, True], 3)
+    assert said.startswith("1 above the measured median and 2 below")  # 11.0 on its median counts neither way
+    assert "1 − 2·0.5^3 = 75%" in said and "about 3.0 of 4 times (here: 3)" in said
+    with pytest.raises(ValueError, match="one median and one inside flag"):
+        timing.prediction_check([1.0], [1.0, 2.0], [True], 3)

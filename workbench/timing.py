@@ -7,6 +7,8 @@ round's value. ``spread`` summarises one setting's values (median and range), ``
 names a winner only where its range is clear of every other's and says "level within noise"
 otherwise, and ``monotone`` fits a cost curve that physics says cannot fall (a verify of more
 tokens never costs less) so that a regime is read from the fit, not from single points.
+``prediction_check`` says what "a prediction inside the rounds' range" is worth: a range of few
+rounds misses even a perfect prediction part of the time.
 """
 
 from __future__ import annotations
@@ -100,6 +102,32 @@ def verdict(spreads: Mapping[str, Spread], higher_is_better: bool = True, unit: 
     if len(level) == 1:
         return Verdict(best, level, f"{best} wins: {shown(best)}, clear of every other range")
     return Verdict(None, level, f"{', '.join(level)} {NOISE} (ranges overlap)")
+
+
+def range_holds_median(runs: int) -> float:
+    """The chance that the lowest-to-highest range of ``runs`` independent repeats holds their
+    distribution's median: each repeat falls on either side of it with chance one half, and the
+    range misses it only when all fall on one side, 1 - 2 * 0.5 ** runs (0.75 at three rounds,
+    0.94 at five)."""
+    if runs < 2:
+        raise ValueError(f"a range needs at least two runs, got {runs}")
+    return 1 - 2 * 0.5 ** runs
+
+
+def prediction_check(predicted: list[float], medians: list[float], inside: list[bool], runs: int) -> str:
+    """Predictions beside the medians and ranges of ``runs`` rounds, in words: how many lie above
+    the measured median and how many below (a model that errs one way has a bias, one that errs
+    both ways has the runs' noise left), and how many a prediction equal to each figure's own
+    median would expect inside its range (``range_holds_median``), beside how many are."""
+    if not (len(predicted) == len(medians) == len(inside)) or not predicted:
+        raise ValueError("one median and one inside flag per prediction, and at least one")
+    over = sum(p > m for p, m in zip(predicted, medians))
+    under = sum(p < m for p, m in zip(predicted, medians))
+    chance = range_holds_median(runs)
+    return (f"{over} above the measured median and {under} below; the range of {runs} rounds holds the median "
+            f"of the spread they are drawn from with chance 1 − 2·0.5^{runs} = {chance:.0%}, so predictions with no "
+            f"error would lie inside about {chance * len(predicted):.1f} of {len(predicted)} times (here: "
+            f"{sum(inside)})")
 
 
 def monotone(xs, ys) -> list[float]:

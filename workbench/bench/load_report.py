@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from workbench.cost_model import StepCost
+from workbench.timing import prediction_check
 from workbench.viz.tokens import or_dash
 
 LOOPS = {"closed": ("Closed loop: a fixed number of requests in flight", "concurrency"),
@@ -72,11 +73,13 @@ def _verdict_lines(result: dict, mode: str) -> list[str]:
             for v in result["verdicts"] if v["mode"] == mode]
 
 
-def predicted_md(predicted: dict) -> list[str]:
+def predicted_md(predicted: dict, runs: int = 1) -> list[str]:
     """The one cost model's tokens/s beside the measured, per closed-loop row of a one-setting
     policy (``load_prediction.py``), each priced by its own draft source's step cost (a column
     names it where they differ): the decode steps alone, with every request's prefill, and the gap
-    split into the measured prefill and what remains."""
+    split into the measured prefill and what remains. ``runs``: the rounds behind each measured
+    range (over one, the count inside is weighed against what chance allows:
+    ``timing.prediction_check``)."""
     if not predicted["rows"]:
         return ["(no closed-loop row of a one-setting policy)"]
     drafts = dict.fromkeys(r["draft"] for r in predicted["rows"] if r["draft"] != "no draft")
@@ -105,8 +108,11 @@ def predicted_md(predicted: dict) -> list[str]:
                      "curves and the context term say of it (`StepCost.batched`; the factor at the row's mean batch "
                      "in each line below)")
     ranged = [r for r in predicted["rows"] if r["measured_range"][0] <= r["closed_loop_tok_s"] <= r["measured_range"][1]]
+    check = "" if runs < 2 else ": " + prediction_check(
+        [r["closed_loop_tok_s"] for r in predicted["rows"]], [r["measured_tok_s"] for r in predicted["rows"]],
+        [r in ranged for r in predicted["rows"]], runs)
     out += ["", f"With prefill, the model lies inside the rounds' range of the measured tokens/s in {len(ranged)} of "
-            f"{len(predicted['rows'])} rows.",
+            f"{len(predicted['rows'])} rows{check}.",
             "", "Predicted: the one cost model (`workbench/cost_model.py`), each setting priced by the step cost of its "
             f"own draft source (plain decoding by one of them: each holds its verify and overhead): {said}; at the "
             "row's τ and mean running batch B, each request's verify priced at the tokens it held (verified: per "
@@ -374,7 +380,7 @@ def markdown(result: dict) -> str:
         if _rows(result["rows"], mode):
             lines += [f"## {title}", "", table(result["rows"], mode), "", *_verdict_lines(result, mode), ""]
     if result.get("predicted"):
-        lines += ["## Predicted beside measured", "", *predicted_md(result["predicted"]), ""]
+        lines += ["## Predicted beside measured", "", *predicted_md(result["predicted"], result["settings"]["rounds"]), ""]
     cross = crossover_md(result["rows"])
     if cross:
         lines += ["## Where the best fixed tree stops paying", "", *cross, ""]

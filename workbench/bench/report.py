@@ -18,7 +18,7 @@ from pathlib import Path
 
 from workbench.bench import static_vs_dynamic, step_report
 from workbench.measure.floor import compute_ms, ridge_tokens, roofline_ms
-from workbench.timing import Spread, spread, verdict
+from workbench.timing import Spread, prediction_check, spread, verdict
 from workbench.viz.tokens import or_dash
 
 
@@ -402,7 +402,8 @@ def _predicted_table(result: dict) -> str:
         out.append(f"| `{r['method']}` | {r['tau']:.2f} | {r['verify_ms']:.1f} | {draft:.1f} | {r['overhead_ms']:.1f} | "
                    f"{r['step_ms']:.1f} | {whole}{r['predicted']:.2f}x | {r['measured']:.2f}x{_inside(r, None)} | "
                    f"{r['gap']:+.2f} |" + (f" `{r['draft']}` |" if mixed else ""))
-    sentences = inside_sentences(rows, plain)
+    runs = next((s['rounds']['runs'] for s in result['summary'].values() if s.get('rounds')), 1)
+    sentences = inside_sentences(rows, plain, runs)
     out += ["", *sentences] if sentences else []
     measurements = {d: next(r["measurement"] for r in rows if r["draft"] == d) for d in drafts}
     said = "; ".join(f"`{d}`: {m}" for d, m in measurements.items())
@@ -431,18 +432,24 @@ def _predicted_table(result: dict) -> str:
                                         "engine measured in these turns, and that step against whole turns."])
 
 
-def inside_sentences(rows: list[dict], plain: dict | None) -> list[str]:
-    """How many predictions lie inside the rounds' range of the measured figure, computed (nothing
-    for a run of one round)."""
+def inside_sentences(rows: list[dict], plain: dict | None, runs: int) -> list[str]:
+    """How many predictions lie inside the rounds' range of the measured figure, on which side of
+    the measured median the others fall and how many a prediction without error would expect
+    inside (``timing.prediction_check``), computed (nothing for a run of one round)."""
     said = []
     ranged = [r for r in rows + ([plain] if plain else []) if "inside_tok_s" in r]
-    if ranged:
+    if ranged and runs > 1:
+        check = prediction_check([r["predicted_tok_s"] for r in ranged], [r["measured_tok_s"] for r in ranged],
+                                 [r["inside_tok_s"] for r in ranged], runs)
         said.append(f"The predicted tokens/s lies inside the rounds' range of the measured for "
-                    f"{sum(r['inside_tok_s'] for r in ranged)} of {len(ranged)} settings (plain decoding included).")
+                    f"{sum(r['inside_tok_s'] for r in ranged)} of {len(ranged)} settings (plain decoding included): "
+                    f"{check}.")
     ranged = [r for r in rows if "inside" in r]
-    if ranged:
+    if ranged and runs > 1:
+        check = prediction_check([r["predicted"] for r in ranged], [r["measured"] for r in ranged],
+                                 [r["inside"] for r in ranged], runs)
         said.append(f"The predicted speedup lies inside the rounds' range of the measured one for "
-                    f"{sum(r['inside'] for r in ranged)} of {len(ranged)} methods.")
+                    f"{sum(r['inside'] for r in ranged)} of {len(ranged)} methods: {check}.")
     return [" ".join(said)] if said else []
 
 
