@@ -135,7 +135,8 @@ display(Markdown(
     + " On a memory-bound GPU the curve would stay flat far longer (the expectation above). "
     + threads_sentence(here_threads, readme, {here_threads: cost.verify_ms(1),
                                               readme: other.verify_ms(1) if other else None})
-    + f" (The README's threads: its record, `{readme_record()}`.)"))
+    + (f" (The step costs read: {cost.measured}" + (f"; {other.measured}" if other else "")
+       + f". The README's threads: its record, `{readme_record()}`.)")))
 bw, peak = mem_floor["read_gbs"], comp_floor["peak"]
 over = {n: verify.at(n) / roof[n] for n in SIZES}
 widest, closest = max(over, key=over.get), min(over, key=over.get)

@@ -159,14 +159,16 @@ def test_the_first_load_names_what_the_setting_on_screen_measured_here():
     assert measured_line((8, 5, 4), pick) == (
         "8/5/4 measured 1.14x plain decoding on a 2-core AMD EPYC with AVX2 only (docs/bench/head-cpu-fp32-avx2.md, "
         "2026-12-06); the default without tree flags there: 4/3/2, 1.21x; 6/4/4, 1.21x, is level with it within one "
-        "pass's noise")
+        "pass's noise (10%)")
     assert measured_line((4, 3, 2), pick).endswith("; the smallest of the trees measured fastest there (the default "
                                                    "without tree flags); 6/4/4, 1.21x, is level with it within one "
-                                                   "pass's noise")
+                                                   "pass's noise (10%)")
+    from dataclasses import replace
+    assert measured_line((4, 3, 2), replace(pick, rounds=True)).endswith(
+        "6/4/4, 1.21x, is level with it within the rounds' noise (their ranges overlap)")
     assert measured_line((6, 4, 4), pick).endswith("the default without tree flags there: 4/3/2, 1.21x")
     assert measured_line((10, 6, 4), pick).startswith("10/6/4 was not measured on a 2-core AMD EPYC")
     assert measured_line((8, 5, 4), None) == ""
-    from dataclasses import replace
     assert measured_line((8, 5, 4), replace(pick, here=False)) == ""  # another kind of CPU's record
 
 

@@ -348,6 +348,7 @@ def test_rounds_interleave_the_methods_and_every_figure_is_the_rounds_median(tin
     s = res["summary"]["linear:2"]
     lo, hi = min(s["rounds"]["speedup_vs_vanilla"]), max(s["rounds"]["speedup_vs_vanilla"])
     assert f"| {s['speedup_vs_vanilla']:.2f}x ({lo:.2f}–{hi:.2f}x) |" in md and "Over 3 rounds" in md
+    assert "τ at T=1 not measured in this run: `--no-temperature-tau`" in md and "on 0 questions" not in md
     assert "inside the rounds' range of the measured one for" in md
     row = next(r for r in report.predicted_rows(res) if r["method"] == "linear:2")
     assert row["measured_range"] == pytest.approx([lo, hi]) and row["inside"] == (lo <= row["predicted"] <= hi)
@@ -413,6 +414,14 @@ def test_the_rounds_verdict_names_a_side_only_where_every_round_is_on_it():
     one = {"vanilla": {"tokens_per_s": 10.0, "speedup_vs_vanilla": 1.0}, "linear:1": {"tau": 1.5, "tokens_per_s": 12.0,
                                                                                      "speedup_vs_vanilla": 1.2}}
     assert report.rounds_verdict(one) == "" and report.with_range(one["linear:1"], "tokens_per_s", ".1f") == "12.0"
+    assert "highest median" not in said  # linear:1 leads both columns
+    # the × column's order can differ from the tokens/s medians': said where it does
+    crossed = _summary(linear_1=(1.2, 1.2, 1.2), linear_3=(1.1, 1.3, 1.25))
+    crossed["linear:1"]["rounds"]["tokens_per_s"] = [12.6, 12.6, 12.6]  # its plain rounds were the faster
+    crossed["linear:1"]["tokens_per_s"] = 12.6
+    said = report.rounds_verdict(crossed)
+    assert "fastest by median `linear:1`" in said
+    assert "The × column's highest median, `linear:3`, is not the fastest by median" in said
 
 
 def test_static_vs_dynamic_table_and_calibration_on_a_tiny_model(tiny_dir, tmp_path, made_up_step_costs):

@@ -26,6 +26,23 @@ def test_level_speedups_go_to_the_tree_that_verifies_fewest_tokens():
     assert default_tree.pick({"speedups": {"eagle2:4/3/2": 1.20, "eagle2:6/4/4": 1.26, "eagle2:8/5/4": 1.0}}) \
         == "eagle2:4/3/2"  # within 10 %: level in one pass, the smaller step
     assert default_tree.pick({"speedups": {"eagle2:4/3/2": 1.10, "eagle2:6/4/4": 1.30}}) == "eagle2:6/4/4"
+    # a record of several rounds: level where the rounds' ranges overlap the fastest's, not within 10 %
+    rounds = {"speedups": {"eagle2:4/3/2": 1.33, "eagle2:6/4/4": 1.37, "eagle2:8/5/4": 1.25},
+              "ranges": {"eagle2:4/3/2": [1.31, 1.41], "eagle2:6/4/4": [1.34, 1.38], "eagle2:8/5/4": [1.19, 1.24]}}
+    assert default_tree.level_with_best(rounds) == ["eagle2:4/3/2", "eagle2:6/4/4"]  # 8/5/4 within 10 %, not level
+    assert default_tree.pick(rounds) == "eagle2:4/3/2"
+    apart = {**rounds, "ranges": {**rounds["ranges"], "eagle2:4/3/2": [1.25, 1.33]}}
+    assert default_tree.pick(apart) == "eagle2:6/4/4"  # its range clear below 6/4/4's: not level
+
+
+def test_the_asset_keeps_each_records_rounds_range():
+    for e in json.loads(default_tree.ASSET.read_text()):
+        record = json.loads((default_trees.ROOT / e["record"].replace(".md", ".json")).read_text())
+        runs = record["meta"].get("rounds") or 1
+        assert ("ranges" in e) == (runs > 1)
+        for name, (lo, hi) in e.get("ranges", {}).items():
+            ups = record["summary"][name]["rounds"]["speedup_vs_vanilla"]
+            assert (lo, hi) == (min(ups), max(ups)) and lo <= e["speedups"][name] <= hi
 
 
 def test_a_kind_without_a_record_gets_the_best_pick_and_is_told(tmp_path):

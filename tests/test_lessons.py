@@ -434,6 +434,11 @@ def test_a_prediction_is_said_against_its_measured_range():
     above = takeaways.gap(1.32, measured)
     assert "20% above the measured median, beyond the range" in above
     assert "10% below" in takeaways.gap(0.99, measured)
+    # outside by less than the digits shown: not "0% below, beyond the range" beside a printed edge
+    edge = takeaways.gap(1.538, spread([1.541, 1.55, 1.58]))
+    assert edge == ("predicted 1.54×, measured 1.55× (1.54–1.58× over 3 runs): the prediction lies just outside the "
+                    "measured range, 1.538× against its lowest round's 1.541×")
+    assert takeaways.gap(1.584, spread([1.50, 1.55, 1.582])).endswith("against its highest round's 1.582×")
     assert takeaways.gap(60.0, spread([50.0, 55.0]), "ms", 1).startswith("predicted 60.0 ms, measured 52.5 ms "
                                                                           "(50.0–55.0 ms over 2 runs): the prediction is 14% above")
     pairs = {"a": (1.05, measured), "b": (1.5, measured)}

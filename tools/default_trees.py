@@ -5,7 +5,8 @@
 
 ``RECORDS`` are the current head benchmark records, one per kind of CPU and dtype (docs/bench/
 README.md); when a new run replaces one, its name changes here and this is run again. For each,
-the file keeps every ``eagle2`` setting's measured speedup over plain decoding and the pick
+the file keeps every ``eagle2`` setting's measured speedup over plain decoding (its rounds' range
+where the record ran several) and the pick
 (``workbench.default_tree.pick``); nothing in it is typed.
 """
 
@@ -28,9 +29,11 @@ def entry(result: dict, record: str) -> dict:
     m = result["meta"]
     speedups = {name: s["speedup_vs_vanilla"] for name, s in result["summary"].items()
                 if name.startswith("eagle2:") and "@" not in name and s.get("speedup_vs_vanilla") is not None}
+    ranges = {name: [min(ups), max(ups)] for name in speedups
+              if len(ups := (result["summary"][name].get("rounds") or {}).get("speedup_vs_vanilla") or []) > 1}
     out = {"record": record.removesuffix(".json") + ".md", "date": m["date"][:10],
            "kind": cpu_kind(set(m["machine"].get("simd") or [])), "cpu": cpu_words(m["machine"]),
-           "dtype": m["dtype"], "speedups": speedups}
+           "dtype": m["dtype"], "speedups": speedups, **({"ranges": ranges} if ranges else {})}
     return {**out, "pick": pick(out)}
 
 

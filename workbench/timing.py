@@ -7,7 +7,8 @@ round's value. ``spread`` summarises one setting's values (median and range), ``
 names a winner only where its range is clear of every other's and says "level within noise"
 otherwise, and ``monotone`` fits a cost curve that physics says cannot fall (a verify of more
 tokens never costs less) so that a regime is read from the fit, not from single points.
-``prediction_check`` says what "a prediction inside the rounds' range" is worth: a range of few
+``paired_points`` reads a curve from repeats that timed its sizes together by each repeat's own
+differences; ``prediction_check`` says what "a prediction inside the rounds' range" is worth: a range of few
 rounds misses even a perfect prediction part of the time.
 """
 
@@ -102,6 +103,26 @@ def verdict(spreads: Mapping[str, Spread], higher_is_better: bool = True, unit: 
     if len(level) == 1:
         return Verdict(best, level, f"{best} wins: {shown(best)}, clear of every other range")
     return Verdict(None, level, f"{', '.join(level)} {NOISE} (ranges overlap)")
+
+
+def paired_points(samples: list[Mapping[int, float]]) -> list[tuple[int, float]]:
+    """One value per size from repeats that each timed several sizes together, within a second and
+    at one pace of the machine (a probe, a round of interleaved forwards): the smallest size's median
+    over the repeats, and every other size that plus the median of each repeat's own difference from
+    its smallest (a paired median). The differences hold the curve's shape with the pace taken out,
+    where each size's own median may come from repeats at other paces. A size a repeat lacks is left
+    out of that repeat's differences; a size no repeat pairs with the smallest keeps its own median."""
+    sized = [dict(s) for s in samples if s]
+    if not sized:
+        return []
+    sizes = sorted({n for s in sized for n in s})
+    first = sizes[0]
+    anchor = statistics.median(s[first] for s in sized if first in s)
+    points = []
+    for n in sizes:
+        diffs = [s[n] - s[first] for s in sized if n in s and first in s]
+        points.append((n, anchor + statistics.median(diffs) if diffs else statistics.median(s[n] for s in sized if n in s)))
+    return points
 
 
 def range_holds_median(runs: int) -> float:

@@ -137,7 +137,7 @@ def measured_line(tree: tuple[int, int, int], pick) -> str:
     else:
         fastest = f"the default without tree flags there: {best}, {pick.speedup:.2f}x"
     if top not in (shown, best):
-        fastest += f"; {top}, {pick.speedups['eagle2:' + top]:.2f}x, is level with it within one pass's noise"
+        fastest += f"; {top}, {pick.speedups['eagle2:' + top]:.2f}x, is level with it {pick.noise}"
     return f"{said}; {fastest}"
 
 

@@ -85,9 +85,16 @@ def rounds_verdict(summary: dict) -> str:
     level = f"fastest by median `{fastest}`" + (
         ", clear of every other range" if v.winner else
         ", level within noise with " + ", ".join(f"`{n}`" for n in v.level if n != fastest))
+    ups = {n: s["speedup_vs_vanilla"] for n, s in summary.items() if n in engine and n != "vanilla"}
+    order = ""
+    if ups and max(ups, key=ups.get) != fastest:
+        top = max(ups, key=ups.get)
+        order = (f" The × column's highest median, `{top}`, is not the fastest by median: × is each round's own "
+                 "ratio to that round's plain decoding, then the median of those ratios, not the ratio of the "
+                 "tokens/s medians, so the two orders can differ where the medians are this close.")
     return (f"Over {runs} rounds (the methods interleaved within each; figures are the rounds' medians, the range "
             f"the lowest and highest round). Against plain decoding, each round's speedup paired within its round: "
-            f"{said}. In tokens/s, {level}.")
+            f"{said}. In tokens/s, {level}.{order}")
 
 
 def task_table(result: dict) -> str:
@@ -486,10 +493,11 @@ def markdown(result: dict) -> str:
         f"{m['max_new_tokens']} new tokens, draft {m['draft']}, {mach.get('linear_order', 'few-row linear: not recorded')}. Wall time {m['wall_s']:.0f} s. Load average "
         f"{mach['load_average_start']} at start, {mach.get('load_average_end')} at the end.", "",
         *_resumed_md(m.get("resumed")), *_rendered_md(m.get("rendered")),
-        "Speedup = mean over questions of tokens/s, over the baseline's (Spec-Bench). Temperature 0 "
-        f"everywhere except τ (T=1), on {m['tau_questions']} questions × {m.get('tau_max_new_tokens')} new tokens. "
-        "`= vanilla`: share of questions whose "
-        "output ids equal vanilla's.", "",
+        "Speedup = mean over questions of tokens/s, over the baseline's (Spec-Bench). "
+        + (f"Temperature 0 everywhere except τ (T=1), on {m['tau_questions']} questions × "
+           f"{m.get('tau_max_new_tokens')} new tokens. " if m["tau_questions"] else
+           "Temperature 0 everywhere (τ at T=1 not measured in this run: `--no-temperature-tau`). ")
+        + "`= vanilla`: share of questions whose output ids equal vanilla's.", "",
         headline_table(result), "", floor_line(result["costs"], result["summary"]), "",
         "## Speedup over vanilla per Spec-Bench task", "", task_table(result), "",
         "## Per-depth acceptance", "",
@@ -504,8 +512,12 @@ def markdown(result: dict) -> str:
         stop_table(result), "",
         "## Verify cost", "",
         f"One target forward of N tokens after a {result['costs']['prefix_len']}-token prefix (logits included), "
-        "median ms; the range is the fastest and slowest repeat; the sizes take turns, one forward of each a "
-        "round.", "", _cost_table(result["costs"]), "",
+        + ("ms: one token's median over the rounds, each larger size's that plus the median of each round's own "
+           "difference from one token (`timing.paired_points`)" if result["costs"].get("read") == "paired" else
+           "median ms (each size's own, as this record was measured; later records read a round's sizes by their "
+           "paired differences)")
+        + "; the range is the fastest and slowest repeat; the sizes take turns, one forward of each a round, so a "
+          "round's sizes share the machine's pace.", "", _cost_table(result["costs"]), "",
         floor_line(result["costs"], result["summary"]), "",
         "## Predicted beside measured", "", _predicted_table(result), "",
         "## Where a decode step's time goes", "", step_report.profile_table(result), "",

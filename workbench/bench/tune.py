@@ -73,7 +73,7 @@ def measure_costs(wb, prefix_len: int = 256, repeats: int = 3) -> dict:
     verify = measure_verify_cost(wb.target, VERIFY_SIZES, prefix_len, repeats, warmup=1)
     draft = measure_draft_cost(wb.target, wb.draft, rows=DRAFT_ROWS, prefix_len=prefix_len, repeats=repeats,
                                warmup=1) if wb.draft else []
-    return {"prefix_len": prefix_len, "verify": verify, "draft": draft, "decode_ms": verify[0]["ms"],
+    return {"prefix_len": prefix_len, "verify": verify, "draft": draft, "decode_ms": verify[0]["ms"], "read": "paired",
             "floor": memory_floor(wb.target), "compute": compute_floor(wb.target, prefix_len)}
 
 

@@ -189,14 +189,19 @@ def lossless_verdict(pvalues: list[float], level: float) -> str:
 
 
 def gap(predicted: float, measured: Spread, unit: str = "×", digits: int = 2) -> str:
-    """A prediction beside its measurement, the gap in words: inside the measured range, or how
-    far above or below the measured median, beyond the range."""
+    """A prediction beside its measurement, the gap in words: inside the measured range, just
+    outside it (by less than the digits shown: both then printed one digit finer), or how far
+    above or below the measured median, beyond the range."""
     u = unit if unit == "×" else f" {unit}"  # 1.20×, 64.7 ms
     said = (f"predicted {predicted:.{digits}f}{u}, measured {measured.median:.{digits}f}{u} "
             f"({measured.low:.{digits}f}–{measured.high:.{digits}f}{u} over {measured.runs} run{plural(measured.runs)})")
     where = versus(predicted, measured)
     if where == "level within noise":
         return f"{said}: the prediction lies inside the measured range"
+    edge, side = (measured.low, "lowest") if predicted < measured.low else (measured.high, "highest")
+    if f"{predicted:.{digits}f}" == f"{edge:.{digits}f}":  # outside by less than the digits shown
+        return (f"{said}: the prediction lies just outside the measured range, "
+                f"{predicted:.{digits + 1}f}{u} against its {side} round's {edge:.{digits + 1}f}{u}")
     return (f"{said}: the prediction is {abs(predicted / measured.median - 1):.0%} {where} the measured median, "
             "beyond the range")
 

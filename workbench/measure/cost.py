@@ -127,8 +127,8 @@ def case_samples(pool: Prefilled, cases, repeats: int = 5, warmup: int = 2) -> l
 
 def measure_verify_cost(target, sizes=(1, 2, 4, 8, 16, 32, 64), prefix_len: int = 256, repeats: int = 5,
                         warmup: int = 2, cuda_graphs: bool = False) -> list[dict] | None:
-    """Median ms of one target forward + logits over N nodes, for each N in ``sizes``, with the
-    fastest and slowest repeat (``lo``, ``hi``).
+    """ms of one target forward + logits over N nodes, for each N in ``sizes`` (the rounds read by
+    their paired differences: ``_cost_rows``), with the fastest and slowest repeat (``lo``, ``hi``).
     ``cuda_graphs``: replayed by ``GraphedTarget`` (None when its capture failed: it ran eagerly)."""
     device = target.lm_head.weight.device
     pool = prefilled(target, target.new_kv_pool, vocab=target.config.vocab_size, prefix_len=prefix_len,
@@ -162,13 +162,25 @@ def measure_verify_cost_beside(target, context, sizes=(1, 2, 4, 8, 16, 32, 64), 
 
 
 def _cost_rows(sizes, samples: list[list[float]]) -> list[dict]:
-    return [{"tokens": n, "ms": round(statistics.median(t), 3), "lo": round(min(t), 3), "hi": round(max(t), 3)}
+    """Each size's ms as ``timing.paired_points`` reads the rounds (the smallest size's median, each
+    other that plus the median of each round's own difference from it: the sizes of a round are
+    timed within a second of each other), with its fastest and slowest repeat."""
+    ms = dict(_paired(sizes, samples))
+    return [{"tokens": n, "ms": round(ms[n], 3), "lo": round(min(t), 3), "hi": round(max(t), 3)}
             for n, t in zip(sizes, samples)]
+
+
+def _paired(sizes, samples: list[list[float]]) -> list[tuple[int, float]]:
+    """``samples`` (per size, one value per round, the rounds aligned) read by ``paired_points``."""
+    from workbench.timing import paired_points
+
+    return paired_points([dict(zip(sizes, values)) for values in zip(*samples)])
 
 
 def measure_draft_cost(target, head, *, rows=(1, 4, 10), prefix_len: int = 256, repeats: int = 5, warmup: int = 2,
                        cuda_graphs: bool = False) -> list[dict] | None:
-    """Median ms of one draft forward + draft log-probs over ``rows`` tokens (a tree level).
+    """ms of one draft forward + draft log-probs over ``rows`` tokens (a tree level), the rounds read
+    by their paired differences as ``_cost_rows`` reads a verify's.
     ``cuda_graphs``: replayed by ``GraphedDraft`` (None when its capture failed: it ran eagerly)."""
     w = target.lm_head.weight
     feats = torch.zeros(max(rows), target.config.hidden_size, dtype=w.dtype, device=w.device)  # [R, H]
@@ -185,4 +197,4 @@ def measure_draft_cost(target, head, *, rows=(1, 4, 10), prefix_len: int = 256, 
     samples = forward_samples(pool, rows, forward=lambda batch: head.log_probs(draft(feats[: batch.num_tokens], batch)),
                               repeats=repeats, warmup=warmup)
     return None if runner is not None and not runner.replays else \
-        [{"rows": n, "ms": round(statistics.median(t), 3)} for n, t in zip(rows, samples)]
+        [{"rows": n, "ms": round(ms, 3)} for n, ms in _paired(rows, samples)]

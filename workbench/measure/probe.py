@@ -51,6 +51,7 @@ import torch
 from workbench.cost_model import StepCost
 from workbench.kv import SlotAllocator
 from workbench.measure.cost import Prefilled, chain_batch, synced_clock
+from workbench.timing import paired_points
 
 TURN = "(probe)"  # a probe's key in a round of interleaved turns: no policy or setting is named with parentheses
 REPEATS = 3  # interleaved rounds of a probe's verifies and head forwards, each size's median kept
@@ -215,7 +216,7 @@ def _chain_ms(pool: Prefilled, n: int, forward) -> float:
 def _curve(probes: list[dict], key: str) -> tuple[list[tuple[int, float]], list[tuple[float, float]]]:
     """Per size of ``key`` ("verify", "draft"): the ms the probes say of it, and their (lowest,
     highest). The smallest size's is their median; every other size's is that plus the median over
-    the probes of each one's own difference between the size and the smallest (a paired median):
+    the probes of each one's own difference between the size and the smallest (``timing.paired_points``):
     a probe times its sizes within a second, at one prompt and one pace of the machine, so its
     differences hold the curve's shape with both taken out, where each size's median over probes
     at other prompts and paces need not come from the same probe (a 4-token verify 6.4 ms over a
@@ -225,15 +226,8 @@ def _curve(probes: list[dict], key: str) -> tuple[list[tuple[int, float]], list[
     sized = [got for got in sized if got]
     if not sized:
         return [], []
-    sizes = sorted({n for got in sized for n in got})
-    first = sizes[0]
-    anchor = median(got[first] for got in sized if first in got)
-    points = []
-    for n in sizes:
-        paired = [got[n] - got[first] for got in sized if n in got and first in got]
-        ms = anchor + median(paired) if paired else median(got[n] for got in sized if n in got)
-        points.append((n, round(ms, 3)))
-    ranges = [(min(got[n] for got in sized if n in got), max(got[n] for got in sized if n in got)) for n in sizes]
+    points = [(n, round(ms, 3)) for n, ms in paired_points(sized)]
+    ranges = [(min(got[n] for got in sized if n in got), max(got[n] for got in sized if n in got)) for n, _ in points]
     return points, ranges
 
 
