@@ -456,6 +456,20 @@ def test_static_vs_dynamic_table_and_calibration_on_a_tiny_model(tiny_dir, tmp_p
     assert "Static vs dynamic tree" in page and "perfectly calibrated" in page
 
 
+def test_static_vs_dynamic_says_the_rounds_range_of_its_speed_ratio():
+    from workbench.bench import static_vs_dynamic
+
+    row = {"D": 8, "task": "all", "tau_ratio": 1.07, "speed_ratio": 0.965, "speed_ratio_range": [0.922, 0.994]}
+    cell = {"D": 8, "task": "qa", "tau_ratio": 1.08, "speed_ratio": 0.95}
+    said = static_vs_dynamic.verdict([row, cell])
+    assert ("D=8: τ ×1.07, tokens/s ×0.96 (0.92–0.99 over the rounds, each round's pair within it, the dynamic tree "
+            "slower in every round)") in said
+    level = static_vs_dynamic.verdict([{**row, "speed_ratio_range": [0.95, 1.02]}, cell])
+    assert "(0.95–1.02 over the rounds, each round's pair within it, on both sides of 1)" in level
+    one = static_vs_dynamic.verdict([{k: v for k, v in row.items() if k != "speed_ratio_range"}, cell])
+    assert "tokens/s ×0.96. Dynamic has" in one and "over the rounds" not in one
+
+
 def test_calibration_command_writes_the_asset_format(tiny_dir, tmp_path):
     from workbench.bench.calibration import main
 

@@ -38,7 +38,8 @@ def _cell(static: list[list[dict]], dynamic: list[list[dict]]) -> dict:
     return {"questions": len(static[0]), "tau_static": ts, "tau_dynamic": td,
             "tau_ratio": td / ts if ts and td else None,
             "tokens_per_s_static": ss, "tokens_per_s_dynamic": sd,
-            "speed_ratio": median(ratios) if ratios else None}
+            "speed_ratio": median(ratios) if ratios else None,
+            **({"speed_ratio_range": [min(ratios), max(ratios)]} if len(ratios) > 1 else {})}
 
 
 def compare(methods, records: dict, by_round: dict | None = None) -> list[dict]:
@@ -58,6 +59,18 @@ def compare(methods, records: dict, by_round: dict | None = None) -> list[dict]:
     return rows
 
 
+def _rounds(row: dict) -> str:
+    """`` (0.92–0.99 over the rounds, slower in every round)``: the speed ratio's range over the
+    rounds, each round's pair compared within it, and its side of 1 where every round agrees; ""
+    for a run of one round."""
+    if "speed_ratio_range" not in row:
+        return ""
+    lo, hi = row["speed_ratio_range"]
+    side = ", the dynamic tree slower in every round" if hi < 1 else \
+        ", the dynamic tree faster in every round" if lo > 1 else ", on both sides of 1"
+    return f" ({lo:.2f}–{hi:.2f} over the rounds, each round's pair within it{side})"
+
+
 def verdict(rows: list[dict]) -> str:
     """A sentence computed from the rows: where dynamic beats static, on τ and on tokens/s."""
     if not rows:
@@ -66,8 +79,8 @@ def verdict(rows: list[dict]) -> str:
     cells = [r for r in rows if r["task"] != "all"]
     tau_wins = [r for r in cells if (r["tau_ratio"] or 0) > 1]
     speed_wins = [r for r in cells if (r["speed_ratio"] or 0) > 1]
-    budgets = ", ".join(f"D={r['D']}: τ ×{r['tau_ratio']:.2f}, tokens/s ×{r['speed_ratio']:.2f}" for r in overall
-                        if r["tau_ratio"] is not None and r["speed_ratio"] is not None)
+    budgets = ", ".join(f"D={r['D']}: τ ×{r['tau_ratio']:.2f}, tokens/s ×{r['speed_ratio']:.2f}{_rounds(r)}"
+                        for r in overall if r["tau_ratio"] is not None and r["speed_ratio"] is not None)
     lose = sorted({f"{r['task']} at D={r['D']}" for r in cells if (r["tau_ratio"] or 0) <= 1})
     return (f"Dynamic over static (all tasks): {budgets}. Dynamic has the higher τ in {len(tau_wins)} of "
             f"{len(cells)} (budget, task) cells and the higher tokens/s in {len(speed_wins)}"

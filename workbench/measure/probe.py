@@ -221,7 +221,7 @@ def _curve(probes: list[dict], key: str) -> tuple[list[tuple[int, float]], list[
     differences hold the curve's shape with both taken out, where each size's median over probes
     at other prompts and paces need not come from the same probe (a 4-token verify 6.4 ms over a
     decode step by the sizes' medians, 4.9 by the probes' own differences, in the 18 probes of
-    docs/bench/head-cpu-fp32.json, 2026-12-07 18:34)."""
+    docs/bench/archive/head-cpu-fp32-2026-12-07-1834.json)."""
     sized = [{int(n): float(ms) for n, ms in p.get(key) or ()} for p in probes]
     sized = [got for got in sized if got]
     if not sized:
