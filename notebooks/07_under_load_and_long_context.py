@@ -303,7 +303,8 @@ display(Markdown(
     f"predicts {sweep_at_one:.2f}× from the same model with the step cost's forwards (a verify of {GAMMA + 1} "
     f"{cost.verify_ms(GAMMA + 1) - cost.verify_ms(1):.1f} ms over its decode step, measured {cost.measured}); this "
     f"table's {context_speedup[short]:.2f}× reads the forwards timed here ({paired[short][GAMMA + 1] - paired[short][1]:.1f} "
-    "ms over, each round's own difference): one model, two measurements of the same forwards. The decode step at {short} tokens, {by_context[short, 1].with_unit('ms')} here, is the "
+    "ms over, each round's own difference): one model, two measurements of the same forwards. "
+    f"The decode step at {short} tokens, {by_context[short, 1].with_unit('ms')} here, is the "
     f"step cost's first point measured again ({step_decode.with_unit('ms')} there): {same}. By bytes alone the cache "
     f"of this small model stays lighter than its weights up to {weight_bytes / kv_bytes:,.0f} tokens; for a model "
     "with a larger cache per token, or at a large batch, the context dominates sooner."))

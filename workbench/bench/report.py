@@ -91,7 +91,7 @@ def rounds_verdict(summary: dict) -> str:
         top = max(ups, key=ups.get)
         order = (f" The × column's highest median, `{top}`, is not the fastest by median: × is each round's own "
                  "ratio to that round's plain decoding, then the median of those ratios, not the ratio of the "
-                 "tokens/s medians, so the two orders can differ where the medians are this close.")
+                 "tokens/s medians, so the two orders can differ where the medians are close.")
     return (f"Over {runs} rounds (the methods interleaved within each; figures are the rounds' medians, the range "
             f"the lowest and highest round). Against plain decoding, each round's speedup paired within its round: "
             f"{said}. In tokens/s, {level}.{order}")
