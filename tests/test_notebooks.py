@@ -27,6 +27,11 @@ MACHINE_PATH = re.compile("|".join(map(re.escape, {str(Path.home()), str(NOTEBOO
                                                    ".cache/workbench"})))
 
 
+# a Python replacement field left in a rendered sentence ("{short}", "{cost.verify_ms(1):.1f}"), not LaTeX
+# ("\\text{layers}", "x_{t+1}": a letter, backslash or underscore before the brace)
+PLACEHOLDER = re.compile(r"(?<![A-Za-z\\^_])\{[a-z_][a-z_0-9]*(?:\[[^\]]+\]|\.[a-z_]+(?:\([^)]*\))?)*(?::[^{}]+)?\}")
+
+
 def _text(output) -> str:
     """What a reader sees of one output as text: a stream, or a result's plain, markdown and HTML forms."""
     data = output.get("data", {})
@@ -60,6 +65,8 @@ def test_stored_copy_shows_its_results(script):
         f"the first line must name the dtype and the torch threads: {REFRESH}"
     leaks = sorted({m.group(0) for o in outputs for m in MACHINE_PATH.finditer(_text(o))})
     assert not leaks, f"{paired(script).name} prints folders of the machine that ran it ({leaks}): {REFRESH}"
+    unfilled = sorted({m.group(0) for o in outputs for m in PLACEHOLDER.finditer(o.get("data", {}).get("text/markdown", ""))})
+    assert not unfilled, f"{paired(script).name} shows f-string fields never filled in ({unfilled}): an f missing"
     figures = [o for o in outputs if FIGURE in o.get("data", {})]
     assert all("image/png" in o["data"] for o in figures), f"a figure of {paired(script).name} has no PNG: {REFRESH}"
 
