@@ -105,8 +105,9 @@ else:
 display(Markdown(
     f"**Takeaway.** On this machine {shape}; {batch_sentence(batches, here)}. {where} If verify were "
     f"memory-bound at every size (the GPU expectation, not measured here) it would be "
-    f"{flat[0]:.2f}× at batch 1 and {flat[-1]:.2f}× at batch {batches[-1]}. Measured at batch 1, notebook 6 "
-    "sets the same step cost's prediction beside the clock."))
+    f"{flat[0]:.2f}× at batch 1 and {flat[-1]:.2f}× at batch {batches[-1]}. At batch 1 notebook 6 sets the same "
+    "model's prediction beside the clock, its forwards timed again by probes at the pace of its own runs: its "
+    "predicted speedup differs from this one by what the machine's pace did between the two measurements."))
 
 # %% [markdown]
 # ## Measured under load
@@ -300,7 +301,7 @@ display(Markdown(
     f"gets {context_trend}; the predicted speedup of the chain is "
     + ", ".join(f"{context_speedup[P]:.2f}× at {P:,}" for P in CONTEXTS)
     + f" (predicted only: a long prompt's τ and speed are not measured here). At {short} tokens the sweep above "
-    f"predicts {sweep_at_one:.2f}× from the same model with the step cost's forwards (a verify of {GAMMA + 1} "
+    f"predicts {sweep_at_one:.2f}× from the same model with the step cost's forwards (a verify of {GAMMA + 1} tokens "
     f"{cost.verify_ms(GAMMA + 1) - cost.verify_ms(1):.1f} ms over its decode step, measured {cost.measured}); this "
     f"table's {context_speedup[short]:.2f}× reads the forwards timed here ({paired[short][GAMMA + 1] - paired[short][1]:.1f} "
     "ms over, each round's own difference): one model, two measurements of the same forwards. "
