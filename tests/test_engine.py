@@ -4,7 +4,7 @@ the KV cache always equals a fresh prefill, no slot leaks, bad knobs get clear e
 import pytest
 import torch
 
-from helpers import fresh_prefill, random_prompts, score_driven_candidates, tiny_pair
+from helpers import alone_outputs, fresh_prefill, random_prompts, score_driven_candidates, tiny_pair
 from workbench.attention.batch import extend_batch
 from workbench.engine.accept import AcceptResult
 from workbench.engine.config import SpecConfig, check_context
@@ -327,3 +327,27 @@ def test_a_lone_request_keeps_one_run_of_slots_and_its_moved_rows(pair):
     for layer in range(target.config.num_layers):
         torch.testing.assert_close(eng.target_kv.k[layer][slots], kv.k[layer][fresh_slots], atol=1e-4, rtol=1e-4)
         torch.testing.assert_close(eng.target_kv.v[layer][slots], kv.v[layer][fresh_slots], atol=1e-4, rtol=1e-4)
+
+
+def test_requests_decoding_together_each_keep_one_run_of_slots(pair):
+    """Requests that come and go in one pool each hold a run of slots set aside at admission
+    (``SlotAllocator.reserve``): every running request's cache stays one ascending run through
+    plain and speculative steps, so attention reads each as a view in a batch too, and the
+    outputs equal plain decoding's."""
+    target, head = pair
+    prompts = random_prompts(5, 16, seed=3)
+    eng = Engine(target, head, SpecConfig("eagle2", num_steps=3, topk=2, num_draft_tokens=6), kv_slots=400)
+    reqs = [eng.submit(p, 20) for p in prompts[:3]]
+    steps = 0
+    while not eng.done:
+        eng.step()
+        steps += 1
+        if steps == 4:  # two more arrive while the first three run
+            reqs += [eng.submit(p, 20) for p in prompts[3:]]
+        for r in eng.running:
+            if r.rid in eng.table.tables:
+                slots = eng.table.slots(r.rid)
+                assert slots == list(range(slots[0], slots[0] + len(slots))), f"request {r.rid} left one run"
+        eng.check_integrity()
+    assert steps > 8 and len({len(r.prompt_ids) for r in reqs}) > 1
+    assert [r.output_ids for r in reqs] == alone_outputs(target, prompts, 20)

@@ -20,11 +20,12 @@ def test_random_operations_never_lose_or_share_a_slot(seed):
         rids = list(table.tables)
         if op == "add" or not rids:
             table.add_request(next_rid)
+            table.allocator.reserve(next_rid, rng.randint(1, 12))  # a run where one is free, else none
             next_rid += 1
         elif op == "commit":
-            n = rng.randint(0, 6)
+            n, rid = rng.randint(0, 6), rng.choice(rids)
             try:
-                table.commit(rng.choice(rids), table.allocator.alloc(n))
+                table.commit(rid, table.allocator.alloc(n, owner=rid))
             except OutOfSlots:
                 assert n > table.allocator.num_free
         elif op == "scratch":
@@ -38,9 +39,38 @@ def test_random_operations_never_lose_or_share_a_slot(seed):
             rid = rng.choice(rids)
             table.rollback(rid, rng.randint(0, table.length(rid)))
         elif op == "release":
-            table.release(rng.choice(rids))
+            rid = rng.choice(rids)
+            table.release(rid)
+            table.allocator.unreserve(rid)
         table.check_integrity(scratch)
         assert table.allocator.num_used + table.allocator.num_free == 64
+
+
+def test_a_run_keeps_its_owners_slots_ascending_and_lends_what_others_lack():
+    alloc = SlotAllocator(16)
+    alloc.alloc(2)  # slots 0, 1 taken from the shared list
+    assert alloc.reserve("a", 6) and alloc.reserve("b", 4)  # the lowest runs: 2-7, 8-11
+    with pytest.raises(ValueError, match="already holds a run"):
+        alloc.reserve("a", 2)
+    first = alloc.alloc(3, owner="a")
+    assert first == [2, 3, 4] and alloc.alloc(1, owner="b") == [8]
+    tree = alloc.alloc(3, owner="a")  # a step's nodes right after the committed ones
+    assert tree == [5, 6, 7]
+    alloc.free(tree[1:])  # the rejected nodes go back to the run, so the next step starts at 6
+    assert alloc.alloc(1, owner="a") == [6]
+    # no run of 8 free slots is left (12-15 are the shared list's): declined, nothing changes
+    assert not alloc.reserve("c", 8) and alloc.num_free == 8  # 0, 1, 2-6 and 8 in use
+    # the shared list short: the rest borrowed from the runs, the fullest first, its highest slots first
+    lent = alloc.alloc(6)
+    assert lent == [12, 13, 14, 15, 11, 10]
+    alloc.free(lent)
+    assert alloc.alloc(3, owner="b") == [9, 10, 11]
+    alloc.unreserve("a")  # its free slot goes back to the shared list, its used ones when freed
+    alloc.free([2, 3, 4])
+    assert alloc.reserve("d", 3) and alloc.alloc(3, owner="d") == [2, 3, 4]
+    assert alloc.num_used + alloc.num_free == 16
+    with pytest.raises(ValueError, match="at least one slot"):
+        alloc.reserve("e", 0)
 
 
 def test_out_of_slots_is_clear_and_changes_nothing():

@@ -275,9 +275,10 @@ class Engine:
         token, and the pairs their draft extend will run."""
         timings = self._timings()
         with timings.phase("prefill"):
-            for r in reqs:
+            for r in reqs:  # each request's cache in one run of slots, its worst case set aside (kv/allocator.py)
                 self.table.add_request(r.rid)
-                self.table.commit(r.rid, self.table.allocator.alloc(len(r.prompt_ids)))
+                self.table.allocator.reserve(r.rid, self.scheduler.reserved[r.rid])
+                self.table.commit(r.rid, self.table.allocator.alloc(len(r.prompt_ids), owner=r.rid))
             batch = extend_batch(tokens=[r.prompt_ids for r in reqs], prefix_slots=[[] for _ in reqs],
                                  new_slots=[self.table.slots(r.rid) for r in reqs], device=self.device)
             hidden = self.target(batch, self.target_kv, self.taps)  # [T, H] (fused head: [T, W])
@@ -314,7 +315,7 @@ class Engine:
         keep_pairs = self.drafter is not None and self.drafter.reads_pending
         lens = [self.table.length(r.rid) for r in reqs]
         with timings.phase("decode"):
-            new = [self.table.allocator.alloc(1) for _ in reqs]
+            new = [self.table.allocator.alloc(1, owner=r.rid) for r in reqs]
             batch = extend_batch(tokens=[[r.root] for r in reqs], prefix_slots=[self.table.slots(r.rid) for r in reqs],
                                  new_slots=new, device=self.device)
         hidden, logits = self._target_forward(batch, timings, "decode")  # [B, W], [B, V]
@@ -400,7 +401,7 @@ class Engine:
             trees.append(build_tree(r.root, c, kept, prefix_len=L, dropped=dropped))
         if self.debug:
             _check_positions(trees, phase.levels, lens, self.drafter.level_offset)
-        return trees, [self.table.allocator.alloc(tree.num_nodes) for tree in trees]
+        return trees, [self.table.allocator.alloc(tree.num_nodes, owner=r.rid) for r, tree in zip(reqs, trees)]
 
     def _record(self, *, kind: str, request: Request, spec: SpecConfig, choice: Choice, batch: list[int],
                 logits: torch.Tensor, emitted: list[int], kv: KVChange, timing: dict[str, float],
@@ -486,6 +487,7 @@ class Engine:
         for r in self.batch:
             if r.finished:
                 self.table.release(r.rid)
+                self.table.allocator.unreserve(r.rid)
                 self.scheduler.retire(r.rid)
                 r.drop_features()
         self.batch = [r for r in self.batch if not r.finished]
