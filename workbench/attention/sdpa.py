@@ -29,9 +29,9 @@ from workbench.attention.reference import head_counts, visibility
 
 
 def contiguous_run(meta: AttentionMeta, b: int, slots: torch.Tensor) -> slice | None:
-    """``slice(first, first + K)`` when request b's slots are one ascending run (the allocator
-    hands out the lowest free ids and commit moves a step's accepted rows to the front of its
-    slots, so a lone request's cache is one; requests that share a pool interleave theirs): then
+    """``slice(first, first + K)`` when request b's slots are one ascending run (each request takes
+    the lowest free slots of a run set aside for it at admission, and commit moves a step's
+    accepted rows to the front of its slots, so a request's cache is one, in a batch too): then
     every layer reads a view of the pool instead of gathering the whole prefix. Decided once per forward, on the
     CPU only (reading the slot values on a GPU would be a device sync)."""
     key = ("run", b)

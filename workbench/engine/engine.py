@@ -9,9 +9,11 @@ Commit keeps the root and the accepted drafts, rolls the rest back: the accepted
 move to the front of the step's slots (the node at depth d to the d-th slot written, as the EAGLE
 repository copies them; at most ``num_steps`` rows a layer), those slots are appended to the
 request's table (their positions are L, L+1, ... already) and the others are freed (page size 1,
-as SGLang). A lone request's cache so stays one run of slots, which attention reads as a view
-where any other order is gathered over the whole prefix at every layer (``attention/sdpa.py``;
-docs/design.md §2, after the table of data structures).
+as SGLang). Each request takes its slots from a run set aside for it at admission, as long as
+its worst case (``kv/allocator.py``, ``reserve``), so its cache stays one run of slots, alone or
+in a batch, which attention reads as a view where any other order is gathered over the whole
+prefix at every layer (``attention/sdpa.py``; docs/design.md §2, after the table of data
+structures).
 
 Requests come and go (docs/design.md §3, "The request lifecycle"): ``submit`` queues one, the
 scheduler (``scheduler.py``) admits waiting requests first come first served while the fixed KV
