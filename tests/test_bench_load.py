@@ -568,11 +568,6 @@ def test_the_forward_pace_is_the_median_per_batch_over_every_kind_and_round_and_
     rounds = [{"plain": {1: [(1.0, None)], 4: [(2.0, 1.1), (2.2, 1.3)]}, "tree": {4: [(5.0, 1.2)], 8: [(9.0, 1.4)]}},
               {"plain": [[4, [[2.4, 1.5]]]], "tree": [[8, [[9.5, 1.6], [9.9, None]]]]}]
     assert sc.forward_paces(rounds) == [[4, 1.25], [8, 1.5]]
-    # kept apart by the new tokens each kind verifies a request: plain 1, the tree 4 (OVERHEAD_SETTING)
-    assert sc.forward_token_paces(rounds) == [[4, 1, 1.3], [4, 4, 1.2], [8, 4, 1.5]]
-    from workbench.cost_model import StepCost
-    with pytest.raises(ValueError, match="requests >= 2, tokens >= 1"):
-        StepCost(((1, 10.0),), batched_tokens=((1, 1, 1.2),))
     assert sc.overhead_points(rounds) == {"plain": [[1, 1.0], [4, 2.2]], "tree": [[4, 5.0], [8, 9.5]]}
     assert sc.overhead_points([{"plain": [[1, [3.0, 4.0]]]}]) == {"plain": [[1, 3.5]]}  # an older entry's bare numbers
 

@@ -101,22 +101,16 @@ def test_the_batched_forwards_pace_is_their_time_over_the_curves_word():
     cost = replace(COST, kv=((1, 0.01),), prefix=4.0)
     probes = [{**p, "batch": {"requests": 4, "context": 10.0, "forward": [[1, 60.0], [4, 80.0]]}} for p in PROBES]
     got = probed(cost, probes, head=False)
-    alone = replace(got, batched=(), batched_tokens=())
+    alone = replace(got, batched=())
     bare = [alone.verify_ms(4 * n) + 0.01 * 4 * 10.0 - 0.01 * got.verify_prefix for n in (1, 4)]
-    f1, f4 = 60.0 / bare[0], 80.0 / bare[1]
-    assert got.batched == ((4, pytest.approx((f1 + f4) / 2, rel=1e-3)),)  # the median of the two counts
+    assert got.batched == ((4, pytest.approx((60.0 / bare[0] + 80.0 / bare[1]) / 2, rel=1e-3)),)  # the median of two
     factor = got.batched[0][1]
     assert got.batch_pace(1) == 1.0 and got.batch_pace(4) == factor and got.batch_pace(16) == factor
     assert got.batch_pace(2.5) == pytest.approx(1 + (factor - 1) / 2)
-    # each count of new tokens keeps its own factor: a forward of a known count reads it, between counts linearly
-    assert got.batched_tokens == ((4, 1, pytest.approx(f1, rel=1e-3)), (4, 4, pytest.approx(f4, rel=1e-3)))
-    assert got.batch_pace(4, 1) == pytest.approx(f1, rel=1e-3) and got.batch_pace(4, 8) == pytest.approx(f4, rel=1e-3)
-    assert got.batch_pace(2.5, 4) == pytest.approx(1 + (f4 - 1) / 2, rel=1e-3) and got.batch_pace(1, 4) == 1.0
-    assert got.forward_ms(4, 2, 30.0) == pytest.approx(alone.forward_ms(4, 2, 30.0) * (f1 + (f4 - f1) / 3), rel=1e-3)
-    assert got.plain_ms(4) == pytest.approx(alone.verify_ms(4) * f1 + got.overhead.ms(False, 4), rel=1e-3)
+    assert got.forward_ms(4, 2, 30.0) == pytest.approx(alone.forward_ms(4, 2, 30.0) * factor)
+    assert got.plain_ms(4) == pytest.approx(alone.verify_ms(4) * factor + got.overhead.ms(False, 4))
     assert got.plain_ms(1) == alone.plain_ms(1)  # one request: the curves' own
     assert StepCost.from_dict(got.as_dict()).batched == got.batched
-    assert StepCost.from_dict(got.as_dict()).batched_tokens == got.batched_tokens
     assert batch_paces(cost, PROBES) == () and probed(cost, PROBES, head=False).batch_pace(8) == 1.0  # none timed
     measured = replace(cost, batched=((8, 1.3),))  # its own steps' pace, timed with the overhead
     assert probed(measured, PROBES, head=False).batched == ((8, 1.3),)

@@ -57,16 +57,6 @@ from workbench.metrics import predicted_speedup
 from workbench.timing import monotone
 
 
-def _flat_outside(points: list[tuple[int, float]], x: float) -> float:
-    """``points`` (size, value) read at ``x``: linear between sizes, the nearest end's value outside."""
-    points = sorted(points)
-    if x <= points[0][0]:
-        return points[0][1]
-    if x >= points[-1][0]:
-        return points[-1][1]
-    return _interpolate(tuple(points), x)
-
-
 def _interpolate(points: tuple[tuple[int, float], ...], x: float) -> float:
     """The piecewise-linear curve through ``points`` (sizes increasing) at ``x``: the first
     value below the first size, the last segment's slope past the last size (one point:
@@ -335,13 +325,6 @@ class StepCost:
     linear between the points, flat past the last). Empty: 1 at every batch (a step cost measured
     before the factor was kept, or made up).
 
-    ``batched_tokens``: (requests, new tokens a request, factor) points, the same factor kept apart
-    by the count of new tokens each request brings: with each request's cache read as a view, a
-    batch's forward of one new token a request and one of two lie further apart from the curves'
-    word than one median over the counts can say (the probes of 8 requests in
-    docs/bench/load-cpu-avx512.md). Where it holds points, a forward of a known count reads it
-    (``batch_pace``); empty: ``batched`` alone.
-
     ``prefill_joined``: ms a prefill step saves for each prompt it holds beyond the first: the
     engine prefills every request admitted since its last step in one forward, whose fixed part
     (each layer's weights read once, the step's Python) several prompts then share; a run's
@@ -360,7 +343,6 @@ class StepCost:
     prefix: float = 128.0
     verify_prefix: float | None = None
     batched: tuple[tuple[int, float], ...] = ()
-    batched_tokens: tuple[tuple[int, int, float], ...] = ()
     prefill_joined: float = 0.0
 
     def __post_init__(self) -> None:
@@ -373,11 +355,6 @@ class StepCost:
         object.__setattr__(self, "catch_up", _checked(self.catch_up, "catch-up cost"))
         object.__setattr__(self, "kv", _checked(self.kv, "context term", zero=True))
         object.__setattr__(self, "batched", _checked(self.batched, "batched forwards' pace"))
-        by_tokens = tuple((int(b), int(d), float(f)) for b, d, f in self.batched_tokens)
-        if any(b < 2 or d < 1 or f <= 0 for b, d, f in by_tokens):
-            raise ValueError(f"batched forwards' pace by new tokens: each point is (requests >= 2, tokens >= 1, "
-                             f"factor > 0), got {by_tokens}")
-        object.__setattr__(self, "batched_tokens", tuple(sorted(by_tokens)))
         for name in ("verify_range", "draft_range"):
             object.__setattr__(self, name, tuple((float(lo), float(hi)) for lo, hi in getattr(self, name)))
         if isinstance(self.overhead, dict):
@@ -413,30 +390,17 @@ class StepCost:
             return 0.0
         return self.kv[-1][1] if tokens >= self.kv[-1][0] else _interpolate(self.kv, tokens)
 
-    def batch_pace(self, batch: float, tokens: float | None = None) -> float:
-        """The factor a forward of ``batch`` requests of ``tokens`` new tokens each takes over the
-        curves' word: from ``batched_tokens`` where it holds points and ``tokens`` is given (at each
-        batch measured, read at ``tokens``: linear between its counts, flat outside them), else from
-        ``batched`` (every count pooled); 1 at one request, linear between batches, flat past the last."""
-        if batch <= 1:
+    def batch_pace(self, batch: float) -> float:
+        """The factor a forward of ``batch`` requests takes over the curves' word (``batched``)."""
+        if batch <= 1 or not self.batched:
             return 1.0
-        if tokens is not None and self.batched_tokens:
-            by_batch: dict[int, list[tuple[int, float]]] = {}
-            for b, d, f in self.batched_tokens:
-                by_batch.setdefault(b, []).append((d, f))
-            points = [(1, 1.0)] + [(b, _flat_outside(pts, tokens)) for b, pts in sorted(by_batch.items())]
-        elif self.batched:
-            points = [(1, 1.0), *((n, f) for n, f in self.batched if n > 1)]
-        else:
-            return 1.0
-        return points[-1][1] if batch >= points[-1][0] else _interpolate(tuple(points), batch)
+        points = ((1, 1.0), *((n, f) for n, f in self.batched if n > 1))
+        return points[-1][1] if batch >= points[-1][0] else _interpolate(points, batch)
 
     def forward_ms(self, batch: float, tokens: float, context: float | None = None) -> float:
         """One target forward (and its logits) of ``batch`` requests of ``tokens`` new tokens each:
-        the curve at their sum, the context term (``context_ms``), the batched forwards' pace at
-        that count of new tokens (``batch_pace``)."""
-        return ((self.verify_ms(batch * tokens) + self.context_ms(batch, context, tokens))
-                * self.batch_pace(batch, tokens))
+        the curve at their sum, the context term (``context_ms``), the batched forwards' pace."""
+        return (self.verify_ms(batch * tokens) + self.context_ms(batch, context, tokens)) * self.batch_pace(batch)
 
     def context_ms(self, batch: float, context: float | None, tokens: float = 1) -> float:
         """What ``batch`` requests of ``context`` committed tokens each (a mean), each bringing
@@ -537,8 +501,7 @@ class StepCost:
                 "verify_range": [list(r) for r in self.verify_range], "draft_range": [list(r) for r in self.draft_range],
                 "prefill": [list(p) for p in self.prefill], "catch_up": [list(p) for p in self.catch_up],
                 "kv": [list(p) for p in self.kv], "prefix": self.prefix, "verify_prefix": self.verify_prefix,
-                "batched": [list(p) for p in self.batched], "batched_tokens": [list(p) for p in self.batched_tokens],
-                "prefill_joined": self.prefill_joined}
+                "batched": [list(p) for p in self.batched], "prefill_joined": self.prefill_joined}
 
     @classmethod
     def from_dict(cls, d: dict) -> StepCost:
@@ -548,7 +511,7 @@ class StepCost:
                    overhead=Overhead(**d.get("overhead", {})), measured=d.get("measured", ""),
                    verify_range=d.get("verify_range", ()), draft_range=d.get("draft_range", ()),
                    prefill=d.get("prefill", ()), catch_up=d.get("catch_up", ()), kv=_kv_points(d), batched=d.get("batched", ()),
-                   batched_tokens=d.get("batched_tokens", ()), prefill_joined=d.get("prefill_joined", 0.0),
+                   prefill_joined=d.get("prefill_joined", 0.0),
                    prefix=d.get("prefix", 128.0), verify_prefix=d.get("verify_prefix"))
 
     @classmethod

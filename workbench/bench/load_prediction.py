@@ -100,7 +100,7 @@ def row_prediction(row: dict, spec, model: StepCost, *, recs: list[dict], prompt
             "model_ms": {"prefill": r2(loop.prefill_ms), "catch_up": r2(loop.catch_up_ms),
                          "decode": r2(loop.decode_ms)},
             "measured_ms": {"prefill": r2(measured_prefill), "decode": r2(decode)},
-            "with_measured_prefill_tok_s": r2(swapped), "batch_pace": round(model.batch_pace(row["mean_batch"], (row.get("nodes") if spec.speculative else None) or 1), 3)}
+            "with_measured_prefill_tok_s": r2(swapped), "batch_pace": round(model.batch_pace(row["mean_batch"]), 3)}
 
 
 def prefill_steps(record: dict) -> int | None:

@@ -262,7 +262,6 @@ def probed(cost: StepCost, probes: list[dict], *, head: bool) -> StepCost:
                "verify_prefix": median(p["prompt_tokens"] for p in probes)}  # the probes' verify read its prompt
     priced = replace(cost, **changes)
     changes["batched"] = batch_paces(priced, probes) or cost.batched  # none timed at a batch: the step cost's
-    changes["batched_tokens"] = batch_token_paces(priced, probes) or cost.batched_tokens
     joined = prefill_joined(probes)
     if joined is not None:
         changes["prefill_joined"] = joined
@@ -279,7 +278,7 @@ def batch_paces(cost: StepCost, probes: list[dict]) -> tuple[tuple[int, float], 
     probes and counts of new tokens of each forward's ms over what ``cost`` says of the same
     forward at one request's pace (``StepCost.batched``): the curve at the batch's tokens and
     every request's context by the context term (``forward_ms``)."""
-    alone = replace(cost, batched=(), batched_tokens=())
+    alone = replace(cost, batched=())
     by_batch: dict[int, list[float]] = {}
     for p in probes:
         b = p.get("batch")
@@ -290,21 +289,6 @@ def batch_paces(cost: StepCost, probes: list[dict]) -> tuple[tuple[int, float], 
             if model > 0:
                 by_batch.setdefault(int(b["requests"]), []).append(ms / model)
     return tuple((n, round(median(f), 4)) for n, f in sorted(by_batch.items()) if n > 1)
-
-
-def batch_token_paces(cost: StepCost, probes: list[dict]) -> tuple[tuple[int, int, float], ...]:
-    """(requests, new tokens a request, factor): ``batch_paces``' factors kept apart by the count of
-    new tokens, each the median over the probes (``StepCost.batched_tokens``)."""
-    alone = replace(cost, batched=(), batched_tokens=())
-    by_count: dict[tuple[int, int], list[float]] = {}
-    for b in (p.get("batch") for p in probes):
-        if not b or int(b["requests"]) < 2:
-            continue
-        for n, ms in b["forward"]:
-            model = alone.forward_ms(b["requests"], n, b["context"])
-            if model > 0:
-                by_count.setdefault((int(b["requests"]), int(n)), []).append(ms / model)
-    return tuple((r, n, round(median(f), 4)) for (r, n), f in sorted(by_count.items()))
 
 
 def prefill_joined(probes: list[dict]) -> float | None:

@@ -148,8 +148,6 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
     # a batch's target forward is the target's: with a run's target part, its pace too
     batched = ([list(p) for p in target.batched] if target is not None and target.batched
                else forward_paces([r["overhead_steps"] for r in rounds]))
-    batched_tokens = ([list(p) for p in target.batched_tokens] if target is not None and target.batched
-                      else forward_token_paces([r["overhead_steps"] for r in rounds]))
     for r in rounds:  # each round's own lines, kept to show how far the rounds lie apart
         r["overhead"] = overhead_fields([r["overhead_steps"]], plain=plain)
         r["overhead_steps"] = {kind: [[b, [[round(ms, 3), None if f is None else round(f, 4)] for ms, f in got]]
@@ -165,7 +163,6 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
              "prefill": _agreed([r["prefill"] for r in rounds])[0],
              "catch_up": _agreed([r["catch_up"] for r in rounds])[0],
              "overhead_timing": OVERHEAD_TIMING, "kv": kv, "prefix": PREFIX, "batched": batched,
-             "batched_tokens": batched_tokens,
              "measured": measurement_label(wb), "cpu": cpu_signature(), "rounds": ROUNDS, "per_round": rounds,
              **({} if target is None else {"target_from": target.measured})}
     if not (v_agree and d_agree):
@@ -194,7 +191,6 @@ def _with_target(cost: StepCost, target: StepCost | None) -> StepCost:
                        plain_per_request=target.overhead.plain_per_request, points=tuple(points.items()))
     return replace(cost, verify=target.verify, verify_range=target.verify_range, prefill=target.prefill,
                    overhead=overhead, kv=target.kv, batched=target.batched or cost.batched,
-                   batched_tokens=target.batched_tokens if target.batched else cost.batched_tokens,
                    measured=f"{cost.measured}; its target part {target.measured}")
 
 
@@ -251,21 +247,6 @@ def overhead_points(rounds: list[dict]) -> dict[str, list[list[float]]]:
             for b, got in _steps(by_batch):
                 pooled.setdefault(kind, {}).setdefault(b, []).extend(_overhead_ms(x) for x in got)
     return {kind: [[b, round(median(got), 3)] for b, got in sorted(by_batch.items())] for kind, by_batch in pooled.items()}
-
-
-KIND_TOKENS = {"plain": 1, "tree": OVERHEAD_SETTING["num_draft_tokens"], "chain": LEVEL_SETTING["num_draft_tokens"]}
-
-
-def forward_token_paces(rounds: list[dict]) -> list[list[float]]:
-    """``StepCost.batched_tokens``' (requests, new tokens a request, factor) points: ``forward_paces``
-    kept apart by the tokens each kind of step verifies for a request (``KIND_TOKENS``)."""
-    pooled: dict[tuple[int, int], list[float]] = {}
-    for steps in rounds:
-        for kind, by_batch in steps.items():
-            for b, got in _steps(by_batch):
-                pooled.setdefault((b, KIND_TOKENS[kind]), []).extend(
-                    float(x[1]) for x in got if isinstance(x, (list, tuple)) and x[1] is not None)
-    return [[b, d, round(median(f), 4)] for (b, d), f in sorted(pooled.items()) if b > 1 and f]
 
 
 def forward_paces(rounds: list[dict]) -> list[list[float]]:
