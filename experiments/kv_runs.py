@@ -119,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if not methods:
+        raise UserError(f"--methods {args.methods!r}: give at least one method (vanilla, eagle2:4/3/2, ...)")
     for m in methods:
         parsed = parse_methods(m, None)
         if len(parsed) != 1 or parsed[0].hf:

@@ -31,3 +31,5 @@ def test_runs_make_every_step_a_view_and_change_no_output(tiny_dir, capsys):
 def test_bad_methods_get_one_clear_line(capsys):
     assert kv_runs.main(["--methods", "hf-greedy"]) == 2
     assert "give one engine method per name" in capsys.readouterr().err
+    assert kv_runs.main(["--methods", " , "]) == 2  # none at all: one line, before any model loads
+    assert "give at least one method" in capsys.readouterr().err
