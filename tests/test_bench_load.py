@@ -130,10 +130,12 @@ def test_a_closed_loop_keeps_its_concurrency_and_every_output_equals_plain_decod
     assert all(s.verified == s.batch for s in decode if not s.speculative)
     assert res.nodes == (None if not spec else sum(s.verified for s in spec) / sum(s.batch for s in spec))
     assert res.record()["nodes"] == (None if res.nodes is None else round(res.nodes, 3))
-    # one request at a time: the mix of verify sizes, each step's own (at a batch: none, the mean prices it)
-    at_one = [s.verified for s in spec if s.batch == 1]  # a schedule may speculate at a batch of one only
-    assert res.nodes_mix == ({n: at_one.count(n) for n in sorted(set(at_one))}
-                             if spec and len(at_one) == len(spec) else None)
+    # the mix of verify sizes, request by request: each request's drafts of each speculative step
+    each = [n for s in spec for n in s.verified_each]
+    assert all(len(s.verified_each) == s.batch and sum(s.verified_each) == s.verified for s in spec)
+    assert res.nodes_mix == ({n: each.count(n) for n in sorted(set(each))} if spec else None)
+    if spec:
+        assert sum(n * k for n, k in res.nodes_mix.items()) / sum(res.nodes_mix.values()) == pytest.approx(res.nodes)
     alone = run_load(wb, read_policy(policy), prompts=prompts, load=Load("closed", 1, 2), max_new_tokens=MAX_NEW)
     ran = [s.verified for s in alone.decode_steps if s.speculative]
     assert alone.nodes_mix == ({n: ran.count(n) for n in sorted(set(ran))} if ran else None)
@@ -477,9 +479,11 @@ def test_a_step_cost_cached_before_the_prefill_or_at_other_overhead_batches_is_m
     good = ([(n, 10.0 + n) for n in sc.VERIFY_SIZES], [(r, 1.0) for r in sc.DRAFT_ROWS])
     today = {"verify": good[0], "draft": good[1], "overhead": {"spec_levels": 3}, "overhead_timing": sc.OVERHEAD_TIMING,
              "overhead_batches": list(sc.OVERHEAD_BATCHES), "prefill": [[32, 5.0], [128, 9.0]], "catch_up": [],
-             "kv": [[1, 0.005], [8, 0.009]]}
+             "kv": [[1, 0.005], [8, 0.009]], "batched_tokens": [[4, 1, 1.1], [4, 2, 1.2]]}
     before = {k: v for k, v in today.items() if k not in ("prefill", "catch_up")}
     assert sc._current(today) and not sc._current(before)
+    pooled_pace = {k: v for k, v in today.items() if k != "batched_tokens"}  # one batch pace for every count of tokens
+    assert not sc._current(pooled_pace) and sc._readable(pooled_pace)
     assert not sc._current({**today, "overhead_batches": [1, 4]})
     assert not sc._current({k: v for k, v in today.items() if k != "overhead_batches"})
     assert not sc._current({**today, "overhead": {}}) and sc._readable({**today, "overhead": {}})  # no per-level overhead
@@ -508,7 +512,7 @@ def test_the_overhead_is_the_least_squares_line_through_every_batch_timed(wb, mo
     timed = {False: {1: 3.0, 4: 5.0, 8: 12.0}, True: {1: 6.0, 4: 9.0, 8: 30.0}}  # made up: nothing is timed
     monkeypatch.setattr(sc, "OVERHEAD_BATCHES", (1, 4, 8))
     monkeypatch.setattr(sc, "_step_overheads", lambda wb, spec, *, batch, forwards, prefix_len, probe:
-                        [(timed[spec.speculative][batch], None)] * 2)
+                        [(timed[spec.speculative][batch], None, 1.0)] * 2)
     got = sc.overhead_fields([sc.time_overhead_steps(wb, read_policy("auto").draft, FLAT_COST)])
     for kind, speculative in (("plain", False), ("spec", True)):
         slope, intercept = np.polyfit((1, 4, 8), [timed[speculative][b] for b in (1, 4, 8)], 1)
@@ -549,15 +553,16 @@ def test_a_steps_overhead_is_its_time_less_its_target_clock_and_its_draft_forwar
             assert probe.asked == [2 * (4 if spec.speculative else 1)] * sc.OVERHEAD_STEPS
             assert len(got[kind, pace]) == sc.OVERHEAD_STEPS  # every timed step kept, pooled later over rounds
             tokens = 4 if spec.speculative else 1
-            assert [f for _, f in got[kind, pace]] == pytest.approx([4.0 / (FLAT_COST.forward_ms(2, tokens) * pace)]
-                                                                    * sc.OVERHEAD_STEPS)
+            assert [f for _, f, _ in got[kind, pace]] == pytest.approx([4.0 / (FLAT_COST.forward_ms(2, tokens) * pace)]
+                                                                       * sc.OVERHEAD_STEPS)
+            assert [n for _, _, n in got[kind, pace]] == [tokens] * sc.OVERHEAD_STEPS  # the tokens a request brought
     drafts = [FLAT_COST.parts(tree, 2, tau).draft_ms for tau in (1.0, 4.0)]  # the extend at 1 to 4 tokens a request
-    for (slow, _), (fast, _) in zip(got["tree", 0.5], got["tree", 1.5]):
+    for (slow, _, _), (fast, _, _) in zip(got["tree", 0.5], got["tree", 1.5]):
         assert min(drafts) - 1e-6 <= slow - fast <= max(drafts) + 1e-6
         assert 6.0 - 1.5 * max(drafts) - 1e-6 <= fast < 6.0
-    assert [o for o, _ in got["plain", 0.5]] == [o for o, _ in got["plain", 1.5]] == pytest.approx([6.0] * sc.OVERHEAD_STEPS)
+    assert [o for o, _, _ in got["plain", 0.5]] == [o for o, _, _ in got["plain", 1.5]] == pytest.approx([6.0] * sc.OVERHEAD_STEPS)
     one = sc._step_overheads(wb, SpecConfig("vanilla"), batch=1, forwards=FLAT_COST, prefix_len=16, probe=Probe(1.0))
-    assert {f for _, f in one} == {None}  # one request: no batch to set against one sequence
+    assert {f for _, f, _ in one} == {None}  # one request: no batch to set against one sequence
 
 
 def test_the_forward_pace_is_the_median_per_batch_over_every_kind_and_round_and_the_overhead_leaves_it_out():
@@ -570,6 +575,18 @@ def test_the_forward_pace_is_the_median_per_batch_over_every_kind_and_round_and_
     assert sc.forward_paces(rounds) == [[4, 1.25], [8, 1.5]]
     assert sc.overhead_points(rounds) == {"plain": [[1, 1.0], [4, 2.2]], "tree": [[4, 5.0], [8, 9.5]]}
     assert sc.overhead_points([{"plain": [[1, [3.0, 4.0]]]}]) == {"plain": [[1, 3.5]]}  # an older entry's bare numbers
+
+
+def test_the_forward_pace_by_tokens_is_the_median_per_batch_and_count_of_new_tokens():
+    """``forward_paces_by_tokens`` keeps a pace per batch and per new tokens a request (each
+    step's verified tokens over its requests, rounded), pooled over the kinds and rounds; steps
+    kept with two figures (before the tokens were) and one-request steps count in none."""
+    import workbench.measure.step_cost as sc
+
+    rounds = [{"plain": {1: [(1.0, None, 1.0)], 8: [(2.0, 1.3, 1.0), (2.2, 1.1, 1.0)]},
+               "chain": {8: [(3.0, 1.5, 2.0), (3.1, 1.7, 2.0)]}, "tree": {8: [(5.0, 1.2, 4.0), (5.5, 9.9)]}},
+              {"tree": [[8, [[9.5, 1.0, 3.75], [9.9, None, 4.0]]]], "chain": [[4, [[2.0, 1.25, 2.0]]]]}]
+    assert sc.forward_paces_by_tokens(rounds) == [[4, 2, 1.25], [8, 1, 1.2], [8, 2, 1.6], [8, 4, 1.1]]
 
 
 def test_the_overhead_prices_each_steps_verify_at_the_tokens_its_trees_held(wb, monkeypatch):
@@ -669,17 +686,19 @@ def test_a_sources_cached_step_cost_takes_the_runs_target_part(wb, tmp_path, mon
 
     ngram = parse_draft("ngram")
     cached = {"verify": [(n, 50.0 + n) for n in sc.VERIFY_SIZES], "draft": [], "overhead_timing": sc.OVERHEAD_TIMING,
-              "kv": [[1, 0.009]],
+              "kv": [[1, 0.009]], "batched_tokens": [[8, 1, 1.2], [8, 2, 1.4]],
               "overhead": {"plain_per_step": 9.0, "plain_per_request": 9.0, "spec_per_step": 3.0,
                            "spec_per_request": 1.0, "spec_levels": 3, "level_per_step": 0.5, "level_per_request": 0.0},
               "overhead_batches": list(sc.OVERHEAD_BATCHES), "prefill": [[32, 99.0]], "catch_up": [],
               "measured": "an earlier day"}
     add_entry(tmp_path / sc.CACHE_FILE, sc._cache_key(wb, ngram), value=cached, tag="[cost]", what="the step cost")
     target = StepCost(verify=((1, 10.0), (64, 20.0)), prefill=((32, 5.0),), measured="today",
-                      overhead=sc.Overhead(plain_per_step=1.0, plain_per_request=0.5), kv=((1, 0.004), (8, 0.006)))
+                      overhead=sc.Overhead(plain_per_step=1.0, plain_per_request=0.5), kv=((1, 0.004), (8, 0.006)),
+                      batched_tokens=((8, 1, 1.1), (8, 4, 1.3)))
     got = sc.step_cost_for(wb, ngram, cache_dir=tmp_path, log=lambda m: None, target=target)
     assert got.verify == target.verify and got.prefill == target.prefill and got.plain_ms(1) == target.plain_ms(1)
     assert got.kv == target.kv  # the context term is the target's too
+    assert got.batched_tokens == target.batched_tokens  # and a batch's pace: a forward is the target's
     assert (got.overhead.spec_per_step, got.overhead.level_per_step) == (3.0, 0.5) and got.draft == ()
     assert got.measured == "an earlier day; its target part today"
     alone = sc.step_cost_for(wb, ngram, cache_dir=tmp_path, log=lambda m: None)  # no run's target: as cached
@@ -910,8 +929,9 @@ def test_a_step_cost_measures_its_own_sources_overhead_and_draft(wb, tmp_path, m
         spec = {"head": 2.0, "ngram": 0.5, "exit": 1.0}[source.kind]
         first = {"head": 0.3, "ngram": 0.9, "exit": 0.9}[source.kind]  # what each would time on its own
         pace = {"head": 1.25, "ngram": 1.5, "exit": 1.5}[source.kind]  # a batch's forward over one sequence's
-        flat = lambda ms: {b: [(ms, pace if b > 1 else None)] for b in sc.OVERHEAD_BATCHES}  # noqa: E731
-        return {**({} if plain_known else {"plain": flat(first)}), "tree": flat(spec), "chain": flat(spec)}
+        flat = lambda ms, tokens: {b: [(ms, pace * tokens if b > 1 else None, tokens)]  # noqa: E731
+                                   for b in sc.OVERHEAD_BATCHES}
+        return {**({} if plain_known else {"plain": flat(first, 1)}), "tree": flat(spec, 4), "chain": flat(spec, 2)}
 
     monkeypatch.setattr(sc, "time_overhead_steps", overhead)
     drafts = {"eagle2:4/3/2": parse_draft("head"), "eagle2:4/3/2@ngram": parse_draft("ngram"),
@@ -924,7 +944,9 @@ def test_a_step_cost_measures_its_own_sources_overhead_and_draft(wb, tmp_path, m
     assert {got[name].overhead.plain_per_step for name in drafts} == {0.3}
     assert {got[name].verify for name in drafts} == {got["eagle2:4/3/2"].verify}
     # the batches' forward pace is the target's too, timed with the first source's steps
-    assert {got[name].batched for name in drafts} == {tuple((b, 1.25) for b in sc.OVERHEAD_BATCHES if b > 1)}
+    assert {got[name].batched for name in drafts} == {tuple((b, 2.5) for b in sc.OVERHEAD_BATCHES if b > 1)}
+    assert {got[name].batched_tokens for name in drafts} == {tuple((b, t, 1.25 * t) for b in sc.OVERHEAD_BATCHES
+                                                                   if b > 1 for t in (1, 2, 4))}
     assert got["eagle2:4/3/2"].draft == tuple((r, 1.0 + r) for r in sc.DRAFT_ROWS)
     assert got["eagle2:4/3/2"].overhead.spec_per_step == 2.0
     assert got["eagle2:4/3/2@ngram"].draft == () and got["eagle2:4/3/2@ngram"].overhead.spec_per_step == 0.5

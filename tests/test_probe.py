@@ -94,27 +94,62 @@ def test_prompts_sharing_a_prefill_step_save_its_fixed_part_once_each():
 
 def test_the_batched_forwards_pace_is_their_time_over_the_curves_word():
     """A probe's batched forward against what the probed curve and the context term say of the
-    same forward (every request's context priced by the context term); the factor scales a step
-    of more than one request, 1 at one; probes that timed no batch leave the step cost's own."""
+    same forward (every request's context priced by the context term), a factor per count of new
+    tokens a request; it scales a step of more than one request, 1 at one, linear between the
+    counts timed and flat past them; the pooled factor (``batched``) is their median; probes that
+    timed no batch leave the step cost's own."""
     from dataclasses import replace
 
     cost = replace(COST, kv=((1, 0.01),), prefix=4.0)
     probes = [{**p, "batch": {"requests": 4, "context": 10.0, "forward": [[1, 60.0], [4, 80.0]]}} for p in PROBES]
     got = probed(cost, probes, head=False)
-    alone = replace(got, batched=())
+    alone = replace(got, batched=(), batched_tokens=())
     bare = [alone.verify_ms(4 * n) + 0.01 * 4 * 10.0 - 0.01 * got.verify_prefix for n in (1, 4)]
-    assert got.batched == ((4, pytest.approx((60.0 / bare[0] + 80.0 / bare[1]) / 2, rel=1e-3)),)  # the median of two
-    factor = got.batched[0][1]
-    assert got.batch_pace(1) == 1.0 and got.batch_pace(4) == factor and got.batch_pace(16) == factor
-    assert got.batch_pace(2.5) == pytest.approx(1 + (factor - 1) / 2)
-    assert got.forward_ms(4, 2, 30.0) == pytest.approx(alone.forward_ms(4, 2, 30.0) * factor)
-    assert got.plain_ms(4) == pytest.approx(alone.verify_ms(4) * factor + got.overhead.ms(False, 4))
+    f1, f4 = 60.0 / bare[0], 80.0 / bare[1]
+    assert got.batched == ((4, pytest.approx((f1 + f4) / 2, rel=1e-3)),)  # the median of two
+    assert got.batched_tokens == ((4, 1, pytest.approx(f1, rel=1e-3)), (4, 4, pytest.approx(f4, rel=1e-3)))
+    f1, f4 = got.batched_tokens[0][2], got.batched_tokens[1][2]
+    assert f1 != pytest.approx(f4)  # the counts' paces differ: one factor would misprice one of them
+    assert got.batch_pace(1) == got.batch_pace(1, 4) == 1.0
+    assert got.batch_pace(4) == f1 and got.batch_pace(4, 4) == f4 and got.batch_pace(16, 8) == f4
+    assert got.batch_pace(4, 2) == pytest.approx(f1 + (f4 - f1) / 3)  # between the counts timed
+    assert got.batch_pace(2.5) == pytest.approx(1 + (f1 - 1) / 2)  # between one request and the batch timed
+    assert got.forward_ms(4, 2, 30.0) == pytest.approx(alone.forward_ms(4, 2, 30.0) * got.batch_pace(4, 2))
+    mixed = got.forward_ms(4, 2.5, 30.0, mix={1.0: 0.5, 4.0: 0.5})  # half the requests one token, half four
+    assert mixed == pytest.approx(alone.forward_ms(4, 2.5, 30.0) * (f1 + f4) / 2)
+    assert got.plain_ms(4) == pytest.approx(alone.verify_ms(4) * f1 + got.overhead.ms(False, 4))
     assert got.plain_ms(1) == alone.plain_ms(1)  # one request: the curves' own
-    assert StepCost.from_dict(got.as_dict()).batched == got.batched
+    back = StepCost.from_dict(got.as_dict())
+    assert back.batched == got.batched and back.batched_tokens == got.batched_tokens
     assert batch_paces(cost, PROBES) == () and probed(cost, PROBES, head=False).batch_pace(8) == 1.0  # none timed
-    measured = replace(cost, batched=((8, 1.3),))  # its own steps' pace, timed with the overhead
-    assert probed(measured, PROBES, head=False).batched == ((8, 1.3),)
-    assert probed(measured, probes, head=False).batched == got.batched  # the run's, where its probes timed one
+    measured = replace(cost, batched=((8, 1.3),), batched_tokens=((8, 1, 1.2), (8, 2, 1.4)))  # its own steps' pace
+    assert probed(measured, PROBES, head=False).batched_tokens == ((8, 1, 1.2), (8, 2, 1.4))
+    assert probed(measured, probes, head=False).batched_tokens == got.batched_tokens  # the run's, where its probes timed one
+    with pytest.raises(ValueError, match="requests >= 2"):
+        StepCost(verify=((1, 1.0),), batched_tokens=((1, 1, 1.2),))
+
+
+def test_a_batched_probe_lays_each_request_out_as_the_engine_does_and_its_counts_take_turns(tiny_wb, monkeypatch):
+    """Each request's new tokens take the slots right after its prompt's (one run of slots, read
+    as a view, as the engine keeps a request's cache); each count of new tokens is timed
+    ``REPEATS`` times, the first rotating after one untimed round, and keeps its median."""
+    from workbench.measure import cost as cost_module
+    from workbench.measure import probe as probe_module
+
+    seen, real = [], cost_module.requests_batch
+
+    def recording(n, prefixes, new_slots, device):
+        seen.append(n)
+        for prefix, new in zip(prefixes, new_slots):
+            run = list(prefix) + list(new)
+            assert run == list(range(run[0], run[0] + len(run)))  # one ascending run
+        return real(n, prefixes, new_slots, device)
+
+    monkeypatch.setattr(cost_module, "requests_batch", recording)
+    monkeypatch.setattr(probe_module, "REPEATS", 3)
+    got = probe_module.batched_forwards(tiny_wb.target, [[5, 6, 7], [8, 9, 10, 11, 12], [13, 14]], (1, 2, 4))
+    assert seen == [1, 2, 4] + [1, 2, 4, 2, 4, 1, 4, 1, 2]  # the untimed round, then three, the first rotating
+    assert [n for n, _ in got["forward"]] == [1, 2, 4] and all(ms > 0 for _, ms in got["forward"])
 
 
 PROBES = [{"prompt_tokens": 10, "prefill_ms": 30.0, "verify": [[1, 9.0], [4, 11.0]], "catch_up_ms": 2.0,

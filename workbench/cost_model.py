@@ -12,8 +12,9 @@ charged, in ms:
     + kv(D) · B·L - kv(B·D) · P    the keys and values of each request's L committed tokens,
                                    read every layer by each of its D new tokens, less the P
                                    the curve's one sequence read where it was timed
-      (these two × pace(B): what a batch's forward takes over one sequence's of as many tokens,
-       measured with the overhead, or at a run's own pace where its probes timed one)
+      (these two × pace(B, D): what a batch's forward takes over one sequence's of as many
+       tokens, by the new tokens each request brings, measured with the overhead, or at a run's
+       own pace where its probes timed one)
     + draft(B·τ)                   the draft extend: each request's accepted tokens and bonus
                                    (τ rows a request on average; one when τ is not known yet)
     + (S - 1) · draft(B·K)         the tree levels after the first, K frontier rows a request
@@ -88,6 +89,25 @@ def _checked(points, what: str, zero: bool = False) -> tuple[tuple[int, float], 
     if any(b <= a for a, b in zip(sizes, sizes[1:])):
         raise ValueError(f"{what}: sizes must increase, got {sizes}")
     return points
+
+
+def _checked_paces(points) -> tuple[tuple[int, int, float], ...]:
+    """``StepCost.batched_tokens`` as (requests >= 2, tokens >= 1, factor > 0) tuples, sorted,
+    one point per (requests, tokens)."""
+    out = tuple(sorted((int(n), int(t), float(f)) for n, t, f in points))
+    if any(n < 2 or t < 1 or f <= 0 for n, t, f in out):
+        raise ValueError(f"batched forwards' pace by tokens: each point is (requests >= 2, tokens >= 1, factor > 0), "
+                         f"got {out}")
+    if len({(n, t) for n, t, _ in out}) != len(out):
+        raise ValueError(f"batched forwards' pace by tokens: one point per (requests, tokens), got {out}")
+    return out
+
+
+def _pace_at(points, batch: float) -> float:
+    """A batch pace's (requests, factor) ``points`` read at ``batch``: 1 at one request, linear up
+    to each point, flat past the last."""
+    points = ((1, 1.0), *((n, f) for n, f in points if n > 1))
+    return points[-1][1] if batch >= points[-1][0] else _interpolate(points, batch)
 
 
 @dataclass(frozen=True)
@@ -325,6 +345,14 @@ class StepCost:
     linear between the points, flat past the last). Empty: 1 at every batch (a step cost measured
     before the factor was kept, or made up).
 
+    ``batched_tokens``: (requests, new tokens a request, factor) points, the same factor by the
+    tokens each request brings: each request's attention runs apart (``attention/sdpa.py``), and
+    a lone query takes a cheaper path than several under a mask, so the factor is not one number
+    at a batch: the engine's steps of 8 requests took 1.28x the curves' word when plain, 1.34x
+    for a chain of one (2 tokens a request) and 1.20x for a tree of 4, in the step cost measured
+    2026-12-07 21:21 on the AVX-512 EPYC (2 threads, fp32). Where it holds points ``batch_pace``
+    reads it (linear between token counts, flat past them) and ``batched`` only where it does not.
+
     ``prefill_joined``: ms a prefill step saves for each prompt it holds beyond the first: the
     engine prefills every request admitted since its last step in one forward, whose fixed part
     (each layer's weights read once, the step's Python) several prompts then share; a run's
@@ -344,6 +372,7 @@ class StepCost:
     verify_prefix: float | None = None
     batched: tuple[tuple[int, float], ...] = ()
     prefill_joined: float = 0.0
+    batched_tokens: tuple[tuple[int, int, float], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.verify:
@@ -355,6 +384,7 @@ class StepCost:
         object.__setattr__(self, "catch_up", _checked(self.catch_up, "catch-up cost"))
         object.__setattr__(self, "kv", _checked(self.kv, "context term", zero=True))
         object.__setattr__(self, "batched", _checked(self.batched, "batched forwards' pace"))
+        object.__setattr__(self, "batched_tokens", _checked_paces(self.batched_tokens))
         for name in ("verify_range", "draft_range"):
             object.__setattr__(self, name, tuple((float(lo), float(hi)) for lo, hi in getattr(self, name)))
         if isinstance(self.overhead, dict):
@@ -390,17 +420,42 @@ class StepCost:
             return 0.0
         return self.kv[-1][1] if tokens >= self.kv[-1][0] else _interpolate(self.kv, tokens)
 
-    def batch_pace(self, batch: float) -> float:
-        """The factor a forward of ``batch`` requests takes over the curves' word (``batched``)."""
-        if batch <= 1 or not self.batched:
+    def batch_pace(self, batch: float, tokens: float = 1.0) -> float:
+        """The factor a forward of ``batch`` requests of ``tokens`` new tokens each takes over the
+        curves' word (``batched_tokens`` where it holds points, else ``batched``): 1 at one
+        request, linear in the batch up to each measured one and flat past the last, linear
+        between the token counts measured and flat past them."""
+        if batch <= 1:
             return 1.0
-        points = ((1, 1.0), *((n, f) for n, f in self.batched if n > 1))
-        return points[-1][1] if batch >= points[-1][0] else _interpolate(points, batch)
+        if self.batched_tokens:
+            by_tokens: dict[int, list[tuple[int, float]]] = {}
+            for n, t, f in self.batched_tokens:
+                by_tokens.setdefault(t, []).append((n, f))
+            at = [(t, _pace_at(points, batch)) for t, points in sorted(by_tokens.items())]
+            if tokens <= at[0][0] or len(at) == 1:
+                return at[0][1]
+            return at[-1][1] if tokens >= at[-1][0] else _interpolate(tuple(at), tokens)
+        return _pace_at(self.batched, batch) if self.batched else 1.0
 
-    def forward_ms(self, batch: float, tokens: float, context: float | None = None) -> float:
-        """One target forward (and its logits) of ``batch`` requests of ``tokens`` new tokens each:
-        the curve at their sum, the context term (``context_ms``), the batched forwards' pace."""
-        return (self.verify_ms(batch * tokens) + self.context_ms(batch, context, tokens)) * self.batch_pace(batch)
+    def forward_ms(self, batch: float, tokens: float, context: float | None = None,
+                   mix: dict[float, float] | None = None) -> float:
+        """One target forward (and its logits) of ``batch`` requests of ``tokens`` new tokens each
+        (a mean): the curve at their sum, the context term (``context_ms``), the batched forwards'
+        pace at ``tokens``, or, given ``mix`` ({tokens: share of the requests}, ``verify_mix``),
+        the shares' mean of the pace at each count (each request's attention runs at its own
+        count's pace)."""
+        pace = (sum(w * self.batch_pace(batch, n) for n, w in mix.items()) if mix
+                else self.batch_pace(batch, tokens))
+        return (self.verify_ms(batch * tokens) + self.context_ms(batch, context, tokens)) * pace
+
+    def pace_of(self, spec, batch: float = 1, nodes: float | dict | None = None) -> float:
+        """The batch pace ``parts`` scales ``spec``'s target forward by at ``batch`` requests
+        (``nodes`` as there): a plain step's at one token, a speculative one's the mix's mean of
+        each count's (``forward_ms``)."""
+        if not spec.speculative:
+            return self.batch_pace(batch, 1)
+        mix = verify_mix(spec.num_draft_tokens if nodes is None else nodes)
+        return sum(w * self.batch_pace(batch, n) for n, w in mix.items())
 
     def context_ms(self, batch: float, context: float | None, tokens: float = 1) -> float:
         """What ``batch`` requests of ``context`` committed tokens each (a mean), each bringing
@@ -422,16 +477,20 @@ class StepCost:
         forward at each count: the curve is not a line (a 4-token verify cost 1.14 decode steps,
         a 2-token one 0.98, in docs/bench/archive/head-cpu-fp32-2026-12-07-1207.md), so the forward at the mean count is
         not the mean forward of a draft that fills its tree on some steps and not on others. At a
-        batch over one the requests' trees share each forward, which is priced at the mix's mean.
+        batch over one the requests' trees share each forward, which is priced at the mix's mean
+        count, its batch pace the mix's mean of each count's (``forward_ms``: the mix is then of
+        the requests' verifies, each request's attention at its own count).
         ``context``: the committed tokens each request holds (a mean), priced in the verify
         (``context_ms``); None: the curves' own."""
         if not spec.speculative:
             return StepParts(self.forward_ms(batch, 1, context), overhead_ms=self.overhead.ms(False, batch))
         extend_rows = batch * max(1.0, tau if tau is not None else 1.0)
         mix = verify_mix(spec.num_draft_tokens if nodes is None else nodes)
-        if batch > 1:
-            mix = {sum(n * w for n, w in mix.items()): 1.0}
-        return StepParts(sum(share * self.forward_ms(batch, tokens, context) for tokens, share in mix.items()),
+        if batch > 1:  # one forward at the mean count, each request's attention at its own count's pace
+            verify = self.forward_ms(batch, sum(n * w for n, w in mix.items()), context, mix=mix)
+        else:
+            verify = sum(share * self.forward_ms(batch, tokens, context) for tokens, share in mix.items())
+        return StepParts(verify,
                          draft_extend_ms=self.draft_ms(extend_rows),
                          draft_levels_ms=(spec.num_steps - 1) * self.draft_ms(batch * spec.topk),
                          overhead_ms=self.overhead.ms(True, batch, spec.num_steps))
@@ -501,7 +560,8 @@ class StepCost:
                 "verify_range": [list(r) for r in self.verify_range], "draft_range": [list(r) for r in self.draft_range],
                 "prefill": [list(p) for p in self.prefill], "catch_up": [list(p) for p in self.catch_up],
                 "kv": [list(p) for p in self.kv], "prefix": self.prefix, "verify_prefix": self.verify_prefix,
-                "batched": [list(p) for p in self.batched], "prefill_joined": self.prefill_joined}
+                "batched": [list(p) for p in self.batched], "prefill_joined": self.prefill_joined,
+                "batched_tokens": [list(p) for p in self.batched_tokens]}
 
     @classmethod
     def from_dict(cls, d: dict) -> StepCost:
@@ -511,7 +571,7 @@ class StepCost:
                    overhead=Overhead(**d.get("overhead", {})), measured=d.get("measured", ""),
                    verify_range=d.get("verify_range", ()), draft_range=d.get("draft_range", ()),
                    prefill=d.get("prefill", ()), catch_up=d.get("catch_up", ()), kv=_kv_points(d), batched=d.get("batched", ()),
-                   prefill_joined=d.get("prefill_joined", 0.0),
+                   prefill_joined=d.get("prefill_joined", 0.0), batched_tokens=d.get("batched_tokens", ()),
                    prefix=d.get("prefix", 128.0), verify_prefix=d.get("verify_prefix"))
 
     @classmethod

@@ -27,8 +27,9 @@ a closed load gives one turn to a probe of the target's part (``measure/probe.py
 the verifies at the load's batches and the head's forwards), and each row of that load is priced
 by its step cost with those parts the probes' medians (``probe.probed``), its overhead its own.
 At a load of more than one request each probe also times the batch's own forwards (that many
-requests after the run's prompts), whose time over what the curves and the context term say of
-them scales the row's forwards (``StepCost.batched``): a batch of eight ran its decode steps 18 %
+requests after the run's prompts, for each count of new tokens a request), whose time over what
+the curves and the context term say of them scales the row's forwards at the counts its requests
+verified (``StepCost.batched_tokens``): a batch of eight ran its decode steps 18 %
 slower in one run than in another an hour before, while the one-sequence probes beside it did not
 (docs/benchmarks.md, "Speculation under load").
 """
@@ -100,7 +101,7 @@ def row_prediction(row: dict, spec, model: StepCost, *, recs: list[dict], prompt
             "model_ms": {"prefill": r2(loop.prefill_ms), "catch_up": r2(loop.catch_up_ms),
                          "decode": r2(loop.decode_ms)},
             "measured_ms": {"prefill": r2(measured_prefill), "decode": r2(decode)},
-            "with_measured_prefill_tok_s": r2(swapped), "batch_pace": round(model.batch_pace(row["mean_batch"]), 3)}
+            "with_measured_prefill_tok_s": r2(swapped), "batch_pace": round(model.pace_of(spec, row["mean_batch"], row.get("nodes_mix") or row.get("nodes")), 3)}
 
 
 def prefill_steps(record: dict) -> int | None:

@@ -104,9 +104,10 @@ def predicted_md(predicted: dict, runs: int = 1) -> list[str]:
                  + "), and each row is priced by their medians, its step cost's overhead kept")
         if any(found.get("batch") for found in probes.values()):
             said += ("; at a load of more than one request each probe also timed a forward of that many requests "
-                     "after the run's prompts, and the row's forwards are scaled by that forward's time over what the "
-                     "curves and the context term say of it (`StepCost.batched`; the factor at the row's mean batch "
-                     "in each line below)")
+                     "after the run's prompts for each count of new tokens a request, and the row's forwards are "
+                     "scaled by that forward's time over what the curves and the context term say of it, at the "
+                     "tokens each of its requests verified (`StepCost.batched_tokens`; the factor at the row's mean "
+                     "batch in each line below)")
     ranged = [r for r in predicted["rows"] if r["measured_range"][0] <= r["closed_loop_tok_s"] <= r["measured_range"][1]]
     check = "" if runs < 2 else ": " + prediction_check(
         [r["closed_loop_tok_s"] for r in predicted["rows"]], [r["measured_tok_s"] for r in predicted["rows"]],
@@ -173,7 +174,14 @@ def step_cost_md(costs: dict) -> list[str]:
             each = ", ".join(f"{n}: {ms * 1e3:.1f}" for n, ms in kv)
             line += (f". Each committed token a running request reads, µs a step by the new tokens it brings: {each}; "
                      f"priced beyond the {c.get('prefix', 128):g}-token prefix the curves were timed at")
-        if c.get("batched"):
+        if c.get("batched_tokens"):
+            by_batch: dict[int, list[str]] = {}
+            for n, t, f in c["batched_tokens"]:
+                by_batch.setdefault(int(n), []).append(f"{f:.2f}x of {t:g}")
+            line += (". A forward of B requests over one sequence of as many tokens (each request's attention apart), "
+                     "measured with the overhead, by the new tokens each request brings: "
+                     + "; ".join(f"at B = {n}, {', '.join(said)}" for n, said in sorted(by_batch.items())))
+        elif c.get("batched"):
             line += (". A forward of B requests over one sequence of as many tokens (each request's attention apart), "
                      "measured with the overhead: " + ", ".join(f"{f:.2f}x at B = {n}" for n, f in c["batched"]))
         out.append(line + ".")

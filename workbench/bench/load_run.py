@@ -264,8 +264,8 @@ def make_rows(policies: list[NamedPolicy], loads: list[Load], records: dict, rou
 
 
 def pooled_mix(recs: list[dict]) -> dict[int, int] | None:
-    """The rounds' ``nodes_mix`` added up, or None where a round has none (a batch, or a record
-    kept before runs counted them)."""
+    """The rounds' ``nodes_mix`` added up, or None where a round has none (a record kept before
+    runs counted them, or, at a batch, before they counted them request by request)."""
     mixes = [r.get("nodes_mix") for r in recs]
     if not mixes or any(not m for m in mixes):
         return None

@@ -153,6 +153,7 @@ class StepLog:
     speculative: bool
     tokens: int  # tokens it emitted, all requests together
     verified: int = 0  # tokens its target forward checked, each request's root included (plain: batch)
+    verified_each: tuple[int, ...] = ()  # the same request by request (empty: a prefill step)
 
     @property
     def tau(self) -> float | None:
@@ -213,14 +214,14 @@ class LoadResult:
 
     @property
     def nodes_mix(self) -> dict[int, int] | None:
-        """{tokens: steps} of the speculative steps' verifies where every one ran one request (a
-        closed loop of one), the mix the cost model prices at one request
-        (``cost_model.verify_mix``); None at a batch, where the requests' trees share each forward
-        and ``nodes`` prices it, or without a speculative step."""
+        """{tokens: request-steps} of the speculative steps' verifies, request by request, the mix
+        the cost model prices (``cost_model.verify_mix``): at one request each forward at its own
+        count, at a batch one forward at the mix's mean (``nodes``) whose pace is each request's
+        count's; None without a speculative step."""
         spec = [s for s in self.decode_steps if s.speculative]
-        if not spec or any(s.batch != 1 for s in spec):
+        if not spec:
             return None
-        return dict(sorted(Counter(s.verified for s in spec).items()))
+        return dict(sorted(Counter(n for s in spec for n in (s.verified_each or (s.verified,))).items()))
 
     def choices(self) -> Counter:
         """(batch size, setting) -> decode steps that ran it."""
@@ -322,10 +323,14 @@ class LoadRun:
         """Stamp first tokens and finishes of the step that just ended; its log. ``before``: each
         request in flight before the step, its output tokens and verify steps then."""
         tokens = firsts = verified = 0
+        each = []
         for k, (n, steps) in before.items():
             t = self.timed[k]
             tokens += len(t.request.output_ids) - n
-            verified += sum(d + 1 for d in t.request.drafts_verified[steps:])
+            checked = sum(d + 1 for d in t.request.drafts_verified[steps:])
+            verified += checked
+            if checked:
+                each.append(checked)
             if t.first_token is None and t.request.output_ids:
                 t.first_token, firsts = now, firsts + 1
             if t.request.finished:
@@ -335,7 +340,7 @@ class LoadRun:
                            tokens=tokens)
         choice, batch = self.watched.last
         return StepLog(len(self.log) + 1, now, kind="decode", batch=batch, setting=choice.label,
-                       speculative=choice.spec.speculative, tokens=tokens, verified=verified)
+                       speculative=choice.spec.speculative, tokens=tokens, verified=verified, verified_each=tuple(each))
 
     def run(self, seconds: float | None = None) -> LoadResult:
         for _ in self.steps(seconds):

@@ -26,10 +26,11 @@ batch (the journal's ``elapsed_s`` in docs/bench/load-cpu-avx512.records.jsonl):
 - at a load of B > 1 requests: the prefill of B of the run's prompts, each in a step of its own
   and all in one step (``StepCost.prefill_joined``: what a prompt sharing a prefill step saves),
   then one forward of all B, each after its own prompt, for each count of new tokens a request
-  brings (``batched_forwards``): a
-  batch's forwards slowed by up to a half in a spell where one sequence's did not
-  (docs/benchmarks.md, "Speculation under load"), and their pace prices the batch's
-  (``batch_paces``, ``StepCost.batched``).
+  brings (``batched_forwards``: each request's cache one run of slots, as the engine keeps it,
+  the counts taking turns over ``REPEATS`` rounds): a batch's forwards slowed by up to a half in
+  a spell where one sequence's did not (docs/benchmarks.md, "Speculation under load"), and their
+  pace, by the count of new tokens, prices the batch's (``batch_paces_by_tokens``,
+  ``StepCost.batched_tokens``).
 
 ``probed(cost, probes)`` is the step cost with those parts replaced by the probes' medians (a
 curve's sizes past its smallest by each probe's own difference from it, ``_curve``; the
@@ -137,12 +138,17 @@ def batched_forwards(target, prompts: list[list[int]], per_request) -> dict:
     """A batch's own forwards: the prefill of every prompt of ``prompts`` in a step of its own,
     then of all of them in one step, as the engine admits a closed loop's first requests (one
     forward over their prompts and the logits of each one's last row: what a prefill step holding
-    several prompts saves is ``prefill_joined``); then for each n of ``per_request`` one forward
-    (and its logits) of all of them, n new tokens each after its own prompt. Returns
-    ``{"requests", "context" (their mean prompt tokens), "forward": [[n, ms], ...], "prefill":
-    {"alone": [ms a prompt], "together": ms}}``."""
+    several prompts saves is ``prefill_joined``); then for each n of ``per_request`` forwards (and
+    their logits) of all of them, n new tokens each after its own prompt, the median of
+    ``REPEATS`` rounds in which the counts take turns (the first rotating, after one untimed
+    round). Each request's slots are one run set aside for it, its new tokens' slots right after
+    its prompt's, as the engine lays out a request's cache (``SlotAllocator.reserve``), so every
+    request's attention reads its keys as a view, not gathered. Returns ``{"requests",
+    "context" (their mean prompt tokens), "forward": [[n, ms], ...], "prefill": {"alone": [ms a
+    prompt], "together": ms}}``."""
     from workbench.attention.batch import extend_batch
     from workbench.measure.cost import requests_batch
+    from workbench.timing import interleaved
 
     device = target.lm_head.weight.device
     per_request = sorted({int(n) for n in per_request})
@@ -153,25 +159,33 @@ def batched_forwards(target, prompts: list[list[int]], per_request) -> dict:
                               vocab=target.config.vocab_size, device=device)
         alone.append(round(ms, 3))
         del pool
-    room = sum(len(p) for p in prompts) + len(prompts) * (max(per_request) + 1)
+    top = max(per_request)
+    room = sum(len(p) for p in prompts) + len(prompts) * (top + 1)
     alloc, kv = SlotAllocator(room), target.new_kv_pool(room)
-    committed = [alloc.alloc(len(p)) for p in prompts]
+    for i, p in enumerate(prompts):
+        alloc.reserve(i, len(p) + top)
+    committed = [alloc.alloc(len(p), owner=i) for i, p in enumerate(prompts)]
     batch = extend_batch(tokens=[list(p) for p in prompts], prefix_slots=[[] for _ in prompts], new_slots=committed,
                          device=device)
     ends = torch.tensor([len(p) for p in prompts]).cumsum(0) - 1  # each prompt's last row, as the engine's prefill
     t0 = synced_clock(device)
     target.logits(target(batch, kv)[ends.to(device)])
     together = round((synced_clock(device) - t0) * 1e3, 3)
-    timed = []
-    for n in per_request:
-        new = [alloc.alloc(n) for _ in committed]
-        batch = requests_batch(n, committed, new, device)
-        t0 = synced_clock(device)
-        target.logits(target(batch, kv))
-        timed.append([n, round((synced_clock(device) - t0) * 1e3, 3)])
-        for slots in new:
-            alloc.free(slots)
-    return {"requests": len(prompts), "context": sum(len(p) for p in prompts) / len(prompts), "forward": timed,
+
+    def forward(n: int) -> float:
+        new = [alloc.alloc(n, owner=i) for i in range(len(committed))]
+        try:
+            batch = requests_batch(n, committed, new, device)
+            t0 = synced_clock(device)
+            target.logits(target(batch, kv))
+            return (synced_clock(device) - t0) * 1e3
+        finally:
+            for slots in new:
+                alloc.free(slots)
+
+    got = interleaved({n: (lambda n=n: forward(n)) for n in per_request}, REPEATS, warmup=1)
+    return {"requests": len(prompts), "context": sum(len(p) for p in prompts) / len(prompts),
+            "forward": [[n, round(median(got[n]), 3)] for n in per_request],
             "prefill": {"alone": alone, "together": together}}
 
 
@@ -262,6 +276,7 @@ def probed(cost: StepCost, probes: list[dict], *, head: bool) -> StepCost:
                "verify_prefix": median(p["prompt_tokens"] for p in probes)}  # the probes' verify read its prompt
     priced = replace(cost, **changes)
     changes["batched"] = batch_paces(priced, probes) or cost.batched  # none timed at a batch: the step cost's
+    changes["batched_tokens"] = batch_paces_by_tokens(priced, probes) or cost.batched_tokens
     joined = prefill_joined(probes)
     if joined is not None:
         changes["prefill_joined"] = joined
@@ -278,17 +293,33 @@ def batch_paces(cost: StepCost, probes: list[dict]) -> tuple[tuple[int, float], 
     probes and counts of new tokens of each forward's ms over what ``cost`` says of the same
     forward at one request's pace (``StepCost.batched``): the curve at the batch's tokens and
     every request's context by the context term (``forward_ms``)."""
-    alone = replace(cost, batched=())
     by_batch: dict[int, list[float]] = {}
+    for n, _, f in _batch_factors(cost, probes):
+        by_batch.setdefault(n, []).extend(f)
+    return tuple((n, round(median(f), 4)) for n, f in sorted(by_batch.items()))
+
+
+def batch_paces_by_tokens(cost: StepCost, probes: list[dict]) -> tuple[tuple[int, int, float], ...]:
+    """(requests, new tokens a request, factor) per batch size and count the probes' batched
+    forwards timed, the median over the probes (``StepCost.batched_tokens``): a lone query's
+    attention takes a cheaper path than a chain's under a mask, so each count has its own."""
+    return tuple((n, t, round(median(f), 4)) for n, t, f in _batch_factors(cost, probes))
+
+
+def _batch_factors(cost: StepCost, probes: list[dict]) -> list[tuple[int, int, list[float]]]:
+    """(requests, tokens, [each probe's forward over ``cost``'s word at one request's pace]),
+    sorted, batches over one only."""
+    alone = replace(cost, batched=(), batched_tokens=())
+    found: dict[tuple[int, int], list[float]] = {}
     for p in probes:
         b = p.get("batch")
-        if not b:
+        if not b or int(b["requests"]) < 2:
             continue
         for n, ms in b["forward"]:
             model = alone.forward_ms(b["requests"], n, b["context"])
             if model > 0:
-                by_batch.setdefault(int(b["requests"]), []).append(ms / model)
-    return tuple((n, round(median(f), 4)) for n, f in sorted(by_batch.items()) if n > 1)
+                found.setdefault((int(b["requests"]), int(n)), []).append(ms / model)
+    return [(n, t, f) for (n, t), f in sorted(found.items())]
 
 
 def prefill_joined(probes: list[dict]) -> float | None:

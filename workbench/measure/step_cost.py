@@ -19,8 +19,10 @@ A batch's target forward is slower than one sequence of as many tokens (each req
 reads its own keys, gathered from slots that interleave with the others'), and by how much moves
 with the minute. That share is kept apart from the overhead: at a batch over one each step's
 target clock over the bare forward's pace and the context term (``StepCost.forward_ms``) is a
-**forward pace**, their median per batch ``StepCost.batched``, which a benchmark's own probes
-replace with the run's (``probe.py``). Priced inside the overhead line, the pace of the minute the
+**forward pace**, their median per batch ``StepCost.batched`` and per batch and new tokens a
+request ``StepCost.batched_tokens`` (a lone query's attention takes a cheaper path than a chain's
+or a tree's under a mask, so a plain step's pace is not a verify's), which a benchmark's own
+probes replace with the run's (``probe.py``). Priced inside the overhead line, the pace of the minute the
 line was timed stayed in every later prediction (a cached n-gram line priced 36.6 ms outside the
 forwards of steps of 6.7 requests whose engine clocks showed under 2 ms: docs/benchmarks.md,
 "Speculation under load"), and a run's probes priced it a second time. Speculative steps are timed
@@ -148,9 +150,12 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
     # a batch's target forward is the target's: with a run's target part, its pace too
     batched = ([list(p) for p in target.batched] if target is not None and target.batched
                else forward_paces([r["overhead_steps"] for r in rounds]))
+    batched_tokens = ([list(p) for p in target.batched_tokens] if target is not None and target.batched_tokens
+                      else forward_paces_by_tokens([r["overhead_steps"] for r in rounds]))
     for r in rounds:  # each round's own lines, kept to show how far the rounds lie apart
         r["overhead"] = overhead_fields([r["overhead_steps"]], plain=plain)
-        r["overhead_steps"] = {kind: [[b, [[round(ms, 3), None if f is None else round(f, 4)] for ms, f in got]]
+        r["overhead_steps"] = {kind: [[b, [[round(ms, 3), None if f is None else round(f, 4), round(nodes, 3)]
+                                           for ms, f, nodes in got]]
                                       for b, got in by_batch.items()]
                                for kind, by_batch in r["overhead_steps"].items()}
     verify, v_agree = _agreed([r["verify"] for r in rounds])
@@ -163,6 +168,7 @@ def step_cost_for(wb, source: DraftSource | None, cache_dir: Path | None = None,
              "prefill": _agreed([r["prefill"] for r in rounds])[0],
              "catch_up": _agreed([r["catch_up"] for r in rounds])[0],
              "overhead_timing": OVERHEAD_TIMING, "kv": kv, "prefix": PREFIX, "batched": batched,
+             "batched_tokens": batched_tokens,
              "measured": measurement_label(wb), "cpu": cpu_signature(), "rounds": ROUNDS, "per_round": rounds,
              **({} if target is None else {"target_from": target.measured})}
     if not (v_agree and d_agree):
@@ -191,6 +197,7 @@ def _with_target(cost: StepCost, target: StepCost | None) -> StepCost:
                        plain_per_request=target.overhead.plain_per_request, points=tuple(points.items()))
     return replace(cost, verify=target.verify, verify_range=target.verify_range, prefill=target.prefill,
                    overhead=overhead, kv=target.kv, batched=target.batched or cost.batched,
+                   batched_tokens=target.batched_tokens or cost.batched_tokens,
                    measured=f"{cost.measured}; its target part {target.measured}")
 
 
@@ -262,6 +269,22 @@ def forward_paces(rounds: list[dict]) -> list[list[float]]:
     return [[b, round(median(f), 4)] for b, f in sorted(pooled.items()) if b > 1 and f]
 
 
+def forward_paces_by_tokens(rounds: list[dict]) -> list[list[float]]:
+    """``StepCost.batched_tokens``' (requests, tokens, factor) points: per batch over one and per
+    new tokens a request (a step's verified tokens over its requests, rounded: 1 for plain steps,
+    ``num_draft_tokens`` for a draft that fills its trees), the median over every round's timed
+    steps of the step's target forward over one request's pace. Steps timed before their tokens
+    were kept (two figures a step) count in none."""
+    pooled: dict[tuple[int, int], list[float]] = {}
+    for steps in rounds:
+        for by_batch in steps.values():
+            for b, got in _steps(by_batch):
+                for x in got:
+                    if isinstance(x, (list, tuple)) and len(x) > 2 and x[1] is not None and x[2]:
+                        pooled.setdefault((b, max(1, round(float(x[2])))), []).append(float(x[1]))
+    return [[b, t, round(median(f), 4)] for (b, t), f in sorted(pooled.items()) if b > 1 and f]
+
+
 def overhead_fields(rounds: list[dict], plain: Overhead | None = None) -> dict[str, float]:
     """``Overhead``'s fields from the timed steps of one or more rounds: per kind, the
     least-squares line through ``overhead_points`` (ms per step, ms per request), the speculative
@@ -316,15 +339,17 @@ class PaceProbe:
 
 
 def _step_overheads(wb, spec, *, batch: int, forwards: StepCost, prefix_len: int,
-                    probe: PaceProbe | None = None) -> list[tuple[float, float | None]]:
-    """For each of ``OVERHEAD_STEPS`` engine steps of ``batch`` requests under ``spec``, two
+                    probe: PaceProbe | None = None) -> list[tuple[float, float | None, float]]:
+    """For each of ``OVERHEAD_STEPS`` engine steps of ``batch`` requests under ``spec``, three
     figures (module docstring): the step's **overhead**, its wall time less its target forward and
     logits by the engine's own phase clock (``timings.target_ms``) less its draft forwards on the
     curves (the extend at the tokens each request emitted in the step before, the levels) at the
     pace ``probe`` finds right after the step (None: the curves' pace); and, at a batch over one,
     its target forward's **pace**: that clock over what the curves and the context term say of the
     same forward (``StepCost.forward_ms`` at one request's pace: the curve at the tokens the step's
-    trees held, every request's context) at the probe's pace (None at one request). Requests of
+    trees held, every request's context) at the probe's pace (None at one request); and the new
+    tokens each request brought to that forward (the trees' tokens over the requests: the pace by
+    tokens, ``StepCost.batched_tokens``). Requests of
     ``prefix_len`` tokens (``overhead_prompts``), so the forwards see the curves' prefix; the
     prefill and the first speculative step (the draft's catch-up over the prompt) are not timed."""
     from workbench.engine.timings import target_ms
@@ -351,7 +376,8 @@ def _step_overheads(wb, spec, *, batch: int, forwards: StepCost, prefix_len: int
             target = target_ms(engine.last_phases_ms)
             priced = forwards.parts(spec, batch, tau, nodes=sum(nodes) / batch if spec.speculative else None)
             bare = replace(forwards, batched=()).forward_ms(batch, sum(nodes) / batch, context) * pace
-            out.append((took - target - priced.draft_ms * pace, target / bare if batch > 1 and bare > 0 else None))
+            out.append((took - target - priced.draft_ms * pace, target / bare if batch > 1 and bare > 0 else None,
+                        sum(nodes) / batch))
         emitted = [r.accept_lengths[-1] if r.accept_lengths else 1 for r in engine.requests]
     if not out:
         raise RuntimeError(f"no engine step of {spec.name} at {batch} requests could be timed")
@@ -571,7 +597,8 @@ def _current(cached) -> bool:
         return False
     return (cached.get("overhead_batches") == list(OVERHEAD_BATCHES) and set(prefill) <= set(PREFILL_LENGTHS)
             and "spec_levels" in cached["overhead"]  # the per-level overhead timed too
-            and "kv" in cached)  # the context term per new tokens
+            and "kv" in cached  # the context term per new tokens
+            and "batched_tokens" in cached)  # a batch's pace by the tokens each request brings
 
 
 def _agreed(rounds: list[list[tuple[int, float]]], slack_ms: float = 0.0) -> tuple[list[tuple[int, float]], bool]:
