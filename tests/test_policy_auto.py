@@ -349,3 +349,29 @@ def test_auto_prices_the_context_its_running_requests_read():
     for s in (OFF, tree):
         assert by_long[s] - by_short[s] == pytest.approx(cost.context_ms(8, 640) - cost.context_ms(8, 128))
     assert cost.context_ms(1, 128) == 0.0 and cost.context_ms(8, 128) > 0  # the curve read one prefix, a batch eight
+
+
+def test_a_first_step_faster_than_the_curves_is_the_machines_pace():
+    """Curves measured in a slow spell: every step now takes 0.6x their word. The run's first timed
+    step (the chain's, ahead on paper by its prior) sets the pace, not the chain's overhead, so
+    plain decoding, never timed, is priced at the same pace; once the chain is seen to accept
+    nothing, plain decoding runs. Taken as the chain's own overhead, the 0.6 made it look cheaper
+    than plain decoding's untimed curves and it ran on every step."""
+    chain = parse_setting("linear:1")
+    cost = StepCost(verify=((1, 10.0), (2, 14.5), (256, 300.0)))  # no draft points: a free draft
+    clock = Clock()
+    auto = Auto((chain,), cost=cost, clock=clock)
+    r = _request(0, [])
+    labels = []
+    for _ in range(16):
+        choice = auto.choose([r])
+        clock.now += 0.6 * cost.step_ms(choice.spec, 1) / 1e3
+        if choice.spec.speculative:
+            r.accept_lengths.append(1)  # the draft is always rejected: the bonus token alone
+        auto.observe(choice, [r])
+        labels.append(choice.label)
+    assert labels[0] == "linear:1" and labels[-1] == "off", labels
+    assert auto.pace == pytest.approx(0.6, rel=0.05) and auto.overhead(chain) == pytest.approx(1.0, rel=0.05)
+    slow = Auto((chain,), cost=cost, clock=Clock())
+    slow._time(chain, took_ms=2 * 14.5, predicted_ms=14.5)  # a first step slower than the curves: its overhead
+    assert slow.pace == 1.0 and slow.overhead(chain) == 2.0

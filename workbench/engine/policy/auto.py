@@ -51,7 +51,15 @@ splits its time over the curves' prediction into two factors:
   moment, a slow moving average (``OVERHEAD_WEIGHT``). An untimed setting is taken at the curves'
   word (1, the cheapest a step can be), so it is tried if that could win: that is how plain
   decoding gets timed while a tree looks better on paper. A setting's first step sets its
-  overhead and leaves the pace alone.
+  overhead and leaves the pace alone, with one exception: the run's first timed step, where it
+  took less than the curves' word, sets the pace instead (its setting's overhead 1). A step
+  cannot be cheaper than its curves at their pace (they hold its measured overhead), so a
+  faster step means the machine runs faster than when they were timed. Taken as that setting's
+  overhead, a cached cost measured in a slow spell (a decode step 50 ms against 31 ms an hour
+  before) made the first setting look a third cheaper than every untimed one at the curves'
+  word, so plain decoding was never tried: ``auto`` ran the chain of one on every step at 8 in
+  flight, where the same cost model put plain decoding 7 % ahead (the load run of 2026-12-07
+  22:41, docs/benchmarks.md, "Speculation under load").
 
 Only the ratio of two overheads matters, and only steps close in time compare them at one pace;
 a slowdown goes almost all into the pace (a machine turning twice as slow moves the running
@@ -301,6 +309,9 @@ class Auto:
     def _time(self, spec: SpecConfig, took_ms: float, predicted_ms: float) -> None:
         """Split one timed step into the machine's pace and ``spec``'s overhead (module docstring)."""
         ratio = took_ms / predicted_ms
+        if not self.overheads and ratio < 1:  # the run's first step, faster than the curves: the machine's pace
+            self.pace, self.overheads[spec] = ratio, 1.0
+            return
         if spec not in self.overheads:  # its first step: its overhead at today's pace, the pace unmoved
             self.overheads[spec] = ratio / self.pace
             return
