@@ -358,7 +358,7 @@ def test_a_first_step_faster_than_the_curves_is_the_machines_pace():
     nothing, plain decoding runs. Taken as the chain's own overhead, the 0.6 made it look cheaper
     than plain decoding's untimed curves and it ran on every step."""
     chain = parse_setting("linear:1")
-    cost = StepCost(verify=((1, 10.0), (2, 14.5), (256, 300.0)))  # no draft points: a free draft
+    cost = StepCost(verify=((1, 10.0), (2, 12.0), (256, 300.0)))  # no draft points: a free draft
     clock = Clock()
     auto = Auto((chain,), cost=cost, clock=clock)
     r = _request(0, [])
@@ -373,5 +373,24 @@ def test_a_first_step_faster_than_the_curves_is_the_machines_pace():
     assert labels[0] == "linear:1" and labels[-1] == "off", labels
     assert auto.pace == pytest.approx(0.6, rel=0.05) and auto.overhead(chain) == pytest.approx(1.0, rel=0.05)
     slow = Auto((chain,), cost=cost, clock=Clock())
-    slow._time(chain, took_ms=2 * 14.5, predicted_ms=14.5)  # a first step slower than the curves: its overhead
+    slow._time(chain, took_ms=2 * 12.0, predicted_ms=12.0)  # a first step slower than the curves: its overhead
     assert slow.pace == 1.0 and slow.overhead(chain) == 2.0
+
+
+@pytest.mark.parametrize("size,better,speculates", [(1, 1.05, False), (1, 1.2, True), (8, 1.02, False),
+                                                    (8, 1.05, True)])
+def test_a_near_tie_with_plain_decoding_goes_to_plain_decoding(size, better, speculates):
+    """A chain that promises only a little more than plain decoding (within ``stay / sqrt(B)``)
+    does not run, even where it ran last: speculation costs a batch what no step's price holds
+    (its requests finish apart, so fewer prompts share a prefill step); one that promises
+    clearly more does."""
+    chain = parse_setting("linear:1")
+    auto = Auto((chain,), cost=FLAT, clock=Clock())
+    auto.last, auto.overheads[chain], auto.overheads[OFF] = chain, 1.0, 1.0  # the chain ran, both were timed
+    batch = [_request(i, []) for i in range(size)]
+    want = better * auto.step_ms(chain, size) / auto.step_ms(OFF, size)  # tokens a request, for `better` x off's rate
+    auto.pooled[chain] = Evidence(tokens=want * 1e4, steps=1e4)
+    choice = auto.choose(batch)
+    assert choice.spec == (chain if speculates else OFF), choice.reason
+    margin = {1: "10.0%", 8: "3.5%"}[size]
+    assert (f"plain: speculation within {margin}" in choice.reason) != speculates, choice.reason

@@ -58,8 +58,8 @@ splits its time over the curves' prediction into two factors:
   overhead, a cached cost measured in a slow spell (a decode step 50 ms against 31 ms an hour
   before) made the first setting look a third cheaper than every untimed one at the curves'
   word, so plain decoding was never tried: ``auto`` ran the chain of one on every step at 8 in
-  flight, where the same cost model put plain decoding 7 % ahead (the load run of 2026-12-07
-  22:41, docs/benchmarks.md, "Speculation under load").
+  flight, where the same cost model put plain decoding 7 % ahead
+  (docs/bench/archive/load-cpu-avx512-2026-12-07-2254.md).
 
 Only the ratio of two overheads matters, and only steps close in time compare them at one pace;
 a slowdown goes almost all into the pace (a machine turning twice as slow moves the running
@@ -93,6 +93,17 @@ the running setting's expected tokens moved by a median 3-3.5 % a step at one re
 percentile 9-10 %) and 1.0 % at 8, a third as much. A margin held at 10 % for a batch of 8
 kept ``auto`` on a chain that the cost model put 7-10 % behind plain decoding, and measured 12 %
 behind (docs/bench/archive/load-cpu-avx2-2026-12-07-0102.md).
+
+**Plain decoding at a near-tie.** A speculative setting runs only where it promises more than
+that margin over plain decoding, whichever setting ran last: speculation costs a batch what no
+step's price holds. Its requests finish at steps of their own (each accepts its own drafts), so
+a closed loop admits their successors in more prefill steps that share less (16 requests in 6-7
+prefill steps at 8 in flight, against 3 under plain decoding) and drains a ragged tail of small
+batches. At 8 in flight on the AVX-512 EPYC the chain of one ran at a mean batch of 6.72 against
+plain decoding's 7.62 while the two tied step for step (the chain 11.2 tokens a step of 8 in
+104 ms, plain decoding 8 in 75 ms, by the run's own clocks), and ``auto``, taking the chain
+there on such ties, was 0.91x ``off`` (docs/bench/archive/load-cpu-avx512-2026-12-07-2310.md, its
+records beside it).
 
 Every ``Choice`` says why, with numbers: ``eagle2:4/3/2: 2.1 tok/step / 61 ms = 34 tok/s > off
 1.0 tok/step / 40 ms = 25 tok/s``.
@@ -262,6 +273,9 @@ class Auto:
             best, runner, why = last, best, f" (stays: within {margin:.1%})"  # a flip on noise costs more than it wins
         else:
             why = ""
+        off = scored[0]
+        if best[0].speculative and rate(best) < (1 + margin) * rate(off):  # a near-tie goes to plain decoding
+            best, runner, why = off, best, f" (plain: speculation within {margin:.1%})"
         self.last = best[0]
         if self.correct:  # a step that runs the draft over a newcomer's prompt is not timed (docstring)
             prompt = best[0].speculative and any(len(r.pending_tokens) > CATCH_UP for r in batch)
