@@ -348,10 +348,11 @@ class StepCost:
     ``batched_tokens``: (requests, new tokens a request, factor) points, the same factor by the
     tokens each request brings: each request's attention runs apart (``attention/sdpa.py``), and
     a lone query takes a cheaper path than several under a mask, so the factor is not one number
-    at a batch: the engine's steps of 8 requests took 1.28x the curves' word when plain, 1.34x
-    for a chain of one (2 tokens a request) and 1.20x for a tree of 4, in the step cost measured
-    2026-12-07 21:21 on the AVX-512 EPYC (2 threads, fp32). Where it holds points ``batch_pace``
-    reads it (linear between token counts, flat past them) and ``batched`` only where it does not.
+    at a batch: the engine's steps of 8 requests took 1.25x the curves' word when plain, 1.41x
+    for a chain of one (2 tokens a request) and 1.19x for a tree of 4, in the step cost that
+    priced docs/bench/archive/load-cpu-avx512-2026-12-07-2310.md (2 threads, fp32; its
+    ``predicted.step_costs``). Where it holds points ``batch_pace`` reads it (linear between
+    token counts, flat past them) and ``batched`` only where it does not.
 
     ``prefill_joined``: ms a prefill step saves for each prompt it holds beyond the first: the
     engine prefills every request admitted since its last step in one forward, whose fixed part

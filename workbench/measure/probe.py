@@ -13,8 +13,9 @@ So a benchmark that sets the model's predictions beside its measurements times t
 again through the run: after each of its timed blocks (a question's turn of every method; a
 round of a closed load) one **probe** (``probe``): 0.4-2.4 s of forwards on the 2-core AMD
 EPYC, most of it the prefill of a long prompt (docs/bench/head-cpu-fp32-avx2.json's ``probes``),
-and 7-12 s at 8 requests in flight, whose probe also prefills eight prompts twice and runs their
-batch (the journal's ``elapsed_s`` in docs/bench/load-cpu-avx512.records.jsonl):
+and 9-16 s at 8 requests in flight, whose probe also prefills eight prompts twice and runs their
+batch's forwards (the journal's ``elapsed_s`` in docs/bench/load-cpu-avx512.records.jsonl, each
+probe's less the result's before it):
 
 - the prefill: one target forward over a prompt of the run (its real tokens) and the logits of
   its last row, as the engine's prefill step runs them;

@@ -96,14 +96,14 @@ behind (docs/bench/archive/load-cpu-avx2-2026-12-07-0102.md).
 
 **Plain decoding at a near-tie.** A speculative setting runs only where it promises more than
 that margin over plain decoding, whichever setting ran last: speculation costs a batch what no
-step's price holds. Its requests finish at steps of their own (each accepts its own drafts), so
-a closed loop admits their successors in more prefill steps that share less (16 requests in 6-7
-prefill steps at 8 in flight, against 3 under plain decoding) and drains a ragged tail of small
-batches. At 8 in flight on the AVX-512 EPYC the chain of one ran at a mean batch of 6.72 against
-plain decoding's 7.62 while the two tied step for step (the chain 11.2 tokens a step of 8 in
-104 ms, plain decoding 8 in 75 ms, by the run's own clocks), and ``auto``, taking the chain
-there on such ties, was 0.91x ``off`` (docs/bench/archive/load-cpu-avx512-2026-12-07-2310.md, its
-records beside it).
+step's price holds. Its requests finish at steps of their own (each accepts its own drafts), so a
+closed loop admits their successors in more prefill steps that share less and drains a ragged
+tail of small batches. In the load run of docs/bench/archive/load-cpu-avx512-2026-12-07-2310.md
+(its records beside it) the chain of one at 8 in flight gave each running request 1.40 tokens a
+step in 104.6 ms, plain decoding 1 in 73.0 (the median round's steps): 2 % apart, a tie step for
+step. But the chain admitted its 16 requests in 7 prefill steps against plain decoding's 3 and ran
+at a mean batch of 6.72 against 7.62, and ``auto``, taking the chain on such ties, was 0.91x
+``off`` in tokens/s.
 
 Every ``Choice`` says why, with numbers: ``eagle2:4/3/2: 2.1 tok/step / 61 ms = 34 tok/s > off
 1.0 tok/step / 40 ms = 25 tok/s``.
