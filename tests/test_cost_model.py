@@ -118,7 +118,8 @@ def test_a_mix_of_verify_sizes_is_priced_at_the_mean_forward_of_one_request():
     """A draft that fills its tree on some steps and not on others (the n-gram lookup: the root
     alone where nothing matches) verifies a mix of sizes; the curve is not a line, so one
     request's verify is the mix's mean forward, not the forward at the mean size. At a batch the
-    requests' trees share each forward: the mean size. The bench report reads the mix from each
+    requests' trees share each forward: the mean size, its batch pace the mix's mean of each
+    count's (each request's attention runs at its own count's pace). The bench report reads the mix from each
     step's count of drafts verified, the steps that drafted nothing included."""
     from workbench.bench.report import mean_nodes, verified_mix
     from workbench.cost_model import verify_mix
@@ -133,6 +134,13 @@ def test_a_mix_of_verify_sizes_is_priced_at_the_mean_forward_of_one_request():
     for bad in ({}, {4: 0}, {0: 1}, 0.5):
         with pytest.raises(ValueError):
             verify_mix(bad)
+    paced = replace(COST, batched_tokens=((2, 1, 1.2), (2, 8, 1.5)))  # a batch's pace by new tokens a request
+    at_mean = paced.parts(wide, batch=2, tau=1.5, nodes=4.5).verify_ms  # every request 4.5 tokens: one pace
+    mixed = paced.parts(wide, batch=2, tau=1.5, nodes=mix).verify_ms  # half the requests 1, half 8: each its own
+    bare = COST.parts(wide, batch=2, tau=1.5, nodes=4.5).verify_ms
+    assert at_mean == pytest.approx(bare * paced.batch_pace(2, 4.5)) and mixed == pytest.approx(bare * (1.2 + 1.5) / 2)
+    assert paced.pace_of(wide, 2, mix) == pytest.approx(1.35) and paced.pace_of(parse_spec("vanilla"), 2) == 1.2
+    assert paced.pace_of(wide, 1, mix) == 1.0  # one request: the curves' own
     recs = [{"drafts_verified": [[0, 3, 3, 1]]}, {"drafts_verified": [[3]]}]
     assert verified_mix(recs) == {1: 1, 2: 1, 4: 3} and mean_nodes(verified_mix(recs)) == 3.0
     assert verified_mix([{"output_ids": [[5]]}]) is None  # a record without per-step counts

@@ -55,11 +55,12 @@ splits its time over the curves' prediction into two factors:
   took less than the curves' word, sets the pace instead (its setting's overhead 1). A step
   cannot be cheaper than its curves at their pace (they hold its measured overhead), so a
   faster step means the machine runs faster than when they were timed. Taken as that setting's
-  overhead, a cached cost measured in a slow spell (a decode step 50 ms against 31 ms an hour
-  before) made the first setting look a third cheaper than every untimed one at the curves'
-  word, so plain decoding was never tried: ``auto`` ran the chain of one on every step at 8 in
-  flight, where the same cost model put plain decoding 7 % ahead
-  (docs/bench/archive/load-cpu-avx512-2026-12-07-2254.md).
+  overhead, a step cost measured in a slow spell (a decode step 50.0 ms, against 31.3 ms in the
+  one of docs/bench/archive/load-cpu-avx512-2026-12-07-2132.md) made the first setting look
+  cheaper than every untimed one at the curves' word, so plain decoding was never tried:
+  ``auto`` ran the chain of one on every step at 8 in flight
+  (docs/bench/archive/load-cpu-avx512-2026-12-07-2254.md), where that step cost itself, read at
+  a batch of 8, puts plain decoding ahead.
 
 Only the ratio of two overheads matters, and only steps close in time compare them at one pace;
 a slowdown goes almost all into the pace (a machine turning twice as slow moves the running
