@@ -95,6 +95,21 @@ def requests_batch(n: int, prefixes: list[list[int]], new_slots: list[list[int]]
                       masks=[torch.ones(n, n, dtype=torch.bool).tril()] * len(prefixes), device=device)
 
 
+def requests_forward_ms(target, kv, alloc, *, n: int, prefixes: list[list[int]], device, owners=None) -> float:
+    """ms of one target forward and its logits over as many requests as ``prefixes``, n new tokens
+    each after its own committed slots (``requests_batch``), their slots taken from ``alloc`` (from
+    each request's run where ``owners`` names them: ``SlotAllocator.reserve``) and freed after."""
+    new = [alloc.alloc(n, owner=o) for o in (owners if owners is not None else [None] * len(prefixes))]
+    try:
+        batch = requests_batch(n, prefixes, new, device)
+        t0 = synced_clock(device)
+        target.logits(target(batch, kv))
+        return (synced_clock(device) - t0) * 1e3
+    finally:
+        for slots in new:
+            alloc.free(slots)
+
+
 def forward_samples(pool: Prefilled, sizes, *, forward, repeats: int = 5, warmup: int = 2) -> list[list[float]]:
     """``repeats`` ms of ``forward(batch)`` on a chain of n new tokens after the pool's prefix, for
     each n in ``sizes`` (the chain's slots freed after each). The sizes take

@@ -148,7 +148,7 @@ def batched_forwards(target, prompts: list[list[int]], per_request) -> dict:
     "context" (their mean prompt tokens), "forward": [[n, ms], ...], "prefill": {"alone": [ms a
     prompt], "together": ms}}``."""
     from workbench.attention.batch import extend_batch
-    from workbench.measure.cost import requests_batch
+    from workbench.measure.cost import requests_forward_ms
     from workbench.timing import interleaved
 
     device = target.lm_head.weight.device
@@ -173,18 +173,10 @@ def batched_forwards(target, prompts: list[list[int]], per_request) -> dict:
     target.logits(target(batch, kv)[ends.to(device)])
     together = round((synced_clock(device) - t0) * 1e3, 3)
 
-    def forward(n: int) -> float:
-        new = [alloc.alloc(n, owner=i) for i in range(len(committed))]
-        try:
-            batch = requests_batch(n, committed, new, device)
-            t0 = synced_clock(device)
-            target.logits(target(batch, kv))
-            return (synced_clock(device) - t0) * 1e3
-        finally:
-            for slots in new:
-                alloc.free(slots)
-
-    got = interleaved({n: (lambda n=n: forward(n)) for n in per_request}, REPEATS, warmup=1)
+    owners = list(range(len(committed)))
+    got = interleaved({n: (lambda n=n: requests_forward_ms(target, kv, alloc, n=n, prefixes=committed,
+                                                                 device=device, owners=owners))
+                       for n in per_request}, REPEATS, warmup=1)
     return {"requests": len(prompts), "context": sum(len(p) for p in prompts) / len(prompts),
             "forward": [[n, round(median(got[n]), 3)] for n in per_request],
             "prefill": {"alone": alone, "together": together}}

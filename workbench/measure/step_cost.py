@@ -413,7 +413,7 @@ def measure_kv(wb) -> list[list[float]]:
     context is too short to tell."""
     from workbench.attention.batch import extend_batch
     from workbench.kv import SlotAllocator
-    from workbench.measure.cost import requests_batch
+    from workbench.measure.cost import requests_forward_ms
     from workbench.timing import interleaved
 
     target = wb.target
@@ -434,17 +434,8 @@ def measure_kv(wb) -> list[list[float]]:
         committed.append(slots)
 
     def forward(n: int, context: int):
-        def run() -> float:
-            new = [alloc.alloc(n) for _ in committed]
-            try:
-                batch = requests_batch(n, [c[len(c) - context:] for c in committed], new, device)
-                t0 = _synced(device)
-                target.logits(target(batch, kv))
-                return (_synced(device) - t0) * 1e3
-            finally:
-                for slots in new:
-                    alloc.free(slots)
-        return run
+        return lambda: requests_forward_ms(target, kv, alloc, n=n, prefixes=[c[len(c) - context:] for c in committed],
+                                           device=device)
 
     cases = {(n, c): forward(n, c) for n in KV_TOKENS for c in (PREFIX, longest)}
     times = interleaved(cases, KV_REPEATS, 1)
