@@ -1026,3 +1026,29 @@ def test_an_engine_says_its_last_steps_phase_times(wb):
     assert {"decode_ms", "logits_ms"} <= set(got) and target_ms(got) > 0
     got.clear()
     assert engine.last_phases_ms  # the engine's own record is untouched
+
+
+def test_a_rows_decode_step_is_set_beside_the_engines_clock_part_by_part():
+    """``step_parts``: the model's forward, draft and rest of a step beside each round's engine
+    profile per step (the median over the rounds); none where a policy ran several settings or a
+    record kept no profile; the report's gap line says both."""
+    from workbench.bench.load_prediction import step_parts
+    from workbench.bench.load_report import _parts_said
+    from workbench.cost_model import StepParts
+
+    def rec(wall, verify, extend):
+        return {"profile": {"prefill": {"steps": 2, "requests": 2, "wall_ms": 500.0, "phases_ms": {"prefill_ms": 500.0}},
+                            "linear:1": {"steps": 10, "requests": 80, "wall_ms": wall,
+                                         "phases_ms": {"draft_extend_ms": extend, "draft_tree_ms": 10.0,
+                                                       "verify_ms": verify, "logits_ms": 50.0}}}}
+
+    parts = StepParts(verify_ms=77.0, draft_extend_ms=2.0, draft_levels_ms=0.5, overhead_ms=3.0)
+    got = step_parts(parts, [rec(1000.0, 850.0, 60.0), rec(1200.0, 1000.0, 80.0), rec(1100.0, 900.0, 70.0)])
+    assert got["model"] == {"forward": 77.0, "draft": 2.5, "rest": 3.0}
+    # per step: forward (verify + logits) 90, 105, 95; draft 7, 9, 8; rest 3, 6, 7 -> medians
+    assert got["measured"] == {"forward": 95.0, "draft": 8.0, "rest": 6.0}
+    assert "target forward and logits 77.0 against 95.0 ms, draft 2.5 against 8.0 ms" in _parts_said(got)
+    two = rec(1000.0, 850.0, 60.0)
+    two["profile"]["off"] = {"steps": 5, "requests": 40, "wall_ms": 300.0, "phases_ms": {"decode_ms": 280.0}}
+    assert step_parts(parts, [two]) is None and step_parts(parts, [{"seconds": 1.0}]) is None
+    assert _parts_said(None) == ""

@@ -101,7 +101,33 @@ def row_prediction(row: dict, spec, model: StepCost, *, recs: list[dict], prompt
             "model_ms": {"prefill": r2(loop.prefill_ms), "catch_up": r2(loop.catch_up_ms),
                          "decode": r2(loop.decode_ms)},
             "measured_ms": {"prefill": r2(measured_prefill), "decode": r2(decode)},
-            "with_measured_prefill_tok_s": r2(swapped), "batch_pace": round(model.pace_of(spec, row["mean_batch"], row.get("nodes_mix") or row.get("nodes")), 3)}
+            "with_measured_prefill_tok_s": r2(swapped), "step_parts": step_parts(loop.step.parts, recs),
+            "batch_pace": round(model.pace_of(spec, row["mean_batch"], row.get("nodes_mix") or row.get("nodes")), 3)}
+
+
+def step_parts(parts, recs: list[dict]) -> dict | None:
+    """A decode step of the row, part by part, ms, the model's (``parts``: ``StepParts`` at the
+    row's mean batch) beside the engine's own clock (each round's profile of its one decode
+    setting, per step, the median over the rounds): the target's forward and logits, the draft's
+    extend and tree levels, and the rest of the step. None where a record kept no profile or its
+    policy ran more than one setting."""
+    from workbench.engine.timings import target_ms
+
+    measured = []
+    for rec in recs:
+        decode = [t for name, t in (rec.get("profile") or {}).items() if name != "prefill"]
+        if len(decode) != 1 or not decode[0]["steps"]:
+            return None
+        t = decode[0]
+        per = {k: v / t["steps"] for k, v in t["phases_ms"].items()}
+        forward = target_ms(per)
+        draft = per.get("draft_extend_ms", 0.0) + per.get("draft_tree_ms", 0.0)
+        measured.append((forward, draft, t["wall_ms"] / t["steps"] - forward - draft))
+    if not measured:
+        return None
+    r2 = lambda x: round(x, 2)  # noqa: E731
+    return {"model": {"forward": r2(parts.verify_ms), "draft": r2(parts.draft_ms), "rest": r2(parts.overhead_ms)},
+            "measured": {k: r2(median(m[i] for m in measured)) for i, k in enumerate(("forward", "draft", "rest"))}}
 
 
 def prefill_steps(record: dict) -> int | None:

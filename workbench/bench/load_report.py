@@ -231,7 +231,21 @@ def _gap_line(r: dict) -> str:
     return head + (f", {got['prefill'] / 1e3:.2f} s measured; decode {decode / 1e3:.2f} s by the model{catch_up}, "
                    f"{got['decode'] / 1e3:.2f} s measured ({decode / got['decode']:.2f}x). With the measured prefill "
                    f"in its place the model gives {swapped:.1f} tok/s, {swapped / r['measured_tok_s']:.2f}x the "
-                   f"measured {r['measured_tok_s']:.1f} ({where}): what remains is the decode steps' error.")
+                   f"measured {r['measured_tok_s']:.1f} ({where}): what remains is the decode steps' error."
+                   + _parts_said(r.get("step_parts")))
+
+
+def _parts_said(parts: dict | None) -> str:
+    """`` A step, model against the engine's clock: forward 77.2 against 92.2 ms, ...``: a row's
+    decode step part by part (``load_prediction.step_parts``; "" where the records kept none)."""
+    if not parts:
+        return ""
+    m, got = parts["model"], parts["measured"]
+    said = [f"{name} {m[key]:.1f} against {got[key]:.1f} ms" for key, name in
+            (("forward", "target forward and logits"), ("draft", "draft"), ("rest", "the rest"))
+            if m[key] or got[key]]
+    return " A decode step, the model against the engine's own clock (its profile, the rounds' median): " + \
+        ", ".join(said) + "."
 
 
 def _count(requests: int | None) -> str:
