@@ -96,15 +96,20 @@ kept ``auto`` on a chain that the cost model put 7-10 % behind plain decoding, a
 behind (docs/bench/archive/load-cpu-avx2-2026-12-07-0102.md).
 
 **Plain decoding at a near-tie.** A speculative setting runs only where it promises more than
-that margin over plain decoding, whichever setting ran last: speculation costs a batch what no
-step's price holds. Its requests finish at steps of their own (each accepts its own drafts), so a
-closed loop admits their successors in more prefill steps that share less and drains a ragged
-tail of small batches. In the load run of docs/bench/archive/load-cpu-avx512-2026-12-07-2310.md
-(its records beside it) the chain of one at 8 in flight gave each running request 1.40 tokens a
-step in 104.6 ms, plain decoding 1 in 73.0 (the median round's steps): 2 % apart, a tie step for
-step. But the chain admitted its 16 requests in 7 prefill steps against plain decoding's 3 and ran
-at a mean batch of 6.72 against 7.62, and ``auto``, taking the chain on such ties, was 0.91x
-``off`` in tokens/s.
+``plain`` (10 %) over plain decoding, whichever setting ran last, at every batch: the margin
+between two settings shrinks with the batch because it guards against noise, this one does not,
+because what it guards against grows with the batch. Speculation costs a batch what no step's
+price holds: its requests finish at steps of their own (each accepts its own drafts), so a closed
+loop admits their successors in more prefill steps that share less and drains a ragged tail of
+small batches. In the load run of docs/bench/archive/load-cpu-avx512-2026-12-07-2310.md (its
+records beside it) the chain of one at 8 in flight gave each running request 1.40 tokens a step in
+104.6 ms, plain decoding 1 in 73.0 (the median round's steps): 2 % apart, a tie step for step. But
+the chain admitted its 16 requests in 7 prefill steps against plain decoding's 3 and ran at a mean
+batch of 6.72 against 7.62, and ``auto``, taking the chain on such ties, was 0.91x ``off`` in
+tokens/s. With the margin at ``stay / sqrt(B)`` (3.5 % at 8), the next run
+(docs/bench/archive/load-cpu-avx512-2026-12-07-2326.md) still ran a speculative setting on 10-32 %
+of its steps at 8 in flight, enough to put its requests out of step: 6-7 prefill steps against
+``off``'s 3, and 0.92x ``off``'s tokens/s by median.
 
 Every ``Choice`` says why, with numbers: ``eagle2:4/3/2: 2.1 tok/step / 61 ms = 34 tok/s > off
 1.0 tok/step / 40 ms = 25 tok/s``.
@@ -168,6 +173,8 @@ class Auto:
     ``correct``: scale the curves by the steps' own clock; ``stay``: how much more another
     setting must promise than the last step's (once that one was timed) to replace it, at one
     request (``stay / sqrt(B)`` for B);
+    ``plain``: how much more a speculative setting must promise than plain decoding to run, at
+    every batch ("Plain decoding at a near-tie");
     ``clock``: seconds, monotonic."""
 
     candidates: tuple[SpecConfig, ...]
@@ -177,6 +184,7 @@ class Auto:
     memory: int = 256
     correct: bool = True
     stay: float = 0.1
+    plain: float = 0.1
     clock: object = field(default=time.perf_counter, repr=False)
     name = "auto"
     grammar = "auto[:NAME,NAME,...]"
@@ -197,6 +205,9 @@ class Auto:
             raise ValueError("auto needs one or more speculative settings to weigh against off "
                              "(off is always a candidate)")
         draft_source_of(self.candidates)
+        if self.stay < 0 or self.plain < 0:
+            raise ValueError(f"the margins stay and plain are shares (0.1: 10 %) and cannot be negative, got "
+                             f"{self.stay}, {self.plain}")
         if self.prior_steps <= 0 or self.horizon < 1 or self.memory < self.horizon:
             raise ValueError(f"prior_steps must be > 0, horizon >= 1 and memory >= horizon, got {self.prior_steps}, "
                              f"{self.horizon}, {self.memory}")
@@ -275,8 +286,8 @@ class Auto:
         else:
             why = ""
         off = scored[0]
-        if best[0].speculative and rate(best) < (1 + margin) * rate(off):  # a near-tie goes to plain decoding
-            best, runner, why = off, best, f" (plain: speculation within {margin:.1%})"
+        if best[0].speculative and rate(best) < (1 + self.plain) * rate(off):  # a near-tie goes to plain decoding
+            best, runner, why = off, best, f" (plain: speculation within {self.plain:.1%})"
         self.last = best[0]
         if self.correct:  # a step that runs the draft over a newcomer's prompt is not timed (docstring)
             prompt = best[0].speculative and any(len(r.pending_tokens) > CATCH_UP for r in batch)
