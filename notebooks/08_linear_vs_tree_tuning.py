@@ -17,9 +17,12 @@
 # batch 1) and reports the accept length τ (tokens per target forward: the tokens each verify step
 # emitted, so a last step cut at `max_new_tokens` counts what it appended) and the speedup in tokens
 # per second over plain decoding on this machine, as Spec-Bench measures it. Beside each measured
-# speedup stands the one the project's cost model predicts for that setting at its measured τ
-# (`StepCost.predict` on this machine's step cost, notebook 6, its verifies and head forwards read
-# at these runs' pace from a probe after each prompt in each round), with the gap in words.
+# speedup stands the one the project's cost model predicts for the same answers at the setting's
+# measured τ (this machine's step cost, notebook 6, its prefill, verifies and head forwards read at
+# these runs' pace from a probe after each prompt in each round), with the gap in words: each
+# answer's prefill, the draft's catch-up over its prompt and its decode steps
+# (`lessons.predictions.answers_speedup`), since the measured tokens per second count the prefill
+# too; beside it, the decode steps' speedup alone (`StepCost.predict`), which the prefill dilutes.
 #
 # **How the timings are taken.** Every run is in fp32, where every speculative output is checked
 # equal to plain greedy decoding, token for token, with the torch threads the first line names.
@@ -63,7 +66,7 @@ TEMPERATURE = [(SpecConfig("vanilla"), SAMPLED), (SpecConfig.linear(3), SAMPLED)
 probes = []  # the target's part timed again after each prompt in each round (notebook 6): at these runs' pace
 measured = measure_settings(wb, CONFIGS + TEMPERATURE, prompts, ROUNDS, probes=probes)  # notebook 6's helper
 settings = {name: st for name, st in measured.items() if st.sampling.greedy}
-from workbench.lessons.predictions import step_cost
+from workbench.lessons.predictions import answers_speedup, step_cost
 from workbench.measure.probe import probed
 
 cost = step_cost(wb)  # this machine's step cost (notebook 6): cached, or measured now
@@ -71,7 +74,9 @@ run_cost = probed(cost, probes, head=True)  # its verifies and head forwards at 
 per_config = pd.DataFrame([{
     "config": name, "method": st.spec.method, "tau": st.tau, "tok/s": st.tok_s.median,
     "speedup": st.speedup.median, "speedup range": f"{st.speedup.low:.2f}–{st.speedup.high:.2f}",
-    "predicted": run_cost.predict(st.spec, st.tau).speedup, "equal to plain": f"{st.equal_to_plain} of {len(prompts)}",
+    "predicted": answers_speedup(run_cost, st.spec, st.tau, [len(prompts[c]) for c in prompts],
+                                 [len(st.outputs[c]) for c in prompts]),
+    "decode steps alone": run_cost.predict(st.spec, st.tau).speedup, "equal to plain": f"{st.equal_to_plain} of {len(prompts)}",
 } for name, st in settings.items()]).set_index("config")
 per_config.round(2)
 
@@ -108,7 +113,7 @@ display(Markdown(
     f"τ = {spec_only.tau[best]:.2f}); {best_sentence(fastest, 'setting')}. Highest median among the chains: "
     f"{best_linear} ({spec_only.speedup[best_linear]:.2f}×); among the trees: {best_tree} "
     f"({spec_only.speedup[best_tree]:.2f}×). " + why
-    + f"Predicted by the step cost at each setting's measured τ ({run_cost.measured}): "
+    + f"Predicted by the step cost at each setting's measured τ, each answer's prefill included ({run_cost.measured}): "
     + gaps_sentence({n: (per_config.predicted[n], settings[n].speedup) for n in spec_only.index}) + ". "
     + f"The chain linear:3 is notebook 6's chain of 3, on the same prompts and {MAX_NEW_TOKENS} new tokens "
       "(both measured by `measure_settings`): its τ is the same number there, and its speedup is the same "

@@ -511,6 +511,26 @@ def test_predictions_come_from_the_one_cost_model():
         with_draft(cost, FakeWb(), HeadSource())
 
 
+def test_a_speedup_in_tokens_per_second_is_predicted_with_each_answers_prefill():
+    """The notebooks' measured speedup is a mean over answers of tokens/s, prefill included; the
+    prediction set beside it prices the same: each answer's prefill, the draft's catch-up over
+    its prompt and (n - 1) / τ decode steps, at one request."""
+    from workbench.cost_model import StepCost
+    from workbench.lessons.predictions import answers_speedup
+
+    cost = StepCost(((1, 10.0), (2, 12.0), (4, 16.0)), ((1, 1.0), (2, 1.5)), prefill=((10, 50.0), (20, 100.0)),
+                    catch_up=((10, 5.0), (20, 8.0)))
+    chain, tau = SpecConfig.linear(1), 1.5
+    step = 12.0 + 1.25  # verify(2) and the extend over 1.5 rows
+    plain = [11 / (50.0 + 10 * 10.0), 21 / (100.0 + 20 * 10.0)]
+    spec = [11 / (50.0 + 10 / tau * step + (5.0 - 1.25)), 21 / (100.0 + 20 / tau * step + (8.0 - 1.25))]
+    got = answers_speedup(cost, chain, tau, [10, 20], [11, 21])
+    assert got == pytest.approx(sum(spec) / sum(plain))
+    assert 1 < got < cost.predict(chain, tau).speedup  # the prefill is not shortened: below the steps' own speedup
+    with pytest.raises(ValueError, match="one output length per prompt"):
+        answers_speedup(cost, chain, tau, [10, 20], [11])
+
+
 def test_a_curve_without_a_bend_says_so_with_its_last_size():
     flat = curve((1, 2, 4, 8), (10.0, 10.1, 10.2, 10.3))
     assert takeaways.bend_sentence(flat).startswith("The cost never starts to follow N within 8 tokens")
