@@ -210,7 +210,7 @@ print(f"vanilla {vanilla.tok_s.with_unit('tok/s')}; chain {chain.tok_s.with_unit
 # at another moment, and these two cores drift by a fifth from one minute to the next. Both curves
 # are a decode step's speedup; the measured one is in tokens per second over whole answers, whose
 # prefill speculation does not shorten, so the point beside it prices those very answers: each one's
-# prefill, the draft's catch-up over its prompt and its decode steps at the measured τ
+# prefill, the draft's catch-up over its prompt and its decode steps at the τ measured on it
 # (`lessons.predictions.answers_speedup`).
 
 # %%
@@ -227,8 +227,9 @@ held_curve = [expected_tokens(check.alpha, g) for g in gammas]
 flat_cost = memory_bound(run_cost)
 s_formula = {g: flat_cost.predict(SpecConfig.linear(g), expected[g]).speedup for g in gammas}
 s_measured = {g: run_cost.predict(SpecConfig.linear(g), expected[g]).speedup for g in gammas}
-at_answers = answers_speedup(run_cost, chain.spec, tau, [len(ids) for ids in prompts.values()],
-                             [len(chain.outputs[c]) for c in prompts])  # each answer's prefill too, as tokens/s count it
+at_answers = answers_speedup(run_cost, chain.spec, [len(ids) for ids in prompts.values()],
+                             [len(chain.outputs[c]) for c in prompts],
+                             [chain.tau_of(c) for c in prompts])  # each answer's prefill and τ, as tokens/s count them
 
 fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens per step E[N]", "speedup S"))
 fig.add_scatter(x=gammas, y=held_curve, name="E[N], α fitted on half the steps", row=1, col=1)
@@ -238,7 +239,7 @@ fig.add_scatter(x=[GAMMA], y=[check.measured], mode="markers", marker=dict(size=
 fig.add_scatter(x=gammas, y=list(s_formula.values()), name="predicted, verify flat at a decode step", row=1, col=2)
 fig.add_scatter(x=gammas, y=list(s_measured.values()), name="predicted, the step cost as measured", row=1, col=2)
 fig.add_scatter(x=[GAMMA], y=[at_answers], mode="markers", marker=dict(size=10, symbol="circle-open"),
-                name=f"predicted for these answers at the measured τ, prefill included (γ = {GAMMA})", row=1, col=2)
+                name=f"predicted for these answers at each one's measured τ, prefill included (γ = {GAMMA})", row=1, col=2)
 fig.add_scatter(x=[GAMMA], y=[speedup.median], mode="markers", marker=dict(size=12, symbol="x"),
                 error_y=dict(type="data", symmetric=False, array=[speedup.high - speedup.median],
                              arrayminus=[speedup.median - speedup.low]),
@@ -264,9 +265,10 @@ display(Markdown(
     f"Fitted on {check.fit_steps} of the chain's steps, α = {check.alpha:.2f} predicts E[N] = {check.predicted:.2f} "
     f"for the other {check.held_steps}, whose walks kept {check.measured:.2f} tokens on average: the i.i.d. model "
     f"{check.verdict()}. The chain of {GAMMA} (τ = {tau:.2f} over all {len(steps)} steps, output equal to plain "
-    f"decoding on {chain.equal_to_plain} of {len(prompts)} prompts), from the step cost at its measured τ, each "
-    f"answer's prefill and the draft's catch-up over its prompt priced as the measured tokens per second count them: "
-    f"{gap(at_answers, speedup)} (its decode steps alone: {at_tau.speedup:.2f}×); the formula's S, with the verify "
+    f"decoding on {chain.equal_to_plain} of {len(prompts)} prompts), from the step cost at each answer's measured τ, "
+    f"its prefill and the draft's catch-up over its prompt priced as the measured tokens per second count them: "
+    f"{gap(at_answers, speedup)} (the decode steps alone at the pooled τ: {at_tau.speedup:.2f}×); the formula's S, "
+    "with the verify "
     "flat at a decode step and no prefill: "
     f"{gap(flat_cost.predict(chain.spec, tau).speedup, speedup)} ({THREADS}; the step cost read at these runs' "
     f"pace: {run_cost.measured})."))

@@ -17,12 +17,13 @@
 # batch 1) and reports the accept length τ (tokens per target forward: the tokens each verify step
 # emitted, so a last step cut at `max_new_tokens` counts what it appended) and the speedup in tokens
 # per second over plain decoding on this machine, as Spec-Bench measures it. Beside each measured
-# speedup stands the one the project's cost model predicts for the same answers at the setting's
-# measured τ (this machine's step cost, notebook 6, its prefill, verifies and head forwards read at
+# speedup stands the one the project's cost model predicts for the same answers, each at the τ
+# measured on it (this machine's step cost, notebook 6, its prefill, verifies and head forwards read at
 # these runs' pace from a probe after each prompt in each round), with the gap in words: each
 # answer's prefill, the draft's catch-up over its prompt and its decode steps
 # (`lessons.predictions.answers_speedup`), since the measured tokens per second count the prefill
-# too; beside it, the decode steps' speedup alone (`StepCost.predict`), which the prefill dilutes.
+# too, and a mean of each answer's rate weighs the fast answers most; beside it, the decode steps'
+# speedup alone at the setting's pooled τ (`StepCost.predict`).
 #
 # **How the timings are taken.** Every run is in fp32, where every speculative output is checked
 # equal to plain greedy decoding, token for token, with the torch threads the first line names.
@@ -74,8 +75,8 @@ run_cost = probed(cost, probes, head=True)  # its verifies and head forwards at 
 per_config = pd.DataFrame([{
     "config": name, "method": st.spec.method, "tau": st.tau, "tok/s": st.tok_s.median,
     "speedup": st.speedup.median, "speedup range": f"{st.speedup.low:.2f}–{st.speedup.high:.2f}",
-    "predicted": answers_speedup(run_cost, st.spec, st.tau, [len(prompts[c]) for c in prompts],
-                                 [len(st.outputs[c]) for c in prompts]),
+    "predicted": answers_speedup(run_cost, st.spec, [len(prompts[c]) for c in prompts],
+                                 [len(st.outputs[c]) for c in prompts], [st.tau_of(c) for c in prompts]),
     "decode steps alone": run_cost.predict(st.spec, st.tau).speedup, "equal to plain": f"{st.equal_to_plain} of {len(prompts)}",
 } for name, st in settings.items()]).set_index("config")
 per_config.round(2)
@@ -113,7 +114,7 @@ display(Markdown(
     f"τ = {spec_only.tau[best]:.2f}); {best_sentence(fastest, 'setting')}. Highest median among the chains: "
     f"{best_linear} ({spec_only.speedup[best_linear]:.2f}×); among the trees: {best_tree} "
     f"({spec_only.speedup[best_tree]:.2f}×). " + why
-    + f"Predicted by the step cost at each setting's measured τ, each answer's prefill included ({run_cost.measured}): "
+    + f"Predicted by the step cost for the same answers, each at its measured τ with its prefill ({run_cost.measured}): "
     + gaps_sentence({n: (per_config.predicted[n], settings[n].speedup) for n in spec_only.index}) + ". "
     + f"The chain linear:3 is notebook 6's chain of 3, on the same prompts and {MAX_NEW_TOKENS} new tokens "
       "(both measured by `measure_settings`): its τ is the same number there, and its speedup is the same "

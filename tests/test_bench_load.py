@@ -1047,8 +1047,37 @@ def test_a_rows_decode_step_is_set_beside_the_engines_clock_part_by_part():
     assert got["model"] == {"forward": 77.0, "draft": 2.5, "rest": 3.0}
     # per step: forward (verify + logits) 90, 105, 95; draft 7, 9, 8; rest 3, 6, 7 -> medians
     assert got["measured"] == {"forward": 95.0, "draft": 8.0, "rest": 6.0}
-    assert "target forward and logits 77.0 against 95.0 ms, draft 2.5 against 8.0 ms" in _parts_said(got)
+    assert "target forward and logits 77.0 against 95.0 ms, draft (its catch-up over the prompts included, a " \
+        "step's share) 2.5 against 8.0 ms" in _parts_said(got)
+    # the model's catch-up over the prompts, a step's share, joins its draft: the engine's draft clock holds it
+    assert step_parts(parts, [rec(1000.0, 850.0, 60.0)], catch_up_ms=1.5)["model"]["draft"] == 4.0
     two = rec(1000.0, 850.0, 60.0)
     two["profile"]["off"] = {"steps": 5, "requests": 40, "wall_ms": 300.0, "phases_ms": {"decode_ms": 280.0}}
     assert step_parts(parts, [two]) is None and step_parts(parts, [{"seconds": 1.0}]) is None
     assert _parts_said(None) == ""
+
+
+def test_a_rows_model_draft_holds_its_catch_up_a_steps_share():
+    """``row_prediction``: the model's catch-up over the prompts, spread over its decode steps,
+    joins the draft its gap line sets beside the engine's draft clock (which holds it)."""
+    from workbench.bench.load_prediction import row_prediction
+    from workbench.cost_model import StepCost
+    from workbench.engine.config import SpecConfig
+
+    cost = StepCost(((1, 10.0), (2, 12.0), (4, 16.0)), ((1, 1.0), (2, 1.5), (4, 2.0)),
+                    prefill=((4, 20.0), (8, 30.0)), catch_up=((4, 3.0), (8, 5.0)))
+    spec = SpecConfig.linear(1)
+    profile = {"prefill": {"steps": 2, "requests": 2, "wall_ms": 50.0, "phases_ms": {"prefill_ms": 50.0}},
+               "linear:1": {"steps": 8, "requests": 8, "wall_ms": 120.0,
+                            "phases_ms": {"draft_extend_ms": 16.0, "verify_ms": 90.0, "logits_ms": 4.0}}}
+    requests = [{"prompt_index": i, "output_ids": [7] * 9} for i in range(2)]
+    recs = [{"seconds": 0.17, "requests": requests, "profile": profile}]
+    row = {"policy": "linear:1", "load": 1, "mean_batch": 1.0, "tau": 2.0, "mode": "closed",
+           "throughput_tok_s": 100.0, "spreads": {"throughput_tok_s": {"low": 90.0, "high": 110.0}}}
+    got = row_prediction(row, spec, cost, recs=recs, prompts=[[1] * 4, [1] * 8])
+    step = cost.parts(spec, 1.0, 2.0)
+    catch_up = cost.catch_up_ms(4, 2.0) + cost.catch_up_ms(8, 2.0)  # 1.5 and 3.5 beyond a step's extend
+    steps = 2 * 8 / 2.0  # each request's 8 decode tokens at τ = 2, one request a step
+    assert got["model_ms"]["catch_up"] == pytest.approx(catch_up)
+    assert got["step_parts"]["model"]["draft"] == pytest.approx(step.draft_ms + catch_up / steps, abs=0.01)
+    assert got["step_parts"]["measured"]["draft"] == 2.0  # 16 ms over 8 steps

@@ -514,21 +514,24 @@ def test_predictions_come_from_the_one_cost_model():
 def test_a_speedup_in_tokens_per_second_is_predicted_with_each_answers_prefill():
     """The notebooks' measured speedup is a mean over answers of tokens/s, prefill included; the
     prediction set beside it prices the same: each answer's prefill, the draft's catch-up over
-    its prompt and (n - 1) / τ decode steps, at one request."""
+    its prompt and (n - 1) / τ decode steps at its own τ, at one request."""
     from workbench.cost_model import StepCost
     from workbench.lessons.predictions import answers_speedup
 
     cost = StepCost(((1, 10.0), (2, 12.0), (4, 16.0)), ((1, 1.0), (2, 1.5)), prefill=((10, 50.0), (20, 100.0)),
                     catch_up=((10, 5.0), (20, 8.0)))
-    chain, tau = SpecConfig.linear(1), 1.5
-    step = 12.0 + 1.25  # verify(2) and the extend over 1.5 rows
+    chain = SpecConfig.linear(1)
+    step = lambda tau: 12.0 + cost.draft_ms(tau)  # noqa: E731  verify(2) and the extend over τ rows
     plain = [11 / (50.0 + 10 * 10.0), 21 / (100.0 + 20 * 10.0)]
-    spec = [11 / (50.0 + 10 / tau * step + (5.0 - 1.25)), 21 / (100.0 + 20 / tau * step + (8.0 - 1.25))]
-    got = answers_speedup(cost, chain, tau, [10, 20], [11, 21])
+    spec = [11 / (50.0 + 10 / 1.2 * step(1.2) + (5.0 - cost.draft_ms(1.2))),
+            21 / (100.0 + 20 / 1.8 * step(1.8) + (8.0 - cost.draft_ms(1.8)))]
+    got = answers_speedup(cost, chain, [10, 20], [11, 21], [1.2, 1.8])
     assert got == pytest.approx(sum(spec) / sum(plain))
-    assert 1 < got < cost.predict(chain, tau).speedup  # the prefill is not shortened: below the steps' own speedup
-    with pytest.raises(ValueError, match="one output length per prompt"):
-        answers_speedup(cost, chain, tau, [10, 20], [11])
+    pooled = answers_speedup(cost, chain, [10, 20], [11, 21], [1.5, 1.5])
+    assert got != pytest.approx(pooled)  # each answer at its own τ: a pooled τ is another prediction
+    assert 1 < pooled < cost.predict(chain, 1.5).speedup  # the prefill is not shortened: below the steps' own
+    with pytest.raises(ValueError, match="one output length and one τ per prompt"):
+        answers_speedup(cost, chain, [10, 20], [11, 21], [1.5])
 
 
 def test_a_curve_without_a_bend_says_so_with_its_last_size():

@@ -101,16 +101,20 @@ def row_prediction(row: dict, spec, model: StepCost, *, recs: list[dict], prompt
             "model_ms": {"prefill": r2(loop.prefill_ms), "catch_up": r2(loop.catch_up_ms),
                          "decode": r2(loop.decode_ms)},
             "measured_ms": {"prefill": r2(measured_prefill), "decode": r2(decode)},
-            "with_measured_prefill_tok_s": r2(swapped), "step_parts": step_parts(loop.step.parts, recs),
+            "with_measured_prefill_tok_s": r2(swapped), "step_parts": step_parts(loop.step.parts, recs, catch_up_ms=(
+                loop.catch_up_ms * loop.step.parts.total_ms / loop.decode_ms if loop.decode_ms > 0 else 0.0)),
             "batch_pace": round(model.pace_of(spec, row["mean_batch"], row.get("nodes_mix") or row.get("nodes")), 3)}
 
 
-def step_parts(parts, recs: list[dict]) -> dict | None:
+def step_parts(parts, recs: list[dict], catch_up_ms: float = 0.0) -> dict | None:
     """A decode step of the row, part by part, ms, the model's (``parts``: ``StepParts`` at the
     row's mean batch) beside the engine's own clock (each round's profile of its one decode
     setting, per step, the median over the rounds): the target's forward and logits, the draft's
-    extend and tree levels, and the rest of the step. None where a record kept no profile or its
-    policy ran more than one setting."""
+    extend and tree levels, and the rest of the step. ``catch_up_ms``: the model's draft catch-up
+    over the prompts, a step's share (``LoopPrediction.catch_up_ms`` over its decode steps),
+    added to its draft: the engine's draft clock holds the catch-up, run in each request's first
+    speculative step. None where a record kept no profile or its policy ran more than one
+    setting."""
     from workbench.engine.timings import target_ms
 
     measured = []
@@ -126,7 +130,8 @@ def step_parts(parts, recs: list[dict]) -> dict | None:
     if not measured:
         return None
     r2 = lambda x: round(x, 2)  # noqa: E731
-    return {"model": {"forward": r2(parts.verify_ms), "draft": r2(parts.draft_ms), "rest": r2(parts.overhead_ms)},
+    return {"model": {"forward": r2(parts.verify_ms), "draft": r2(parts.draft_ms + catch_up_ms),
+                      "rest": r2(parts.overhead_ms)},
             "measured": {k: r2(median(m[i] for m in measured)) for i, k in enumerate(("forward", "draft", "rest"))}}
 
 

@@ -242,7 +242,8 @@ def _parts_said(parts: dict | None) -> str:
         return ""
     m, got = parts["model"], parts["measured"]
     said = [f"{name} {m[key]:.1f} against {got[key]:.1f} ms" for key, name in
-            (("forward", "target forward and logits"), ("draft", "draft"), ("rest", "the rest"))
+            (("forward", "target forward and logits"), ("draft", "draft (its catch-up over the prompts included, a "
+                                                              "step's share)"), ("rest", "the rest"))
             if m[key] or got[key]]
     return " A decode step, the model against the engine's own clock (its profile, the rounds' median): " + \
         ", ".join(said) + "."

@@ -57,26 +57,28 @@ def cached_at_threads(wb, source, threads: int) -> StepCost | None:
     return None
 
 
-def answers_speedup(cost: StepCost, spec, tau: float, prompt_lens, output_lens) -> float:
+def answers_speedup(cost: StepCost, spec, prompt_lens, output_lens, taus) -> float:
     """The speedup in tokens per second as ``lessons.settings.measure_settings`` measures it, one
     request at a time: the mean over the answers of each one's tokens per second under ``spec``
-    over the same mean under plain decoding. An answer of n tokens takes its prefill (which emits
-    its first token), under ``spec`` the draft's catch-up over its prompt, and (n - 1) / τ decode
-    steps (``StepCost.closed_loop`` at one request). The prefill, which speculation does not
-    shorten, is part of every answer's time, so this lies below ``predict(spec, tau).speedup``
-    (the decode steps' alone), the more so the shorter the answers; a measured speedup in tokens
-    per second is set beside this one."""
-    prompt_lens, output_lens = list(prompt_lens), list(output_lens)
-    if not prompt_lens or len(prompt_lens) != len(output_lens):
-        raise ValueError(f"one output length per prompt, and at least one, got {len(output_lens)} for "
-                         f"{len(prompt_lens)} prompts")
+    over the same mean under plain decoding. Answer i, of ``output_lens[i]`` tokens after a
+    prompt of ``prompt_lens[i]``, takes its prefill (which emits its first token), under ``spec``
+    the draft's catch-up over its prompt, and (n - 1) / τ decode steps at its own τ
+    (``taus[i]``: the answers' τ differ, and a mean of rates weighs the fast ones most, so a
+    pooled τ would not do) (``StepCost.closed_loop`` at one request). The prefill, which
+    speculation does not shorten, is part of every answer's time, so this lies below the decode
+    steps' own speedup at the same τ; a measured speedup in tokens per second is set beside this
+    one."""
+    prompt_lens, output_lens, taus = list(prompt_lens), list(output_lens), list(taus)
+    if not prompt_lens or not len(prompt_lens) == len(output_lens) == len(taus):
+        raise ValueError(f"one output length and one τ per prompt, and at least one prompt, got {len(output_lens)} "
+                         f"and {len(taus)} for {len(prompt_lens)} prompts")
     from workbench.engine.config import SpecConfig
 
-    def rate(setting, t) -> float:
+    def rate(setting, per) -> float:
         return sum(cost.closed_loop(setting, t, 1, prompt_lens=[p], output_lens=[n]).tokens_per_s
-                   for p, n in zip(prompt_lens, output_lens)) / len(prompt_lens)
+                   for p, n, t in zip(prompt_lens, output_lens, per)) / len(prompt_lens)
 
-    return rate(spec, tau) / rate(SpecConfig("vanilla"), 1.0)
+    return rate(spec, taus) / rate(SpecConfig("vanilla"), [1.0] * len(taus))
 
 
 def memory_bound(cost: StepCost) -> StepCost:
