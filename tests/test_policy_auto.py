@@ -401,3 +401,38 @@ def test_a_near_tie_with_plain_decoding_goes_to_plain_decoding(size, better, spe
 def test_a_negative_margin_is_refused_with_its_name(field):
     with pytest.raises(ValueError, match="stay and plain are shares"):
         Auto((parse_setting("linear:1"),), cost=FLAT, **{field: -0.1})
+
+
+def test_a_speculative_step_is_charged_the_catch_up_its_requests_owe_a_steps_share():
+    """A newcomer owes the draft its prompt (the catch-up curve beyond a step's extend), a request
+    after plain steps the pairs they decoded (the draft curve beyond a step's), one that
+    speculated last step nothing; each spread over the steps the request has left."""
+    cost = StepCost(verify=((1, 10.0), (2, 11.0), (256, 300.0)), draft=((1, 1.0), (4, 1.0), (16, 2.0), (64, 5.0)),
+                    catch_up=((32, 6.0), (512, 30.0)))
+    auto = Auto((parse_setting("linear:1"),), cost=cost, clock=Clock())
+    newcomer = Request(0, [1] * 512, max_new_tokens=41, output_ids=[5], pending_tokens=[1] * 512)
+    behind = Request(1, [1, 2], max_new_tokens=41, output_ids=[5] * 11, pending_tokens=[1] * 16)
+    caught_up = Request(2, [1, 2], max_new_tokens=41, output_ids=[5] * 11, pending_tokens=[1])
+    tau = 2.0  # 40 tokens left: 20 steps; 30 left: 15 steps
+    assert auto.owed_ms([newcomer], tau) == pytest.approx((30.0 - 1.0) / 20)
+    assert auto.owed_ms([behind], tau) == pytest.approx((2.0 - 1.0) / 15)
+    assert auto.owed_ms([caught_up], tau) == 0.0
+    assert auto.owed_ms([newcomer, behind, caught_up], tau) == pytest.approx(29.0 / 20 + 1.0 / 15)
+    auto.pace = 2.0  # a machine running slow: the catch-up, a draft forward, at its pace
+    assert auto.owed_ms([behind], tau) == pytest.approx(2 * 1.0 / 15)
+
+
+@pytest.mark.parametrize("owes", [False, True])
+def test_what_a_newcomer_owes_the_draft_can_tip_a_near_tie_to_plain_decoding(owes):
+    """A chain 12 % ahead of plain decoding by its step runs; the same chain for a newcomer whose
+    long prompt the draft must first catch up on, with few tokens left to repay it, does not."""
+    chain = parse_setting("linear:1")
+    cost = StepCost(verify=((1, 10.0), (2, 12.0), (256, 300.0)), draft=((1, 0.5), (64, 2.0)),
+                    catch_up=((32, 2.0), (512, 20.0)))
+    auto = Auto((chain,), cost=cost, clock=Clock())
+    auto.overheads[chain] = auto.overheads[OFF] = 1.0
+    want = 1.12 * auto.step_ms(chain, 1, 1.5) / auto.step_ms(OFF, 1)  # tokens a step for 1.12x off's rate
+    auto.pooled[chain] = Evidence(tokens=want * 1e4, steps=1e4)
+    r = Request(0, [1] * 512, max_new_tokens=12, output_ids=[5], pending_tokens=[1] * 512 if owes else [5])
+    choice = auto.choose([r])
+    assert choice.spec == (OFF if owes else chain), choice.reason

@@ -82,6 +82,17 @@ and charged to the one that came first it would keep that one looking dear and u
 costs on a CPU: docs/benchmarks.md, "Speculation under load"). A catch-up over the few pairs plain
 steps left behind is timed: it is what switching back from plain decoding costs.
 
+**What speculating owes.** A request's first speculative step also runs its whole prompt
+through the draft, and one after plain steps the tokens they decoded: every speculative setting
+of the draft pays it once, plain decoding never, so only the choice between them weighs it.
+Speculating starts a debt that the following steps repay at a profit only if enough of them
+follow. So a speculative setting is charged, beside its step, what the catch-up each running
+request still owes costs (``owed_ms``: beyond a step's own extend), spread over the steps the
+request has left: the step cost of docs/bench/load-cpu-avx512.md prices the head's extend over
+the run's 769-token prompt at 47 ms beyond a step's, 1.2 ms over each of a chain's 39 steps to
+write 48 tokens there, where it prices the chain's step at 40.3 ms against plain decoding's 35.4.
+A short prompt owes little, and a request that speculated the step before owes nothing.
+
 **Staying.** The last step's setting stays unless another, once that one was timed, promises more
 than ``stay / sqrt(B)`` more tokens per second (10 % at one request, 3.5 % at 8): on a 2-core CPU
 the chain of one, the small tree and plain decoding are within 20 % of each other at one request
@@ -242,15 +253,35 @@ class Auto:
         return self.verified[spec].mean(float(spec.num_draft_tokens), self.prior_steps)
 
     def rates(self, batch: list[Request]) -> list[tuple[SpecConfig, float, float]]:
-        """(setting, expected tokens per step, step ms) for every candidate, off first."""
+        """(setting, expected tokens per step, step ms) for every candidate, off first; a
+        speculative setting's ms hold the catch-up its requests owe the draft, each a step's
+        share (``owed_ms``)."""
         if self.cost is None:
             raise ValueError("auto weighs each setting by its measured step cost, and none was given: measure one "
                              "(workbench.measure.step_cost.step_cost_for) or pass Auto(cost=StepCost(...))")
         out, context = [], committed(batch)
         for s in self.settings():
             tokens = self.expected_tokens(s, batch)
-            out.append((s, tokens, self.step_ms(s, len(batch), tokens / len(batch), context)))
+            tau = tokens / len(batch)
+            owed = self.owed_ms(batch, tau) if s.speculative else 0.0
+            out.append((s, tokens, self.step_ms(s, len(batch), tau, context) + owed))
         return out
+
+    def owed_ms(self, batch: list[Request], tau: float) -> float:
+        """What the draft's catch-up the running requests owe costs a speculative step, at the
+        machine's pace: each request's extend over its pending pairs beyond a step's own over
+        ``tau`` rows (the draft curve over up to ``CATCH_UP`` pairs: the tokens plain steps decoded
+        since it last speculated; ``StepCost.catch_up_ms`` over more: a newcomer's prompt),
+        spread over the steps it has left at ``tau`` tokens a step (module docstring, "What
+        speculating owes")."""
+        owed = 0.0
+        for r in batch:
+            pending = len(r.pending_tokens)
+            extra = (self.cost.catch_up_ms(pending, tau) if pending > CATCH_UP
+                     else max(0.0, self.cost.draft_ms(pending) - self.cost.draft_ms(max(1.0, tau))))
+            if extra:
+                owed += extra / max(1.0, (r.max_new_tokens - len(r.output_ids)) / max(1.0, tau))
+        return owed * self.pace
 
     def overhead(self, spec: SpecConfig) -> float:
         """What ``spec``'s steps took over what the curves predicted, at the machine's pace of
