@@ -88,7 +88,7 @@ of the draft pays it once, plain decoding never, so only the choice between them
 Speculating starts a debt that the following steps repay at a profit only if enough of them
 follow. So a speculative setting is charged, beside its step, what the catch-up each running
 request still owes costs (``owed_ms``: beyond a step's own extend), spread over the steps the
-request has left: the step cost of docs/bench/load-cpu-avx512.md prices the head's extend over
+request has left: the step cost of docs/bench/archive/load-cpu-avx512-2026-12-08-0108.md prices the head's extend over
 the run's 769-token prompt at 47 ms beyond a step's, 1.2 ms over each of a chain's 39 steps to
 write 48 tokens there, where it prices the chain's step at 40.3 ms against plain decoding's 35.4.
 A short prompt owes little, and a request that speculated the step before owes nothing.
