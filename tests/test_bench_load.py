@@ -676,6 +676,18 @@ def test_rounds_agree_within_a_share_of_their_median_or_a_draft_forward_within_a
     assert not sc._agreed([[(1, 60.0)], [(1, 80.0)], [(1, 70.0)]], slack_ms=3.5)[1]  # a verify's 29 %: a busy machine
 
 
+def test_rounds_that_differ_by_the_machines_pace_alone_agree_on_the_curves_shape():
+    """A round slower at every size by one factor agrees once each round's smallest size is taken
+    out; one whose dear size alone moved does not, nor one whose smallest size moved too far."""
+    import workbench.measure.step_cost as sc
+
+    paced = [[(1, 32.7), (64, 181.2)], [(1, 40.3), (64, 237.5)], [(1, 34.6), (64, 217.3)]]  # the docstring's
+    assert sc._agreed(paced) == ([(1, 34.6), (64, 217.3)], True)
+    bent = [[(1, 33.0), (64, 181.0)], [(1, 33.5), (64, 240.0)], [(1, 33.2), (64, 200.0)]]  # 64 alone moved 33 %
+    assert not sc._agreed(bent)[1]
+    assert not sc._agreed([[(1, 30.0), (64, 180.0)], [(1, 40.0), (64, 240.0)], [(1, 35.0), (64, 210.0)]])[1]
+
+
 def test_a_sources_cached_step_cost_takes_the_runs_target_part(wb, tmp_path, monkeypatch):
     """A second source's step cost read from the cache, in a run whose first source was measured
     now, carries the run's verify curve, plain decoding's overhead and the prefill: plain decoding
