@@ -599,11 +599,12 @@ def _agreed(rounds: list[list[tuple[int, float]]], slack_ms: float = 0.0) -> tup
     within AGREE of its median (or within ``slack_ms`` of each other, ``DRAFT_SLACK``), and every
     other size so too, or within AGREE once each round's own smallest size is taken out (its ms over
     that round's smallest: the curve's shape, as the paired reading builds it). A round a minute
-    apart from the others can run the machine a fifth slower at every size, and more in
-    absolute ms at the dear ones: in a step cost on the AVX-512 EPYC (2 threads) the verify of 64
-    tokens took 181, 237 and 217 ms in three rounds (31 % apart) while its ratio to each round's
-    one-token verify was 5.5, 5.9 and 6.3 (13 %), where the one-token verify took 32.7, 40.3 and
-    34.6 ms: one round slower throughout, the curve's shape the same."""
+    apart from the others can run the machine a fifth slower at every size, which is more
+    absolute ms at the dear ones: a one-token verify of 32.7, 40.3 and 34.6 ms in three rounds
+    (within 25 %) beside a 64-token one of 181, 237 and 217 ms (31 % apart) is one round slower
+    throughout, its ratios 5.5, 5.9 and 6.3 (13 % apart) the same curve (the case
+    ``tests/test_bench_load.py`` checks; one measurement on the 2-core AVX-512 EPYC, 2 threads,
+    read off its rounds by a diagnostic run, took these times)."""
     out, agree = [], True
     base = [r[0][1] for r in rounds] if rounds and rounds[0] else []
     for i, (n, _) in enumerate(rounds[0]):
